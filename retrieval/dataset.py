@@ -1,0 +1,83 @@
+"""The in-memory data set: documents, queries and graded relevance labels per split."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from .errors import LoadReport
+
+Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded label
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    title: str
+    text: str
+
+    @property
+    def full_text(self) -> str:
+        """What both retrievers see: the title, then the body (BEIR's convention)."""
+        return f"{self.title}. {self.text}" if self.title else self.text
+
+
+@dataclass
+class Dataset:
+    """Documents, optional queries and optional relevance labels (``qrels[split][qid][docid]``).
+
+    ``content_hash`` identifies the content (not the file it came from), so the store can key
+    cached embeddings, runs and metrics by it.
+    """
+
+    name: str
+    docs: dict[str, Document]
+    queries: dict[str, str] = field(default_factory=dict)
+    qrels: dict[str, Qrels] = field(default_factory=dict)
+    report: LoadReport = field(default_factory=LoadReport)
+    _hash: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.doc_ids: list[str] = list(self.docs)
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.qrels)
+
+    def split_queries(self, split: str | None) -> dict[str, str]:
+        """Queries judged in ``split`` (all queries when ``split`` is None)."""
+        if split is None:
+            return dict(self.queries)
+        labels = self.qrels[split]
+        return {qid: text for qid, text in self.queries.items() if qid in labels}
+
+    def default_split(self) -> str | None:
+        for name in ("test", "dev", "validation"):
+            if name in self.qrels:
+                return name
+        return next(iter(self.qrels), None)
+
+    @property
+    def content_hash(self) -> str:
+        if self._hash is None:
+            h = hashlib.sha256()
+            for d in self.docs.values():
+                h.update(json.dumps([d.id, d.title, d.text], ensure_ascii=False).encode())
+            h.update(b"\x00queries")
+            for qid in sorted(self.queries):
+                h.update(json.dumps([qid, self.queries[qid]], ensure_ascii=False).encode())
+            h.update(b"\x00qrels")
+            h.update(json.dumps(self.qrels, sort_keys=True).encode())
+            self._hash = h.hexdigest()
+        return self._hash
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "documents": len(self.docs),
+            "queries": len(self.queries),
+            "splits": {s: {"queries": len(q), "labels": sum(len(v) for v in q.values())}
+                       for s, q in self.qrels.items()},
+            "hash": self.content_hash[:12],
+            "warnings": len(self.report.warnings),
+        }
