@@ -2,6 +2,9 @@
 
 Lowercase → ``\\w+`` words → optional English stopword removal → optional Snowball stemming
 (PyStemmer, the C implementation of Snowball). Stems are cached per distinct word.
+
+Stopword lists: ``"en"`` is Lucene's 33-word English list (what Pyserini/Anserini BM25 uses),
+``"en_plus"`` NLTK's 179 words; ``None`` keeps every word.
 """
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN_PLUS
+from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
+
+STOPWORD_LISTS = {"en": STOPWORDS_EN, "en_plus": STOPWORDS_EN_PLUS}
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -17,13 +22,15 @@ WORD = re.compile(r"\w+", re.UNICODE)
 @dataclass
 class Tokenizer:
     lowercase: bool = True
-    stopwords: bool = True
+    stopwords: str | None = "en"
     stemmer: str | None = "english"  # any PyStemmer algorithm name, or None
     _stem_cache: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._stemmer = Stemmer.Stemmer(self.stemmer) if self.stemmer else None
-        self._stop = frozenset(STOPWORDS_EN_PLUS) if self.stopwords else frozenset()
+        if self.stopwords and self.stopwords not in STOPWORD_LISTS:
+            raise ValueError(f"unknown stopword list {self.stopwords!r}; choose from {sorted(STOPWORD_LISTS)} or None")
+        self._stop = frozenset(STOPWORD_LISTS[self.stopwords]) if self.stopwords else frozenset()
 
     @property
     def config(self) -> dict:
