@@ -1,0 +1,152 @@
+"""Evaluation: standard metrics through ranx, PNR by hand, per-query deltas and significance.
+
+Metrics (ranx, trec_eval conventions: linear gain nDCG, a label > 0 is relevant):
+``ndcg@10, mrr@10, recall@10, recall@100, recall@1000, map, p@10``. Only queries with at least one
+relevant label are evaluated; a query the system returns nothing for scores 0.
+
+PNR, the positive-negative ratio (papers/baidu-ernie-web-retrieval.md §6.2, eq. 8), per query q
+over its judged documents D_q with graded labels y and model scores f:
+
+    PNR_q = Σ_{d_i,d_j ∈ D_q} 1(y_i > y_j)·1(f(q,d_i) > f(q,d_j))
+            / Σ_{d_i,d_j ∈ D_q} 1(y_i > y_j)·1(f(q,d_i) < f(q,d_j))
+
+reported as the mean over queries. Ties in f count on neither side. The paper leaves two cases
+open; we (1) skip queries whose judged documents all share one label (no pairs), and (2) divide
+by max(1, discordant) so a query with no discordant pair contributes its concordant count. PNR
+needs a score for every judged document, not only for those a run retrieved: pass exact scores
+(``pnr_scores``) where the system can give them; otherwise judged documents missing from the run
+are taken to score below everything it retrieved.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from .dataset import Qrels
+from .run import Run
+
+METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10")
+_RANX_NAME = {"p@10": "precision@10"}
+
+
+@dataclass
+class Evaluation:
+    """Mean metrics and per-query values for one run on one set of labels."""
+
+    mean: dict[str, float]
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> qid -> value
+
+    def to_json(self) -> dict:
+        return {"mean": self.mean, "per_query": self.per_query}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "Evaluation":
+        return cls(obj["mean"], obj["per_query"])
+
+
+def positive_qrels(qrels: Qrels) -> Qrels:
+    """Labels of the queries that have at least one relevant (> 0) document."""
+    return {q: docs for q, docs in qrels.items() if any(v > 0 for v in docs.values())}
+
+
+def evaluate_run(run: Run, qrels: Qrels, metrics=METRICS, pnr_scores: dict | None = None) -> Evaluation:
+    """Mean and per-query metrics of ``run`` against ``qrels`` (plus ``pnr`` for graded labels)."""
+    from ranx import Qrels as RQrels, Run as RRun, evaluate
+
+    judged = positive_qrels(qrels)
+    per_query: dict[str, dict[str, float]] = {}
+    mean: dict[str, float] = {}
+    if judged:
+        rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in judged.items()})
+        rr = RRun({q: {d: float(s) for d, s in run.get(q, [])} for q in judged})
+        names = [_RANX_NAME.get(m, m) for m in metrics]
+        evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
+        for m, name in zip(metrics, names):
+            per_query[m] = {q: float(v) for q, v in rr.scores[name].items()}
+            mean[m] = float(np.mean(list(per_query[m].values())))
+    else:
+        mean.update({m: float("nan") for m in metrics})
+    pnr_mean, pnr_per_query = pnr(qrels, pnr_scores if pnr_scores is not None else scores_from_run(run, qrels))
+    if pnr_per_query:
+        mean["pnr"] = pnr_mean
+        per_query["pnr"] = pnr_per_query
+    return Evaluation(mean, per_query)
+
+
+def scores_from_run(run: Run, qrels: Qrels) -> dict[str, dict[str, float]]:
+    """Scores of judged documents from a run; a judged document missing from it gets -inf."""
+    out = {}
+    for q, docs in qrels.items():
+        got = dict(run.get(q, []))
+        out[q] = {d: float(got.get(d, float("-inf"))) for d in docs}
+    return out
+
+
+def pnr(qrels: Qrels, scores: dict[str, dict[str, float]]) -> tuple[float, dict[str, float]]:
+    """Mean PNR over queries with at least one pair of differently-labelled judged documents."""
+    per_query: dict[str, float] = {}
+    for q, labels in qrels.items():
+        if len(set(labels.values())) < 2:
+            continue
+        docs = list(labels)
+        y = np.array([labels[d] for d in docs], dtype=np.float64)
+        f = np.array([scores.get(q, {}).get(d, float("-inf")) for d in docs], dtype=np.float64)
+        better = y[:, None] > y[None, :]
+        # -inf vs -inf compares as neither greater nor smaller: a tie, as documented
+        concordant = int(np.sum(better & (f[:, None] > f[None, :])))
+        discordant = int(np.sum(better & (f[:, None] < f[None, :])))
+        per_query[q] = concordant / max(1, discordant)
+    if not per_query:
+        return float("nan"), {}
+    return float(np.mean(list(per_query.values()))), per_query
+
+
+@dataclass
+class Comparison:
+    """System B against system A on one metric, query by query."""
+
+    metric: str
+    mean_a: float
+    mean_b: float
+    delta: float
+    p_value: float
+    test: str
+    wins: list[str]  # queries where B beats A
+    losses: list[str]  # queries where A beats B
+    ties: int
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.p_value < 0.05)
+
+
+def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "permutation",
+            n_resamples: int = 10_000, seed: int = 0) -> Comparison:
+    """Paired significance test of B − A over the queries both were evaluated on.
+
+    ``permutation``: paired randomization test of the mean difference (the test CLEAR uses,
+    papers/clear-residual-embeddings.md §4), via ``scipy.stats.permutation_test``;
+    ``ttest``: paired two-sided Student t-test (``scipy.stats.ttest_rel``).
+    """
+    qa, qb = a.per_query.get(metric, {}), b.per_query.get(metric, {})
+    qids = [q for q in qa if q in qb]
+    xa = np.array([qa[q] for q in qids], dtype=np.float64)
+    xb = np.array([qb[q] for q in qids], dtype=np.float64)
+    diff = xb - xa
+    if len(qids) < 2 or np.allclose(diff, 0):
+        p = 1.0
+    elif test == "ttest":
+        p = float(stats.ttest_rel(xb, xa).pvalue)
+    elif test == "permutation":
+        res = stats.permutation_test((xb, xa), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                     permutation_type="samples", n_resamples=n_resamples,
+                                     alternative="two-sided", random_state=seed, vectorized=True)
+        p = float(res.pvalue)
+    else:
+        raise ValueError(f"unknown test {test!r}; choose 'permutation' or 'ttest'")
+    return Comparison(metric, float(xa.mean()) if len(xa) else float("nan"),
+                      float(xb.mean()) if len(xb) else float("nan"), float(diff.mean()) if len(diff) else 0.0,
+                      p, test, [q for q, d in zip(qids, diff) if d > 0],
+                      [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)))

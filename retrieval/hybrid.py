@@ -1,0 +1,166 @@
+"""Hybrid lexical + dense retrieval.
+
+``clear`` (papers/clear-residual-embeddings.md §3.4, eq. 8): retrieve the top ``depth`` of BM25
+and of the dense index, take the union of both candidate lists, score every candidate exactly
+by both models, and rank by
+
+    s_clear(q, d) = λ_test · s_lex(q, d) + s_emb(q, d)
+
+λ_test is tuned on labelled training queries over a grid (``tune_lambda``, the paper searched a
+grid on 500 training queries); without labels it defaults to the scale-matching value
+``median_q std(s_emb) / std(s_lex)`` over each query's candidates, which gives both models the
+same spread (the paper's 0.5 assumes MS MARCO BM25 scores and unnormalized BERT dot products).
+
+``rrf`` (reciprocal-rank fusion, Cormack et al. 2009: Σ 1/(k + rank)) and ``wsum`` (min-max
+normalized weighted sum) fuse the two runs through ranx.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dataset import Qrels
+from .dense import DenseRetriever
+from .evaluate import evaluate_run
+from .lexical import BM25Index
+from .run import Run
+
+LAMBDA_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+               0.2, 0.3, 0.5, 0.75, 1.0)
+FUSIONS = ("clear", "rrf", "wsum")
+
+
+@dataclass
+class Candidates:
+    """One query's union of candidates, with both exact scores (rows index the corpus)."""
+
+    rows: np.ndarray
+    s_lex: np.ndarray
+    s_emb: np.ndarray
+
+
+class Hybrid:
+    """The ``search(queries, k) -> Run`` shape over a BM25 index and a dense retriever."""
+
+    def __init__(self, bm25: BM25Index, dense: DenseRetriever, lam: float | None = None,
+                 depth: int = 1000, fusion: str = "clear", rrf_k: int = 60,
+                 weights: tuple[float, float] = (0.5, 0.5)):
+        if bm25.doc_ids != dense.index.doc_ids:
+            raise ValueError("BM25 and dense indexes must cover the same documents in the same order")
+        if fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r}; choose from {FUSIONS}")
+        self.bm25, self.dense = bm25, dense
+        self.lam, self.depth, self.fusion = lam, depth, fusion
+        self.rrf_k, self.weights = rrf_k, weights
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return self.bm25.doc_ids
+
+    @property
+    def params(self) -> dict:
+        p = {"fusion": self.fusion, "depth": self.depth}
+        if self.fusion == "clear":
+            p["lambda"] = self.lam
+        elif self.fusion == "rrf":
+            p["rrf_k"] = self.rrf_k
+        else:
+            p["weights"] = list(self.weights)
+        return p
+
+    # ---- CLEAR ---------------------------------------------------------------------------
+    def candidates(self, queries: dict[str, str]) -> dict[str, Candidates]:
+        """Union of both top-``depth`` lists per query, each candidate scored by both models."""
+        if not queries:
+            return {}
+        qvecs = self.dense.encode_queries(queries)
+        _, dense_rows = self.dense.index.search_vectors(qvecs, self.depth)
+        out = {}
+        for i, (qid, text) in enumerate(queries.items()):
+            lex_all = self.bm25.scores(text)
+            depth = min(self.depth, len(lex_all))
+            lex_top = np.argpartition(-lex_all, depth - 1)[:depth]
+            lex_top = lex_top[lex_all[lex_top] > 0]  # a document matching no term is no candidate
+            rows = np.union1d(lex_top, dense_rows[i][dense_rows[i] >= 0]).astype(np.int64)
+            out[qid] = Candidates(rows, lex_all[rows].astype(np.float64),
+                                  self.dense.index.scores(qvecs[i], rows).astype(np.float64))
+        return out
+
+    def rank(self, cands: dict[str, Candidates], lam: float, k: int) -> Run:
+        """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
+        run: Run = {}
+        ids = self.doc_ids
+        for qid, c in cands.items():
+            s = lam * c.s_lex + c.s_emb
+            order = np.argsort(-s, kind="stable")[:k]
+            run[qid] = [(ids[c.rows[j]], float(s[j])) for j in order]
+        return run
+
+    def exact_scores(self, lam: float, doc_rows: dict[str, list[int]], queries: dict[str, str]) -> dict[str, dict[str, float]]:
+        """λ·s_lex + s_emb for chosen documents (judged ones, for PNR), retrieved or not."""
+        qvecs = self.dense.encode_queries({q: queries[q] for q in doc_rows})
+        out = {}
+        for i, (qid, rows) in enumerate(doc_rows.items()):
+            rows_a = np.asarray(rows, dtype=np.int64)
+            lex = self.bm25.scores(queries[qid])[rows_a]
+            emb = self.dense.index.scores(qvecs[i], rows_a)
+            out[qid] = {self.doc_ids[r]: float(lam * l + e) for r, l, e in zip(rows_a, lex, emb)}
+        return out
+
+    def search(self, queries: dict[str, str], k: int = 100) -> Run:
+        if self.fusion == "clear":
+            cands = self.candidates(queries)
+            lam = self.lam if self.lam is not None else default_lambda(cands)
+            return self.rank(cands, lam, k)
+        lex = self.bm25.search(queries, self.depth)
+        emb = self.dense.search(queries, self.depth)
+        return fuse_runs([lex, emb], self.fusion, k=k, rrf_k=self.rrf_k, weights=self.weights)
+
+
+def default_lambda(cands: dict[str, Candidates]) -> float:
+    """median over queries of std(s_emb)/std(s_lex) on the candidate union (scale matching)."""
+    ratios = [c.s_emb.std() / c.s_lex.std() for c in cands.values()
+              if len(c.rows) > 1 and c.s_lex.std() > 0]
+    return float(np.median(ratios)) if ratios else 0.0
+
+
+def tune_lambda(hybrid: Hybrid, queries: dict[str, str], qrels: Qrels, metric: str = "ndcg@10",
+                grid=LAMBDA_GRID) -> tuple[float, list[tuple[float, float]]]:
+    """λ_test maximising ``metric`` on labelled (training) queries; returns (best λ, the grid)."""
+    judged = {q: t for q, t in queries.items() if q in qrels}
+    if not judged:
+        raise ValueError("no labelled queries to tune λ on")
+    cands = hybrid.candidates(judged)
+    table = []
+    for lam in grid:
+        ev = evaluate_run(hybrid.rank(cands, lam, 100), qrels, metrics=(metric,))
+        table.append((float(lam), ev.mean[metric]))
+    best = max(table, key=lambda row: (row[1], -row[0]))[0]
+    return best, table
+
+
+def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
+              weights: tuple[float, ...] = (0.5, 0.5)) -> Run:
+    """Reciprocal-rank fusion or min-max normalized weighted sum of runs, computed by ranx."""
+    from ranx import Run as RRun, fuse
+
+    qids = list(dict.fromkeys(q for r in runs for q in r))
+    ranx_runs = []
+    for i, r in enumerate(runs):
+        rr = RRun({q: {d: float(s) for d, s in r.get(q, [])} or {"__none__": 0.0} for q in qids},
+                  name=f"run{i}")
+        ranx_runs.append(rr)
+    if method == "rrf":
+        fused = fuse(ranx_runs, method="rrf", params={"k": rrf_k})
+    elif method == "wsum":
+        fused = fuse(ranx_runs, norm="min-max", method="wsum", params={"weights": list(weights)})
+    else:
+        raise ValueError(f"unknown fusion {method!r}; choose 'rrf' or 'wsum'")
+    out: Run = {}
+    for q, docs in fused.to_dict().items():
+        hits = sorted(((d, float(s)) for d, s in docs.items() if d != "__none__"), key=lambda h: -h[1])
+        out[q] = hits[:k]
+    for q in qids:
+        out.setdefault(q, [])
+    return out

@@ -1,0 +1,174 @@
+"""The SQLite cache: embeddings, data sets, models, runs and metrics, keyed by content hashes.
+
+One file (``$RANKSCOPE_STORE``, else ``$RANKSCOPE_HOME/rankscope.sqlite3``, else the user's
+cache directory), WAL mode, every write in a transaction. Because rows are keyed by hashes of
+their inputs (model fingerprint × text hash, data set hash × system × parameters), a changed
+corpus or model never reads stale rows and nothing is computed twice.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import platformdirs
+import sqlite_utils
+
+from .run import Run
+
+SCHEMA_VERSION = 1
+_CHUNK = 500  # ids per "IN (...)" query, under SQLite's variable limit
+
+
+def default_store_path() -> Path:
+    if os.environ.get("RANKSCOPE_STORE"):
+        return Path(os.environ["RANKSCOPE_STORE"]).expanduser()
+    home = os.environ.get("RANKSCOPE_HOME") or platformdirs.user_cache_dir("rankscope")
+    return Path(home).expanduser() / "rankscope.sqlite3"
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cache_key(**parts) -> str:
+    """A stable key for a computation from its inputs (any JSON-serializable values)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _pack(obj) -> bytes:
+    return zlib.compress(json.dumps(obj, separators=(",", ":")).encode(), 6)
+
+
+def _unpack(blob: bytes):
+    return json.loads(zlib.decompress(blob))
+
+
+class Store:
+    """Thread-safe access to the cache file (one connection, serialized by a lock)."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_store_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self.db = sqlite_utils.Database(conn)
+        self.db.enable_wal()
+        self._lock = threading.RLock()
+        self._create()
+
+    def _create(self) -> None:
+        with self._lock, self.db.conn:
+            db = self.db
+            if "meta" not in db.table_names():
+                db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+            db["embeddings"].create({"model": str, "text_hash": str, "dim": int, "vector": bytes},
+                                    pk=("model", "text_hash"), if_not_exists=True)
+            db["models"].create({"fingerprint": str, "name": str, "dim": int, "info": str,
+                                 "created": float}, pk="fingerprint", if_not_exists=True)
+            db["datasets"].create({"hash": str, "name": str, "summary": str, "created": float},
+                                  pk="hash", if_not_exists=True)
+            db["runs"].create({"key": str, "dataset": str, "system": str, "params": str,
+                               "split": str, "k": int, "hits": bytes, "created": float},
+                              pk="key", if_not_exists=True)
+            db["metrics"].create({"key": str, "dataset": str, "system": str, "params": str,
+                                  "split": str, "metrics": str, "per_query": bytes,
+                                  "created": float}, pk="key", if_not_exists=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.conn.close()
+
+    # ---- embeddings ----------------------------------------------------------------------
+    def get_embeddings(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(hashes), _CHUNK):
+                chunk = hashes[i:i + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self.db.execute(
+                    f"select text_hash, vector from embeddings where model = ? and text_hash in ({marks})",
+                    [model, *chunk])
+                for h, blob in rows:
+                    out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_embeddings(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        rows = [(model, h, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for h, v in vectors.items()]
+        with self._lock, self.db.conn:
+            self.db.conn.executemany(
+                "insert or replace into embeddings (model, text_hash, dim, vector) values (?, ?, ?, ?)", rows)
+
+    def count_embeddings(self, model: str | None = None) -> int:
+        with self._lock:
+            if model is None:
+                return self.db["embeddings"].count
+            return self.db.execute("select count(*) from embeddings where model = ?", [model]).fetchone()[0]
+
+    # ---- models and data sets ------------------------------------------------------------
+    def register_model(self, fingerprint: str, name: str, dim: int, info: dict | None = None) -> None:
+        with self._lock, self.db.conn:
+            self.db["models"].upsert({"fingerprint": fingerprint, "name": name, "dim": dim,
+                                      "info": json.dumps(info or {}), "created": time.time()},
+                                     pk="fingerprint")
+
+    def models(self) -> list[dict]:
+        with self._lock:
+            return list(self.db["models"].rows_where(order_by="created desc"))
+
+    def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
+        with self._lock, self.db.conn:
+            self.db["datasets"].upsert({"hash": content_hash, "name": name,
+                                        "summary": json.dumps(summary), "created": time.time()}, pk="hash")
+
+    def datasets(self) -> list[dict]:
+        with self._lock:
+            return list(self.db["datasets"].rows_where(order_by="created desc"))
+
+    # ---- runs and metrics ----------------------------------------------------------------
+    def get_run(self, key: str) -> Run | None:
+        with self._lock:
+            row = self.db.execute("select hits from runs where key = ?", [key]).fetchone()
+        if row is None:
+            return None
+        return {q: [(d, s) for d, s in hits] for q, hits in _unpack(row[0]).items()}
+
+    def put_run(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
+                k: int, run: Run) -> None:
+        with self._lock, self.db.conn:
+            self.db["runs"].upsert({"key": key, "dataset": dataset, "system": system,
+                                    "params": json.dumps(params, sort_keys=True, default=str),
+                                    "split": split or "", "k": k, "hits": _pack(run),
+                                    "created": time.time()}, pk="key")
+
+    def get_metrics(self, key: str) -> tuple[dict, dict] | None:
+        with self._lock:
+            row = self.db.execute("select metrics, per_query from metrics where key = ?", [key]).fetchone()
+        if row is None:
+            return None
+        return json.loads(row[0]), _unpack(row[1])
+
+    def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
+                    metrics: dict, per_query: dict) -> None:
+        with self._lock, self.db.conn:
+            self.db["metrics"].upsert({"key": key, "dataset": dataset, "system": system,
+                                       "params": json.dumps(params, sort_keys=True, default=str),
+                                       "split": split or "", "metrics": json.dumps(metrics),
+                                       "per_query": _pack(per_query), "created": time.time()}, pk="key")
+
+    def runs(self, dataset: str | None = None) -> list[dict]:
+        """Run history (without the hits), newest first."""
+        where, args = ("dataset = ?", [dataset]) if dataset else (None, None)
+        with self._lock:
+            return list(self.db["runs"].rows_where(where, args, order_by="created desc",
+                                                   select="key, dataset, system, params, split, k, created"))
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return self.db.execute("pragma integrity_check").fetchone()[0]

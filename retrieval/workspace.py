@@ -1,0 +1,210 @@
+"""A data set opened for analysis: its indexes, systems, cached runs and evaluations.
+
+This is the one object the CLI, the app and the benchmarks share. Everything expensive is built
+lazily and cached: embeddings in the store by (model fingerprint, text hash); runs and metrics by
+(data set hash, system, parameters, split, depth).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dataset import Dataset
+from .dense import DenseIndex, DenseRetriever, embed_texts
+from .encoder import Encoder, load_encoder
+from .evaluate import Evaluation, evaluate_run, scores_from_run
+from .hybrid import Hybrid, default_lambda, tune_lambda
+from .lexical import BM25Index
+from .run import Run
+from .store import Store, cache_key
+from .tokenize import Tokenizer
+
+SYSTEMS = ("bm25", "dense", "hybrid", "rrf", "wsum")
+SYSTEM_LABELS = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid (CLEAR λ)",
+                 "rrf": "Hybrid (RRF)", "wsum": "Hybrid (weighted sum)"}
+EVAL_DEPTH = 1000
+Progress = Callable[[float, str], None]  # (fraction done, what is happening)
+
+
+@dataclass
+class LambdaChoice:
+    value: float
+    how: str  # "tuned on <split>" or "scale-matched default (no training labels)"
+    grid: list[tuple[float, float]] = field(default_factory=list)
+
+
+class Workspace:
+    def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
+                 k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
+                 tokenizer: Tokenizer | None = None, index_kind: str = "flat", depth: int = 1000,
+                 device: str | None = "auto"):
+        self.dataset, self.store = dataset, store
+        self._model_arg, self._device = model, device
+        self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
+        self.tokenizer = tokenizer or Tokenizer()
+        self.index_kind, self.depth = index_kind, depth
+        self._lock = threading.RLock()
+        self._bm25: BM25Index | None = None
+        self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
+        self._dense: DenseRetriever | None = None
+        self._lambda: dict[str | None, LambdaChoice] = {}
+        self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
+        if store is not None:
+            store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
+
+    # ---- components (lazy) ---------------------------------------------------------------
+    @property
+    def texts(self) -> list[str]:
+        return [d.full_text for d in self.dataset.docs.values()]
+
+    @property
+    def bm25(self) -> BM25Index:
+        with self._lock:
+            if self._bm25 is None:
+                self._bm25 = BM25Index(self.dataset.doc_ids, self.texts, tokenizer=self.tokenizer,
+                                       **self.bm25_args)
+            return self._bm25
+
+    @property
+    def encoder(self) -> Encoder:
+        with self._lock:
+            if self._encoder is None:
+                self._encoder = load_encoder(self._model_arg, device=self._device)
+            return self._encoder
+
+    def build_dense(self, progress: Progress | None = None) -> DenseRetriever:
+        """Embed the corpus (from the store where cached) and index it; reports progress."""
+        with self._lock:
+            if self._dense is None:
+                enc = self.encoder
+                if self.store is not None:
+                    self.store.register_model(enc.fingerprint, enc.name, enc.dim,
+                                              {"max_seq_length": enc.max_seq_length})
+                cb = (lambda done, total: progress(done / max(total, 1), f"encoding {done}/{total} documents")) \
+                    if progress else None
+                emb = embed_texts(enc, self.texts, self.store, progress=cb)
+                self._dense = DenseRetriever(enc, DenseIndex(self.dataset.doc_ids, emb, kind=self.index_kind),
+                                             self.store)
+            return self._dense
+
+    @property
+    def dense(self) -> DenseRetriever:
+        return self.build_dense()
+
+    def hybrid(self, fusion: str = "clear", eval_split: str | None = None) -> Hybrid:
+        h = Hybrid(self.bm25, self.dense, depth=self.depth, fusion=fusion)
+        if fusion == "clear":
+            h.lam = self.lambda_for(eval_split).value
+        return h
+
+    def lambda_for(self, eval_split: str | None) -> LambdaChoice:
+        """λ_test tuned on the training split (never the split being evaluated), else a default."""
+        with self._lock:
+            if eval_split not in self._lambda:
+                train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
+                h = Hybrid(self.bm25, self.dense, depth=self.depth)
+                if train:
+                    key = self._key("lambda", {"depth": self.depth, "metric": "ndcg@10"}, train)
+                    cached = self.store.get_metrics(key) if self.store else None
+                    if cached:
+                        best, grid = cached[0]["best"], [tuple(r) for r in cached[1]["grid"]]
+                    else:
+                        best, grid = tune_lambda(h, self.dataset.split_queries(train), self.dataset.qrels[train])
+                        if self.store:
+                            self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda",
+                                                   params=self.system_params("hybrid"), split=train,
+                                                   metrics={"best": best}, per_query={"grid": grid})
+                    self._lambda[eval_split] = LambdaChoice(best, f"tuned on {train} (nDCG@10)", grid)
+                else:
+                    queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
+                    sample = dict(list(queries.items())[:200])
+                    lam = default_lambda(h.candidates(sample)) if sample else 0.0
+                    self._lambda[eval_split] = LambdaChoice(lam, "scale-matched default (no training labels)")
+            return self._lambda[eval_split]
+
+    def system(self, name: str, eval_split: str | None = None):
+        if name == "bm25":
+            return self.bm25
+        if name == "dense":
+            return self.dense
+        if name == "hybrid":
+            return self.hybrid("clear", eval_split)
+        if name in ("rrf", "wsum"):
+            return self.hybrid(name)
+        raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+
+    def system_params(self, name: str, eval_split: str | None = None) -> dict:
+        p: dict = {}
+        if name in ("bm25", "hybrid", "rrf", "wsum"):
+            p["bm25"] = {**self.bm25_args, "tokenizer": self.tokenizer.config}
+        if name in ("dense", "hybrid", "rrf", "wsum"):
+            p["model"] = self.encoder.fingerprint
+            p["index"] = self.index_kind
+        if name != "bm25" and name != "dense":
+            p["depth"] = self.depth
+        if name == "hybrid" and eval_split is not None:
+            p["lambda"] = self.lambda_for(eval_split).value
+        return p
+
+    def _key(self, system: str, params: dict, split: str | None, k: int = 0) -> str:
+        return cache_key(dataset=self.dataset.content_hash, system=system, params=params, split=split, k=k)
+
+    # ---- runs and evaluations ------------------------------------------------------------
+    def run(self, system: str, split: str, k: int = EVAL_DEPTH) -> Run:
+        """The system's run on a split's queries, from the store when it was computed before."""
+        params = self.system_params(system, split)
+        key = self._key(system, params, split, k)
+        if self.store is not None:
+            cached = self.store.get_run(key)
+            if cached is not None:
+                return cached
+        run = self.system(system, split).search(self.dataset.split_queries(split), k)
+        if self.store is not None:
+            self.store.put_run(key, dataset=self.dataset.content_hash, system=system, params=params,
+                               split=split, k=k, run=run)
+        return run
+
+    def _exact_scores(self, system: str, split: str) -> dict | None:
+        """Exact scores of every judged document (for PNR) where the system defines one."""
+        qrels = self.dataset.qrels[split]
+        queries = self.dataset.split_queries(split)
+        rows = {q: [self.doc_row[d] for d in docs if d in self.doc_row] for q, docs in qrels.items() if q in queries}
+        if system == "bm25":
+            return {q: {self.dataset.doc_ids[r]: float(s) for r, s in
+                        zip(rs, self.bm25.scores(queries[q])[rs])} for q, rs in rows.items()}
+        if system == "dense":
+            qv = self.dense.encode_queries({q: queries[q] for q in rows})
+            return {q: {self.dataset.doc_ids[r]: float(s) for r, s in
+                        zip(rs, self.dense.index.scores(qv[i], np.asarray(rs, dtype=np.int64)))}
+                    for i, (q, rs) in enumerate(rows.items())}
+        if system == "hybrid":
+            return self.hybrid("clear", split).exact_scores(self.lambda_for(split).value, rows, queries)
+        return None
+
+    def evaluate(self, system: str, split: str) -> Evaluation:
+        if split not in self.dataset.qrels:
+            raise ValueError(f"data set {self.dataset.name!r} has no labels for split {split!r} "
+                             f"(it has: {', '.join(self.dataset.splits) or 'none'})")
+        params = self.system_params(system, split)
+        key = self._key("eval:" + system, params, split, EVAL_DEPTH)
+        if self.store is not None:
+            cached = self.store.get_metrics(key)
+            if cached is not None:
+                return Evaluation(cached[0], cached[1])
+        run = self.run(system, split)
+        qrels = self.dataset.qrels[split]
+        exact = self._exact_scores(system, split)
+        ev = evaluate_run(run, qrels, pnr_scores=exact if exact is not None else scores_from_run(run, qrels))
+        if self.store is not None:
+            self.store.put_metrics(key, dataset=self.dataset.content_hash, system=system, params=params,
+                                   split=split, metrics=ev.mean, per_query=ev.per_query)
+        return ev
+
+    def search_one(self, text: str, systems=("bm25", "dense", "hybrid"), k: int = 10,
+                   eval_split: str | None = None) -> dict[str, list[tuple[str, float]]]:
+        """Ranked lists of every system for one free-text query (not cached)."""
+        q = {"query": text}
+        return {s: self.system(s, eval_split).search(q, k)["query"] for s in systems}
