@@ -58,7 +58,9 @@ class Encoder:
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or \
+            self.model.get_sentence_embedding_dimension
+        return int(get_dim())
 
     @property
     def max_seq_length(self) -> int:

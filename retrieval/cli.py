@@ -1,0 +1,168 @@
+"""Command line: ``python -m retrieval evaluate|info|search ...``.
+
+    python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid]
+        [--model PATH_OR_ID] [--json FILE] [--run-dir DIR]
+
+prints a metrics table (with a paired permutation test of each system against the first),
+writes ``{system: {metric: value}}`` as JSON and one TREC run file per system.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .dataset import Dataset
+from .errors import DataError
+from .evaluate import compare
+from .readers import load_dataset
+from .run import write_trec
+from .store import Store, default_store_path
+from .workspace import SYSTEM_LABELS, SYSTEMS, Workspace
+
+TABLE_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10", "pnr")
+
+
+def _progress(fraction: float, what: str) -> None:
+    print(f"\r  {what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
+
+
+def _open(args) -> tuple[Dataset, Workspace]:
+    ds = load_dataset(args.dataset)
+    for w in ds.report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    store = None if args.no_store else Store(args.store or default_store_path())
+    ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
+                   device=args.device)
+    return ds, ws
+
+
+def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str, str]]) -> str:
+    metrics = [m for m in TABLE_METRICS if any(m in r for r in results.values())]
+    header = f"{'system':<24}" + "".join(f"{m:>13}" for m in metrics)
+    lines = [header, "-" * len(header)]
+    for system, row in results.items():
+        cells = ""
+        for m in metrics:
+            v = row.get(m)
+            cell = "—" if v is None or v != v else f"{v:.4f}{marks.get(system, {}).get(m, '')}"
+            cells += f"{cell:>13}"
+        lines.append(f"{SYSTEM_LABELS.get(system, system):<24}{cells}")
+    return "\n".join(lines)
+
+
+def cmd_evaluate(args) -> int:
+    ds, ws = _open(args)
+    split = args.split or ds.default_split()
+    if split is None:
+        print(f"error: {ds.name} has no relevance labels; nothing to evaluate", file=sys.stderr)
+        return 2
+    if split not in ds.qrels:
+        print(f"error: no split {split!r} in {ds.name} (it has: {', '.join(ds.splits)})", file=sys.stderr)
+        return 2
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        print(f"error: unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}", file=sys.stderr)
+        return 2
+    n_q = len(ds.split_queries(split))
+    print(f"{ds.name}: {len(ds.docs)} documents, {n_q} {split} queries", file=sys.stderr)
+    if any(s != "bm25" for s in systems):
+        ws.build_dense(progress=_progress)
+    evals, results, timings = {}, {}, {}
+    for s in systems:
+        t = time.perf_counter()
+        evals[s] = ws.evaluate(s, split)
+        timings[s] = time.perf_counter() - t
+        results[s] = {m: evals[s].mean[m] for m in TABLE_METRICS if m in evals[s].mean}
+    marks: dict[str, dict[str, str]] = {}
+    base = systems[0]
+    for s in systems[1:]:
+        for m in ("ndcg@10", "mrr@10", "recall@100"):
+            c = compare(evals[base], evals[s], m)
+            if c.significant:
+                marks.setdefault(s, {})[m] = "†"
+    print(format_table(results, marks))
+    if len(systems) > 1:
+        print(f"† p < 0.05 against {SYSTEM_LABELS.get(base, base)} (paired permutation test)")
+    if "hybrid" in systems:
+        lam = ws.lambda_for(split)
+        print(f"hybrid λ_test = {lam.value:g} ({lam.how})")
+    print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.run_dir:
+        for s in systems:
+            write_trec(ws.run(s, split), Path(args.run_dir) / f"{ds.name}.{split}.{s}.trec", f"rankscope-{s}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    ds = load_dataset(args.dataset)
+    print(json.dumps(ds.summary(), indent=2))
+    for w in ds.report.warnings:
+        print(f"warning: {w}")
+    return 0
+
+
+def cmd_search(args) -> int:
+    ds, ws = _open(args)
+    ws.build_dense(progress=_progress)
+    results = ws.search_one(args.query, k=args.k, eval_split=ds.default_split())
+    for system, hits in results.items():
+        print(f"\n{SYSTEM_LABELS[system]}")
+        for rank, (doc, score) in enumerate(hits, 1):
+            title = ds.docs[doc].title or ds.docs[doc].text[:60]
+            print(f"  {rank:>2}. {score:8.4f}  {doc}  {title[:70]}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, store=True):
+        sp.add_argument("dataset", help="BEIR folder or .zip, a JSONL/CSV/TSV/txt corpus")
+        if store:
+            sp.add_argument("--model", default=None, help="sentence-transformers id or folder "
+                            "(default: bundled all-MiniLM-L6-v2)")
+            sp.add_argument("--k1", type=float, default=0.9)
+            sp.add_argument("--b", type=float, default=0.4)
+            sp.add_argument("--index", choices=("flat", "hnsw", "sq8"), default="flat")
+            sp.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+            sp.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
+            sp.add_argument("--no-store", action="store_true", help="compute everything, cache nothing")
+
+    ev = sub.add_parser("evaluate", help="metrics of BM25 / dense / hybrid on a labelled split")
+    common(ev)
+    ev.add_argument("--split", default=None, help="labels split (default: test, else the first)")
+    ev.add_argument("--systems", default="bm25,dense,hybrid", help=f"comma-separated: {','.join(SYSTEMS)}")
+    ev.add_argument("--json", default=None, help="write {system: {metric: value}} here")
+    ev.add_argument("--run-dir", default=None, help="write one TREC run file per system here")
+    ev.set_defaults(func=cmd_evaluate)
+
+    info = sub.add_parser("info", help="load a data set and report its contents and warnings")
+    common(info, store=False)
+    info.set_defaults(func=cmd_info)
+
+    se = sub.add_parser("search", help="one query, every system side by side")
+    common(se)
+    se.add_argument("query")
+    se.add_argument("-k", type=int, default=10)
+    se.set_defaults(func=cmd_search)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,96 @@
+"""Shared fixtures: real components, small enough to be fast.
+
+The tiny encoder is a real BERT (2 layers, 32 dims, random weights, fixed seed) with the bundled
+MiniLM tokenizer, saved as a normal sentence-transformers folder.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "datasets"
+DEMO = ROOT / "data" / "demo"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def shared_dataset(name: str) -> Path:
+    path = SHARED / name
+    if not (path / "corpus.jsonl").exists():
+        pytest.skip(f"{path} is absent (../shared/datasets not available)")
+    return path
+
+
+def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
+    """Write a random-weight 2-layer BERT sentence-transformer to ``folder``; return it."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertConfig, BertModel
+
+    from retrieval.encoder import default_model_path
+
+    src = Path(default_model_path())
+    hf_dir = folder / "hf"
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src / name).exists():
+            shutil.copy(src / name, hf_dir / name)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    BertModel(cfg).save_pretrained(hf_dir)
+    word = models.Transformer(str(hf_dir), max_seq_length=64)
+    dim = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
+    pool = models.Pooling(dim(), "mean")
+    st = SentenceTransformer(modules=[word, pool, models.Normalize()], device="cpu")
+    out = folder / "st"
+    st.save(str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    return build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tiny_model_dir):
+    from retrieval.encoder import load_encoder
+
+    return load_encoder(str(tiny_model_dir), device="cpu")
+
+
+@pytest.fixture
+def store(tmp_path):
+    from retrieval.store import Store
+
+    s = Store(tmp_path / "store.sqlite3")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def toy_dataset():
+    """Eight short documents, four queries, graded labels in a train and a test split."""
+    from retrieval.dataset import Dataset, Document
+
+    docs = {
+        "d1": Document("d1", "Cats", "The cat sat on the warm mat near the fire."),
+        "d2": Document("d2", "Dogs", "Dogs bark at the mailman every single morning."),
+        "d3": Document("d3", "Stocks", "The stock market fell sharply after the rate decision."),
+        "d4": Document("d4", "Cat food", "Cat food prices rose again this year in most shops."),
+        "d5": Document("d5", "Kittens", "Young felines need warmth, milk and a lot of sleep."),
+        "d6": Document("d6", "Bonds", "Bond yields climbed as the central bank raised interest rates."),
+        "d7": Document("d7", "Puppies", "A puppy should be trained with patience and treats."),
+        "d8": Document("d8", "Weather", "Heavy rain and strong winds are expected tomorrow."),
+    }
+    queries = {"q1": "cat on a mat", "q2": "why did stocks fall", "q3": "training a young dog",
+               "q4": "kitten care"}
+    qrels = {"train": {"q1": {"d1": 2, "d4": 0, "d5": 1}, "q2": {"d3": 2, "d6": 1}},
+             "test": {"q3": {"d7": 2, "d2": 1, "d8": 0}, "q4": {"d5": 2, "d1": 1, "d4": 0}}}
+    return Dataset("toy", docs, queries, qrels)

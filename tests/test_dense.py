@@ -1,0 +1,111 @@
+"""Encoder, embedding cache and FAISS indexes with a real tiny transformer and a real SQLite file."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval.dense import DenseIndex, DenseRetriever, embed_texts
+from retrieval.encoder import Encoder, load_encoder
+from retrieval.store import Store
+
+
+class CountingEncoder(Encoder):
+    """The real encoder, counting how many texts it actually encodes."""
+
+    def __init__(self, inner: Encoder):
+        super().__init__(inner.model, inner.name, inner.normalize, inner.batch_size)
+        self.encoded = 0
+
+    def encode(self, texts, progress=None, chunk=256):
+        self.encoded += len(texts)
+        return super().encode(texts, progress, chunk)
+
+
+def test_encoder_outputs_normalized_deterministic_vectors(tiny_encoder):
+    a = tiny_encoder.encode(["hello world", "a cat on a mat"])
+    b = tiny_encoder.encode(["hello world", "a cat on a mat"])
+    assert a.shape == (2, 32) and a.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(a, b, rtol=1e-5)
+    assert not np.allclose(a[0], a[1])
+
+
+def test_fingerprint_depends_on_weights_and_settings(tiny_model_dir, tmp_path):
+    from .conftest import build_tiny_encoder
+
+    a = load_encoder(str(tiny_model_dir), device="cpu")
+    other = load_encoder(str(build_tiny_encoder(tmp_path, seed=1)), device="cpu")
+    unnormalized = Encoder(a.model, normalize=False)
+    assert len({a.fingerprint, other.fingerprint, unnormalized.fingerprint}) == 3
+    assert a.fingerprint == Encoder(a.model).fingerprint
+
+
+def test_embeddings_come_from_the_store_after_first_encoding(tiny_encoder, tmp_path):
+    path = tmp_path / "cache.sqlite3"
+    texts = [f"document number {i} about topic {i % 7}" for i in range(50)] + ["document number 0 about topic 0"]
+    enc = CountingEncoder(tiny_encoder)
+    seen = []
+    first = embed_texts(enc, texts, Store(path), progress=lambda d, t: seen.append((d, t)))
+    assert enc.encoded == 50  # the duplicate text is encoded once
+    assert seen[-1] == (51, 51)
+    reopened = Store(path)  # a new process would open the file like this
+    again = embed_texts(enc, texts, reopened)
+    assert enc.encoded == 50
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(first, tiny_encoder.encode(texts), rtol=1e-5, atol=1e-6)
+    embed_texts(enc, texts[:10] + ["a brand new text"], reopened)
+    assert enc.encoded == 51
+    assert reopened.count_embeddings(enc.fingerprint) == 51
+    assert reopened.integrity_check() == "ok"
+
+
+def test_flat_index_is_exact(tiny_encoder):
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(300, 32)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    ids = [f"d{i}" for i in range(300)]
+    index = DenseIndex(ids, emb)
+    q = emb[:5] + 0.01
+    scores, rows = index.search_vectors(q, 10)
+    brute = q @ emb.T
+    for i in range(5):
+        expected = np.argsort(-brute[i])[:10]
+        assert list(rows[i]) == list(expected)
+        np.testing.assert_allclose(scores[i], brute[i][expected], rtol=1e-5)
+        np.testing.assert_allclose(index.scores(q[i], rows[i]), brute[i][rows[i]], rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind,min_overlap", [("hnsw", 0.9), ("sq8", 0.8)])
+def test_approximate_indexes_agree_with_flat(kind, min_overlap):
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(2000, 32)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    ids = [f"d{i}" for i in range(2000)]
+    flat, approx = DenseIndex(ids, emb), DenseIndex(ids, emb, kind=kind)
+    q = rng.normal(size=(20, 32)).astype(np.float32)
+    _, exact = flat.search_vectors(q, 10)
+    _, got = approx.search_vectors(q, 10)
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, got)])
+    assert overlap >= min_overlap
+    assert approx.bytes_per_doc == (32 if kind == "sq8" else 128)
+
+
+def test_retriever_search_shape(tiny_encoder, toy_dataset, store):
+    texts = [d.full_text for d in toy_dataset.docs.values()]
+    index = DenseIndex(toy_dataset.doc_ids, embed_texts(tiny_encoder, texts, store))
+    run = DenseRetriever(tiny_encoder, index, store).search(toy_dataset.queries, k=3)
+    assert set(run) == set(toy_dataset.queries)
+    for hits in run.values():
+        assert len(hits) == 3
+        assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        assert all(d in toy_dataset.docs for d, _ in hits)
+
+
+def test_unknown_index_kind():
+    with pytest.raises(ValueError, match="index kind"):
+        DenseIndex(["a"], np.ones((1, 4), dtype=np.float32), kind="ivfpq")
+
+
+def test_bad_model_name_gives_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="could not load encoder"):
+        load_encoder(str(tmp_path / "no-such-model"), device="cpu")

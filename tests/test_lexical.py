@@ -1,0 +1,111 @@
+"""BM25 scores against rank-bm25 (the reference), explanations, tokenization."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from retrieval.lexical import BM25Index
+from retrieval.tokenize import Tokenizer
+
+from .conftest import DEMO, shared_dataset
+
+IDF = {
+    "lucene": lambda n, df: math.log(1 + (n - df + 0.5) / (df + 0.5)),
+    "robertson": lambda n, df: math.log(max(1.0, (n - df + 0.5) / (df + 0.5))),
+    "atire": lambda n, df: math.log(n / df),
+}
+
+
+def reference(tokens, method, k1, b):
+    """rank-bm25's BM25Okapi with the idf of ``method``; its tf part is tf·(k1+1)/(tf + k1·norm)."""
+
+    class Ref(BM25Okapi):
+        def _calc_idf(self, nd):
+            for word, freq in nd.items():
+                self.idf[word] = IDF[method](self.corpus_size, freq)
+
+    ref = Ref(tokens, k1=k1, b=b)
+    scale = 1.0 if method == "atire" else 1.0 / (k1 + 1)  # Lucene/Robertson drop the (k1+1)
+    return lambda q: ref.get_scores(q) * scale
+
+
+def corpus_texts():
+    from retrieval.readers import load_dataset
+    try:
+        ds = load_dataset(shared_dataset("scifact"))
+        docs = list(ds.docs.values())[:800]
+        queries = list(ds.queries.values())[:40]
+    except pytest.skip.Exception:
+        ds = load_dataset(DEMO)
+        docs, queries = list(ds.docs.values()), list(ds.queries.values())
+    return [d.id for d in docs], [d.full_text for d in docs], queries
+
+
+@pytest.mark.parametrize("method,k1,b", [("lucene", 0.9, 0.4), ("lucene", 1.5, 0.75),
+                                         ("robertson", 1.2, 0.75), ("atire", 0.9, 0.4)])
+def test_scores_match_rank_bm25(method, k1, b):
+    ids, texts, queries = corpus_texts()
+    index = BM25Index(ids, texts, k1=k1, b=b, method=method)
+    ref = reference(index.tokenizer.tokenize_many(texts), method, k1, b)
+    for q in queries:
+        expected = ref(index.tokenizer(q))
+        got = index.scores(q)
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+
+
+def test_search_ranks_by_score_and_drops_non_matching(toy_dataset):
+    docs = toy_dataset.docs
+    index = BM25Index(list(docs), [d.full_text for d in docs.values()])
+    run = index.search({"a": "cat mat", "b": "zebra xylophone", "c": "the of"}, k=5)
+    assert run["b"] == [] and run["c"] == []  # no indexed term / only stopwords
+    hits = run["a"]
+    assert hits[0][0] == "d1"
+    assert {d for d, _ in hits} == {"d1", "d4"}  # only documents holding "cat" or "mat"
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True)
+    full = index.scores("cat mat")
+    assert full[0] == pytest.approx(hits[0][1], rel=1e-6)
+
+
+def test_k_larger_than_corpus_is_clamped(toy_dataset):
+    docs = toy_dataset.docs
+    index = BM25Index(list(docs), [d.full_text for d in docs.values()])
+    assert [d for d, _ in index.search({"q": "cat"}, k=1000)["q"]] in (["d1", "d4"], ["d4", "d1"])
+
+
+def test_explain_sums_to_score_and_names_missing_terms():
+    ids, texts, queries = corpus_texts()
+    index = BM25Index(ids, texts)
+    for q in queries[:10]:
+        scores = index.scores(q)
+        for row in np.argsort(-scores)[:3]:
+            parts = index.explain(q, int(row))
+            assert sum(p.score for p in parts) == pytest.approx(float(scores[row]), rel=1e-4, abs=1e-5)
+            for p in parts:
+                assert (p.tf == 0) == (p.score == 0)
+    parts = index.explain("zebra " + queries[0], 0)
+    zebra = next(p for p in parts if p.term == "zebra")
+    assert zebra.tf == 0 and zebra.score == 0 and zebra.query_words == ("zebra",)
+
+
+def test_tokenizer_options():
+    text = "The Runners were running quickly to the cafés"
+    assert Tokenizer()(text) == ["runner", "were", "run", "quick", "café"]
+    assert Tokenizer(stemmer=None)(text) == ["runners", "were", "running", "quickly", "cafés"]
+    assert Tokenizer(stopwords=None, stemmer=None)(text)[0] == "the"
+    assert "were" not in Tokenizer(stopwords="en_plus")(text)
+    assert Tokenizer(lowercase=False, stemmer=None, stopwords=None)("Cat cat") == ["Cat", "cat"]
+    with pytest.raises(ValueError, match="stopword list"):
+        Tokenizer(stopwords="klingon")
+    spans = Tokenizer().spans("Running dogs")
+    assert spans == [(0, 7, "run"), (8, 12, "dog")]
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="method"):
+        BM25Index(["a"], ["x"], method="bm42")
+    with pytest.raises(ValueError, match="empty corpus"):
+        BM25Index([], [])
