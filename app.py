@@ -1,0 +1,309 @@
+"""RankScope — the Gradio app: a thin layer of views over the ``retrieval`` library.
+
+    python app.py [--data PATH] [--model ID_OR_FOLDER] [--store FILE] [--host H] [--port P]
+
+Opens the bundled demo corpus (already indexed at start-up) unless ``--data`` names another data
+set. Named API endpoints (see the README): ``search``, ``evaluate``, ``load_dataset``.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import sys
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import gradio as gr
+
+from retrieval import DataError, Store, Workspace, load_dataset, load_files
+from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, side_by_side
+from retrieval.evaluate import compare
+from retrieval.readers import detect_role
+from retrieval.workspace import SYSTEM_LABELS
+
+ROOT = Path(__file__).resolve().parent
+DEMO = ROOT / "data" / "demo"
+CSS_PATH = ROOT / "assets" / "style.css"
+MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
+LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"), 0: ("rel-0", "judged not relevant (0)")}
+METRIC_COLUMNS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map", "p@10", "pnr")
+
+
+class Registry:
+    """Opened workspaces (shared by every session), at most ``size`` kept, least recent dropped."""
+
+    def __init__(self, store: Store, model: str | None, size: int = 4):
+        self.store, self.model, self.size = store, model, size
+        self._items: OrderedDict[str, Workspace] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self, dataset, progress=None) -> str:
+        key = dataset.content_hash
+        with self._lock:
+            ws = self._items.get(key)
+            if ws is None:
+                ws = Workspace(dataset, self.store, model=self.model)
+        ws.bm25  # noqa: B018 - build now, so the first search is fast
+        ws.build_dense(progress=progress)
+        with self._lock:
+            self._items[key] = ws
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return key
+
+    def get(self, key: str) -> Workspace:
+        with self._lock:
+            ws = self._items.get(key)
+        if ws is None:
+            raise gr.Error("this data set was closed to free memory; load it again on the Data tab")
+        return ws
+
+
+# ---- rendering (pure functions of library results) ---------------------------------------
+def highlight(text: str, ws: Workspace, terms: set[str], limit: int = 420) -> str:
+    """HTML-escaped ``text`` (cut near ``limit`` chars) with query-term matches in <mark>."""
+    cut = text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+    out, pos = [], 0
+    for start, end, token in ws.tokenizer.spans(cut):
+        if token in terms:
+            out.append(html.escape(cut[pos:start]))
+            out.append(f"<mark>{html.escape(cut[start:end])}</mark>")
+            pos = end
+    out.append(html.escape(cut[pos:]))
+    return "".join(out)
+
+
+def render_side_by_side(res: SideBySide, ws: Workspace) -> str:
+    terms = set(res.terms)
+    cols = []
+    for system, hits in res.systems.items():
+        cards = []
+        for h in hits:
+            badge = ""
+            if h.label is not None:
+                cls, title = LABEL_BADGE.get(h.label, ("rel-1", f"label {h.label}"))
+                badge = f'<span class="badge {cls}" title="{title}">{h.label}</span>'
+            elsewhere = " · ".join(
+                f"{SYSTEM_LABELS[o].split(' ')[0]} {'#' + str(r) if r else '—'}"
+                for o, r in h.ranks.items() if o != system)
+            missing = (f'<div class="missing">no exact match: {html.escape(", ".join(h.missing_terms))}</div>'
+                       if h.missing_terms and res.terms else "")
+            cards.append(
+                f'<div class="hit"><div class="hit-head"><span class="rank">{h.rank}</span>{badge}'
+                f'<span class="title">{html.escape(h.title or h.doc_id)}</span>'
+                f'<span class="score">{h.score:.3f}</span></div>'
+                f'<div class="meta">{html.escape(h.doc_id)} · also: {elsewhere}</div>'
+                f'<div class="snippet">{highlight(h.text, ws, terms)}</div>{missing}</div>')
+        metric = res.per_query_metrics.get(system, {})
+        head = SYSTEM_LABELS[system]
+        if metric:
+            head += f' <span class="qmetric">nDCG@10 {metric.get("ndcg@10", 0):.3f}</span>'
+        cols.append(f'<div class="col"><h3>{head}</h3>{"".join(cards) or "<p>no document matches</p>"}</div>')
+    summary = ""
+    if res.query_id:
+        rows = "".join(
+            f"<tr><td>{html.escape(r['doc_id'])}</td><td>{html.escape(r['title'] or '')}</td><td>{r['label']}</td>"
+            + "".join(f"<td>{r['ranks'][s] or '—'}</td>" for s in res.systems) + "</tr>"
+            for r in res.relevant)
+        summary = (f'<details open class="judged"><summary>Labelled documents for {html.escape(res.query_id)} '
+                   f'({html.escape(res.split or "")} split): rank under each system</summary>'
+                   f'<table><tr><th>doc</th><th>title</th><th>label</th>'
+                   + "".join(f"<th>{SYSTEM_LABELS[s]}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
+    return f'<div class="sbs">{"".join(cols)}</div>{summary}'
+
+
+def metrics_rows(ws: Workspace, split: str, systems=DEFAULT_SYSTEMS) -> list[list]:
+    evals = {s: ws.evaluate(s, split) for s in systems}
+    rows = []
+    for s in systems:
+        marks = {m: "†" if s != "bm25" and compare(evals["bm25"], evals[s], m).significant else ""
+                 for m in ("ndcg@10", "mrr@10", "recall@100")} if "bm25" in evals else {}
+        rows.append([SYSTEM_LABELS[s]] + [
+            (f"{evals[s].mean[m]:.4f}{marks.get(m, '')}" if m in evals[s].mean else "—") for m in METRIC_COLUMNS])
+    return rows
+
+
+def dataset_markdown(ws: Workspace) -> str:
+    ds = ws.dataset
+    splits = ", ".join(f"{s}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
+                       for s, q in ds.qrels.items()) or "no relevance labels"
+    return (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
+            f"encoder `{ws.encoder.name}`; content hash `{ds.content_hash[:12]}`")
+
+
+def query_choices(ws: Workspace) -> list[tuple[str, str]]:
+    out = []
+    for split, qrels in ws.dataset.qrels.items():
+        for qid in qrels:
+            if qid in ws.dataset.queries:
+                out.append((f"[{split}] {qid}: {ws.dataset.queries[qid]}", ws.dataset.queries[qid]))
+    return out
+
+
+# ---- the app -----------------------------------------------------------------------------
+def build_app(registry: Registry, default_key: str) -> gr.Blocks:
+    default_ws = registry.get(default_key)
+
+    with gr.Blocks(title="RankScope") as demo:
+        key_state = gr.State(default_key)
+        gr.Markdown("# RankScope\nWhy does first-stage retrieval fail? BM25, dense and hybrid, side by side.")
+        data_md = gr.Markdown(dataset_markdown(default_ws), elem_id="dataset-summary")
+
+        with gr.Tabs():
+            with gr.Tab("Search", id="search"):
+                with gr.Row():
+                    query = gr.Textbox(label="Query", placeholder="type a query, or pick a labelled one",
+                                       scale=4, elem_id="query-box")
+                    go = gr.Button("Search", variant="primary", scale=1, elem_id="search-button")
+                picker = gr.Dropdown(choices=query_choices(default_ws), label="Labelled queries",
+                                     value=None, elem_id="query-picker")
+                results = gr.HTML(elem_id="results")
+                with gr.Accordion("Raw results (JSON)", open=False):
+                    raw = gr.JSON()
+                with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
+                    split0 = default_ws.dataset.default_split()
+                    metrics_note = gr.Markdown(metrics_caption(default_ws, split0))
+                    metrics_table = gr.Dataframe(
+                        value=metrics_rows(default_ws, split0) if split0 else [],
+                        headers=["system", *METRIC_COLUMNS], interactive=False, elem_id="metrics-table")
+
+            with gr.Tab("Evaluate", id="evaluate"):
+                with gr.Row():
+                    split_dd = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split")
+                    eval_btn = gr.Button("Evaluate", variant="primary")
+                eval_note = gr.Markdown()
+                eval_table = gr.Dataframe(headers=["system", *METRIC_COLUMNS], interactive=False)
+                gr.Markdown("Per-query nDCG@10 against BM25: where dense and hybrid win and lose.")
+                wins_table = gr.Dataframe(headers=["query", "text", "BM25", "Dense", "Hybrid"], interactive=False)
+
+            with gr.Tab("Data", id="data"):
+                gr.Markdown("Load a BEIR folder as a .zip, or separate files: documents (JSONL, CSV/TSV "
+                            "with id/title/text, or .txt), queries (JSONL) and labels (BEIR .tsv or TREC qrels). "
+                            "A broken file is reported with its line; the current data set stays loaded.")
+                files = gr.File(label="Data set files", file_count="multiple", elem_id="upload")
+                with gr.Row():
+                    load_btn = gr.Button("Load uploaded files", variant="primary", elem_id="load-button")
+                    demo_btn = gr.Button("Load the bundled demo")
+                load_status = gr.Markdown(elem_id="load-status")
+
+        # ---- handlers ----------------------------------------------------------------------
+        def do_search(text: str, key: str):
+            ws = registry.get(key)
+            try:
+                res = side_by_side(ws, text or "")
+            except ValueError as err:
+                raise gr.Error(str(err)) from err
+            return render_side_by_side(res, ws), res.to_json()
+
+        def do_evaluate(split: str, key: str):
+            ws = registry.get(key)
+            if not split:
+                raise gr.Error("this data set has no relevance labels to evaluate against")
+            rows = metrics_rows(ws, split)
+            evals = {s: ws.evaluate(s, split) for s in DEFAULT_SYSTEMS}
+            per = {s: evals[s].per_query.get("ndcg@10", {}) for s in DEFAULT_SYSTEMS}
+            qids = sorted(per["bm25"], key=lambda q: -(max(per["dense"].get(q, 0), per["hybrid"].get(q, 0))
+                                                        - per["bm25"][q]))
+            wins = [[q, ws.dataset.queries.get(q, "")[:80]] + [round(per[s].get(q, 0.0), 3) for s in DEFAULT_SYSTEMS]
+                    for q in qids]
+            return metrics_caption(ws, split), rows, wins
+
+        def do_load(paths, key, progress=gr.Progress()):
+            if not paths:
+                raise gr.Error("choose one or more files first")
+            paths = [str(p) for p in paths]
+            try:
+                dataset = load_uploaded(paths)
+            except DataError as err:
+                # the previous data set stays loaded: state, tables and summary are left untouched
+                return (key, f"❌ **Could not load:** `{err}`\n\nThe previous data set is still loaded.",
+                        gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+            return switch_to(dataset, progress)
+
+        def do_demo(key, progress=gr.Progress()):
+            return switch_to(load_dataset(DEMO), progress)
+
+        def switch_to(dataset, progress):
+            progress(0, desc="indexing")
+            new_key = registry.open(dataset, progress=lambda f, what: progress(f, desc=what))
+            ws = registry.get(new_key)
+            split = ws.dataset.default_split()
+            warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:20])
+            status = f"✅ Loaded **{html.escape(dataset.name)}**.{warn}"
+            return (new_key, status, dataset_markdown(ws),
+                    gr.update(choices=query_choices(ws), value=None),
+                    metrics_caption(ws, split), metrics_rows(ws, split) if split else [],
+                    gr.update(choices=ws.dataset.splits, value=split), "")
+
+        load_outputs = [key_state, load_status, data_md, picker, metrics_note, metrics_table, split_dd, results]
+        go.click(do_search, [query, key_state], [results, raw], api_name="search")
+        query.submit(do_search, [query, key_state], [results, raw], api_visibility="private")
+        picker.input(lambda q: q, picker, query, api_visibility="private").then(
+            do_search, [query, key_state], [results, raw], api_visibility="private")
+        eval_btn.click(do_evaluate, [split_dd, key_state], [eval_note, eval_table, wins_table], api_name="evaluate")
+        load_btn.click(do_load, [files, key_state], load_outputs, api_name="load_dataset")
+        demo_btn.click(do_demo, [key_state], load_outputs, api_name="load_demo")
+    return demo
+
+
+def metrics_caption(ws: Workspace, split: str | None) -> str:
+    if not split:
+        return "_No relevance labels: metrics need a qrels file._"
+    lam = ws.lambda_for(split)
+    n = len(ws.dataset.split_queries(split))
+    return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}). "
+            "† p < 0.05 against BM25, paired permutation test.")
+
+
+def load_uploaded(paths: list[str]):
+    """One zip/folder → a whole data set; several files → sorted into corpus, queries, qrels."""
+    if len(paths) == 1 and detect_role(paths[0]) in ("dataset", "corpus"):
+        return load_dataset(paths[0])
+    roles: dict[str, list[str]] = {}
+    for p in paths:
+        roles.setdefault(detect_role(p), []).append(p)
+    corpus = roles.get("corpus", []) + roles.get("dataset", [])
+    if len(corpus) != 1:
+        raise DataError(f"expected exactly one documents file among the uploads, found {len(corpus)}: "
+                        + ", ".join(Path(p).name for p in paths))
+    queries = roles.get("queries", [])
+    if len(queries) > 1:
+        raise DataError("more than one queries file uploaded: " + ", ".join(Path(p).name for p in queries))
+    return load_files(corpus[0], queries[0] if queries else None, roles.get("qrels") or None,
+                      name=Path(corpus[0]).stem)
+
+
+def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None):
+    """Open the store and the starting data set, and build the Blocks (used by main and tests)."""
+    store = Store(store_path) if store_path else Store()
+    registry = Registry(store, model)
+    dataset = load_dataset(data or DEMO)
+
+    def report(fraction: float, what: str) -> None:
+        print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
+
+    key = registry.open(dataset, progress=report)
+    return build_app(registry, key), registry
+
+
+def launch_kwargs() -> dict:
+    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "max_file_size": MAX_UPLOAD}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description="RankScope: compare BM25, dense and hybrid retrieval.")
+    p.add_argument("--data", default=None, help="data set to open (default: the bundled demo)")
+    p.add_argument("--model", default=None, help="sentence-transformers id or folder (default: all-MiniLM-L6-v2)")
+    p.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
+    p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    args = p.parse_args(argv)
+    demo, _ = create(args.data, args.model, args.store)
+    demo.queue(default_concurrency_limit=4).launch(server_name=args.host, server_port=args.port, **launch_kwargs())
+
+
+if __name__ == "__main__":
+    main()

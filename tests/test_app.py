@@ -1,0 +1,124 @@
+"""The app, launched for real and driven through gradio_client (tiny encoder, temporary store)."""
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from gradio_client import Client, handle_file
+
+import app as rankscope_app
+
+from .conftest import DEMO
+
+
+@pytest.fixture(scope="module")
+def running_app(tiny_model_dir, tmp_path_factory):
+    store = tmp_path_factory.mktemp("app-store") / "store.sqlite3"
+    demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                        **rankscope_app.launch_kwargs())
+    yield demo, registry, store
+    demo.close()
+
+
+@pytest.fixture
+def client(running_app):
+    return Client(running_app[0].local_url, verbose=False)
+
+
+def demo_queries():
+    return [json.loads(line) for line in (DEMO / "queries.jsonl").read_text().splitlines()]
+
+
+def test_named_endpoints(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert {"/search", "/evaluate", "/load_dataset"} <= names
+
+
+def test_search_free_text_returns_three_ranked_lists(client):
+    html, result = client.predict("leaky faucet washer", api_name="/search")
+    assert set(result["systems"]) == {"bm25", "dense", "hybrid"}
+    assert result["query_id"] is None  # not a labelled query: no relevance marks
+    for system, hits in result["systems"].items():
+        assert 1 <= len(hits) <= 10
+        assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+        assert all(h["label"] is None for h in hits)
+        for h in hits:
+            assert h["ranks"][system] == h["rank"]  # its own rank, and the others' ranks beside it
+    bm25_top = result["systems"]["bm25"][0]
+    assert bm25_top["matched_terms"]  # BM25's best document matches at least one query term
+    assert "<mark>" in html and 'class="sbs"' in html
+
+
+def test_search_labelled_query_marks_relevance(client):
+    q = next(q for q in demo_queries() if q["_id"] == "q01")  # vocabulary mismatch query
+    labels = {}
+    for split in ("train", "test"):
+        for line in (DEMO / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
+            qid, doc, rel = line.split("\t")
+            if qid == "q01":
+                labels[doc] = int(rel)
+    html, result = client.predict(q["text"], api_name="/search")
+    assert result["query_id"] == "q01"
+    assert {r["doc_id"]: r["label"] for r in result["relevant"]} == labels
+    for hits in result["systems"].values():
+        for h in hits:
+            assert h["label"] == labels.get(h["doc_id"])
+    best = max(labels, key=labels.get)
+    bm25_rank = next(r for r in result["relevant"] if r["doc_id"] == best)["ranks"]["bm25"]
+    assert bm25_rank is None  # the mismatch query shares no term with its answer: BM25 never retrieves it
+    assert set(result["per_query_metrics"]) == {"bm25", "dense", "hybrid"}
+    assert "Labelled documents for q01" in html
+
+
+def test_empty_query_is_a_clear_error(client):
+    with pytest.raises(Exception, match="type a query"):
+        client.predict("   ", api_name="/search")
+
+
+def test_evaluate_endpoint(client):
+    caption, table, wins = client.predict("test", api_name="/evaluate")
+    rows = {r[0]: r for r in table["data"]}
+    assert set(rows) == {"BM25", "Dense", "Hybrid (CLEAR λ)"}
+    assert "tuned on train" in caption
+    for row in rows.values():
+        assert 0.0 <= float(row[1].rstrip("†")) <= 1.0
+    n_test = len((DEMO / "qrels" / "test.tsv").read_text().splitlines()) - 1
+    assert 0 < len(wins["data"]) <= n_test
+
+
+def write_beir_zip(path, corpus_lines, queries=None, qrels=None):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("mini/corpus.jsonl", "\n".join(corpus_lines) + "\n")
+        if queries:
+            z.writestr("mini/queries.jsonl", "\n".join(json.dumps(q) for q in queries) + "\n")
+        if qrels:
+            z.writestr("mini/qrels/test.tsv", "query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
+    return path
+
+
+def test_bad_upload_reports_line_and_keeps_previous_data_set(client, tmp_path):
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": broken\n')
+    out = client.predict([handle_file(str(bad))], api_name="/load_dataset")
+    status = out[0]  # session state is not part of the API's outputs
+    assert "corpus.jsonl:2:" in status and "previous data set is still loaded" in status
+    _, result = client.predict("leaky faucet washer", api_name="/search")
+    assert any(h["doc_id"].startswith("home-") for h in result["systems"]["bm25"])  # still the demo
+
+
+def test_upload_switches_data_set_for_this_session_only(running_app, client, tmp_path):
+    docs = [json.dumps({"_id": f"m{i}", "title": f"Mini {i}", "text": t}) for i, t in enumerate(
+        ["glaciers carve valleys slowly", "volcanoes erupt molten rock", "rivers erode canyons over time",
+         "deserts receive little rain", "tides follow the moon"])]
+    path = write_beir_zip(tmp_path / "mini.zip", docs, [{"_id": "g1", "text": "how do glaciers shape land"}],
+                          ["g1\tm0\t2", "g1\tm2\t1"])
+    out = client.predict([handle_file(str(path))], api_name="/load_dataset")
+    assert "Loaded" in out[0] and "mini" in out[1]
+    _, result = client.predict("how do glaciers shape land", api_name="/search")
+    assert result["query_id"] == "g1"
+    assert {h["doc_id"] for h in result["systems"]["dense"]} <= {f"m{i}" for i in range(5)}
+    other = Client(running_app[0].local_url, verbose=False)  # a second user still sees the demo
+    _, theirs = other.predict("leaky faucet washer", api_name="/search")
+    assert any(h["doc_id"].startswith("home-") for h in theirs["systems"]["bm25"])
