@@ -107,7 +107,7 @@ class Workspace:
                 train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
                 h = Hybrid(self.bm25, self.dense, depth=self.depth)
                 if train:
-                    key = self._key("lambda", {"depth": self.depth, "metric": "ndcg@10"}, train)
+                    key = self._key("lambda", {**self.system_params("hybrid"), "metric": "ndcg@10"}, train)
                     cached = self.store.get_metrics(key) if self.store else None
                     if cached:
                         best, grid = cached[0]["best"], [tuple(r) for r in cached[1]["grid"]]

@@ -1,0 +1,102 @@
+"""``python -m retrieval`` as a user runs it: a real subprocess over the demo data set."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from retrieval.evaluate import evaluate_run
+from retrieval.readers import load_dataset
+from retrieval.run import read_trec
+
+from .conftest import DEMO, ROOT
+
+SYSTEM_ROWS = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid (CLEAR λ)"}
+TABLE_METRICS = ["ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10", "pnr"]
+
+
+def cli(*args, tmp_path, timeout=300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONIOENCODING": "utf-8", "RANKSCOPE_HOME": str(tmp_path / "home")}
+    env.pop("RANKSCOPE_STORE", None)
+    return subprocess.run([sys.executable, "-m", "retrieval", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+
+
+def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_model_dir):
+    out_json, run_dir = tmp_path / "out" / "metrics.json", tmp_path / "runs"
+    res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3",
+              "--json", out_json, "--run-dir", run_dir, tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "demo: 345 documents, 20 test queries" in res.stderr
+
+    # JSON: {system: {metric: value}}
+    results = json.loads(out_json.read_text())
+    assert list(results) == ["bm25", "dense", "hybrid"]
+    for system, row in results.items():
+        assert list(row) == TABLE_METRICS, system
+        assert all(0.0 <= row[m] <= 1.0 for m in TABLE_METRICS if m != "pnr")
+        assert row["pnr"] >= 0.0
+
+    # the table: a header, then one row per system whose cells are the JSON values to 4 decimals
+    lines = res.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("system"))
+    assert lines[header].split()[1:] == TABLE_METRICS
+    rows = {line[:24].strip(): line[24:].split() for line in lines[header + 2:header + 5]}
+    assert set(rows) == set(SYSTEM_ROWS.values())
+    for system, label in SYSTEM_ROWS.items():
+        cells = [float(c.rstrip("†")) for c in rows[label]]
+        assert cells == pytest.approx([results[system][m] for m in TABLE_METRICS], abs=5.1e-5)
+    assert any(line.startswith("hybrid λ_test = ") and "tuned on train" in line for line in lines)
+
+    # one TREC run per system: qid Q0 docid rank score tag, ranks 1, 2, ... in score order
+    ds = load_dataset(DEMO)
+    test_qids = set(ds.split_queries("test"))
+    for system in SYSTEM_ROWS:
+        path = run_dir / f"demo.test.{system}.trec"
+        per_query: dict[str, list[tuple[int, float]]] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            qid, q0, doc, rank, score, tag = line.split()
+            assert q0 == "Q0" and tag == f"rankscope-{system}" and doc in ds.docs
+            per_query.setdefault(qid, []).append((int(rank), float(score)))
+        assert set(per_query) <= test_qids and len(per_query) >= len(test_qids) - 1
+        for qid, hits in per_query.items():
+            assert [r for r, _ in hits] == list(range(1, len(hits) + 1)), (system, qid)
+            assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        if system == "dense":  # depth 1000 > 345 documents: the whole corpus for every query
+            assert set(per_query) == test_qids
+            assert all(len(h) == len(ds.docs) for h in per_query.values())
+        # the file alone reproduces the reported nDCG@10 (scores are rounded to 6 decimals)
+        ev = evaluate_run(read_trec(path), ds.qrels["test"], metrics=("ndcg@10",))
+        assert ev.mean["ndcg@10"] == pytest.approx(results[system]["ndcg@10"], abs=1e-3)
+
+
+def test_unknown_split_names_the_available_ones(tmp_path):
+    res = cli("evaluate", DEMO, "--split", "nope", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
+    assert res.returncode == 2
+    assert "no split 'nope'" in res.stderr and "(it has: test, train)" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_malformed_corpus_line_is_reported(tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text(
+        '{"_id": "d1", "title": "ok", "text": "fine"}\n{"_id": "d2", "text": "broken\n'
+        '{"_id": "d3", "text": "never read"}\n', encoding="utf-8")
+    res = cli("evaluate", folder / "corpus.jsonl", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
+    assert res.returncode == 2
+    assert "corpus.jsonl:2:" in res.stderr and "invalid JSON" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_info_prints_the_summary(tmp_path):
+    res = cli("info", DEMO, tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout[:res.stdout.rindex("}") + 1])
+    assert summary["name"] == "demo" and summary["documents"] == 345 and summary["queries"] == 50
+    assert summary["splits"] == {"test": {"queries": 20, "labels": 50}, "train": {"queries": 30, "labels": 81}}
+    assert summary["warnings"] == 0

@@ -1,0 +1,233 @@
+"""CLEAR hybrid (candidate union, exact re-scoring, λ), RRF and weighted-sum fusion.
+
+Real BM25 over the demo corpus, real tiny transformer, real FAISS flat index; every expectation is
+recomputed from the two models' own scores.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval.dense import DenseIndex, DenseRetriever
+from retrieval.evaluate import evaluate_run
+from retrieval.hybrid import LAMBDA_GRID, Candidates, Hybrid, default_lambda, fuse_runs, tune_lambda
+from retrieval.lexical import BM25Index
+from retrieval.readers import load_dataset
+
+from .conftest import DEMO
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset(DEMO)
+
+
+@pytest.fixture(scope="module")
+def parts(demo, tiny_encoder):
+    """(BM25 index, dense retriever, document embeddings) over the demo corpus."""
+    texts = [d.full_text for d in demo.docs.values()]
+    bm25 = BM25Index(demo.doc_ids, texts)
+    emb = tiny_encoder.encode(texts)
+    return bm25, DenseRetriever(tiny_encoder, DenseIndex(demo.doc_ids, emb)), emb
+
+
+def assert_same_run(got, expected):
+    assert list(got) == list(expected)
+    for q in expected:
+        assert [d for d, _ in got[q]] == [d for d, _ in expected[q]], q
+        assert [s for _, s in got[q]] == pytest.approx([s for _, s in expected[q]], abs=1e-6), q
+
+
+def test_candidates_are_the_union_of_both_top_lists_with_exact_scores(demo, parts, tiny_encoder):
+    bm25, dense, emb = parts
+    depth = 20
+    queries = demo.split_queries("test")
+    cands = Hybrid(bm25, dense, depth=depth).candidates(queries)
+    assert set(cands) == set(queries)
+    qvecs = tiny_encoder.encode(list(queries.values()))
+    for qv, (qid, text) in zip(qvecs, queries.items()):
+        c = cands[qid]
+        rows = set(c.rows.tolist())
+        assert len(rows) == len(c.rows)
+        lex = bm25.scores(text)
+        emb_all = emb @ qv
+        # BM25 top-20 among matching documents (strictly above the 20th score: no tie ambiguity)
+        kth = np.sort(lex)[::-1][depth - 1]
+        lex_top = {r for r in range(len(lex)) if lex[r] > max(kth, 0)}
+        # dense top-20, up to float32 rounding between FAISS and numpy (1e-5) at the boundary
+        dkth = np.sort(emb_all)[::-1][depth - 1]
+        dense_top = {r for r in range(len(emb_all)) if emb_all[r] > dkth + 1e-5}
+        dense_possible = {r for r in range(len(emb_all)) if emb_all[r] >= dkth - 1e-5}
+        assert lex_top <= rows and dense_top <= rows
+        # nothing else: a row is there only as a BM25 top match or a dense top document
+        lex_possible = {r for r in range(len(lex)) if lex[r] >= kth and lex[r] > 0}
+        assert rows <= lex_possible | dense_possible
+        assert len(rows) <= 2 * depth
+        # every candidate carries both models' exact scores
+        np.testing.assert_allclose(c.s_lex, lex[c.rows], rtol=1e-6)
+        np.testing.assert_allclose(c.s_emb, emb_all[c.rows], rtol=1e-4, atol=1e-5)
+    # at least one query brings in a BM25 match the dense top-20 missed, and vice versa
+    assert any(set(c.rows.tolist()) - set(np.argsort(-(emb @ qv))[:depth].tolist())
+               for qv, c in zip(qvecs, cands.values()))
+    assert any(np.any(c.s_lex == 0) for c in cands.values())
+
+
+def test_query_matching_no_term_has_only_dense_candidates(parts):
+    bm25, dense, _ = parts
+    c = Hybrid(bm25, dense, depth=5).candidates({"q": "zzyzx qwxvt"})["q"]
+    assert len(c.rows) == 5 and np.all(c.s_lex == 0)
+
+
+def test_rank_orders_by_lambda_weighted_sum(demo, parts):
+    bm25, dense, _ = parts
+    h = Hybrid(bm25, dense, depth=30)
+    cands = h.candidates(demo.split_queries("test"))
+    for lam in (0.0, 0.05, 0.7):
+        run = h.rank(cands, lam, k=15)
+        for qid, c in cands.items():
+            combined = {demo.doc_ids[r]: lam * l + e for r, l, e in zip(c.rows, c.s_lex, c.s_emb)}
+            expected = sorted(combined, key=lambda d: -combined[d])[:15]
+            assert [d for d, _ in run[qid]] == expected
+            for d, s in run[qid]:
+                assert s == pytest.approx(combined[d], abs=1e-9)
+
+
+def test_lambda_zero_is_dense_order_and_huge_lambda_is_bm25_order(demo, parts, tiny_encoder):
+    bm25, dense, emb = parts
+    depth = 25
+    queries = demo.split_queries("test")
+    h = Hybrid(bm25, dense, depth=depth)
+    cands = h.candidates(queries)
+    dense_run = dense.search(queries, depth)
+    bm25_run = bm25.search(queries, depth)
+    as_dense = h.rank(cands, 0.0, depth)
+    as_bm25 = h.rank(cands, 1e6, depth)
+    qvecs = dict(zip(queries, tiny_encoder.encode(list(queries.values()))))
+    row = {d: i for i, d in enumerate(demo.doc_ids)}
+    for qid in queries:
+        # λ = 0: the dense ranking, position by position. The random-weight encoder crowds scores
+        # near 0.9, and FAISS and numpy round float32 products differently (~1e-7), so two
+        # documents closer than that may swap: compare each position's exact score instead.
+        exact = emb @ qvecs[qid]
+        got = [exact[row[d]] for d, _ in as_dense[qid]]
+        assert got == pytest.approx([s for _, s in dense_run[qid]], abs=1e-5)
+        assert len({d for d, _ in as_dense[qid]} ^ {d for d, _ in dense_run[qid]}) <= 2
+        # BM25's matching documents come first, in BM25's order (compared by BM25 score, as
+        # documents with equal BM25 scores are ordered by s_emb here)
+        lex_hits = bm25_run[qid]
+        assert lex_hits, qid
+        head = [d for d, _ in as_bm25[qid][:len(lex_hits)]]
+        lex_of = dict(zip((demo.doc_ids[r] for r in cands[qid].rows), cands[qid].s_lex))
+        assert [lex_of[d] for d in head] == pytest.approx([s for _, s in lex_hits], rel=1e-6)
+        assert {d for d, s in lex_hits if s > lex_hits[-1][1]} <= set(head)
+
+
+def test_tune_lambda_is_the_grid_argmax(demo, parts, tiny_encoder):
+    bm25, dense, emb = parts
+    train = demo.split_queries("train")
+    qrels = demo.qrels["train"]
+    # depth covers the corpus, so the candidate union is every document and the hybrid ranking is
+    # simply λ·BM25 + ⟨q, d⟩ over the whole corpus: recompute it without Hybrid
+    h = Hybrid(bm25, dense, depth=len(demo.doc_ids))
+    best, table = tune_lambda(h, train, qrels)
+    qvecs = tiny_encoder.encode(list(train.values()))
+    lex = {q: bm25.scores(t).astype(np.float64) for q, t in train.items()}
+    mine = []
+    for lam in LAMBDA_GRID:
+        run = {}
+        for qv, q in zip(qvecs, train):
+            s = lam * lex[q] + (emb @ qv).astype(np.float64)
+            top = np.argsort(-s, kind="stable")[:100]
+            run[q] = [(demo.doc_ids[r], float(s[r])) for r in top]
+        mine.append((lam, evaluate_run(run, qrels, metrics=("ndcg@10",)).mean["ndcg@10"]))
+    assert [lam for lam, _ in table] == list(LAMBDA_GRID)
+    assert [v for _, v in table] == pytest.approx([v for _, v in mine], abs=1e-6)
+    top_value = max(v for _, v in mine)
+    assert best == min(lam for lam, v in mine if v >= top_value - 1e-9)
+    assert max(v for _, v in table) > table[0][1]  # BM25 helps the random-weight encoder
+    # a custom grid and another metric are honoured
+    best2, table2 = tune_lambda(h, train, qrels, metric="recall@10", grid=(0.0, 1.0))
+    assert [lam for lam, _ in table2] == [0.0, 1.0] and best2 in (0.0, 1.0)
+
+
+def test_tune_lambda_needs_labelled_queries(parts):
+    bm25, dense, _ = parts
+    with pytest.raises(ValueError, match="no labelled queries"):
+        tune_lambda(Hybrid(bm25, dense), {"q": "rice"}, {"other": {"cook-001": 1}})
+
+
+def test_default_lambda_is_median_std_ratio():
+    def c(lex, emb):
+        return Candidates(np.arange(len(lex)), np.array(lex, float), np.array(emb, float))
+
+    cands = {
+        "a": c([1, 3], [0.2, 0.6]),  # std 1 and 0.2 -> 0.2
+        "b": c([0, 2, 4], [0, 1, 2]),  # std √(8/3) and √(2/3) -> 0.5
+        "c": c([2, 4], [0, 2]),  # std 1 and 1 -> 1.0
+        "one": c([5], [9]),  # a single candidate: skipped
+        "flat": c([2, 2, 2], [0, 5, 9]),  # no BM25 spread: skipped
+    }
+    assert default_lambda(cands) == pytest.approx(0.5)
+    assert default_lambda({k: cands[k] for k in ("a", "b")}) == pytest.approx(0.35)  # median of two
+    assert default_lambda({"flat": cands["flat"]}) == 0.0
+
+
+def test_hybrid_search_uses_default_lambda_when_none_given(demo, parts):
+    bm25, dense, _ = parts
+    queries = dict(list(demo.split_queries("test").items())[:5])
+    h = Hybrid(bm25, dense, depth=30)
+    cands = h.candidates(queries)
+    lam = default_lambda(cands)
+    assert lam > 0
+    assert_same_run(h.search(queries, 10), h.rank(cands, lam, 10))
+    assert_same_run(Hybrid(bm25, dense, depth=30, lam=0.3).search(queries, 10), h.rank(cands, 0.3, 10))
+
+
+# ---- rank fusion -----------------------------------------------------------------------------
+RUN_A = {"q": [("a", 3.0), ("b", 2.0), ("c", 1.0)], "only_a": [("x", 1.0), ("y", 0.5)]}
+RUN_B = {"q": [("c", 0.9), ("a", 0.5), ("d", 0.1)]}
+
+
+def test_rrf_matches_hand_formula():
+    fused = fuse_runs([RUN_A, RUN_B], "rrf", rrf_k=60)
+    expected = {"a": 1 / 61 + 1 / 62, "b": 1 / 62, "c": 1 / 63 + 1 / 61, "d": 1 / 63}
+    assert [d for d, _ in fused["q"]] == ["a", "c", "b", "d"]
+    assert dict(fused["q"]) == pytest.approx(expected)
+    assert dict(fused["only_a"]) == pytest.approx({"x": 1 / 61, "y": 1 / 62})
+    fused10 = fuse_runs([RUN_A, RUN_B], "rrf", rrf_k=10)
+    assert dict(fused10["q"])["a"] == pytest.approx(1 / 11 + 1 / 12)
+    assert [len(h) for h in fuse_runs([RUN_A, RUN_B], "rrf", k=2).values()] == [2, 2]
+
+
+def test_wsum_is_min_max_normalized_weighted_sum():
+    # A normalized: a 1, b 0.5, c 0; B normalized: c 1, a 0.5, d 0 (absent documents: 0)
+    fused = fuse_runs([RUN_A, RUN_B], "wsum")
+    assert dict(fused["q"]) == pytest.approx({"a": 0.75, "c": 0.5, "b": 0.25, "d": 0.0})
+    assert [d for d, _ in fused["q"]] == ["a", "c", "b", "d"]
+    weighted = fuse_runs([RUN_A, RUN_B], "wsum", weights=(0.8, 0.2))
+    # a 0.8·1 + 0.2·0.5, b 0.8·0.5, c 0.2·1, d 0
+    assert dict(weighted["q"]) == pytest.approx({"a": 0.9, "b": 0.4, "c": 0.2, "d": 0.0})
+    assert [d for d, _ in weighted["q"]] == ["a", "b", "c", "d"]
+    assert dict(fused["only_a"]) == pytest.approx({"x": 0.5, "y": 0.0})
+
+
+def test_fusion_argument_errors(parts, demo):
+    bm25, dense, emb = parts
+    with pytest.raises(ValueError, match="unknown fusion"):
+        fuse_runs([RUN_A, RUN_B], "combsum")
+    with pytest.raises(ValueError, match="unknown fusion"):
+        Hybrid(bm25, dense, fusion="combsum")
+    perm = list(reversed(range(len(demo.doc_ids))))
+    shuffled = DenseRetriever(dense.encoder, DenseIndex([demo.doc_ids[i] for i in perm], emb[perm]))
+    with pytest.raises(ValueError, match="same order"):
+        Hybrid(bm25, shuffled)
+
+
+def test_rrf_and_wsum_hybrids_fuse_the_two_runs(demo, parts):
+    bm25, dense, _ = parts
+    queries = dict(list(demo.split_queries("test").items())[:4])
+    lex, emb = bm25.search(queries, 50), dense.search(queries, 50)
+    for fusion in ("rrf", "wsum"):
+        h = Hybrid(bm25, dense, depth=50, fusion=fusion)
+        assert h.params["fusion"] == fusion
+        assert_same_run(h.search(queries, 10), fuse_runs([lex, emb], fusion, k=10))

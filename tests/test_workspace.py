@@ -1,0 +1,185 @@
+"""The Workspace: every system evaluated end to end, λ selection, and the store-backed cache.
+
+Real BM25, the real tiny transformer, real FAISS and a real SQLite file; the demo corpus (345
+passages, train/test labels) for the cache and λ checks, the toy data set for the rest.
+"""
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from retrieval.dataset import Dataset, Document
+from retrieval.encoder import load_encoder
+from retrieval.evaluate import METRICS
+from retrieval.hybrid import Hybrid, default_lambda, tune_lambda
+from retrieval.readers import load_dataset
+from retrieval.store import Store
+from retrieval.workspace import SYSTEMS, Workspace
+
+from .conftest import DEMO, build_tiny_encoder
+from .test_dense import CountingEncoder
+
+
+def check_metrics(mean: dict) -> None:
+    for m in METRICS:
+        assert m in mean, m
+        assert 0.0 <= mean[m] <= 1.0, (m, mean[m])
+    assert "pnr" in mean and mean["pnr"] >= 0.0  # graded labels: PNR is defined
+
+
+@pytest.fixture(scope="module")
+def demo_cache(tmp_path_factory, tiny_encoder):
+    """The demo data set evaluated once with every system, cached in a store file."""
+    path = tmp_path_factory.mktemp("workspace") / "store.sqlite3"
+    store = Store(path)
+    enc = CountingEncoder(tiny_encoder)
+    ds = load_dataset(DEMO)
+    ws = Workspace(ds, store, model=enc)
+    evals = {s: ws.evaluate(s, "test") for s in SYSTEMS}
+    yield SimpleNamespace(path=path, store=store, enc=enc, ds=ds, ws=ws, evals=evals)
+    store.close()
+
+
+def test_every_system_is_evaluated_on_the_test_split(demo_cache):
+    ds, evals = demo_cache.ds, demo_cache.evals
+    test_qids = set(ds.split_queries("test"))
+    assert len(test_qids) == 20
+    for system, ev in evals.items():
+        check_metrics(ev.mean)
+        assert set(ev.per_query["ndcg@10"]) == test_qids, system
+    # the dense index returns all 345 documents at depth 1000, so every relevant one is found;
+    # BM25 only returns documents sharing a term with the query
+    assert evals["dense"].mean["recall@1000"] == 1.0
+    assert evals["bm25"].mean["recall@1000"] < 1.0
+    assert demo_cache.enc.encoded >= len(ds.docs)  # the corpus really was encoded once
+
+
+def test_test_split_lambda_is_tuned_on_train(demo_cache):
+    ws, ds = demo_cache.ws, demo_cache.ds
+    choice = ws.lambda_for("test")
+    assert choice.how.startswith("tuned on train")
+    best, grid = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth), ds.split_queries("train"),
+                             ds.qrels["train"])
+    assert choice.value == best
+    assert choice.grid == pytest.approx(grid)
+    # the hybrid run of the test split was made with that λ, and its parameters record it
+    hybrid_rows = [r for r in demo_cache.store.runs(ds.content_hash) if r["system"] == "hybrid"]
+    assert [json.loads(r["params"])["lambda"] for r in hybrid_rows] == [best]
+    expected = Hybrid(ws.bm25, ws.dense, lam=best, depth=ws.depth).search(ds.split_queries("test"), 10)
+    got = ws.run("hybrid", "test")
+    for q, hits in expected.items():
+        assert [d for d, _ in got[q][:10]] == [d for d, _ in hits]
+    # λ is never tuned on the split being evaluated: train falls back to the default
+    on_train = ws.lambda_for("train")
+    assert on_train.how.startswith("scale-matched default")
+    h = Hybrid(ws.bm25, ws.dense, depth=ws.depth)
+    assert on_train.value == pytest.approx(default_lambda(h.candidates(ds.split_queries("train"))))
+
+
+def test_a_fresh_workspace_reads_everything_from_the_store(demo_cache, tiny_encoder):
+    store = Store(demo_cache.path)  # a new process would open the file like this
+    runs_before = {r["key"]: r["created"] for r in store.runs()}
+    metrics_before = store.db["metrics"].count
+    assert {r["system"] for r in store.runs()} >= set(SYSTEMS)
+    enc = CountingEncoder(tiny_encoder)
+    ws = Workspace(load_dataset(DEMO), store, model=enc)
+    for system in SYSTEMS:
+        ev = ws.evaluate(system, "test")
+        assert ev.mean == demo_cache.evals[system].mean
+        assert ev.per_query == demo_cache.evals[system].per_query
+        assert ws.run(system, "test") == demo_cache.ws.run(system, "test")
+    assert ws.lambda_for("test").value == demo_cache.ws.lambda_for("test").value
+    assert enc.encoded == 0  # not one document or query re-encoded
+    # no run was recomputed: same rows, none rewritten (an upsert would refresh "created")
+    assert {r["key"]: r["created"] for r in store.runs()} == runs_before
+    assert store.db["metrics"].count == metrics_before
+    store.close()
+
+
+def test_a_changed_document_gets_a_new_hash_and_fresh_runs(demo_cache, tiny_encoder):
+    ds = demo_cache.ds
+    first = ds.doc_ids[0]
+    docs = dict(ds.docs)
+    docs[first] = Document(first, docs[first].title, docs[first].text + " Edited with new words.")
+    changed = Dataset(ds.name, docs, ds.queries, ds.qrels)
+    assert changed.content_hash != ds.content_hash
+    store = Store(demo_cache.path)
+    n_runs = store.db["runs"].count
+    enc = CountingEncoder(tiny_encoder)
+    ws = Workspace(changed, store, model=enc)
+    for system in ("bm25", "dense"):
+        check_metrics(ws.evaluate(system, "test").mean)
+    assert enc.encoded == 1  # only the edited document: every other text is cached by its hash
+    assert store.db["runs"].count == n_runs + 2
+    assert sorted(r["system"] for r in store.runs(changed.content_hash)) == ["bm25", "dense"]
+    store.close()
+
+
+def test_lambda_cache_is_per_model(demo_cache, tmp_path):
+    """A λ tuned for one encoder must not be reused for another over the same store."""
+    other = load_encoder(str(build_tiny_encoder(tmp_path, seed=1)), device="cpu")
+    store = Store(demo_cache.path)
+    ds = demo_cache.ds
+    ws = Workspace(load_dataset(DEMO), store, model=other)
+    choice = ws.lambda_for("test")
+    best, grid = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth), ds.split_queries("train"),
+                             ds.qrels["train"])
+    assert choice.grid == pytest.approx(grid)
+    assert choice.grid != pytest.approx(demo_cache.ws.lambda_for("test").grid)
+    assert choice.value == best
+    store.close()
+
+
+# ---- toy data set ----------------------------------------------------------------------------
+def test_toy_dataset_all_systems(toy_dataset, store, tiny_encoder):
+    ws = Workspace(toy_dataset, store, model=tiny_encoder)
+    for system in SYSTEMS:
+        ev = ws.evaluate(system, "test")
+        check_metrics(ev.mean)
+        assert set(ev.per_query["ndcg@10"]) == {"q3", "q4"}
+    # no store: same numbers, nothing cached
+    bare = Workspace(toy_dataset, None, model=tiny_encoder)
+    assert bare.evaluate("bm25", "test").mean == pytest.approx(ws.evaluate("bm25", "test").mean)
+
+
+def test_without_training_labels_lambda_is_the_default(toy_dataset, store, tiny_encoder):
+    only_test = Dataset("toy-test", toy_dataset.docs, toy_dataset.queries,
+                        {"test": toy_dataset.qrels["test"]})
+    ws = Workspace(only_test, store, model=tiny_encoder)
+    choice = ws.lambda_for("test")
+    assert choice.how == "scale-matched default (no training labels)" and choice.grid == []
+    h = Hybrid(ws.bm25, ws.dense, depth=ws.depth)
+    expected = default_lambda(h.candidates(only_test.split_queries("test")))
+    assert expected > 0 and choice.value == pytest.approx(expected)
+    check_metrics(ws.evaluate("hybrid", "test").mean)
+
+
+def test_unknown_system_and_split_raise(toy_dataset, store, tiny_encoder):
+    ws = Workspace(toy_dataset, store, model=tiny_encoder)
+    with pytest.raises(ValueError, match=r"unknown system 'bm42'; choose from bm25, dense"):
+        ws.evaluate("bm42", "test")
+    with pytest.raises(ValueError, match=r"no labels for split 'nope' \(it has: train, test\)"):
+        ws.evaluate("bm25", "nope")
+    with pytest.raises(ValueError, match="unknown system"):
+        ws.system("bm42")
+
+
+def test_search_one_gives_each_systems_top_k(toy_dataset, store, tiny_encoder):
+    ws = Workspace(toy_dataset, store, model=tiny_encoder)
+    text = "cat food prices"
+    got = ws.search_one(text, k=3)
+    assert set(got) == {"bm25", "dense", "hybrid"}
+    # only d4 (cat, food, prices) and d1 (title "Cats") share a term with the query
+    assert [d for d, _ in got["bm25"]] == ["d4", "d1"]
+    assert len(got["dense"]) == len(got["hybrid"]) == 3
+    assert got["bm25"] == ws.bm25.search({"x": text}, 3)["x"]
+    assert [d for d, _ in got["dense"]] == [d for d, _ in ws.dense.search({"x": text}, 3)["x"]]
+    lam = ws.lambda_for(None).value
+    hybrid = Hybrid(ws.bm25, ws.dense, lam=lam, depth=ws.depth).search({"x": text}, 3)["x"]
+    assert [d for d, _ in got["hybrid"]] == [d for d, _ in hybrid]
+    assert all(not math.isnan(s) for hits in got.values() for _, s in hits)
+    fused = ws.search_one(text, systems=("rrf", "wsum"), k=2)
+    assert set(fused) == {"rrf", "wsum"} and all(len(h) == 2 for h in fused.values())
