@@ -19,7 +19,7 @@ import gradio as gr
 
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
 from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, side_by_side
-from retrieval.evaluate import compare
+from retrieval.evaluate import significance_marks
 from retrieval.readers import detect_role
 from retrieval.workspace import SYSTEM_LABELS
 
@@ -117,13 +117,9 @@ def render_side_by_side(res: SideBySide, ws: Workspace) -> str:
 
 def metrics_rows(ws: Workspace, split: str, systems=DEFAULT_SYSTEMS) -> list[list]:
     evals = {s: ws.evaluate(s, split) for s in systems}
-    rows = []
-    for s in systems:
-        marks = {m: "†" if s != "bm25" and compare(evals["bm25"], evals[s], m).significant else ""
-                 for m in ("ndcg@10", "mrr@10", "recall@100")} if "bm25" in evals else {}
-        rows.append([SYSTEM_LABELS[s]] + [
-            (f"{evals[s].mean[m]:.4f}{marks.get(m, '')}" if m in evals[s].mean else "—") for m in METRIC_COLUMNS])
-    return rows
+    marks = significance_marks(evals, "bm25") if "bm25" in evals else {}
+    return [[SYSTEM_LABELS[s]] + [f"{evals[s].mean[m]:.4f}{marks.get(s, {}).get(m, '')}" if m in evals[s].mean
+                                  else "—" for m in METRIC_COLUMNS] for s in systems]
 
 
 def dataset_markdown(ws: Workspace) -> str:

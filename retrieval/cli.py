@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .dataset import Dataset
 from .errors import DataError
-from .evaluate import compare
+from .evaluate import significance_marks
 from .readers import load_dataset
 from .run import write_trec
 from .store import Store, default_store_path
@@ -77,13 +77,8 @@ def cmd_evaluate(args) -> int:
         evals[s] = ws.evaluate(s, split)
         timings[s] = time.perf_counter() - t
         results[s] = {m: evals[s].mean[m] for m in TABLE_METRICS if m in evals[s].mean}
-    marks: dict[str, dict[str, str]] = {}
     base = systems[0]
-    for s in systems[1:]:
-        for m in ("ndcg@10", "mrr@10", "recall@100"):
-            c = compare(evals[base], evals[s], m)
-            if c.significant:
-                marks.setdefault(s, {})[m] = "†"
+    marks = significance_marks(evals, base)
     print(format_table(results, marks))
     if len(systems) > 1:
         print(f"† p < 0.05 against {SYSTEM_LABELS.get(base, base)} (paired permutation test)")

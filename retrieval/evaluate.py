@@ -150,3 +150,16 @@ def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "
                       float(xb.mean()) if len(xb) else float("nan"), float(diff.mean()) if len(diff) else 0.0,
                       p, test, [q for q, d in zip(qids, diff) if d > 0],
                       [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)))
+
+
+def significance_marks(evals: dict[str, Evaluation], base: str,
+                       metrics=("ndcg@10", "mrr@10", "recall@100")) -> dict[str, dict[str, str]]:
+    """``{system: {metric: "†"}}`` where the system differs from ``base`` at p < 0.05 (``compare``)."""
+    marks: dict[str, dict[str, str]] = {}
+    for system, ev in evals.items():
+        if system == base:
+            continue
+        for m in metrics:
+            if compare(evals[base], ev, m).significant:
+                marks.setdefault(system, {})[m] = "†"
+    return marks

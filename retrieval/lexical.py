@@ -97,17 +97,27 @@ class BM25Index:
         return self._engine.get_scores_from_ids(ids)
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
-        """Top-``k`` documents per query; documents matching no query term are left out."""
+        """Top-``k`` documents per query; documents matching no query term are left out.
+
+        Ranked here rather than by ``bm25s.retrieve``: only the documents with a positive score
+        are partitioned (numpy's argpartition is slow on the mostly-zero score vector bm25s
+        ranks), ties are broken by document order.
+        """
         k = min(k, len(self.doc_ids))
-        qids = list(queries)
-        tokens = [self._engine.get_tokens_ids(self.tokenizer(queries[q])) for q in qids]
-        todo = [i for i, t in enumerate(tokens) if t]  # queries with no indexed term match nothing
-        hits: dict[int, list[tuple[str, float]]] = {}
-        if todo:
-            docs, scores = self._engine.retrieve([tokens[i] for i in todo], k=k, show_progress=False)
-            for row, i in enumerate(todo):
-                hits[i] = [(self.doc_ids[d], float(s)) for d, s in zip(docs[row], scores[row]) if s > 0]
-        run: Run = {qid: hits.get(i, []) for i, qid in enumerate(qids)}
+        ids_of, scores_of, doc_ids = self._engine.get_tokens_ids, self._engine.get_scores_from_ids, self.doc_ids
+        run: Run = {}
+        for qid, text in queries.items():
+            ids = ids_of(self.tokenizer(text))
+            if not ids:  # no indexed term: matches nothing
+                run[qid] = []
+                continue
+            scores = scores_of(ids)
+            rows = np.flatnonzero(scores > 0)
+            if len(rows) > k:
+                rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
+            top = scores[rows]
+            order = np.lexsort((rows, -top))  # score descending, then document order
+            run[qid] = list(zip([doc_ids[r] for r in rows[order].tolist()], top[order].tolist()))
         return run
 
     # ---- explanation ---------------------------------------------------------------------

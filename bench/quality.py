@@ -1,0 +1,154 @@
+#!/usr/bin/env python
+"""Retrieval quality of every system on a labelled split: the ``evaluate`` numbers, timed.
+
+    python bench/quality.py ../shared/datasets/scifact [--split test]
+        [--systems bm25,dense,hybrid,rrf,wsum] [--model PATH_OR_ID] [--store PATH]
+        [--recompute] [--json FILE]
+
+A thin wrapper over ``retrieval.workspace.Workspace``: it prints the metrics table of
+``python -m retrieval evaluate`` (``retrieval.cli.format_table``; significance marks against the
+first system), the hybrid λ_test and how it was chosen, and the seconds each step took.
+
+The Store caches embeddings, runs, metrics and the tuned λ. By default cached runs and metrics
+are used (as the CLI does) and the seconds say which steps were served from the cache;
+``--recompute`` ignores cached runs, metrics and λ (recomputing and re-storing them) but still
+reads cached document embeddings, so the seconds time retrieval and evaluation themselves.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from retrieval import cli  # noqa: E402
+from retrieval.evaluate import evaluate_run  # noqa: E402
+from retrieval.evaluate import significance_marks  # noqa: E402
+from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.store import Store, default_store_path  # noqa: E402
+from retrieval.workspace import SYSTEM_LABELS, SYSTEMS, Workspace  # noqa: E402
+
+
+
+class CountingStore(Store):
+    """The Store, noting which lookups were served from the cache (and, with ``recompute``,
+    answering every run and metrics lookup with a miss)."""
+
+    def __init__(self, path, recompute: bool = False):
+        super().__init__(path)
+        self.recompute = recompute
+        self.hits = self.misses = self.emb_cached = self.emb_asked = 0
+
+    def reset(self) -> None:
+        self.hits = self.misses = 0
+
+    def _note(self, found):
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def get_run(self, key):
+        return self._note(None if self.recompute else super().get_run(key))
+
+    def get_metrics(self, key):
+        return self._note(None if self.recompute else super().get_metrics(key))
+
+    def get_embeddings(self, model, hashes):
+        out = super().get_embeddings(model, hashes)
+        self.emb_asked += len(hashes)
+        self.emb_cached += len(out)
+        return out
+
+    def provenance(self) -> str:
+        if not self.hits:
+            return "computed"
+        return "from cache" if not self.misses else "partly from cache"
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dataset", help="BEIR folder or zip (e.g. ../shared/datasets/scifact)")
+    p.add_argument("--split", default="test", help="labels split to evaluate (default: test)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated: {','.join(SYSTEMS)}")
+    p.add_argument("--model", default=None, help="sentence-transformers id or folder "
+                   "(default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
+    p.add_argument("--recompute", action="store_true",
+                   help="ignore cached runs, metrics and λ (document embeddings still come from the store)")
+    p.add_argument("--json", default=None, help="write metrics, λ and seconds here")
+    args = p.parse_args(argv)
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if not systems or unknown:
+        p.error(f"unknown system(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(SYSTEMS)}")
+
+    ds = load_dataset(args.dataset)
+    for w in ds.report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.split not in ds.qrels:
+        p.error(f"no split {args.split!r} in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
+    store = CountingStore(args.store or default_store_path(), recompute=args.recompute)
+    ws = Workspace(ds, store, model=args.model)
+    print(f"{ds.name}: {len(ds.docs):,} documents, {len(ds.split_queries(args.split)):,} {args.split} "
+          f"queries; store {store.path}{' (runs, metrics and λ recomputed)' if args.recompute else ''}")
+
+    setup: dict[str, float] = {}
+    # ranx compiles its metrics (numba) on first use: do it here, not inside the first system's time
+    _, setup["metrics warm-up"] = timed(lambda: evaluate_run({"q": [("d", 1.0), ("e", 0.5)]}, {"q": {"d": 1}}))
+    _, setup["bm25 index"] = timed(lambda: ws.bm25)
+    if any(s != "bm25" for s in systems):
+        _, setup["dense index"] = timed(ws.build_dense)
+        emb = f" ({store.emb_cached:,} of {store.emb_asked:,} document embeddings from the store)"
+    else:
+        emb = ""
+    evals, results, seconds, provenance = {}, {}, {}, {}
+    for s in systems:
+        store.reset()
+        evals[s], seconds[s] = timed(lambda: ws.evaluate(s, args.split))
+        provenance[s] = store.provenance()
+        results[s] = {m: evals[s].mean[m] for m in cli.TABLE_METRICS if m in evals[s].mean}
+
+    base = systems[0]
+    marks = significance_marks(evals, base)
+    print()
+    print(cli.format_table(results, marks))
+    if len(systems) > 1:
+        print(f"† p < 0.05 against {SYSTEM_LABELS.get(base, base)} (paired permutation test)")
+    lam = None
+    if "hybrid" in systems:
+        lam = ws.lambda_for(args.split)
+        line = f"hybrid λ_test = {lam.value:g} ({lam.how}"
+        if lam.grid:
+            score = dict(lam.grid).get(lam.value)
+            line += f"; grid of {len(lam.grid)} values {min(g for g, _ in lam.grid):g}..{max(g for g, _ in lam.grid):g}"
+            line += f", train nDCG@10 {score:.4f} at λ_test" if score is not None else ""
+        print(line + ")")
+    print()
+    print("setup seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in setup.items()) + emb)
+    print("evaluate seconds: " + ", ".join(f"{s} {seconds[s]:.2f} ({provenance[s]})" for s in systems))
+
+    if args.json:
+        out = {"dataset": ds.name, "split": args.split, "metrics": results,
+               "significant": marks, "seconds": {**setup, **seconds}, "provenance": provenance,
+               "lambda": {"value": lam.value, "how": lam.how, "grid": lam.grid} if lam else None}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
