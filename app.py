@@ -89,6 +89,8 @@ def render_side_by_side(res: SideBySide, ws: Workspace) -> str:
             elsewhere = " · ".join(
                 f"{SYSTEM_LABELS[o].split(' ')[0]} {'#' + str(r) if r else '—'}"
                 for o, r in h.ranks.items() if o != system)
+            why = " · ".join(f"{html.escape(t)} {v:.2f}" for t, v in h.bm25_terms)
+            why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
             missing = (f'<div class="missing">no exact match: {html.escape(", ".join(h.missing_terms))}</div>'
                        if h.missing_terms and res.terms else "")
             cards.append(
@@ -96,7 +98,7 @@ def render_side_by_side(res: SideBySide, ws: Workspace) -> str:
                 f'<span class="title">{html.escape(h.title or h.doc_id)}</span>'
                 f'<span class="score">{h.score:.3f}</span></div>'
                 f'<div class="meta">{html.escape(h.doc_id)} · also: {elsewhere}</div>'
-                f'<div class="snippet">{highlight(h.text, ws, terms)}</div>{missing}</div>')
+                f'<div class="snippet">{highlight(h.text, ws, terms)}</div>{why}{missing}</div>')
         metric = res.per_query_metrics.get(system, {})
         head = SYSTEM_LABELS[system]
         if metric:

@@ -88,7 +88,8 @@ def cmd_evaluate(args) -> int:
     print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        clean = {s: {m: (None if v != v else v) for m, v in row.items()} for s, row in results.items()}
+        Path(args.json).write_text(json.dumps(clean, indent=2))  # NaN (no positive labels) → null
     if args.run_dir:
         for s in systems:
             write_trec(ws.run(s, split), Path(args.run_dir) / f"{ds.name}.{split}.{s}.trec", f"rankscope-{s}")

@@ -25,6 +25,7 @@ class Hit:
     ranks: dict[str, int | None]  # system -> rank within depth (None: not retrieved)
     matched_terms: list[str]  # query terms (stems) the document contains
     missing_terms: list[str]  # query terms it lacks
+    bm25_terms: list[tuple[str, float]]  # per-term BM25 contributions (sum = its BM25 score)
 
 
 @dataclass
@@ -63,18 +64,18 @@ def side_by_side(ws: Workspace, text: str, k: int = 10, depth: int = 1000,
     full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split)
     rank_maps = {s: ranks(hits) for s, hits in full.items()}
     labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid else {}
-    tok = ws.tokenizer
-    terms = list(dict.fromkeys(tok(text)))
-    term_set = set(terms)
+    terms = list(dict.fromkeys(ws.tokenizer(text)))
     result = SideBySide(text, qid, split, terms)
     for s, hits in full.items():
         rows = []
         for rank, (doc_id, score) in enumerate(hits[:k], 1):
             doc = ws.dataset.docs[doc_id]
-            doc_terms = set(tok(doc.full_text)) & term_set
+            contributions = ws.bm25.explain(text, ws.doc_row[doc_id])
+            matched = {c.term for c in contributions if c.tf > 0}
             rows.append(Hit(rank, doc_id, doc.title, doc.text, score, labels.get(doc_id),
                             {o: rank_maps[o].get(doc_id) for o in systems},
-                            [t for t in terms if t in doc_terms], [t for t in terms if t not in doc_terms]))
+                            [t for t in terms if t in matched], [t for t in terms if t not in matched],
+                            [(c.term, round(c.score, 4)) for c in contributions if c.score > 0]))
         result.systems[s] = rows
     for doc_id, label in sorted(labels.items(), key=lambda kv: -kv[1]):
         if doc_id in ws.dataset.docs:

@@ -46,9 +46,11 @@ def test_search_free_text_returns_three_ranked_lists(client):
         assert all(h["label"] is None for h in hits)
         for h in hits:
             assert h["ranks"][system] == h["rank"]  # its own rank, and the others' ranks beside it
-    bm25_top = result["systems"]["bm25"][0]
-    assert bm25_top["matched_terms"]  # BM25's best document matches at least one query term
-    assert "<mark>" in html and 'class="sbs"' in html
+    for h in result["systems"]["bm25"]:  # why each BM25 hit scored: its per-term contributions
+        assert h["matched_terms"]
+        assert sum(v for _, v in h["bm25_terms"]) == pytest.approx(h["score"], rel=1e-3)
+        assert {t for t, _ in h["bm25_terms"]} == set(h["matched_terms"])
+    assert "<mark>" in html and 'class="sbs"' in html and "BM25 terms:" in html
 
 
 def test_search_labelled_query_marks_relevance(client):
