@@ -240,16 +240,21 @@ class _DocSink:
                     self.display)
 
 
-def _docs_jsonl(text: str, display: str, sink: _DocSink) -> None:
+def _jsonl_id_text(text: str, display: str, text_columns):
+    """(line, record, id, text) for each JSONL record, checking the id and text fields."""
     for lineno, obj in _jsonl_records(text, display):
         key = "_id" if "_id" in obj else "id" if "id" in obj else None
         if key is None:
             raise DataError("missing required field '_id' (or 'id')", display, lineno)
         ident = _id_value(obj[key], key, display, lineno)
-        tkey = next((k for k in DOC_TEXT_COLUMNS if k in obj), None)
+        tkey = next((k for k in text_columns if k in obj), None)
         if tkey is None:
             raise DataError("missing required field 'text'", display, lineno)
-        body = _text_value(obj[tkey], tkey, display, lineno)
+        yield lineno, obj, ident, _text_value(obj[tkey], tkey, display, lineno)
+
+
+def _docs_jsonl(text: str, display: str, sink: _DocSink) -> None:
+    for lineno, obj, ident, body in _jsonl_id_text(text, display, DOC_TEXT_COLUMNS):
         title = _text_value(obj.get("title"), "title", display, lineno)
         sink.add(ident, lineno, Document(ident, title, body),
                  not body.strip() and not title.strip())
@@ -325,15 +330,7 @@ def _read_queries(data: bytes, filename: str, display: str,
     sink = _DocSink(display, "query")
     if kind in (".jsonl", ".ndjson", ".json") or (kind not in (".csv", ".tsv")
                                                    and text.lstrip()[:1] == "{"):
-        for lineno, obj in _jsonl_records(text, display):
-            key = "_id" if "_id" in obj else "id" if "id" in obj else None
-            if key is None:
-                raise DataError("missing required field '_id' (or 'id')", display, lineno)
-            ident = _id_value(obj[key], key, display, lineno)
-            tkey = next((k for k in QUERY_TEXT_COLUMNS if k in obj), None)
-            if tkey is None:
-                raise DataError("missing required field 'text'", display, lineno)
-            qtext = _text_value(obj[tkey], tkey, display, lineno)
+        for lineno, _, ident, qtext in _jsonl_id_text(text, display, QUERY_TEXT_COLUMNS):
             sink.add(ident, lineno, qtext, not qtext.strip())
     elif kind in (".csv", ".tsv"):
         rows = _table_rows(text, display, "," if kind == ".csv" else "\t")
