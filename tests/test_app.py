@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import zipfile
 
 import pytest
@@ -124,3 +125,20 @@ def test_upload_switches_data_set_for_this_session_only(running_app, client, tmp
     other = Client(running_app[0].local_url, verbose=False)  # a second user still sees the demo
     _, theirs = other.predict("leaky faucet washer", api_name="/search")
     assert any(h["doc_id"].startswith("home-") for h in theirs["systems"]["bm25"])
+
+
+def test_loading_reports_encoding_progress(client, tmp_path):
+    corpus = tmp_path / "progress.jsonl"
+    corpus.write_text("\n".join(json.dumps({"_id": f"x{i}", "text": f"passage {i} about item {i * 7} " * 10})
+                                for i in range(1200)) + "\n")
+    job = client.submit([handle_file(str(corpus))], api_name="/load_dataset")
+    updates = []
+    while not job.done():
+        status = job.status()
+        updates += [(p.desc, p.progress) for p in (status.progress_data or [])]
+        time.sleep(0.02)
+    assert "Loaded" in job.result()[0]
+    encoding = [(d, f) for d, f in updates if d and d.startswith("encoding")]
+    assert encoding, f"no encoding progress seen in {updates[:5]}"
+    assert all(0 < f <= 1 for _, f in encoding)
+    assert any("/1200 documents" in d for d, _ in encoding)
