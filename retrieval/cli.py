@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .dataset import Dataset
 from .errors import DataError
-from .evaluate import significance_marks
+from .evaluate import compare, significance_marks
 from .readers import load_dataset
 from .run import write_trec
 from .store import Store, default_store_path
@@ -82,6 +82,10 @@ def cmd_evaluate(args) -> int:
     print(format_table(results, marks))
     if len(systems) > 1:
         print(f"† p < 0.05 against {SYSTEM_LABELS.get(base, base)} (paired permutation test)")
+        for s in systems[1:]:
+            c = compare(evals[base], evals[s], "ndcg@10")
+            print(f"{SYSTEM_LABELS.get(s, s)} vs {SYSTEM_LABELS.get(base, base)}, nDCG@10 per query: "
+                  f"{c.delta:+.4f} mean, {len(c.wins)} wins, {len(c.losses)} losses, {c.ties} ties, p = {c.p_value:.4f}")
     if "hybrid" in systems:
         lam = ws.lambda_for(split)
         print(f"hybrid λ_test = {lam.value:g} ({lam.how})")

@@ -51,6 +51,11 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
         cells = [float(c.rstrip("†")) for c in rows[label]]
         assert cells == pytest.approx([results[system][m] for m in TABLE_METRICS], abs=5.1e-5)
     assert any(line.startswith("hybrid λ_test = ") and "tuned on train" in line for line in lines)
+    n_test = 20  # the demo's test split, as the stderr line above says
+    for label in ("Dense", "Hybrid (CLEAR λ)"):  # per-query deltas against BM25, one line each
+        line = next(l for l in lines if l.startswith(f"{label} vs BM25, nDCG@10 per query:"))
+        wins, losses, ties = (int(line.split(f" {w}")[0].rsplit(" ", 1)[1]) for w in ("wins", "losses", "ties"))
+        assert wins + losses + ties == n_test
 
     # one TREC run per system: qid Q0 docid rank score tag, ranks 1, 2, ... in score order
     ds = load_dataset(DEMO)
