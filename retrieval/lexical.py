@@ -127,14 +127,23 @@ class BM25Index:
         Recomputed from the document's own tokens with the formula in the module docstring, so
         a term the document lacks shows tf = 0 and contributes 0.
         """
+        return self.explain_text(query, self._texts[doc_index], self.doc_len[doc_index])
+
+    def explain_text(self, query: str, text: str, dl: float | None = None) -> list[TermContribution]:
+        """Contributions of ``query`` to any ``text`` under this index's statistics (N, df, avgdl).
+
+        For a text outside the corpus (a pseudo document) this is the score it would get if added
+        without changing the statistics.
+        """
         words_by_term: dict[str, list[str]] = {}
         for w in self.tokenizer.words(query):
             words_by_term.setdefault(self.tokenizer.stem(w), []).append(w)
-        query_terms = self.tokenizer(query)
-        tf = Counter(self.tokenizer(self._texts[doc_index]))
-        n, dl = len(self.doc_ids), self.doc_len[doc_index]
+        tokens = self.tokenizer(text)
+        tf = Counter(tokens)
+        n = len(self.doc_ids)
+        dl = len(tokens) if dl is None else dl
         out = []
-        for term, count in Counter(query_terms).items():
+        for term, count in Counter(self.tokenizer(query)).items():
             df = self.df.get(term, 0)
             idf = _idf(self.method, df, n) if df else 0.0
             s = count * idf * _tfc(self.method, tf[term], dl, self.avgdl, self.k1, self.b)

@@ -1,0 +1,136 @@
+"""Training losses, as sentence-transformers-compatible ``nn.Module``s.
+
+Each takes the SentenceTransformer being trained, implements ``forward(sentence_features, labels)``
+like the library's own losses (so it also works with ``SentenceTransformerTrainer``), and exposes
+``compute_loss_from_embeddings(embeddings, labels)`` so tests can pin it to hand-computed values.
+
+* ``QuadrupletLoss`` — QuadrupletBERT (papers/quadrupletbert.md §3.1, eq. 3–4).
+* ``ResidualMarginLoss`` — CLEAR (papers/clear-residual-embeddings.md §3.3, eq. 6–7).
+* ``triplet_loss`` — the three-tower Sentence-BERT baseline of QuadrupletBERT: sentence-transformers'
+  ``TripletLoss`` with cosine distance, ``[f(q,p) − f(q,n) + m]₊``.
+* ``inbatch_loss`` — in-batch negatives plus strong negatives (papers/baidu-ernie-web-retrieval.md
+  §3.3–3.4): sentence-transformers' ``MultipleNegativesRankingLoss``, a softmax over the positive,
+  the given hard negatives and every other document of the batch.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+try:  # sentence-transformers ≥ 6
+    from sentence_transformers.sentence_transformer.losses import (MultipleNegativesRankingLoss,
+                                                                   TripletDistanceMetric, TripletLoss)
+except ImportError:  # pragma: no cover - older releases
+    from sentence_transformers.losses import MultipleNegativesRankingLoss, TripletDistanceMetric, TripletLoss
+
+
+def cosine_distance(x: Tensor, y: Tensor) -> Tensor:
+    """f(X, Y) = 1 − X·Y / (‖X‖·‖Y‖), row by row (QuadrupletBERT eq. 4)."""
+    return 1.0 - F.cosine_similarity(x, y, dim=-1)
+
+
+class _EmbeddingLoss(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        embeddings = [self.model(f)["sentence_embedding"] for f in sentence_features]
+        return self.compute_loss_from_embeddings(embeddings, labels)
+
+
+class QuadrupletLoss(_EmbeddingLoss):
+    """QuadrupletBERT, eq. (3) with the cosine distance of eq. (4). Inputs (q, p, n[, hn]):
+
+        d_p = f(q, p),  d_n = f(q, n),  d_h = f(hn, n)
+        loss_h = [d_p − d_h + m]₊,   loss_n = [d_p − d_n + m]₊
+        loss = Σ_i max(loss_h_i, loss_n_i)
+
+    n is a random ("simple") negative, hn a hard negative mined with the stage-one model.
+    ``reduction="mean"`` (default) divides the paper's sum by the batch size, so the learning
+    rate does not depend on it; ``"sum"`` is the paper's form. Stage one of the two-stage schedule
+    (§4.1: "train with loss_h = 0 until the loss is converged") is ``stage=1``, or simply passing
+    three inputs; then loss_h is 0 and max(0, loss_n) = loss_n.
+    """
+
+    def __init__(self, model, margin: float = 0.1, stage: int = 2, reduction: str = "mean"):
+        super().__init__(model)
+        if reduction not in ("mean", "sum"):
+            raise ValueError("reduction must be 'mean' or 'sum'")
+        self.margin, self.stage, self.reduction = margin, stage, reduction
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
+        q, p, n = embeddings[:3]
+        d_p, d_n = cosine_distance(q, p), cosine_distance(q, n)
+        loss_n = F.relu(d_p - d_n + self.margin)
+        if self.stage == 1 or len(embeddings) < 4:
+            per_example = loss_n  # loss_h = 0 and loss_n ≥ 0
+        else:
+            d_h = cosine_distance(embeddings[3], n)
+            loss_h = F.relu(d_p - d_h + self.margin)
+            per_example = torch.maximum(loss_h, loss_n)
+        return per_example.mean() if self.reduction == "mean" else per_example.sum()
+
+    def get_config_dict(self) -> dict:
+        return {"margin": self.margin, "stage": self.stage, "reduction": self.reduction}
+
+
+class ResidualMarginLoss(_EmbeddingLoss):
+    """CLEAR, eq. (6)–(7). Inputs (q, d⁺, d⁻); ``labels`` holds s_lex(q,d⁺) − s_lex(q,d⁻) per row:
+
+        m_r = ξ − λ_train · (s_lex(q,d⁺) − s_lex(q,d⁻))
+        loss = mean_i [m_r − s_emb(q,d⁺) + s_emb(q,d⁻)]₊,   s_emb = dot product
+
+    A pair BM25 already ranks right (large positive gap) gets a small margin; a BM25 mistake
+    (negative gap) a large one. ``lambda_train = 0`` is the constant-margin ablation. ξ = 1 and
+    λ_train = 0.1 are the paper's values for unnormalized BERT dot products and MS MARCO BM25
+    scores; with a normalizing encoder (dot = cosine ∈ [−1, 1]) rescale them (``suggest_scale``).
+    """
+
+    def __init__(self, model, xi: float = 1.0, lambda_train: float = 0.1):
+        super().__init__(model)
+        self.xi, self.lambda_train = xi, lambda_train
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None) -> Tensor:
+        q, pos, neg = embeddings[:3]
+        if labels is None:
+            raise ValueError("ResidualMarginLoss needs the BM25 score gaps as labels")
+        gap = labels.to(q.dtype).to(q.device)
+        margin = self.xi - self.lambda_train * gap
+        s_pos, s_neg = (q * pos).sum(-1), (q * neg).sum(-1)
+        return F.relu(margin - s_pos + s_neg).mean()
+
+    def get_config_dict(self) -> dict:
+        return {"xi": self.xi, "lambda_train": self.lambda_train}
+
+
+def suggest_scale(gaps, normalized: bool = True) -> tuple[float, float]:
+    """(ξ, λ_train) for a corpus: ξ a fraction of the dot-product range, λ_train·spread(gaps) ≈ ξ.
+
+    The paper's ξ = 1 against unnormalized BERT dot products is about a tenth of their spread;
+    for cosine scores (range 2) we keep ξ = 0.3 and set λ_train so that one standard deviation
+    of the BM25 gap moves the margin by ξ/2, clipped to [0.001, 0.1].
+    """
+    import numpy as np
+
+    gaps = np.asarray(list(gaps), dtype=np.float64)
+    xi = 0.3 if normalized else 1.0
+    spread = float(gaps.std()) if len(gaps) > 1 else 0.0
+    lam = 0.1 if spread == 0 else float(np.clip(xi / 2 / spread, 0.001, 0.1))
+    return xi, round(lam, 4)
+
+
+def triplet_loss(model, margin: float = 0.1) -> TripletLoss:
+    """Three-tower baseline: [f(q,p) − f(q,n) + m]₊ with cosine distance f (mean over the batch)."""
+    return TripletLoss(model, distance_metric=TripletDistanceMetric.COSINE, triplet_margin=margin)
+
+
+def inbatch_loss(model, scale: float = 20.0) -> MultipleNegativesRankingLoss:
+    """Softmax cross-entropy over (positive, hard negatives, other in-batch documents); s = scale·cos."""
+    return MultipleNegativesRankingLoss(model, scale=scale)
+
+
+LOSSES = ("quadruplet", "residual", "triplet", "inbatch")

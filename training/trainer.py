@@ -1,0 +1,268 @@
+"""The training loop: examples → negatives → loss → optimizer, with progress, cancel and checkpoints.
+
+A plain PyTorch loop over a SentenceTransformer (AdamW, linear warm-up then decay, gradient
+clipping at 1.0, bf16/fp16 autocast on CUDA), so that progress can be reported per step and a
+cancel request honoured between steps. Negatives are re-sampled every epoch with a seeded RNG.
+
+Schedules:
+* ``quadruplet`` — two stages (QuadrupletBERT §4.1): stage one trains (q, p, n) with loss_h = 0
+  until the epoch loss stops falling (relative improvement < ``stage1_tol``, at most
+  ``stage1_max_epochs``); then hard negatives are mined from the stage-one model's top
+  ``model_depth`` and stage two trains (q, p, n, hn) with the full loss for ``epochs`` epochs.
+* ``residual`` / ``triplet`` / ``inbatch`` — one stage of ``epochs`` epochs on (q, p, n) with n
+  from ``negatives`` (bm25 errors, model top-k, or random).
+"""
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from retrieval.dataset import Dataset
+from retrieval.encoder import pick_device, resolve_model
+from retrieval.lexical import BM25Index
+
+from .losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
+from .negatives import SOURCES, CandidatePool, bm25_pool, model_pool, random_pool
+from .pairs import Pair, known_positives
+
+
+class Cancelled(Exception):
+    """Raised inside the loop when the job's cancel event is set."""
+
+
+@dataclass
+class TrainConfig:
+    loss: str = "quadruplet"
+    negatives: str = "bm25"  # for residual / triplet / inbatch; quadruplet uses random n + model hn
+    epochs: int = 1
+    batch_size: int = 16
+    lr: float = 2e-5
+    warmup_ratio: float = 0.1
+    margin: float = 0.1  # quadruplet and triplet (QuadrupletBERT Table 2: best 0.1–0.2)
+    xi: float = 1.0  # CLEAR ξ
+    lambda_train: float = 0.1  # CLEAR λ_train (0 = the constant-margin ablation)
+    bm25_depth: int = 100  # N of "BM25's top N" for error-based negatives
+    model_depth: int = 50  # k of the encoder's top k for hard negatives
+    max_seq_length: int = 256
+    device: str = "auto"
+    seed: int = 42
+    stage1_max_epochs: int = 3
+    stage1_tol: float = 0.02
+    max_steps_per_epoch: int | None = None  # shorter schedules for small machines and tests
+
+    def validate(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
+        if self.negatives not in SOURCES:
+            raise ValueError(f"unknown negatives {self.negatives!r}; choose from {', '.join(SOURCES)}")
+        if self.batch_size < 2 or self.epochs < 1 or self.lr <= 0:
+            raise ValueError("batch size must be ≥ 2, epochs ≥ 1 and the learning rate > 0")
+
+
+@dataclass
+class Progress:
+    stage: str
+    step: int
+    total: int
+    loss: float
+    examples_per_s: float
+    eta_s: float
+    epoch: int = 0
+
+
+@dataclass
+class TrainResult:
+    model: object  # the trained SentenceTransformer
+    device: str
+    seconds: float
+    losses: list[tuple[str, int, float]] = field(default_factory=list)  # (stage, step, loss)
+    epoch_losses: list[tuple[str, int, float]] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+
+
+def load_trainable(base_model: str | None, device: str, max_seq_length: int):
+    """A fresh copy of the base encoder (never the cached instance the app searches with)."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(resolve_model(base_model), device=device)
+    model.max_seq_length = min(max_seq_length, model.max_seq_length or max_seq_length)
+    return model
+
+
+def _to_device(features: dict, device: str) -> dict:
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
+
+
+def _embed(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    model.eval()
+    with torch.no_grad():
+        emb = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    model.train()
+    return emb.astype(np.float32)
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, dataset: Dataset, pairs: list[Pair], base_model: str | None = None,
+                 bm25: BM25Index | None = None, on_progress: Callable[[Progress], None] | None = None,
+                 cancel: threading.Event | None = None, checkpoint_dir: str | Path | None = None):
+        config.validate()
+        if not pairs:
+            raise ValueError("no training pairs: the training split has no relevant labels")
+        self.cfg, self.dataset, self.pairs = config, dataset, pairs
+        self.base_model = base_model
+        self.on_progress, self.cancel = on_progress, cancel or threading.Event()
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.device = pick_device(config.device)
+        self.rng = random.Random(config.seed)
+        torch.manual_seed(config.seed)
+        np.random.seed(config.seed)
+        self._bm25 = bm25
+        self.positives = known_positives(dataset)
+        self.query_ids = {p.query: p.query_id for p in pairs}
+        self.row_of = {d: i for i, d in enumerate(dataset.doc_ids)}
+        self.texts = [d.full_text for d in dataset.docs.values()]
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index(self.dataset.doc_ids, self.texts)
+        return self._bm25
+
+    # ---- negatives ------------------------------------------------------------------------
+    def pool(self, source: str, model=None) -> CandidatePool:
+        if source == "random":
+            return random_pool(self.dataset, self.query_ids, self.positives)
+        if source == "bm25":
+            return bm25_pool(self.bm25, self.query_ids, self.positives, self.cfg.bm25_depth)
+        self._report("mining hard negatives", 0, 1, float("nan"), 0.0, 0.0)
+        docs = _embed(model, self.texts)
+        queries = _embed(model, list(self.query_ids))
+        return model_pool(self.dataset.doc_ids, docs, queries, self.query_ids, self.positives, self.cfg.model_depth)
+
+    def _sample(self, pool: CandidatePool, pair: Pair) -> int | None:
+        own = {self.row_of[pair.doc_id]} if pair.doc_id in self.row_of else set()
+        return pool.sample(pair.query, self.rng, own)
+
+    def examples(self, pools: list[CandidatePool]) -> list[tuple[list[str], float]]:
+        """One epoch of (texts, label) examples: [q, p, n₁, …] per pair, label = BM25 gap."""
+        out = []
+        lex_cache: dict[str, np.ndarray] = {}
+        for pair in self.pairs:
+            rows = [self._sample(pool, pair) for pool in pools]
+            if any(r is None for r in rows):
+                continue
+            label = 0.0
+            if self.cfg.loss == "residual":
+                scores = lex_cache.get(pair.query)
+                if scores is None:
+                    scores = lex_cache[pair.query] = self.bm25.scores(pair.query)
+                pos = float(scores[self.row_of[pair.doc_id]]) if pair.doc_id in self.row_of else \
+                    float(self._lex_of_text(pair))
+                label = pos - float(scores[rows[0]])
+            out.append(([pair.query, pair.doc_text] + [self.texts[r] for r in rows], label))
+        self.rng.shuffle(out)
+        return out
+
+    def _lex_of_text(self, pair: Pair) -> float:
+        # a pseudo document (not in the corpus): score it with the corpus statistics
+        return sum(c.score for c in self.bm25.explain_text(pair.query, pair.doc_text))
+
+    # ---- loop -----------------------------------------------------------------------------
+    def _report(self, stage, step, total, loss, rate, eta, epoch=0) -> None:
+        if self.on_progress:
+            self.on_progress(Progress(stage, step, total, loss, rate, eta, epoch))
+
+    def _run_epochs(self, model, loss_fn, pools, stage: str, epochs: int, result: TrainResult,
+                    until_converged: bool = False) -> None:
+        cfg = self.cfg
+        per_epoch = math.ceil(len(self.pairs) / cfg.batch_size)
+        if cfg.max_steps_per_epoch:
+            per_epoch = min(per_epoch, cfg.max_steps_per_epoch)
+        total = per_epoch * epochs
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+        warmup = int(total * cfg.warmup_ratio)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
+        use_amp = self.device == "cuda"
+        amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
+        scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
+        step, started, seen, previous = 0, time.perf_counter(), 0, None
+        model.train()
+        for epoch in range(1, epochs + 1):
+            batch_losses = []
+            data = self.examples(pools)
+            for start in range(0, min(len(data), per_epoch * cfg.batch_size), cfg.batch_size):
+                if self.cancel.is_set():
+                    raise Cancelled(f"cancelled during {stage}, step {step}/{total}")
+                batch = data[start:start + cfg.batch_size]
+                if len(batch) < 2:
+                    continue
+                columns = list(zip(*(texts for texts, _ in batch)))
+                features = [_to_device(model.preprocess(list(col)), self.device) for col in columns]
+                labels = torch.tensor([lab for _, lab in batch], device=self.device)
+                with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
+                    loss = loss_fn(features, labels)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                scheduler.step()
+                step += 1
+                seen += len(batch)
+                value = float(loss.detach())
+                batch_losses.append(value)
+                result.losses.append((stage, step, value))
+                elapsed = time.perf_counter() - started
+                rate = seen / elapsed if elapsed else 0.0
+                self._report(stage, step, total, value, rate, (total - step) * elapsed / step, epoch)
+            mean = float(np.mean(batch_losses)) if batch_losses else float("nan")
+            result.epoch_losses.append((stage, epoch, mean))
+            self._checkpoint(model, stage, epoch)
+            if until_converged and previous is not None and previous - mean < cfg.stage1_tol * abs(previous):
+                break  # the loss stopped falling: stage one has converged
+            previous = mean
+
+    def _checkpoint(self, model, stage: str, epoch: int) -> None:
+        if self.checkpoint_dir:
+            path = self.checkpoint_dir / "last"
+            model.save(str(path))
+            (path / "CHECKPOINT").write_text(f"{stage} epoch {epoch}\n")
+
+    def train(self) -> TrainResult:
+        cfg = self.cfg
+        started = time.perf_counter()
+        model = load_trainable(self.base_model, self.device, cfg.max_seq_length)
+        result = TrainResult(model, self.device, 0.0)
+        if cfg.loss == "quadruplet":
+            easy = self.pool("random")
+            result.stages.append("stage 1: loss_h = 0 (q, p, random n)")
+            self._run_epochs(model, QuadrupletLoss(model, cfg.margin, stage=1), [easy], "stage 1",
+                             cfg.stage1_max_epochs, result, until_converged=True)
+            hard = self.pool("model", model)
+            result.stages.append(f"stage 2: full loss (q, p, random n, hn from the stage-1 model's top {cfg.model_depth})")
+            self._run_epochs(model, QuadrupletLoss(model, cfg.margin, stage=2), [easy, hard], "stage 2",
+                             cfg.epochs, result)
+        else:
+            pool = self.pool(cfg.negatives, model)
+            loss_fn = {"residual": lambda: ResidualMarginLoss(model, cfg.xi, cfg.lambda_train),
+                       "triplet": lambda: triplet_loss(model, cfg.margin),
+                       "inbatch": lambda: inbatch_loss(model)}[cfg.loss]()
+            result.stages.append(f"{cfg.loss} with {cfg.negatives} negatives")
+            self._run_epochs(model, loss_fn, [pool], cfg.loss, cfg.epochs, result)
+        model.eval()
+        result.seconds = time.perf_counter() - started
+        return result
+
+
+def config_dict(cfg: TrainConfig) -> dict:
+    return asdict(cfg)
