@@ -76,6 +76,10 @@ class Store:
             db["runs"].create({"key": str, "dataset": str, "system": str, "params": str,
                                "split": str, "k": int, "hits": bytes, "created": float},
                               pk="key", if_not_exists=True)
+            db["jobs"].create({"id": str, "status": str, "kind": str, "dataset": str, "dataset_name": str,
+                               "config": str, "progress": str, "losses": str, "device": str, "error": str,
+                               "model_path": str, "result": str, "created": float, "updated": float},
+                              pk="id", if_not_exists=True)
             db["metrics"].create({"key": str, "dataset": str, "system": str, "params": str,
                                   "split": str, "metrics": str, "per_query": bytes,
                                   "created": float}, pk="key", if_not_exists=True)
@@ -168,6 +172,36 @@ class Store:
         with self._lock:
             return list(self.db["runs"].rows_where(where, args, order_by="created desc",
                                                    select="key, dataset, system, params, split, k, created"))
+
+    # ---- training jobs ----------------------------------------------------------------------
+    JOB_JSON = ("config", "progress", "losses", "result")
+
+    def put_job(self, job: dict) -> None:
+        row = {k: (json.dumps(v, default=str) if k in self.JOB_JSON and not isinstance(v, str) else v)
+               for k, v in job.items()}
+        row["updated"] = time.time()
+        row.setdefault("created", row["updated"])
+        with self._lock, self.db.conn:
+            self.db["jobs"].upsert(row, pk="id", alter=True)
+
+    def get_job(self, job_id: str) -> dict | None:
+        with self._lock:
+            rows = list(self.db["jobs"].rows_where("id = ?", [job_id]))
+        return self._job_row(rows[0]) if rows else None
+
+    def jobs(self, limit: int = 50) -> list[dict]:
+        with self._lock:
+            return [self._job_row(r) for r in self.db["jobs"].rows_where(order_by="created desc", limit=limit)]
+
+    def _job_row(self, row: dict) -> dict:
+        return {k: (json.loads(v) if k in self.JOB_JSON and isinstance(v, str) and v else v) for k, v in row.items()}
+
+    def mark_interrupted(self) -> int:
+        """Jobs left queued or running by a process that died are marked ``interrupted``."""
+        with self._lock, self.db.conn:
+            cur = self.db.execute("update jobs set status = 'interrupted', updated = ? "
+                                  "where status in ('queued', 'running')", [time.time()])
+            return cur.rowcount
 
     def integrity_check(self) -> str:
         with self._lock:

@@ -1,0 +1,118 @@
+"""Training as a background job: one at a time, others queued; progress, cancel, state in the store.
+
+``JobQueue.submit`` returns a job id at once; a single worker thread runs jobs in order. Each job's
+state (queued → running → done | failed | cancelled), parameters, progress (stage, step/total,
+loss, examples/s, ETA), loss curve, device, error with traceback and exported model path are
+written to the store's ``jobs`` table, so the app can poll it and a restart can show what
+happened (jobs a dead process left running are marked ``interrupted`` on start).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from retrieval.dataset import Dataset
+from retrieval.store import Store
+
+from .run import run_training
+from .trainer import Cancelled, Progress, TrainConfig
+
+FINAL = ("done", "failed", "cancelled", "interrupted")
+
+
+@dataclass
+class JobSpec:
+    dataset: Dataset
+    config: TrainConfig
+    out_dir: str
+    base_model: str | None = None
+    eval_split: str | None = None
+    cold_start: float | None = None
+
+
+class JobQueue:
+    def __init__(self, store: Store):
+        self.store = store
+        self.store.mark_interrupted()
+        self._queue: queue.Queue[tuple[str, JobSpec]] = queue.Queue()
+        self._cancel: dict[str, threading.Event] = {}
+        self._losses: dict[str, list] = {}
+        self._worker = threading.Thread(target=self._work, name="rankscope-training", daemon=True)
+        self._worker.start()
+
+    def submit(self, spec: JobSpec) -> str:
+        job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self._cancel[job_id] = threading.Event()
+        self.store.put_job({"id": job_id, "status": "queued", "kind": "train", "dataset": spec.dataset.content_hash,
+                            "dataset_name": spec.dataset.name, "config": {**asdict(spec.config),
+                            "base_model": spec.base_model, "eval_split": spec.eval_split,
+                            "cold_start": spec.cold_start}, "progress": {}, "losses": [], "device": "",
+                            "error": "", "model_path": spec.out_dir, "result": {}})
+        self._queue.put((job_id, spec))
+        return job_id
+
+    def cancel(self, job_id: str) -> bool:
+        event = self._cancel.get(job_id)
+        job = self.store.get_job(job_id)
+        if event is None or job is None or job["status"] in FINAL:
+            return False
+        event.set()
+        if job["status"] == "queued":
+            self.store.put_job({"id": job_id, "status": "cancelled"})
+        return True
+
+    def status(self, job_id: str) -> dict | None:
+        return self.store.get_job(job_id)
+
+    def wait(self, job_id: str, timeout: float = 600) -> dict:
+        end = time.time() + timeout
+        while time.time() < end:
+            job = self.store.get_job(job_id)
+            if job and job["status"] in FINAL:
+                return job
+            time.sleep(0.1)
+        raise TimeoutError(f"job {job_id} still running after {timeout} s")
+
+    def _work(self) -> None:
+        while True:
+            job_id, spec = self._queue.get()
+            try:
+                self._run(job_id, spec)
+            finally:
+                self._queue.task_done()
+
+    def _run(self, job_id: str, spec: JobSpec) -> None:
+        cancel = self._cancel[job_id]
+        if cancel.is_set():
+            return
+        losses: list = []
+        last_write = [0.0]
+
+        def on_progress(p: Progress) -> None:
+            if p.loss == p.loss:  # not NaN
+                losses.append([p.stage, p.step, round(p.loss, 6)])
+            now = time.time()
+            if now - last_write[0] > 0.5 or p.step == p.total:
+                last_write[0] = now
+                self.store.put_job({"id": job_id, "progress": asdict(p), "losses": losses})
+
+        from retrieval.encoder import pick_device
+
+        self.store.put_job({"id": job_id, "status": "running", "device": pick_device(spec.config.device)})
+        try:
+            Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+            result = run_training(spec.dataset, spec.config, spec.out_dir, spec.base_model, self.store,
+                                  spec.eval_split, spec.cold_start, on_progress, cancel)
+            summary = {k: v for k, v in result.to_json().items() if k != "losses"}
+            self.store.put_job({"id": job_id, "status": "done", "losses": losses, "result": summary,
+                                "device": result.device})
+        except Cancelled as err:
+            self.store.put_job({"id": job_id, "status": "cancelled", "losses": losses, "error": str(err)})
+        except Exception as err:  # noqa: BLE001 - recorded for the user; the app keeps serving
+            self.store.put_job({"id": job_id, "status": "failed", "losses": losses,
+                                "error": f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}"})

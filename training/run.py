@@ -1,0 +1,149 @@
+"""One fine-tuning run end to end: split → pairs → train → export → evaluate against the base.
+
+The evaluation split never contains a training query: the data set's ``train`` split trains and
+its test (default) split evaluates; without a train split, a seeded cold-start split of the
+evaluation split's queries is made (``cold_start`` = training fraction) and both halves are
+reported. The exported folder is a normal sentence-transformers model with a model card, so
+``SentenceTransformer(path)`` and ``python -m retrieval evaluate DATASET --model path`` load it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from retrieval.dataset import Dataset
+from retrieval.encoder import Encoder, load_encoder
+from retrieval.evaluate import compare
+from retrieval.store import Store
+from retrieval.workspace import Workspace
+
+from .pairs import cold_start_split, labelled_pairs
+from .trainer import Progress, TrainConfig, Trainer
+
+REPORT_METRICS = ("ndcg@10", "recall@100", "mrr@10")
+
+
+@dataclass
+class Plan:
+    dataset: Dataset  # the data set as trained and evaluated (a cold-start copy when split here)
+    train_split: str
+    eval_split: str
+    note: str
+
+
+def plan_splits(dataset: Dataset, eval_split: str | None = None, cold_start: float | None = None,
+                seed: int = 42) -> Plan:
+    """Which split trains and which evaluates; a training query is never evaluated on."""
+    eval_split = eval_split or dataset.default_split()
+    if eval_split is None:
+        raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (ICT/BFS) instead")
+    if cold_start is None and "train" in dataset.qrels and eval_split != "train":
+        return Plan(dataset, "train", eval_split, f"trained on the '{dataset.name}' train split, "
+                                                  f"evaluated on its '{eval_split}' split")
+    fraction = cold_start if cold_start is not None else 0.8
+    split = cold_start_split(dataset, eval_split, fraction, seed)
+    return Plan(split, "train", "test",
+                f"cold-start split of '{eval_split}' by query (seed {seed}): {len(split.qrels['train'])} queries "
+                f"train ({fraction:.0%}), {len(split.qrels['test'])} evaluate")
+
+
+@dataclass
+class RunResult:
+    model_path: str
+    device: str
+    seconds: float
+    plan_note: str
+    eval_split: str
+    metrics: dict = field(default_factory=dict)  # {"base": {system: {metric}}, "fine-tuned": {...}}
+    significance: dict = field(default_factory=dict)  # {system: {metric: p}}
+    losses: list = field(default_factory=list)
+    epoch_losses: list = field(default_factory=list)
+    stages: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def evaluate_against_base(dataset: Dataset, eval_split: str, base: Encoder, tuned: Encoder,
+                          store: Store | None) -> tuple[dict, dict]:
+    """Dense and hybrid metrics of both encoders on ``eval_split`` and the permutation-test p."""
+    metrics: dict = {"base": {}, "fine-tuned": {}}
+    pvalues: dict = {}
+    evals = {}
+    for label, enc in (("base", base), ("fine-tuned", tuned)):
+        ws = Workspace(dataset, store, model=enc)
+        for system in ("dense", "hybrid"):
+            ev = ws.evaluate(system, eval_split)
+            evals[(label, system)] = ev
+            metrics[label][system] = {m: ev.mean.get(m) for m in (*REPORT_METRICS, "pnr") if m in ev.mean}
+        metrics[label]["hybrid"]["lambda"] = ws.lambda_for(eval_split).value
+    for system in ("dense", "hybrid"):
+        pvalues[system] = {m: compare(evals[("base", system)], evals[("fine-tuned", system)], m).p_value
+                           for m in REPORT_METRICS}
+    return metrics, pvalues
+
+
+def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: RunResult) -> str:
+    rows = []
+    for label, systems in result.metrics.items():
+        for system, m in systems.items():
+            rows.append(f"| {label} | {system} | " + " | ".join(
+                f"{m[k]:.4f}" if isinstance(m.get(k), float) else "—" for k in REPORT_METRICS) + " |")
+    p = result.significance
+    return f"""---
+library_name: sentence-transformers
+tags: [sentence-transformers, retrieval, rankscope]
+base_model: {base_name}
+---
+# {Path(result.model_path).name}
+
+Fine-tuned with RankScope from `{base_name}`.
+
+- Loss: **{cfg.loss}**{' (QuadrupletBERT, two stages)' if cfg.loss == 'quadruplet' else ''}{' (CLEAR residual margin)' if cfg.loss == 'residual' else ''}; negatives: {cfg.negatives if cfg.loss != 'quadruplet' else 'random n + model hard negatives'}
+- Stages: {'; '.join(result.stages)}
+- Parameters: `{json.dumps(asdict(cfg), sort_keys=True)}`
+- Data: {plan.note} (data set `{plan.dataset.name}`, content hash `{plan.dataset.content_hash[:12]}`)
+- Device: {result.device}; training time {result.seconds:.0f} s
+
+## Evaluation ({result.eval_split} split)
+
+| encoder | system | nDCG@10 | Recall@100 | MRR@10 |
+|---|---|---|---|---|
+{chr(10).join(rows)}
+
+Paired permutation test, fine-tuned vs base, p-values: {json.dumps(p)}
+"""
+
+
+def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
+                 store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
+                 on_progress: Callable[[Progress], None] | None = None,
+                 cancel: threading.Event | None = None, evaluate: bool = True) -> RunResult:
+    out_dir = Path(out_dir)
+    plan = plan_splits(dataset, eval_split, cold_start, cfg.seed)
+    pairs = labelled_pairs(plan.dataset, plan.train_split)
+    base = load_encoder(base_model, device=cfg.device)
+    ws_base = Workspace(plan.dataset, store, model=base)
+    trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, bm25=ws_base.bm25,
+                      on_progress=on_progress, cancel=cancel, checkpoint_dir=out_dir / "checkpoints")
+    trained = trainer.train()
+    trained.model.save(str(out_dir))
+    shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
+    result = RunResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
+                       losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages)
+    tuned = Encoder(trained.model, name=str(out_dir))
+    if evaluate:
+        if on_progress:
+            on_progress(Progress("evaluating", 0, 1, float("nan"), 0.0, 0.0))
+        result.metrics, result.significance = evaluate_against_base(plan.dataset, plan.eval_split, base, tuned, store)
+    if store is not None:
+        store.register_model(tuned.fingerprint, str(out_dir), tuned.dim,
+                             {"base": base.name, "loss": cfg.loss, "dataset": plan.dataset.content_hash})
+    (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
+    (out_dir / "rankscope_training.json").write_text(json.dumps(
+        {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"}}, indent=2))
+    return result
