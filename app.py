@@ -12,16 +12,21 @@ import html
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
 from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, side_by_side
 from retrieval.evaluate import significance_marks
 from retrieval.readers import detect_role
 from retrieval.workspace import SYSTEM_LABELS
+from training.job import FINAL, JobQueue, JobSpec
+from training.losses import LOSSES
+from training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parent
 DEMO = ROOT / "data" / "demo"
@@ -39,12 +44,14 @@ class Registry:
         self._items: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
 
-    def open(self, dataset, progress=None) -> str:
-        key = dataset.content_hash
+    def open(self, dataset, progress=None, model: str | None = None) -> str:
+        """Open ``dataset`` with ``model`` (default: the app's encoder); returns the session key."""
+        model = model or self.model
+        key = f"{dataset.content_hash}:{model or ''}"
         with self._lock:
             ws = self._items.get(key)
             if ws is None:
-                ws = Workspace(dataset, self.store, model=self.model)
+                ws = Workspace(dataset, self.store, model=model)
         ws.bm25  # noqa: B018 - build now, so the first search is fast
         ws.build_dense(progress=progress)
         with self._lock:
@@ -142,7 +149,8 @@ def query_choices(ws: Workspace) -> list[tuple[str, str]]:
 
 
 # ---- the app -----------------------------------------------------------------------------
-def build_app(registry: Registry, default_key: str) -> gr.Blocks:
+def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None) -> gr.Blocks:
+    jobs = jobs or JobQueue(registry.store)
     default_ws = registry.get(default_key)
 
     with gr.Blocks(title="RankScope") as demo:
@@ -156,8 +164,12 @@ def build_app(registry: Registry, default_key: str) -> gr.Blocks:
                     query = gr.Textbox(label="Query", placeholder="type a query, or pick a labelled one",
                                        scale=4, elem_id="query-box")
                     go = gr.Button("Search", variant="primary", scale=1, elem_id="search-button")
-                picker = gr.Dropdown(choices=query_choices(default_ws), label="Labelled queries",
-                                     value=None, elem_id="query-picker")
+                with gr.Row():
+                    picker = gr.Dropdown(choices=query_choices(default_ws), label="Labelled queries",
+                                         value=None, elem_id="query-picker", scale=3)
+                    encoder_dd = gr.Dropdown(choices=encoder_choices(registry, default_ws), value="",
+                                             label="Dense encoder", elem_id="encoder-picker", scale=1,
+                                             allow_custom_value=True)
                 results = gr.HTML(elem_id="results")
                 with gr.Accordion("Raw results (JSON)", open=False):
                     raw = gr.JSON()
@@ -176,6 +188,37 @@ def build_app(registry: Registry, default_key: str) -> gr.Blocks:
                 eval_table = gr.Dataframe(headers=["system", *METRIC_COLUMNS], interactive=False)
                 gr.Markdown("Per-query nDCG@10 against BM25: where dense and hybrid win and lose.")
                 wins_table = gr.Dataframe(headers=["query", "text", "BM25", "Dense", "Hybrid"], interactive=False)
+
+            with gr.Tab("Train", id="train"):
+                gr.Markdown(TRAIN_HELP)
+                with gr.Row():
+                    loss_dd = gr.Dropdown(choices=[(LOSS_HELP[l], l) for l in LOSSES], value="quadruplet",
+                                          label="Loss", scale=2)
+                    neg_dd = gr.Dropdown(choices=[(NEG_HELP[n], n) for n in NEG_HELP], value="bm25",
+                                         label="Negatives (residual, triplet, in-batch)", scale=2)
+                d = TrainConfig()
+                with gr.Row():
+                    epochs_in = gr.Number(d.epochs, label="Epochs", precision=0, minimum=1)
+                    batch_in = gr.Number(d.batch_size, label="Batch size", precision=0, minimum=2)
+                    lr_in = gr.Number(d.lr, label="Learning rate")
+                    seq_in = gr.Number(d.max_seq_length, label="Max sequence length", precision=0, minimum=16)
+                    steps_in = gr.Number(None, label="Max steps per epoch (blank: all)", precision=0)
+                with gr.Row():
+                    margin_in = gr.Number(d.margin, label="Margin m (quadruplet, triplet)")
+                    xi_in = gr.Number(0.3, label="ξ (residual; paper 1.0 for unnormalized BERT)")
+                    lam_in = gr.Number(0.01, label="λ_train (residual; 0 = constant margin)")
+                    device_dd = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="Device")
+                    cold_in = gr.Slider(0.05, 0.95, value=0.8, step=0.05,
+                                        label="Cold-start train fraction (only without a train split)")
+                with gr.Row():
+                    train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
+                    cancel_btn = gr.Button("Cancel", variant="stop")
+                job_state = gr.State("")
+                train_status = gr.Markdown(elem_id="train-status")
+                loss_plot = gr.Plot(label="Loss")
+                train_table = gr.Dataframe(headers=["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"],
+                                           interactive=False, elem_id="train-results")
+                timer = gr.Timer(1.0, active=False)
 
             with gr.Tab("Data", id="data"):
                 gr.Markdown("Load a BEIR folder as a .zip, or separate files: documents (JSONL, CSV/TSV "
@@ -236,6 +279,64 @@ def build_app(registry: Registry, default_key: str) -> gr.Blocks:
                     metrics_caption(ws, split), metrics_rows(ws, split) if split else [],
                     gr.update(choices=ws.dataset.splits, value=split), "")
 
+        def do_train(key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold):
+            ws = registry.get(key)
+            cfg = TrainConfig(loss=loss, negatives=negatives, epochs=int(epochs), batch_size=int(batch),
+                              lr=float(lr), max_seq_length=int(seq), margin=float(margin), xi=float(xi),
+                              lambda_train=float(lam), device=device,
+                              max_steps_per_epoch=int(steps) if steps else None)
+            try:
+                cfg.validate()
+            except ValueError as err:
+                raise gr.Error(str(err)) from err
+            has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
+            out = models_dir(registry.store) / time.strftime("%Y%m%d-%H%M%S")
+            job_id = jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws_model(ws),
+                                         cold_start=None if has_train else float(cold)))
+            return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
+
+        def do_poll(job_id):
+            if not job_id:
+                return gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
+            job = jobs.status(job_id)
+            done = job["status"] in FINAL
+            return (job_markdown(job), loss_figure(job), result_rows(job) if done else gr.skip(),
+                    gr.Timer(active=not done))
+
+        def do_cancel(job_id):
+            if job_id and jobs.cancel(job_id):
+                return f"Cancelling `{job_id}` …"
+            return "No running job to cancel."
+
+        def do_encoder(choice, key):
+            ws = registry.get(key)
+            try:
+                new_key = registry.open(ws.dataset, model=choice or None)
+            except ValueError as err:  # a folder or id that is not a sentence-transformers model
+                raise gr.Error(str(err)) from err
+            ws = registry.get(new_key)
+            split = ws.dataset.default_split()
+            return (new_key, dataset_markdown(ws), metrics_caption(ws, split),
+                    metrics_rows(ws, split) if split else [], "")
+
+        def training_status(job_id: str) -> dict:
+            """A training job's state, progress, losses and (when done) base vs fine-tuned metrics."""
+            job = jobs.status(job_id)
+            if job is None:
+                raise gr.Error(f"no training job {job_id!r}")
+            return job
+
+        gr.api(training_status, api_name="training_status")
+        train_inputs = [key_state, loss_dd, neg_dd, epochs_in, batch_in, lr_in, seq_in, steps_in, margin_in,
+                        xi_in, lam_in, device_dd, cold_in]
+        train_btn.click(do_train, train_inputs, [job_state, train_status, timer], api_name="train")
+        timer.tick(do_poll, job_state, [train_status, loss_plot, train_table, timer], api_visibility="private")
+        cancel_btn.click(do_cancel, job_state, train_status, api_name="cancel_training")
+        encoder_dd.focus(lambda key: gr.update(choices=encoder_choices(registry, registry.get(key))),
+                         key_state, encoder_dd, api_visibility="private")
+        encoder_dd.input(do_encoder, [encoder_dd, key_state],
+                         [key_state, data_md, metrics_note, metrics_table, results], api_name="use_encoder")
+
         load_outputs = [key_state, load_status, data_md, picker, metrics_note, metrics_table, split_dd, results]
         go.click(do_search, [query, key_state], [results, raw], api_name="search")
         query.submit(do_search, [query, key_state], [results, raw], api_visibility="private")
@@ -254,6 +355,86 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     n = len(ws.dataset.split_queries(split))
     return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}). "
             "† p < 0.05 against BM25, paired permutation test.")
+
+
+TRAIN_HELP = """Fine-tune the dense encoder in the background (one job at a time; the app stays usable).
+Data: the train split trains and the test split evaluates; without a train split, a seeded
+cold-start split by query is made. When the job ends, the new encoder is evaluated beside the base
+and appears in the Search tab's *Dense encoder* list."""
+LOSS_HELP = {
+    "quadruplet": "quadruplet — QuadrupletBERT: (q, p, random n, hard n), two stages",
+    "residual": "residual margin — CLEAR: margin shrinks where BM25 already ranks well",
+    "triplet": "triplet — three-tower Sentence-BERT baseline, cosine",
+    "inbatch": "in-batch — softmax over batch + hard negatives (Baidu)",
+}
+NEG_HELP = {"bm25": "BM25 errors (CLEAR §3.3)", "model": "encoder's own top-k (QuadrupletBERT stage 2)",
+            "random": "random (easy)"}
+
+
+def models_dir(store: Store) -> Path:
+    return Path(store.path).parent / "models"
+
+
+def ws_model(ws: Workspace) -> str | None:
+    return ws._model_arg if isinstance(ws._model_arg, str) else None
+
+
+def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """The base encoder and every fine-tuned encoder trained on this data set that still exists."""
+    out = [(f"base: {registry.model or 'all-MiniLM-L6-v2'}", "")]
+    for job in registry.store.jobs():
+        path = job.get("model_path") or ""
+        if job["status"] == "done" and job["dataset"] == ws.dataset.content_hash and Path(path, "modules.json").exists():
+            out.append((f"fine-tuned: {job['config'].get('loss')} ({job['id']})", path))
+    current = ws_model(ws)
+    if current and current not in [v for _, v in out]:
+        out.append((current, current))
+    return out
+
+
+def job_markdown(job: dict) -> str:
+    p = job.get("progress") or {}
+    head = f"**Job `{job['id']}` — {job['status']}** on {job.get('device') or '…'}"
+    if job["status"] == "running" and p:
+        loss = p.get("loss")
+        eta = p.get("eta_s") or 0
+        loss_txt = f", loss {loss:.4f}" if isinstance(loss, float) and loss == loss else ""
+        head += (f" · {p.get('stage')}: step {p.get('step')}/{p.get('total')}{loss_txt}, "
+                 f"{p.get('examples_per_s', 0):.1f} examples/s, ETA {eta:.0f} s")
+    if job["status"] == "failed":
+        head += f"\n\n```\n{job.get('error', '')[-2000:]}\n```"
+    if job["status"] == "cancelled":
+        head += f" — {job.get('error', '')}"
+    if job["status"] == "done":
+        r = job.get("result") or {}
+        head += f" · {r.get('plan_note', '')}; {r.get('seconds', 0):.0f} s of training; saved to `{job.get('model_path')}`"
+    return head
+
+
+def loss_figure(job: dict):
+    fig = go.Figure()
+    by_stage: dict[str, list] = {}
+    for i, (stage, _, value) in enumerate(job.get("losses") or []):
+        by_stage.setdefault(stage, []).append((i + 1, value))
+    for stage, points in by_stage.items():
+        fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines", name=stage))
+    fig.update_layout(xaxis_title="step", yaxis_title="training loss", height=300, margin=dict(l=40, r=10, t=10, b=40))
+    return fig
+
+
+def result_rows(job: dict) -> list[list]:
+    r = job.get("result") or {}
+    sig = r.get("significance") or {}
+    rows = []
+    for label, systems in (r.get("metrics") or {}).items():
+        for system, m in systems.items():
+            cells = []
+            for k in ("ndcg@10", "recall@100", "mrr@10"):
+                v = m.get(k)
+                mark = "†" if label == "fine-tuned" and sig.get(system, {}).get(k, 1) < 0.05 else ""
+                cells.append(f"{v:.4f}{mark}" if isinstance(v, float) else "—")
+            rows.append([label, system, *cells])
+    return rows
 
 
 def load_uploaded(paths: list[str]):
@@ -284,7 +465,7 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
         print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
     key = registry.open(dataset, progress=report)
-    return build_app(registry, key), registry
+    return build_app(registry, key, JobQueue(store)), registry
 
 
 def launch_kwargs() -> dict:

@@ -142,3 +142,27 @@ def test_loading_reports_encoding_progress(client, tmp_path):
     assert encoding, f"no encoding progress seen in {updates[:5]}"
     assert all(0 < f <= 1 for _, f in encoding)
     assert any("/1200 documents" in d for d, _ in encoding)
+
+
+def test_training_runs_in_background_and_search_can_switch_encoder(client):
+    # a short schedule: 2 steps per epoch on the demo train split, tiny encoder
+    out = client.predict("triplet", "bm25", 1, 8, 1e-3, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, api_name="/train")
+    assert "queued" in out[0]
+    job_id = out[0].split("`")[1]
+    _, searched = client.predict("leaky faucet washer", api_name="/search")  # the app keeps serving
+    assert searched["systems"]["bm25"]
+    deadline = time.time() + 240
+    while True:
+        job = client.predict(job_id, api_name="/training_status")
+        if job["status"] in ("done", "failed", "cancelled") or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert job["status"] == "done", job.get("error")
+    assert job["losses"] and job["progress"]["total"] == 2
+    metrics = job["result"]["metrics"]
+    assert set(metrics) == {"base", "fine-tuned"} and set(metrics["fine-tuned"]) == {"dense", "hybrid"}
+    model_path = job["model_path"]
+    out = client.predict(model_path, api_name="/use_encoder")
+    assert model_path in out[0]  # the summary names the encoder now in use
+    _, result = client.predict("leaky faucet washer", api_name="/search")
+    assert len(result["systems"]["dense"]) == 10
