@@ -228,7 +228,7 @@ class Trainer:
             mean = float(np.mean(batch_losses)) if batch_losses else float("nan")
             result.epoch_losses.append((stage, epoch, mean))
             self._checkpoint(model, stage, epoch)
-            if until_converged and previous is not None and previous - mean < cfg.stage1_tol * abs(previous):
+            if until_converged and previous is not None and previous - mean <= cfg.stage1_tol * abs(previous):
                 break  # the loss stopped falling: stage one has converged
             previous = mean
 
