@@ -36,14 +36,14 @@ class Plan:
 
 
 def plan_splits(dataset: Dataset, eval_split: str | None = None, cold_start: float | None = None,
-                seed: int = 42) -> Plan:
+                seed: int = 42, train_split: str = "train") -> Plan:
     """Which split trains and which evaluates; a training query is never evaluated on."""
     eval_split = eval_split or dataset.default_split()
     if eval_split is None:
         raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (ICT/BFS) instead")
-    if cold_start is None and "train" in dataset.qrels and eval_split != "train":
-        return Plan(dataset, "train", eval_split, f"trained on the '{dataset.name}' train split, "
-                                                  f"evaluated on its '{eval_split}' split")
+    if cold_start is None and train_split in dataset.qrels and eval_split != train_split:
+        return Plan(dataset, train_split, eval_split, f"trained on the '{dataset.name}' {train_split} split, "
+                                                      f"evaluated on its '{eval_split}' split")
     fraction = cold_start if cold_start is not None else 0.8
     split = cold_start_split(dataset, eval_split, fraction, seed)
     return Plan(split, "train", "test",
@@ -122,15 +122,18 @@ Paired permutation test, fine-tuned vs base, p-values: {json.dumps(p)}
 def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                  on_progress: Callable[[Progress], None] | None = None,
-                 cancel: threading.Event | None = None, evaluate: bool = True) -> RunResult:
+                 cancel: threading.Event | None = None, evaluate: bool = True,
+                 train_split: str = "train") -> RunResult:
     out_dir = Path(out_dir)
-    plan = plan_splits(dataset, eval_split, cold_start, cfg.seed)
+    plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split)
     pairs = labelled_pairs(plan.dataset, plan.train_split)
     base = load_encoder(base_model, device=cfg.device)
     ws_base = Workspace(plan.dataset, store, model=base)
     trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, bm25=ws_base.bm25,
                       on_progress=on_progress, cancel=cancel, checkpoint_dir=out_dir / "checkpoints")
     trained = trainer.train()
+    # max_seq_length is a training-time economy: the exported encoder reads as far as the base
+    trained.model.max_seq_length = base.max_seq_length
     trained.model.save(str(out_dir))
     shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
     result = RunResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,

@@ -1,0 +1,141 @@
+"""The fine-tuning comparison: every loss and negative source, trained on the same data, one table.
+
+    python bench/train_ablation.py ../shared/datasets/scifact [--epochs 1] [--max-steps-per-epoch N]
+        [--train-max-seq-length 128] [--rows base,triplet-random,...] [--store PATH] [--json FILE]
+
+The train split is cut (seeded, by query) into a fit part (80%) that trains and a held-out part
+(20%, exposed as the ``train`` split) on which the hybrid λ_test is tuned; the test split is only
+ever evaluated. CLEAR's ξ and λ_train come from the fit part's BM25 score gaps
+(``training.losses.suggest_scale``), not from test. Every row prints dense and hybrid nDCG@10 and
+Recall@100 on test, training time and device; results are appended to ``--json`` as each row
+finishes, so an interrupted run keeps what it measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from retrieval.dataset import Dataset  # noqa: E402
+from retrieval.encoder import load_encoder, pick_device  # noqa: E402
+from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.store import Store, default_store_path  # noqa: E402
+from retrieval.workspace import Workspace  # noqa: E402
+from training.losses import suggest_scale  # noqa: E402
+from training.negatives import bm25_pool  # noqa: E402
+from training.pairs import known_positives, labelled_pairs  # noqa: E402
+from training.run import run_training  # noqa: E402
+from training.trainer import TrainConfig  # noqa: E402
+
+ROWS = {
+    "triplet-random": dict(loss="triplet", negatives="random"),
+    "triplet-bm25": dict(loss="triplet", negatives="bm25"),
+    "quadruplet": dict(loss="quadruplet"),
+    "residual": dict(loss="residual", negatives="bm25"),
+    "residual-constant-margin": dict(loss="residual", negatives="bm25", lambda_train=0.0),
+    "residual-random-negatives": dict(loss="residual", negatives="random"),
+    "inbatch-bm25": dict(loss="inbatch", negatives="bm25"),
+}
+
+
+def fit_holdout(dataset: Dataset, fraction: float = 0.8, seed: int = 42) -> Dataset:
+    """qrels: fit (trains), train (held out: λ_test is tuned here), test (evaluated only)."""
+    qids = sorted(dataset.qrels["train"])
+    random.Random(seed).shuffle(qids)
+    cut = round(len(qids) * fraction)
+    fit, held = set(qids[:cut]), set(qids[cut:])
+    qrels = {"fit": {q: v for q, v in dataset.qrels["train"].items() if q in fit},
+             "train": {q: v for q, v in dataset.qrels["train"].items() if q in held},
+             "test": dataset.qrels["test"]}
+    return Dataset(f"{dataset.name}[fit/held-out]", dataset.docs, dataset.queries, qrels, dataset.report)
+
+
+def clear_scale(ds: Dataset, ws: Workspace, seed: int) -> tuple[float, float]:
+    """ξ, λ_train from BM25 gaps s_lex(q,d⁺) − s_lex(q,d⁻) of fit pairs against BM25-error negatives."""
+    pairs = labelled_pairs(ds, "fit")
+    pool = bm25_pool(ws.bm25, {p.query: p.query_id for p in pairs}, known_positives(ds), 100)
+    rng, gaps = random.Random(seed), []
+    row = ws.doc_row
+    for p in pairs[:400]:
+        neg = pool.sample(p.query, rng)
+        if neg is not None:
+            scores = ws.bm25.scores(p.query)
+            gaps.append(float(scores[row[p.doc_id]] - scores[neg]))
+    return suggest_scale(gaps, normalized=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dataset")
+    ap.add_argument("--rows", default="base," + ",".join(ROWS))
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--max-steps-per-epoch", type=int, default=None)
+    ap.add_argument("--train-max-seq-length", type=int, default=256)
+    ap.add_argument("--stage1-max-epochs", type=int, default=3)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--store", default=None)
+    ap.add_argument("--out-dir", default="/tmp/rankscope-ablation")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    ds = fit_holdout(load_dataset(args.dataset), seed=args.seed)
+    store = Store(args.store or default_store_path())
+    base = load_encoder(args.model, device=args.device)
+    ws = Workspace(ds, store, model=base)
+    xi, lam_train = clear_scale(ds, ws, args.seed)
+    device = pick_device(args.device)
+    print(f"{ds.name}: fit {len(ds.qrels['fit'])} queries, held-out {len(ds.qrels['train'])} (λ_test), "
+          f"test {len(ds.qrels['test'])}; device {device}; CLEAR ξ = {xi}, λ_train = {lam_train} "
+          f"(from fit-split BM25 gaps)", flush=True)
+    common = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, xi=xi, lambda_train=lam_train,
+                         max_seq_length=args.train_max_seq_length, device=args.device, seed=args.seed,
+                         stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch)
+    results = []
+    for name in [r.strip() for r in args.rows.split(",") if r.strip()]:
+        t = time.perf_counter()
+        if name == "base":
+            row = {"row": name, "train_s": 0.0, "device": device, "note": "no training"}
+            for system in ("dense", "hybrid"):
+                ev = ws.evaluate(system, "test")
+                row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
+            row["lambda_test"] = ws.lambda_for("test").value
+        else:
+            cfg = replace(common, **ROWS[name])
+            res = run_training(ds, cfg, Path(args.out_dir) / name, args.model, store, eval_split="test",
+                               train_split="fit")
+            m = res.metrics["fine-tuned"]
+            row = {"row": name, "train_s": round(res.seconds, 1), "device": res.device, "note": "; ".join(res.stages),
+                   "dense": {k: m["dense"][k] for k in ("ndcg@10", "recall@100")},
+                   "hybrid": {k: m["hybrid"][k] for k in ("ndcg@10", "recall@100")},
+                   "lambda_test": m["hybrid"]["lambda"], "p_vs_base": res.significance,
+                   "config": {k: v for k, v in vars(cfg).items()}}
+        row["wall_s"] = round(time.perf_counter() - t, 1)
+        results.append(row)
+        print(f"{name:<28} dense nDCG@10 {row['dense']['ndcg@10']:.4f} R@100 {row['dense']['recall@100']:.4f} | "
+              f"hybrid nDCG@10 {row['hybrid']['ndcg@10']:.4f} R@100 {row['hybrid']['recall@100']:.4f} "
+              f"(λ_test {row['lambda_test']:g}) | train {row['train_s']:.0f} s on {row['device']}, wall {row['wall_s']:.0f} s",
+              flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"dataset": ds.name, "xi": xi, "lambda_train": lam_train,
+                                                   "args": vars(args), "rows": results}, indent=2))
+    print()
+    print(f"{'row':<28}{'dense nDCG@10':>14}{'dense R@100':>12}{'hybrid nDCG@10':>16}{'hybrid R@100':>14}"
+          f"{'train s':>9}  device")
+    for r in results:
+        print(f"{r['row']:<28}{r['dense']['ndcg@10']:>14.4f}{r['dense']['recall@100']:>12.4f}"
+              f"{r['hybrid']['ndcg@10']:>16.4f}{r['hybrid']['recall@100']:>14.4f}{r['train_s']:>9.0f}  {r['device']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
