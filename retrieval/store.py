@@ -180,8 +180,10 @@ class Store:
         row = {k: (json.dumps(v, default=str) if k in self.JOB_JSON and not isinstance(v, str) else v)
                for k, v in job.items()}
         row["updated"] = time.time()
-        row.setdefault("created", row["updated"])
         with self._lock, self.db.conn:
+            # set on the first write only: an update must not move the job in the newest-first list
+            if "created" not in row and not self.db.execute("select 1 from jobs where id = ?", [row["id"]]).fetchone():
+                row["created"] = row["updated"]
             self.db["jobs"].upsert(row, pk="id", alter=True)
 
     def get_job(self, job_id: str) -> dict | None:

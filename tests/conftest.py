@@ -19,6 +19,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_configure(config):
+    # the tiny models are faster on one thread, and immune to another process loading the CPU
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def shared_dataset(name: str) -> Path:
     path = SHARED / name
     if not (path / "corpus.jsonl").exists():

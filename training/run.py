@@ -42,8 +42,15 @@ def plan_splits(dataset: Dataset, eval_split: str | None = None, cold_start: flo
     if eval_split is None:
         raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (ICT/BFS) instead")
     if cold_start is None and train_split in dataset.qrels and eval_split != train_split:
-        return Plan(dataset, train_split, eval_split, f"trained on the '{dataset.name}' {train_split} split, "
-                                                      f"evaluated on its '{eval_split}' split")
+        note = f"trained on the '{dataset.name}' {train_split} split, evaluated on its '{eval_split}' split"
+        shared = set(dataset.qrels[train_split]) & set(dataset.qrels.get(eval_split, {}))
+        if shared:  # a query labelled in both splits is evaluated on, so it is not trained on
+            train = {q: v for q, v in dataset.qrels[train_split].items() if q not in shared}
+            dataset = Dataset(dataset.name, dataset.docs, dataset.queries, {**dataset.qrels, train_split: train},
+                              dataset.report)
+            n = len(shared)
+            note += f" ({n} {'query' if n == 1 else 'queries'} labelled in both left out of training)"
+        return Plan(dataset, train_split, eval_split, note)
     fraction = cold_start if cold_start is not None else 0.8
     split = cold_start_split(dataset, eval_split, fraction, seed)
     return Plan(split, "train", "test",

@@ -1,0 +1,67 @@
+"""``python -m training train`` as a user runs it, then the exported folder in ``python -m retrieval``."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from training.cli import main
+
+from .conftest import DEMO, ROOT
+
+
+def run(module: str, *args, tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONIOENCODING": "utf-8", "RANKSCOPE_HOME": str(tmp_path / "home")}
+    env.pop("RANKSCOPE_STORE", None)
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, encoding="utf-8", timeout=300)
+
+
+def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
+    store, out = tmp_path / "s.sqlite3", tmp_path / "ft"
+    res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
+              "--epochs", "1", "--max-steps-per-epoch", "3", "--batch-size", "4", "--lr", "1e-3", "--device", "cpu",
+              "--store", store, "--out", out, tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("trained on the 'demo' train split, evaluated on its 'test' split; device cpu; ")
+    assert lines[0].endswith(f"model saved to {out}")
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:5]}
+    assert set(rows) == {("base", "dense"), ("base", "hybrid"), ("fine-tuned", "dense"), ("fine-tuned", "hybrid")}
+    for cells in rows.values():  # "ndcg@10 0.1234  recall@100 0.5678  mrr@10 0.9012"
+        assert cells[0::2] == ["ndcg@10", "recall@100", "mrr@10"]
+        assert all(0.0 <= float(v) <= 1.0 for v in cells[1::2])
+    assert lines[5].startswith("p (fine-tuned vs base, dense): ndcg@10 ")
+    assert lines[6].startswith("p (fine-tuned vs base, hybrid): ndcg@10 ")
+    assert "3/3" in res.stderr  # the progress bar reached the last of the 3 steps
+    assert (out / "modules.json").exists() and "Loss: **triplet**" in (out / "README.md").read_text()
+
+    # the fine-tuned folder is an ordinary encoder for the evaluation CLI; its dense nDCG@10 is the one reported
+    ev = run("retrieval", "evaluate", DEMO, "--model", out, "--systems", "dense", "--store", store,
+             "--device", "cpu", tmp_path=tmp_path)
+    assert ev.returncode == 0, ev.stderr
+    table = ev.stdout.splitlines()
+    header = next(i for i, line in enumerate(table) if line.startswith("system"))
+    dense = table[header + 2]
+    assert dense.startswith("Dense")
+    ndcg = float(dense[24:].split()[0].rstrip("†"))
+    assert ndcg == pytest.approx(float(rows[("fine-tuned", "dense")][1]), abs=1e-4)
+
+
+def test_unknown_loss_is_a_usage_error(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", str(DEMO), "--loss", "hinge", "--out", str(tmp_path / "x")])
+    assert exit_.value.code == 2
+    assert "argument --loss: invalid choice: 'hinge'" in capsys.readouterr().err
+
+
+def test_bad_values_are_reported_without_a_traceback(capsys, tmp_path):
+    assert main(["train", str(DEMO), "--batch-size", "1", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: batch size must be ≥ 2") and "Traceback" not in err
+    assert main(["train", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    assert not (tmp_path / "x").exists()
