@@ -210,6 +210,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     device_dd = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="Device")
                     cold_in = gr.Slider(0.05, 0.95, value=0.8, step=0.05,
                                         label="Cold-start train fraction (only without a train split)")
+                    pretrain_dd = gr.Dropdown([("none", ""), ("ICT", "ict"), ("BFS", "bfs"), ("ICT + BFS", "ict+bfs")],
+                                              value="", label="First stage on pseudo pairs (ICT/BFS)")
                 with gr.Row():
                     train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
                     cancel_btn = gr.Button("Cancel", variant="stop")
@@ -279,16 +281,18 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     metrics_caption(ws, split), metrics_rows(ws, split) if split else [],
                     gr.update(choices=ws.dataset.splits, value=split), "")
 
-        def do_train(key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold):
+        def do_train(key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain=""):
             ws = registry.get(key)
             cfg = TrainConfig(loss=loss, negatives=negatives, epochs=int(epochs), batch_size=int(batch),
                               lr=float(lr), max_seq_length=int(seq), margin=float(margin), xi=float(xi),
                               lambda_train=float(lam), device=device,
-                              max_steps_per_epoch=int(steps) if steps else None)
+                              max_steps_per_epoch=int(steps) if steps else None, pretrain=pretrain or None)
             try:
                 cfg.validate()
             except ValueError as err:
                 raise gr.Error(str(err)) from err
+            if ws.dataset.default_split() is None and not cfg.pretrain:
+                raise gr.Error("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
             has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
             out = models_dir(registry.store) / time.strftime("%Y%m%d-%H%M%S")
             job_id = jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws_model(ws),
@@ -328,7 +332,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
 
         gr.api(training_status, api_name="training_status")
         train_inputs = [key_state, loss_dd, neg_dd, epochs_in, batch_in, lr_in, seq_in, steps_in, margin_in,
-                        xi_in, lam_in, device_dd, cold_in]
+                        xi_in, lam_in, device_dd, cold_in, pretrain_dd]
         train_btn.click(do_train, train_inputs, [job_state, train_status, timer], api_name="train")
         timer.tick(do_poll, job_state, [train_status, loss_plot, train_table, timer], api_visibility="private")
         cancel_btn.click(do_cancel, job_state, train_status, api_name="cancel_training")

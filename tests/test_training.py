@@ -550,3 +550,39 @@ def test_cold_start_run_trains_on_one_half(demo, tiny_model_dir, tmp_path):
     assert "cold-start split of 'test'" in (tmp_path / "ft" / "README.md").read_text()
     plan = plan_splits(only_test, None, 0.5, seed=5)  # the same seeded plan the run used
     assert set(plan.dataset.qrels["train"]).isdisjoint(plan.dataset.qrels["test"])
+
+
+def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
+    """Multi-stage (Baidu §4): ICT+BFS pseudo pairs first, then the labelled loss, one exported model."""
+    from retrieval.readers import load_dataset
+    from training.pairs import pseudo_pairs
+    from training.run import run_training
+    from training.trainer import TrainConfig
+
+    from .conftest import DEMO
+
+    ds = load_dataset(DEMO)
+    mixed = pseudo_pairs(ds, "ict+bfs", 40, seed=3)
+    assert len(mixed) == 40 and all(p.doc_id is None for p in mixed)
+    cfg = TrainConfig(loss="triplet", negatives="bm25", batch_size=8, lr=1e-3, max_steps_per_epoch=2,
+                      pretrain="ict+bfs", pretrain_pairs=32, device="cpu")
+    res = run_training(ds, cfg, tmp_path / "ft", str(tiny_model_dir), store)
+    assert res.stages[0].startswith("pretrain ict+bfs: inbatch") and res.stages[1].startswith("triplet")
+    stages = [s for s, _, _ in res.epoch_losses]
+    assert stages == ["pretrain ict+bfs: inbatch", "triplet"]
+    assert set(res.metrics) == {"base", "fine-tuned"}
+
+
+def test_unlabelled_corpus_trains_on_pseudo_pairs_only(tiny_model_dir, store, tmp_path, toy_dataset):
+    from retrieval.dataset import Dataset
+    from sentence_transformers import SentenceTransformer
+    from training.run import run_training
+    from training.trainer import TrainConfig
+
+    bare = Dataset("bare", toy_dataset.docs)
+    with pytest.raises(ValueError, match="no relevance labels"):
+        run_training(bare, TrainConfig(device="cpu"), tmp_path / "x", str(tiny_model_dir), store)
+    cfg = TrainConfig(batch_size=2, lr=1e-3, pretrain="bfs", device="cpu")
+    res = run_training(bare, cfg, tmp_path / "bfs", str(tiny_model_dir), store)
+    assert res.metrics == {} and res.epoch_losses and res.stages[0].startswith("pretrain bfs")
+    assert SentenceTransformer(str(tmp_path / "bfs"), device="cpu").encode(["x"]).shape == (1, 32)

@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--split", default=None, help="evaluation split (default: test)")
     t.add_argument("--cold-start", type=float, default=None,
                    help="train on this fraction of the evaluation split's queries (seeded), evaluate on the rest")
+    t.add_argument("--pretrain", choices=("ict", "bfs", "ict+bfs"), default=None,
+                   help="first stage on pseudo pairs from the corpus (ICT/BFS), then the labelled stage; "
+                        "the only stage for a corpus without labels")
+    t.add_argument("--pretrain-pairs", type=int, default=d.pretrain_pairs)
     t.add_argument("--store", default=None)
     t.add_argument("--no-eval", action="store_true", help="train and export only")
     t.add_argument("--out", required=True, help="output folder for the fine-tuned model")
@@ -57,7 +61,8 @@ def main(argv=None) -> int:
                       lr=args.lr, margin=args.margin, xi=args.xi, lambda_train=args.lambda_train,
                       bm25_depth=args.bm25_depth, model_depth=args.model_depth,
                       max_seq_length=args.max_seq_length, device=args.device, seed=args.seed,
-                      stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch)
+                      stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch,
+                      pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
     try:
         cfg.validate()
         dataset = load_dataset(args.dataset)

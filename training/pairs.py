@@ -109,3 +109,20 @@ def bfs_pairs(dataset: Dataset, n: int | None = None, seed: int = 42, window: in
         out.append(Pair(query, " ".join(body[start:start + window]), None, None))
     rng.shuffle(out)
     return out[:n] if n else out
+
+
+PSEUDO = ("ict", "bfs", "ict+bfs")
+
+
+def pseudo_pairs(dataset: Dataset, kind: str, n: int | None = None, seed: int = 42) -> list[Pair]:
+    """ICT, BFS or half of each (``"ict+bfs"``), at most ``n`` pairs."""
+    if kind == "ict":
+        return ict_pairs(dataset, n, seed)
+    if kind == "bfs":
+        return bfs_pairs(dataset, n, seed)
+    if kind == "ict+bfs":
+        half = None if n is None else n // 2
+        mixed = ict_pairs(dataset, half, seed) + bfs_pairs(dataset, None if n is None else n - half, seed + 1)
+        random.Random(seed).shuffle(mixed)
+        return mixed
+    raise ValueError(f"unknown pseudo-pair task {kind!r}; choose from {', '.join(PSEUDO)}")

@@ -12,7 +12,7 @@ import json
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from retrieval.dataset import Dataset
@@ -21,7 +21,7 @@ from retrieval.evaluate import compare
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 
-from .pairs import cold_start_split, labelled_pairs
+from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from .trainer import Progress, TrainConfig, Trainer
 
 REPORT_METRICS = ("ndcg@10", "recall@100", "mrr@10")
@@ -132,13 +132,32 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                  cancel: threading.Event | None = None, evaluate: bool = True,
                  train_split: str = "train") -> RunResult:
     out_dir = Path(out_dir)
-    plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split)
-    pairs = labelled_pairs(plan.dataset, plan.train_split)
+    has_labels = dataset.default_split() is not None
+    if not has_labels and not cfg.pretrain:
+        raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (pretrain ict, bfs "
+                         "or ict+bfs), or add a qrels file")
+    plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split) if has_labels else \
+        Plan(dataset, "", "", f"pseudo pairs ({cfg.pretrain}) from the unlabeled corpus; nothing to evaluate on")
     base = load_encoder(base_model, device=cfg.device)
     ws_base = Workspace(plan.dataset, store, model=base)
-    trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, bm25=ws_base.bm25,
-                      on_progress=on_progress, cancel=cancel, checkpoint_dir=out_dir / "checkpoints")
-    trained = trainer.train()
+    common = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=out_dir / "checkpoints")
+    model = None
+    if cfg.pretrain:
+        # Baidu's multi-stage paradigm (§4): pseudo pairs first, labelled pairs after
+        pseudo = pseudo_pairs(plan.dataset, cfg.pretrain, cfg.pretrain_pairs, cfg.seed)
+        pre_cfg = replace(cfg, loss="inbatch", negatives="random", epochs=1)
+        pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
+                      **common).train()
+        model = pre.model
+    if has_labels:
+        pairs = labelled_pairs(plan.dataset, plan.train_split)
+        trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, **common).train()
+        if cfg.pretrain:
+            trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
+            trained.seconds += pre.seconds
+            trained.stages = pre.stages + trained.stages
+    else:
+        trained, evaluate = pre, False
     # max_seq_length is a training-time economy: the exported encoder reads as far as the base
     trained.model.max_seq_length = base.max_seq_length
     trained.model.save(str(out_dir))

@@ -56,11 +56,15 @@ class TrainConfig:
     seed: int = 42
     stage1_max_epochs: int = 3
     stage1_tol: float = 0.02
+    pretrain: str | None = None  # "ict", "bfs" or "ict+bfs": a first stage on pseudo pairs (Baidu §4)
+    pretrain_pairs: int = 2000
     max_steps_per_epoch: int | None = None  # shorter schedules for small machines and tests
 
     def validate(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
+        if self.pretrain not in (None, "ict", "bfs", "ict+bfs"):
+            raise ValueError(f"unknown pretraining task {self.pretrain!r}; choose ict, bfs or ict+bfs")
         if self.negatives not in SOURCES:
             raise ValueError(f"unknown negatives {self.negatives!r}; choose from {', '.join(SOURCES)}")
         if self.batch_size < 2 or self.epochs < 1 or self.lr <= 0:
@@ -112,7 +116,9 @@ def _embed(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
 class Trainer:
     def __init__(self, config: TrainConfig, dataset: Dataset, pairs: list[Pair], base_model: str | None = None,
                  bm25: BM25Index | None = None, on_progress: Callable[[Progress], None] | None = None,
-                 cancel: threading.Event | None = None, checkpoint_dir: str | Path | None = None):
+                 cancel: threading.Event | None = None, checkpoint_dir: str | Path | None = None,
+                 model=None, stage_prefix: str = ""):
+        """``model``: continue training this SentenceTransformer instead of loading ``base_model``."""
         config.validate()
         if not pairs:
             raise ValueError("no training pairs: the training split has no relevant labels")
@@ -125,6 +131,7 @@ class Trainer:
         torch.manual_seed(config.seed)
         np.random.seed(config.seed)
         self._bm25 = bm25
+        self.model, self.stage_prefix = model, stage_prefix
         self.positives = known_positives(dataset)
         self.query_ids = {p.query: p.query_id for p in pairs}
         self.row_of = {d: i for i, d in enumerate(dataset.doc_ids)}
@@ -183,6 +190,7 @@ class Trainer:
     def _run_epochs(self, model, loss_fn, pools, stage: str, epochs: int, result: TrainResult,
                     until_converged: bool = False) -> None:
         cfg = self.cfg
+        stage = self.stage_prefix + stage
         per_epoch = math.ceil(len(self.pairs) / cfg.batch_size)
         if cfg.max_steps_per_epoch:
             per_epoch = min(per_epoch, cfg.max_steps_per_epoch)
@@ -241,7 +249,8 @@ class Trainer:
     def train(self) -> TrainResult:
         cfg = self.cfg
         started = time.perf_counter()
-        model = load_trainable(self.base_model, self.device, cfg.max_seq_length)
+        model = self.model if self.model is not None else \
+            load_trainable(self.base_model, self.device, cfg.max_seq_length)
         result = TrainResult(model, self.device, 0.0)
         if cfg.loss == "quadruplet":
             easy = self.pool("random")
@@ -257,7 +266,7 @@ class Trainer:
             loss_fn = {"residual": lambda: ResidualMarginLoss(model, cfg.xi, cfg.lambda_train),
                        "triplet": lambda: triplet_loss(model, cfg.margin),
                        "inbatch": lambda: inbatch_loss(model)}[cfg.loss]()
-            result.stages.append(f"{cfg.loss} with {cfg.negatives} negatives")
+            result.stages.append(f"{self.stage_prefix}{cfg.loss} with {cfg.negatives} negatives")
             self._run_epochs(model, loss_fn, [pool], cfg.loss, cfg.epochs, result)
         model.eval()
         result.seconds = time.perf_counter() - started
