@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from .dataset import Dataset
-from .errors import DataError
 from .evaluate import compare, significance_marks
 from .readers import load_dataset
 from .run import write_trec
@@ -160,9 +159,6 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except ValueError as err:
+    except ValueError as err:  # DataError included: bad input is a message, not a traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
