@@ -101,7 +101,7 @@ def test_a_failing_job_records_its_traceback_and_the_queue_goes_on(store, toy_da
     assert a["error"].startswith("FileExistsError: ") and "Traceback (most recent call last)" in a["error"]
     assert b["status"] == "failed"
     assert b["error"].startswith("ValueError: bare has no relevance labels") and "Traceback" in b["error"]
-    assert "plan_splits" in b["error"]  # the traceback points at where it failed
+    assert "run_training" in b["error"]  # the traceback points at where it failed
     assert c["status"] == "done" and c["result"]["metrics"]
     assert blocker.read_text() == "not a folder"
     assert store.integrity_check() == "ok"
