@@ -124,8 +124,8 @@ def render_side_by_side(res: SideBySide, ws: Workspace) -> str:
     return f'<div class="sbs">{"".join(cols)}</div>{summary}'
 
 
-def metrics_rows(ws: Workspace, split: str, systems=DEFAULT_SYSTEMS) -> list[list]:
-    evals = {s: ws.evaluate(s, split) for s in systems}
+def metrics_rows(ws: Workspace, split: str, systems=DEFAULT_SYSTEMS, evals: dict | None = None) -> list[list]:
+    evals = evals or {s: ws.evaluate(s, split) for s in systems}
     marks = significance_marks(evals, "bm25") if "bm25" in evals else {}
     return [[SYSTEM_LABELS[s]] + [f"{evals[s].mean[m]:.4f}{marks.get(s, {}).get(m, '')}" if m in evals[s].mean
                                   else "—" for m in METRIC_COLUMNS] for s in systems]
@@ -245,8 +245,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             ws = registry.get(key)
             if not split:
                 raise gr.Error("this data set has no relevance labels to evaluate against")
-            rows = metrics_rows(ws, split)
             evals = {s: ws.evaluate(s, split) for s in DEFAULT_SYSTEMS}
+            rows = metrics_rows(ws, split, evals=evals)
             per = {s: evals[s].per_query.get("ndcg@10", {}) for s in DEFAULT_SYSTEMS}
             qids = sorted(per["bm25"], key=lambda q: -(max(per["dense"].get(q, 0), per["hybrid"].get(q, 0))
                                                         - per["bm25"][q]))
@@ -295,7 +295,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                 raise gr.Error("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
             has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
             out = models_dir(registry.store) / time.strftime("%Y%m%d-%H%M%S")
-            job_id = jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws_model(ws),
+            job_id = jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws.model_name,
                                          cold_start=None if has_train else float(cold)))
             return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
@@ -379,10 +379,6 @@ def models_dir(store: Store) -> Path:
     return Path(store.path).parent / "models"
 
 
-def ws_model(ws: Workspace) -> str | None:
-    return ws._model_arg if isinstance(ws._model_arg, str) else None
-
-
 def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
     """The base encoder and every fine-tuned encoder trained on this data set that still exists."""
     out = [(f"base: {registry.model or 'all-MiniLM-L6-v2'}", "")]
@@ -390,7 +386,7 @@ def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
         path = job.get("model_path") or ""
         if job["status"] == "done" and job["dataset"] == ws.dataset.content_hash and Path(path, "modules.json").exists():
             out.append((f"fine-tuned: {job['config'].get('loss')} ({job['id']})", path))
-    current = ws_model(ws)
+    current = ws.model_name
     if current and current not in [v for _, v in out]:
         out.append((current, current))
     return out

@@ -10,10 +10,6 @@ from pathlib import Path
 Run = dict[str, list[tuple[str, float]]]
 
 
-def top_k(run: Run, k: int) -> Run:
-    return {q: hits[:k] for q, hits in run.items()}
-
-
 def ranks(hits: list[tuple[str, float]]) -> dict[str, int]:
     """doc id → 1-based rank in a ranked list."""
     return {d: i for i, (d, _) in enumerate(hits, 1)}

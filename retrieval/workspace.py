@@ -55,6 +55,20 @@ class Workspace:
         if store is not None:
             store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
 
+    @property
+    def model_name(self) -> str | None:
+        """The encoder as given by name or folder (None: the default, or an in-memory encoder)."""
+        return self._model_arg if isinstance(self._model_arg, str) else None
+
+    def with_model(self, model: str | Encoder | None) -> "Workspace":
+        """The same data set with another encoder, sharing this workspace's BM25 index."""
+        args = self.bm25_args
+        other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
+                          bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=self.index_kind,
+                          depth=self.depth, device=self._device)
+        other._bm25 = self.bm25
+        return other
+
     # ---- components (lazy) ---------------------------------------------------------------
     @property
     def texts(self) -> list[str]:

@@ -183,3 +183,17 @@ def test_search_one_gives_each_systems_top_k(toy_dataset, store, tiny_encoder):
     assert all(not math.isnan(s) for hits in got.values() for _, s in hits)
     fused = ws.search_one(text, systems=("rrf", "wsum"), k=2)
     assert set(fused) == {"rrf", "wsum"} and all(len(h) == 2 for h in fused.values())
+
+
+def test_with_model_shares_the_bm25_index_and_swaps_the_encoder(toy_dataset, store, tiny_encoder, tmp_path):
+    from retrieval.encoder import load_encoder
+    from retrieval.workspace import Workspace
+
+    from .conftest import build_tiny_encoder
+
+    ws = Workspace(toy_dataset, store, model=tiny_encoder, k1=1.2, b=0.7)
+    other_encoder = load_encoder(str(build_tiny_encoder(tmp_path, seed=7)), device="cpu")
+    other = ws.with_model(other_encoder)
+    assert other.bm25 is ws.bm25 and other.bm25_args == ws.bm25_args
+    assert other.encoder is other_encoder and other.encoder.fingerprint != ws.encoder.fingerprint
+    assert other.system_params("dense")["model"] != ws.system_params("dense")["model"]

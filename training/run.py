@@ -75,14 +75,12 @@ class RunResult:
         return asdict(self)
 
 
-def evaluate_against_base(dataset: Dataset, eval_split: str, base: Encoder, tuned: Encoder,
-                          store: Store | None) -> tuple[dict, dict]:
+def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder) -> tuple[dict, dict]:
     """Dense and hybrid metrics of both encoders on ``eval_split`` and the permutation-test p."""
     metrics: dict = {"base": {}, "fine-tuned": {}}
     pvalues: dict = {}
     evals = {}
-    for label, enc in (("base", base), ("fine-tuned", tuned)):
-        ws = Workspace(dataset, store, model=enc)
+    for label, ws in (("base", ws_base), ("fine-tuned", ws_base.with_model(tuned))):
         for system in ("dense", "hybrid"):
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
@@ -168,7 +166,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     if evaluate:
         if on_progress:
             on_progress(Progress("evaluating", 0, 1, float("nan"), 0.0, 0.0))
-        result.metrics, result.significance = evaluate_against_base(plan.dataset, plan.eval_split, base, tuned, store)
+        result.metrics, result.significance = evaluate_against_base(ws_base, plan.eval_split, tuned)
     if store is not None:
         store.register_model(tuned.fingerprint, str(out_dir), tuned.dim,
                              {"base": base.name, "loss": cfg.loss, "dataset": plan.dataset.content_hash})
