@@ -1,14 +1,22 @@
 """The fine-tuning comparison: every loss and negative source, trained on the same data, one table.
 
     python bench/train_ablation.py ../shared/datasets/scifact [--epochs 1] [--max-steps-per-epoch N]
-        [--train-max-seq-length 128] [--rows base,triplet-random,...] [--store PATH] [--json FILE]
+        [--train-max-seq-length 128] [--rows base,triplet-random,...] [--refit] [--store PATH] [--json FILE]
 
 The train split is cut (seeded, by query) into a fit part (80%) that trains and a held-out part
 (20%, exposed as the ``train`` split) on which the hybrid λ_test is tuned; the test split is only
 ever evaluated. CLEAR's ξ and λ_train come from the fit part's BM25 score gaps
-(``training.losses.suggest_scale``), not from test. Every row prints dense and hybrid nDCG@10 and
-Recall@100 on test, training time and device; results are appended to ``--json`` as each row
-finishes, so an interrupted run keeps what it measured.
+(``training.losses.suggest_scale``), not from test.
+
+``--refit`` is the usual select-then-refit protocol: each row is first trained on the fit part and
+its λ_test tuned on the held-out part; then the same configuration is trained again on the whole
+train split and evaluated on test with that λ_test. The base row's λ_test is then tuned on the
+whole train split (the base encoder was never trained on it). Without ``--refit`` the models
+trained on the fit part are the ones evaluated.
+
+Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time and device;
+results are appended to ``--json`` as each row finishes, so an interrupted run keeps what it
+measured.
 """
 from __future__ import annotations
 
@@ -24,13 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.encoder import load_encoder, pick_device  # noqa: E402
+from retrieval.evaluate import compare  # noqa: E402
+from retrieval.hybrid import Hybrid, tune_lambda  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 from training.losses import suggest_scale  # noqa: E402
 from training.negatives import bm25_pool  # noqa: E402
 from training.pairs import known_positives, labelled_pairs  # noqa: E402
-from training.run import run_training  # noqa: E402
+from training.run import REPORT_METRICS, run_training  # noqa: E402
 from training.trainer import TrainConfig  # noqa: E402
 
 ROWS = {
@@ -70,6 +80,27 @@ def clear_scale(ds: Dataset, ws: Workspace, seed: int) -> tuple[float, float]:
     return suggest_scale(gaps, normalized=True)
 
 
+def refit_row(name: str, cfg: TrainConfig, full: Dataset, held: Dataset, ws_full: Workspace, store: Store,
+              out_dir: Path, model: str | None) -> dict:
+    """Train on the fit part, tune λ_test on the held-out part; train again on all of train, evaluate on test."""
+    sel = run_training(held, cfg, out_dir / "select" / name, model, store, train_split="fit", evaluate=False)
+    ws_sel = ws_full.with_model(load_encoder(sel.model_path, device=cfg.device))
+    lam, _ = tune_lambda(Hybrid(ws_sel.bm25, ws_sel.dense, depth=ws_sel.depth), held.split_queries("train"),
+                         held.qrels["train"])  # the held-out queries are ``held``'s "train" split
+    res = run_training(full, cfg, out_dir / name, model, store, eval_split="test", train_split="train",
+                       evaluate=False)
+    ws_ft = ws_full.with_model(load_encoder(res.model_path, device=cfg.device))
+    ws_ft.fix_lambda(lam, "tuned on the held-out part with the fit-part model", "test")
+    row = {"row": name, "train_s": round(res.seconds, 1), "select_train_s": round(sel.seconds, 1),
+           "device": res.device, "note": "; ".join(res.stages), "lambda_test": lam,
+           "config": dict(vars(cfg)), "p_vs_base": {}}
+    for system in ("dense", "hybrid"):
+        ev, ev0 = ws_ft.evaluate(system, "test"), ws_full.evaluate(system, "test")
+        row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
+        row["p_vs_base"][system] = {m: compare(ev0, ev, m).p_value for m in REPORT_METRICS}
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dataset")
@@ -86,17 +117,22 @@ def main() -> int:
     ap.add_argument("--store", default=None)
     ap.add_argument("--out-dir", default="/tmp/rankscope-ablation")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--refit", action="store_true",
+                    help="select λ_test with a fit-part model, then train again on the whole train split")
     args = ap.parse_args()
 
-    ds = fit_holdout(load_dataset(args.dataset), seed=args.seed)
+    full = load_dataset(args.dataset)
+    ds = fit_holdout(full, seed=args.seed)
     store = Store(args.store or default_store_path())
     base = load_encoder(args.model, device=args.device)
     ws = Workspace(ds, store, model=base)
+    ws_full = Workspace(full, store, model=base) if args.refit else None
     xi, lam_train = clear_scale(ds, ws, args.seed)
     device = pick_device(args.device)
     print(f"{ds.name}: fit {len(ds.qrels['fit'])} queries, held-out {len(ds.qrels['train'])} (λ_test), "
           f"test {len(ds.qrels['test'])}; device {device}; CLEAR ξ = {xi}, λ_train = {lam_train} "
-          f"(from fit-split BM25 gaps)", flush=True)
+          f"(from fit-split BM25 gaps); {'refit on all of train' if args.refit else 'evaluating fit-part models'}",
+          flush=True)
     common = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, xi=xi, lambda_train=lam_train,
                          max_seq_length=args.train_max_seq_length, device=args.device, seed=args.seed,
                          stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch)
@@ -105,10 +141,14 @@ def main() -> int:
         t = time.perf_counter()
         if name == "base":
             row = {"row": name, "train_s": 0.0, "device": device, "note": "no training"}
+            base_ws = ws_full or ws  # λ_test on all of train under --refit, else on the held-out part
             for system in ("dense", "hybrid"):
-                ev = ws.evaluate(system, "test")
+                ev = base_ws.evaluate(system, "test")
                 row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
-            row["lambda_test"] = ws.lambda_for("test").value
+            row["lambda_test"] = base_ws.lambda_for("test").value
+        elif args.refit:
+            row = refit_row(name, replace(common, **ROWS[name]), full, ds, ws_full, store, Path(args.out_dir),
+                            args.model)
         else:
             cfg = replace(common, **ROWS[name])
             res = run_training(ds, cfg, Path(args.out_dir) / name, args.model, store, eval_split="test",

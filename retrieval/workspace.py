@@ -139,6 +139,11 @@ class Workspace:
                     self._lambda[eval_split] = LambdaChoice(lam, "scale-matched default (no training labels)")
             return self._lambda[eval_split]
 
+    def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
+        """Use λ_test = ``value`` when evaluating ``eval_split`` (chosen elsewhere, e.g. on a held-out split)."""
+        with self._lock:
+            self._lambda[eval_split] = LambdaChoice(float(value), how)
+
     def system(self, name: str, eval_split: str | None = None):
         if name == "bm25":
             return self.bm25

@@ -79,6 +79,21 @@ def test_test_split_lambda_is_tuned_on_train(demo_cache):
     assert on_train.value == pytest.approx(default_lambda(h.candidates(ds.split_queries("train"))))
 
 
+def test_a_fixed_lambda_is_used_and_keys_its_own_cache_entries(demo_cache):
+    ws = demo_cache.ws.with_model(demo_cache.ws.encoder)
+    tuned = demo_cache.ws.lambda_for("test").value
+    assert tuned != 0.5
+    ws.fix_lambda(0.5, "chosen on a held-out split", "test")
+    assert ws.lambda_for("test").value == 0.5 and ws.lambda_for("test").how == "chosen on a held-out split"
+    assert ws.system_params("hybrid", "test")["lambda"] == 0.5
+    expected = Hybrid(ws.bm25, ws.dense, lam=0.5, depth=ws.depth).search(demo_cache.ds.split_queries("test"), 10)
+    got = ws.run("hybrid", "test")
+    assert {q: [d for d, _ in got[q][:10]] for q in expected} == {q: [d for d, _ in h] for q, h in expected.items()}
+    # the workspace it came from keeps its own tuned λ and its cached run
+    assert demo_cache.ws.lambda_for("test").value == tuned
+    assert demo_cache.ws.system_params("hybrid", "test")["lambda"] == tuned
+
+
 def test_a_fresh_workspace_reads_everything_from_the_store(demo_cache, tiny_encoder):
     store = Store(demo_cache.path)  # a new process would open the file like this
     runs_before = {r["key"]: r["created"] for r in store.runs()}
