@@ -34,6 +34,11 @@ CSS_PATH = ROOT / "assets" / "style.css"
 MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"), 0: ("rel-0", "judged not relevant (0)")}
 METRIC_COLUMNS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map", "p@10", "pnr")
+# Concurrency: searches have their own pool, so one user's encoding, evaluation or projection
+# (HEAVY, a small pool) never queues another user's search; training runs in its own job thread.
+SEARCH = {"concurrency_id": "search", "concurrency_limit": 8}
+HEAVY = {"concurrency_id": "heavy", "concurrency_limit": 2}
+LIGHT = {"concurrency_id": "light", "concurrency_limit": 8}
 
 
 class Registry:
@@ -333,22 +338,25 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
         gr.api(training_status, api_name="training_status")
         train_inputs = [key_state, loss_dd, neg_dd, epochs_in, batch_in, lr_in, seq_in, steps_in, margin_in,
                         xi_in, lam_in, device_dd, cold_in, pretrain_dd]
-        train_btn.click(do_train, train_inputs, [job_state, train_status, timer], api_name="train")
-        timer.tick(do_poll, job_state, [train_status, loss_plot, train_table, timer], api_visibility="private")
-        cancel_btn.click(do_cancel, job_state, train_status, api_name="cancel_training")
+        train_btn.click(do_train, train_inputs, [job_state, train_status, timer], api_name="train", **LIGHT)
+        timer.tick(do_poll, job_state, [train_status, loss_plot, train_table, timer], api_visibility="private",
+                   **LIGHT)
+        cancel_btn.click(do_cancel, job_state, train_status, api_name="cancel_training", **LIGHT)
         encoder_dd.focus(lambda key: gr.update(choices=encoder_choices(registry, registry.get(key))),
                          key_state, encoder_dd, api_visibility="private")
         encoder_dd.input(do_encoder, [encoder_dd, key_state],
-                         [key_state, data_md, metrics_note, metrics_table, results], api_name="use_encoder")
+                         [key_state, data_md, metrics_note, metrics_table, results], api_name="use_encoder",
+                         **HEAVY)
 
         load_outputs = [key_state, load_status, data_md, picker, metrics_note, metrics_table, split_dd, results]
-        go.click(do_search, [query, key_state], [results, raw], api_name="search")
-        query.submit(do_search, [query, key_state], [results, raw], api_visibility="private")
-        picker.input(lambda q: q, picker, query, api_visibility="private").then(
-            do_search, [query, key_state], [results, raw], api_visibility="private")
-        eval_btn.click(do_evaluate, [split_dd, key_state], [eval_note, eval_table, wins_table], api_name="evaluate")
-        load_btn.click(do_load, [files, key_state], load_outputs, api_name="load_dataset")
-        demo_btn.click(do_demo, [key_state], load_outputs, api_name="load_demo")
+        go.click(do_search, [query, key_state], [results, raw], api_name="search", **SEARCH)
+        query.submit(do_search, [query, key_state], [results, raw], api_visibility="private", **SEARCH)
+        picker.input(lambda q: q, picker, query, api_visibility="private", **LIGHT).then(
+            do_search, [query, key_state], [results, raw], api_visibility="private", **SEARCH)
+        eval_btn.click(do_evaluate, [split_dd, key_state], [eval_note, eval_table, wins_table], api_name="evaluate",
+                       **HEAVY)
+        load_btn.click(do_load, [files, key_state], load_outputs, api_name="load_dataset", **HEAVY)
+        demo_btn.click(do_demo, [key_state], load_outputs, api_name="load_demo", **HEAVY)
     return demo
 
 
@@ -468,8 +476,18 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     return build_app(registry, key, JobQueue(store)), registry
 
 
-def launch_kwargs() -> dict:
-    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "max_file_size": MAX_UPLOAD}
+def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> dict:
+    """Server settings: upload size limit, and nothing served outside Gradio's own cache.
+
+    Gradio serves only its upload/output cache (no ``allowed_paths``, no static paths); the code
+    folder, the store file and the trained models are blocked outright on top of that.
+    """
+    blocked = [str(ROOT)]
+    if store is not None:
+        db = Path(store.path).resolve()
+        blocked += [str(db), f"{db}-wal", f"{db}-shm", str(models_dir(store).resolve())]
+    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "max_file_size": max_upload,
+            "blocked_paths": blocked, "allowed_paths": []}
 
 
 def main(argv=None) -> None:
@@ -480,8 +498,9 @@ def main(argv=None) -> None:
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
-    demo, _ = create(args.data, args.model, args.store)
-    demo.queue(default_concurrency_limit=4).launch(server_name=args.host, server_port=args.port, **launch_kwargs())
+    demo, registry = create(args.data, args.model, args.store)
+    demo.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
+                                                   **launch_kwargs(registry.store))
 
 
 if __name__ == "__main__":

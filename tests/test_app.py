@@ -18,7 +18,7 @@ def running_app(tiny_model_dir, tmp_path_factory):
     store = tmp_path_factory.mktemp("app-store") / "store.sqlite3"
     demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
-                        **rankscope_app.launch_kwargs())
+                        **rankscope_app.launch_kwargs(registry.store, max_upload="1mb"))
     yield demo, registry, store
     demo.close()
 
@@ -166,3 +166,34 @@ def test_training_runs_in_background_and_search_can_switch_encoder(client):
     assert model_path in out[0]  # the summary names the encoder now in use
     _, result = client.predict("leaky faucet washer", api_name="/search")
     assert len(result["systems"]["dense"]) == 10
+
+
+def test_the_server_serves_no_file_outside_its_cache(running_app):
+    import urllib.error
+    import urllib.request
+
+    demo, registry, store = running_app
+    for path in ("/etc/passwd", str(rankscope_app.ROOT / "app.py"), str(store),
+                 str(rankscope_app.ROOT / "data" / "demo" / "corpus.jsonl")):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{demo.local_url}gradio_api/file={path}")
+        assert err.value.code in (403, 404), path
+
+
+def test_uploads_over_the_size_limit_are_refused(running_app, tmp_path):
+    import requests
+
+    demo = running_app[0]
+    big = tmp_path / "corpus.jsonl"
+    big.write_bytes(b'{"_id": "d", "text": "' + b"x" * (2 * 1024 * 1024) + b'"}\n')
+    with big.open("rb") as f:
+        r = requests.post(f"{demo.local_url}gradio_api/upload", files={"files": f})
+    assert r.status_code == 413, r.text
+    small = tmp_path / "small.jsonl"
+    small.write_text('{"_id": "d", "text": "fine"}\n')
+    with small.open("rb") as f:
+        r = requests.post(f"{demo.local_url}gradio_api/upload", files={"files": f})
+    assert r.status_code == 200
+    # what Gradio cached is served (so the refusals above are the blocking, not a dead route)
+    served = requests.get(f"{demo.local_url}gradio_api/file={r.json()[0]}")
+    assert served.status_code == 200 and served.text == small.read_text()
