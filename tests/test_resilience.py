@@ -1,0 +1,112 @@
+"""Killing the app in the middle of a training job, then starting it again on the same store.
+
+The app runs as a real process (``python app.py``) with the tiny encoder and a temporary store;
+it is killed with SIGKILL (no clean-up code runs), so this is what a crash or a pulled plug does.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+
+from retrieval.store import Store
+
+from .conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(model_dir: Path, store: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--model", str(model_dir), "--store", str(store),
+                             "--port", str(port)], cwd=ROOT, env=env, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the app exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    pytest.fail(f"the app did not start in 180 s:\n{log.read_text()[-3000:]}")
+
+
+def counts(store_path: Path) -> dict:
+    store = Store(store_path)
+    try:
+        return {"embeddings": store.count_embeddings(), "runs": {r["key"] for r in store.runs()},
+                "metrics": store.db["metrics"].count}
+    finally:
+        store.close()
+
+
+def test_killed_during_training_the_store_survives_and_the_job_shows_interrupted(tiny_model_dir, tmp_path):
+    store_path, log = tmp_path / "store.sqlite3", tmp_path / "app.log"
+    proc, url = start_app(tiny_model_dir, store_path, log)
+    try:
+        client = Client(url, verbose=False)
+        client.predict("test", api_name="/evaluate")  # fills the cache: runs, metrics, λ
+        # a long schedule (many small steps with a checkpoint each epoch), so the kill lands mid-way
+        out = client.predict("triplet", "bm25", 40, 2, 1e-3, 32, None, 0.1, 0.3, 0.01, "cpu", 0.8,
+                             api_name="/train")
+        job_id = out[0].split("`")[1]
+        deadline = time.time() + 120
+        while True:
+            job = client.predict(job_id, api_name="/training_status")
+            if job["status"] == "running" and (job.get("progress") or {}).get("step", 0) >= 3:
+                break
+            assert job["status"] in ("queued", "running"), job
+            assert time.time() < deadline, job
+            time.sleep(0.2)
+        client.close()
+        before = counts(store_path)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+
+    store = Store(store_path)
+    assert store.integrity_check() == "ok"
+    store.close()
+    after_kill = counts(store_path)
+    assert after_kill["embeddings"] == before["embeddings"] > 0
+    assert after_kill["runs"] >= before["runs"] and before["runs"]
+
+    proc, url = start_app(tiny_model_dir, store_path, log)
+    try:
+        client = Client(url, verbose=False)
+        job = client.predict(job_id, api_name="/training_status")
+        assert job["status"] == "interrupted", job
+        assert job["losses"]  # what it had logged before the kill is still there
+        caption, table, _ = client.predict("test", api_name="/evaluate")
+        assert table["data"]
+        client.close()
+        restarted = counts(store_path)
+        # nothing cached before was lost or recomputed: same embeddings, every earlier run still there
+        assert restarted["embeddings"] == before["embeddings"]
+        assert before["runs"] <= restarted["runs"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    store = Store(store_path)
+    assert store.integrity_check() == "ok"
+    store.close()
