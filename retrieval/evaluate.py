@@ -25,6 +25,7 @@ import numpy as np
 from scipy import stats
 
 from .dataset import Qrels
+from .numba_guard import NUMBA_LOCK
 from .run import Run
 
 METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10")
@@ -59,10 +60,11 @@ def evaluate_run(run: Run, qrels: Qrels, metrics=METRICS, pnr_scores: dict | Non
     per_query: dict[str, dict[str, float]] = {}
     mean: dict[str, float] = {}
     if judged:
-        rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in judged.items()})
-        rr = RRun({q: {d: float(s) for d, s in run.get(q, [])} for q in judged})
         names = [_RANX_NAME.get(m, m) for m in metrics]
-        evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
+        with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
+            rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in judged.items()})
+            rr = RRun({q: {d: float(s) for d, s in run.get(q, [])} for q in judged})
+            evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
         for m, name in zip(metrics, names):
             per_query[m] = {q: float(v) for q, v in rr.scores[name].items()}
             mean[m] = float(np.mean(list(per_query[m].values())))

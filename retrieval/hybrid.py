@@ -24,6 +24,7 @@ from .dataset import Qrels
 from .dense import DenseRetriever
 from .evaluate import evaluate_run
 from .lexical import BM25Index
+from .numba_guard import NUMBA_LOCK
 from .run import Run
 
 LAMBDA_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
@@ -145,20 +146,19 @@ def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
     """Reciprocal-rank fusion or min-max normalized weighted sum of runs, computed by ranx."""
     from ranx import Run as RRun, fuse
 
-    qids = list(dict.fromkeys(q for r in runs for q in r))
-    ranx_runs = []
-    for i, r in enumerate(runs):
-        rr = RRun({q: {d: float(s) for d, s in r.get(q, [])} or {"__none__": 0.0} for q in qids},
-                  name=f"run{i}")
-        ranx_runs.append(rr)
-    if method == "rrf":
-        fused = fuse(ranx_runs, method="rrf", params={"k": rrf_k})
-    elif method == "wsum":
-        fused = fuse(ranx_runs, norm="min-max", method="wsum", params={"weights": list(weights)})
-    else:
+    if method not in ("rrf", "wsum"):
         raise ValueError(f"unknown fusion {method!r}; choose 'rrf' or 'wsum'")
+    qids = list(dict.fromkeys(q for r in runs for q in r))
+    with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
+        ranx_runs = [RRun({q: {d: float(s) for d, s in r.get(q, [])} or {"__none__": 0.0} for q in qids},
+                          name=f"run{i}") for i, r in enumerate(runs)]
+        if method == "rrf":
+            fused = fuse(ranx_runs, method="rrf", params={"k": rrf_k})
+        else:
+            fused = fuse(ranx_runs, norm="min-max", method="wsum", params={"weights": list(weights)})
+        fused = fused.to_dict()
     out: Run = {}
-    for q, docs in fused.to_dict().items():
+    for q, docs in fused.items():
         hits = sorted(((d, float(s)) for d, s in docs.items() if d != "__none__"), key=lambda h: -h[1])
         out[q] = hits[:k]
     for q in qids:
