@@ -188,9 +188,9 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             with gr.Tab("Evaluate", id="evaluate"):
                 with gr.Row():
                     split_dd = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split")
-                    eval_btn = gr.Button("Evaluate", variant="primary")
-                eval_note = gr.Markdown()
-                eval_table = gr.Dataframe(headers=["system", *METRIC_COLUMNS], interactive=False)
+                    eval_btn = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button")
+                eval_note = gr.Markdown(elem_id="eval-note")
+                eval_table = gr.Dataframe(headers=["system", *METRIC_COLUMNS], interactive=False, elem_id="eval-table")
                 gr.Markdown("Per-query nDCG@10 against BM25: where dense and hybrid win and lose.")
                 wins_table = gr.Dataframe(headers=["query", "text", "BM25", "Dense", "Hybrid"], interactive=False)
 
@@ -206,8 +206,9 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     epochs_in = gr.Number(d.epochs, label="Epochs", precision=0, minimum=1)
                     batch_in = gr.Number(d.batch_size, label="Batch size", precision=0, minimum=2)
                     lr_in = gr.Number(d.lr, label="Learning rate")
-                    seq_in = gr.Number(d.max_seq_length, label="Max sequence length", precision=0, minimum=16)
-                    steps_in = gr.Number(None, label="Max steps per epoch (blank: all)", precision=0)
+                    seq_in = gr.Number(d.max_seq_length, label="Max sequence length", precision=0, minimum=16,
+                                       elem_id="train-seq")
+                    steps_in = gr.Number(None, label="Max steps per epoch (blank: all)", precision=0, elem_id="train-steps")
                 with gr.Row():
                     margin_in = gr.Number(d.margin, label="Margin m (quadruplet, triplet)")
                     xi_in = gr.Number(0.3, label="ξ (residual; paper 1.0 for unnormalized BERT)")

@@ -1,0 +1,129 @@
+"""The app in a real browser: Playwright drives Debian's Chromium through every tab on the demo.
+
+Few, robust checks of what a user sees, each step saved as a screenshot (in the test's temporary
+folder, or in ``$RANKSCOPE_SCREENSHOTS`` when set). Skips when Chromium or Playwright is absent;
+``.ci/run`` installs both.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # skipped below
+    expect = sync_playwright = None
+
+import app as rankscope_app
+
+from .conftest import DEMO
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--disable-dev-shm-usage"]
+
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
+              pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed")]
+
+
+@pytest.fixture(scope="module")
+def url(tiny_model_dir, tmp_path_factory):
+    store = tmp_path_factory.mktemp("browser-store") / "store.sqlite3"
+    demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                        **rankscope_app.launch_kwargs(registry.store))
+    yield demo.local_url
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(url, tmp_path_factory):
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.set_default_timeout(60_000)
+        pg.goto(url)
+        pg.get_by_role("tab", name="Search").wait_for()
+        yield pg
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = Path(os.environ.get("RANKSCOPE_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def test_search_tab_shows_three_ranked_lists(page, shots):
+    open_tab(page, "Search")
+    page.locator("#query-box textarea").fill("how do I stop my nose running in winter")
+    page.locator("#search-button").click()
+    columns = page.locator("#results .sbs .col")
+    columns.first.wait_for()
+    assert columns.count() == 3
+    headers = " ".join(page.locator("#results .sbs .col h3").all_inner_texts())
+    for name in ("BM25", "Dense", "Hybrid"):
+        assert name in headers
+    assert page.locator("#results .hit").count() == 30  # ten documents in each column
+    page.screenshot(path=str(shots / "search.png"), full_page=True)
+
+
+def test_labelled_query_shows_relevance_badges(page, shots):
+    open_tab(page, "Search")
+    page.locator("#query-picker input").click()
+    page.get_by_role("option").first.click()
+    page.locator("#results .judged").wait_for()
+    picked = page.locator("#query-box textarea").input_value()
+    assert picked  # the labelled query was put in the box and searched
+    rows = page.locator("#results .judged tr")
+    assert rows.count() >= 2  # a header, then each labelled document with its rank per system
+    assert "rank under each system" in page.locator("#results .judged summary").inner_text()
+    page.screenshot(path=str(shots / "search-labelled.png"), full_page=True)
+
+
+def test_evaluate_tab_fills_the_metrics_table(page, shots):
+    open_tab(page, "Evaluate")
+    page.locator("#evaluate-button").click()
+    table = page.locator("#eval-table")
+    expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+    text = table.inner_text()
+    assert "BM25" in text and "Dense" in text
+    assert "λ" in page.locator("#eval-note").inner_text()  # how λ_test was chosen is said
+    page.screenshot(path=str(shots / "evaluate.png"), full_page=True)
+
+
+def test_train_tab_runs_a_short_job_to_the_end(page, shots):
+    open_tab(page, "Train")
+    page.locator("#train-steps input").fill("2")
+    page.locator("#train-seq input").fill("32")
+    page.locator("#train-button").click()
+    status = page.locator("#train-status")
+    deadline = time.time() + 240
+    while "done" not in status.inner_text():
+        assert "failed" not in status.inner_text(), status.inner_text()
+        assert time.time() < deadline, status.inner_text()
+        time.sleep(0.5)
+    expect(page.locator("#train-results")).to_contain_text("fine-tuned")
+    page.screenshot(path=str(shots / "train.png"), full_page=True)
+
+
+def test_data_tab_reports_a_broken_file_and_keeps_the_data_set(page, shots, tmp_path):
+    open_tab(page, "Data")
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": \n')
+    page.locator("#upload input[type=file]").set_input_files(str(bad))
+    page.locator("#load-button").click()
+    status = page.locator("#load-status")
+    expect(status).to_contain_text("Could not load")
+    assert "corpus.jsonl:2" in status.inner_text()
+    assert "demo" in page.locator("#dataset-summary").inner_text().lower()
+    page.screenshot(path=str(shots / "data.png"), full_page=True)
