@@ -407,9 +407,11 @@ def job_markdown(job: dict) -> str:
     if job["status"] == "running" and p:
         loss = p.get("loss")
         eta = p.get("eta_s") or 0
-        loss_txt = f", loss {loss:.4f}" if isinstance(loss, float) and loss == loss else ""
-        head += (f" · {p.get('stage')}: step {p.get('step')}/{p.get('total')}{loss_txt}, "
-                 f"{p.get('examples_per_s', 0):.1f} examples/s, ETA {eta:.0f} s")
+        if isinstance(loss, float) and loss == loss:  # a training step
+            head += (f" · {p.get('stage')}: step {p.get('step')}/{p.get('total')}, loss {loss:.4f}, "
+                     f"{p.get('examples_per_s', 0):.1f} examples/s, ETA {eta:.0f} s")
+        else:  # mining hard negatives or evaluating: no loss, a share of the work done
+            head += f" · {p.get('stage')} ({(p.get('step') or 0) / max(p.get('total') or 1, 1):.0%})"
     if job["status"] == "failed":
         head += f"\n\n```\n{job.get('error', '')[-2000:]}\n```"
     if job["status"] == "cancelled":

@@ -158,7 +158,8 @@ def test_training_runs_in_background_and_search_can_switch_encoder(client):
             break
         time.sleep(0.5)
     assert job["status"] == "done", job.get("error")
-    assert job["losses"] and job["progress"]["total"] == 2
+    assert [step for _, step, _ in job["losses"]] == [1, 2]  # max 2 steps per epoch, one epoch
+    assert job["progress"]["stage"].startswith("evaluating")
     metrics = job["result"]["metrics"]
     assert set(metrics) == {"base", "fine-tuned"} and set(metrics["fine-tuned"]) == {"dense", "hybrid"}
     model_path = job["model_path"]

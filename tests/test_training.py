@@ -362,7 +362,7 @@ def test_quadruplet_trains_stage_one_then_mines_then_stage_two(toy_dataset, tiny
     # stage one: (q, p, random n); stage two: (q, p, random n, model hard negative)
     assert trainer.calls == [(["random"], {3})] * 3 + [(["random", "model"], {4})] * 2
     # progress: the stage-1 steps, the mining, then the stage-2 steps
-    assert seen == ["stage 1"] * 3 + ["mining hard negatives"] + ["stage 2"] * 2
+    assert seen == ["stage 1"] * 3 + ["mining hard negatives"] * 3 + ["stage 2"] * 2  # start, docs, queries
     assert [(s, n) for s, n, _ in result.losses] == [("stage 1", 1), ("stage 1", 2), ("stage 1", 3),
                                                      ("stage 2", 1), ("stage 2", 2)]
     assert result.device == "cpu" and result.seconds > 0 and not result.model.training
@@ -412,6 +412,24 @@ def test_cancel_between_steps(toy_dataset, tiny_model_dir):
     with pytest.raises(Cancelled, match=r"cancelled during triplet, step 2/6"):
         trainer.train()
     assert steps == [1, 2]
+
+
+def test_cancel_while_mining_hard_negatives(toy_dataset, tiny_model_dir):
+    cancel = threading.Event()
+    seen = []
+
+    def on_progress(p):
+        seen.append((p.stage, p.step, p.total))
+        if p.stage == "mining hard negatives":
+            cancel.set()  # asked while the corpus is being encoded by the stage-1 model
+
+    cfg = fast(loss="quadruplet", epochs=1, batch_size=2, stage1_max_epochs=1)
+    trainer = Trainer(cfg, toy_dataset, labelled_pairs(toy_dataset, "train"), base_model=str(tiny_model_dir),
+                      on_progress=on_progress, cancel=cancel)
+    with pytest.raises(Cancelled, match=r"cancelled during mining hard negatives \(8/10 texts encoded\)"):
+        trainer.train()
+    assert ("mining hard negatives", 0, 10) in seen  # 8 documents + 2 training queries to encode
+    assert not any(stage == "stage 2" for stage, _, _ in seen)  # it stopped before stage two
 
 
 @pytest.mark.parametrize("change,message", [
@@ -499,9 +517,34 @@ def test_run_exports_a_loadable_fine_tuned_model(demo_run, tiny_encoder):
     assert tuned.fingerprint != tiny_encoder.fingerprint  # the weights moved
     registered = {m["fingerprint"]: json.loads(m["info"]) for m in store.models()}
     assert registered[tuned.fingerprint]["loss"] == "residual"
-    assert stages[:3] == ["residual"] * 3 and stages[-1] == "evaluating"
+    assert stages[:3] == ["residual"] * 3 and stages[3] == "evaluating — starting"
+    # then the fine-tuned encoder encodes the demo corpus (345 documents), reported as it goes
+    assert stages[-1] == "evaluating — fine-tuned: encoding 345/345 documents"
     assert [s for s, _, _ in result.losses] == ["residual"] * 3
     assert result.stages == ["residual with bm25 negatives"]
+
+
+def test_cancel_while_evaluating_stops_before_anything_is_stored(demo, tiny_model_dir, tmp_path):
+    from retrieval.store import Store
+
+    store = Store(tmp_path / "store.sqlite3")
+    cancel = threading.Event()
+
+    def on_progress(p):
+        if p.stage.startswith("evaluating — fine-tuned: encoding"):
+            cancel.set()  # the fine-tuned encoder has started on the corpus
+
+    cfg = TrainConfig(loss="residual", negatives="bm25", epochs=1, batch_size=8, max_seq_length=32, device="cpu",
+                      max_steps_per_epoch=1, xi=0.3, lambda_train=0.02)
+    with pytest.raises(Cancelled, match="cancelled while evaluating"):
+        run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store,
+                     on_progress=on_progress, cancel=cancel)
+    base_fp = load_encoder(str(tiny_model_dir), device="cpu").fingerprint
+    tuned_fp = load_encoder(str(tmp_path / "ft"), device="cpu").fingerprint
+    assert store.count_embeddings(base_fp) >= len(demo.docs)  # the base corpus was cached in full
+    assert store.count_embeddings(tuned_fp) == 0  # no half-encoded corpus in the cache
+    assert store.integrity_check() == "ok"
+    store.close()
 
 
 def test_run_reports_base_and_fine_tuned_metrics(demo_run, demo):

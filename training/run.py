@@ -22,7 +22,7 @@ from retrieval.store import Store
 from retrieval.workspace import Workspace
 
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
-from .trainer import Progress, TrainConfig, Trainer
+from .trainer import Cancelled, Progress, TrainConfig, Trainer
 
 REPORT_METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
@@ -75,12 +75,18 @@ class RunResult:
         return asdict(self)
 
 
-def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder) -> tuple[dict, dict]:
-    """Dense and hybrid metrics of both encoders on ``eval_split`` and the permutation-test p."""
+def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
+                          progress: Callable[[float, str], None] | None = None) -> tuple[dict, dict]:
+    """Dense and hybrid metrics of both encoders on ``eval_split`` and the permutation-test p.
+
+    ``progress(fraction, what)`` is called while each encoder's corpus embeddings are built (from
+    the store when cached); it may raise to stop (the job's cancel), before anything is stored.
+    """
     metrics: dict = {"base": {}, "fine-tuned": {}}
     pvalues: dict = {}
     evals = {}
     for label, ws in (("base", ws_base), ("fine-tuned", ws_base.with_model(tuned))):
+        ws.build_dense(progress=(lambda f, what, label=label: progress(f, f"{label}: {what}")) if progress else None)
         for system in ("dense", "hybrid"):
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
@@ -164,9 +170,14 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                        losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages)
     tuned = Encoder(trained.model, name=str(out_dir))
     if evaluate:
-        if on_progress:
-            on_progress(Progress("evaluating", 0, 1, float("nan"), 0.0, 0.0))
-        result.metrics, result.significance = evaluate_against_base(ws_base, plan.eval_split, tuned)
+        def encoding(fraction: float, what: str) -> None:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"cancelled while evaluating ({what}); the model was saved to {out_dir}")
+            if on_progress:
+                on_progress(Progress(f"evaluating — {what}", round(fraction * 1000), 1000, float("nan"), 0.0, 0.0))
+
+        encoding(0.0, "starting")
+        result.metrics, result.significance = evaluate_against_base(ws_base, plan.eval_split, tuned, encoding)
     if store is not None:
         store.register_model(tuned.fingerprint, str(out_dir), tuned.dim,
                              {"base": base.name, "loss": cfg.loss, "dataset": plan.dataset.content_hash})

@@ -105,12 +105,21 @@ def _to_device(features: dict, device: str) -> dict:
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
 
 
-def _embed(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
+def _embed(model, texts: list[str], batch_size: int = 64, chunk: int = 512,
+           between: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Embeddings of ``texts`` in chunks; ``between(done, total)`` runs after each (progress, cancel)."""
     model.eval()
-    with torch.no_grad():
-        emb = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
-    model.train()
-    return emb.astype(np.float32)
+    parts = []
+    try:
+        with torch.no_grad():
+            for start in range(0, len(texts), chunk):
+                parts.append(model.encode(texts[start:start + chunk], batch_size=batch_size, convert_to_numpy=True,
+                                          show_progress_bar=False))
+                if between:
+                    between(min(start + chunk, len(texts)), len(texts))
+    finally:
+        model.train()
+    return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), np.float32)
 
 
 class Trainer:
@@ -149,9 +158,19 @@ class Trainer:
             return random_pool(self.dataset, self.query_ids, self.positives)
         if source == "bm25":
             return bm25_pool(self.bm25, self.query_ids, self.positives, self.cfg.bm25_depth)
-        self._report("mining hard negatives", 0, 1, float("nan"), 0.0, 0.0)
-        docs = _embed(model, self.texts)
-        queries = _embed(model, list(self.query_ids))
+        stage = self.stage_prefix + "mining hard negatives"
+        n_docs, n_all = len(self.texts), len(self.texts) + len(self.query_ids)
+
+        def between(offset: int):
+            def step(done: int, total: int) -> None:  # cancellable between chunks of the corpus
+                if self.cancel.is_set():
+                    raise Cancelled(f"cancelled during {stage} ({offset + done}/{n_all} texts encoded)")
+                self._report(stage, offset + done, n_all, float("nan"), 0.0, 0.0)
+            return step
+
+        self._report(stage, 0, n_all, float("nan"), 0.0, 0.0)
+        docs = _embed(model, self.texts, between=between(0))
+        queries = _embed(model, list(self.query_ids), between=between(n_docs))
         return model_pool(self.dataset.doc_ids, docs, queries, self.query_ids, self.positives, self.cfg.model_depth)
 
     def _sample(self, pool: CandidatePool, pair: Pair) -> int | None:
