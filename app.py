@@ -226,6 +226,10 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                 loss_plot = gr.Plot(label="Loss")
                 train_table = gr.Dataframe(headers=["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"],
                                            interactive=False, elem_id="train-results")
+                gr.Markdown("Per query (nDCG@10 on the evaluated split): what fine-tuning fixed first, what it "
+                            "broke last.")
+                train_per_query = gr.Dataframe(headers=PER_QUERY_HEADERS, interactive=False,
+                                               elem_id="train-per-query")
                 timer = gr.Timer(1.0, active=False)
 
             with gr.Tab("Data", id="data"):
@@ -305,13 +309,17 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                                          cold_start=None if has_train else float(cold)))
             return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
-        def do_poll(job_id):
+        def do_poll(job_id, key):
             if not job_id:
-                return gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
             job = jobs.status(job_id)
             done = job["status"] in FINAL
+            try:
+                queries = registry.get(key).dataset.queries
+            except gr.Error:  # the data set was closed meanwhile: ids without their text
+                queries = {}
             return (job_markdown(job), loss_figure(job), result_rows(job) if done else gr.skip(),
-                    gr.Timer(active=not done))
+                    per_query_rows(job, queries) if done else gr.skip(), gr.Timer(active=not done))
 
         def do_cancel(job_id):
             if job_id and jobs.cancel(job_id):
@@ -340,7 +348,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
         train_inputs = [key_state, loss_dd, neg_dd, epochs_in, batch_in, lr_in, seq_in, steps_in, margin_in,
                         xi_in, lam_in, device_dd, cold_in, pretrain_dd]
         train_btn.click(do_train, train_inputs, [job_state, train_status, timer], api_name="train", **LIGHT)
-        timer.tick(do_poll, job_state, [train_status, loss_plot, train_table, timer], api_visibility="private",
+        timer.tick(do_poll, [job_state, key_state], [train_status, loss_plot, train_table, train_per_query, timer],
+                   api_visibility="private",
                    **LIGHT)
         cancel_btn.click(do_cancel, job_state, train_status, api_name="cancel_training", **LIGHT)
         encoder_dd.focus(lambda key: gr.update(choices=encoder_choices(registry, registry.get(key))),
@@ -431,6 +440,21 @@ def loss_figure(job: dict):
         fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines", name=stage))
     fig.update_layout(xaxis_title="step", yaxis_title="training loss", height=300, margin=dict(l=40, r=10, t=10, b=40))
     return fig
+
+
+PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dense", "hybrid base",
+                     "hybrid fine-tuned", "Δ hybrid"]
+
+
+def per_query_rows(job: dict, queries: dict[str, str]) -> list[list]:
+    """Each evaluated query's nDCG@10 before and after fine-tuning, biggest hybrid gains first."""
+    pq = (job.get("result") or {}).get("per_query") or {}
+    dense, hybrid = pq.get("dense", {}), pq.get("hybrid", {})
+    rows = []
+    for q in sorted(set(dense) | set(hybrid)):
+        d, h = dense.get(q, [0.0, 0.0]), hybrid.get(q, [0.0, 0.0])
+        rows.append([q, queries.get(q, "")[:80], d[0], d[1], round(d[1] - d[0], 4), h[0], h[1], round(h[1] - h[0], 4)])
+    return sorted(rows, key=lambda r: (-r[7], -r[4], r[0]))
 
 
 def result_rows(job: dict) -> list[list]:

@@ -7,6 +7,7 @@ folder, or in ``$RANKSCOPE_SCREENSHOTS`` when set). Skips when Chromium or Playw
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -113,6 +114,7 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
         assert time.time() < deadline, status.inner_text()
         time.sleep(0.5)
     expect(page.locator("#train-results")).to_contain_text("fine-tuned")
+    expect(page.locator("#train-per-query")).to_contain_text(re.compile(r"q\d\d"))  # a row per evaluated query
     page.screenshot(path=str(shots / "train.png"), full_page=True)
 
 

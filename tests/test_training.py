@@ -563,6 +563,15 @@ def test_run_reports_base_and_fine_tuned_metrics(demo_run, demo):
     ev = reloaded.evaluate("dense", "test")
     for k in REPORT_METRICS:
         assert ev.mean[k] == pytest.approx(result.metrics["fine-tuned"]["dense"][k], abs=1e-6)
+    # per query: every evaluated query, base and fine-tuned nDCG@10 (their means are the table's)
+    for system in ("dense", "hybrid"):
+        pq = result.per_query[system]
+        assert set(pq) == set(demo.qrels["test"])
+        for i, label in enumerate(("base", "fine-tuned")):
+            mean = sum(v[i] for v in pq.values()) / len(pq)
+            assert mean == pytest.approx(result.metrics[label][system]["ndcg@10"], abs=1e-3)
+    assert {q: v[1] for q, v in result.per_query["dense"].items()} == \
+        pytest.approx(ev.per_query["ndcg@10"], abs=1e-4)
 
 
 def test_run_writes_a_model_card_and_the_config(demo_run):

@@ -67,6 +67,7 @@ class RunResult:
     eval_split: str
     metrics: dict = field(default_factory=dict)  # {"base": {system: {metric}}, "fine-tuned": {...}}
     significance: dict = field(default_factory=dict)  # {system: {metric: p}}
+    per_query: dict = field(default_factory=dict)  # {system: {query id: [base nDCG@10, fine-tuned nDCG@10]}}
     losses: list = field(default_factory=list)
     epoch_losses: list = field(default_factory=list)
     stages: list = field(default_factory=list)
@@ -76,8 +77,9 @@ class RunResult:
 
 
 def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
-                          progress: Callable[[float, str], None] | None = None) -> tuple[dict, dict]:
-    """Dense and hybrid metrics of both encoders on ``eval_split`` and the permutation-test p.
+                          progress: Callable[[float, str], None] | None = None) -> tuple[dict, dict, dict]:
+    """Dense and hybrid metrics of both encoders on ``eval_split``, the permutation-test p, and
+    each query's nDCG@10 under both (``{system: {query id: [base, fine-tuned]}}``).
 
     ``progress(fraction, what)`` is called while each encoder's corpus embeddings are built (from
     the store when cached); it may raise to stop (the job's cancel), before anything is stored.
@@ -92,10 +94,13 @@ def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
             evals[(label, system)] = ev
             metrics[label][system] = {m: ev.mean.get(m) for m in (*REPORT_METRICS, "pnr") if m in ev.mean}
         metrics[label]["hybrid"]["lambda"] = ws.lambda_for(eval_split).value
+    per_query: dict = {}
     for system in ("dense", "hybrid"):
-        pvalues[system] = {m: compare(evals[("base", system)], evals[("fine-tuned", system)], m).p_value
-                           for m in REPORT_METRICS}
-    return metrics, pvalues
+        before, after = evals[("base", system)], evals[("fine-tuned", system)]
+        pvalues[system] = {m: compare(before, after, m).p_value for m in REPORT_METRICS}
+        b, a = before.per_query.get("ndcg@10", {}), after.per_query.get("ndcg@10", {})
+        per_query[system] = {q: [round(b.get(q, 0.0), 4), round(a.get(q, 0.0), 4)] for q in sorted(set(b) | set(a))}
+    return metrics, pvalues, per_query
 
 
 def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: RunResult) -> str:
@@ -177,7 +182,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                 on_progress(Progress(f"evaluating — {what}", round(fraction * 1000), 1000, float("nan"), 0.0, 0.0))
 
         encoding(0.0, "starting")
-        result.metrics, result.significance = evaluate_against_base(ws_base, plan.eval_split, tuned, encoding)
+        result.metrics, result.significance, result.per_query = evaluate_against_base(
+            ws_base, plan.eval_split, tuned, encoding)
     if store is not None:
         store.register_model(tuned.fingerprint, str(out_dir), tuned.dim,
                              {"base": base.name, "loss": cfg.loss, "dataset": plan.dataset.content_hash})
