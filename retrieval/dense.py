@@ -9,8 +9,13 @@ cosine). Index kinds:
   trained min/max range is split into 255 levels — the int8 compression of the Baidu paper
   (papers/baidu-ernie-web-retrieval.md §5.1, appendix 9.2); 4× smaller than float32.
 
-Whatever the index, ``scores()`` gives exact float32 inner products for chosen documents, which is
-what hybrid re-scoring needs.
+``dims`` (optional, any kind) first maps every vector to fewer dimensions with a linear map onto
+the corpus's top principal axes (``pca_projection``; see ``retrieval.compression``).
+
+``scores()`` gives inner products with the vectors the index holds: the float32 embeddings for
+``flat`` and ``hnsw`` (exact), the decoded 8-bit codes for ``sq8`` and the projected vectors when
+``dims`` is set — what a deployment that keeps only the compressed vectors can compute, and what
+hybrid re-scoring then uses.
 """
 from __future__ import annotations
 
@@ -59,39 +64,77 @@ class DenseIndex:
     """FAISS index over document embeddings (rows aligned with ``doc_ids``)."""
 
     def __init__(self, doc_ids: list[str], embeddings: np.ndarray, kind: str = "flat",
-                 hnsw_m: int = 32, ef_search: int = 128):
+                 hnsw_m: int = 32, ef_search: int = 128, dims: int | None = None):
         if kind not in INDEX_KINDS:
             raise ValueError(f"unknown index kind {kind!r}; choose from {INDEX_KINDS}")
         if len(doc_ids) != len(embeddings):
             raise ValueError("doc_ids and embeddings differ in length")
         self.doc_ids = list(doc_ids)
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
-        self.kind = kind
+        self.kind, self.dims = kind, dims
         d = self.embeddings.shape[1]
-        if kind == "flat":
-            index = faiss.IndexFlatIP(d)
-        elif kind == "hnsw":
-            index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efSearch = ef_search
-        else:
-            index = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-            index.train(self.embeddings)
-        index.add(self.embeddings)
-        self.index = index
+        if dims is not None and not 0 < dims <= d:
+            raise ValueError(f"dims must be between 1 and the embedding size {d}, not {dims}")
+        self.projection = pca_projection(self.embeddings, dims) if dims is not None else None
+        vecs = self.embeddings if self.projection is None else self.projection.apply(self.embeddings)
+        index = _faiss_index(kind, vecs.shape[1], hnsw_m, ef_search)
+        if not index.is_trained:
+            index.train(vecs)
+        index.add(vecs)
+        # the vectors the index holds, as floats (decoded where it keeps codes): what scores() uses
+        self.stored = vecs if kind != "sq8" else index.reconstruct_n(0, len(vecs))
+        self.index = index if self.projection is None else faiss.IndexPreTransform(self.projection, index)
 
     @property
     def bytes_per_doc(self) -> int:
-        d = self.embeddings.shape[1]
-        return d if self.kind == "sq8" else 4 * d
+        """Bytes of one document's vector code: 1 per dimension for ``sq8``, 4 (float32) otherwise."""
+        return self.stored.shape[1] * (1 if self.kind == "sq8" else 4)
+
+    @property
+    def index_bytes(self) -> int:
+        """Size of the whole serialized FAISS index (codes, quantizer ranges, projection, graph)."""
+        return int(faiss.serialize_index(self.index).size)
 
     def search_vectors(self, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(k, len(self.doc_ids))
         return self.index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
 
     def scores(self, qvec: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Exact inner products of one query vector with the documents at ``rows`` (all if None)."""
-        mat = self.embeddings if rows is None else self.embeddings[rows]
-        return mat @ qvec.astype(np.float32)
+        """Inner products of one query vector with the stored documents at ``rows`` (all if None)."""
+        q = np.asarray(qvec, dtype=np.float32)
+        if self.projection is not None:
+            q = self.projection.apply(q[None])[0]
+        mat = self.stored if rows is None else self.stored[rows]
+        return mat @ q
+
+
+def _faiss_index(kind: str, d: int, hnsw_m: int, ef_search: int) -> faiss.Index:
+    if kind == "flat":
+        return faiss.IndexFlatIP(d)
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efSearch = ef_search
+        return index
+    return faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+
+
+def pca_projection(embeddings: np.ndarray, dims: int) -> faiss.LinearTransform:
+    """The linear map x ↦ A·x onto the top ``dims`` principal axes of ``embeddings``.
+
+    A (dims × d) holds the leading eigenvectors of the embeddings' covariance, from
+    ``faiss.PCAMatrix``. The mean is *not* subtracted (no bias): ⟨q, d⟩ = ⟨q, μ⟩ + ⟨q, d − μ⟩ and
+    ⟨q, μ⟩ is the same for every document, so ⟨A·q, A·d⟩ ranks like ⟨q, d⟩ up to the residual
+    qᵀ(I − AᵀA)(d − μ), which PCA minimises; centring both sides (``PCAMatrix.apply``) adds the
+    document-dependent term −⟨A·μ, A·(d − μ)⟩ instead. On SciFact with all-MiniLM-L6-v2 at 128
+    of 384 dimensions: dense nDCG@10 0.632 without centring, 0.592 with (0.648 unreduced).
+    """
+    d = embeddings.shape[1]
+    pca = faiss.PCAMatrix(d, dims)
+    pca.train(np.ascontiguousarray(embeddings, dtype=np.float32))
+    linear = faiss.LinearTransform(d, dims, False)
+    faiss.copy_array_to_vector(faiss.vector_to_array(pca.A)[:dims * d].copy(), linear.A)
+    linear.is_trained = True
+    return linear
 
 
 class DenseRetriever:

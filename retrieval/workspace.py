@@ -40,12 +40,13 @@ class Workspace:
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
                  tokenizer: Tokenizer | None = None, index_kind: str = "flat", depth: int = 1000,
-                 device: str | None = "auto"):
+                 device: str | None = "auto", index_dims: int | None = None):
         self.dataset, self.store = dataset, store
         self._model_arg, self._device = model, device
         self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
-        self.index_kind, self.depth = index_kind, depth
+        self.index_kind, self.index_dims, self.depth = index_kind, index_dims, depth
+        self._embeddings_from: Workspace | None = None  # with_index: reuse that one's embeddings
         self._lock = threading.RLock()
         self._bm25: BM25Index | None = None
         self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
@@ -62,10 +63,22 @@ class Workspace:
 
     def with_model(self, model: str | Encoder | None) -> "Workspace":
         """The same data set with another encoder, sharing this workspace's BM25 index."""
+        return self._sibling(model, self.index_kind, self.index_dims)
+
+    def with_index(self, kind: str, dims: int | None = None) -> "Workspace":
+        """The same data set and encoder over another dense index (``kind``, optionally reduced to
+        ``dims`` dimensions), sharing BM25, the encoder and the corpus embeddings; its runs, metrics
+        and λ are cached under its own parameters."""
+        other = self._sibling(self._model_arg, kind, dims)
+        other._encoder = self.encoder
+        other._embeddings_from = self
+        return other
+
+    def _sibling(self, model, index_kind: str, index_dims: int | None) -> "Workspace":
         args = self.bm25_args
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
-                          bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=self.index_kind,
-                          depth=self.depth, device=self._device)
+                          bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
+                          depth=self.depth, device=self._device, index_dims=index_dims)
         other._bm25 = self.bm25
         return other
 
@@ -99,9 +112,10 @@ class Workspace:
                                               {"max_seq_length": enc.max_seq_length})
                 cb = (lambda done, total: progress(done / max(total, 1), f"encoding {done}/{total} documents")) \
                     if progress else None
-                emb = embed_texts(enc, self.texts, self.store, progress=cb)
-                self._dense = DenseRetriever(enc, DenseIndex(self.dataset.doc_ids, emb, kind=self.index_kind),
-                                             self.store)
+                emb = (self._embeddings_from.build_dense(progress).index.embeddings if self._embeddings_from
+                       else embed_texts(enc, self.texts, self.store, progress=cb))
+                index = DenseIndex(self.dataset.doc_ids, emb, kind=self.index_kind, dims=self.index_dims)
+                self._dense = DenseRetriever(enc, index, self.store)
             return self._dense
 
     @property
@@ -119,25 +133,35 @@ class Workspace:
         with self._lock:
             if eval_split not in self._lambda:
                 train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
-                h = Hybrid(self.bm25, self.dense, depth=self.depth)
                 if train:
-                    key = self._key("lambda", {**self.system_params("hybrid"), "metric": "ndcg@10"}, train)
-                    cached = self.store.get_metrics(key) if self.store else None
-                    if cached:
-                        best, grid = cached[0]["best"], [tuple(r) for r in cached[1]["grid"]]
-                    else:
-                        best, grid = tune_lambda(h, self.dataset.split_queries(train), self.dataset.qrels[train])
-                        if self.store:
-                            self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda",
-                                                   params=self.system_params("hybrid"), split=train,
-                                                   metrics={"best": best}, per_query={"grid": grid})
+                    best, grid = self.lambda_grid(train)
                     self._lambda[eval_split] = LambdaChoice(best, f"tuned on {train} (nDCG@10)", grid)
                 else:
+                    h = Hybrid(self.bm25, self.dense, depth=self.depth)
                     queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
                     sample = dict(list(queries.items())[:200])
                     lam = default_lambda(h.candidates(sample)) if sample else 0.0
                     self._lambda[eval_split] = LambdaChoice(lam, "scale-matched default (no training labels)")
             return self._lambda[eval_split]
+
+    def lambda_grid(self, split: str) -> tuple[float, list[tuple[float, float]]]:
+        """(best λ_test, [(λ, nDCG@10)] over ``LAMBDA_GRID``) on a labelled split, cached in the store.
+
+        ``lambda_for`` calls this on the training split to choose λ; on any other split it is only a
+        view of how λ would have done there.
+        """
+        with self._lock:
+            key = self._key("lambda", {**self.system_params("hybrid"), "metric": "ndcg@10"}, split)
+            cached = self.store.get_metrics(key) if self.store else None
+            if cached:
+                return cached[0]["best"], [tuple(r) for r in cached[1]["grid"]]
+            h = Hybrid(self.bm25, self.dense, depth=self.depth)
+            best, grid = tune_lambda(h, self.dataset.split_queries(split), self.dataset.qrels[split])
+            if self.store:
+                self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda",
+                                       params=self.system_params("hybrid"), split=split,
+                                       metrics={"best": best}, per_query={"grid": grid})
+            return best, grid
 
     def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
         """Use λ_test = ``value`` when evaluating ``eval_split`` (chosen elsewhere, e.g. on a held-out split)."""
@@ -162,6 +186,10 @@ class Workspace:
         if name in ("dense", "hybrid", "rrf", "wsum"):
             p["model"] = self.encoder.fingerprint
             p["index"] = self.index_kind
+            if self.index_dims is not None:
+                p["dims"] = self.index_dims
+            if self.index_kind == "sq8" or self.index_dims is not None:
+                p["scores"] = "decoded"  # re-scored with the compressed vectors, not the float32 ones
         if name != "bm25" and name != "dense":
             p["depth"] = self.depth
         if name == "hybrid" and eval_split is not None:

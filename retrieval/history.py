@@ -1,0 +1,81 @@
+"""Runs history: every run the store holds, readable, and any two compared query by query.
+
+Runs are stored by ``Workspace.run`` keyed by (data set hash, system, parameters, split, depth);
+``list_runs`` reads them back with a one-line summary of their parameters, and ``compare_runs``
+evaluates two of them on the same labels and tests the difference with the paired permutation
+test of ``evaluate.compare``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from .dataset import Qrels
+from .evaluate import Comparison, compare, evaluate_run
+from .store import Store
+
+
+def list_runs(store: Store, dataset_hash: str | None = None) -> list[dict]:
+    """Stored runs, newest first: key, data set, system, split, depth, parameters and a summary
+    such as "dense · all-MiniLM-L6-v2 · sq8 · 128 dims"."""
+    models = {m["fingerprint"]: m["name"] for m in store.models()}
+    datasets = {d["hash"]: d["name"] for d in store.datasets()}
+    rows = []
+    for r in store.runs(dataset_hash):
+        params = json.loads(r["params"])
+        rows.append({"key": r["key"], "dataset": datasets.get(r["dataset"], r["dataset"][:12]),
+                     "dataset_hash": r["dataset"], "system": r["system"], "split": r["split"], "k": r["k"],
+                     "params": params, "summary": params_summary(r["system"], params, models),
+                     "created": r["created"],
+                     "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))})
+    return rows
+
+
+def params_summary(system: str, params: dict, model_names: dict[str, str] | None = None) -> str:
+    """A human-readable line for a run's parameters (model fingerprints shown by name)."""
+    parts = [system]
+    bm25 = params.get("bm25")
+    if system == "bm25" and bm25:
+        parts.append(f"k1 {bm25.get('k1')}, b {bm25.get('b')}")
+    if "model" in params:
+        fp = params["model"]
+        parts.append((model_names or {}).get(fp, f"model {fp[:12]}"))
+    if "index" in params:
+        parts.append(params["index"] + (f" · {params['dims']} dims" if params.get("dims") else ""))
+    if "lambda" in params:
+        parts.append(f"λ {params['lambda']:g}")
+    return " · ".join(parts)
+
+
+@dataclass
+class RunComparison:
+    """Run B against run A on one metric: the test, and per-query values sorted by |B − A|."""
+
+    key_a: str
+    key_b: str
+    comparison: Comparison
+    per_query: list[dict]  # {"query", "a", "b", "delta"}, largest |delta| first
+
+    @property
+    def metric(self) -> str:
+        return self.comparison.metric
+
+
+def compare_runs(store: Store, key_a: str, key_b: str, qrels: Qrels, metric: str = "ndcg@10",
+                 test: str = "permutation") -> RunComparison:
+    """Evaluate two stored runs on ``qrels`` and compare them query by query (B − A)."""
+    evals = []
+    for key in (key_a, key_b):
+        run = store.get_run(key)
+        if run is None:
+            raise KeyError(f"no run with key {key!r} in the store")
+        if not set(run) & set(qrels):
+            raise ValueError(f"run {key[:12]} has no query in common with these labels (another split?)")
+        evals.append(evaluate_run(run, qrels, metrics=(metric,)))
+    ev_a, ev_b = evals
+    cmp = compare(ev_a, ev_b, metric, test=test)
+    qa, qb = ev_a.per_query[metric], ev_b.per_query[metric]
+    rows = [{"query": q, "a": qa[q], "b": qb[q], "delta": qb[q] - qa[q]} for q in qa if q in qb]
+    rows.sort(key=lambda r: (-abs(r["delta"]), r["query"]))
+    return RunComparison(key_a, key_b, cmp, rows)
