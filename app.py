@@ -21,7 +21,9 @@ import plotly.graph_objects as go
 
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
 from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, side_by_side
-from retrieval.evaluate import significance_marks
+from retrieval.compression import compression_table
+from retrieval.history import compare_runs, list_runs
+from retrieval.plots import lambda_sweep, metrics_table, per_query_scatter, recall_curves, table_cells
 from retrieval.readers import detect_role
 from retrieval.workspace import SYSTEM_LABELS
 from training.job import FINAL, JobQueue, JobSpec
@@ -129,11 +131,38 @@ def render_side_by_side(res: SideBySide, ws: Workspace) -> str:
     return f'<div class="sbs">{"".join(cols)}</div>{summary}'
 
 
-def metrics_rows(ws: Workspace, split: str, systems=DEFAULT_SYSTEMS, evals: dict | None = None) -> list[list]:
-    evals = evals or {s: ws.evaluate(s, split) for s in systems}
-    marks = significance_marks(evals, "bm25") if "bm25" in evals else {}
-    return [[SYSTEM_LABELS[s]] + [f"{evals[s].mean[m]:.4f}{marks.get(s, {}).get(m, '')}" if m in evals[s].mean
-                                  else "—" for m in METRIC_COLUMNS] for s in systems]
+def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=DEFAULT_SYSTEMS) -> list[list]:
+    """The metrics table (every system of every workspace given), † = differs from BM25, p < 0.05."""
+    return table_cells(metrics_table(ws, split, systems, METRIC_COLUMNS), METRIC_COLUMNS)
+
+
+def fmt(v) -> object:
+    """Table cell: floats to 4 decimals."""
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def reduced_dims(ws: Workspace) -> int:
+    """The reduced dimensionality offered: 128 (a third of MiniLM's 384), or half a smaller encoder's."""
+    return 128 if ws.encoder.dim > 128 else max(2, ws.encoder.dim // 2)
+
+
+def comparison_choices(registry: "Registry", ws: Workspace) -> list[tuple[str, str]]:
+    return ([("int8 index (FAISS SQ8, Baidu §5.1)", "int8"), (f"PCA to {reduced_dims(ws)} dims", "pca")]
+            + [(label, path) for label, path in encoder_choices(registry, ws)[1:] if path != ws.model_name])
+
+
+def comparison_workspaces(ws: Workspace, extras: list[str] | None) -> dict[str, Workspace]:
+    """The evaluated workspace plus the variants ticked: "int8", "pca", or a fine-tuned model folder."""
+    out = {"": ws}
+    for extra in extras or []:
+        if extra == "int8":
+            out["int8 index"] = ws.with_index("sq8")
+        elif extra == "pca":
+            dims = reduced_dims(ws)
+            out[f"PCA {dims} dims"] = ws.with_index("flat", dims)
+        elif extra:
+            out[f"fine-tuned {Path(extra).name}"] = ws.with_model(extra)
+    return out
 
 
 def dataset_markdown(ws: Workspace) -> str:
@@ -185,14 +214,24 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                         value=metrics_rows(default_ws, split0) if split0 else [],
                         headers=["system", *METRIC_COLUMNS], interactive=False, elem_id="metrics-table")
 
-            with gr.Tab("Evaluate", id="evaluate"):
+            with gr.Tab("Evaluate", id="evaluate") as eval_tab:
                 with gr.Row():
-                    split_dd = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split")
-                    eval_btn = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button")
+                    split_dd = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split", scale=1)
+                    extras_cb = gr.CheckboxGroup(choices=comparison_choices(registry, default_ws), value=[],
+                                                 label="Also evaluate (compressed indexes, fine-tuned encoders)",
+                                                 elem_id="eval-extras", scale=3)
+                    eval_btn = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button", scale=1)
                 eval_note = gr.Markdown(elem_id="eval-note")
                 eval_table = gr.Dataframe(headers=["system", *METRIC_COLUMNS], interactive=False, elem_id="eval-table")
+                with gr.Row():
+                    scatter_plot = gr.Plot(label="Per query: BM25 vs dense nDCG@10", elem_id="eval-scatter")
+                    recall_plot = gr.Plot(label="Recall@k", elem_id="eval-recall")
+                sweep_plot = gr.Plot(label="Hybrid λ sweep", elem_id="eval-sweep")
                 gr.Markdown("Per-query nDCG@10 against BM25: where dense and hybrid win and lose.")
                 wins_table = gr.Dataframe(headers=["query", "text", "BM25", "Dense", "Hybrid"], interactive=False)
+                with gr.Accordion("Embedding compression (Baidu §5: int8 codes, fewer dimensions)", open=False):
+                    compress_btn = gr.Button("Compare index sizes and quality", elem_id="compress-button")
+                    compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
 
             with gr.Tab("Train", id="train"):
                 gr.Markdown(TRAIN_HELP)
@@ -232,6 +271,20 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                                                elem_id="train-per-query")
                 timer = gr.Timer(1.0, active=False)
 
+            with gr.Tab("Runs", id="runs") as runs_tab:
+                gr.Markdown("Every run computed on this data set, from the store (nothing is computed twice). "
+                            "Pick two to compare them query by query on their split's labels.")
+                runs_table = gr.Dataframe(headers=RUN_HEADERS, interactive=False, elem_id="runs-table")
+                with gr.Row():
+                    run_a = gr.Dropdown(choices=[], label="Run A", elem_id="run-a", scale=2)
+                    run_b = gr.Dropdown(choices=[], label="Run B", elem_id="run-b", scale=2)
+                    metric_dd = gr.Dropdown(["ndcg@10", "mrr@10", "recall@100", "map"], value="ndcg@10",
+                                            label="Metric", scale=1)
+                    compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-runs-button", scale=1)
+                compare_note = gr.Markdown(elem_id="compare-note")
+                compare_table = gr.Dataframe(headers=["query", "text", "A", "B", "B − A"], interactive=False,
+                                             elem_id="compare-table")
+
             with gr.Tab("Data", id="data"):
                 gr.Markdown("Load a BEIR folder as a .zip, or separate files: documents (JSONL, CSV/TSV "
                             "with id/title/text, or .txt), queries (JSONL) and labels (BEIR .tsv or TREC qrels). "
@@ -251,18 +304,67 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                 raise gr.Error(str(err)) from err
             return render_side_by_side(res, ws), res.to_json()
 
-        def do_evaluate(split: str, key: str):
+        def do_evaluate(split: str, extras: list[str], key: str):
             ws = registry.get(key)
             if not split:
                 raise gr.Error("this data set has no relevance labels to evaluate against")
+            try:
+                rows = metrics_rows(comparison_workspaces(ws, extras), split)
+            except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
+                raise gr.Error(str(err)) from err
             evals = {s: ws.evaluate(s, split) for s in DEFAULT_SYSTEMS}
-            rows = metrics_rows(ws, split, evals=evals)
             per = {s: evals[s].per_query.get("ndcg@10", {}) for s in DEFAULT_SYSTEMS}
             qids = sorted(per["bm25"], key=lambda q: -(max(per["dense"].get(q, 0), per["hybrid"].get(q, 0))
                                                         - per["bm25"][q]))
             wins = [[q, ws.dataset.queries.get(q, "")[:80]] + [round(per[s].get(q, 0.0), 3) for s in DEFAULT_SYSTEMS]
                     for q in qids]
             return metrics_caption(ws, split), rows, wins
+
+        def do_eval_plots(split: str, extras: list[str], key: str):
+            ws = registry.get(key)
+            if not split:
+                return gr.skip(), gr.skip(), gr.skip()
+            scatter = per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
+                                        query_text=ws.dataset.queries)
+            return scatter, recall_curves(comparison_workspaces(ws, extras), split), lambda_sweep(ws, split)
+
+        def do_compression(split: str, key: str):
+            """Quality and bytes per document of float32, int8 and PCA-reduced indexes (dense and hybrid)."""
+            ws = registry.get(key)
+            if not split:
+                raise gr.Error("this data set has no relevance labels to evaluate against")
+            d = reduced_dims(ws)
+            rows = [r.to_dict() for r in compression_table(
+                ws, split, variants=(("flat", None), ("sq8", None), ("flat", d), ("sq8", d)))]
+            return {"headers": list(rows[0]), "data": [[fmt(v) for v in r.values()] for r in rows]}
+
+        def do_runs(key: str):
+            """The stored runs of this session's data set, newest first."""
+            ws = registry.get(key)
+            runs = list_runs(registry.store, ws.dataset.content_hash)
+            rows = [[r["when"], r["summary"], r["split"], r["k"], r["key"]] for r in runs]
+            choices = [(f"{r['summary']} — {r['split']} ({r['when']})", r["key"]) for r in runs]
+            return rows, gr.update(choices=choices), gr.update(choices=choices)
+
+        def do_compare_runs(key_a: str, key_b: str, metric: str, key: str):
+            ws = registry.get(key)
+            if not key_a or not key_b:
+                raise gr.Error("pick two runs")
+            runs = {r["key"]: r for r in list_runs(registry.store, ws.dataset.content_hash)}
+            if key_a not in runs or key_b not in runs:
+                raise gr.Error("unknown run: refresh the list")
+            split = runs[key_a]["split"]
+            if runs[key_b]["split"] != split or split not in ws.dataset.qrels:
+                raise gr.Error("compare two runs of the same labelled split")
+            res = compare_runs(registry.store, key_a, key_b, ws.dataset.qrels[split], metric or "ndcg@10")
+            c = res.comparison
+            note = (f"**B − A on {split}, {c.metric}:** {c.mean_b:.4f} − {c.mean_a:.4f} = {c.mean_b - c.mean_a:+.4f} · "
+                    f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · paired permutation "
+                    f"test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
+                    f"A: {runs[key_a]['summary']} · B: {runs[key_b]['summary']}")
+            rows = [[r["query"], ws.dataset.queries.get(r["query"], "")[:80], round(r["a"], 4), round(r["b"], 4),
+                     round(r["delta"], 4)] for r in res.per_query]
+            return note, rows
 
         def do_load(paths, key, progress=gr.Progress()):
             if not paths:
@@ -363,8 +465,16 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
         query.submit(do_search, [query, key_state], [results, raw], api_visibility="private", **SEARCH)
         picker.input(lambda q: q, picker, query, api_visibility="private", **LIGHT).then(
             do_search, [query, key_state], [results, raw], api_visibility="private", **SEARCH)
-        eval_btn.click(do_evaluate, [split_dd, key_state], [eval_note, eval_table, wins_table], api_name="evaluate",
-                       **HEAVY)
+        eval_btn.click(do_evaluate, [split_dd, extras_cb, key_state], [eval_note, eval_table, wins_table],
+                       api_name="evaluate", **HEAVY).then(
+            do_eval_plots, [split_dd, extras_cb, key_state], [scatter_plot, recall_plot, sweep_plot],
+            api_visibility="private", **HEAVY)
+        eval_tab.select(lambda key: gr.update(choices=comparison_choices(registry, registry.get(key))),
+                        key_state, extras_cb, api_visibility="private", **LIGHT)
+        runs_tab.select(do_runs, key_state, [runs_table, run_a, run_b], api_name="runs", **LIGHT)
+        compare_btn.click(do_compare_runs, [run_a, run_b, metric_dd, key_state], [compare_note, compare_table],
+                          api_name="compare_runs", **HEAVY)
+        compress_btn.click(do_compression, [split_dd, key_state], compress_table, api_name="compression", **HEAVY)
         load_btn.click(do_load, [files, key_state], load_outputs, api_name="load_dataset", **HEAVY)
         demo_btn.click(do_demo, [key_state], load_outputs, api_name="load_demo", **HEAVY)
     return demo
@@ -442,6 +552,7 @@ def loss_figure(job: dict):
     return fig
 
 
+RUN_HEADERS = ["when", "system", "split", "depth", "key"]
 PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dense", "hybrid base",
                      "hybrid fine-tuned", "Δ hybrid"]
 

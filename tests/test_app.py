@@ -81,7 +81,7 @@ def test_empty_query_is_a_clear_error(client):
 
 
 def test_evaluate_endpoint(client):
-    caption, table, wins = client.predict("test", api_name="/evaluate")
+    caption, table, wins = client.predict("test", [], api_name="/evaluate")
     rows = {r[0]: r for r in table["data"]}
     assert set(rows) == {"BM25", "Dense", "Hybrid (CLEAR λ)"}
     assert "tuned on train" in caption
@@ -89,6 +89,46 @@ def test_evaluate_endpoint(client):
         assert 0.0 <= float(row[1].rstrip("†")) <= 1.0
     n_test = len((DEMO / "qrels" / "test.tsv").read_text().splitlines()) - 1
     assert 0 < len(wins["data"]) <= n_test
+
+
+def test_evaluate_with_an_int8_and_a_reduced_index(client, running_app):
+    _, table, _ = client.predict("test", ["int8", "pca"], api_name="/evaluate")
+    labels = [r[0] for r in table["data"]]
+    # BM25 once (the base of the † marks), then each dense and hybrid system of each index
+    assert labels == ["BM25", "Dense", "Hybrid (CLEAR λ)", "Dense · int8 index", "Hybrid (CLEAR λ) · int8 index",
+                      "Dense · PCA 16 dims", "Hybrid (CLEAR λ) · PCA 16 dims"]  # the tiny encoder has 32 dims
+    flat = {r[0]: r for r in table["data"]}
+    assert flat["Dense · int8 index"][1] != "" and flat["Dense"][1] != ""
+
+
+def test_compression_endpoint_gives_sizes_and_quality(client):
+    table = client.predict("test", api_name="/compression")
+    rows = {r[0]: dict(zip(table["headers"], r)) for r in table["data"]}
+    assert set(rows) == {"float32 (flat)", "int8 (sq8)", "float32 (flat) · 16 dims", "int8 (sq8) · 16 dims"}
+    assert rows["float32 (flat)"]["bytes/doc (codes)"] == 128 and rows["float32 (flat)"]["dense ndcg@10 Δ"] == 0
+    assert rows["int8 (sq8)"]["bytes/doc (codes)"] == 32  # one byte per dimension, against 4 × 32 float32
+    assert rows["int8 (sq8)"]["× flat bytes"] == 0.25
+    assert rows["int8 (sq8) · 16 dims"]["bytes/doc (codes)"] == 16
+    for row in rows.values():
+        assert 0.0 <= row["dense ndcg@10"] <= 1.0 and 0.0 <= row["hybrid ndcg@10"] <= 1.0
+
+
+def test_runs_history_and_comparing_two_runs(client):
+    client.predict("test", [], api_name="/evaluate")  # makes sure BM25 and dense test runs are stored
+    rows, a_choices, _ = client.predict(api_name="/runs")
+    by_summary = {r[1].split(" · ")[0] + ":" + r[2]: r[4] for r in rows["data"]}
+    bm25, dense = by_summary["bm25:test"], by_summary["dense:test"]
+    note, table = client.predict(bm25, dense, "ndcg@10", api_name="/compare_runs")
+    assert "B − A on test, ndcg@10" in note and "p = " in note
+    deltas = {r[0]: r[4] for r in table["data"]}
+    assert len(deltas) == len({q for q, *_ in (line.split("\t") for line in
+                                                (DEMO / "qrels" / "test.tsv").read_text().splitlines()[1:])})
+    assert all(abs(r[3] - r[2] - r[4]) < 1e-3 for r in table["data"])
+    assert abs(deltas[table["data"][0][0]]) >= abs(table["data"][-1][4])  # biggest differences first
+    note_same, table_same = client.predict(bm25, bm25, "ndcg@10", api_name="/compare_runs")
+    assert all(r[4] == 0 for r in table_same["data"]) and "p = 1" in note_same
+    with pytest.raises(Exception, match="not in the list of choices|unknown run"):
+        client.predict(bm25, "not-a-run", "ndcg@10", api_name="/compare_runs")
 
 
 def write_beir_zip(path, corpus_lines, queries=None, qrels=None):

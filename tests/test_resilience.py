@@ -62,7 +62,7 @@ def test_killed_during_training_the_store_survives_and_the_job_shows_interrupted
     proc, url = start_app(tiny_model_dir, store_path, log)
     try:
         client = Client(url, verbose=False)
-        client.predict("test", api_name="/evaluate")  # fills the cache: runs, metrics, λ
+        client.predict("test", [], api_name="/evaluate")  # fills the cache: runs, metrics, λ
         # a long schedule (many small steps with a checkpoint each epoch), so the kill lands mid-way
         out = client.predict("triplet", "bm25", 40, 2, 1e-3, 32, None, 0.1, 0.3, 0.01, "cpu", 0.8,
                              api_name="/train")
@@ -94,7 +94,7 @@ def test_killed_during_training_the_store_survives_and_the_job_shows_interrupted
         job = client.predict(job_id, api_name="/training_status")
         assert job["status"] == "interrupted", job
         assert job["losses"]  # what it had logged before the kill is still there
-        caption, table, _ = client.predict("test", api_name="/evaluate")
+        caption, table, _ = client.predict("test", [], api_name="/evaluate")
         assert table["data"]
         client.close()
         restarted = counts(store_path)
