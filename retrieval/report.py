@@ -1,0 +1,205 @@
+"""The failure gallery as HTML: card fragments for the app, and one self-contained report file.
+
+``gallery_html`` writes a single document a stakeholder can open offline: the stylesheet inline,
+the counts table, the plotly figures with plotly.js inlined once (the first figure carries it,
+``include_plotlyjs=True``; the others reuse it), then the cards of every category. Nothing points
+outside the file: no ``<script src>``, no ``<link href>``, no web fonts. Every text from the data
+(queries, titles, documents, terms) goes through ``html.escape``.
+
+The fragments use classes prefixed ``rs-`` (the stylesheet is ``GALLERY_CSS``), so the app can
+show the same cards under its own CSS; each card carries ``data-query-id`` and ``data-category``
+so a click can open the Search view on its query.
+"""
+from __future__ import annotations
+
+import html
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from .failures import CATEGORY_LABELS, SYSTEM_NAMES, FailureCard, Gallery, Thresholds, describe, rank_text
+
+SNIPPET_CHARS = 280
+PLOTLY_CONFIG = {"displaylogo": False}
+
+GALLERY_CSS = """
+.rs-gallery { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328;
+  max-width: 1200px; margin: 0 auto; padding: 1rem 1.5rem; line-height: 1.4; }
+.rs-gallery h1 { font-size: 1.6rem; margin-bottom: .2rem; }
+.rs-meta { color: #59636e; margin-top: 0; }
+.rs-counts { border-collapse: collapse; margin: 1rem 0; }
+.rs-counts th, .rs-counts td { border-bottom: 1px solid #d1d9e0; padding: .3rem .6rem; text-align: left;
+  vertical-align: top; }
+.rs-counts td.rs-count { text-align: right; font-variant-numeric: tabular-nums; font-weight: 600; }
+.rs-figure { margin: 1rem 0; }
+.rs-category h2 { font-size: 1.25rem; border-bottom: 2px solid #d1d9e0; padding-bottom: .2rem; }
+.rs-shown, .rs-empty { color: #59636e; }
+.rs-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1fr)); gap: .8rem; }
+.rs-card { border: 1px solid #d1d9e0; border-radius: 8px; padding: .7rem .9rem; background: #fff;
+  cursor: pointer; }
+.rs-card:hover { border-color: #6366f1; box-shadow: 0 1px 4px rgba(99, 102, 241, .25); }
+.rs-card-head { display: flex; justify-content: space-between; gap: .5rem; align-items: baseline; }
+.rs-cat { font-size: .75rem; text-transform: uppercase; letter-spacing: .04em; color: #59636e; }
+.rs-headline { font-weight: 700; font-variant-numeric: tabular-nums; }
+.rs-query { margin: .4rem 0; font-style: italic; }
+.rs-qid, .rs-docid { font-size: .75rem; color: #59636e; font-style: normal; margin-left: .3rem; }
+.rs-title { font-weight: 600; }
+.rs-label { font-size: .75rem; border-radius: 4px; padding: 0 .3rem; margin-left: .3rem; background: #eef1f4; }
+.rs-label-relevant { background: #dafbe1; color: #116329; }
+.rs-label-judged0 { background: #ffebe9; color: #a40e26; }
+.rs-snippet { margin: .3rem 0; font-size: .9rem; color: #31373d; }
+.rs-ranks { border-collapse: collapse; font-size: .85rem; margin: .3rem 0; }
+.rs-ranks th, .rs-ranks td { padding: .1rem .5rem; border: 1px solid #e6e9ec; text-align: center; }
+.rs-ranks th { font-weight: 500; color: #59636e; }
+.rs-terms { font-size: .85rem; margin: .3rem 0; }
+.rs-term { display: inline-block; border-radius: 4px; padding: 0 .3rem; margin: 0 .15rem .15rem 0;
+  background: #eef1f4; font-family: ui-monospace, monospace; }
+.rs-term-missing { background: #ffebe9; color: #a40e26; text-decoration: line-through; }
+.rs-bm25 { list-style: none; padding: 0; margin: .3rem 0; font-size: .85rem; }
+.rs-bm25 li { display: grid; grid-template-columns: 7rem 1fr 3.5rem; gap: .4rem; align-items: center; }
+.rs-bar { background: #eef1f4; height: .6rem; border-radius: 3px; overflow: hidden; }
+.rs-bar-fill { display: block; height: 100%; background: #6366f1; }
+.rs-val { text-align: right; font-variant-numeric: tabular-nums; }
+.rs-sim { font-size: .85rem; margin: .3rem 0 0; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _label_html(label: int | None) -> str:
+    if label is None:
+        return '<span class="rs-label rs-label-unjudged">unjudged</span>'
+    if label > 0:
+        return f'<span class="rs-label rs-label-relevant">relevant ({label})</span>'
+    return f'<span class="rs-label rs-label-judged0">judged not relevant ({label})</span>'
+
+
+def _ranks_html(ranks: dict[str, int | None]) -> str:
+    head = "".join(f"<th>{_e(SYSTEM_NAMES.get(s, s))}</th>" for s in ranks)
+    cells = "".join(f"<td>{_e(rank_text(r))}</td>" for r in ranks.values())
+    return f'<table class="rs-ranks"><tr>{head}</tr><tr>{cells}</tr></table>'
+
+
+def _terms_html(card: FailureCard) -> str:
+    if not card.missing_terms:
+        return '<p class="rs-terms">Every query term occurs in the document.</p>'
+    terms = "".join(f'<span class="rs-term rs-term-missing" title="{_e(t)}">{_e(card.term_words.get(t, t))}</span>'
+                    for t in card.missing_terms)
+    return f'<p class="rs-terms">Missing query terms: {terms}</p>'
+
+
+def _bm25_html(card: FailureCard) -> str:
+    """Per-term BM25 contributions as bars scaled to the largest one."""
+    contributions = card.bm25_terms
+    if not contributions:
+        return '<p class="rs-terms">No query term matches: BM25 score 0.</p>'
+    largest = max(s for _, s in contributions) or 1.0
+    rows = "".join(
+        f'<li><span class="rs-term" title="{_e(t)}">{_e(card.term_words.get(t, t))}</span>'
+        f'<span class="rs-bar"><span class="rs-bar-fill" style="width:{100 * s / largest:.1f}%"></span></span>'
+        f'<span class="rs-val">{s:.2f}</span></li>'
+        for t, s in contributions)
+    total = sum(s for _, s in contributions)
+    return f'<p class="rs-terms">BM25 {total:.2f} =</p><ul class="rs-bm25">{rows}</ul>'
+
+
+def _similarity_html(card: FailureCard) -> str:
+    text = f"Dense similarity {card.dense_similarity:.3f}"
+    if card.tuned_similarity is not None:
+        text += f" → fine-tuned {card.tuned_similarity:.3f}"
+    return f'<p class="rs-sim">{_e(text)}</p>'
+
+
+def card_html(card: FailureCard) -> str:
+    """One card as an HTML fragment (``rs-`` classes; ``data-query-id`` opens the Search view)."""
+    snippet = textwrap.shorten(card.text, SNIPPET_CHARS, placeholder=" …")
+    return (
+        f'<article class="rs-card" data-query-id="{_e(card.query_id)}" data-category="{_e(card.category)}" '
+        f'data-doc-id="{_e(card.doc_id)}" title="Open this query in the Search view">'
+        f'<div class="rs-card-head"><span class="rs-cat">{_e(CATEGORY_LABELS[card.category])}</span>'
+        f'<span class="rs-headline">{_e(card.headline)}</span></div>'
+        f'<p class="rs-query">“{_e(card.query)}”<span class="rs-qid">{_e(card.query_id)}</span></p>'
+        f'<div class="rs-doc"><span class="rs-title">{_e(card.title or card.doc_id)}</span>'
+        f'<span class="rs-docid">{_e(card.doc_id)}</span>{_label_html(card.label)}'
+        f'<p class="rs-snippet">{_e(snippet)}</p></div>'
+        f"{_ranks_html(card.ranks)}{_terms_html(card)}{_bm25_html(card)}{_similarity_html(card)}"
+        "</article>")
+
+
+def counts_figure(gallery: Gallery) -> go.Figure:
+    """Bar chart: number of queries per failure category."""
+    labels = [CATEGORY_LABELS[c] for c in gallery.categories]
+    counts = [gallery.counts[c] for c in gallery.categories]
+    fig = go.Figure(go.Bar(x=labels, y=counts, text=counts, textposition="outside", marker_color="#6366f1",
+                           hovertemplate="%{x}: %{y} queries<extra></extra>"))
+    fig.update_layout(title=(f"Failure categories on {gallery.dataset} ({gallery.split}): "
+                             f"{len(gallery.query_categories)} labelled queries"),
+                      yaxis=dict(title="queries", rangemode="tozero"), margin=dict(t=60, b=40))
+    return fig
+
+
+def _counts_table(gallery: Gallery, thresholds: Thresholds) -> str:
+    rows = "".join(
+        f'<tr><td><a href="#rs-cat-{_e(c)}">{_e(CATEGORY_LABELS[c])}</a></td>'
+        f'<td class="rs-count">{gallery.counts[c]}</td><td>{_e(describe(c, thresholds))}</td></tr>'
+        for c in gallery.categories)
+    return (f'<table class="rs-counts"><thead><tr><th>category</th><th>queries</th><th>definition</th></tr>'
+            f"</thead><tbody>{rows}</tbody></table>")
+
+
+def _figures_html(figures: Sequence[go.Figure]) -> str:
+    """The figures, plotly.js inlined with the first one only."""
+    parts = (fig.to_html(full_html=False, include_plotlyjs=i == 0, config=PLOTLY_CONFIG)
+             for i, fig in enumerate(figures))
+    return "".join(f'<div class="rs-figure">{part}</div>' for part in parts)
+
+
+def _category_html(gallery: Gallery, category: str) -> str:
+    cards = gallery.cards.get(category, [])
+    count = gallery.counts[category]
+    if not cards:
+        body = '<p class="rs-empty">No query in this category.</p>'
+    else:
+        shown = f"showing the {len(cards)} most dramatic of {count}" if len(cards) < count else f"{count} queries"
+        body = (f'<p class="rs-shown">{_e(shown)}, largest rank move first</p>'
+                f'<div class="rs-cards">{"".join(card_html(c) for c in cards)}</div>')
+    return (f'<section class="rs-category" id="rs-cat-{_e(category)}" data-category="{_e(category)}">'
+            f"<h2>{_e(CATEGORY_LABELS[category])} ({count})</h2>{body}</section>")
+
+
+def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str | None = None,
+                 counts: bool = True) -> str:
+    """The whole gallery as one self-contained HTML document (opens offline).
+
+    ``counts``: put ``counts_figure`` first; ``figures``: more plotly figures after it (e.g. from
+    ``retrieval.plots``).
+    """
+    t = Thresholds(**gallery.thresholds)
+    title = title or f"RankScope failure gallery — {gallery.dataset} ({gallery.split})"
+    figs = ([counts_figure(gallery)] if counts else []) + list(figures)
+    systems = ", ".join(SYSTEM_NAMES.get(s, s) for s in gallery.systems)
+    meta = (f"{gallery.dataset}, split {gallery.split}: {len(gallery.query_categories)} queries with a relevant "
+            f"label analysed, {len(gallery.skipped)} without one skipped. Systems: {systems}; ranks searched to "
+            f"depth {t.depth} ({rank_text(None)} = not retrieved). Relevant = label > 0; unjudged documents "
+            "count as not relevant.")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{GALLERY_CSS}</style></head>"
+        f'<body><main class="rs-gallery"><h1>{_e(title)}</h1><p class="rs-meta">{_e(meta)}</p>'
+        f"{_counts_table(gallery, t)}{_figures_html(figs)}"
+        f'{"".join(_category_html(gallery, c) for c in gallery.categories)}'
+        "</main></body></html>\n")
+
+
+def write_gallery(gallery: Gallery, path: str | Path, figures: Sequence[go.Figure] = (),
+                  title: str | None = None) -> Path:
+    """Write ``gallery_html`` to ``path`` (UTF-8); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(gallery_html(gallery, figures, title), encoding="utf-8")
+    return path
