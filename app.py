@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import html
 import os
+import re
 import sys
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -22,9 +24,11 @@ import plotly.graph_objects as go
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
 from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, side_by_side
 from retrieval.compression import compression_table
+from retrieval.failures import CATEGORY_LABELS, failure_gallery
 from retrieval.history import compare_runs, list_runs
 from retrieval.plots import lambda_sweep, metrics_table, per_query_scatter, recall_curves, table_cells
 from retrieval.readers import detect_role
+from retrieval.report import GALLERY_CSS, counts_figure, gallery_fragment, write_gallery
 from retrieval.workspace import SYSTEM_LABELS
 from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
@@ -192,7 +196,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
         gr.Markdown("# RankScope\nWhy does first-stage retrieval fail? BM25, dense and hybrid, side by side.")
         data_md = gr.Markdown(dataset_markdown(default_ws), elem_id="dataset-summary")
 
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Search", id="search"):
                 with gr.Row():
                     query = gr.Textbox(label="Query", placeholder="type a query, or pick a labelled one",
@@ -271,6 +275,25 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                                                elem_id="train-per-query")
                 timer = gr.Timer(1.0, active=False)
 
+            with gr.Tab("Failures", id="failures") as failures_tab:
+                gr.Markdown("Where and why retrieval fails, query by query: vocabulary mismatch (BM25 misses a "
+                            "relevant document dense finds), semantic false positives (dense invents a topically "
+                            "related wrong one), lexical traps, both fail, fixed by hybrid, and — with a fine-tuned "
+                            "encoder — fixed or broken by fine-tuning.")
+                with gr.Row():
+                    fail_split = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split", scale=1)
+                    fail_tuned = gr.Dropdown(choices=[("none", "")], value="", label="Fine-tuned encoder to compare",
+                                             elem_id="failures-tuned", scale=2)
+                    fail_btn = gr.Button("Find failures", variant="primary", elem_id="failures-button", scale=1)
+                    export_btn = gr.Button("Export HTML report", elem_id="export-button", scale=1)
+                with gr.Row():
+                    fail_pick = gr.Dropdown(choices=[], label="Open a card's query in the Search view",
+                                            elem_id="failures-pick", scale=4)
+                    open_btn = gr.Button("Open in Search", elem_id="failures-open", scale=1)
+                export_file = gr.File(label="Report (one self-contained HTML file)", elem_id="export-file")
+                fail_counts = gr.Plot(label="Failures per category", elem_id="failures-counts")
+                fail_html = gr.HTML(elem_id="failures-cards")
+
             with gr.Tab("Runs", id="runs") as runs_tab:
                 gr.Markdown("Every run computed on this data set, from the store (nothing is computed twice). "
                             "Pick two to compare them query by query on their split's labels.")
@@ -338,6 +361,40 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                 ws, split, variants=(("flat", None), ("sq8", None), ("flat", d), ("sq8", d)))]
             return {"headers": list(rows[0]), "data": [[fmt(v) for v in r.values()] for r in rows]}
 
+        def gallery_for(split: str, tuned: str, key: str):
+            ws = registry.get(key)
+            if not split:
+                raise gr.Error("this data set has no relevance labels: failures need them")
+            try:
+                return ws, failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None)
+            except (ValueError, OSError) as err:
+                raise gr.Error(str(err)) from err
+
+        def do_failures(split: str, tuned: str, key: str):
+            """Counts per category and the cards (most dramatic rank moves first); JSON for the API."""
+            ws, gallery = gallery_for(split, tuned, key)
+            picks = [(f"{CATEGORY_LABELS[c.category]} · {c.query_id}: {c.query[:70]} ({c.headline})", c.query)
+                     for cards in gallery.cards.values() for c in cards]
+            return (counts_figure(gallery), gallery_fragment(gallery),
+                    gr.update(choices=list(dict.fromkeys(picks)), value=None), gallery.to_json())
+
+        def do_export(split: str, tuned: str, key: str):
+            """The gallery with its plots as one HTML file that opens offline."""
+            ws, gallery = gallery_for(split, tuned, key)
+            workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
+            figures = [recall_curves(workspaces, split),
+                       per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
+                                         query_text=ws.dataset.queries)]
+            folder = Path(tempfile.mkdtemp(prefix="rankscope-report-"))
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"rankscope-failures-{ws.dataset.name}-{split}.html")
+            return str(write_gallery(gallery, folder / name, figures))
+
+        def do_open_in_search(text: str, key: str):
+            if not text:
+                raise gr.Error("pick a card first")
+            html_out, raw_out = do_search(text, key)
+            return text, html_out, raw_out, gr.Tabs(selected="search")
+
         def do_runs(key: str):
             """The stored runs of this session's data set, newest first."""
             ws = registry.get(key)
@@ -375,7 +432,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             except DataError as err:
                 # the previous data set stays loaded: state, tables and summary are left untouched
                 return (key, f"❌ **Could not load:** `{err}`\n\nThe previous data set is still loaded.",
-                        gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+                        gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
             return switch_to(dataset, progress)
 
         def do_demo(key, progress=gr.Progress()):
@@ -391,7 +448,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             return (new_key, status, dataset_markdown(ws),
                     gr.update(choices=query_choices(ws), value=None),
                     metrics_caption(ws, split), metrics_rows(ws, split) if split else [],
-                    gr.update(choices=ws.dataset.splits, value=split), "")
+                    gr.update(choices=ws.dataset.splits, value=split), "",
+                    gr.update(choices=ws.dataset.splits, value=split))
 
         def do_train(key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain=""):
             ws = registry.get(key)
@@ -460,7 +518,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                          [key_state, data_md, metrics_note, metrics_table, results], api_name="use_encoder",
                          **HEAVY)
 
-        load_outputs = [key_state, load_status, data_md, picker, metrics_note, metrics_table, split_dd, results]
+        load_outputs = [key_state, load_status, data_md, picker, metrics_note, metrics_table, split_dd, results,
+                        fail_split]
         go.click(do_search, [query, key_state], [results, raw], api_name="search", **SEARCH)
         query.submit(do_search, [query, key_state], [results, raw], api_visibility="private", **SEARCH)
         picker.input(lambda q: q, picker, query, api_visibility="private", **LIGHT).then(
@@ -471,6 +530,16 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             api_visibility="private", **HEAVY)
         eval_tab.select(lambda key: gr.update(choices=comparison_choices(registry, registry.get(key))),
                         key_state, extras_cb, api_visibility="private", **LIGHT)
+        failures_tab.select(lambda key: gr.update(choices=[("none", "")] + [
+            (label, path) for label, path in encoder_choices(registry, registry.get(key))[1:]]),
+            key_state, fail_tuned, api_visibility="private", **LIGHT)
+        failures_json = gr.JSON(visible=False)
+        fail_btn.click(do_failures, [fail_split, fail_tuned, key_state],
+                       [fail_counts, fail_html, fail_pick, failures_json], api_name="failures", **HEAVY)
+        export_btn.click(do_export, [fail_split, fail_tuned, key_state], export_file, api_name="export_failures",
+                         **HEAVY)
+        open_btn.click(do_open_in_search, [fail_pick, key_state], [query, results, raw, tabs],
+                       api_visibility="private", **SEARCH)
         runs_tab.select(do_runs, key_state, [runs_table, run_a, run_b], api_name="runs", **LIGHT)
         compare_btn.click(do_compare_runs, [run_a, run_b, metric_dd, key_state], [compare_note, compare_table],
                           api_name="compare_runs", **HEAVY)
@@ -624,7 +693,7 @@ def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> d
     if store is not None:
         db = Path(store.path).resolve()
         blocked += [str(db), f"{db}-wal", f"{db}-shm", str(models_dir(store).resolve())]
-    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "max_file_size": max_upload,
+    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "css": GALLERY_CSS, "max_file_size": max_upload,
             "blocked_paths": blocked, "allowed_paths": []}
 
 

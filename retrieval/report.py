@@ -196,6 +196,14 @@ def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str
         "</main></body></html>\n")
 
 
+def gallery_fragment(gallery: Gallery) -> str:
+    """The counts table and every category's cards as an HTML fragment (for an app page; no plots,
+    style with ``GALLERY_CSS``)."""
+    t = Thresholds(**gallery.thresholds)
+    return (f'<div class="rs-gallery">{_counts_table(gallery, t)}'
+            f'{"".join(_category_html(gallery, c) for c in gallery.categories)}</div>')
+
+
 def write_gallery(gallery: Gallery, path: str | Path, figures: Sequence[go.Figure] = (),
                   title: str | None = None) -> Path:
     """Write ``gallery_html`` to ``path`` (UTF-8); returns the path."""

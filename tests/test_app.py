@@ -131,6 +131,24 @@ def test_runs_history_and_comparing_two_runs(client):
         client.predict(bm25, "not-a-run", "ndcg@10", api_name="/compare_runs")
 
 
+def test_failures_endpoint_and_the_offline_report(client):
+    figure, cards_html, picks, gallery = client.predict("test", "", api_name="/failures")
+    assert gallery["split"] == "test" and set(gallery["counts"]) >= {"vocabulary_mismatch", "lexical_trap",
+                                                                      "both_fail", "fixed_by_hybrid"}
+    n_cards = sum(len(c) for c in gallery["cards"].values())
+    assert cards_html.count('class="rs-card"') == n_cards
+    for cards in gallery["cards"].values():
+        for card in cards:
+            assert f'data-query-id="{card["query_id"]}"' in cards_html
+            assert set(card["ranks"]) >= {"bm25", "dense", "hybrid"}
+    # the report: one HTML file, nothing fetched from elsewhere, every card in it
+    path = client.predict("test", "", api_name="/export_failures")
+    report = open(path, encoding="utf-8").read()
+    assert report.startswith("<!DOCTYPE html>") and report.count('class="rs-card"') == n_cards
+    assert "<script src=" not in report and "<link " not in report
+    assert report.count("Plotly.newPlot") >= 2  # the counts chart and the recall curves at least
+
+
 def write_beir_zip(path, corpus_lines, queries=None, qrels=None):
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("mini/corpus.jsonl", "\n".join(corpus_lines) + "\n")

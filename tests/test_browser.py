@@ -118,6 +118,35 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     page.screenshot(path=str(shots / "train.png"), full_page=True)
 
 
+def test_failures_tab_shows_cards_and_opens_one_in_search(page, shots):
+    open_tab(page, "Failures")
+    page.locator("#failures-button").click()
+    page.locator("#failures-cards .rs-card").first.wait_for()
+    assert page.locator("#failures-cards .rs-card").count() >= 1
+    page.screenshot(path=str(shots / "failures.png"), full_page=True)
+    page.locator("#failures-pick input").click()
+    option = page.get_by_role("option").first
+    chosen = option.inner_text()
+    option.click()
+    page.locator("#failures-open").click()
+    expect(page.get_by_role("tab", name="Search")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#results .sbs")).to_be_visible()
+    query_text = page.locator("#query-box textarea").input_value()
+    assert query_text and query_text[:40] in chosen
+
+
+def test_runs_tab_lists_runs_and_compares_two(page, shots):
+    open_tab(page, "Runs")
+    table = page.locator("#runs-table")
+    expect(table).to_contain_text("bm25")
+    for box in ("#run-a", "#run-b"):
+        page.locator(f"{box} input").click()
+        page.get_by_role("option").filter(has_text="test").nth(0 if box == "#run-a" else 1).click()
+    page.locator("#compare-runs-button").click()
+    expect(page.locator("#compare-note")).to_contain_text("B − A on test")
+    page.screenshot(path=str(shots / "runs.png"), full_page=True)
+
+
 def test_data_tab_reports_a_broken_file_and_keeps_the_data_set(page, shots, tmp_path):
     open_tab(page, "Data")
     bad = tmp_path / "corpus.jsonl"
