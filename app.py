@@ -22,11 +22,13 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
-from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, side_by_side
+from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, find_query, side_by_side
 from retrieval.compression import compression_table
 from retrieval.failures import CATEGORY_LABELS, failure_gallery
 from retrieval.history import compare_runs, list_runs
 from retrieval.plots import lambda_sweep, metrics_table, per_query_scatter, recall_curves, table_cells
+from retrieval.projection import (COMPILE_NOTE, project, projection_figure, sample_points, side_by_side_figure,
+                                  similarities, similarity_histogram, umap_is_warm)
 from retrieval.readers import detect_role
 from retrieval.report import GALLERY_CSS, counts_figure, gallery_fragment, write_gallery
 from retrieval.workspace import SYSTEM_LABELS
@@ -275,6 +277,24 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                                                elem_id="train-per-query")
                 timer = gr.Timer(1.0, active=False)
 
+            with gr.Tab("Embeddings", id="embeddings") as emb_tab:
+                gr.Markdown("UMAP (cosine) of queries, their positives, hard negatives (the encoder's own top "
+                            "non-relevant hits) and easy negatives (random), for a sample of labelled queries or one "
+                            "query and its neighbourhood — base and fine-tuned encoder on the same points, with the "
+                            "query–document similarities the quadruplet loss is meant to pull apart.")
+                with gr.Row():
+                    emb_split = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split", scale=1)
+                    emb_n = gr.Slider(5, 300, value=40, step=5, label="Sampled queries", scale=2)
+                    emb_query = gr.Dropdown(choices=[("a sample of queries", "")] + query_choices(default_ws),
+                                            value="", label="…or one query and its neighbourhood",
+                                            elem_id="emb-query", scale=2)
+                    emb_tuned = gr.Dropdown(choices=[("none", "")], value="", label="Fine-tuned encoder beside it",
+                                            elem_id="emb-tuned", scale=2, allow_custom_value=True)
+                    emb_btn = gr.Button("Project", variant="primary", elem_id="project-button", scale=1)
+                emb_status = gr.Markdown(elem_id="emb-status")
+                emb_plot = gr.Plot(label="UMAP projection", elem_id="emb-plot")
+                emb_hist = gr.Plot(label="Query–document cosine similarities", elem_id="emb-hist")
+
             with gr.Tab("Failures", id="failures") as failures_tab:
                 gr.Markdown("Where and why retrieval fails, query by query: vocabulary mismatch (BM25 misses a "
                             "relevant document dense finds), semantic false positives (dense invents a topically "
@@ -283,7 +303,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                 with gr.Row():
                     fail_split = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split", scale=1)
                     fail_tuned = gr.Dropdown(choices=[("none", "")], value="", label="Fine-tuned encoder to compare",
-                                             elem_id="failures-tuned", scale=2)
+                                             elem_id="failures-tuned", scale=2, allow_custom_value=True)
                     fail_btn = gr.Button("Find failures", variant="primary", elem_id="failures-button", scale=1)
                     export_btn = gr.Button("Export HTML report", elem_id="export-button", scale=1)
                 with gr.Row():
@@ -361,6 +381,40 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                 ws, split, variants=(("flat", None), ("sq8", None), ("flat", d), ("sq8", d)))]
             return {"headers": list(rows[0]), "data": [[fmt(v) for v in r.values()] for r in rows]}
 
+        def do_project(split: str, n_queries: float, query_text: str, tuned: str, key: str,
+                       progress=gr.Progress()):
+            """UMAP of a sample (or one query's neighbourhood), base beside fine-tuned, and the similarities."""
+            ws = registry.get(key)
+            if not split:
+                raise gr.Error("this data set has no relevance labels: projections need labelled queries")
+            qid = None
+            if query_text:  # one query: its own split's labels
+                qid, qsplit = find_query(ws, query_text)
+                split = qsplit or split
+            try:
+                sample = sample_points(ws, split, n_queries=int(n_queries or 40), query_id=qid)
+                base = project(ws, sample, progress=lambda f, what: progress(f * (0.5 if tuned else 1), desc=what))
+                sims = {"base": similarities(ws, sample)}
+                if tuned:
+                    ws_t = ws.with_model(tuned)
+                    done = project(ws_t, sample, progress=lambda f, what: progress(0.5 + f / 2, desc=what))
+                    sims["fine-tuned"] = similarities(ws_t, sample)
+                    figure = side_by_side_figure(base, done, sample)
+                else:
+                    done, figure = None, projection_figure(base, sample, f"{ws.encoder.name}")
+            except (ValueError, OSError) as err:
+                raise gr.Error(str(err)) from err
+            counts = sample.counts()
+            timing = "; ".join(f"{label}: {'from the cache' if p.cached else f'fitted in {p.seconds:.1f} s'}"
+                               for label, p in (("base", base), ("fine-tuned", done)) if p is not None)
+            status = (f"{len(sample.points)} points ({', '.join(f'{n} {r}' for r, n in counts.items())}) · {timing}"
+                      + ("" if umap_is_warm() else f" · note: {COMPILE_NOTE}"))
+            summary = {"points": len(sample.points), "counts": counts, "cached": [p.cached for p in (base, done) if p],
+                       "seconds": [round(p.seconds, 2) for p in (base, done) if p],
+                       "mean_similarity": {label: {r: float(v.mean()) if len(v) else None for r, v in by.items()}
+                                           for label, by in sims.items()}}
+            return status, figure, similarity_histogram(sims), summary
+
         def gallery_for(split: str, tuned: str, key: str):
             ws = registry.get(key)
             if not split:
@@ -432,7 +486,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             except DataError as err:
                 # the previous data set stays loaded: state, tables and summary are left untouched
                 return (key, f"❌ **Could not load:** `{err}`\n\nThe previous data set is still loaded.",
-                        gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+                        gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
             return switch_to(dataset, progress)
 
         def do_demo(key, progress=gr.Progress()):
@@ -449,7 +503,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     gr.update(choices=query_choices(ws), value=None),
                     metrics_caption(ws, split), metrics_rows(ws, split) if split else [],
                     gr.update(choices=ws.dataset.splits, value=split), "",
-                    gr.update(choices=ws.dataset.splits, value=split))
+                    gr.update(choices=ws.dataset.splits, value=split), gr.update(choices=ws.dataset.splits, value=split))
 
         def do_train(key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain=""):
             ws = registry.get(key)
@@ -519,7 +573,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                          **HEAVY)
 
         load_outputs = [key_state, load_status, data_md, picker, metrics_note, metrics_table, split_dd, results,
-                        fail_split]
+                        fail_split, emb_split]
         go.click(do_search, [query, key_state], [results, raw], api_name="search", **SEARCH)
         query.submit(do_search, [query, key_state], [results, raw], api_visibility="private", **SEARCH)
         picker.input(lambda q: q, picker, query, api_visibility="private", **LIGHT).then(
@@ -530,6 +584,12 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             api_visibility="private", **HEAVY)
         eval_tab.select(lambda key: gr.update(choices=comparison_choices(registry, registry.get(key))),
                         key_state, extras_cb, api_visibility="private", **LIGHT)
+        emb_tab.select(lambda key: (gr.update(choices=[("none", "")] + encoder_choices(registry, registry.get(key))[1:]),
+                                    gr.update(choices=[("a sample of queries", "")] + query_choices(registry.get(key)))),
+                       key_state, [emb_tuned, emb_query], api_visibility="private", **LIGHT)
+        projection_json = gr.JSON(visible=False)
+        emb_btn.click(do_project, [emb_split, emb_n, emb_query, emb_tuned, key_state],
+                      [emb_status, emb_plot, emb_hist, projection_json], api_name="project", **HEAVY)
         failures_tab.select(lambda key: gr.update(choices=[("none", "")] + [
             (label, path) for label, path in encoder_choices(registry, registry.get(key))[1:]]),
             key_state, fail_tuned, api_visibility="private", **LIGHT)

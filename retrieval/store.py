@@ -1,4 +1,5 @@
-"""The SQLite cache: embeddings, data sets, models, runs and metrics, keyed by content hashes.
+"""The SQLite cache: embeddings, data sets, models, runs, metrics and 2-D projections, keyed by
+content hashes.
 
 One file (``$RANKSCOPE_STORE``, else ``$RANKSCOPE_HOME/rankscope.sqlite3``, else the user's
 cache directory), WAL mode, every write in a transaction. Because rows are keyed by hashes of
@@ -83,6 +84,9 @@ class Store:
             db["metrics"].create({"key": str, "dataset": str, "system": str, "params": str,
                                   "split": str, "metrics": str, "per_query": bytes,
                                   "created": float}, pk="key", if_not_exists=True)
+            db["projections"].create({"key": str, "sample": str, "model": str, "params": str,
+                                      "points": int, "xy": bytes, "seconds": float, "created": float},
+                                     pk="key", if_not_exists=True)
 
     def close(self) -> None:
         with self._lock:
@@ -172,6 +176,24 @@ class Store:
         with self._lock:
             return list(self.db["runs"].rows_where(where, args, order_by="created desc",
                                                    select="key, dataset, system, params, split, k, created"))
+
+    # ---- 2-D projections (UMAP) ------------------------------------------------------------
+    def get_projection(self, key: str) -> tuple[np.ndarray, float] | None:
+        """(``(points, 2)`` float32 coordinates, seconds the fit took) or None."""
+        with self._lock:
+            row = self.db.execute("select points, xy, seconds from projections where key = ?", [key]).fetchone()
+        if row is None:
+            return None
+        return np.frombuffer(row[1], dtype=np.float32).reshape(row[0], 2), row[2]
+
+    def put_projection(self, key: str, *, sample: str, model: str, params: dict, xy: np.ndarray,
+                       seconds: float) -> None:
+        xy = np.ascontiguousarray(xy, dtype=np.float32)
+        with self._lock, self.db.conn:
+            self.db["projections"].upsert({"key": key, "sample": sample, "model": model,
+                                           "params": json.dumps(params, sort_keys=True, default=str),
+                                           "points": int(xy.shape[0]), "xy": xy.tobytes(),
+                                           "seconds": float(seconds), "created": time.time()}, pk="key")
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

@@ -149,6 +149,31 @@ def test_failures_endpoint_and_the_offline_report(client):
     assert report.count("Plotly.newPlot") >= 2  # the counts chart and the recall curves at least
 
 
+def test_project_endpoint_base_beside_fine_tuned(client, running_app, tmp_path):
+    registry = running_app[1]
+    status, figure, hist, summary = client.predict("test", 10, "", "", api_name="/project")
+    counts = summary["counts"]
+    assert counts["query"] == 10 and counts["hard negative"] == 30 and counts["easy negative"] == 30
+    assert summary["points"] == sum(counts.values())
+    assert "fitted in" in status or "from the cache" in status
+    again = client.predict("test", 10, "", "", api_name="/project")[3]
+    assert again["cached"] == [True]  # the same sample and encoder: read from the store
+    # beside a second encoder (another tiny random BERT standing in for a fine-tuned one)
+    from .conftest import build_tiny_encoder
+
+    other = str(build_tiny_encoder(tmp_path, seed=1))
+    status2, _, _, both = client.predict("test", 10, "", other, api_name="/project")
+    assert len(both["cached"]) == 2 and both["cached"][0] is True and both["cached"][1] is False
+    assert set(both["mean_similarity"]) == {"base", "fine-tuned"}
+    assert both["mean_similarity"]["base"] == summary["mean_similarity"]["base"]
+
+
+def test_project_one_query_and_its_neighbourhood(client):
+    q = next(q for q in demo_queries() if q["_id"] == "q01")
+    _, _, _, summary = client.predict("test", 10, q["text"], "", api_name="/project")
+    assert summary["counts"]["query"] == 1 and summary["points"] > 10
+
+
 def write_beir_zip(path, corpus_lines, queries=None, qrels=None):
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("mini/corpus.jsonl", "\n".join(corpus_lines) + "\n")

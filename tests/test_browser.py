@@ -2,7 +2,9 @@
 
 Few, robust checks of what a user sees, each step saved as a screenshot (in the test's temporary
 folder, or in ``$RANKSCOPE_SCREENSHOTS`` when set). Skips when Chromium or Playwright is absent;
-``.ci/run`` installs both.
+``.ci/run`` installs both. The README's screenshots come from
+
+    RANKSCOPE_SCREENSHOTS=assets RANKSCOPE_BROWSER_MODEL=default python -m pytest tests/test_browser.py
 """
 from __future__ import annotations
 
@@ -34,7 +36,10 @@ pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not insta
 @pytest.fixture(scope="module")
 def url(tiny_model_dir, tmp_path_factory):
     store = tmp_path_factory.mktemp("browser-store") / "store.sqlite3"
-    demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
+    # RANKSCOPE_BROWSER_MODEL=default (or a model folder) shows a real encoder, for the README's screenshots
+    chosen = os.environ.get("RANKSCOPE_BROWSER_MODEL")
+    model = None if chosen == "default" else (chosen or str(tiny_model_dir))
+    demo, registry = rankscope_app.create(DEMO, model=model, store_path=str(store))
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                         **rankscope_app.launch_kwargs(registry.store))
     yield demo.local_url
@@ -116,6 +121,20 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     expect(page.locator("#train-results")).to_contain_text("fine-tuned")
     expect(page.locator("#train-per-query")).to_contain_text(re.compile(r"q\d\d"))  # a row per evaluated query
     page.screenshot(path=str(shots / "train.png"), full_page=True)
+
+
+def test_embeddings_tab_draws_the_projection(page, shots):
+    open_tab(page, "Embeddings")
+    page.locator("#project-button").click()
+    expect(page.locator("#emb-status")).to_contain_text(re.compile("fitted in|from the cache"), timeout=120_000)
+    status = page.locator("#emb-status").inner_text()
+    assert "query" in status and "hard negative" in status and "easy negative" in status
+    page.locator("#emb-plot .js-plotly-plot").wait_for()
+    legend = {page.locator("#emb-plot .legendtext").nth(i).text_content().strip()
+              for i in range(page.locator("#emb-plot .legendtext").count())}
+    assert {"query", "positive", "hard negative", "easy negative"} <= legend
+    page.locator("#emb-hist .js-plotly-plot").wait_for()
+    page.screenshot(path=str(shots / "embeddings.png"), full_page=True)
 
 
 def test_failures_tab_shows_cards_and_opens_one_in_search(page, shots):
