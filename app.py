@@ -288,8 +288,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     emb_query = gr.Dropdown(choices=[("a sample of queries", "")] + query_choices(default_ws),
                                             value="", label="…or one query and its neighbourhood",
                                             elem_id="emb-query", scale=2)
-                    emb_tuned = gr.Dropdown(choices=[("none", "")], value="", label="Fine-tuned encoder beside it",
-                                            elem_id="emb-tuned", scale=2, allow_custom_value=True)
+                    emb_tuned = tuned_dropdown("Fine-tuned encoder beside it", "emb-tuned")
                     emb_btn = gr.Button("Project", variant="primary", elem_id="project-button", scale=1)
                 emb_status = gr.Markdown(elem_id="emb-status")
                 emb_plot = gr.Plot(label="UMAP projection", elem_id="emb-plot")
@@ -302,8 +301,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                             "encoder — fixed or broken by fine-tuning.")
                 with gr.Row():
                     fail_split = gr.Dropdown(choices=default_ws.dataset.splits, value=split0, label="Split", scale=1)
-                    fail_tuned = gr.Dropdown(choices=[("none", "")], value="", label="Fine-tuned encoder to compare",
-                                             elem_id="failures-tuned", scale=2, allow_custom_value=True)
+                    fail_tuned = tuned_dropdown("Fine-tuned encoder to compare", "failures-tuned")
                     fail_btn = gr.Button("Find failures", variant="primary", elem_id="failures-button", scale=1)
                     export_btn = gr.Button("Export HTML report", elem_id="export-button", scale=1)
                 with gr.Row():
@@ -584,14 +582,13 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             api_visibility="private", **HEAVY)
         eval_tab.select(lambda key: gr.update(choices=comparison_choices(registry, registry.get(key))),
                         key_state, extras_cb, api_visibility="private", **LIGHT)
-        emb_tab.select(lambda key: (gr.update(choices=[("none", "")] + encoder_choices(registry, registry.get(key))[1:]),
+        emb_tab.select(lambda key: (gr.update(choices=tuned_choices(registry, registry.get(key))),
                                     gr.update(choices=[("a sample of queries", "")] + query_choices(registry.get(key)))),
                        key_state, [emb_tuned, emb_query], api_visibility="private", **LIGHT)
         projection_json = gr.JSON(visible=False)
         emb_btn.click(do_project, [emb_split, emb_n, emb_query, emb_tuned, key_state],
                       [emb_status, emb_plot, emb_hist, projection_json], api_name="project", **HEAVY)
-        failures_tab.select(lambda key: gr.update(choices=[("none", "")] + [
-            (label, path) for label, path in encoder_choices(registry, registry.get(key))[1:]]),
+        failures_tab.select(lambda key: gr.update(choices=tuned_choices(registry, registry.get(key))),
             key_state, fail_tuned, api_visibility="private", **LIGHT)
         failures_json = gr.JSON(visible=False)
         fail_btn.click(do_failures, [fail_split, fail_tuned, key_state],
@@ -647,6 +644,17 @@ def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
     if current and current not in [v for _, v in out]:
         out.append((current, current))
     return out
+
+
+def tuned_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """"none", then every fine-tuned encoder of this data set (a folder path as the value)."""
+    return [("none", "")] + encoder_choices(registry, ws)[1:]
+
+
+def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
+    """A fine-tuned encoder picker (filled when its tab opens; any model folder or id typed is accepted)."""
+    return gr.Dropdown(choices=[("none", "")], value="", label=label, elem_id=elem_id, scale=2,
+                       allow_custom_value=True)
 
 
 def job_markdown(job: dict) -> str:
