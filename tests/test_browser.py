@@ -104,6 +104,9 @@ def test_evaluate_tab_fills_the_metrics_table(page, shots):
     text = table.inner_text()
     assert "BM25" in text and "Dense" in text
     assert "λ" in page.locator("#eval-note").inner_text()  # how λ_test was chosen is said
+    for plot in ("#eval-scatter", "#eval-recall", "#eval-sweep"):  # the three figures are drawn
+        page.locator(f"{plot} .js-plotly-plot").wait_for()
+    expect(page.locator("#eval-recall")).to_contain_text("Recall@k")
     page.screenshot(path=str(shots / "evaluate.png"), full_page=True)
 
 
