@@ -22,13 +22,14 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
+from retrieval.store import default_store_path
 from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, find_query, side_by_side
 from retrieval.compression import compression_table
 from retrieval.failures import CATEGORY_LABELS, failure_gallery
 from retrieval.history import compare_runs, list_runs
 from retrieval.plots import lambda_sweep, metrics_table, per_query_scatter, recall_curves, table_cells
-from retrieval.projection import (COMPILE_NOTE, project, projection_figure, sample_points, side_by_side_figure,
-                                  similarities, similarity_histogram, umap_is_warm)
+from retrieval.projection import (COMPILE_NOTE, project, projection_figure, sample_points, sample_ranks,
+                                  side_by_side_figure, similarities, similarity_histogram, umap_is_warm, warm_up)
 from retrieval.readers import detect_role
 from retrieval.report import GALLERY_CSS, counts_figure, gallery_fragment, write_gallery
 from retrieval.workspace import SYSTEM_LABELS
@@ -389,6 +390,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             if query_text:  # one query: its own split's labels
                 qid, qsplit = find_query(ws, query_text)
                 split = qsplit or split
+            was_warm = umap_is_warm()  # the first fit in a process compiles numba code: say so
             try:
                 sample = sample_points(ws, split, n_queries=int(n_queries or 40), query_id=qid)
                 base = project(ws, sample, progress=lambda f, what: progress(f * (0.5 if tuned else 1), desc=what))
@@ -397,7 +399,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     ws_t = ws.with_model(tuned)
                     done = project(ws_t, sample, progress=lambda f, what: progress(0.5 + f / 2, desc=what))
                     sims["fine-tuned"] = similarities(ws_t, sample)
-                    figure = side_by_side_figure(base, done, sample)
+                    figure = side_by_side_figure(base, done, sample, tuned_ranks=sample_ranks(ws_t, sample))
                 else:
                     done, figure = None, projection_figure(base, sample, f"{ws.encoder.name}")
             except (ValueError, OSError) as err:
@@ -406,7 +408,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             timing = "; ".join(f"{label}: {'from the cache' if p.cached else f'fitted in {p.seconds:.1f} s'}"
                                for label, p in (("base", base), ("fine-tuned", done)) if p is not None)
             status = (f"{len(sample.points)} points ({', '.join(f'{n} {r}' for r, n in counts.items())}) · {timing}"
-                      + ("" if umap_is_warm() else f" · note: {COMPILE_NOTE}"))
+                      + ("" if was_warm or (base.cached and (done is None or done.cached))
+                         else f" · note: {COMPILE_NOTE}"))
             summary = {"points": len(sample.points), "counts": counts, "cached": [p.cached for p in (base, done) if p],
                        "seconds": [round(p.seconds, 2) for p in (base, done) if p],
                        "mean_similarity": {label: {r: float(v.mean()) if len(v) else None for r, v in by.items()}
@@ -773,7 +776,11 @@ def main(argv=None) -> None:
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
+    # numba caches its compiled code beside the package; where that is read-only (Spaces), use the state dir
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(default_store_path()).parent / "numba-cache"))
     demo, registry = create(args.data, args.model, args.store)
+    # compile UMAP's numba code in the background, so the first projection takes seconds, not tens
+    threading.Thread(target=warm_up, name="umap-warm-up", daemon=True).start()
     demo.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                    **launch_kwargs(registry.store))
 

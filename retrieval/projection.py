@@ -63,8 +63,8 @@ ROLE_STYLE = {  # colour and symbol differ per role, so the roles read apart in 
     HARD: {"color": "#d62728", "symbol": "x", "size": 8},
     EASY: {"color": "#1f77b4", "symbol": "diamond", "size": 7},
 }
-COMPILE_NOTE = ("the first projection in this process compiles UMAP's numba code "
-                "(about 10–25 s on 2 CPU cores, once)")
+COMPILE_NOTE = ("the first projection in this process loads and compiles UMAP's numba code "
+                "(about 8 s on 2 CPU cores; up to 25 s while numba's disk cache is empty), once")
 MIN_DISTINCT = 5  # fewer distinct texts than this give no meaningful layout
 
 _warm = False  # a UMAP fit has completed in this process: numba code is compiled
@@ -126,7 +126,8 @@ def sample_points(ws: Workspace, split: str, n_queries: int = 50, hard_per_query
     if split not in ds.qrels:
         raise ValueError(f"data set {ds.name!r} has no labels for split {split!r} "
                          f"(it has: {', '.join(ds.splits) or 'none'})")
-    qrels, queries = ds.qrels[split], ds.split_queries(split)
+    queries = ds.split_queries(split)
+    qrels = {q: {d: v for d, v in labels.items() if d in ds.docs} for q, labels in ds.qrels[split].items()}
     runs = _runs(ws, split)
     dense = runs["dense"]
     rng = np.random.default_rng(seed)
@@ -144,8 +145,7 @@ def sample_points(ws: Workspace, split: str, n_queries: int = 50, hard_per_query
     rank_maps = _rank_maps(runs, list(roles))
     points = []
     for qid, docs in roles.items():
-        points.append(Point(QUERY, qid, None, queries[qid], queries[qid], None,
-                            {s: None for s in RANK_SYSTEMS}))
+        points.append(Point(QUERY, qid, None, queries[qid], queries[qid], None, _ranks_of(rank_maps, qid, None)))
         for doc_id, role in docs:
             doc = ds.docs[doc_id]
             points.append(Point(role, qid, doc_id, doc.full_text, doc.title or doc.text[:80],
