@@ -22,7 +22,6 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from retrieval import DataError, Store, Workspace, load_dataset, load_files
-from retrieval.store import default_store_path
 from retrieval.compare import DEFAULT_SYSTEMS, SideBySide, find_query, side_by_side
 from retrieval.compression import compression_table
 from retrieval.failures import CATEGORY_LABELS, failure_gallery
@@ -585,9 +584,16 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             api_visibility="private", **HEAVY)
         eval_tab.select(lambda key: gr.update(choices=comparison_choices(registry, registry.get(key))),
                         key_state, extras_cb, api_visibility="private", **LIGHT)
-        emb_tab.select(lambda key: (gr.update(choices=tuned_choices(registry, registry.get(key))),
-                                    gr.update(choices=[("a sample of queries", "")] + query_choices(registry.get(key)))),
-                       key_state, [emb_tuned, emb_query], api_visibility="private", **LIGHT)
+        def on_embeddings_tab(key: str):
+            # compile UMAP's numba code in the background while the user picks a sample (not at start-up:
+            # it holds the numba lock, which labelled searches' metrics need too)
+            if not umap_is_warm() and not any(t.name == "umap-warm-up" for t in threading.enumerate()):
+                threading.Thread(target=warm_up, name="umap-warm-up", daemon=True).start()
+            ws = registry.get(key)
+            return (gr.update(choices=tuned_choices(registry, ws)),
+                    gr.update(choices=[("a sample of queries", "")] + query_choices(ws)))
+
+        emb_tab.select(on_embeddings_tab, key_state, [emb_tuned, emb_query], api_visibility="private", **LIGHT)
         projection_json = gr.JSON(visible=False)
         emb_btn.click(do_project, [emb_split, emb_n, emb_query, emb_tuned, key_state],
                       [emb_status, emb_plot, emb_hist, projection_json], api_name="project", **HEAVY)
@@ -776,11 +782,7 @@ def main(argv=None) -> None:
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
-    # numba caches its compiled code beside the package; where that is read-only (Spaces), use the state dir
-    os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(default_store_path()).parent / "numba-cache"))
     demo, registry = create(args.data, args.model, args.store)
-    # compile UMAP's numba code in the background, so the first projection takes seconds, not tens
-    threading.Thread(target=warm_up, name="umap-warm-up", daemon=True).start()
     demo.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                    **launch_kwargs(registry.store))
 
