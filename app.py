@@ -42,6 +42,9 @@ CSS_PATH = ROOT / "assets" / "style.css"
 MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"), 0: ("rel-0", "judged not relevant (0)")}
 METRIC_COLUMNS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map", "p@10", "pnr")
+# A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
+CARD_CLICK_JS = ("element.addEventListener('click', (e) => { const card = e.target.closest('.rs-card'); "
+                 "if (card) trigger('click', {query_id: card.dataset.queryId}); });")
 # Concurrency: searches have their own pool, so one user's encoding, evaluation or projection
 # (HEAVY, a small pool) never queues another user's search; training runs in its own job thread.
 SEARCH = {"concurrency_id": "search", "concurrency_limit": 8}
@@ -310,7 +313,8 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     open_btn = gr.Button("Open in Search", elem_id="failures-open", scale=1)
                 export_file = gr.File(label="Report (one self-contained HTML file)", elem_id="export-file")
                 fail_counts = gr.Plot(label="Failures per category", elem_id="failures-counts")
-                fail_html = gr.HTML(elem_id="failures-cards")
+                gr.Markdown("Click a card to open its query in the Search view.")
+                fail_html = gr.HTML(elem_id="failures-cards", js_on_load=CARD_CLICK_JS)
 
             with gr.Tab("Runs", id="runs") as runs_tab:
                 gr.Markdown("Every run computed on this data set, from the store (nothing is computed twice). "
@@ -442,6 +446,14 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             folder = Path(tempfile.mkdtemp(prefix="rankscope-report-"))
             name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"rankscope-failures-{ws.dataset.name}-{split}.html")
             return str(write_gallery(gallery, folder / name, figures))
+
+        def do_open_card(key: str, evt: gr.EventData):
+            """A click on a card (``data-query-id``) opens that query in the Search view."""
+            qid = getattr(evt, "query_id", None)
+            text = registry.get(key).dataset.queries.get(qid or "")
+            if not text:
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return do_open_in_search(text, key)
 
         def do_open_in_search(text: str, key: str):
             if not text:
@@ -604,6 +616,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                        [fail_counts, fail_html, fail_pick, failures_json], api_name="failures", **HEAVY)
         export_btn.click(do_export, [fail_split, fail_tuned, key_state], export_file, api_name="export_failures",
                          **HEAVY)
+        fail_html.click(do_open_card, key_state, [query, results, raw, tabs], api_visibility="private", **SEARCH)
         open_btn.click(do_open_in_search, [fail_pick, key_state], [query, results, raw, tabs],
                        api_visibility="private", **SEARCH)
         runs_tab.select(do_runs, key_state, [runs_table, run_a, run_b], api_name="runs", **LIGHT)
@@ -770,7 +783,7 @@ def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> d
     if store is not None:
         db = Path(store.path).resolve()
         blocked += [str(db), f"{db}-wal", f"{db}-shm", str(models_dir(store).resolve())]
-    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "css": GALLERY_CSS, "max_file_size": max_upload,
+    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "css": GALLERY_CSS + "\n#failures-cards .rs-card { cursor: pointer; }", "max_file_size": max_upload,
             "blocked_paths": blocked, "allowed_paths": []}
 
 

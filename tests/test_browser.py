@@ -146,6 +146,13 @@ def test_failures_tab_shows_cards_and_opens_one_in_search(page, shots):
     page.locator("#failures-cards .rs-card").first.wait_for()
     assert page.locator("#failures-cards .rs-card").count() >= 1
     page.screenshot(path=str(shots / "failures.png"), full_page=True)
+    # a click on a card opens its query in the Search view
+    card = page.locator("#failures-cards .rs-card").first
+    qid = card.get_attribute("data-query-id")
+    card.click()
+    expect(page.get_by_role("tab", name="Search")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#results .judged summary")).to_contain_text(qid)
+    open_tab(page, "Failures")
     page.locator("#failures-pick input").click()
     option = page.get_by_role("option").first
     chosen = option.inner_text()
