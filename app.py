@@ -150,6 +150,12 @@ def fmt(v) -> object:
     return round(v, 4) if isinstance(v, float) else v
 
 
+def bm25_dense_scatter(ws: Workspace, split: str):
+    """Per-query nDCG@10, BM25 (x) against dense (y): the Evaluate tab's and the report's scatter."""
+    return per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
+                             query_text=ws.dataset.queries)
+
+
 def reduced_dims(ws: Workspace) -> int:
     """The reduced dimensionality offered: 128 (a third of MiniLM's 384), or half a smaller encoder's."""
     return 128 if ws.encoder.dim > 128 else max(2, ws.encoder.dim // 2)
@@ -369,9 +375,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             ws = registry.get(key)
             if not split:
                 return gr.skip(), gr.skip(), gr.skip()
-            scatter = per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
-                                        query_text=ws.dataset.queries)
-            return scatter, recall_curves(comparison_workspaces(ws, extras), split), lambda_sweep(ws, split)
+            return bm25_dense_scatter(ws, split), recall_curves(comparison_workspaces(ws, extras), split), lambda_sweep(ws, split)
 
         def do_compression(split: str, key: str):
             """Quality and bytes per document of float32, int8 and PCA-reduced indexes (dense and hybrid)."""
@@ -404,7 +408,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
                     sims["fine-tuned"] = similarities(ws_t, sample)
                     figure = side_by_side_figure(base, done, sample, tuned_ranks=sample_ranks(ws_t, sample))
                 else:
-                    done, figure = None, projection_figure(base, sample, f"{ws.encoder.name}")
+                    done, figure = None, projection_figure(base, sample, ws.encoder.name)
             except (ValueError, OSError) as err:
                 raise gr.Error(str(err)) from err
             counts = sample.counts()
@@ -440,9 +444,7 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             """The gallery with its plots as one HTML file that opens offline."""
             ws, gallery = gallery_for(split, tuned, key)
             workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
-            figures = [recall_curves(workspaces, split),
-                       per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
-                                         query_text=ws.dataset.queries)]
+            figures = [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)]
             folder = Path(tempfile.mkdtemp(prefix="rankscope-report-"))
             name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"rankscope-failures-{ws.dataset.name}-{split}.html")
             return str(write_gallery(gallery, folder / name, figures))
@@ -511,11 +513,11 @@ def build_app(registry: Registry, default_key: str, jobs: JobQueue | None = None
             split = ws.dataset.default_split()
             warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:20])
             status = f"✅ Loaded **{html.escape(dataset.name)}**.{warn}"
+            splits = gr.update(choices=ws.dataset.splits, value=split)  # Evaluate, Failures, Embeddings
             return (new_key, status, dataset_markdown(ws),
                     gr.update(choices=query_choices(ws), value=None),
                     metrics_caption(ws, split), metrics_rows(ws, split) if split else [],
-                    gr.update(choices=ws.dataset.splits, value=split), "",
-                    gr.update(choices=ws.dataset.splits, value=split), gr.update(choices=ws.dataset.splits, value=split))
+                    splits, "", splits, splits)
 
         def do_train(key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain=""):
             ws = registry.get(key)

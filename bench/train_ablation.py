@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.encoder import load_encoder, pick_device  # noqa: E402
 from retrieval.evaluate import compare  # noqa: E402
-from retrieval.hybrid import Hybrid, tune_lambda  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
@@ -80,13 +79,13 @@ def clear_scale(ds: Dataset, ws: Workspace, seed: int) -> tuple[float, float]:
     return suggest_scale(gaps, normalized=True)
 
 
-def refit_row(name: str, cfg: TrainConfig, full: Dataset, held: Dataset, ws_full: Workspace, store: Store,
+def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws_full: Workspace, store: Store,
               out_dir: Path, model: str | None) -> dict:
     """Train on the fit part, tune λ_test on the held-out part; train again on all of train, evaluate on test."""
-    sel = run_training(held, cfg, out_dir / "select" / name, model, store, train_split="fit", evaluate=False)
-    ws_sel = ws_full.with_model(load_encoder(sel.model_path, device=cfg.device))
-    lam, _ = tune_lambda(Hybrid(ws_sel.bm25, ws_sel.dense, depth=ws_sel.depth), held.split_queries("train"),
-                         held.qrels["train"])  # the held-out queries are ``held``'s "train" split
+    sel = run_training(ws_held.dataset, cfg, out_dir / "select" / name, model, store, train_split="fit",
+                       evaluate=False)
+    # the held-out queries are ``ws_held``'s "train" split; the grid is cached like any other λ
+    lam, _ = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_grid("train")
     res = run_training(full, cfg, out_dir / name, model, store, eval_split="test", train_split="train",
                        evaluate=False)
     ws_ft = ws_full.with_model(load_encoder(res.model_path, device=cfg.device))
@@ -147,7 +146,7 @@ def main() -> int:
                 row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
             row["lambda_test"] = base_ws.lambda_for("test").value
         elif args.refit:
-            row = refit_row(name, replace(common, **ROWS[name]), full, ds, ws_full, store, Path(args.out_dir),
+            row = refit_row(name, replace(common, **ROWS[name]), full, ws, ws_full, store, Path(args.out_dir),
                             args.model)
         else:
             cfg = replace(common, **ROWS[name])

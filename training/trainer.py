@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from retrieval.dataset import Dataset
-from retrieval.encoder import pick_device, resolve_model
+from retrieval.encoder import Encoder, pick_device, resolve_model
 from retrieval.lexical import BM25Index
 
 from .losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
@@ -105,21 +105,13 @@ def _to_device(features: dict, device: str) -> dict:
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
 
 
-def _embed(model, texts: list[str], batch_size: int = 64, chunk: int = 512,
-           between: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Embeddings of ``texts`` in chunks; ``between(done, total)`` runs after each (progress, cancel)."""
-    model.eval()
-    parts = []
+def _embed(model, texts: list[str], between: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """The training model's embeddings of ``texts`` (as it outputs them, not re-normalized), encoded in
+    chunks by ``Encoder.encode``; ``between(done, total)`` runs after each (progress, cancel)."""
     try:
-        with torch.no_grad():
-            for start in range(0, len(texts), chunk):
-                parts.append(model.encode(texts[start:start + chunk], batch_size=batch_size, convert_to_numpy=True,
-                                          show_progress_bar=False))
-                if between:
-                    between(min(start + chunk, len(texts)), len(texts))
+        return Encoder(model, normalize=False).encode(texts, progress=between, chunk=512)
     finally:
-        model.train()
-    return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), np.float32)
+        model.train()  # encoding switched the model to eval mode
 
 
 class Trainer:
