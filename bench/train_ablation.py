@@ -14,6 +14,13 @@ train split and evaluated on test with that λ_test. The base row's λ_test is t
 whole train split (the base encoder was never trained on it). Without ``--refit`` the models
 trained on the fit part are the ones evaluated.
 
+``--search`` adds a held-out hyperparameter search before the refit: for each learning rate in
+``--search-lr`` a row is trained on the fit part for ``--search-epochs`` epochs, and after every
+epoch (every stage-2 epoch for quadruplet) the model's hybrid nDCG@10 on the held-out part, at
+the λ tuned there, is measured. The best (learning rate, epochs) — fewer epochs on a tie — is then
+trained again on all of train with that many epochs and evaluated on test at that trial's λ_test.
+The test split plays no part in any choice.
+
 Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time and device;
 results are appended to ``--json`` as each row finishes, so an interrupted run keeps what it
 measured.
@@ -31,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from retrieval.dataset import Dataset  # noqa: E402
-from retrieval.encoder import load_encoder, pick_device  # noqa: E402
+from retrieval.encoder import Encoder, load_encoder, pick_device  # noqa: E402
 from retrieval.evaluate import compare  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
@@ -79,20 +86,66 @@ def clear_scale(ds: Dataset, ws: Workspace, seed: int) -> tuple[float, float]:
     return suggest_scale(gaps, normalized=True)
 
 
+def held_out_scores(ws_held: Workspace, model, max_seq_length: int, name: str) -> dict:
+    """λ_test and dense / hybrid nDCG@10 on the held-out part (``ws_held``'s "train" split) of a model
+    mid-training; it is read at the evaluation length, then put back as it was."""
+    train_length = model.max_seq_length
+    model.max_seq_length = max_seq_length
+    try:
+        ws = ws_held.with_model(Encoder(model, name=name))
+        lam, grid = ws.lambda_grid("train")
+        return {"lambda_test": lam, "hybrid": max(score for _, score in grid),
+                "dense": ws.evaluate("dense", "train").mean["ndcg@10"]}
+    finally:
+        model.max_seq_length = train_length
+
+
+def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, out_dir: Path, model: str | None,
+               lrs: list[float], max_epochs: int) -> tuple[TrainConfig, float, list[dict]]:
+    """(the chosen config, its λ_test, every trial): learning rate × epochs chosen on held-out hybrid nDCG@10."""
+    trials: list[dict] = []
+    length = ws_held.encoder.max_seq_length
+    for lr in lrs:
+        def after_epoch(st_model, stage: str, epoch: int, lr=lr) -> None:
+            if stage.endswith("stage 1"):
+                return  # quadruplet's stage one is a warm-up, not a candidate
+            t = time.perf_counter()
+            trial = {"lr": lr, "epochs": epoch, **held_out_scores(ws_held, st_model, length, f"{name}-lr{lr:g}-e{epoch}")}
+            trial["eval_s"] = round(time.perf_counter() - t, 1)
+            trials.append(trial)
+            print(f"  {name} lr {lr:g} epoch {epoch}: held-out hybrid nDCG@10 {trial['hybrid']:.4f} "
+                  f"(λ {trial['lambda_test']:g}), dense {trial['dense']:.4f}", flush=True)
+
+        run_training(ws_held.dataset, replace(cfg, lr=lr, epochs=max_epochs), out_dir / "search" / f"{name}-lr{lr:g}",
+                     model, store, train_split="fit", evaluate=False, on_epoch=after_epoch)
+    best = max(trials, key=lambda r: (round(r["hybrid"], 4), -r["epochs"]))
+    return replace(cfg, lr=best["lr"], epochs=best["epochs"]), best["lambda_test"], trials
+
+
 def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws_full: Workspace, store: Store,
-              out_dir: Path, model: str | None) -> dict:
-    """Train on the fit part, tune λ_test on the held-out part; train again on all of train, evaluate on test."""
-    sel = run_training(ws_held.dataset, cfg, out_dir / "select" / name, model, store, train_split="fit",
-                       evaluate=False)
-    # the held-out queries are ``ws_held``'s "train" split; the grid is cached like any other λ
-    lam, _ = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_grid("train")
+              out_dir: Path, model: str | None, search: tuple[list[float], int] | None = None) -> dict:
+    """Train on the fit part, tune λ_test (and, with ``search``, lr and epochs) on the held-out part;
+    train again on all of train, evaluate on test."""
+    trials, sel_s = None, 0.0
+    if search:
+        t = time.perf_counter()
+        cfg, lam, trials = search_row(name, cfg, ws_held, store, out_dir, model, *search)
+        sel_s = time.perf_counter() - t
+    else:
+        sel = run_training(ws_held.dataset, cfg, out_dir / "select" / name, model, store, train_split="fit",
+                           evaluate=False)
+        sel_s = sel.seconds
+        # the held-out queries are ``ws_held``'s "train" split; the grid is cached like any other λ
+        lam, _ = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_grid("train")
     res = run_training(full, cfg, out_dir / name, model, store, eval_split="test", train_split="train",
                        evaluate=False)
     ws_ft = ws_full.with_model(load_encoder(res.model_path, device=cfg.device))
     ws_ft.fix_lambda(lam, "tuned on the held-out part with the fit-part model", "test")
-    row = {"row": name, "train_s": round(res.seconds, 1), "select_train_s": round(sel.seconds, 1),
+    row = {"row": name, "train_s": round(res.seconds, 1), "select_s": round(sel_s, 1),
            "device": res.device, "note": "; ".join(res.stages), "lambda_test": lam,
            "config": dict(vars(cfg)), "p_vs_base": {}}
+    if trials is not None:
+        row["search"] = trials
     for system in ("dense", "hybrid"):
         ev, ev0 = ws_ft.evaluate(system, "test"), ws_full.evaluate(system, "test")
         row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
@@ -118,7 +171,14 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--refit", action="store_true",
                     help="select λ_test with a fit-part model, then train again on the whole train split")
+    ap.add_argument("--search", action="store_true",
+                    help="with --refit: choose lr and epochs on the held-out part too (see --search-lr/-epochs)")
+    ap.add_argument("--search-lr", default="2e-5,5e-5", help="learning rates tried by --search")
+    ap.add_argument("--search-epochs", type=int, default=3, help="epochs tried by --search: 1 … N")
     args = ap.parse_args()
+    if args.search:
+        args.refit = True
+    search = ([float(x) for x in args.search_lr.split(",")], args.search_epochs) if args.search else None
 
     full = load_dataset(args.dataset)
     ds = fit_holdout(full, seed=args.seed)
@@ -147,7 +207,7 @@ def main() -> int:
             row["lambda_test"] = base_ws.lambda_for("test").value
         elif args.refit:
             row = refit_row(name, replace(common, **ROWS[name]), full, ws, ws_full, store, Path(args.out_dir),
-                            args.model)
+                            args.model, search)
         else:
             cfg = replace(common, **ROWS[name])
             res = run_training(ds, cfg, Path(args.out_dir) / name, args.model, store, eval_split="test",
@@ -160,7 +220,8 @@ def main() -> int:
                    "config": {k: v for k, v in vars(cfg).items()}}
         row["wall_s"] = round(time.perf_counter() - t, 1)
         results.append(row)
-        print(f"{name:<28} dense nDCG@10 {row['dense']['ndcg@10']:.4f} R@100 {row['dense']['recall@100']:.4f} | "
+        chosen = f" [lr {row['config']['lr']:g}, {row['config']['epochs']} epochs]" if "search" in row else ""
+        print(f"{name:<28}{chosen} dense nDCG@10 {row['dense']['ndcg@10']:.4f} R@100 {row['dense']['recall@100']:.4f} | "
               f"hybrid nDCG@10 {row['hybrid']['ndcg@10']:.4f} R@100 {row['hybrid']['recall@100']:.4f} "
               f"(λ_test {row['lambda_test']:g}) | train {row['train_s']:.0f} s on {row['device']}, wall {row['wall_s']:.0f} s",
               flush=True)

@@ -397,6 +397,35 @@ def test_checkpoint_after_every_epoch(toy_dataset, tiny_model_dir, tmp_path):
     assert Encoder(saved).fingerprint == Encoder(result.model).fingerprint  # the final weights
 
 
+def test_on_epoch_sees_each_epochs_weights_and_training_resumes_after_it(toy_dataset, tiny_model_dir):
+    calls, modes = [], []
+    trainer = None
+
+    def on_epoch(model, stage, epoch):
+        # what an early-stopping hook does: encode with the model as it stands (eval mode)
+        vec = Encoder(model).encode(["cat on a mat"])
+        calls.append((stage, epoch, Encoder(model).fingerprint, vec))
+
+    def on_progress(p):
+        modes.append((p.stage, p.epoch, trainer.model_in_training.training))
+
+    cfg = fast(loss="quadruplet", epochs=2, batch_size=4, stage1_max_epochs=1, model_depth=3)
+
+    class Watching(Trainer):
+        def _run_epochs(self, model, *a, **kw):
+            self.model_in_training = model
+            return super()._run_epochs(model, *a, **kw)
+
+    trainer = Watching(cfg, toy_dataset, labelled_pairs(toy_dataset, "train"), base_model=str(tiny_model_dir),
+                       on_epoch=on_epoch, on_progress=on_progress)
+    result = trainer.train()
+    assert [(s, e) for s, e, _, _ in calls] == [("stage 1", 1), ("stage 2", 1), ("stage 2", 2)]
+    prints = [f for _, _, f, _ in calls]
+    assert len(set(prints)) == 3 and prints[-1] == Encoder(result.model).fingerprint
+    assert not np.allclose(calls[1][3], calls[2][3])  # the weights moved between the calls
+    # every step after a hook ran in train mode (the hook's encode had switched to eval)
+    assert [m for s, _, m in modes if s.startswith("stage")] and all(m for s, _, m in modes if s.startswith("stage"))
+
 def test_cancel_between_steps(toy_dataset, tiny_model_dir):
     cancel = threading.Event()
     steps = []

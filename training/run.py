@@ -139,7 +139,13 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                  on_progress: Callable[[Progress], None] | None = None,
                  cancel: threading.Event | None = None, evaluate: bool = True,
-                 train_split: str = "train") -> RunResult:
+                 train_split: str = "train",
+                 on_epoch: Callable[[object, str, int], None] | None = None) -> RunResult:
+    """Train ``cfg`` on ``dataset``, export to ``out_dir``, and (``evaluate``) compare with the base.
+
+    ``on_epoch(model, stage, epoch)`` is called after every epoch of the labelled stage(s)
+    (``Trainer``'s hook), e.g. for early stopping on a held-out split.
+    """
     out_dir = Path(out_dir)
     has_labels = dataset.default_split() is not None
     if not has_labels and not cfg.pretrain:
@@ -160,7 +166,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         model = pre.model
     if has_labels:
         pairs = labelled_pairs(plan.dataset, plan.train_split)
-        trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, **common).train()
+        trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=on_epoch,
+                          **common).train()
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
             trained.seconds += pre.seconds

@@ -118,8 +118,12 @@ class Trainer:
     def __init__(self, config: TrainConfig, dataset: Dataset, pairs: list[Pair], base_model: str | None = None,
                  bm25: BM25Index | None = None, on_progress: Callable[[Progress], None] | None = None,
                  cancel: threading.Event | None = None, checkpoint_dir: str | Path | None = None,
-                 model=None, stage_prefix: str = ""):
-        """``model``: continue training this SentenceTransformer instead of loading ``base_model``."""
+                 model=None, stage_prefix: str = "",
+                 on_epoch: Callable[[object, str, int], None] | None = None):
+        """``model``: continue training this SentenceTransformer instead of loading ``base_model``.
+        ``on_epoch(model, stage, epoch)`` runs after each epoch's checkpoint (e.g. a held-out
+        evaluation for early stopping); it may encode with the model (the loop puts it back
+        in train mode) but must not change its weights."""
         config.validate()
         if not pairs:
             raise ValueError("no training pairs: the training split has no relevant labels")
@@ -133,6 +137,7 @@ class Trainer:
         np.random.seed(config.seed)
         self._bm25 = bm25
         self.model, self.stage_prefix = model, stage_prefix
+        self.on_epoch = on_epoch
         self.positives = known_positives(dataset)
         self.query_ids = {p.query: p.query_id for p in pairs}
         self.row_of = {d: i for i, d in enumerate(dataset.doc_ids)}
@@ -247,6 +252,9 @@ class Trainer:
             mean = float(np.mean(batch_losses)) if batch_losses else float("nan")
             result.epoch_losses.append((stage, epoch, mean))
             self._checkpoint(model, stage, epoch)
+            if self.on_epoch:
+                self.on_epoch(model, stage, epoch)
+                model.train()
             if until_converged and previous is not None and previous - mean <= cfg.stage1_tol * abs(previous):
                 break  # the loss stopped falling: stage one has converged
             previous = mean
