@@ -1,0 +1,39 @@
+"""``bench/train_ablation.py --search`` as a user runs it, on the demo data set with a tiny encoder: the
+held-out search tries every (learning rate, epoch), picks the best held-out hybrid, and the refit uses it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from .conftest import DEMO, ROOT
+
+
+def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_model_dir):
+    out = tmp_path / "abl.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
+    res = subprocess.run(
+        [sys.executable, "bench/train_ablation.py", str(DEMO), "--search", "--search-lr", "1e-4,3e-3",
+         "--search-epochs", "2", "--rows", "base,residual", "--model", str(tiny_model_dir), "--device", "cpu",
+         "--batch-size", "4", "--max-steps-per-epoch", "2", "--store", str(tmp_path / "s.sqlite3"),
+         "--out-dir", str(tmp_path / "runs"), "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = {r["row"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"base", "residual"} and "search" not in rows["base"]
+    row = rows["residual"]
+    trials = row["search"]
+    assert [(t["lr"], t["epochs"]) for t in trials] == [(1e-4, 1), (1e-4, 2), (3e-3, 1), (3e-3, 2)]
+    assert all(0.0 <= t["hybrid"] <= 1.0 and 0.0 <= t["dense"] <= 1.0 for t in trials)
+    best = max(trials, key=lambda t: (round(t["hybrid"], 4), -t["epochs"]))
+    # the refit trains the chosen configuration on all of train and evaluates at that trial's λ_test
+    assert (row["config"]["lr"], row["config"]["epochs"]) == (best["lr"], best["epochs"])
+    assert row["lambda_test"] == best["lambda_test"]
+    assert row["config"]["loss"] == "residual" and row["config"]["negatives"] == "bm25"
+    assert 0.0 <= row["hybrid"]["ndcg@10"] <= 1.0 and row["train_s"] > 0
+    assert f"[lr {best['lr']:g}, {best['epochs']} epochs]" in res.stdout
+    # the four trials' lines, in order, then the table
+    assert [line.split(":")[0].strip() for line in res.stdout.splitlines() if line.startswith("  residual lr")] == \
+        ["residual lr 0.0001 epoch 1", "residual lr 0.0001 epoch 2", "residual lr 0.003 epoch 1",
+         "residual lr 0.003 epoch 2"]
