@@ -785,7 +785,7 @@ def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> d
     if store is not None:
         db = Path(store.path).resolve()
         blocked += [str(db), f"{db}-wal", f"{db}-shm", str(models_dir(store).resolve())]
-    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "css": GALLERY_CSS + "\n#failures-cards .rs-card { cursor: pointer; }", "max_file_size": max_upload,
+    return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "css": GALLERY_CSS, "max_file_size": max_upload,
             "blocked_paths": blocked, "allowed_paths": []}
 
 

@@ -126,7 +126,7 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
               out_dir: Path, model: str | None, search: tuple[list[float], int] | None = None) -> dict:
     """Train on the fit part, tune λ_test (and, with ``search``, lr and epochs) on the held-out part;
     train again on all of train, evaluate on test."""
-    trials, sel_s = None, 0.0
+    trials = None
     if search:
         t = time.perf_counter()
         cfg, lam, trials = search_row(name, cfg, ws_held, store, out_dir, model, *search)

@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .run import ranks
+from .run import rank_maps
 from .workspace import EVAL_DEPTH, Workspace
 
 BASE_SYSTEMS = ("bm25", "dense", "hybrid")
@@ -308,7 +308,7 @@ def _rank_maps(ws: Workspace, tuned_ws: Workspace | None, split: str) -> dict[st
     runs = {s: ws.run(s, split) for s in BASE_SYSTEMS}
     if tuned_ws is not None:
         runs.update({f"tuned_{s}": tuned_ws.run(s, split) for s in ("dense", "hybrid")})
-    return {s: {q: ranks(hits) for q, hits in run.items()} for s, run in runs.items()}
+    return rank_maps(runs)
 
 
 def _queries(ws: Workspace, split: str, maps, depth: int) -> tuple[list[_Query], list[str]]:

@@ -47,7 +47,7 @@ from plotly.subplots import make_subplots
 
 from .dense import embed_texts
 from .numba_guard import NUMBA_LOCK
-from .run import ranks
+from .run import rank_maps
 from .store import cache_key, text_hash
 from .workspace import Progress, Workspace
 
@@ -142,14 +142,14 @@ def sample_points(ws: Workspace, split: str, n_queries: int = 50, hard_per_query
             raise ValueError(f"query {query_id!r} is not a labelled query of split {split!r}")
         roles = {query_id: _neighbourhood_roles(qrels[query_id], dense.get(query_id, []), neighbours,
                                                 easy_per_query, rng, ds.doc_ids)}
-    rank_maps = _rank_maps(runs, list(roles))
+    maps = rank_maps(runs, list(roles))
     points = []
     for qid, docs in roles.items():
-        points.append(Point(QUERY, qid, None, queries[qid], queries[qid], None, _ranks_of(rank_maps, qid, None)))
+        points.append(Point(QUERY, qid, None, queries[qid], queries[qid], None, _ranks_of(maps, qid, None)))
         for doc_id, role in docs:
             doc = ds.docs[doc_id]
             points.append(Point(role, qid, doc_id, doc.full_text, doc.title or doc.text[:80],
-                                qrels[qid].get(doc_id), _ranks_of(rank_maps, qid, doc_id)))
+                                qrels[qid].get(doc_id), _ranks_of(maps, qid, doc_id)))
     enc = ws.encoder
     return Sample(ds.content_hash, split, points,
                   hard_from=f"the dense run of {enc.name} (encoder {enc.fingerprint[:12]})",
@@ -192,18 +192,13 @@ def _runs(ws: Workspace, split: str) -> dict:
     return {s: ws.run(s, split, RANK_DEPTH) for s in RANK_SYSTEMS}
 
 
-def _rank_maps(runs: dict, query_ids: list[str]) -> dict[str, dict[str, dict[str, int]]]:
-    """system -> query id -> doc id -> 1-based rank."""
-    return {s: {q: ranks(run.get(q, [])) for q in query_ids} for s, run in runs.items()}
-
-
-def _ranks_of(rank_maps, qid: str, doc_id: str | None) -> dict[str, int | None]:
-    return {s: (rank_maps[s][qid].get(doc_id) if doc_id is not None else None) for s in RANK_SYSTEMS}
+def _ranks_of(maps, qid: str, doc_id: str | None) -> dict[str, int | None]:
+    return {s: (maps[s][qid].get(doc_id) if doc_id is not None else None) for s in RANK_SYSTEMS}
 
 
 def sample_ranks(ws: Workspace, sample: Sample) -> list[dict[str, int | None]]:
     """Each point's ranks under another workspace's systems (e.g. the fine-tuned encoder's)."""
-    maps = _rank_maps(_runs(ws, sample.split), sample.query_ids)
+    maps = rank_maps(_runs(ws, sample.split), sample.query_ids)
     return [_ranks_of(maps, p.query_id, p.doc_id) for p in sample.points]
 
 

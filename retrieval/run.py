@@ -15,6 +15,12 @@ def ranks(hits: list[tuple[str, float]]) -> dict[str, int]:
     return {d: i for i, (d, _) in enumerate(hits, 1)}
 
 
+def rank_maps(runs: dict[str, Run], query_ids: list[str] | None = None) -> dict[str, dict[str, dict[str, int]]]:
+    """system → query id → doc id → 1-based rank, for ``query_ids`` (default: every query of each run)."""
+    return {s: {q: ranks(run.get(q, [])) for q in (run if query_ids is None else query_ids)}
+            for s, run in runs.items()}
+
+
 def write_trec(run: Run, path: str | Path, tag: str) -> Path:
     """Write ``qid Q0 docid rank score tag`` lines (trec_eval's run format)."""
     path = Path(path)
