@@ -196,6 +196,10 @@ def main() -> int:
                          max_seq_length=args.train_max_seq_length, device=args.device, seed=args.seed,
                          stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch)
     results = []
+    if search:  # the reference every trial is read against
+        ref = held_out_scores(ws, base.model, base.max_seq_length, base.name)
+        print(f"base encoder on the held-out part: hybrid nDCG@10 {ref['hybrid']:.4f} (λ {ref['lambda_test']:g}), "
+              f"dense {ref['dense']:.4f}", flush=True)
     for name in [r.strip() for r in args.rows.split(",") if r.strip()]:
         t = time.perf_counter()
         if name == "base":

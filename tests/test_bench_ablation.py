@@ -33,6 +33,7 @@ def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_
     assert row["config"]["loss"] == "residual" and row["config"]["negatives"] == "bm25"
     assert 0.0 <= row["hybrid"]["ndcg@10"] <= 1.0 and row["train_s"] > 0
     assert f"[lr {best['lr']:g}, {best['epochs']} epochs]" in res.stdout
+    assert "base encoder on the held-out part: hybrid nDCG@10 " in res.stdout
     # the four trials' lines, in order, then the table
     assert [line.split(":")[0].strip() for line in res.stdout.splitlines() if line.startswith("  residual lr")] == \
         ["residual lr 0.0001 epoch 1", "residual lr 0.0001 epoch 2", "residual lr 0.003 epoch 1",
