@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.errors import DataError
-from retrieval.readers import detect_role, load_dataset, load_files, read_qrels
-from retrieval.safezip import SafeZip
+from retrieval.readers import detect_role, load_dataset, load_files, load_uploads, read_qrels
+from retrieval.readers.safezip import SafeZip
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -283,6 +283,42 @@ def test_detect_role(tmp_path):
     assert detect_role(folder / "qrels" / "test.tsv") == "qrels"
     assert detect_role(write(tmp_path / "t.tsv", qrels_tsv(header=False))) == "qrels"
     assert detect_role(write(tmp_path / "d.csv", "id,text\n1,a\n")) == "corpus"
+
+
+def test_load_uploads_single_zip_loads_whole(tmp_path):
+    z = zip_folder(make_beir(tmp_path / "tiny"), tmp_path / "scifact.zip", top="scifact")
+    ds = load_uploads([str(z)])
+    check_small(ds)
+    assert ds.name == "scifact"
+
+
+def test_load_uploads_sorts_separate_files_into_roles(tmp_path):
+    corpus = write(tmp_path / "corpus.jsonl", jsonl(DOCS))
+    queries = write(tmp_path / "queries.jsonl", jsonl(QUERIES))
+    test = write(tmp_path / "test.tsv", qrels_tsv())
+    ds = load_uploads([str(test), str(queries), str(corpus)])  # order does not matter
+    assert list(ds.docs) == ["d1", "d2", "d3"] and ds.docs["d1"].title == "Cats"
+    assert ds.queries == {"q1": "purring animals", "q2": "barking"}
+    assert ds.qrels == {"test": {"q1": {"d1": 2, "d3": 0}, "q2": {"d2": 1}}}
+    assert ds.name == "corpus"
+    assert not ds.report, ds.report.warnings
+
+
+def test_load_uploads_two_documents_files_is_an_error(tmp_path):
+    a = write(tmp_path / "corpus.jsonl", jsonl(DOCS))
+    b = write(tmp_path / "more.jsonl", jsonl(DOCS))
+    msg = error(load_uploads, [str(a), str(b)])
+    assert "exactly one documents file" in msg and "found 2" in msg
+    assert "corpus.jsonl" in msg and "more.jsonl" in msg
+
+
+def test_load_uploads_two_queries_files_is_an_error(tmp_path):
+    corpus = write(tmp_path / "corpus.jsonl", jsonl(DOCS))
+    q1 = write(tmp_path / "queries.jsonl", jsonl(QUERIES))
+    q2 = write(tmp_path / "topics.jsonl", jsonl(QUERIES))
+    msg = error(load_uploads, [str(corpus), str(q1), str(q2)])
+    assert "more than one queries file" in msg
+    assert "queries.jsonl" in msg and "topics.jsonl" in msg
 
 
 # ------------------------------------------------------------------------------------------

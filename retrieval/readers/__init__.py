@@ -1,0 +1,33 @@
+"""Reading documents, queries and relevance labels from the formats users have.
+
+``load_dataset(path)`` detects the format of a folder, zip or single file;
+``load_files(corpus, queries, qrels)`` assembles separately uploaded files;
+``load_uploads(paths)`` sorts a batch of uploads into those roles (``detect_role``) first;
+``read_qrels(path)`` reads BEIR (3-column TSV) or TREC (4-column) relevance labels.
+
+Input that cannot be loaded raises :class:`DataError` reading ``file:line: problem``.
+Input that can be loaded with losses (empty texts, labels pointing nowhere) loads, and each
+loss is recorded in ``dataset.report``.
+
+Modules, in the order the data goes through them:
+
+- ``decode``: bytes to strict UTF-8 text and numbered lines;
+- ``records``: JSONL objects and CSV/TSV rows with the line each starts on, field checks,
+  and the sink that collects id/text records;
+- ``documents``, ``queries``, ``qrels``: one reader per kind of file (``qrels`` also matches
+  the labels to the documents and queries that loaded);
+- ``trees`` and ``safezip``: a folder or a zip archive (read in memory, under limits) seen
+  as one tree of files;
+- ``assembly``: the public entry points, which put the parts together into a ``Dataset``.
+
+What comes next has its place here: run files of other systems (TREC
+``qid Q0 docid rank score tag`` and ranx JSON) will be read by a ``runs`` module beside
+``qrels``, and streaming readers of large JSONL/CSV will replace the whole-file ``decode`` +
+``records`` step without changing the callers, since every record already carries its line.
+"""
+from .assembly import detect_role, load_dataset, load_files, load_uploads
+from .qrels import read_qrels
+from .safezip import DEFAULT_MAX_BYTES
+
+__all__ = ["load_dataset", "load_files", "load_uploads", "read_qrels", "detect_role",
+           "DEFAULT_MAX_BYTES"]

@@ -1,0 +1,74 @@
+"""Documents from one file: JSONL, CSV/TSV with a header row, or text with one per line."""
+from __future__ import annotations
+
+from ..dataset import Document
+from ..errors import DataError, LoadReport
+from .decode import decode, lines, suffix
+from .records import (DOC_ID_COLUMNS, DOC_TEXT_COLUMNS, RecordSink, Skipped, column, first_row,
+                      id_value, jsonl_id_text, not_qrels, table_rows, text_value)
+
+
+def _docs_jsonl(text: str, display: str, sink: RecordSink) -> None:
+    for lineno, obj, ident, body in jsonl_id_text(text, display, DOC_TEXT_COLUMNS):
+        title = text_value(obj.get("title"), "title", display, lineno)
+        sink.add(ident, lineno, Document(ident, title, body),
+                 not body.strip() and not title.strip())
+
+
+def _docs_table(text: str, display: str, sink: RecordSink, delimiter: str) -> None:
+    rows = table_rows(text, display, delimiter)
+    header_line, header = first_row(rows, display)
+    not_qrels(header, display, header_line, "documents")
+    id_col = column(header, DOC_ID_COLUMNS)
+    text_col = column(header, DOC_TEXT_COLUMNS)
+    title_col = column(header, ("title",))
+    for col, names in ((id_col, DOC_ID_COLUMNS), (text_col, DOC_TEXT_COLUMNS)):
+        if col is None:
+            raise DataError(f"missing required column '{names[0]}' (the header row names one of "
+                            f"{', '.join(names)}; it has: {', '.join(header)})",
+                            display, header_line)
+    width = len(header)
+    for lineno, row in rows:
+        if len(row) != width:
+            raise DataError(f"expected {width} columns as in the header, found {len(row)}",
+                            display, lineno)
+        ident = id_value(row[id_col], header[id_col].strip(), display, lineno)
+        body = row[text_col]
+        title = row[title_col] if title_col is not None else ""
+        sink.add(ident, lineno, Document(ident, title, body),
+                 not body.strip() and not title.strip())
+
+
+def _docs_lines(text: str, sink: RecordSink) -> None:
+    for lineno, line in lines(text):
+        line = line.strip()
+        if line:
+            ident = f"line-{lineno}"
+            sink.add(ident, lineno, Document(ident, "", line), False)
+
+
+def read_docs(data: bytes, filename: str, display: str,
+              report: LoadReport) -> tuple[dict[str, Document], Skipped]:
+    """Documents from one file, by its extension (content decides for unknown ones)."""
+    text = decode(data, display)
+    kind = suffix(filename)
+    sink = RecordSink(display)
+    head = text.lstrip()[:1]
+    if kind in (".jsonl", ".ndjson") or (kind == ".json" and head == "{"):
+        _docs_jsonl(text, display, sink)
+    elif kind == ".json":
+        raise DataError("a JSON array or value is not supported; write one JSON object per line "
+                        "(JSONL)", display)
+    elif kind == ".csv":
+        _docs_table(text, display, sink, ",")
+    elif kind == ".tsv":
+        _docs_table(text, display, sink, "\t")
+    elif kind == ".txt":
+        _docs_lines(text, sink)
+    elif head == "{":
+        _docs_jsonl(text, display, sink)
+    else:
+        raise DataError(f"cannot tell the format of this file ('{kind or 'no extension'}'); "
+                        f"expected .jsonl, .csv, .tsv or .txt", display)
+    sink.warn_skipped(report)
+    return sink.items, sink.skipped
