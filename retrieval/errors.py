@@ -39,3 +39,31 @@ class LoadReport:
 
     def __bool__(self) -> bool:  # a report is "truthy" when it holds warnings
         return bool(self.warnings)
+
+
+class UnknownSplit(ValueError):
+    """A split the data set has no relevance labels for."""
+
+    def __init__(self, dataset: str, split: str | None, splits: list[str]):
+        self.dataset, self.split, self.splits = dataset, split, list(splits)
+        super().__init__(f"data set {dataset!r} has no labels for split {split!r} "
+                         f"(it has: {', '.join(self.splits) or 'none'})")
+
+
+class EncoderLoadError(ValueError):
+    """A sentence-transformers model (by id or folder) that could not be loaded."""
+
+    def __init__(self, name: str, where: str, cause: Exception):
+        self.name, self.where, self.cause = name, where, cause
+        super().__init__(f"could not load encoder {name!r} as a {where}: {cause}")
+
+
+class UnknownRun(KeyError):
+    """A run key the store does not hold (for this data set)."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"unknown run {key[:12]!r}: refresh the list of runs")
+
+    def __str__(self) -> str:
+        return self.args[0]
