@@ -40,13 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.encoder import Encoder, load_encoder, pick_device  # noqa: E402
 from retrieval.evaluate import compare  # noqa: E402
+from retrieval.metrics import SUMMARY_METRICS  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
+from training.finetune import run_training  # noqa: E402
 from training.losses import suggest_scale  # noqa: E402
 from training.negatives import bm25_pool  # noqa: E402
 from training.pairs import known_positives, labelled_pairs  # noqa: E402
-from training.run import REPORT_METRICS, run_training  # noqa: E402
 from training.trainer import TrainConfig  # noqa: E402
 
 ROWS = {
@@ -149,7 +150,7 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
     for system in ("dense", "hybrid"):
         ev, ev0 = ws_ft.evaluate(system, "test"), ws_full.evaluate(system, "test")
         row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
-        row["p_vs_base"][system] = {m: compare(ev0, ev, m).p_value for m in REPORT_METRICS}
+        row["p_vs_base"][system] = {m: compare(ev0, ev, m).p_value for m in SUMMARY_METRICS}
     return row
 
 

@@ -101,3 +101,11 @@ def toy_dataset():
     qrels = {"train": {"q1": {"d1": 2, "d4": 0, "d5": 1}, "q2": {"d3": 2, "d6": 1}},
              "test": {"q3": {"d7": 2, "d2": 1, "d8": 0}, "q4": {"d5": 2, "d1": 1, "d4": 0}}}
     return Dataset("toy", docs, queries, qrels)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """The bundled demo data set (345 passages, train and test splits), loaded once per module."""
+    from retrieval.readers import load_dataset
+
+    return load_dataset(DEMO)

@@ -3,6 +3,7 @@ real tiny transformer (``forward`` must agree with ``compute_loss_from_embedding
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -202,3 +203,20 @@ def test_suggest_scale():
     # no spread (one gap, or all equal): the paper's 0.1
     assert suggest_scale([3.0]) == (0.3, 0.1)
     assert suggest_scale([2.0, 2.0, 2.0], normalized=False) == (1.0, 0.1)
+
+
+@pytest.mark.parametrize("loss,title,arxiv", [
+    (QuadrupletLoss(None), "QuadrupletBERT: An Efficient Model For Embedding-Based Large-Scale Retrieval", None),
+    (ResidualMarginLoss(None), "Complement Lexical Retrieval Model with Semantic Residual Embeddings", "2004.13969"),
+])
+def test_each_loss_cites_its_paper_as_bibtex(loss, title, arxiv):
+    entry = loss.citation.strip()
+    # one BibTeX entry, as sentence-transformers' own losses give it: @type{key, field = value, ...}
+    assert re.fullmatch(r"@inproceedings\{[\w-]+,\n(\s+\w+\s*=\s*[{\"].*[}\"],?\n)+\}", entry), entry
+    assert entry.count("@") == 1 and entry.count("{") == entry.count("}")
+    fields = dict(re.findall(r"^\s+(\w+)\s*=\s*[{\"](.*)[}\"],?$", entry, flags=re.MULTILINE))
+    assert {"title", "author", "booktitle", "year"} <= set(fields)
+    assert fields["title"].replace("{", "").replace("}", "") == title
+    assert fields["year"] == "2021"
+    if arxiv:
+        assert fields["eprint"] == arxiv

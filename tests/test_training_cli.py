@@ -4,10 +4,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 
 import pytest
 
-from training.cli import main
+from training.cli import NOT_CONFIG, build_parser, main
+from training.trainer import TrainConfig
 
 from .conftest import DEMO, ROOT
 
@@ -65,3 +67,16 @@ def test_bad_values_are_reported_without_a_traceback(capsys, tmp_path):
     assert main(["train", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
     assert not (tmp_path / "x").exists()
+
+
+def test_parser_defaults_are_train_configs():
+    args = vars(build_parser().parse_args(["train", str(DEMO), "--out", "x"]))
+    # every TrainConfig field is an option, and an untouched option is TrainConfig()'s default
+    assert {k: v for k, v in args.items() if k not in NOT_CONFIG} == asdict(TrainConfig())
+    assert set(NOT_CONFIG) <= set(args)
+    assert TrainConfig.from_mapping({k: v for k, v in args.items() if k not in NOT_CONFIG}) == TrainConfig()
+    # options map onto fields by name; 0 steps is no limit
+    args = vars(build_parser().parse_args(["train", str(DEMO), "--out", "x", "--lambda-train", "0",
+                                           "--max-steps-per-epoch", "0", "--pretrain", "ict"]))
+    cfg = TrainConfig.from_mapping({k: v for k, v in args.items() if k not in NOT_CONFIG})
+    assert (cfg.lambda_train, cfg.max_steps_per_epoch, cfg.pretrain) == (0.0, None, "ict")

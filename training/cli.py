@@ -1,4 +1,4 @@
-"""``python -m training train DATASET --loss quadruplet|residual|triplet|inbatch ... --out DIR``.
+"""``python -m training train DATASET [--loss residual|quadruplet|triplet|inbatch ...] --out DIR``.
 
 Trains with a progress bar, exports a sentence-transformers folder with a model card, and prints
 dense and hybrid metrics of the base and the fine-tuned encoder on the evaluation split. The
@@ -10,45 +10,56 @@ import argparse
 import sys
 
 from retrieval.errors import DataError
+from retrieval.metrics import SUMMARY_METRICS
 from retrieval.readers import load_dataset
 from retrieval.store import Store, default_store_path
 
+from .finetune import run_training
 from .losses import LOSSES
 from .negatives import SOURCES
-from .run import REPORT_METRICS, run_training
+from .pairs import PRETRAIN_TASKS
 from .trainer import Cancelled, TrainConfig
+
+NOT_CONFIG = ("command", "dataset", "model", "split", "cold_start", "store", "no_eval", "out")  # the rest: TrainConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """``train``'s options: every ``TrainConfig`` field, its default from ``TrainConfig()``, plus ``NOT_CONFIG``."""
     p = argparse.ArgumentParser(prog="python -m training", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="fine-tune the dense encoder")
-    d = TrainConfig()
+    defaults = TrainConfig()
+
+    def config(flag: str, help: str = "", **kw) -> None:
+        default = getattr(defaults, flag[2:].replace("-", "_"))
+        t.add_argument(flag, default=default, help=f"{help} (default: %(default)s)".lstrip(), **kw)
+
     t.add_argument("dataset")
-    t.add_argument("--loss", choices=LOSSES, default=d.loss)
-    t.add_argument("--negatives", choices=SOURCES, default=d.negatives,
-                   help="bm25: BM25's top-N mistakes (CLEAR); model: the encoder's top-k; random")
-    t.add_argument("--epochs", type=int, default=d.epochs)
-    t.add_argument("--batch-size", type=int, default=d.batch_size)
-    t.add_argument("--lr", type=float, default=d.lr)
-    t.add_argument("--margin", type=float, default=d.margin, help="quadruplet / triplet margin m")
-    t.add_argument("--xi", type=float, default=d.xi, help="CLEAR ξ")
-    t.add_argument("--lambda-train", type=float, default=d.lambda_train, help="CLEAR λ_train (0: constant margin)")
-    t.add_argument("--bm25-depth", type=int, default=d.bm25_depth)
-    t.add_argument("--model-depth", type=int, default=d.model_depth)
-    t.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
-    t.add_argument("--max-steps-per-epoch", type=int, default=None)
-    t.add_argument("--stage1-max-epochs", type=int, default=d.stage1_max_epochs)
-    t.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    t.add_argument("--seed", type=int, default=d.seed)
+    config("--loss", choices=LOSSES)
+    config("--negatives", "bm25: BM25's top-N mistakes (CLEAR); model: the encoder's top-k; random", choices=SOURCES)
+    config("--epochs", type=int)
+    config("--batch-size", type=int)
+    config("--lr", type=float)
+    config("--warmup-ratio", "fraction of the steps warming up", type=float)
+    config("--margin", "quadruplet / triplet margin m", type=float)
+    config("--xi", "CLEAR ξ", type=float)
+    config("--lambda-train", "CLEAR λ_train (0: constant margin)", type=float)
+    config("--bm25-depth", "bm25 negatives: BM25's top N", type=int)
+    config("--model-depth", "model negatives: the encoder's top k", type=int)
+    config("--max-seq-length", "training inputs only; the exported model reads as far as the base", type=int)
+    config("--max-steps-per-epoch", "0: no limit", type=int)
+    config("--stage1-max-epochs", "quadruplet stage one", type=int)
+    config("--stage1-tol", "quadruplet stage one ends when the epoch loss falls by less than this fraction",
+           type=float)
+    config("--device", "auto, cpu, cuda or mps")
+    config("--seed", type=int)
+    config("--pretrain", "first stage on pseudo pairs from the corpus (ICT/BFS), then the labelled stage; "
+                         "the only stage for a corpus without labels", choices=PRETRAIN_TASKS)
+    config("--pretrain-pairs", type=int)
     t.add_argument("--model", default=None, help="base encoder (default: all-MiniLM-L6-v2)")
     t.add_argument("--split", default=None, help="evaluation split (default: test)")
     t.add_argument("--cold-start", type=float, default=None,
                    help="train on this fraction of the evaluation split's queries (seeded), evaluate on the rest")
-    t.add_argument("--pretrain", choices=("ict", "bfs", "ict+bfs"), default=None,
-                   help="first stage on pseudo pairs from the corpus (ICT/BFS), then the labelled stage; "
-                        "the only stage for a corpus without labels")
-    t.add_argument("--pretrain-pairs", type=int, default=d.pretrain_pairs)
     t.add_argument("--store", default=None)
     t.add_argument("--no-eval", action="store_true", help="train and export only")
     t.add_argument("--out", required=True, help="output folder for the fine-tuned model")
@@ -57,14 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    cfg = TrainConfig(loss=args.loss, negatives=args.negatives, epochs=args.epochs, batch_size=args.batch_size,
-                      lr=args.lr, margin=args.margin, xi=args.xi, lambda_train=args.lambda_train,
-                      bm25_depth=args.bm25_depth, model_depth=args.model_depth,
-                      max_seq_length=args.max_seq_length, device=args.device, seed=args.seed,
-                      stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch,
-                      pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
     try:
-        cfg.validate()
+        cfg = TrainConfig.from_mapping({k: v for k, v in vars(args).items() if k not in NOT_CONFIG})
         dataset = load_dataset(args.dataset)
     except (DataError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -99,7 +104,7 @@ def main(argv=None) -> int:
     print(f"{result.plan_note}; device {result.device}; {result.seconds:.0f} s; model saved to {result.model_path}")
     for label, systems in result.metrics.items():
         for system, m in systems.items():
-            cells = "  ".join(f"{k} {m[k]:.4f}" for k in REPORT_METRICS if isinstance(m.get(k), float))
+            cells = "  ".join(f"{k} {m[k]:.4f}" for k in SUMMARY_METRICS if isinstance(m.get(k), float))
             print(f"{label:<11} {system:<7} {cells}")
     for system, ps in result.significance.items():
         print(f"p (fine-tuned vs base, {system}): " + ", ".join(f"{k} {v:.4f}" for k, v in ps.items()))

@@ -19,8 +19,8 @@ from pathlib import Path
 from retrieval.dataset import Dataset
 from retrieval.store import Store
 
-from .run import run_training
-from .trainer import Cancelled, Progress, TrainConfig
+from .finetune import run_training
+from .trainer import Cancelled, TrainConfig, TrainingProgress
 
 FINAL = ("done", "failed", "cancelled", "interrupted")
 
@@ -93,7 +93,7 @@ class JobQueue:
         losses: list = []
         last_write = [0.0]
 
-        def on_progress(p: Progress) -> None:
+        def on_progress(p: TrainingProgress) -> None:
             if p.loss == p.loss:  # not NaN
                 losses.append([p.stage, p.step, round(p.loss, 6)])
             now = time.time()

@@ -1,14 +1,20 @@
 """Training losses, as sentence-transformers-compatible ``nn.Module``s.
 
 Each takes the SentenceTransformer being trained, implements ``forward(sentence_features, labels)``
-like the library's own losses (so it also works with ``SentenceTransformerTrainer``), and exposes
-``compute_loss_from_embeddings(embeddings, labels)`` so tests can pin it to hand-computed values.
+like the library's own losses (so it also works with ``SentenceTransformerTrainer``), exposes
+``compute_loss_from_embeddings(embeddings, labels)`` so tests can pin it to hand-computed values,
+and (the two written here) a ``citation`` property with the BibTeX entry of its paper.
 
-* ``QuadrupletLoss`` — QuadrupletBERT (papers/quadrupletbert.md §3.1, eq. 3–4).
-* ``ResidualMarginLoss`` — CLEAR (papers/clear-residual-embeddings.md §3.3, eq. 6–7).
-* ``triplet_loss`` — the three-tower Sentence-BERT baseline of QuadrupletBERT: sentence-transformers'
-  ``TripletLoss`` with cosine distance, ``[f(q,p) − f(q,n) + m]₊``.
-* ``inbatch_loss`` — in-batch negatives plus strong negatives (papers/baidu-ernie-web-retrieval.md
+* ``QuadrupletLoss`` — Peiyang Liu, Sen Wang, Xi Wang, Wei Ye, Shikun Zhang, "QuadrupletBERT: An
+  Efficient Model For Embedding-Based Large-Scale Retrieval", NAACL-HLT 2021, §3.1, eq. 3–4.
+* ``ResidualMarginLoss`` — CLEAR: Luyu Gao, Zhuyun Dai, Tongfei Chen, Zhen Fan, Benjamin Van Durme,
+  Jamie Callan, "Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021
+  (arXiv:2004.13969), §3.3, eq. 6–7.
+* ``triplet_loss`` — the three-tower Sentence-BERT baseline of QuadrupletBERT (§4.1):
+  sentence-transformers' ``TripletLoss`` with cosine distance, ``[f(q,p) − f(q,n) + m]₊``.
+* ``inbatch_loss`` — in-batch negatives plus strong negatives (Yiding Liu, Guangyuan Huang, Jiaxiang
+  Liu, Weixue Lu, Suqi Cheng, Yukun Li, Daiting Shi, Shuaiqiang Wang, Zhicong Cheng, Dawei Yin,
+  "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373,
   §3.3–3.4): sentence-transformers' ``MultipleNegativesRankingLoss``, a softmax over the positive,
   the given hard negatives and every other document of the batch.
 """
@@ -43,7 +49,7 @@ class _EmbeddingLoss(nn.Module):
 
 
 class QuadrupletLoss(_EmbeddingLoss):
-    """QuadrupletBERT, eq. (3) with the cosine distance of eq. (4). Inputs (q, p, n[, hn]):
+    """QuadrupletBERT §3.1, eq. (3) with the cosine distance of eq. (4). Inputs (q, p, n[, hn]):
 
         d_p = f(q, p),  d_n = f(q, n),  d_h = f(hn, n)
         loss_h = [d_p − d_h + m]₊,   loss_n = [d_p − d_n + m]₊
@@ -52,7 +58,7 @@ class QuadrupletLoss(_EmbeddingLoss):
     n is a random ("simple") negative, hn a hard negative mined with the stage-one model.
     ``reduction="mean"`` (default) divides the paper's sum by the batch size, so the learning
     rate does not depend on it; ``"sum"`` is the paper's form. Stage one of the two-stage schedule
-    (§4.1: "train with loss_h = 0 until the loss is converged") is ``stage=1``, or simply passing
+    (§4.1: "we firstly train our model with loss_h = 0 until the loss is converged") is ``stage=1``, or simply passing
     three inputs; then loss_h is 0 and max(0, loss_n) = loss_n.
     """
 
@@ -77,16 +83,31 @@ class QuadrupletLoss(_EmbeddingLoss):
     def get_config_dict(self) -> dict:
         return {"margin": self.margin, "stage": self.stage, "reduction": self.reduction}
 
+    @property
+    def citation(self) -> str:
+        return """
+@inproceedings{liu-etal-2021-quadrupletbert,
+    title = "{Q}uadruplet{BERT}: An Efficient Model For Embedding-Based Large-Scale Retrieval",
+    author = "Liu, Peiyang and Wang, Sen and Wang, Xi and Ye, Wei and Zhang, Shikun",
+    booktitle = "Proceedings of the 2021 Conference of the North American Chapter of the Association for Computational Linguistics: Human Language Technologies",
+    year = "2021",
+    publisher = "Association for Computational Linguistics",
+    pages = "3734--3739",
+    url = "https://aclanthology.org/2021.naacl-main.292",
+    doi = "10.18653/v1/2021.naacl-main.292"
+}
+"""
+
 
 class ResidualMarginLoss(_EmbeddingLoss):
-    """CLEAR, eq. (6)–(7). Inputs (q, d⁺, d⁻); ``labels`` holds s_lex(q,d⁺) − s_lex(q,d⁻) per row:
+    """CLEAR §3.3, eq. (6)–(7). Inputs (q, d⁺, d⁻); ``labels`` holds s_lex(q,d⁺) − s_lex(q,d⁻) per row:
 
         m_r = ξ − λ_train · (s_lex(q,d⁺) − s_lex(q,d⁻))
         loss = mean_i [m_r − s_emb(q,d⁺) + s_emb(q,d⁻)]₊,   s_emb = dot product
 
     A pair BM25 already ranks right (large positive gap) gets a small margin; a BM25 mistake
     (negative gap) a large one. ``lambda_train = 0`` is the constant-margin ablation. ξ = 1 and
-    λ_train = 0.1 are the paper's values for unnormalized BERT dot products and MS MARCO BM25
+    λ_train = 0.1 are the paper's values (§4) for unnormalized BERT dot products and MS MARCO BM25
     scores; with a normalizing encoder (dot = cosine ∈ [−1, 1]) rescale them (``suggest_scale``).
     """
 
@@ -105,6 +126,21 @@ class ResidualMarginLoss(_EmbeddingLoss):
 
     def get_config_dict(self) -> dict:
         return {"xi": self.xi, "lambda_train": self.lambda_train}
+
+    @property
+    def citation(self) -> str:
+        return """
+@inproceedings{gao2021complement,
+    title={Complement Lexical Retrieval Model with Semantic Residual Embeddings},
+    author={Luyu Gao and Zhuyun Dai and Tongfei Chen and Zhen Fan and Benjamin Van Durme and Jamie Callan},
+    booktitle={Advances in Information Retrieval (ECIR 2021)},
+    year={2021},
+    doi={10.1007/978-3-030-72113-8_10},
+    eprint={2004.13969},
+    archivePrefix={arXiv},
+    primaryClass={cs.IR}
+}
+"""
 
 
 def suggest_scale(gaps, normalized: bool = True) -> tuple[float, float]:

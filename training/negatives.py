@@ -1,11 +1,16 @@
 """Negative mining. A known positive of the query (label > 0 in any split) is never a negative.
 
-* ``random`` — uniform over the corpus: QuadrupletBERT's "simple" negative n.
-* ``bm25`` — uniform over the non-relevant documents in BM25's top N: CLEAR's error-based
-  negatives (papers/clear-residual-embeddings.md §3.3: "sample from the top 1,000 BM25 results").
+* ``random`` — uniform over the corpus: the "simple" negative n of Peiyang Liu, Sen Wang, Xi Wang,
+  Wei Ye, Shikun Zhang, "QuadrupletBERT: An Efficient Model For Embedding-Based Large-Scale
+  Retrieval", NAACL-HLT 2021, §4.1.
+* ``bm25`` — uniform over the non-relevant documents in BM25's top N: the error-based negatives of
+  CLEAR (Luyu Gao, Zhuyun Dai, Tongfei Chen, Zhen Fan, Benjamin Van Durme, Jamie Callan,
+  "Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021,
+  arXiv:2004.13969): §3.3 samples "uniformly ... from the top N documents returned by lexical
+  retrieval", §4 uses N = 1,000.
 * ``model`` — uniform over the non-relevant documents in the current encoder's top k: the hard
-  negatives of QuadrupletBERT's second stage (§4.1, "retrieve a candidate set C_i with the trained
-  model and sample hn_i from C_i").
+  negatives of QuadrupletBERT's second stage (§4.1: "retrieve a candidate set C_i" with the
+  stage-one model and "randomly select a sentence in C_i as hn_i").
 In-batch negatives need no mining (the loss uses the batch).
 """
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """Training pairs: from labelled queries (a train split, or a seeded cold-start split), or pseudo
 query–document pairs from unlabeled text (ICT and BFS).
 
-Cold start (QuadrupletBERT §4.1 uses 5%/95% and 80%/20% train/test splits by question): the
-queries of one labelled split are shuffled with a seed and cut in two; the result is a new
-``Dataset`` whose ``train`` and ``test`` splits never share a query, so a query used for training
-is never evaluated on.
+Cold start (Peiyang Liu, Sen Wang, Xi Wang, Wei Ye, Shikun Zhang, "QuadrupletBERT: An Efficient
+Model For Embedding-Based Large-Scale Retrieval", NAACL-HLT 2021, §4.1, uses 5%/95% and 80%/20%
+train/test splits by question): the queries of one labelled split are shuffled with a seed and cut
+in two; the result is a new ``Dataset`` whose ``train`` and ``test`` splits never share a query, so
+a query used for training is never evaluated on.
 
-Pseudo pairs (papers/pretraining-tasks-ict-bfs-wlp.md §3):
+Pseudo pairs (Wei-Cheng Chang, Felix X. Yu, Yin-Wen Chang, Yiming Yang, Sanjiv Kumar, "Pre-training
+Tasks for Embedding-based Large-scale Retrieval", ICLR 2020, arXiv:2002.03932, §3):
 * ICT (Inverse Cloze Task) — a random sentence of a passage is the query; the passage without
   that sentence is the document.
 * BFS (Body First Selection) — a sentence from the document's first section (its title or lead
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from retrieval.dataset import Dataset
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+PRETRAIN_TASKS = ("ict", "bfs", "ict+bfs")  # pseudo-pair tasks: ``pseudo_pairs``' kinds, ``TrainConfig.pretrain``
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,10 @@ def sentences(text: str) -> list[str]:
 def ict_pairs(dataset: Dataset, n: int | None = None, seed: int = 42, keep_sentence: float = 0.0) -> list[Pair]:
     """ICT: one random sentence of a passage as the query, the rest of the passage as the document.
 
-    ``keep_sentence`` is the probability of leaving the sentence in the document (the ICT paper
-    keeps it 10% of the time so the model still learns lexical matching); default 0.
+    ``keep_sentence`` is the probability of leaving the sentence in the document (ICT's own paper,
+    Kenton Lee, Ming-Wei Chang, Kristina Toutanova, "Latent Retrieval for Weakly Supervised Open
+    Domain Question Answering", ACL 2019, arXiv:1906.00300, keeps it 10% of the time so the model
+    still learns lexical matching); default 0, as in Chang et al. §3.
     """
     rng = random.Random(seed)
     out = []
@@ -111,9 +116,6 @@ def bfs_pairs(dataset: Dataset, n: int | None = None, seed: int = 42, window: in
     return out[:n] if n else out
 
 
-PSEUDO = ("ict", "bfs", "ict+bfs")
-
-
 def pseudo_pairs(dataset: Dataset, kind: str, n: int | None = None, seed: int = 42) -> list[Pair]:
     """ICT, BFS or half of each (``"ict+bfs"``), at most ``n`` pairs."""
     if kind == "ict":
@@ -125,4 +127,4 @@ def pseudo_pairs(dataset: Dataset, kind: str, n: int | None = None, seed: int = 
         mixed = ict_pairs(dataset, half, seed) + bfs_pairs(dataset, None if n is None else n - half, seed + 1)
         random.Random(seed).shuffle(mixed)
         return mixed
-    raise ValueError(f"unknown pseudo-pair task {kind!r}; choose from {', '.join(PSEUDO)}")
+    raise ValueError(f"unknown pseudo-pair task {kind!r}; choose from {', '.join(PRETRAIN_TASKS)}")

@@ -1,10 +1,15 @@
-"""One fine-tuning run end to end: split → pairs → train → export → evaluate against the base.
+"""One fine-tuning end to end: split → pairs → train → export → evaluate against the base.
 
 The evaluation split never contains a training query: the data set's ``train`` split trains and
 its test (default) split evaluates; without a train split, a seeded cold-start split of the
 evaluation split's queries is made (``cold_start`` = training fraction) and both halves are
 reported. The exported folder is a normal sentence-transformers model with a model card, so
 ``SentenceTransformer(path)`` and ``python -m retrieval evaluate DATASET --model path`` load it.
+
+With ``TrainConfig.pretrain`` a first stage trains on pseudo pairs (ICT/BFS) before the labelled
+one: the multi-stage paradigm of Yiding Liu, Guangyuan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng,
+Yukun Li, Daiting Shi, Shuaiqiang Wang, Zhicong Cheng, Dawei Yin, "Pre-trained Language Model for
+Web-scale Retrieval in Baidu Search", KDD 2021 (arXiv:2106.03373), §4.
 """
 from __future__ import annotations
 
@@ -18,13 +23,13 @@ from pathlib import Path
 from retrieval.dataset import Dataset
 from retrieval.encoder import Encoder, load_encoder
 from retrieval.evaluate import compare
+from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
+from retrieval.progress import Progress, scaled
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
-from .trainer import Cancelled, Progress, TrainConfig, Trainer
-
-REPORT_METRICS = ("ndcg@10", "recall@100", "mrr@10")
+from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress
 
 
 @dataclass
@@ -59,7 +64,7 @@ def plan_splits(dataset: Dataset, eval_split: str | None = None, cold_start: flo
 
 
 @dataclass
-class RunResult:
+class FineTuneResult:
     model_path: str
     device: str
     seconds: float
@@ -77,7 +82,7 @@ class RunResult:
 
 
 def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
-                          progress: Callable[[float, str], None] | None = None) -> tuple[dict, dict, dict]:
+                          progress: Progress | None = None) -> tuple[dict, dict, dict]:
     """Dense and hybrid metrics of both encoders on ``eval_split``, the permutation-test p, and
     each query's nDCG@10 under both (``{system: {query id: [base, fine-tuned]}}``).
 
@@ -88,27 +93,26 @@ def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
     pvalues: dict = {}
     evals = {}
     for label, ws in (("base", ws_base), ("fine-tuned", ws_base.with_model(tuned))):
-        ws.build_dense(progress=(lambda f, what, label=label: progress(f, f"{label}: {what}")) if progress else None)
+        ws.build_dense(progress=scaled(progress, 0.0, 1.0, f"{label}: "))
         for system in ("dense", "hybrid"):
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
-            metrics[label][system] = {m: ev.mean.get(m) for m in (*REPORT_METRICS, "pnr") if m in ev.mean}
+            metrics[label][system] = {m: ev.mean.get(m) for m in (*SUMMARY_METRICS, PNR) if m in ev.mean}
         metrics[label]["hybrid"]["lambda"] = ws.lambda_for(eval_split).value
     per_query: dict = {}
     for system in ("dense", "hybrid"):
         before, after = evals[("base", system)], evals[("fine-tuned", system)]
-        pvalues[system] = {m: compare(before, after, m).p_value for m in REPORT_METRICS}
-        b, a = before.per_query.get("ndcg@10", {}), after.per_query.get("ndcg@10", {})
+        pvalues[system] = {m: compare(before, after, m).p_value for m in SUMMARY_METRICS}
+        b, a = before.per_query.get(PRIMARY, {}), after.per_query.get(PRIMARY, {})
         per_query[system] = {q: [round(b.get(q, 0.0), 4), round(a.get(q, 0.0), 4)] for q in sorted(set(b) | set(a))}
     return metrics, pvalues, per_query
 
 
-def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: RunResult) -> str:
+def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: FineTuneResult) -> str:
     rows = []
     for label, systems in result.metrics.items():
         for system, m in systems.items():
-            rows.append(f"| {label} | {system} | " + " | ".join(
-                f"{m[k]:.4f}" if isinstance(m.get(k), float) else "—" for k in REPORT_METRICS) + " |")
+            rows.append(f"| {label} | {system} | " + " | ".join(cell(m.get(k)) for k in SUMMARY_METRICS) + " |")
     p = result.significance
     return f"""---
 library_name: sentence-transformers
@@ -137,10 +141,10 @@ Paired permutation test, fine-tuned vs base, p-values: {json.dumps(p)}
 
 def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
-                 on_progress: Callable[[Progress], None] | None = None,
+                 on_progress: Callable[[TrainingProgress], None] | None = None,
                  cancel: threading.Event | None = None, evaluate: bool = True,
                  train_split: str = "train",
-                 on_epoch: Callable[[object, str, int], None] | None = None) -> RunResult:
+                 on_epoch: Callable[[object, str, int], None] | None = None) -> FineTuneResult:
     """Train ``cfg`` on ``dataset``, export to ``out_dir``, and (``evaluate``) compare with the base.
 
     ``on_epoch(model, stage, epoch)`` is called after every epoch of the labelled stage(s)
@@ -158,7 +162,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     common = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=out_dir / "checkpoints")
     model = None
     if cfg.pretrain:
-        # Baidu's multi-stage paradigm (§4): pseudo pairs first, labelled pairs after
+        # the multi-stage paradigm (Baidu §4): pseudo pairs first, labelled pairs after
         pseudo = pseudo_pairs(plan.dataset, cfg.pretrain, cfg.pretrain_pairs, cfg.seed)
         pre_cfg = replace(cfg, loss="inbatch", negatives="random", epochs=1)
         pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
@@ -178,7 +182,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     trained.model.max_seq_length = base.max_seq_length
     trained.model.save(str(out_dir))
     shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
-    result = RunResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
+    result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
                        losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages)
     tuned = Encoder(trained.model, name=str(out_dir))
     if evaluate:
@@ -186,7 +190,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"cancelled while evaluating ({what}); the model was saved to {out_dir}")
             if on_progress:
-                on_progress(Progress(f"evaluating — {what}", round(fraction * 1000), 1000, float("nan"), 0.0, 0.0))
+                on_progress(TrainingProgress(f"evaluating — {what}", round(fraction * 1000), 1000,
+                                             float("nan"), 0.0, 0.0))
 
         encoding(0.0, "starting")
         result.metrics, result.significance, result.per_query = evaluate_against_base(
