@@ -31,7 +31,9 @@ from retrieval.evaluate import evaluate_run  # noqa: E402
 from retrieval.evaluate import significance_marks  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
-from retrieval.workspace import SYSTEM_LABELS, SYSTEMS, Workspace  # noqa: E402
+from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
+from retrieval.systems import SYSTEMS, label  # noqa: E402
+from retrieval.workspace import Workspace  # noqa: E402
 
 
 
@@ -120,14 +122,14 @@ def main(argv=None) -> int:
         store.reset()
         evals[s], seconds[s] = timed(lambda: ws.evaluate(s, args.split))
         provenance[s] = store.provenance()
-        results[s] = {m: evals[s].mean[m] for m in cli.TABLE_METRICS if m in evals[s].mean}
+        results[s] = {m: evals[s].mean[m] for m in TABLE_METRICS if m in evals[s].mean}
 
     base = systems[0]
     marks = significance_marks(evals, base)
     print()
     print(cli.format_table(results, marks))
     if len(systems) > 1:
-        print(f"† p < 0.05 against {SYSTEM_LABELS.get(base, base)} (paired permutation test)")
+        print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
     lam = None
     if "hybrid" in systems:
         lam = ws.lambda_for(args.split)

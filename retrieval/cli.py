@@ -1,10 +1,14 @@
-"""Command line: ``python -m retrieval evaluate|info|search ...``.
+"""Command line: ``python -m retrieval evaluate|info|search|failures ...``.
 
     python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid]
         [--model PATH_OR_ID] [--json FILE] [--run-dir DIR]
 
 prints a metrics table (with a paired permutation test of each system against the first),
 writes ``{system: {metric: value}}`` as JSON and one TREC run file per system.
+
+    python -m retrieval failures DATASET [--split test] [--tuned MODEL] --html REPORT.html
+
+writes the failure gallery as one self-contained HTML file (the app's *Export HTML report*).
 """
 from __future__ import annotations
 
@@ -16,12 +20,12 @@ from pathlib import Path
 
 from .dataset import Dataset
 from .evaluate import compare, significance_marks
+from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
 from .readers import load_dataset
 from .run import write_trec
 from .store import Store, default_store_path
-from .workspace import SYSTEM_LABELS, SYSTEMS, Workspace
-
-TABLE_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10", "pnr")
+from .systems import SYSTEMS, label
+from .workspace import Workspace
 
 
 def _progress(fraction: float, what: str) -> None:
@@ -43,12 +47,8 @@ def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str
     header = f"{'system':<24}" + "".join(f"{m:>13}" for m in metrics)
     lines = [header, "-" * len(header)]
     for system, row in results.items():
-        cells = ""
-        for m in metrics:
-            v = row.get(m)
-            cell = "—" if v is None or v != v else f"{v:.4f}{marks.get(system, {}).get(m, '')}"
-            cells += f"{cell:>13}"
-        lines.append(f"{SYSTEM_LABELS.get(system, system):<24}{cells}")
+        cells = "".join(f"{cell(row.get(m), marks.get(system, {}).get(m, '')):>13}" for m in metrics)
+        lines.append(f"{label(system):<24}{cells}")
     return "\n".join(lines)
 
 
@@ -80,10 +80,10 @@ def cmd_evaluate(args) -> int:
     marks = significance_marks(evals, base)
     print(format_table(results, marks))
     if len(systems) > 1:
-        print(f"† p < 0.05 against {SYSTEM_LABELS.get(base, base)} (paired permutation test)")
+        print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
         for s in systems[1:]:
-            c = compare(evals[base], evals[s], "ndcg@10")
-            print(f"{SYSTEM_LABELS.get(s, s)} vs {SYSTEM_LABELS.get(base, base)}, nDCG@10 per query: "
+            c = compare(evals[base], evals[s], PRIMARY)
+            print(f"{label(s)} vs {label(base)}, nDCG@10 per query: "
                   f"{c.delta:+.4f} mean, {len(c.wins)} wins, {len(c.losses)} losses, {c.ties} ties, p = {c.p_value:.4f}")
     if "hybrid" in systems:
         lam = ws.lambda_for(split)
@@ -112,10 +112,29 @@ def cmd_search(args) -> int:
     ws.build_dense(progress=_progress)
     results = ws.search_one(args.query, k=args.k, eval_split=ds.default_split())
     for system, hits in results.items():
-        print(f"\n{SYSTEM_LABELS[system]}")
+        print(f"\n{label(system)}")
         for rank, (doc, score) in enumerate(hits, 1):
             title = ds.docs[doc].title or ds.docs[doc].text[:60]
             print(f"  {rank:>2}. {score:8.4f}  {doc}  {title[:70]}")
+    return 0
+
+
+def cmd_failures(args) -> int:
+    from ui.present.figures import bm25_dense_scatter, recall_curves
+    from ui.present.report import write_gallery
+
+    from .failures import failure_gallery
+
+    ds, ws = _open(args)
+    split = ws.require_split(args.split or ds.default_split())
+    ws.build_dense(progress=_progress)
+    tuned = ws.with_model(args.tuned) if args.tuned else None
+    gallery = failure_gallery(ws, split, tuned_ws=tuned)
+    workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
+    path = write_gallery(gallery, args.html, [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)])
+    for category, count in gallery.counts.items():
+        print(f"{category:<26}{count:>6}")
+    print(f"report: {path}", file=sys.stderr)
     return 0
 
 
@@ -152,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query")
     se.add_argument("-k", type=int, default=10)
     se.set_defaults(func=cmd_search)
+    fa = sub.add_parser("failures", help="the failure gallery as one self-contained HTML report")
+    common(fa)
+    fa.add_argument("--split", default=None, help="labels split (default: test, else the first)")
+    fa.add_argument("--tuned", default=None, help="a fine-tuned encoder to compare (adds fixed/broken by fine-tuning)")
+    fa.add_argument("--html", required=True, help="write the report here")
+    fa.set_defaults(func=cmd_failures)
     return p
 
 

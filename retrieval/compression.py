@@ -1,6 +1,7 @@
 """Embedding compression: quality and bytes per document of int8 and reduced-dimension indexes.
 
-What the Baidu paper does (papers/baidu-ernie-web-retrieval.md §5.1, appendix 9.2, Table 4):
+What the Baidu paper does (Liu et al., "Pre-trained Language Model for Web-scale Retrieval in
+Baidu Search", KDD 2021, arXiv:2106.03373, §5.1, appendix 9.2, Table 4):
 
 * **Quantization** — query and document embeddings go from float32 to uint8. From embeddings of
   a validation set it takes each dimension's range (s_i^min, s_i^max), splits it into L = 255
@@ -30,10 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .evaluate import Evaluation, compare
+from .metrics import SIGNIFICANT, SUMMARY_METRICS
 from .workspace import Workspace
 
 DEFAULT_VARIANTS = (("flat", None), ("sq8", None), ("flat", 128), ("sq8", 128))
-TABLE_METRICS = ("ndcg@10", "recall@100", "mrr@10")
 TABLE_SYSTEMS = ("dense", "hybrid")
 
 
@@ -70,7 +71,7 @@ def variant_label(kind: str, dims: int | None) -> str:
 
 
 def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
-                      systems=TABLE_SYSTEMS, metrics=TABLE_METRICS) -> list[CompressionRow]:
+                      systems=TABLE_SYSTEMS, metrics=SUMMARY_METRICS) -> list[CompressionRow]:
     """Quality (dense and hybrid) and bytes per document of each (index kind, dims) variant.
 
     Deltas and "†" marks (paired permutation test, ``evaluate.compare``) are against the float32
@@ -93,7 +94,7 @@ def _row(ws: Workspace, ev: dict[str, Evaluation], reference: dict[str, Evaluati
         index.index_bytes / max(1, len(index.doc_ids)), index.bytes_per_doc / (4 * index.embeddings.shape[1]),
         metrics={s: {m: e.mean[m] for m in metrics} for s, e in ev.items()},
         delta={s: {m: e.mean[m] - reference[s].mean[m] for m in metrics} for s, e in ev.items()},
-        marks={s: {m: "†" for m in metrics if compare(reference[s], e, m).significant} for s, e in ev.items()},
+        marks={s: {m: SIGNIFICANT for m in metrics if compare(reference[s], e, m).significant} for s, e in ev.items()},
         hybrid_lambda=ws.lambda_for(split).value if "hybrid" in ev else None)
 
 
@@ -104,3 +105,27 @@ def variant_workspace(ws: Workspace, kind: str, dims: int | None) -> Workspace:
 
 def _evaluations(ws: Workspace, split: str, systems) -> dict[str, Evaluation]:
     return {s: ws.evaluate(s, split) for s in systems}
+
+
+def reduced_dims(dim: int) -> int:
+    """The reduced dimensionality offered beside an encoder of ``dim`` dimensions: 128 (a third of
+    MiniLM's 384), or half of a smaller encoder's."""
+    return 128 if dim > 128 else max(2, dim // 2)
+
+
+def comparison_workspaces(ws: Workspace, extras: list[str] | None) -> dict[str, Workspace]:
+    """``ws`` (label "") and the variants asked for, by label: ``"int8"`` → "int8 index" (FAISS SQ8),
+    ``"pca"`` → "PCA <d> dims" (``reduced_dims``), any other value a fine-tuned model folder or id →
+    "fine-tuned <folder name>"."""
+    from pathlib import Path
+
+    out = {"": ws}
+    for extra in extras or []:
+        if extra == "int8":
+            out["int8 index"] = ws.with_index("sq8")
+        elif extra == "pca":
+            dims = reduced_dims(ws.encoder.dim)
+            out[f"PCA {dims} dims"] = ws.with_index("flat", dims)
+        elif extra:
+            out[f"fine-tuned {Path(extra).name}"] = ws.with_model(extra)
+    return out

@@ -7,7 +7,8 @@ cosine). Index kinds:
 * ``hnsw`` — graph search (``IndexHNSWFlat``, inner product), approximate, for large corpora.
 * ``sq8``  — 8-bit scalar quantization (``IndexScalarQuantizer(QT_8bit)``): per dimension, the
   trained min/max range is split into 255 levels — the int8 compression of the Baidu paper
-  (papers/baidu-ernie-web-retrieval.md §5.1, appendix 9.2); 4× smaller than float32.
+  (Liu et al., "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021,
+  arXiv:2106.03373, §5.1, appendix 9.2); 4× smaller than float32.
 
 ``dims`` (optional, any kind) first maps every vector to fewer dimensions with a linear map onto
 the corpus's top principal axes (``pca_projection``; see ``retrieval.compression``).
@@ -19,10 +20,12 @@ hybrid re-scoring then uses.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import faiss
 import numpy as np
 
-from .encoder import Encoder, Progress
+from .encoder import Encoder
 from .run import Run
 from .store import Store, text_hash
 
@@ -30,7 +33,7 @@ INDEX_KINDS = ("flat", "hnsw", "sq8")
 
 
 def embed_texts(encoder: Encoder, texts: list[str], store: Store | None = None,
-                progress: Progress | None = None) -> np.ndarray:
+                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Embeddings of ``texts``, read from the store where cached, encoded (and stored) otherwise.
 
     Keyed by (encoder fingerprint, sha256 of the text), so reopening a corpus never re-encodes it.
@@ -144,7 +147,13 @@ class DenseRetriever:
         self.encoder, self.index, self.store = encoder, index, store
 
     def encode_queries(self, queries: dict[str, str]) -> np.ndarray:
+        """Embeddings of a query set (a split's queries), cached in the store like documents."""
         return embed_texts(self.encoder, list(queries.values()), self.store)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One free-text query's embedding, encoded now and not cached (a typed query is seldom
+        typed again, and the store would grow with every search)."""
+        return self.encoder.encode([text])[0]
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
         if not queries:

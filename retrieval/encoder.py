@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import EncoderLoadError
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-Progress = Callable[[int, int], None]  # (texts done, texts total)
 
 _cache: dict[tuple[str, str], "Encoder"] = {}
 _cache_lock = threading.Lock()
@@ -79,8 +80,10 @@ class Encoder:
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
-    def encode(self, texts: list[str], progress: Progress | None = None, chunk: int = 256) -> np.ndarray:
-        """Embeddings as a float32 ``(len(texts), dim)`` array, L2-normalized when ``normalize``."""
+    def encode(self, texts: list[str], progress: Callable[[int, int], None] | None = None,
+               chunk: int = 256) -> np.ndarray:
+        """Embeddings as a float32 ``(len(texts), dim)`` array, L2-normalized when ``normalize``;
+        ``progress(texts done, texts total)`` after each chunk (``retrieval.progress.counting``)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), chunk):
             part = texts[start:start + chunk]
@@ -108,7 +111,7 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
             model = SentenceTransformer(str(Path(target).expanduser()) if is_local else target, device=device)
         except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
-            raise ValueError(f"could not load encoder {name_or_path or DEFAULT_MODEL!r} as a {where}: {exc}") from exc
+            raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc
         name = DEFAULT_MODEL if target == default_model_path() else str(name_or_path)
         enc = Encoder(model, name=name, normalize=normalize)
         _cache[key] = enc

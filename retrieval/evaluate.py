@@ -4,7 +4,8 @@ Metrics (ranx, trec_eval conventions: linear gain nDCG, a label > 0 is relevant)
 ``ndcg@10, mrr@10, recall@10, recall@100, recall@1000, map, p@10``. Only queries with at least one
 relevant label are evaluated; a query the system returns nothing for scores 0.
 
-PNR, the positive-negative ratio (papers/baidu-ernie-web-retrieval.md §6.2, eq. 8), per query q
+PNR, the positive-negative ratio (Liu et al., "Pre-trained Language Model for Web-scale Retrieval
+in Baidu Search", KDD 2021, arXiv:2106.03373, §6.2, eq. 8), per query q
 over its judged documents D_q with graded labels y and model scores f:
 
     PNR_q = Σ_{d_i,d_j ∈ D_q} 1(y_i > y_j)·1(f(q,d_i) > f(q,d_j))
@@ -25,10 +26,10 @@ import numpy as np
 from scipy import stats
 
 from .dataset import Qrels
+from .metrics import METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
 from .numba_guard import NUMBA_LOCK
 from .run import Run
 
-METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10")
 _RANX_NAME = {"p@10": "precision@10"}
 
 
@@ -121,7 +122,7 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        return bool(self.p_value < 0.05)
+        return bool(self.p_value < SIGNIFICANCE_LEVEL)
 
 
 def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "permutation",
@@ -129,7 +130,8 @@ def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "
     """Paired significance test of B − A over the queries both were evaluated on.
 
     ``permutation``: paired randomization test of the mean difference (the test CLEAR uses,
-    papers/clear-residual-embeddings.md §4), via ``scipy.stats.permutation_test``;
+    Gao et al., "Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021,
+    arXiv:2004.13969, §4), via ``scipy.stats.permutation_test``;
     ``ttest``: paired two-sided Student t-test (``scipy.stats.ttest_rel``).
     """
     qa, qb = a.per_query.get(metric, {}), b.per_query.get(metric, {})
@@ -155,13 +157,14 @@ def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "
 
 
 def significance_marks(evals: dict[str, Evaluation], base: str,
-                       metrics=("ndcg@10", "mrr@10", "recall@100")) -> dict[str, dict[str, str]]:
-    """``{system: {metric: "†"}}`` where the system differs from ``base`` at p < 0.05 (``compare``)."""
+                       metrics=SUMMARY_METRICS) -> dict[str, dict[str, str]]:
+    """``{system: {metric: "†"}}`` where the system differs from ``base`` at p < ``SIGNIFICANCE_LEVEL``
+    (``compare``)."""
     marks: dict[str, dict[str, str]] = {}
     for system, ev in evals.items():
         if system == base:
             continue
         for m in metrics:
             if compare(evals[base], ev, m).significant:
-                marks.setdefault(system, {})[m] = "†"
+                marks.setdefault(system, {})[m] = SIGNIFICANT
     return marks

@@ -1,4 +1,5 @@
-"""Runs history: every run the store holds, readable, and any two compared query by query.
+"""History: every run the store holds, readable, and any two compared query by query; and the
+encoders fine-tuned on a data set.
 
 Runs are stored by ``Workspace.run`` keyed by (data set hash, system, parameters, split, depth);
 ``list_runs`` reads them back with a one-line summary of their parameters, and ``compare_runs``
@@ -10,8 +11,10 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from .dataset import Qrels
+from .dataset import Dataset, Qrels
+from .errors import UnknownRun
 from .evaluate import Comparison, compare, evaluate_run
 from .store import Store
 
@@ -54,6 +57,7 @@ class RunComparison:
 
     key_a: str
     key_b: str
+    split: str
     comparison: Comparison
     per_query: list[dict]  # {"query", "a", "b", "delta"}, largest |delta| first
 
@@ -63,7 +67,7 @@ class RunComparison:
 
 
 def compare_runs(store: Store, key_a: str, key_b: str, qrels: Qrels, metric: str = "ndcg@10",
-                 test: str = "permutation") -> RunComparison:
+                 test: str = "permutation", split: str = "") -> RunComparison:
     """Evaluate two stored runs on ``qrels`` and compare them query by query (B − A)."""
     evals = []
     for key in (key_a, key_b):
@@ -78,4 +82,35 @@ def compare_runs(store: Store, key_a: str, key_b: str, qrels: Qrels, metric: str
     qa, qb = ev_a.per_query[metric], ev_b.per_query[metric]
     rows = [{"query": q, "a": qa[q], "b": qb[q], "delta": qb[q] - qa[q]} for q in qa if q in qb]
     rows.sort(key=lambda r: (-abs(r["delta"]), r["query"]))
-    return RunComparison(key_a, key_b, cmp, rows)
+    return RunComparison(key_a, key_b, split, cmp, rows)
+
+
+def compare_stored(store: Store, dataset: Dataset, key_a: str, key_b: str, metric: str = "ndcg@10") -> RunComparison:
+    """Two stored runs of ``dataset`` compared on their split's labels: ``UnknownRun`` for a key the
+    store does not hold for this data set, ``ValueError`` when the runs are of different or
+    unlabelled splits."""
+    runs = {r["key"]: r for r in list_runs(store, dataset.content_hash)}
+    for key in (key_a, key_b):
+        if key not in runs:
+            raise UnknownRun(key)
+    split = runs[key_a]["split"]
+    if runs[key_b]["split"] != split or split not in dataset.qrels:
+        raise ValueError("compare two runs of the same labelled split")
+    return compare_runs(store, key_a, key_b, dataset.qrels[split], metric, split=split)
+
+
+@dataclass
+class TrainedEncoder:
+    """A fine-tuned encoder a finished training job left on disk."""
+
+    job_id: str
+    loss: str
+    path: str
+
+
+def trained_encoders(store: Store, dataset_hash: str) -> list[TrainedEncoder]:
+    """Encoders fine-tuned on this data set whose folder still exists, newest first."""
+    return [TrainedEncoder(job["id"], (job.get("config") or {}).get("loss", ""), job["model_path"])
+            for job in store.jobs()
+            if job["status"] == "done" and job["dataset"] == dataset_hash
+            and job.get("model_path") and Path(job["model_path"], "modules.json").exists()]

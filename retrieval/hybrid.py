@@ -1,6 +1,7 @@
 """Hybrid lexical + dense retrieval.
 
-``clear`` (papers/clear-residual-embeddings.md §3.4, eq. 8): retrieve the top ``depth`` of BM25
+``clear`` (Gao, Dai, Chen, Fan, Van Durme and Callan, "Complement Lexical Retrieval Model with
+Semantic Residual Embeddings", ECIR 2021, arXiv:2004.13969, §3.4, eq. 8): retrieve the top ``depth`` of BM25
 and of the dense index, take the union of both candidate lists, score every candidate exactly
 by both models, and rank by
 
@@ -77,16 +78,19 @@ class Hybrid:
             return {}
         qvecs = self.dense.encode_queries(queries)
         _, dense_rows = self.dense.index.search_vectors(qvecs, self.depth)
-        out = {}
-        for i, (qid, text) in enumerate(queries.items()):
-            lex_all = self.bm25.scores(text)
-            depth = min(self.depth, len(lex_all))
-            lex_top = np.argpartition(-lex_all, depth - 1)[:depth]
-            lex_top = lex_top[lex_all[lex_top] > 0]  # a document matching no term is no candidate
-            rows = np.union1d(lex_top, dense_rows[i][dense_rows[i] >= 0]).astype(np.int64)
-            out[qid] = Candidates(rows, lex_all[rows].astype(np.float64),
-                                  self.dense.index.scores(qvecs[i], rows).astype(np.float64))
-        return out
+        return {qid: self.union(self.bm25.scores(text), qvecs[i], dense_rows[i])
+                for i, (qid, text) in enumerate(queries.items())}
+
+    def union(self, lex_all: np.ndarray, qvec: np.ndarray, dense_rows: np.ndarray) -> Candidates:
+        """One query's candidates from its BM25 scores of every document (``lex_all``), its
+        embedding and the dense index's top rows (``-1`` = no hit): the union of BM25's top
+        ``depth`` with a positive score and the dense top ``depth``, scored by both models."""
+        depth = min(self.depth, len(lex_all))
+        lex_top = np.argpartition(-lex_all, depth - 1)[:depth]
+        lex_top = lex_top[lex_all[lex_top] > 0]  # a document matching no term is no candidate
+        dense_rows = dense_rows[:self.depth]
+        rows = np.union1d(lex_top, dense_rows[dense_rows >= 0]).astype(np.int64)
+        return Candidates(rows, lex_all[rows].astype(np.float64), self.dense.index.scores(qvec, rows).astype(np.float64))
 
     def rank(self, cands: dict[str, Candidates], lam: float, k: int) -> Run:
         """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
@@ -114,8 +118,10 @@ class Hybrid:
             cands = self.candidates(queries)
             lam = self.lam if self.lam is not None else default_lambda(cands)
             return self.rank(cands, lam, k)
-        lex = self.bm25.search(queries, self.depth)
-        emb = self.dense.search(queries, self.depth)
+        return self.fuse(self.bm25.search(queries, self.depth), self.dense.search(queries, self.depth), k)
+
+    def fuse(self, lex: Run, emb: Run, k: int = 100) -> Run:
+        """RRF or weighted-sum fusion (``fusion``) of a BM25 run and a dense run of the same queries."""
         return fuse_runs([lex, emb], self.fusion, k=k, rrf_k=self.rrf_k, weights=self.weights)
 
 

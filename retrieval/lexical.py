@@ -97,56 +97,69 @@ class BM25Index:
         return self._engine.get_scores_from_ids(ids)
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
-        """Top-``k`` documents per query; documents matching no query term are left out.
+        """Top-``k`` documents per query; documents matching no query term are left out."""
+        return {qid: self.rank(self.scores(text), k) for qid, text in queries.items()}
+
+    def rank(self, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The top ``k`` of a query's score vector (``scores``), best first; zero scores left out.
 
         Ranked here rather than by ``bm25s.retrieve``: only the documents with a positive score
         are partitioned (numpy's argpartition is slow on the mostly-zero score vector bm25s
         ranks), ties are broken by document order.
         """
         k = min(k, len(self.doc_ids))
-        ids_of, scores_of, doc_ids = self._engine.get_tokens_ids, self._engine.get_scores_from_ids, self.doc_ids
-        run: Run = {}
-        for qid, text in queries.items():
-            ids = ids_of(self.tokenizer(text))
-            if not ids:  # no indexed term: matches nothing
-                run[qid] = []
-                continue
-            scores = scores_of(ids)
-            rows = np.flatnonzero(scores > 0)
-            if len(rows) > k:
-                rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
-            top = scores[rows]
-            order = np.lexsort((rows, -top))  # score descending, then document order
-            run[qid] = list(zip([doc_ids[r] for r in rows[order].tolist()], top[order].tolist()))
-        return run
+        rows = np.flatnonzero(scores > 0)
+        if len(rows) > k:
+            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
+        top = scores[rows]
+        order = np.lexsort((rows, -top))  # score descending, then document order
+        doc_ids = self.doc_ids
+        return list(zip([doc_ids[r] for r in rows[order].tolist()], top[order].tolist()))
 
     # ---- explanation ---------------------------------------------------------------------
-    def explain(self, query: str, doc_index: int) -> list[TermContribution]:
+    def query_terms(self, query: str) -> "QueryTerms":
+        """The query's terms with their counts, surface words and idf: what every explanation of
+        this query needs, tokenized once."""
+        words_by_term: dict[str, list[str]] = {}
+        for w in self.tokenizer.words(query):
+            words_by_term.setdefault(self.tokenizer.stem(w), []).append(w)
+        n = len(self.doc_ids)
+        terms = []
+        for term, count in Counter(self.tokenizer(query)).items():
+            df = self.df.get(term, 0)
+            terms.append((term, count, tuple(dict.fromkeys(words_by_term.get(term, []))), df,
+                          _idf(self.method, df, n) if df else 0.0))
+        return QueryTerms(terms)
+
+    def explain(self, query: "str | QueryTerms", doc_index: int) -> list[TermContribution]:
         """Per-term contributions of ``query`` to document ``doc_index``; they sum to its score.
 
         Recomputed from the document's own tokens with the formula in the module docstring, so
-        a term the document lacks shows tf = 0 and contributes 0.
+        a term the document lacks shows tf = 0 and contributes 0. ``query`` may be the text or
+        its ``query_terms`` (to explain many documents for one query without re-tokenizing it).
         """
         return self.explain_text(query, self._texts[doc_index], self.doc_len[doc_index])
 
-    def explain_text(self, query: str, text: str, dl: float | None = None) -> list[TermContribution]:
+    def explain_text(self, query: "str | QueryTerms", text: str, dl: float | None = None) -> list[TermContribution]:
         """Contributions of ``query`` to any ``text`` under this index's statistics (N, df, avgdl).
 
         For a text outside the corpus (a pseudo document) this is the score it would get if added
         without changing the statistics.
         """
-        words_by_term: dict[str, list[str]] = {}
-        for w in self.tokenizer.words(query):
-            words_by_term.setdefault(self.tokenizer.stem(w), []).append(w)
-        tokens = self.tokenizer(text)
-        tf = Counter(tokens)
-        n = len(self.doc_ids)
-        dl = len(tokens) if dl is None else dl
-        out = []
-        for term, count in Counter(self.tokenizer(query)).items():
-            df = self.df.get(term, 0)
-            idf = _idf(self.method, df, n) if df else 0.0
-            s = count * idf * _tfc(self.method, tf[term], dl, self.avgdl, self.k1, self.b)
-            out.append(TermContribution(term, tuple(dict.fromkeys(words_by_term.get(term, []))),
-                                        tf[term], df, float(idf), float(s)))
-        return out
+        terms = self.query_terms(query) if isinstance(query, str) else query
+        tf = Counter(self.tokenizer(text))
+        dl = sum(tf.values()) if dl is None else dl
+        return [TermContribution(term, words, tf[term], df, float(idf),
+                                 float(count * idf * _tfc(self.method, tf[term], dl, self.avgdl, self.k1, self.b)))
+                for term, count, words, df, idf in terms.terms]
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """A query's distinct terms: (term, count in the query, surface words, df, idf), in query order."""
+
+    terms: list[tuple[str, int, tuple[str, ...], int, float]]
+
+    @property
+    def names(self) -> list[str]:
+        return [t[0] for t in self.terms]

@@ -1,7 +1,8 @@
-"""The Embeddings view's library: where queries, positives and negatives lie in an encoder's space.
+"""Where queries, positives and negatives lie in an encoder's space: samples, embeddings, UMAP.
 
-QuadrupletBERT (papers/quadrupletbert.md) trains an encoder so that a query sits close to its
-positive documents, and both the hard negatives (literally related, yet not relevant) and the
+QuadrupletBERT (Liu, Wang, Wang, Ye and Zhang, "QuadrupletBERT: An Efficient Model For
+Embedding-Based Large-Scale Retrieval", NAACL-HLT 2021) trains an encoder so that a query sits
+close to its positive documents, and both the hard negatives (literally related, yet not relevant) and the
 simple negatives are pushed away by a margin (§3.1, eq. 3–4). This module shows whether an
 encoder has that geometry, on a fixed sample of labelled queries:
 
@@ -16,10 +17,10 @@ encoder has that geometry, on a fixed sample of labelled queries:
 * ``embed_sample`` / ``project`` — embeddings (from the store where cached) and a 2-D UMAP layout
   with the cosine metric, cached in the store by (sample hash, encoder fingerprint, UMAP
   parameters).
-* ``similarities`` / ``similarity_histogram`` — cos(q, d) of each query with its positive, hard
-  and easy documents: the loss wants the first high and the other two low.
-* ``projection_figure`` / ``side_by_side_figure`` — plotly scatter, one colour and symbol per role,
-  a line from each query to each of its documents, hover text with the title and the ranks.
+* ``similarities`` — cos(q, d) of each query with its positive, hard and easy documents: the
+  loss wants the first high and the other two low.
+* ``align`` — a second layout turned to face the first (orthogonal Procrustes), so base and
+  fine-tuned projections can be drawn side by side (``ui.present.embeddings``).
 
 Formulas. Cosine similarity cos(u, v) = ⟨u, v⟩ / (‖u‖·‖v‖); QuadrupletBERT's distance is
 f = 1 − cos (eq. 4). UMAP's ``metric="cosine"`` is that same distance, 1 − cos, which is what
@@ -35,36 +36,25 @@ place. The first fit in a process compiles numba code (``umap_is_warm``, ``warm_
 """
 from __future__ import annotations
 
-import html
 import time
 import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import version
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .dense import embed_texts
 from .numba_guard import NUMBA_LOCK
+from .progress import Progress, counting
 from .run import rank_maps
 from .store import cache_key, text_hash
-from .workspace import Progress, Workspace
+from .systems import BASE_SYSTEMS
+from .workspace import Workspace
 
 QUERY, POSITIVE, HARD, EASY = "query", "positive", "hard negative", "easy negative"
 ROLES = (QUERY, POSITIVE, HARD, EASY)
 DOC_ROLES = (POSITIVE, HARD, EASY)
-RANK_SYSTEMS = {"bm25": "BM25", "dense": "dense", "hybrid": "hybrid"}
 RANK_DEPTH = 1000
-NOT_RETRIEVED = "—"
-ROLE_STYLE = {  # colour and symbol differ per role, so the roles read apart in grey print too
-    QUERY: {"color": "#222222", "symbol": "star", "size": 13},
-    POSITIVE: {"color": "#2ca02c", "symbol": "circle", "size": 8},
-    HARD: {"color": "#d62728", "symbol": "x", "size": 8},
-    EASY: {"color": "#1f77b4", "symbol": "diamond", "size": 7},
-}
-COMPILE_NOTE = ("the first projection in this process loads and compiles UMAP's numba code "
-                "(about 8 s on 2 CPU cores; up to 25 s while numba's disk cache is empty), once")
 MIN_DISTINCT = 5  # fewer distinct texts than this give no meaningful layout
 
 _warm = False  # a UMAP fit has completed in this process: numba code is compiled
@@ -189,11 +179,11 @@ def _random_docs(doc_ids: list[str], n: int, exclude: set[str], rng) -> list[str
 
 def _runs(ws: Workspace, split: str) -> dict:
     """system -> the workspace's run on the split, depth 1000 (from the store when cached)."""
-    return {s: ws.run(s, split, RANK_DEPTH) for s in RANK_SYSTEMS}
+    return {s: ws.run(s, split, RANK_DEPTH) for s in BASE_SYSTEMS}
 
 
 def _ranks_of(maps, qid: str, doc_id: str | None) -> dict[str, int | None]:
-    return {s: (maps[s][qid].get(doc_id) if doc_id is not None else None) for s in RANK_SYSTEMS}
+    return {s: (maps[s][qid].get(doc_id) if doc_id is not None else None) for s in BASE_SYSTEMS}
 
 
 def sample_ranks(ws: Workspace, sample: Sample) -> list[dict[str, int | None]]:
@@ -205,8 +195,7 @@ def sample_ranks(ws: Workspace, sample: Sample) -> list[dict[str, int | None]]:
 # ---- embeddings and similarities ------------------------------------------------------------
 def embed_sample(ws: Workspace, sample: Sample, progress: Progress | None = None) -> np.ndarray:
     """``(len(points), dim)`` embeddings by ``ws``'s encoder, read from the store where cached."""
-    cb = (lambda done, total: progress(done / max(total, 1), f"embedding {done}/{total} texts")) \
-        if progress else None
+    cb = counting(progress, "embedding {done}/{total} texts")
     return embed_texts(ws.encoder, [p.text for p in sample.points], ws.store, progress=cb)
 
 
@@ -287,8 +276,7 @@ def project(ws: Workspace, sample: Sample, seed: int = 42, n_neighbors: int = 15
         report(1.0, f"projection of {len(sample.points)} points read from the cache")
         return Projection(hit[0], params, hit[1], True, model, sample.hash)
     vectors = embed_sample(ws, sample, lambda f, m: report(0.3 * f, m))
-    note = "" if umap_is_warm() else f" — {COMPILE_NOTE}"
-    report(0.3, f"fitting UMAP on {len(sample.points)} points{note}")
+    report(0.3, f"fitting UMAP on {len(sample.points)} points")
     start = time.perf_counter()
     xy = umap_layout(vectors, n_neighbors, min_dist, seed)
     seconds = time.perf_counter() - start
@@ -336,58 +324,6 @@ def cosine_knn(vectors: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarr
     return indices, dists
 
 
-# ---- figures --------------------------------------------------------------------------------
-def rank_line(ranks_by_system: dict[str, int | None]) -> str:
-    """"BM25 3 · dense 12 · hybrid —" (— = not in the top 1000)."""
-    return " · ".join(f"{name} {NOT_RETRIEVED if ranks_by_system.get(s) is None else ranks_by_system[s]}"
-                      for s, name in RANK_SYSTEMS.items())
-
-
-def hover_text(point: Point, ranks_by_system: dict[str, int | None] | None = None) -> str:
-    if point.role == QUERY:
-        return f"<b>query {html.escape(point.query_id)}</b><br>{html.escape(point.text)}"
-    label = "not judged" if point.label is None else f"label {point.label}"
-    return (f"<b>{html.escape(point.title)}</b><br>{point.role} of query {html.escape(point.query_id)} "
-            f"({label})<br>{rank_line(point.ranks if ranks_by_system is None else ranks_by_system)}")
-
-
-def _traces(projection: Projection, sample: Sample, ranks=None, showlegend: bool = True) -> list:
-    """The query→document lines, then one marker trace per role (drawn over the lines)."""
-    xy, points = projection.xy, sample.points
-    if len(xy) != len(points):
-        raise ValueError(f"projection has {len(xy)} points, the sample {len(points)}")
-    query_row = {p.query_id: i for i, p in enumerate(points) if p.role == QUERY}
-    line_x, line_y = [], []
-    for i, p in enumerate(points):
-        if p.role != QUERY:
-            q = query_row[p.query_id]
-            line_x += [float(xy[q, 0]), float(xy[i, 0]), None]
-            line_y += [float(xy[q, 1]), float(xy[i, 1]), None]
-    traces = [go.Scatter(x=line_x, y=line_y, mode="lines", name="query → document", hoverinfo="skip",
-                         line=dict(color="rgba(120,120,120,0.25)", width=0.7), legendgroup="lines",
-                         showlegend=showlegend)]
-    for role in ROLES:
-        rows = sample.indices(role)
-        style = ROLE_STYLE[role]
-        traces.append(go.Scatter(
-            x=xy[rows, 0], y=xy[rows, 1], mode="markers", name=role, legendgroup=role,
-            showlegend=showlegend, customdata=rows, hovertemplate="%{text}<extra></extra>",
-            text=[hover_text(points[i], None if ranks is None else ranks[i]) for i in rows],
-            marker=dict(color=style["color"], symbol=style["symbol"], size=style["size"],
-                        line=dict(width=0.5, color="white"))))
-    return traces
-
-
-def projection_figure(projection: Projection, sample: Sample, title: str = "",
-                      ranks: list[dict] | None = None) -> go.Figure:
-    """Scatter of one projection. ``ranks``: per-point ranks to show instead of the sample's own
-    (e.g. ``sample_ranks(tuned_ws, sample)``)."""
-    fig = go.Figure(_traces(projection, sample, ranks))
-    fig.update_layout(title=title, xaxis=dict(showticklabels=False, title="UMAP 1"),
-                      yaxis=dict(showticklabels=False, title="UMAP 2"), hovermode="closest")
-    return fig
-
-
 def align(xy: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """``xy`` rotated / reflected and moved to best match ``reference`` (orthogonal Procrustes).
 
@@ -398,52 +334,3 @@ def align(xy: np.ndarray, reference: np.ndarray) -> np.ndarray:
     mu, mu_ref = xy.mean(axis=0), reference.mean(axis=0)
     rotation, _ = orthogonal_procrustes(xy - mu, reference - mu_ref)
     return ((xy - mu) @ rotation + mu_ref).astype(np.float32)
-
-
-def side_by_side_figure(base: Projection, tuned: Projection, sample: Sample,
-                        titles: tuple[str, str] = ("base encoder", "fine-tuned encoder"),
-                        tuned_ranks: list[dict] | None = None, align_tuned: bool = True) -> go.Figure:
-    """Base and fine-tuned projections of the same sample in two panels (one shared legend).
-
-    ``align_tuned`` turns the fine-tuned layout to face the base one (``align``); ``tuned_ranks``
-    shows the fine-tuned workspace's ranks in its panel's hover text.
-    """
-    if align_tuned:
-        tuned = Projection(align(tuned.xy, base.xy), tuned.params, tuned.seconds, tuned.cached,
-                           tuned.model, tuned.sample)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.04)
-    for col, (proj, ranks_) in enumerate(((base, None), (tuned, tuned_ranks)), 1):
-        for trace in _traces(proj, sample, ranks_, showlegend=col == 1):
-            fig.add_trace(trace, row=1, col=col)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False)
-    fig.update_layout(hovermode="closest", title=f"{len(sample.query_ids)} queries, {len(sample.points)} points")
-    return fig
-
-
-def similarity_histogram(sims_by_encoder: dict[str, dict[str, np.ndarray]], bin_size: float = 0.025) -> go.Figure:
-    """One panel per encoder: overlaid histograms of cos(query, document) per role.
-
-    Each role's histogram is normalized to sum to 1 (roles have different counts); the panel's
-    title gives the means. The quadruplet loss wants positives to the right of both negatives.
-    """
-    labels = list(sims_by_encoder)
-    titles = [f"{label}: " + " · ".join(f"{role} {_mean(sims.get(role)):.2f}" for role in DOC_ROLES)
-              for label, sims in sims_by_encoder.items()]
-    fig = make_subplots(rows=1, cols=max(len(labels), 1), shared_yaxes=True, subplot_titles=titles,
-                        horizontal_spacing=0.04)
-    bins = dict(start=-1.0, end=1.0, size=bin_size)
-    for col, label in enumerate(labels, 1):
-        for role in DOC_ROLES:
-            values = np.asarray(sims_by_encoder[label].get(role, []), dtype=float)
-            fig.add_trace(go.Histogram(x=values, name=role, legendgroup=role, showlegend=col == 1,
-                                       histnorm="probability", xbins=bins, opacity=0.6,
-                                       marker_color=ROLE_STYLE[role]["color"]), row=1, col=col)
-        fig.update_xaxes(title_text="cos(query, document)", row=1, col=col)
-    fig.update_layout(barmode="overlay", yaxis_title="share of the role's pairs",
-                      title="Query–document cosine similarity by role (mean in each title)")
-    return fig
-
-
-def _mean(values) -> float:
-    return float(np.mean(values)) if values is not None and len(values) else float("nan")

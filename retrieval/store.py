@@ -88,6 +88,11 @@ class Store:
                                       "points": int, "xy": bytes, "seconds": float, "created": float},
                                      pk="key", if_not_exists=True)
 
+    @property
+    def models_dir(self) -> Path:
+        """Where fine-tuned encoders trained with this store are saved: ``models/`` beside the file."""
+        return self.path.parent / "models"
+
     def close(self) -> None:
         with self._lock:
             self.db.conn.close()

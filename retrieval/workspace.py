@@ -7,7 +7,6 @@ lazily and cached: embeddings in the store by (model fingerprint, text hash); ru
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,18 +14,24 @@ import numpy as np
 from .dataset import Dataset
 from .dense import DenseIndex, DenseRetriever, embed_texts
 from .encoder import Encoder, load_encoder
+from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
 from .hybrid import Hybrid, default_lambda, tune_lambda
 from .lexical import BM25Index
+from .progress import Progress, counting
 from .run import Run
 from .store import Store, cache_key
+from .systems import BASE_SYSTEMS, SYSTEMS
 from .tokenize import Tokenizer
 
-SYSTEMS = ("bm25", "dense", "hybrid", "rrf", "wsum")
-SYSTEM_LABELS = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid (CLEAR λ)",
-                 "rrf": "Hybrid (RRF)", "wsum": "Hybrid (weighted sum)"}
 EVAL_DEPTH = 1000
-Progress = Callable[[float, str], None]  # (fraction done, what is happening)
+
+
+def require_system(name: str) -> str:
+    """``name`` itself when it is one of ``SYSTEMS``, else a ValueError listing them."""
+    if name not in SYSTEMS:
+        raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+    return name
 
 
 @dataclass
@@ -53,6 +58,7 @@ class Workspace:
         self._dense: DenseRetriever | None = None
         self._lambda: dict[str | None, LambdaChoice] = {}
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
+        self._query_by_text: dict[str, str] | None = None
         if store is not None:
             store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
 
@@ -110,8 +116,7 @@ class Workspace:
                 if self.store is not None:
                     self.store.register_model(enc.fingerprint, enc.name, enc.dim,
                                               {"max_seq_length": enc.max_seq_length})
-                cb = (lambda done, total: progress(done / max(total, 1), f"encoding {done}/{total} documents")) \
-                    if progress else None
+                cb = counting(progress, "encoding {done}/{total} documents")
                 emb = (self._embeddings_from.build_dense(progress).index.embeddings if self._embeddings_from
                        else embed_texts(enc, self.texts, self.store, progress=cb))
                 index = DenseIndex(self.dataset.doc_ids, emb, kind=self.index_kind, dims=self.index_dims)
@@ -169,15 +174,14 @@ class Workspace:
             self._lambda[eval_split] = LambdaChoice(float(value), how)
 
     def system(self, name: str, eval_split: str | None = None):
-        if name == "bm25":
+        """The retriever behind a system key (its ``search(queries, k) -> Run``)."""
+        if require_system(name) == "bm25":
             return self.bm25
         if name == "dense":
             return self.dense
         if name == "hybrid":
             return self.hybrid("clear", eval_split)
-        if name in ("rrf", "wsum"):
-            return self.hybrid(name)
-        raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+        return self.hybrid(name)  # rrf, wsum
 
     def system_params(self, name: str, eval_split: str | None = None) -> dict:
         p: dict = {}
@@ -232,9 +236,7 @@ class Workspace:
         return None
 
     def evaluate(self, system: str, split: str) -> Evaluation:
-        if split not in self.dataset.qrels:
-            raise ValueError(f"data set {self.dataset.name!r} has no labels for split {split!r} "
-                             f"(it has: {', '.join(self.dataset.splits) or 'none'})")
+        self.require_split(split)
         params = self.system_params(system, split)
         key = self._key("eval:" + system, params, split, EVAL_DEPTH)
         if self.store is not None:
@@ -250,8 +252,58 @@ class Workspace:
                                    split=split, metrics=ev.mean, per_query=ev.per_query)
         return ev
 
-    def search_one(self, text: str, systems=("bm25", "dense", "hybrid"), k: int = 10,
+    def require_split(self, split: str | None) -> str:
+        """``split`` itself when the data set has labels for it, else ``UnknownSplit``."""
+        if split not in self.dataset.qrels:
+            raise UnknownSplit(self.dataset.name, split, self.dataset.splits)
+        return split
+
+    def find_query(self, text: str) -> tuple[str | None, str | None]:
+        """(query id, split) of the data set's query with exactly this text (surrounding spaces
+        aside), else (None, None); the split is the first that labels it (None if none does)."""
+        with self._lock:
+            if self._query_by_text is None:
+                index: dict[str, str] = {}
+                for qid, qtext in self.dataset.queries.items():
+                    index.setdefault(qtext.strip(), qid)
+                self._query_by_text = index
+        qid = self._query_by_text.get(text.strip())
+        return (qid, self.query_split(qid)) if qid is not None else (None, None)
+
+    def query_split(self, query_id: str) -> str | None:
+        """The first split whose labels hold ``query_id`` (None: an unlabelled query)."""
+        return next((split for split, qrels in self.dataset.qrels.items() if query_id in qrels), None)
+
+    def search_one(self, text: str, systems=BASE_SYSTEMS, k: int = 10,
                    eval_split: str | None = None) -> dict[str, list[tuple[str, float]]]:
-        """Ranked lists of every system for one free-text query (not cached)."""
-        q = {"query": text}
-        return {s: self.system(s, eval_split).search(q, k)["query"] for s in systems}
+        """Ranked lists of every system for one free-text query, in one pass (not cached).
+
+        The query is BM25-scored once (one score vector over the corpus), encoded once (not
+        written to the store) and searched in FAISS once, to ``max(k, depth)``; BM25's and the
+        dense list are cut from those, the CLEAR hybrid unions both (``Hybrid.union``) and RRF /
+        weighted sum fuse them. The lists are those each system's ``search`` gives.
+        """
+        for s in systems:
+            require_system(s)
+        lex_all = self.bm25.scores(text) if any(s != "dense" for s in systems) else None
+        qvec = dense_rows = None
+        dense: list[tuple[str, float]] = []
+        if any(s != "bm25" for s in systems):
+            qvec = self.dense.encode_query(text)
+            scores, rows = self.dense.index.search_vectors(qvec[None], max(k, self.depth))
+            dense_rows = rows[0]
+            ids = self.dense.index.doc_ids
+            dense = [(ids[j], float(v)) for j, v in zip(rows[0], scores[0]) if j >= 0]
+        out: dict[str, list[tuple[str, float]]] = {}
+        for s in systems:
+            if s == "bm25":
+                out[s] = self.bm25.rank(lex_all, k)
+            elif s == "dense":
+                out[s] = dense[:k]
+            elif s == "hybrid":
+                h = self.hybrid("clear", eval_split)
+                out[s] = h.rank({"q": h.union(lex_all, qvec, dense_rows)}, h.lam, k)["q"]
+            else:
+                lex = {"q": self.bm25.rank(lex_all, self.depth)}
+                out[s] = self.hybrid(s).fuse(lex, {"q": dense[:self.depth]}, k)["q"]
+        return out

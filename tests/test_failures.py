@@ -27,12 +27,15 @@ from plotly.offline import get_plotlyjs
 
 from retrieval.dataset import Dataset, Document
 from retrieval.encoder import Encoder, load_encoder
-from retrieval.failures import CATEGORIES, FailureCard, failure_gallery, headline
+from retrieval.failure_rules import CATEGORIES, headline
+from retrieval.failures import FailureCard, failure_gallery
 from retrieval.readers import load_dataset
-from retrieval.report import card_html, counts_figure, gallery_html, write_gallery
 from retrieval.run import ranks
 from retrieval.store import Store
 from retrieval.workspace import Workspace
+
+from ui.present.figures import counts_figure
+from ui.present.report import card_html, gallery_html, write_gallery
 
 from .conftest import DEMO, build_tiny_encoder
 

@@ -13,11 +13,12 @@ import pytest
 
 from retrieval.dataset import Dataset, Document
 from retrieval.encoder import load_encoder
-from retrieval.evaluate import METRICS
+from retrieval.metrics import METRICS
 from retrieval.hybrid import Hybrid, default_lambda, tune_lambda
 from retrieval.readers import load_dataset
 from retrieval.store import Store
-from retrieval.workspace import SYSTEMS, Workspace
+from retrieval.systems import SYSTEMS
+from retrieval.workspace import Workspace
 
 from .conftest import DEMO, build_tiny_encoder
 from .test_dense import CountingEncoder

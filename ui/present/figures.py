@@ -1,72 +1,28 @@
-"""Evaluation views: the metrics table with significance, and plotly figures (no Gradio here).
+"""Plotly figures of evaluations, λ sweeps, failure counts and training losses.
 
-* ``metrics_table`` — every system of one or more workspaces (base, fine-tuned, compressed
-  indexes), with "†" where a system differs from BM25 at p < 0.05 (paired permutation test,
-  ``evaluate.significance_marks``).
 * ``per_query_scatter`` — one point per query, x = system A's value, y = system B's; points above
   the diagonal are queries B wins.
-* ``recall_curves`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
-  1 to 1000, computed by ranx from the cached runs.
+* ``recall_curves`` — Recall@k against k (log axis) for each system (``tables.recall_at_ks``).
 * ``lambda_sweep`` — nDCG@10 of the CLEAR hybrid λ_test·s_lex + s_emb over the λ grid on the split
   λ was tuned on, the chosen λ marked; optionally the same sweep on the evaluated split, shown for
   insight only (choosing λ there would tune on the test queries).
+* ``counts_figure`` — queries per failure category; ``loss_figure`` — a training job's loss curve.
 """
 from __future__ import annotations
 
-import json
-
 import plotly.graph_objects as go
 
-from .evaluate import METRICS, Evaluation, compare, evaluate_run, significance_marks
-from .workspace import SYSTEM_LABELS, Workspace
+from retrieval.evaluate import Evaluation, compare
+from retrieval.failures import Gallery
+from retrieval.systems import BASE_SYSTEMS
+from retrieval.tables import RECALL_KS, recall_at_ks
+from retrieval.workspace import Workspace
 
-RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-TABLE_SYSTEMS = ("bm25", "dense", "hybrid")
+from .vocabulary import CATEGORY_LABELS
+
 OUTCOME_COLORS = {"win": "#2ca02c", "tie": "#7f7f7f", "loss": "#d62728"}
-Entry = tuple[str, Workspace, str]  # (label shown, workspace, system name)
 
 
-def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems) -> list[Entry]:
-    """(label, workspace, system) for each system of each workspace, BM25 first and only once.
-
-    ``workspaces``: one workspace, or ``{label: workspace}`` (e.g. base, fine-tuned, int8) whose
-    systems are labelled "Dense · int8". A system whose parameters repeat an earlier one (BM25
-    shared by ``with_model`` / ``with_index`` siblings) is listed once.
-    """
-    named = workspaces if isinstance(workspaces, dict) else {"": workspaces}
-    entries, seen = [], set()
-    for ws_label, ws in named.items():
-        for s in ("bm25", *[s for s in systems if s != "bm25"]):
-            key = json.dumps([s, ws.system_params(s, split)], sort_keys=True, default=str)
-            if key in seen:
-                continue
-            seen.add(key)
-            label = SYSTEM_LABELS[s] if s == "bm25" or not ws_label else f"{SYSTEM_LABELS[s]} · {ws_label}"
-            entries.append((label, ws, s))
-    return entries
-
-
-# ---- metrics table --------------------------------------------------------------------------
-def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=TABLE_SYSTEMS,
-                  metrics=METRICS) -> list[dict]:
-    """One row per system: ``{"label", "system", "metrics": {m: mean}, "marks": {m: "†"}}``.
-
-    BM25 always comes first: it is the base of the significance marks.
-    """
-    entries = system_entries(ws_by_label, split, systems)
-    evals = {label: ws.evaluate(s, split) for label, ws, s in entries}
-    base = entries[0][0]
-    marks = significance_marks(evals, base, metrics)
-    return [{"label": label, "system": s, "metrics": {m: evals[label].mean.get(m, float("nan")) for m in metrics},
-             "marks": marks.get(label, {})} for label, _, s in entries]
-
-
-def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
-    """Rows of ``metrics_table`` as text cells: label, then "0.6804†" per metric."""
-    return [[r["label"], *(f"{r['metrics'][m]:.4f}{r['marks'].get(m, '')}" for m in metrics)] for r in rows]
-
-
-# ---- per-query scatter ----------------------------------------------------------------------
 def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, label_a: str, label_b: str,
                       metric: str = "ndcg@10", query_text: dict[str, str] | None = None) -> go.Figure:
     """x = A's per-query ``metric``, y = B's, one point per query both were evaluated on.
@@ -96,19 +52,13 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, label_a: str, labe
     return fig
 
 
-# ---- Recall@k curves ------------------------------------------------------------------------
-def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems=TABLE_SYSTEMS,
-                 ks=RECALL_KS) -> dict[str, list[float]]:
-    """``{label: [mean Recall@k for k in ks]}`` from each system's cached run, by ranx."""
-    metrics = tuple(f"recall@{k}" for k in ks)
-    out = {}
-    for label, ws, s in system_entries(workspaces, split, systems):
-        ev = evaluate_run(ws.run(s, split), ws.dataset.qrels[split], metrics=metrics)
-        out[label] = [ev.mean[m] for m in metrics]
-    return out
+def bm25_dense_scatter(ws: Workspace, split: str) -> go.Figure:
+    """Per-query nDCG@10, BM25 (x) against dense (y): the Evaluate view's and the report's scatter."""
+    return per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
+                             query_text=ws.dataset.queries)
 
 
-def recall_curves(workspaces: Workspace | dict[str, Workspace], split: str, systems=TABLE_SYSTEMS,
+def recall_curves(workspaces: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                   ks=RECALL_KS) -> go.Figure:
     """Recall@k against k (log axis) for each system."""
     fig = go.Figure()
@@ -119,7 +69,6 @@ def recall_curves(workspaces: Workspace | dict[str, Workspace], split: str, syst
     return fig
 
 
-# ---- λ sweep --------------------------------------------------------------------------------
 def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.Figure:
     """nDCG@10 against λ_test: on the split λ was tuned on (the chosen λ starred) and, if asked, on
     ``split`` itself — labelled as not used for choosing λ."""
@@ -144,4 +93,28 @@ def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.
     fig.update_layout(title=f"Hybrid nDCG@10 against λ_test (evaluating {split})",
                       xaxis=dict(type="category", title="λ_test"), yaxis=dict(title="nDCG@10"),
                       legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def counts_figure(gallery: Gallery) -> go.Figure:
+    """Bar chart: number of queries per failure category."""
+    labels = [CATEGORY_LABELS[c] for c in gallery.categories]
+    counts = [gallery.counts[c] for c in gallery.categories]
+    fig = go.Figure(go.Bar(x=labels, y=counts, text=counts, textposition="outside", marker_color="#6366f1",
+                           hovertemplate="%{x}: %{y} queries<extra></extra>"))
+    fig.update_layout(title=(f"Failure categories on {gallery.dataset} ({gallery.split}): "
+                             f"{len(gallery.query_categories)} labelled queries"),
+                      yaxis=dict(title="queries", rangemode="tozero"), margin=dict(t=60, b=40))
+    return fig
+
+
+def loss_figure(losses: list) -> go.Figure:
+    """A training job's loss per step, one line per stage (``losses``: [stage, step, loss] rows)."""
+    fig = go.Figure()
+    by_stage: dict[str, list] = {}
+    for i, (stage, _, value) in enumerate(losses or []):
+        by_stage.setdefault(stage, []).append((i + 1, value))
+    for stage, points in by_stage.items():
+        fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines", name=stage))
+    fig.update_layout(xaxis_title="step", yaxis_title="training loss", height=300, margin=dict(l=40, r=10, t=10, b=40))
     return fig

@@ -1,17 +1,24 @@
-"""Side-by-side comparison of systems for one query: what the Search view and the ``search`` API show.
+"""One query, every system side by side: what the Search view and the ``search`` API show.
 
 For each system: its top-k documents with score, graded label (when the query is labelled), the
-document's rank in every other system's list (searched to ``depth``), and which query terms it
-matches exactly (after tokenization) — the raw material for "why did this rank here".
+document's rank in every other system's list (searched to ``depth``), which query terms it matches
+exactly (after tokenization) and each matched term's BM25 contribution — the raw material for "why
+did this rank here".
+
+One pass (``Workspace.search_one``): the query is tokenized, BM25-scored, encoded and searched in
+FAISS once, each distinct document on show is explained once, and nothing is written to the store.
+A labelled query is given by id; free text that equals a labelled query's text is looked up in a
+dictionary (``Workspace.find_query``), so it gets its labels too.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .evaluate import evaluate_run
+from .metrics import SUMMARY_METRICS
 from .run import ranks
+from .systems import BASE_SYSTEMS
 from .workspace import Workspace
-
-DEFAULT_SYSTEMS = ("bm25", "dense", "hybrid")
 
 
 @dataclass
@@ -42,49 +49,43 @@ class SideBySide:
         return asdict(self)
 
 
-def find_query(ws: Workspace, text: str) -> tuple[str | None, str | None]:
-    """(query id, split) of a labelled query with exactly this text, else (None, None)."""
-    wanted = text.strip()
-    for qid, qtext in ws.dataset.queries.items():
-        if qtext.strip() == wanted:
-            for split, qrels in ws.dataset.qrels.items():
-                if qid in qrels:
-                    return qid, split
-            return qid, None
-    return None, None
-
-
-def side_by_side(ws: Workspace, text: str, k: int = 10, depth: int = 1000,
-                 systems=DEFAULT_SYSTEMS) -> SideBySide:
+def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, systems=BASE_SYSTEMS,
+                 query_id: str | None = None) -> SideBySide:
+    """Every system's top ``k`` for ``text``, or for the data set's query ``query_id``."""
+    if query_id is not None:
+        if query_id not in ws.dataset.queries:
+            raise KeyError(f"no query {query_id!r} in data set {ws.dataset.name!r}")
+        text, qid, split = ws.dataset.queries[query_id], query_id, ws.query_split(query_id)
+    else:
+        qid, split = ws.find_query(text)
     text = text.strip()
     if not text:
         raise ValueError("type a query first")
-    qid, split = find_query(ws, text)
     lam_split = split if split and split != "train" else ws.dataset.default_split()
     full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split)
     rank_maps = {s: ranks(hits) for s, hits in full.items()}
     labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid else {}
-    terms = list(dict.fromkeys(ws.tokenizer(text)))
+    query_terms = ws.bm25.query_terms(text)
+    terms = query_terms.names
     result = SideBySide(text, qid, split, terms)
+    evidence: dict[str, tuple[list[str], list[str], list[tuple[str, float]]]] = {}
     for s, hits in full.items():
         rows = []
         for rank, (doc_id, score) in enumerate(hits[:k], 1):
+            if doc_id not in evidence:  # each distinct document explained once
+                contributions = ws.bm25.explain(query_terms, ws.doc_row[doc_id])
+                matched = {c.term for c in contributions if c.tf > 0}
+                evidence[doc_id] = ([t for t in terms if t in matched], [t for t in terms if t not in matched],
+                                    [(c.term, round(c.score, 4)) for c in contributions if c.score > 0])
             doc = ws.dataset.docs[doc_id]
-            contributions = ws.bm25.explain(text, ws.doc_row[doc_id])
-            matched = {c.term for c in contributions if c.tf > 0}
             rows.append(Hit(rank, doc_id, doc.title, doc.text, score, labels.get(doc_id),
-                            {o: rank_maps[o].get(doc_id) for o in systems},
-                            [t for t in terms if t in matched], [t for t in terms if t not in matched],
-                            [(c.term, round(c.score, 4)) for c in contributions if c.score > 0]))
+                            {o: rank_maps[o].get(doc_id) for o in systems}, *evidence[doc_id]))
         result.systems[s] = rows
     for doc_id, label in sorted(labels.items(), key=lambda kv: -kv[1]):
         if doc_id in ws.dataset.docs:
             result.relevant.append({"doc_id": doc_id, "title": ws.dataset.docs[doc_id].title, "label": label,
                                     "ranks": {s: rank_maps[s].get(doc_id) for s in systems}})
     if qid and split:
-        from .evaluate import evaluate_run
-
         for s in systems:
-            ev = evaluate_run({qid: full[s]}, {qid: labels}, metrics=("ndcg@10", "recall@100", "mrr@10"))
-            result.per_query_metrics[s] = ev.mean
+            result.per_query_metrics[s] = evaluate_run({qid: full[s]}, {qid: labels}, metrics=SUMMARY_METRICS).mean
     return result

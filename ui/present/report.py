@@ -6,9 +6,9 @@ the counts table, the plotly figures with plotly.js inlined once (the first figu
 outside the file: no ``<script src>``, no ``<link href>``, no web fonts. Every text from the data
 (queries, titles, documents, terms) goes through ``html.escape``.
 
-The fragments use classes prefixed ``rs-`` (the stylesheet is ``GALLERY_CSS``), so the app can
-show the same cards under its own CSS; each card carries ``data-query-id`` and ``data-category``
-so a click can open the Search view on its query.
+The fragments use classes prefixed ``rs-`` (the stylesheet is ``gallery.css`` beside this module,
+``GALLERY_CSS``), so the app can show the same cards under its own CSS; each card carries
+``data-query-id`` and ``data-category`` so a click can open the Search view on its query.
 """
 from __future__ import annotations
 
@@ -19,51 +19,17 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from .failures import CATEGORY_LABELS, SYSTEM_NAMES, FailureCard, Gallery, Thresholds, describe, rank_text
+from retrieval.failure_rules import Thresholds, rank_text
+from retrieval.failures import FailureCard, Gallery
+from retrieval.systems import short
+
+from .figures import counts_figure
+from .vocabulary import CATEGORY_LABELS, describe
 
 SNIPPET_CHARS = 280
 PLOTLY_CONFIG = {"displaylogo": False}
+GALLERY_CSS = Path(__file__).with_name("gallery.css").read_text(encoding="utf-8")
 
-GALLERY_CSS = """
-.rs-gallery { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328;
-  max-width: 1200px; margin: 0 auto; padding: 1rem 1.5rem; line-height: 1.4; }
-.rs-gallery h1 { font-size: 1.6rem; margin-bottom: .2rem; }
-.rs-meta { color: #59636e; margin-top: 0; }
-.rs-counts { border-collapse: collapse; margin: 1rem 0; }
-.rs-counts th, .rs-counts td { border-bottom: 1px solid #d1d9e0; padding: .3rem .6rem; text-align: left;
-  vertical-align: top; }
-.rs-counts td.rs-count { text-align: right; font-variant-numeric: tabular-nums; font-weight: 600; }
-.rs-figure { margin: 1rem 0; }
-.rs-category h2 { font-size: 1.25rem; border-bottom: 2px solid #d1d9e0; padding-bottom: .2rem; }
-.rs-shown, .rs-empty { color: #59636e; }
-.rs-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1fr)); gap: .8rem; }
-.rs-card { border: 1px solid #d1d9e0; border-radius: 8px; padding: .7rem .9rem; background: #fff;
-  cursor: pointer; }
-.rs-card:hover { border-color: #6366f1; box-shadow: 0 1px 4px rgba(99, 102, 241, .25); }
-.rs-card-head { display: flex; justify-content: space-between; gap: .5rem; align-items: baseline; }
-.rs-cat { font-size: .75rem; text-transform: uppercase; letter-spacing: .04em; color: #59636e; }
-.rs-headline { font-weight: 700; font-variant-numeric: tabular-nums; }
-.rs-query { margin: .4rem 0; font-style: italic; }
-.rs-qid, .rs-docid { font-size: .75rem; color: #59636e; font-style: normal; margin-left: .3rem; }
-.rs-title { font-weight: 600; }
-.rs-label { font-size: .75rem; border-radius: 4px; padding: 0 .3rem; margin-left: .3rem; background: #eef1f4; }
-.rs-label-relevant { background: #dafbe1; color: #116329; }
-.rs-label-judged0 { background: #ffebe9; color: #a40e26; }
-.rs-snippet { margin: .3rem 0; font-size: .9rem; color: #31373d; }
-.rs-ranks { border-collapse: collapse; font-size: .85rem; margin: .3rem 0; }
-.rs-ranks th, .rs-ranks td { padding: .1rem .5rem; border: 1px solid #e6e9ec; text-align: center; }
-.rs-ranks th { font-weight: 500; color: #59636e; }
-.rs-terms { font-size: .85rem; margin: .3rem 0; }
-.rs-term { display: inline-block; border-radius: 4px; padding: 0 .3rem; margin: 0 .15rem .15rem 0;
-  background: #eef1f4; font-family: ui-monospace, monospace; }
-.rs-term-missing { background: #ffebe9; color: #a40e26; text-decoration: line-through; }
-.rs-bm25 { list-style: none; padding: 0; margin: .3rem 0; font-size: .85rem; }
-.rs-bm25 li { display: grid; grid-template-columns: 7rem 1fr 3.5rem; gap: .4rem; align-items: center; }
-.rs-bar { background: #eef1f4; height: .6rem; border-radius: 3px; overflow: hidden; }
-.rs-bar-fill { display: block; height: 100%; background: #6366f1; }
-.rs-val { text-align: right; font-variant-numeric: tabular-nums; }
-.rs-sim { font-size: .85rem; margin: .3rem 0 0; }
-"""
 
 
 def _e(value) -> str:
@@ -79,7 +45,7 @@ def _label_html(label: int | None) -> str:
 
 
 def _ranks_html(ranks: dict[str, int | None]) -> str:
-    head = "".join(f"<th>{_e(SYSTEM_NAMES.get(s, s))}</th>" for s in ranks)
+    head = "".join(f"<th>{_e(short(s))}</th>" for s in ranks)
     cells = "".join(f"<td>{_e(rank_text(r))}</td>" for r in ranks.values())
     return f'<table class="rs-ranks"><tr>{head}</tr><tr>{cells}</tr></table>'
 
@@ -130,18 +96,6 @@ def card_html(card: FailureCard) -> str:
         "</article>")
 
 
-def counts_figure(gallery: Gallery) -> go.Figure:
-    """Bar chart: number of queries per failure category."""
-    labels = [CATEGORY_LABELS[c] for c in gallery.categories]
-    counts = [gallery.counts[c] for c in gallery.categories]
-    fig = go.Figure(go.Bar(x=labels, y=counts, text=counts, textposition="outside", marker_color="#6366f1",
-                           hovertemplate="%{x}: %{y} queries<extra></extra>"))
-    fig.update_layout(title=(f"Failure categories on {gallery.dataset} ({gallery.split}): "
-                             f"{len(gallery.query_categories)} labelled queries"),
-                      yaxis=dict(title="queries", rangemode="tozero"), margin=dict(t=60, b=40))
-    return fig
-
-
 def _counts_table(gallery: Gallery, thresholds: Thresholds) -> str:
     rows = "".join(
         f'<tr><td><a href="#rs-cat-{_e(c)}">{_e(CATEGORY_LABELS[c])}</a></td>'
@@ -176,12 +130,12 @@ def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str
     """The whole gallery as one self-contained HTML document (opens offline).
 
     ``counts``: put ``counts_figure`` first; ``figures``: more plotly figures after it (e.g. from
-    ``retrieval.plots``).
+    ``figures``).
     """
     t = Thresholds(**gallery.thresholds)
     title = title or f"RankScope failure gallery — {gallery.dataset} ({gallery.split})"
     figs = ([counts_figure(gallery)] if counts else []) + list(figures)
-    systems = ", ".join(SYSTEM_NAMES.get(s, s) for s in gallery.systems)
+    systems = ", ".join(short(s) for s in gallery.systems)
     meta = (f"{gallery.dataset}, split {gallery.split}: {len(gallery.query_categories)} queries with a relevant "
             f"label analysed, {len(gallery.skipped)} without one skipped. Systems: {systems}; ranks searched to "
             f"depth {t.depth} ({rank_text(None)} = not retrieved). Relevant = label > 0; unjudged documents "

@@ -1,0 +1,77 @@
+"""Evaluation tables as plain data: every system's metrics with significance marks, Recall@k at
+many depths, and each query's metric under each system (the wins and losses against BM25).
+
+* ``metrics_table`` — every system of one or more workspaces (base, fine-tuned, compressed
+  indexes), with "†" where a system differs from BM25 at p < 0.05 (paired permutation test,
+  ``evaluate.significance_marks``).
+* ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
+  1 to 1000, computed by ranx from the cached runs.
+* ``per_query_table`` — each query's nDCG@10 under each system, the queries where another system
+  gains most over the first listed first.
+"""
+from __future__ import annotations
+
+import json
+
+from .evaluate import evaluate_run, significance_marks
+from .metrics import METRICS, PRIMARY
+from .systems import BASE_SYSTEMS, label
+from .workspace import Workspace
+
+RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+Entry = tuple[str, Workspace, str]  # (label shown, workspace, system name)
+
+
+def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems) -> list[Entry]:
+    """(label, workspace, system) for each system of each workspace, BM25 first and only once.
+
+    ``workspaces``: one workspace, or ``{label: workspace}`` (e.g. base, fine-tuned, int8) whose
+    systems are labelled "Dense · int8". A system whose parameters repeat an earlier one (BM25
+    shared by ``with_model`` / ``with_index`` siblings) is listed once.
+    """
+    named = workspaces if isinstance(workspaces, dict) else {"": workspaces}
+    entries, seen = [], set()
+    for ws_label, ws in named.items():
+        for s in ("bm25", *[s for s in systems if s != "bm25"]):
+            key = json.dumps([s, ws.system_params(s, split)], sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            entries.append((label(s) if s == "bm25" or not ws_label else f"{label(s)} · {ws_label}", ws, s))
+    return entries
+
+
+def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                  metrics=METRICS) -> list[dict]:
+    """One row per system: ``{"label", "system", "metrics": {m: mean}, "marks": {m: "†"}}``.
+
+    BM25 always comes first: it is the base of the significance marks.
+    """
+    entries = system_entries(ws_by_label, split, systems)
+    evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
+    base = entries[0][0]
+    marks = significance_marks(evals, base, metrics)
+    return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
+             "marks": marks.get(name, {})} for name, _, s in entries]
+
+
+def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                 ks=RECALL_KS) -> dict[str, list[float]]:
+    """``{label: [mean Recall@k for k in ks]}`` from each system's cached run, by ranx."""
+    metrics = tuple(f"recall@{k}" for k in ks)
+    out = {}
+    for name, ws, s in system_entries(workspaces, split, systems):
+        ev = evaluate_run(ws.run(s, split), ws.dataset.qrels[split], metrics=metrics)
+        out[name] = [ev.mean[m] for m in metrics]
+    return out
+
+
+def per_query_table(ws: Workspace, split: str, systems=BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict]:
+    """Each evaluated query's ``metric`` under every system: ``{"query", "text", "values": {system:
+    value}}``, ordered by how much the best of the other systems gains over the first (largest
+    first): where dense and hybrid win and lose against BM25."""
+    per = {s: ws.evaluate(s, split).per_query.get(metric, {}) for s in systems}
+    first, others = systems[0], systems[1:]
+    qids = sorted(per[first], key=lambda q: -(max((per[s].get(q, 0) for s in others), default=0) - per[first][q]))
+    return [{"query": q, "text": ws.dataset.queries.get(q, ""), "values": {s: per[s].get(q, 0.0) for s in systems}}
+            for q in qids]

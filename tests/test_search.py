@@ -1,0 +1,88 @@
+"""One search, one pass: the query is encoded, BM25-scored and searched in FAISS once, each distinct
+document explained once, nothing written to the store; labelled queries by id (real BM25, tiny BERT,
+FAISS, SQLite)."""
+from __future__ import annotations
+
+import pytest
+
+from retrieval.readers import load_dataset
+from retrieval.search import side_by_side
+from retrieval.store import Store
+from retrieval.workspace import Workspace
+
+from .conftest import DEMO
+from .test_dense import CountingEncoder
+
+
+class Calls:
+    """Counts calls to methods of real objects, passing every call through."""
+
+    def __init__(self):
+        self.n: dict[str, int] = {}
+
+    def wrap(self, monkeypatch, obj, name: str, label: str) -> None:
+        real = getattr(obj, name)
+
+        def counted(*args, **kwargs):
+            self.n[label] = self.n.get(label, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(obj, name, counted)
+
+
+@pytest.fixture
+def demo_ws(tmp_path, tiny_encoder):
+    store = Store(tmp_path / "store.sqlite3")
+    ws = Workspace(load_dataset(DEMO), store, model=CountingEncoder(tiny_encoder))
+    ws.build_dense()
+    ws.lambda_for("test")  # λ is tuned once per workspace (and cached): not part of a search
+    yield ws
+    store.close()
+
+
+def counted_search(ws, monkeypatch, **kwargs):
+    calls = Calls()
+    calls.wrap(monkeypatch, ws.dense.index, "search_vectors", "faiss")
+    calls.wrap(monkeypatch, ws.bm25, "scores", "bm25")
+    calls.wrap(monkeypatch, ws.bm25, "explain", "explain")
+    calls.wrap(monkeypatch, ws.bm25, "query_terms", "tokenize")
+    ws.encoder.encoded = 0
+    writes = ws.store.db.conn.total_changes
+    res = side_by_side(ws, **kwargs)
+    calls.n["encoded"] = ws.encoder.encoded
+    calls.n["store writes"] = ws.store.db.conn.total_changes - writes
+    return res, calls.n
+
+
+def test_one_search_encodes_the_query_once_and_writes_nothing(demo_ws, monkeypatch):
+    res, n = counted_search(demo_ws, monkeypatch, text="leaky faucet washer")
+    shown = {h.doc_id for hits in res.systems.values() for h in hits}
+    assert n == {"encoded": 1, "faiss": 1, "bm25": 1, "tokenize": 1, "explain": len(shown), "store writes": 0}
+    assert len(shown) < sum(len(h) for h in res.systems.values())  # documents shared by lists: explained once
+
+
+def test_a_labelled_query_by_id_gets_its_labels_in_the_same_single_pass(demo_ws, monkeypatch):
+    res, n = counted_search(demo_ws, monkeypatch, query_id="q01")
+    assert res.query_id == "q01" and res.query == demo_ws.dataset.queries["q01"] and res.split
+    assert {r["doc_id"] for r in res.relevant} == set(demo_ws.dataset.qrels[res.split]["q01"])
+    assert n["encoded"] == 1 and n["faiss"] == 1 and n["bm25"] == 1 and n["store writes"] == 0
+    by_text, _ = counted_search(demo_ws, monkeypatch, text=res.query)  # the same query typed
+    assert by_text.to_json() == res.to_json()
+
+
+def test_the_single_pass_gives_each_systems_own_lists(demo_ws):
+    text = "how do I stop my nose running in winter"
+    res = side_by_side(demo_ws, text, k=10)
+    runs = {"bm25": demo_ws.bm25.search({"q": text}, 10)["q"],
+            "dense": demo_ws.dense.search({"q": text}, 10)["q"],
+            "hybrid": demo_ws.hybrid("clear", demo_ws.dataset.default_split()).search({"q": text}, 10)["q"]}
+    for system, hits in runs.items():
+        assert [h.doc_id for h in res.systems[system]] == [d for d, _ in hits]
+        assert [h.score for h in res.systems[system]] == pytest.approx([s for _, s in hits], rel=1e-5)
+
+
+def test_unknown_query_id_and_empty_text_are_errors(demo_ws):
+    with pytest.raises(KeyError, match="no query 'nope'"):
+        side_by_side(demo_ws, query_id="nope")
+    with pytest.raises(ValueError, match="type a query"):
+        side_by_side(demo_ws, "   ")

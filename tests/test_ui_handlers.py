@@ -1,0 +1,95 @@
+"""The views' handlers called directly, without a server: what each returns on the demo (real BM25,
+tiny BERT, FAISS, SQLite; the same functions the app's events call)."""
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from retrieval.store import Store
+from training.job import JobQueue
+from ui import data, evaluate, failures, runs, search, train
+from ui.registry import Registry
+
+from .conftest import DEMO
+
+
+@pytest.fixture(scope="module")
+def app_state(tmp_path_factory, tiny_model_dir):
+    store = Store(tmp_path_factory.mktemp("handlers") / "store.sqlite3")
+    registry = Registry(store, str(tiny_model_dir))
+    key = data.load_demo(registry).key
+    yield registry, key
+    store.close()
+
+
+@pytest.fixture
+def ws(app_state):
+    registry, key = app_state
+    return registry.get(key)
+
+
+def test_search_free_text_and_by_id(ws):
+    html, result = search.search(ws, "leaky faucet washer")
+    assert set(result["systems"]) == {"bm25", "dense", "hybrid"} and result["query_id"] is None
+    assert html.count('class="hit"') == sum(len(h) for h in result["systems"].values())
+    text, html, result = search.search_by_id(ws, "q01")
+    assert text == ws.dataset.queries["q01"] and result["query_id"] == "q01"
+    assert "Labelled documents for q01" in html
+    assert ("[" + result["split"] + "] q01: " + text, "q01") in search.query_choices(ws)
+    with pytest.raises(gr.Error, match="type a query"):
+        search.search(ws, "  ")
+
+
+def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
+    caption, rows, wins = evaluate.evaluate(ws, "test", [])
+    assert "tuned on train" in caption
+    assert [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
+    n_test = len(ws.dataset.split_queries("test"))
+    assert len(wins) == n_test and all(len(r) == 5 for r in wins)
+    gains = [max(r[3], r[4]) - r[2] for r in wins]
+    assert gains[0] == pytest.approx(max(gains), abs=1e-3)  # the biggest gain over BM25 first
+    _, with_int8, _ = evaluate.evaluate(ws, "test", ["int8"])
+    assert [r[0] for r in with_int8][-2:] == ["Dense · int8 index", "Hybrid (CLEAR λ) · int8 index"]
+    with pytest.raises(gr.Error, match="no relevance labels"):
+        evaluate.evaluate(ws, "", [])
+
+
+def test_failures_cards_and_picks_name_query_ids(ws):
+    _, cards_html, picks, gallery = failures.failures(ws, "test", "")
+    n_cards = sum(len(c) for c in gallery["cards"].values())
+    assert cards_html.count('class="rs-card"') == n_cards > 0
+    ids = {value for _, value in picks["choices"]}
+    assert ids == {c["query_id"] for cards in gallery["cards"].values() for c in cards} <= set(ws.dataset.queries)
+    report = failures.export(ws, "test", "")
+    assert open(report, encoding="utf-8").read().count('class="rs-card"') == n_cards
+
+
+def test_loading_a_broken_file_names_the_line_and_keeps_the_data_set(app_state, tmp_path):
+    registry, key = app_state
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": broken\n')
+    loaded = data.load_files(registry, key, [str(bad)])
+    assert not loaded.ok and loaded.key == key
+    assert "corpus.jsonl:2:" in loaded.status and "previous data set is still loaded" in loaded.status
+    assert registry.get(key).dataset.name == "demo"
+    with pytest.raises(gr.Error, match="choose one or more files"):
+        data.load_files(registry, key, [])
+
+
+def test_runs_compare_refuses_unknown_keys(app_state, ws):
+    registry, _ = app_state
+    evaluate.evaluate(ws, "test", [])
+    rows, choices, _ = runs.runs(registry.store, ws)
+    keys = [value for _, value in choices["choices"]]
+    note, table = runs.compare(registry.store, ws, keys[0], keys[0], "ndcg@10")
+    assert "p = 1" in note and all(r[4] == 0 for r in table)
+    with pytest.raises(gr.Error, match="unknown run"):
+        runs.compare(registry.store, ws, keys[0], "not-a-run", "ndcg@10")
+
+
+def test_training_form_values_are_checked_before_a_job_is_queued(app_state, ws):
+    registry, _ = app_state
+    jobs = JobQueue(registry.store)
+    with pytest.raises(gr.Error, match="batch size"):
+        train.start(registry, jobs, ws, {"loss": "triplet", "batch_size": 1}, 0.8)
+    assert registry.store.jobs() == []

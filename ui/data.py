@@ -1,0 +1,82 @@
+"""The Data view: upload a data set (a BEIR zip or separate files) or go back to the bundled demo.
+A broken file is reported with its file and line, and the data set loaded before stays loaded."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from retrieval import DataError, Workspace, load_dataset
+from retrieval.dataset import Dataset
+from retrieval.progress import Progress
+from retrieval.readers import load_uploads
+
+from . import texts
+from .registry import Registry
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+MAX_WARNINGS = 20  # warnings listed after a load (the CLI's `info` lists them all)
+
+
+def dataset_summary(ws: Workspace) -> str:
+    """One line of Markdown: name, documents, queries, labels per split, encoder, content hash."""
+    ds = ws.dataset
+    splits = ", ".join(f"{s}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
+                       for s, q in ds.qrels.items()) or "no relevance labels"
+    return (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
+            f"encoder `{ws.encoder.name}`; content hash `{ds.content_hash[:12]}`")
+
+
+@dataclass
+class Loaded:
+    """What a load did: the session's key (the new one, or the old one when loading failed) and a
+    status line; ``ok`` says whether the views must show the new workspace."""
+
+    key: str
+    status: str
+    ok: bool
+
+
+def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None = None) -> Loaded:
+    """Index ``dataset`` (BM25, then the dense index with encoding progress) and report its warnings."""
+    if progress:
+        progress(0.0, "indexing")
+    key = registry.open(dataset, progress=progress)
+    warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
+    return Loaded(key, f"✅ Loaded **{html.escape(dataset.name)}**.{warn}", True)
+
+
+def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None) -> Loaded:
+    """Uploaded files as a data set; on bad input the status names the file and line and the
+    previous data set (``key``) stays loaded."""
+    if not paths:
+        raise gr.Error("choose one or more files first")
+    try:
+        dataset = load_uploads([str(p) for p in paths])
+    except DataError as err:
+        return Loaded(key, f"❌ **Could not load:** `{err}`\n\nThe previous data set is still loaded.", False)
+    return open_dataset(registry, dataset, progress)
+
+
+def load_demo(registry: Registry, progress: Progress | None = None) -> Loaded:
+    return open_dataset(registry, load_dataset(DEMO), progress)
+
+
+@dataclass
+class DataView:
+    files: gr.File
+    load: gr.Button
+    demo: gr.Button
+    status: gr.Markdown
+
+
+def build() -> DataView:
+    gr.Markdown(texts.DATA_INTRO)
+    files = gr.File(label="Data set files", file_count="multiple", elem_id="upload")
+    with gr.Row():
+        load = gr.Button("Load uploaded files", variant="primary", elem_id="load-button")
+        demo = gr.Button("Load the bundled demo")
+    status = gr.Markdown(elem_id="load-status")
+    return DataView(files, load, demo, status)

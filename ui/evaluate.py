@@ -1,0 +1,96 @@
+"""The Evaluate view: metrics of every system on a split (with int8, PCA and fine-tuned variants
+on request), significance against BM25, per-query wins and losses, plots, and the compression table."""
+from __future__ import annotations
+
+import gradio as gr
+
+from retrieval import Workspace
+from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
+from retrieval.metrics import VIEW_METRICS
+from retrieval.systems import BASE_SYSTEMS, label
+from retrieval.tables import per_query_table
+
+from . import texts
+from .pools import HEAVY, LIGHT
+from .present.figures import bm25_dense_scatter, lambda_sweep, recall_curves
+from .present.tables import rounded
+from .registry import Context, Registry, SplitView, split_dropdown
+from .search import encoder_choices, metrics_caption, metrics_rows
+
+WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
+
+
+def _require_labels(split: str | None) -> str:
+    if not split:
+        raise gr.Error("this data set has no relevance labels to evaluate against")
+    return split
+
+
+def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, list[list], list[list]]:
+    """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table."""
+    _require_labels(split)
+    try:
+        rows = metrics_rows(comparison_workspaces(ws, extras), split)
+    except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
+        raise gr.Error(str(err)) from err
+    wins = [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in BASE_SYSTEMS)]
+            for r in per_query_table(ws, split)]
+    return metrics_caption(ws, split), rows, wins
+
+
+def plots(ws: Workspace, split: str, extras: list[str] | None):
+    """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
+    if not split:
+        return gr.skip(), gr.skip(), gr.skip()
+    return bm25_dense_scatter(ws, split), recall_curves(comparison_workspaces(ws, extras), split), lambda_sweep(ws, split)
+
+
+def compression(ws: Workspace, split: str) -> dict:
+    """Quality and bytes per document of float32, int8 and PCA-reduced indexes (dense and hybrid)."""
+    _require_labels(split)
+    d = reduced_dims(ws.encoder.dim)
+    rows = [r.to_dict() for r in compression_table(ws, split, variants=(("flat", None), ("sq8", None),
+                                                                          ("flat", d), ("sq8", d)))]
+    return {"headers": list(rows[0]), "data": [[rounded(v) for v in r.values()] for r in rows]}
+
+
+def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """What can be evaluated beside the workspace: int8 and PCA indexes, fine-tuned encoders."""
+    return ([("int8 index (FAISS SQ8, Baidu §5.1)", "int8"), (f"PCA to {reduced_dims(ws.encoder.dim)} dims", "pca")]
+            + [(name, path) for name, path in encoder_choices(registry, ws)[1:] if path != ws.model_name])
+
+
+def build(ctx: Context, tab: gr.Tab) -> SplitView:
+    ws = ctx.start
+    with gr.Row():
+        split = split_dropdown(ws)
+        extras = gr.CheckboxGroup(choices=extras_choices(ctx.registry, ws), value=[], elem_id="eval-extras",
+                                  label="Also evaluate (compressed indexes, fine-tuned encoders)", scale=3)
+        button = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button", scale=1)
+    note = gr.Markdown(elem_id="eval-note")
+    table = gr.Dataframe(headers=["system", *VIEW_METRICS], interactive=False, elem_id="eval-table")
+    with gr.Row():
+        scatter = gr.Plot(label="Per query: BM25 vs dense nDCG@10", elem_id="eval-scatter")
+        recall = gr.Plot(label="Recall@k", elem_id="eval-recall")
+    sweep = gr.Plot(label="Hybrid λ sweep", elem_id="eval-sweep")
+    gr.Markdown(texts.EVALUATE_INTRO)
+    wins = gr.Dataframe(headers=WINS_HEADERS, interactive=False)
+    with gr.Accordion("Embedding compression (Baidu §5: int8 codes, fewer dimensions)", open=False):
+        compress = gr.Button("Compare index sizes and quality", elem_id="compress-button")
+        compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
+
+    def on_evaluate(split_: str, extras_: list[str], key: str):
+        return evaluate(ctx.workspace(key), split_, extras_)
+
+    def on_plots(split_: str, extras_: list[str], key: str):
+        return plots(ctx.workspace(key), split_, extras_)
+
+    def on_compression(split_: str, key: str):
+        return compression(ctx.workspace(key), split_)
+
+    button.click(on_evaluate, [split, extras, ctx.key], [note, table, wins], api_name="evaluate", **HEAVY).then(
+        on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY)
+    compress.click(on_compression, [split, ctx.key], compress_table, api_name="compression", **HEAVY)
+    tab.select(lambda key: gr.update(choices=extras_choices(ctx.registry, ctx.workspace(key))), ctx.key, extras,
+               api_visibility="private", **LIGHT)
+    return SplitView(split)

@@ -1,0 +1,103 @@
+"""The Failures view: counts per failure category and the cards (most dramatic rank moves first);
+a click on a card, or a pick from the list, opens its query (by id) in the Search view; the gallery
+exports as one self-contained HTML file."""
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from retrieval import Workspace
+from retrieval.failures import Gallery, failure_gallery
+from retrieval.history import trained_encoders
+
+from . import texts
+from .pools import HEAVY, LIGHT
+from .present.figures import bm25_dense_scatter, counts_figure, recall_curves
+from .present.report import gallery_fragment, write_gallery
+from .present.vocabulary import CATEGORY_LABELS
+from .registry import Context, Registry, SplitView, split_dropdown
+
+# A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
+CARD_CLICK_JS = ("element.addEventListener('click', (e) => { const card = e.target.closest('.rs-card'); "
+                 "if (card) trigger('click', {query_id: card.dataset.queryId}); });")
+
+
+def tuned_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """"none", then every encoder fine-tuned on this data set (its folder as the value)."""
+    return [("none", "")] + [(f"fine-tuned: {e.loss} ({e.job_id})", e.path)
+                             for e in trained_encoders(registry.store, ws.dataset.content_hash)]
+
+
+def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
+    """A fine-tuned encoder picker (filled when its tab opens; any model folder or id typed is accepted)."""
+    return gr.Dropdown(choices=[("none", "")], value="", label=label, elem_id=elem_id, scale=2,
+                       allow_custom_value=True)
+
+
+def gallery(ws: Workspace, split: str, tuned: str) -> Gallery:
+    if not split:
+        raise gr.Error("this data set has no relevance labels: failures need them")
+    try:
+        return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None)
+    except (ValueError, OSError) as err:
+        raise gr.Error(str(err)) from err
+
+
+def failures(ws: Workspace, split: str, tuned: str):
+    """Counts figure, cards HTML, the card picker (values: query ids) and the gallery as JSON."""
+    found = gallery(ws, split, tuned)
+    picks = [(f"{CATEGORY_LABELS[c.category]} · {c.query_id}: {c.query[:70]} ({c.headline})", c.query_id)
+             for cards in found.cards.values() for c in cards]
+    return (counts_figure(found), gallery_fragment(found), gr.update(choices=list(dict.fromkeys(picks)), value=None),
+            found.to_json())
+
+
+def export(ws: Workspace, split: str, tuned: str) -> str:
+    """The gallery with its plots as one HTML file that opens offline; returns its path."""
+    found = gallery(ws, split, tuned)
+    workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
+    figures = [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)]
+    folder = Path(tempfile.mkdtemp(prefix="rankscope-report-"))
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"rankscope-failures-{ws.dataset.name}-{split}.html")
+    return str(write_gallery(found, folder / name, figures))
+
+
+@dataclass
+class FailuresView(SplitView):
+    cards: gr.HTML
+    pick: gr.Dropdown
+    open: gr.Button
+
+
+def build(ctx: Context, tab: gr.Tab) -> FailuresView:
+    ws = ctx.start
+    gr.Markdown(texts.FAILURES_INTRO)
+    with gr.Row():
+        split = split_dropdown(ws)
+        tuned = tuned_dropdown("Fine-tuned encoder to compare", "failures-tuned")
+        button = gr.Button("Find failures", variant="primary", elem_id="failures-button", scale=1)
+        export_btn = gr.Button("Export HTML report", elem_id="export-button", scale=1)
+    with gr.Row():
+        pick = gr.Dropdown(choices=[], label="Open a card's query in the Search view", elem_id="failures-pick", scale=4)
+        open_btn = gr.Button("Open in Search", elem_id="failures-open", scale=1)
+    export_file = gr.File(label="Report (one self-contained HTML file)", elem_id="export-file")
+    counts = gr.Plot(label="Failures per category", elem_id="failures-counts")
+    gr.Markdown("Click a card to open its query in the Search view.")
+    cards = gr.HTML(elem_id="failures-cards", js_on_load=CARD_CLICK_JS)
+    as_json = gr.JSON(visible=False)
+
+    def on_failures(split_: str, tuned_: str, key: str):
+        return failures(ctx.workspace(key), split_, tuned_)
+
+    def on_export(split_: str, tuned_: str, key: str):
+        return export(ctx.workspace(key), split_, tuned_)
+
+    tab.select(lambda key: gr.update(choices=tuned_choices(ctx.registry, ctx.workspace(key))), ctx.key, tuned,
+               api_visibility="private", **LIGHT)
+    button.click(on_failures, [split, tuned, ctx.key], [counts, cards, pick, as_json], api_name="failures", **HEAVY)
+    export_btn.click(on_export, [split, tuned, ctx.key], export_file, api_name="export_failures", **HEAVY)
+    return FailuresView(split, cards, pick, open_btn)

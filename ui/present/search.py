@@ -1,0 +1,71 @@
+"""The Search view's HTML: one column per system, each hit with its label badge, its rank in the
+other lists, the query terms it matches highlighted, its per-term BM25 contributions and the query
+terms it lacks; for a labelled query, a table of every labelled document's rank per system."""
+from __future__ import annotations
+
+import html
+
+from retrieval.failure_rules import NOT_RETRIEVED
+from retrieval.search import Hit, SideBySide
+from retrieval.systems import label, short
+from retrieval.tokenize import Tokenizer
+
+LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
+               0: ("rel-0", "judged not relevant (0)")}
+SNIPPET_CHARS = 420
+
+
+def highlight(text: str, tokenizer: Tokenizer, terms: set[str], limit: int = SNIPPET_CHARS) -> str:
+    """HTML-escaped ``text`` (cut near ``limit`` chars) with query-term matches in <mark>."""
+    cut = text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+    out, pos = [], 0
+    for start, end, token in tokenizer.spans(cut):
+        if token in terms:
+            out.append(html.escape(cut[pos:start]))
+            out.append(f"<mark>{html.escape(cut[start:end])}</mark>")
+            pos = end
+    out.append(html.escape(cut[pos:]))
+    return "".join(out)
+
+
+def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> str:
+    badge = ""
+    if hit.label is not None:
+        cls, title = LABEL_BADGE.get(hit.label, ("rel-1", f"label {hit.label}"))
+        badge = f'<span class="badge {cls}" title="{title}">{hit.label}</span>'
+    elsewhere = " · ".join(f"{short(o)} {'#' + str(r) if r else NOT_RETRIEVED}"
+                           for o, r in hit.ranks.items() if o != system)
+    why = " · ".join(f"{html.escape(t)} {v:.2f}" for t, v in hit.bm25_terms)
+    why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
+    missing = (f'<div class="missing">no exact match: {html.escape(", ".join(hit.missing_terms))}</div>'
+               if hit.missing_terms and res.terms else "")
+    return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
+            f'<span class="title">{html.escape(hit.title or hit.doc_id)}</span>'
+            f'<span class="score">{hit.score:.3f}</span></div>'
+            f'<div class="meta">{html.escape(hit.doc_id)} · also: {elsewhere}</div>'
+            f'<div class="snippet">{highlight(hit.text, tokenizer, set(res.terms))}</div>{why}{missing}</div>')
+
+
+def _labelled_table(res: SideBySide) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(r['doc_id'])}</td><td>{html.escape(r['title'] or '')}</td><td>{r['label']}</td>"
+        + "".join(f"<td>{r['ranks'][s] or NOT_RETRIEVED}</td>" for s in res.systems) + "</tr>"
+        for r in res.relevant)
+    return (f'<details open class="judged"><summary>Labelled documents for {html.escape(res.query_id)} '
+            f'({html.escape(res.split or "")} split): rank under each system</summary>'
+            f'<table><tr><th>doc</th><th>title</th><th>label</th>'
+            + "".join(f"<th>{label(s)}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
+
+
+def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
+    """The columns (one per system) and, for a labelled query, the labelled documents' ranks."""
+    cols = []
+    for system, hits in res.systems.items():
+        head = label(system)
+        metric = res.per_query_metrics.get(system, {})
+        if metric:
+            head += f' <span class="qmetric">nDCG@10 {metric.get("ndcg@10", 0):.3f}</span>'
+        cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
+        cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
+    summary = _labelled_table(res) if res.query_id else ""
+    return f'<div class="sbs">{"".join(cols)}</div>{summary}'

@@ -1,0 +1,40 @@
+"""Table cells: the library's rows written as the app shows them (every metric through
+``retrieval.metrics.cell``: 4 decimals and the significance mark)."""
+from __future__ import annotations
+
+from retrieval.metrics import METRICS, SUMMARY_METRICS, cell, significance_mark
+
+
+def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
+    """Rows of ``tables.metrics_table`` as text cells: label, then "0.6804†" per metric."""
+    return [[r["label"], *(cell(r["metrics"][m], r["marks"].get(m, "")) for m in metrics)] for r in rows]
+
+
+def rounded(value, digits: int = 4):
+    """A number cell: floats rounded to ``digits``, anything else as it is."""
+    return round(value, digits) if isinstance(value, float) else value
+
+
+def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str]]:
+    """A finished job's base and fine-tuned metrics: [encoder, system, *metrics], † on the fine-tuned
+    rows where the paired permutation test against the base is significant."""
+    pvalues = result.get("significance") or {}
+    rows = []
+    for encoder, systems in (result.get("metrics") or {}).items():
+        for system, values in systems.items():
+            marks = [significance_mark(pvalues.get(system, {}).get(m, 1.0)) if encoder == "fine-tuned" else ""
+                     for m in metrics]
+            rows.append([encoder, system, *(cell(values.get(m), mark) for m, mark in zip(metrics, marks))])
+    return rows
+
+
+def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:
+    """Each evaluated query's nDCG@10 before and after fine-tuning (dense, hybrid) with the changes,
+    biggest hybrid gains first."""
+    pq = result.get("per_query") or {}
+    dense, hybrid = pq.get("dense", {}), pq.get("hybrid", {})
+    rows = []
+    for q in sorted(set(dense) | set(hybrid)):
+        d, h = dense.get(q, [0.0, 0.0]), hybrid.get(q, [0.0, 0.0])
+        rows.append([q, queries.get(q, "")[:80], d[0], d[1], round(d[1] - d[0], 4), h[0], h[1], round(h[1] - h[0], 4)])
+    return sorted(rows, key=lambda r: (-r[7], -r[4], r[0]))

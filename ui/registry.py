@@ -1,0 +1,81 @@
+"""The workspaces the app has open, shared by every session; each session holds the key of its own
+(a ``gr.State``), so one user's upload never changes another's view."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import gradio as gr
+
+from retrieval import Store, Workspace
+from retrieval.dataset import Dataset
+from retrieval.progress import Progress
+from training.job import JobQueue
+
+
+class Registry:
+    """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
+
+    def __init__(self, store: Store, model: str | None, size: int = 4):
+        self.store, self.model, self.size = store, model, size
+        self._items: OrderedDict[str, Workspace] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self, dataset: Dataset, progress: Progress | None = None, model: str | None = None) -> str:
+        """Open ``dataset`` with ``model`` (default: the app's encoder), BM25 and the dense index
+        built; returns the session key."""
+        model = model or self.model
+        key = f"{dataset.content_hash}:{model or ''}"
+        with self._lock:
+            ws = self._items.get(key)
+            if ws is None:
+                ws = Workspace(dataset, self.store, model=model)
+        ws.bm25  # noqa: B018 - build now, so the first search is fast
+        ws.build_dense(progress=progress)
+        with self._lock:
+            self._items[key] = ws
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return key
+
+    def get(self, key: str) -> Workspace:
+        with self._lock:
+            ws = self._items.get(key)
+        if ws is None:
+            raise gr.Error("this data set was closed to free memory; load it again on the Data tab")
+        return ws
+
+
+@dataclass
+class Context:
+    """What every view's ``build`` needs: the registry, the training queue, the session's key
+    (a ``gr.State``) and the workspace the page opens on."""
+
+    registry: Registry
+    jobs: JobQueue
+    key: gr.State
+    start: Workspace
+
+    def workspace(self, key: str) -> Workspace:
+        return self.registry.get(key)
+
+
+def split_dropdown(ws: Workspace) -> gr.Dropdown:
+    """A view's split picker: the workspace's labelled splits, its default split chosen."""
+    return gr.Dropdown(choices=ws.dataset.splits, value=ws.dataset.default_split(), label="Split", scale=1)
+
+
+@dataclass
+class SplitView:
+    """A view whose only data-set-dependent input is its split picker (``refresh`` on a new data set)."""
+
+    split: gr.Dropdown
+
+    def outputs(self) -> list:
+        return [self.split]
+
+    def refresh(self, ws: Workspace) -> tuple:
+        """The new workspace's labelled splits, its default chosen."""
+        return (gr.update(choices=ws.dataset.splits, value=ws.dataset.default_split()),)

@@ -1,0 +1,145 @@
+"""The Search view: one query (typed, or a labelled one picked by id), every system side by side,
+the metrics of the three systems on the whole split, and the dense encoder in use."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from retrieval import Workspace
+from retrieval.errors import EncoderLoadError
+from retrieval.history import trained_encoders
+from retrieval.metrics import VIEW_METRICS
+from retrieval.search import side_by_side
+from retrieval.tables import metrics_table
+
+from . import texts
+from .data import dataset_summary
+from .pools import HEAVY, LIGHT, SEARCH
+from .present.search import side_by_side_html
+from .present.tables import table_cells
+from .registry import Context, Registry
+
+
+# ---- handlers --------------------------------------------------------------------------------
+def search(ws: Workspace, text: str) -> tuple[str, dict]:
+    """Free text: the side-by-side HTML and its JSON (labels too when the text is a labelled query's)."""
+    try:
+        res = side_by_side(ws, text or "")
+    except ValueError as err:
+        raise gr.Error(str(err)) from err
+    return side_by_side_html(res, ws.tokenizer), res.to_json()
+
+
+def search_by_id(ws: Workspace, query_id: str) -> tuple[str, str, dict]:
+    """A data set query by id: its text (for the query box), the HTML and the JSON."""
+    if not query_id or query_id not in ws.dataset.queries:
+        raise gr.Error("pick a query first")
+    res = side_by_side(ws, query_id=query_id)
+    return res.query, side_by_side_html(res, ws.tokenizer), res.to_json()
+
+
+def query_choices(ws: Workspace) -> list[tuple[str, str]]:
+    """Every labelled query as (label "[split] id: text", query id), each query once."""
+    out: dict[str, str] = {}
+    for split, qrels in ws.dataset.qrels.items():
+        for qid in qrels:
+            if qid in ws.dataset.queries and qid not in out:
+                out[qid] = f"[{split}] {qid}: {ws.dataset.queries[qid]}"
+    return [(text, qid) for qid, text in out.items()]
+
+
+def metrics_caption(ws: Workspace, split: str | None) -> str:
+    if not split:
+        return texts.NO_LABELS
+    lam = ws.lambda_for(split)
+    n = len(ws.dataset.split_queries(split))
+    return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}). "
+            "† p < 0.05 against BM25, paired permutation test.")
+
+
+def metrics_rows(ws: Workspace | dict[str, Workspace], split: str) -> list[list[str]]:
+    """The metrics table (every system of every workspace given), † = differs from BM25."""
+    return table_cells(metrics_table(ws, split, metrics=VIEW_METRICS), VIEW_METRICS)
+
+
+def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """The base encoder and every fine-tuned encoder trained on this data set that still exists."""
+    out = [(f"base: {registry.model or 'all-MiniLM-L6-v2'}", "")]
+    out += [(f"fine-tuned: {e.loss} ({e.job_id})", e.path) for e in trained_encoders(registry.store, ws.dataset.content_hash)]
+    if ws.model_name and ws.model_name not in [v for _, v in out]:
+        out.append((ws.model_name, ws.model_name))
+    return out
+
+
+def use_encoder(registry: Registry, ws: Workspace, choice: str) -> tuple[str, str, str, list]:
+    """Switch this session to the encoder ``choice`` ("" = the base): the new key, the data set
+    summary, the metrics caption and rows."""
+    try:
+        key = registry.open(ws.dataset, model=choice or None)
+    except EncoderLoadError as err:  # a folder or id that is not a sentence-transformers model
+        raise gr.Error(str(err)) from err
+    ws = registry.get(key)
+    split = ws.dataset.default_split()
+    return key, dataset_summary(ws), metrics_caption(ws, split), metrics_rows(ws, split) if split else []
+
+
+# ---- the view --------------------------------------------------------------------------------
+@dataclass
+class SearchView:
+    query: gr.Textbox
+    results: gr.HTML
+    raw: gr.JSON
+    picker: gr.Dropdown
+    metrics_note: gr.Markdown
+    metrics_table: gr.Dataframe
+    encoder: gr.Dropdown
+
+    def outputs(self) -> list:
+        """What ``refresh`` updates, in its order."""
+        return [self.picker, self.metrics_note, self.metrics_table, self.results]
+
+    def refresh(self, ws: Workspace) -> tuple:
+        """Updates for a newly opened workspace: the labelled queries, the metrics, no results."""
+        split = ws.dataset.default_split()
+        return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
+                metrics_rows(ws, split) if split else [], "")
+
+
+def build(ctx: Context, summary: gr.Markdown) -> SearchView:
+    ws = ctx.start
+    with gr.Row():
+        query = gr.Textbox(label="Query", placeholder="type a query, or pick a labelled one", scale=4,
+                           elem_id="query-box")
+        search_btn = gr.Button("Search", variant="primary", scale=1, elem_id="search-button")
+    with gr.Row():
+        picker = gr.Dropdown(choices=query_choices(ws), label="Labelled queries", value=None,
+                             elem_id="query-picker", scale=3)
+        encoder = gr.Dropdown(choices=encoder_choices(ctx.registry, ws), value="", label="Dense encoder",
+                              elem_id="encoder-picker", scale=1, allow_custom_value=True)
+    results = gr.HTML(elem_id="results")
+    with gr.Accordion("Raw results (JSON)", open=False):
+        raw = gr.JSON()
+    with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
+        split = ws.dataset.default_split()
+        note = gr.Markdown(metrics_caption(ws, split))
+        table = gr.Dataframe(value=metrics_rows(ws, split) if split else [], headers=["system", *VIEW_METRICS],
+                             interactive=False, elem_id="metrics-table")
+
+    def on_search(text: str, key: str):
+        return search(ctx.workspace(key), text)
+
+    def on_pick(query_id: str, key: str):
+        return search_by_id(ctx.workspace(key), query_id)
+
+    def on_encoder(choice: str, key: str):
+        return (*use_encoder(ctx.registry, ctx.workspace(key), choice), "")
+
+    search_btn.click(on_search, [query, ctx.key], [results, raw], api_name="search", **SEARCH)
+    query.submit(on_search, [query, ctx.key], [results, raw], api_visibility="private", **SEARCH)
+    picker.input(on_pick, [picker, ctx.key], [query, results, raw], api_visibility="private", **SEARCH)
+    encoder.focus(lambda key: gr.update(choices=encoder_choices(ctx.registry, ctx.workspace(key))),
+                  ctx.key, encoder, api_visibility="private", **LIGHT)
+    encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, table, results], api_name="use_encoder",
+                  **HEAVY)
+    return SearchView(query, results, raw, picker, note, table, encoder)

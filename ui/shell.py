@@ -1,0 +1,75 @@
+"""The app's page: the tabs, each built by its view's module, and the events that cross views —
+a failure card opens its query (by id) in Search; loading a data set refreshes every view."""
+from __future__ import annotations
+
+import gradio as gr
+
+from . import data, embeddings, evaluate, failures, runs, search, texts, train
+from .pools import HEAVY, SEARCH
+from .registry import Context, Registry
+
+
+def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
+    """The whole app over ``registry``, each new session starting on the workspace ``start_key``."""
+    start = registry.get(start_key)
+    with gr.Blocks(title="RankScope") as app:
+        ctx = Context(registry, jobs, gr.State(start_key), start)
+        gr.Markdown(texts.TITLE)
+        summary = gr.Markdown(data.dataset_summary(start), elem_id="dataset-summary")
+        with gr.Tabs() as tabs:
+            with gr.Tab("Search", id="search"):
+                search_view = search.build(ctx, summary)
+            with gr.Tab("Evaluate", id="evaluate") as tab:
+                evaluate_view = evaluate.build(ctx, tab)
+            with gr.Tab("Train", id="train"):
+                train.build(ctx)
+            with gr.Tab("Embeddings", id="embeddings") as tab:
+                embeddings_view = embeddings.build(ctx, tab)
+            with gr.Tab("Failures", id="failures") as tab:
+                failures_view = failures.build(ctx, tab)
+            with gr.Tab("Runs", id="runs") as tab:
+                runs.build(ctx, tab)
+            with gr.Tab("Data", id="data"):
+                data_view = data.build()
+        _open_cards_in_search(ctx, failures_view, search_view, tabs)
+        _refresh_on_load(ctx, data_view, summary, [search_view, evaluate_view, failures_view, embeddings_view])
+    return app
+
+
+def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tabs) -> None:
+    """A click on a failure card (its ``data-query-id``) or a pick from the list opens that query in
+    Search, passed by id."""
+    outputs = [search_view.query, search_view.results, search_view.raw, tabs]
+
+    def open_query(query_id: str, key: str):
+        return (*search.search_by_id(ctx.workspace(key), query_id), gr.Tabs(selected="search"))
+
+    def on_card(key: str, evt: gr.EventData):
+        query_id = getattr(evt, "query_id", None)
+        if not query_id or query_id not in ctx.workspace(key).dataset.queries:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return open_query(query_id, key)
+
+    failures_view.cards.click(on_card, ctx.key, outputs, api_visibility="private", **SEARCH)
+    failures_view.open.click(open_query, [failures_view.pick, ctx.key], outputs, api_visibility="private", **SEARCH)
+
+
+def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, views: list) -> None:
+    """Loading uploaded files or the demo switches the session's workspace and refreshes every view
+    (a failed load changes nothing but the status)."""
+    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs())]
+
+    def show(loaded: data.Loaded):
+        if not loaded.ok:
+            return (loaded.key, loaded.status, *(gr.skip() for _ in outputs[2:]))
+        ws = ctx.workspace(loaded.key)
+        return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)))
+
+    def on_load(paths, key, progress=gr.Progress()):
+        return show(data.load_files(ctx.registry, key, paths, lambda f, what: progress(f, desc=what)))
+
+    def on_demo(key, progress=gr.Progress()):
+        return show(data.load_demo(ctx.registry, lambda f, what: progress(f, desc=what)))
+
+    data_view.load.click(on_load, [data_view.files, ctx.key], outputs, api_name="load_dataset", **HEAVY)
+    data_view.demo.click(on_demo, [ctx.key], outputs, api_name="load_demo", **HEAVY)

@@ -1,0 +1,35 @@
+"""The app's help texts and choice labels, in one place."""
+from __future__ import annotations
+
+TITLE = "# RankScope\nWhy does first-stage retrieval fail? BM25, dense and hybrid, side by side."
+
+TRAIN_HELP = """Fine-tune the dense encoder in the background (one job at a time; the app stays usable).
+Data: the train split trains and the test split evaluates; without a train split, a seeded
+cold-start split by query is made. When the job ends, the new encoder is evaluated beside the base
+and appears in the Search tab's *Dense encoder* list. The defaults are the measured recipe (CLEAR's
+residual margin, BM25 negatives, lr 1e-4, 3 epochs)."""
+LOSS_HELP = {
+    "quadruplet": "quadruplet — QuadrupletBERT: (q, p, random n, hard n), two stages",
+    "residual": "residual margin — CLEAR: margin shrinks where BM25 already ranks well",
+    "triplet": "triplet — three-tower Sentence-BERT baseline, cosine",
+    "inbatch": "in-batch — softmax over batch + hard negatives (Baidu)",
+}
+NEGATIVES_HELP = {"bm25": "BM25 errors (CLEAR §3.3)", "model": "encoder's own top-k (QuadrupletBERT stage 2)",
+                  "random": "random (easy)"}
+PRETRAIN_HELP = {"": "none", "ict": "ICT", "bfs": "BFS", "ict+bfs": "ICT + BFS"}
+
+EVALUATE_INTRO = "Per-query nDCG@10 against BM25: where dense and hybrid win and lose."
+EMBEDDINGS_INTRO = ("UMAP (cosine) of queries, their positives, hard negatives (the encoder's own top "
+                    "non-relevant hits) and easy negatives (random), for a sample of labelled queries or one "
+                    "query and its neighbourhood — base and fine-tuned encoder on the same points, with the "
+                    "query–document similarities the quadruplet loss is meant to pull apart.")
+FAILURES_INTRO = ("Where and why retrieval fails, query by query: vocabulary mismatch (BM25 misses a "
+                  "relevant document dense finds), semantic false positives (dense invents a topically "
+                  "related wrong one), lexical traps, both fail, fixed by hybrid, and — with a fine-tuned "
+                  "encoder — fixed or broken by fine-tuning.")
+RUNS_INTRO = ("Every run computed on this data set, from the store (nothing is computed twice). "
+              "Pick two to compare them query by query on their split's labels.")
+DATA_INTRO = ("Load a BEIR folder as a .zip, or separate files: documents (JSONL, CSV/TSV "
+              "with id/title/text, or .txt), queries (JSONL) and labels (BEIR .tsv or TREC qrels). "
+              "A broken file is reported with its line; the current data set stays loaded.")
+NO_LABELS = "_No relevance labels: metrics need a qrels file._"

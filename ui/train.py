@@ -1,0 +1,148 @@
+"""The Train view: fine-tune the dense encoder in a background job (loss, negatives, schedule,
+device), watch its progress and loss curve, cancel it, and read base against fine-tuned."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+from retrieval import Workspace
+from retrieval.metrics import SUMMARY_METRICS
+from training.job import FINAL, JobQueue, JobSpec
+from training.losses import LOSSES
+from training.pairs import PRETRAIN_TASKS
+from training.trainer import TrainConfig
+
+from . import texts
+from .pools import LIGHT
+from .present.figures import loss_figure
+from .present.tables import per_query_change_rows, training_result_rows
+from .registry import Context, Registry
+
+RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
+PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dense", "hybrid base",
+                     "hybrid fine-tuned", "Δ hybrid"]
+DEVICES = ["auto", "cpu", "cuda", "mps"]
+
+
+def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_start: float) -> str:
+    """Queue a training job on ``ws``'s data set from the form's ``values`` (``TrainConfig`` field
+    names; blanks take the defaults); returns the job id. ``cold_start`` is the training fraction
+    of a seeded split by query, used only when the data set has no train split."""
+    try:
+        cfg = TrainConfig.from_mapping(values)
+    except ValueError as err:
+        raise gr.Error(str(err)) from err
+    if ws.dataset.default_split() is None and not cfg.pretrain:
+        raise gr.Error("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
+    has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
+    out = registry.store.models_dir / time.strftime("%Y%m%d-%H%M%S")
+    return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws.model_name,
+                               cold_start=None if has_train else float(cold_start)))
+
+
+def job_markdown(job: dict) -> str:
+    """The job's state in one line: progress with loss, rate and ETA while it runs; the error, the
+    cancel reason or where the model was saved when it ended."""
+    p = job.get("progress") or {}
+    head = f"**Job `{job['id']}` — {job['status']}** on {job.get('device') or '…'}"
+    if job["status"] == "running" and p:
+        loss = p.get("loss")
+        if isinstance(loss, float) and loss == loss:  # a training step
+            head += (f" · {p.get('stage')}: step {p.get('step')}/{p.get('total')}, loss {loss:.4f}, "
+                     f"{p.get('examples_per_s', 0):.1f} examples/s, ETA {p.get('eta_s') or 0:.0f} s")
+        else:  # mining hard negatives or evaluating: no loss, a share of the work done
+            head += f" · {p.get('stage')} ({(p.get('step') or 0) / max(p.get('total') or 1, 1):.0%})"
+    if job["status"] == "failed":
+        head += f"\n\n```\n{job.get('error', '')[-2000:]}\n```"
+    if job["status"] == "cancelled":
+        head += f" — {job.get('error', '')}"
+    if job["status"] == "done":
+        r = job.get("result") or {}
+        head += f" · {r.get('plan_note', '')}; {r.get('seconds', 0):.0f} s of training; saved to `{job.get('model_path')}`"
+    return head
+
+
+def poll(jobs: JobQueue, job_id: str, queries: dict[str, str]):
+    """Status line, loss curve, and (once the job ended) the result and per-query tables; the last
+    value says whether to keep polling."""
+    job = jobs.status(job_id)
+    done = job["status"] in FINAL
+    result = job.get("result") or {}
+    return (job_markdown(job), loss_figure(job.get("losses")),
+            training_result_rows(result, SUMMARY_METRICS) if done else gr.skip(),
+            per_query_change_rows(result, queries) if done else gr.skip(), not done)
+
+
+def cancel(jobs: JobQueue, job_id: str) -> str:
+    if job_id and jobs.cancel(job_id):
+        return f"Cancelling `{job_id}` …"
+    return "No running job to cancel."
+
+
+def build(ctx: Context) -> None:
+    d = TrainConfig()
+    gr.Markdown(texts.TRAIN_HELP)
+    with gr.Row():
+        loss = gr.Dropdown(choices=[(texts.LOSS_HELP[name], name) for name in LOSSES], value=d.loss, label="Loss",
+                           scale=2)
+        negatives = gr.Dropdown(choices=[(text, name) for name, text in texts.NEGATIVES_HELP.items()],
+                                value=d.negatives, label="Negatives (residual, triplet, in-batch)", scale=2)
+    with gr.Row():
+        epochs = gr.Number(d.epochs, label="Epochs", precision=0, minimum=1)
+        batch = gr.Number(d.batch_size, label="Batch size", precision=0, minimum=2)
+        lr = gr.Number(d.lr, label="Learning rate")
+        seq = gr.Number(d.max_seq_length, label="Max sequence length (training inputs)", precision=0, minimum=16,
+                        elem_id="train-seq")
+        steps = gr.Number(None, label="Max steps per epoch (blank: all)", precision=0, elem_id="train-steps")
+    with gr.Row():
+        margin = gr.Number(d.margin, label="Margin m (quadruplet, triplet)")
+        xi = gr.Number(d.xi, label="ξ (residual; paper 1.0 for unnormalized BERT)")
+        lam = gr.Number(d.lambda_train, label="λ_train (residual; 0 = constant margin)")
+        device = gr.Dropdown(DEVICES, value=d.device, label="Device")
+        cold = gr.Slider(0.05, 0.95, value=0.8, step=0.05, label="Cold-start train fraction (only without a train split)")
+        pretrain = gr.Dropdown([(texts.PRETRAIN_HELP[t], t) for t in ("", *PRETRAIN_TASKS)], value="",
+                               label="First stage on pseudo pairs (ICT/BFS)")
+    with gr.Row():
+        train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
+        cancel_btn = gr.Button("Cancel", variant="stop")
+    job_state = gr.State("")
+    status = gr.Markdown(elem_id="train-status")
+    loss_plot = gr.Plot(label="Loss")
+    results = gr.Dataframe(headers=RESULT_HEADERS, interactive=False, elem_id="train-results")
+    gr.Markdown("Per query (nDCG@10 on the evaluated split): what fine-tuning fixed first, what it broke last.")
+    per_query = gr.Dataframe(headers=PER_QUERY_HEADERS, interactive=False, elem_id="train-per-query")
+    timer = gr.Timer(1.0, active=False)
+
+    def on_train(key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_, cold_,
+                 pretrain_=""):
+        values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
+                      max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
+                      device=device_, pretrain=pretrain_)
+        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_)
+        return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
+
+    def on_poll(job_id: str, key: str):
+        if not job_id:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
+        try:
+            queries = ctx.workspace(key).dataset.queries
+        except gr.Error:  # the data set was closed meanwhile: ids without their text
+            queries = {}
+        *shown, running = poll(ctx.jobs, job_id, queries)
+        return (*shown, gr.Timer(active=running))
+
+    def training_status(job_id: str) -> dict:
+        """A training job's state, progress, losses and (when done) base vs fine-tuned metrics."""
+        job = ctx.jobs.status(job_id)
+        if job is None:
+            raise gr.Error(f"no training job {job_id!r}")
+        return job
+
+    gr.api(training_status, api_name="training_status")
+    inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain]
+    train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
+    timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query, timer],
+               api_visibility="private", **LIGHT)
+    cancel_btn.click(lambda job_id: cancel(ctx.jobs, job_id), job_state, status, api_name="cancel_training", **LIGHT)
