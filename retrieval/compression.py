@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 
 from .evaluate import Evaluation, compare
 from .metrics import SIGNIFICANT, SUMMARY_METRICS
+from .systems import ENCODER_SYSTEMS
 from .workspace import Workspace
 
 DEFAULT_VARIANTS = (("flat", None), ("sq8", None), ("flat", 128), ("sq8", 128))
-TABLE_SYSTEMS = ("dense", "hybrid")
 
 
 @dataclass
@@ -50,7 +50,7 @@ class CompressionRow:
     bytes_ratio: float  # code bytes / the float32 flat index's (4 × the encoder's dimensions)
     metrics: dict[str, dict[str, float]]  # system -> metric -> mean
     delta: dict[str, dict[str, float]]  # system -> metric -> mean − float32 flat's mean
-    marks: dict[str, dict[str, str]] = field(default_factory=dict)  # "†": differs from flat, p < 0.05
+    marks: dict[str, dict[str, str]] = field(default_factory=dict)  # "†": differs from flat (metrics.SIGNIFICANCE_LEVEL)
     hybrid_lambda: float | None = None  # λ_test of this variant's hybrid (tuned with its own index)
 
     def to_dict(self) -> dict:
@@ -71,7 +71,7 @@ def variant_label(kind: str, dims: int | None) -> str:
 
 
 def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
-                      systems=TABLE_SYSTEMS, metrics=SUMMARY_METRICS) -> list[CompressionRow]:
+                      systems=ENCODER_SYSTEMS, metrics=SUMMARY_METRICS) -> list[CompressionRow]:
     """Quality (dense and hybrid) and bytes per document of each (index kind, dims) variant.
 
     Deltas and "†" marks (paired permutation test, ``evaluate.compare``) are against the float32

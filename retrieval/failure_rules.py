@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .systems import short
+from .systems import ENCODER_SYSTEMS, short
 
 NOT_RETRIEVED = "—"
 CATEGORIES = ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap", "both_fail",
@@ -65,7 +65,7 @@ class Thresholds:
     tuned_system: str = "dense"  # what the fine-tuning categories compare: "dense" or "hybrid"
 
     def __post_init__(self) -> None:
-        if self.tuned_system not in ("dense", "hybrid"):
+        if self.tuned_system not in ENCODER_SYSTEMS:
             raise ValueError(f"tuned_system must be 'dense' or 'hybrid', not {self.tuned_system!r}")
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .failure_rules import Thresholds, classify, headline
 from .run import rank_maps
-from .systems import BASE_SYSTEMS, TUNED_SYSTEMS
+from .systems import BASE_SYSTEMS, ENCODER_SYSTEMS, TUNED_SYSTEMS
 from .workspace import EVAL_DEPTH, Workspace
 
 
@@ -113,7 +113,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     t = Thresholds(top, low, fp_top, EVAL_DEPTH, tuned_system)
     runs = {s: ws.run(s, split) for s in BASE_SYSTEMS}
     if tuned_ws is not None:
-        runs.update({f"tuned_{s}": tuned_ws.run(s, split) for s in ("dense", "hybrid")})
+        runs.update({f"tuned_{s}": tuned_ws.run(s, split) for s in ENCODER_SYSTEMS})
     qrels = ws.dataset.qrels[split]
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}
     maps = rank_maps(runs)

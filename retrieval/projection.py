@@ -113,9 +113,7 @@ def sample_points(ws: Workspace, split: str, n_queries: int = 50, hard_per_query
     Each point carries its ranks under BM25, dense and hybrid (depth 1000) for its query.
     """
     ds = ws.dataset
-    if split not in ds.qrels:
-        raise ValueError(f"data set {ds.name!r} has no labels for split {split!r} "
-                         f"(it has: {', '.join(ds.splits) or 'none'})")
+    ws.require_split(split)
     queries = ds.split_queries(split)
     qrels = {q: {d: v for d, v in labels.items() if d in ds.docs} for q, labels in ds.qrels[split].items()}
     runs = _runs(ws, split)

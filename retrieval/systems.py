@@ -2,8 +2,8 @@
 short label (rank lines such as "BM25 — → dense 3").
 
 ``SYSTEMS`` are the keys a ``Workspace`` can run; ``BASE_SYSTEMS`` the three every view puts side
-by side; ``TUNED_SYSTEMS`` a fine-tuned encoder's dense and hybrid, as the failure gallery names
-them beside the base ones.
+by side; ``ENCODER_SYSTEMS`` those an encoder changes; ``TUNED_SYSTEMS`` a fine-tuned encoder's
+dense and hybrid, as the failure gallery names them beside the base ones.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ NAMES: dict[str, SystemName] = {n.key: n for n in _NAMES}
 
 SYSTEMS = ("bm25", "dense", "hybrid", "rrf", "wsum")
 BASE_SYSTEMS = ("bm25", "dense", "hybrid")
+ENCODER_SYSTEMS = ("dense", "hybrid")  # the systems an encoder changes (a fine-tuned one gives new ones)
 TUNED_SYSTEMS = ("tuned_dense", "tuned_hybrid")
 
 

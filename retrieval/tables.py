@@ -2,8 +2,8 @@
 many depths, and each query's metric under each system (the wins and losses against BM25).
 
 * ``metrics_table`` — every system of one or more workspaces (base, fine-tuned, compressed
-  indexes), with "†" where a system differs from BM25 at p < 0.05 (paired permutation test,
-  ``evaluate.significance_marks``).
+  indexes), with "†" where a system differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``,
+  paired permutation test, ``evaluate.significance_marks``).
 * ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
   1 to 1000, computed by ranx from the cached runs.
 * ``per_query_table`` — each query's nDCG@10 under each system, the queries where another system

@@ -26,6 +26,7 @@ from retrieval.evaluate import compare
 from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
+from retrieval.systems import ENCODER_SYSTEMS
 from retrieval.workspace import Workspace
 
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
@@ -94,13 +95,13 @@ def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
     evals = {}
     for label, ws in (("base", ws_base), ("fine-tuned", ws_base.with_model(tuned))):
         ws.build_dense(progress=scaled(progress, 0.0, 1.0, f"{label}: "))
-        for system in ("dense", "hybrid"):
+        for system in ENCODER_SYSTEMS:
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
             metrics[label][system] = {m: ev.mean.get(m) for m in (*SUMMARY_METRICS, PNR) if m in ev.mean}
         metrics[label]["hybrid"]["lambda"] = ws.lambda_for(eval_split).value
     per_query: dict = {}
-    for system in ("dense", "hybrid"):
+    for system in ENCODER_SYSTEMS:
         before, after = evals[("base", system)], evals[("fine-tuned", system)]
         pvalues[system] = {m: compare(before, after, m).p_value for m in SUMMARY_METRICS}
         b, a = before.per_query.get(PRIMARY, {}), after.per_query.get(PRIMARY, {})

@@ -9,7 +9,7 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.errors import EncoderLoadError
 from retrieval.history import trained_encoders
-from retrieval.metrics import VIEW_METRICS
+from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.search import side_by_side
 from retrieval.tables import metrics_table
 
@@ -55,7 +55,7 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     lam = ws.lambda_for(split)
     n = len(ws.dataset.split_queries(split))
     return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}). "
-            "† p < 0.05 against BM25, paired permutation test.")
+            f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test.")
 
 
 def metrics_rows(ws: Workspace | dict[str, Workspace], split: str) -> list[list[str]]:
