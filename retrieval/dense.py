@@ -151,8 +151,13 @@ class DenseRetriever:
         return embed_texts(self.encoder, list(queries.values()), self.store)
 
     def encode_query(self, text: str) -> np.ndarray:
-        """One free-text query's embedding, encoded now and not cached (a typed query is seldom
-        typed again, and the store would grow with every search)."""
+        """One query's embedding: read from the store when an evaluation already cached it (a
+        labelled query), else encoded now and not written (a typed query is seldom typed again,
+        and the store would grow with every search)."""
+        if self.store is not None:
+            cached = self.store.get_embeddings(self.encoder.fingerprint, [text_hash(text)])
+            if cached:
+                return next(iter(cached.values()))
         return self.encoder.encode([text])[0]
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:

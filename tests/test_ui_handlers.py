@@ -10,8 +10,6 @@ from training.job import JobQueue
 from ui import data, evaluate, failures, runs, search, train
 from ui.registry import Registry
 
-from .conftest import DEMO
-
 
 @pytest.fixture(scope="module")
 def app_state(tmp_path_factory, tiny_model_dir):
@@ -93,3 +91,24 @@ def test_training_form_values_are_checked_before_a_job_is_queued(app_state, ws):
     with pytest.raises(gr.Error, match="batch size"):
         train.start(registry, jobs, ws, {"loss": "triplet", "batch_size": 1}, 0.8)
     assert registry.store.jobs() == []
+
+
+def test_an_encoder_that_will_not_load_is_a_clear_error_and_changes_nothing(app_state, ws, tmp_path):
+    from retrieval.encoder import load_encoder
+    from retrieval.errors import EncoderLoadError
+
+    registry, key = app_state
+    with pytest.raises(EncoderLoadError, match="as a local folder") as err:
+        load_encoder(str(tmp_path))  # a folder, but no sentence-transformers model in it
+    assert err.value.name == str(tmp_path)
+    with pytest.raises(gr.Error, match="could not load encoder"):
+        search.use_encoder(registry, ws, str(tmp_path))
+    assert registry.get(key) is ws
+
+
+def test_an_unknown_split_is_its_own_error(ws):
+    from retrieval.errors import UnknownSplit
+
+    with pytest.raises(UnknownSplit) as err:
+        ws.evaluate("bm25", "dev")
+    assert err.value.splits == ws.dataset.splits and "it has: " in str(err.value)

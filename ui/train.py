@@ -3,7 +3,6 @@ device), watch its progress and loss curve, cancel it, and read base against fin
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import gradio as gr
 
