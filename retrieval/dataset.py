@@ -36,6 +36,7 @@ class Dataset:
     qrels: dict[str, Qrels] = field(default_factory=dict)
     report: LoadReport = field(default_factory=LoadReport)
     _hash: str | None = field(default=None, repr=False, compare=False)
+    _corpus_hash: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
@@ -58,11 +59,21 @@ class Dataset:
         return next(iter(self.qrels), None)
 
     @property
+    def corpus_hash(self) -> str:
+        """A hash of the documents alone: what stays the same when queries or labels are added
+        (judgments made on a corpus are kept under it)."""
+        if self._corpus_hash is None:
+            h = hashlib.sha256()
+            self._hash_documents(h)
+            self._corpus_hash = h.hexdigest()
+        return self._corpus_hash
+
+    @property
     def content_hash(self) -> str:
+        """A hash of the documents, queries and labels: what cached runs and metrics are keyed by."""
         if self._hash is None:
             h = hashlib.sha256()
-            for d in self.docs.values():
-                h.update(json.dumps([d.id, d.title, d.text], ensure_ascii=False).encode())
+            self._hash_documents(h)
             h.update(b"\x00queries")
             for qid in sorted(self.queries):
                 h.update(json.dumps([qid, self.queries[qid]], ensure_ascii=False).encode())
@@ -70,6 +81,10 @@ class Dataset:
             h.update(json.dumps(self.qrels, sort_keys=True).encode())
             self._hash = h.hexdigest()
         return self._hash
+
+    def _hash_documents(self, h) -> None:
+        for d in self.docs.values():
+            h.update(json.dumps([d.id, d.title, d.text], ensure_ascii=False).encode())
 
     def summary(self) -> dict:
         return {
