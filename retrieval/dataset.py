@@ -82,6 +82,18 @@ class Dataset:
             self._hash = h.hexdigest()
         return self._hash
 
+    def with_queries(self, queries: dict[str, str], report: LoadReport | None = None) -> "Dataset":
+        """A copy with ``queries`` added (its documents, labels and warnings shared, ``report``'s
+        warnings appended). A query id already present must come with the same text."""
+        for qid, text in queries.items():
+            if qid in self.queries and self.queries[qid].strip() != text.strip():
+                raise ValueError(f"query id {qid!r} is already in {self.name!r} with another text "
+                                 f"({self.queries[qid]!r})")
+        merged = LoadReport(list(self.report.warnings) + list(report.warnings if report else []))
+        copy = Dataset(self.name, self.docs, {**self.queries, **queries}, self.qrels, merged)
+        copy._corpus_hash = self._corpus_hash
+        return copy
+
     def _hash_documents(self, h) -> None:
         for d in self.docs.values():
             h.update(json.dumps([d.id, d.title, d.text], ensure_ascii=False).encode())

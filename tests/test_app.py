@@ -281,3 +281,16 @@ def test_uploads_over_the_size_limit_are_refused(running_app, tmp_path):
     # what Gradio cached is served (so the refusals above are the blocking, not a dead route)
     served = requests.get(f"{demo.local_url}gradio_api/file={r.json()[0]}")
     assert served.status_code == 200 and served.text == small.read_text()
+
+
+def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path):
+    log = tmp_path / "queries.txt"
+    log.write_text("why is my tap dripping\nbest way to clean an oven\n")
+    out = client.predict([handle_file(str(log))], "descale a kettle", api_name="/add_queries")
+    assert "Added 3 queries" in out[0] and "53 queries" in out[1]  # the demo's 50, and three more
+    _, result = client.predict("descale a kettle", api_name="/search")
+    assert result["query_id"].startswith("q-") and result["relevant"] == []  # no labels yet
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query,notes\nok query,fine\nbroken,row,here\n")
+    out = client.predict([handle_file(str(bad))], "", api_name="/add_queries")
+    assert "bad.csv:3:" in out[0] and "unchanged" in out[0]

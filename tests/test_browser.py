@@ -187,3 +187,17 @@ def test_data_tab_reports_a_broken_file_and_keeps_the_data_set(page, shots, tmp_
     assert "corpus.jsonl:2" in status.inner_text()
     assert "demo" in page.locator("#dataset-summary").inner_text().lower()
     page.screenshot(path=str(shots / "data.png"), full_page=True)
+
+
+def test_a_typed_query_is_added_to_the_queries_with_one_click(page, shots):
+    open_tab(page, "Search")
+    before = page.locator("#dataset-summary").inner_text()
+    n_before = int(re.search(r"([\d,]+) queries", before).group(1))
+    page.locator("#query-box textarea").fill("how do I descale a kettle with vinegar")
+    page.locator("#add-query-button").click()
+    expect(page.locator("#dataset-summary")).to_contain_text(f"{n_before + 1} queries")
+    page.locator("#results .sbs .col").first.wait_for()  # the results are shown again
+    page.locator("#query-picker input").click()
+    assert page.get_by_role("option").filter(has_text="descale a kettle").count() == 0  # not labelled yet
+    page.keyboard.press("Escape")
+    page.screenshot(path=str(shots / "search-added.png"), full_page=False)

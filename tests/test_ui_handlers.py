@@ -112,3 +112,28 @@ def test_an_unknown_split_is_its_own_error(ws):
     with pytest.raises(UnknownSplit) as err:
         ws.evaluate("bm25", "dev")
     assert err.value.splits == ws.dataset.splits and "it has: " in str(err.value)
+
+
+def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
+    from retrieval.readers.queries import stable_query_id
+
+    registry, key = app_state
+    before = registry.get(key).dataset
+    log = tmp_path / "log.txt"
+    log.write_text("why is my tap dripping\n\nbest way to clean an oven\nwhy is my tap dripping\n")
+    loaded = data.add_queries(registry, key, [str(log)], "descale a kettle\n")
+    assert loaded.ok and loaded.key != key and "Added 3 queries" in loaded.status
+    assert "1 repeated query kept once (e.g. line 4)" in loaded.status
+    after = registry.get(loaded.key).dataset
+    assert len(after.queries) == len(before.queries) + 3 and after.corpus_hash == before.corpus_hash
+    assert after.queries[stable_query_id("descale a kettle")] == "descale a kettle"
+    assert registry.get(key).dataset is before  # the session's previous workspace is untouched
+    _, result = search.search(registry.get(loaded.key), "descale a kettle")
+    assert result["query_id"] == stable_query_id("descale a kettle") and result["relevant"] == []
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text('{"_id": "q01", "text": "something else entirely"}\n')
+    refused = data.add_queries(registry, loaded.key, [str(clash)])
+    assert not refused.ok and refused.key == loaded.key and "clash.jsonl" in refused.status
+    assert "already in 'demo' with another text" in refused.status
+    with pytest.raises(gr.Error, match="upload a queries file or type queries"):
+        data.add_queries(registry, key, [], "  \n")

@@ -12,6 +12,8 @@ from retrieval import DataError, Workspace, load_dataset
 from retrieval.dataset import Dataset
 from retrieval.progress import Progress
 from retrieval.readers import load_uploads
+from retrieval.readers.assembly import add_queries as add_queries_file
+from retrieval.readers.queries import stable_query_id
 
 from . import texts
 from .registry import Registry
@@ -39,13 +41,15 @@ class Loaded:
     ok: bool
 
 
-def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None = None) -> Loaded:
-    """Index ``dataset`` (BM25, then the dense index with encoding progress) and report its warnings."""
+def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None = None,
+                 done: str | None = None) -> Loaded:
+    """Index ``dataset`` (BM25, then the dense index with encoding progress) and report what was
+    done (``done``, default "Loaded <name>.") and its warnings."""
     if progress:
         progress(0.0, "indexing")
     key = registry.open(dataset, progress=progress)
     warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
-    return Loaded(key, f"✅ Loaded **{html.escape(dataset.name)}**.{warn}", True)
+    return Loaded(key, f"✅ {done or f'Loaded **{html.escape(dataset.name)}**.'}{warn}", True)
 
 
 def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None) -> Loaded:
@@ -64,11 +68,35 @@ def load_demo(registry: Registry, progress: Progress | None = None) -> Loaded:
     return open_dataset(registry, load_dataset(DEMO), progress)
 
 
+def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str = "",
+                progress: Progress | None = None) -> Loaded:
+    """Queries added to the session's data set: from files (JSONL, CSV/TSV, .txt one per line) and
+    from ``text`` (one query per line, stable ids). Bad input names the file and line, and the data
+    set stays as it was."""
+    dataset = registry.get(key).dataset
+    typed = {stable_query_id(line): line.strip() for line in (text or "").splitlines() if line.strip()}
+    if not paths and not typed:
+        raise gr.Error("upload a queries file or type queries, one per line")
+    before = len(dataset.queries)
+    try:
+        for path in paths or []:
+            dataset = add_queries_file(dataset, str(path))
+        dataset = dataset.with_queries(typed)
+    except (DataError, ValueError) as err:
+        return Loaded(key, f"❌ **Could not add the queries:** `{err}`\n\nThe data set is unchanged.", False)
+    added = len(dataset.queries) - before
+    return open_dataset(registry, dataset, progress, done=f"Added {added} {'query' if added == 1 else 'queries'} "
+                                                         f"to **{html.escape(dataset.name)}**.")
+
+
 @dataclass
 class DataView:
     files: gr.File
     load: gr.Button
     demo: gr.Button
+    query_files: gr.File
+    query_text: gr.Textbox
+    add: gr.Button
     status: gr.Markdown
 
 
@@ -78,5 +106,11 @@ def build() -> DataView:
     with gr.Row():
         load = gr.Button("Load uploaded files", variant="primary", elem_id="load-button")
         demo = gr.Button("Load the bundled demo")
+    with gr.Accordion("Add queries to the loaded data set (no labels needed)", open=True):
+        gr.Markdown(texts.ADD_QUERIES_HELP)
+        with gr.Row():
+            query_files = gr.File(label="Queries files", file_count="multiple", elem_id="query-upload", scale=2)
+            query_text = gr.Textbox(label="…or type them, one per line", lines=4, elem_id="query-text", scale=2)
+        add = gr.Button("Add queries", elem_id="add-queries-button")
     status = gr.Markdown(elem_id="load-status")
-    return DataView(files, load, demo, status)
+    return DataView(files, load, demo, query_files, query_text, add, status)

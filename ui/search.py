@@ -94,6 +94,8 @@ class SearchView:
     metrics_note: gr.Markdown
     metrics_table: gr.Dataframe
     encoder: gr.Dropdown
+    add: gr.Button  # adds the query in the box to the data set's queries (wired by the shell)
+    rerun: object  # the search handler, to show the results again after the data set changed
 
     def outputs(self) -> list:
         """What ``refresh`` updates, in its order."""
@@ -112,6 +114,7 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         query = gr.Textbox(label="Query", placeholder="type a query, or pick a labelled one", scale=4,
                            elem_id="query-box")
         search_btn = gr.Button("Search", variant="primary", scale=1, elem_id="search-button")
+        add = gr.Button("Add to the queries", scale=1, elem_id="add-query-button")
     with gr.Row():
         picker = gr.Dropdown(choices=query_choices(ws), label="Labelled queries", value=None,
                              elem_id="query-picker", scale=3)
@@ -142,4 +145,4 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                   ctx.key, encoder, api_visibility="private", **LIGHT)
     encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, table, results], api_name="use_encoder",
                   **HEAVY)
-    return SearchView(query, results, raw, picker, note, table, encoder)
+    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search)

@@ -32,7 +32,8 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
             with gr.Tab("Data", id="data"):
                 data_view = data.build()
         _open_cards_in_search(ctx, failures_view, search_view, tabs)
-        _refresh_on_load(ctx, data_view, summary, [search_view, evaluate_view, failures_view, embeddings_view])
+        _refresh_on_load(ctx, data_view, summary, search_view,
+                         [search_view, evaluate_view, failures_view, embeddings_view])
     return app
 
 
@@ -54,9 +55,10 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tab
     failures_view.open.click(open_query, [failures_view.pick, ctx.key], outputs, api_visibility="private", **SEARCH)
 
 
-def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, views: list) -> None:
-    """Loading uploaded files or the demo switches the session's workspace and refreshes every view
-    (a failed load changes nothing but the status)."""
+def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, views: list) -> None:
+    """Loading uploaded files or the demo, or adding queries (from the Data view, or the Search box's
+    query with one click), switches the session's workspace and refreshes every view (a failed load
+    changes nothing but the status)."""
     outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs())]
 
     def show(loaded: data.Loaded):
@@ -71,5 +73,18 @@ def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdow
     def on_demo(key, progress=gr.Progress()):
         return show(data.load_demo(ctx.registry, lambda f, what: progress(f, desc=what)))
 
+    def on_add(paths, text, key, progress=gr.Progress()):
+        return show(data.add_queries(ctx.registry, key, paths, text, lambda f, what: progress(f, desc=what)))
+
+    def on_add_typed(text, key):
+        loaded = data.add_queries(ctx.registry, key, None, text)
+        gr.Info(loaded.status.split("\n")[0].replace("**", ""))
+        return show(loaded)
+
     data_view.load.click(on_load, [data_view.files, ctx.key], outputs, api_name="load_dataset", **HEAVY)
     data_view.demo.click(on_demo, [ctx.key], outputs, api_name="load_demo", **HEAVY)
+    data_view.add.click(on_add, [data_view.query_files, data_view.query_text, ctx.key], outputs,
+                        api_name="add_queries", **HEAVY)
+    search_view.add.click(on_add_typed, [search_view.query, ctx.key], outputs, api_visibility="private",
+                          **HEAVY).then(search_view.rerun, [search_view.query, ctx.key], [search_view.results, search_view.raw],
+                                        api_visibility="private", **SEARCH)

@@ -32,4 +32,8 @@ RUNS_INTRO = ("Every run computed on this data set, from the store (nothing is c
 DATA_INTRO = ("Load a BEIR folder as a .zip, or separate files: documents (JSONL, CSV/TSV "
               "with id/title/text, or .txt), queries (JSONL) and labels (BEIR .tsv or TREC qrels). "
               "A broken file is reported with its line; the current data set stays loaded.")
+ADD_QUERIES_HELP = ("Real queries from your logs, with or without labels: JSONL (`_id`, `text`), CSV/TSV with a "
+                    "`query` (or `text`) column and an optional id column, or .txt with one query per line. "
+                    "Queries without ids get stable ids from their text (`q-` and a hash), so the same query "
+                    "keeps its id in every upload.")
 NO_LABELS = "_No relevance labels: metrics need a qrels file._"

@@ -200,6 +200,21 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
     return parts.assemble(name or _default_name(p), report)
 
 
+def add_queries(dataset: Dataset, queries: PathLike) -> Dataset:
+    """``dataset`` with the queries of the file ``queries`` added (any format ``read_queries``
+    takes: JSONL, CSV/TSV with or without an id column, .txt one per line). An id the data set
+    already has with another text is a DataError naming the file; what was loaded stays loaded."""
+    qp, qdisp = _existing(queries)
+    report = LoadReport()
+    found, _ = read_queries(read_file(qp, qdisp), qp.name, qdisp, report)
+    if not found:
+        raise DataError("no query found (every line is empty)", qdisp)
+    try:
+        return dataset.with_queries(found, report)
+    except ValueError as err:
+        raise DataError(str(err), qdisp) from None
+
+
 def _qrels_items(qrels) -> list[tuple[str, PathLike]]:
     if isinstance(qrels, (str, os.PathLike)):
         qrels = [qrels]

@@ -1,10 +1,76 @@
-"""Queries from one file: JSONL, or CSV/TSV with a header row or as bare ``id, text`` rows."""
+"""Queries from one file: JSONL; CSV/TSV with a header row (an id column optional) or as bare
+``id, text`` rows; or plain text, one query per line.
+
+Queries that come without ids (a .txt file, a CSV/TSV whose header names only a ``query`` or
+``text`` column) get stable ids from their text (``stable_query_id``): the same query has the same
+id in every upload, whatever its line, so judgments made on it stay attached. A query repeated in
+such a file is kept once, with a warning counting the repeats.
+"""
 from __future__ import annotations
 
+import hashlib
+
 from ..errors import DataError, LoadReport
-from .decode import decode, suffix
-from .records import (QUERY_ID_COLUMNS, QUERY_TEXT_COLUMNS, RecordSink, Skipped, column,
+from .decode import decode, lines, suffix
+from .records import (EXAMPLES, QUERY_ID_COLUMNS, QUERY_TEXT_COLUMNS, RecordSink, Skipped, column,
                       first_row, id_value, jsonl_id_text, not_qrels, table_rows)
+
+
+def stable_query_id(text: str) -> str:
+    """``q-`` and the first 10 hex digits of the SHA-256 of the whitespace-normalized text."""
+    return "q-" + hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:10]
+
+
+class _TextSink:
+    """Collects id-less queries under stable ids, keeping each distinct text once."""
+
+    def __init__(self, sink: RecordSink):
+        self.sink, self.repeats = sink, []
+
+    def add(self, lineno: int, qtext: str) -> None:
+        if not qtext.strip():
+            return  # a blank line or cell: nothing to ask
+        ident = stable_query_id(qtext)
+        if ident in self.sink.seen:
+            self.repeats.append(lineno)
+            return
+        self.sink.add(ident, lineno, qtext.strip(), False)
+
+    def warn_repeats(self, report: LoadReport) -> None:
+        if self.repeats:
+            lines_ = ", ".join(str(n) for n in self.repeats[:EXAMPLES])
+            report.warn(f"{len(self.repeats):,} repeated {'query' if len(self.repeats) == 1 else 'queries'} kept "
+                        f"once (e.g. line {lines_})", self.sink.display)
+
+
+def _table_queries(text: str, display: str, delimiter: str, sink: RecordSink, report: LoadReport) -> None:
+    rows = table_rows(text, display, delimiter)
+    first_line, first = first_row(rows, display)
+    not_qrels(first, display, first_line, "queries")
+    id_col = column(first, QUERY_ID_COLUMNS)
+    text_col = column(first, QUERY_TEXT_COLUMNS)
+    if id_col is None and text_col is not None:  # a header with the queries only: stable ids
+        texts = _TextSink(sink)
+        for lineno, row in rows:
+            if len(row) != len(first):
+                raise DataError(f"expected {len(first)} columns, found {len(row)}", display, lineno)
+            texts.add(lineno, row[text_col])
+        texts.warn_repeats(report)
+        return
+    if id_col is not None and text_col is not None:
+        width, pending = len(first), []
+    elif len(first) == 2:  # no header: id, text (MS MARCO style)
+        id_col, text_col, width, pending = 0, 1, 2, [(first_line, first)]
+    else:
+        raise DataError(f"missing required columns: the header row names a text column "
+                        f"({', '.join(QUERY_TEXT_COLUMNS)}) and optionally an id "
+                        f"({', '.join(QUERY_ID_COLUMNS)}); it has: {', '.join(first)}",
+                        display, first_line)
+    for lineno, row in (*pending, *rows):
+        if len(row) != width:
+            raise DataError(f"expected {width} columns, found {len(row)}", display, lineno)
+        ident = id_value(row[id_col], "id", display, lineno)
+        sink.add(ident, lineno, row[text_col], not row[text_col].strip())
 
 
 def read_queries(data: bytes, filename: str, display: str,
@@ -13,32 +79,19 @@ def read_queries(data: bytes, filename: str, display: str,
     text = decode(data, display)
     kind = suffix(filename)
     sink = RecordSink(display, "query")
-    if kind in (".jsonl", ".ndjson", ".json") or (kind not in (".csv", ".tsv")
+    if kind in (".jsonl", ".ndjson", ".json") or (kind not in (".csv", ".tsv", ".txt")
                                                    and text.lstrip()[:1] == "{"):
         for lineno, _, ident, qtext in jsonl_id_text(text, display, QUERY_TEXT_COLUMNS):
             sink.add(ident, lineno, qtext, not qtext.strip())
     elif kind in (".csv", ".tsv"):
-        rows = table_rows(text, display, "," if kind == ".csv" else "\t")
-        first_line, first = first_row(rows, display)
-        not_qrels(first, display, first_line, "queries")
-        id_col = column(first, QUERY_ID_COLUMNS)
-        text_col = column(first, QUERY_TEXT_COLUMNS)
-        if id_col is not None and text_col is not None:
-            width, pending = len(first), []
-        elif len(first) == 2:  # no header: id, text (MS MARCO style)
-            id_col, text_col, width, pending = 0, 1, 2, [(first_line, first)]
-        else:
-            raise DataError(f"missing required columns: the header row names an id "
-                            f"({', '.join(QUERY_ID_COLUMNS)}) and a text column "
-                            f"({', '.join(QUERY_TEXT_COLUMNS)}); it has: {', '.join(first)}",
-                            display, first_line)
-        for lineno, row in (*pending, *rows):
-            if len(row) != width:
-                raise DataError(f"expected {width} columns, found {len(row)}", display, lineno)
-            ident = id_value(row[id_col], "id", display, lineno)
-            sink.add(ident, lineno, row[text_col], not row[text_col].strip())
+        _table_queries(text, display, "," if kind == ".csv" else "\t", sink, report)
+    elif kind == ".txt":
+        texts = _TextSink(sink)
+        for lineno, line in lines(text):
+            texts.add(lineno, line)
+        texts.warn_repeats(report)
     else:
         raise DataError(f"cannot read queries from a '{kind or 'no extension'}' file; expected "
-                        f".jsonl, .csv or .tsv", display)
+                        f".jsonl, .csv, .tsv or .txt (one query per line)", display)
     sink.warn_skipped(report)
     return sink.items, sink.skipped
