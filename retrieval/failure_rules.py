@@ -3,8 +3,8 @@ relevance labels and ranks (``classify``); ``retrieval.failures`` applies it to 
 and builds the gallery's cards.
 
 For each query with at least one relevant label (queries without one are skipped), from the ranks
-of BM25, dense and the CLEAR hybrid (and, optionally, a fine-tuned encoder's dense and hybrid). Notation: R_s(d) is the 1-based rank of document
-d in system s's list, ∞ when s did not retrieve d within the depth (shown as "—"); *relevant*
+of BM25, dense and the CLEAR hybrid (and, optionally, a fine-tuned encoder's dense and hybrid).
+Notation: R_s(d) is the 1-based rank of document d in system s's list, ∞ when s did not retrieve d within the depth (shown as "—"); *relevant*
 means a graded label > 0 (the evaluation's convention), *non-relevant* a label ≤ 0 or no label
 (the TREC convention: unjudged counts as not relevant; the card says which). Thresholds:
 ``top`` (default 10), ``low`` (100), ``fp_top`` (3).
@@ -14,6 +14,10 @@ means a graded label > 0 (the evaluation's convention), *non-relevant* a label �
   exact match in it (Gao et al., "Complement Lexical Retrieval Model with Semantic Residual
   Embeddings", ECIR 2021, arXiv:2004.13969, §5.3, Table 3: "weather" vs "sunny,
   rain, wind", BM25 989 → 10).
+* **exact-match miss** — the mirror image: a relevant d with R_bm25(d) ≤ top and R_dense(d) > low.
+  An exact token the query and the document share (a product or error code, a rare name, a
+  number, an acronym) finds it, while the embedding, which spreads such tokens over word pieces,
+  does not (CLEAR §1: lexical retrieval's exact matching is what a dense model lacks).
 * **semantic false positive** — a non-relevant d with R_dense(d) ≤ fp_top and R_bm25(d) > low:
   topically related, wrong, and only the dense model brings it in (CLEAR §5.3, Table 4).
 * **lexical trap** — BM25's first document is non-relevant and R_dense(d) > top: it shares the
@@ -30,7 +34,7 @@ A query may fall in several categories; ``counts`` counts queries per category. 
 query) gets one card, for one document:
 
 * vocabulary mismatch, semantic false positive: the qualifying document with the largest gap
-  R_bm25(d) − R_dense(d);
+  R_bm25(d) − R_dense(d); exact-match miss: the one with the largest R_dense(d) − R_bm25(d);
 * lexical trap: BM25's first document; gap R_dense(d) − 1;
 * both fail: the relevant document with the best min(R_bm25(d), R_dense(d)) (the nearest miss);
   gap that minimum;
@@ -50,7 +54,7 @@ from dataclasses import dataclass, field
 from .systems import ENCODER_SYSTEMS, short
 
 NOT_RETRIEVED = "—"
-CATEGORIES = ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap", "both_fail",
+CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap", "both_fail",
               "fixed_by_hybrid", "fixed_by_finetuning", "broken_by_finetuning")
 FINETUNING_CATEGORIES = ("fixed_by_finetuning", "broken_by_finetuning")
 DEPTH = 1000  # the runs' depth (``Workspace``'s evaluation depth): a document beyond it ranks depth + 1
@@ -97,6 +101,8 @@ class QueryRanks:
         r = lambda s: self.rank(s, doc)  # noqa: E731
         if category in ("vocabulary_mismatch", "semantic_false_positive"):
             return r("bm25") - r("dense")
+        if category == "exact_match_miss":
+            return r("dense") - r("bm25")
         if category == "lexical_trap":
             return r("dense") - r("bm25")
         if category == "both_fail":
@@ -121,6 +127,11 @@ class QueryRanks:
 def _vocabulary_mismatch(q: QueryRanks, t: Thresholds) -> str | None:
     docs = [d for d in q.relevant if q.rank("dense", d) <= t.top and q.rank("bm25", d) > t.low]
     return q.most_dramatic(docs, "vocabulary_mismatch", t.tuned_system)
+
+
+def _exact_match_miss(q: QueryRanks, t: Thresholds) -> str | None:
+    docs = [d for d in q.relevant if q.rank("bm25", d) <= t.top and q.rank("dense", d) > t.low]
+    return q.most_dramatic(docs, "exact_match_miss", t.tuned_system)
 
 
 def _semantic_false_positive(q: QueryRanks, t: Thresholds) -> str | None:
@@ -162,6 +173,7 @@ def _broken_by_finetuning(q: QueryRanks, t: Thresholds) -> str | None:
 
 _CLASSIFIERS = {
     "vocabulary_mismatch": _vocabulary_mismatch,
+    "exact_match_miss": _exact_match_miss,
     "semantic_false_positive": _semantic_false_positive,
     "lexical_trap": _lexical_trap,
     "both_fail": _both_fail,
@@ -175,6 +187,8 @@ def _headline_systems(category: str, tuned_system: str) -> tuple[tuple[str, ...]
     """(the systems the headline starts from, the one it moves to)."""
     if category in ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap"):
         return ("bm25",), "dense"
+    if category == "exact_match_miss":
+        return ("dense",), "bm25"
     if category == "both_fail":
         return ("bm25", "dense"), None
     if category == "fixed_by_hybrid":

@@ -73,6 +73,7 @@ LAMBDA = 0.1  # fixed hybrid λ_test, so the hybrid ranks are known
 # what the module docstring's definitions give on this data (top = 1, low = 3, fp_top = 1)
 EXPECTED = {
     "vocabulary_mismatch": ["q1"],  # d1: BM25 —, dense 1
+    "exact_match_miss": [],  # no relevant document BM25 ranks first that dense ranks below 3
     "semantic_false_positive": ["q2"],  # d3 (unjudged): dense 1, BM25 —
     "lexical_trap": ["q3", "q5"],  # BM25's first (d4, d8) is judged 0; dense ranks them 10, 3
     "both_fail": ["q4", "q5"],  # d7 tops both lists of q4; d8 / d10 top q5's
@@ -82,6 +83,7 @@ EXPECTED = {
 }
 EXPECTED_CARDS = {  # (query, document, headline, gap)
     "vocabulary_mismatch": [("q1", "d1", "BM25 — → dense 1", 1000)],
+    "exact_match_miss": [],
     "semantic_false_positive": [("q2", "d3", "BM25 — → dense 1", 1000)],
     "lexical_trap": [("q3", "d4", "BM25 1 → dense 10", 9), ("q5", "d8", "BM25 1 → dense 3", 2)],
     "both_fail": [("q4", "d6", "BM25 — · dense 2", 2), ("q5", "d9", "BM25 2 · dense 2", 2)],
@@ -250,7 +252,7 @@ def test_an_empty_category_and_the_card_cap(toy):
     ws = Workspace(only_q3, toy.store, model=toy.ws.encoder)
     ws.fix_lambda(LAMBDA, "fixed for the test", "test")
     g = failure_gallery(ws, "test", **THRESHOLDS)
-    assert g.counts == {"vocabulary_mismatch": 0, "semantic_false_positive": 0, "lexical_trap": 1,
+    assert g.counts == {"vocabulary_mismatch": 0, "exact_match_miss": 0, "semantic_false_positive": 0, "lexical_trap": 1,
                         "both_fail": 0, "fixed_by_hybrid": 0}
     assert g.cards["vocabulary_mismatch"] == [] and g.skipped == []
     assert "No query in this category." in gallery_html(g, counts=False)
@@ -356,9 +358,9 @@ def test_gallery_html_is_one_self_contained_file(toy, tmp_path):
 
 def test_counts_figure_has_one_bar_per_category(toy):
     fig = counts_figure(toy.gallery)
-    assert list(fig.data[0].x) == ["Vocabulary mismatch", "Semantic false positive", "Lexical trap", "Both fail",
-                                   "Fixed by hybrid", "Fixed by fine-tuning", "Broken by fine-tuning"]
-    assert list(fig.data[0].y) == [1, 1, 2, 2, 1, 1, 1]
+    assert list(fig.data[0].x) == ["Vocabulary mismatch", "Exact-match miss", "Semantic false positive", "Lexical trap",
+                                   "Both fail", "Fixed by hybrid", "Fixed by fine-tuning", "Broken by fine-tuning"]
+    assert list(fig.data[0].y) == [1, 0, 1, 2, 2, 1, 1, 1]
 
 
 def test_without_figures_no_plotly_is_embedded(toy):

@@ -8,6 +8,7 @@ from retrieval.failure_rules import Thresholds
 
 CATEGORY_LABELS = {
     "vocabulary_mismatch": "Vocabulary mismatch",
+    "exact_match_miss": "Exact-match miss",
     "semantic_false_positive": "Semantic false positive",
     "lexical_trap": "Lexical trap",
     "both_fail": "Both fail",
@@ -19,6 +20,8 @@ CATEGORY_LABELS = {
 CATEGORY_DEFINITIONS = {
     "vocabulary_mismatch": "a relevant document dense ranks in its top {top} that BM25 ranks below "
                            "{low} or does not retrieve (CLEAR Table 3)",
+    "exact_match_miss": "a relevant document BM25 ranks in its top {top} that dense ranks below {low} or "
+                        "does not retrieve: a shared code, name, number or acronym the embedding misses",
     "semantic_false_positive": "a non-relevant or unjudged document dense ranks in its top {fp_top} that "
                                "BM25 ranks below {low} or does not retrieve (CLEAR Table 4)",
     "lexical_trap": "BM25's first document is not relevant and dense ranks it below {top}: shared words, "

@@ -1,0 +1,56 @@
+"""The failure rules as a pure function of labels and ranks (no workspace): each category on
+hand-made ranks, with the default thresholds (top 10, low 100, fp_top 3, depth 1000)."""
+from __future__ import annotations
+
+import pytest
+
+from retrieval.failure_rules import CATEGORIES, Thresholds, classify, headline
+
+
+def ranks_of(**lists):
+    """system -> query -> doc -> rank, from system=[(query, [doc, doc, ...]), ...] (rank = position)."""
+    return {s: {q: {d: i for i, d in enumerate(docs, 1)} for q, docs in rows} for s, rows in lists.items()}
+
+
+def padded(docs_at: dict[int, str], length: int) -> list[str]:
+    """``length`` documents: the chosen ones at their ranks, the same non-relevant fillers x1, x2, …
+    in order around them (so every system ranks the fillers alike and none is a false positive)."""
+    fillers = iter(f"x{i}" for i in range(1, length + 1))
+    return [docs_at[rank] if rank in docs_at else next(fillers) for rank in range(1, length + 1)]
+
+
+def test_an_exact_match_miss_is_the_mirror_of_a_vocabulary_mismatch():
+    labels = {"code": {"e24": 2}, "words": {"leak": 2}}
+    ranks = ranks_of(bm25=[("code", padded({1: "e24"}, 300)), ("words", padded({250: "leak"}, 300))],
+                     dense=[("code", padded({240: "e24"}, 300)), ("words", padded({2: "leak"}, 300))],
+                     hybrid=[("code", padded({3: "e24"}, 300)), ("words", padded({1: "leak"}, 300))])
+    found = classify(labels, ranks)
+    assert found.found["exact_match_miss"] == [("code", "e24", 239)]
+    assert found.found["vocabulary_mismatch"] == [("words", "leak", 248)]
+    assert found.query_categories == {"code": ["exact_match_miss"], "words": ["vocabulary_mismatch"]}
+    assert headline("exact_match_miss", {"bm25": 1, "dense": 240}) == "dense 240 → BM25 1"
+    assert headline("exact_match_miss", {"bm25": 4, "dense": None}) == "dense — → BM25 4"
+
+
+def test_not_retrieved_counts_as_depth_plus_one_and_thresholds_are_inclusive():
+    labels = {"q": {"a": 1, "b": 2}}
+    ranks = ranks_of(bm25=[("q", ["b", "a"])], dense=[("q", padded({100: "a"}, 120))], hybrid=[("q", ["a"])])
+    found = classify(labels, ranks)  # b: BM25 1, dense never (1001); a: BM25 2, dense 100 (not below 100)
+    assert found.found["exact_match_miss"] == [("q", "b", 1000)]
+    tight = classify(labels, ranks, Thresholds(low=99))
+    assert tight.found["exact_match_miss"] == [("q", "b", 1000), ][:1] and tight.counts["exact_match_miss"] == 1
+
+
+def test_queries_without_a_relevant_label_are_skipped_and_every_category_is_counted():
+    labels = {"none": {"z": 0}, "q": {"a": 2}}
+    ranks = ranks_of(bm25=[("q", ["a"])], dense=[("q", ["a"])], hybrid=[("q", ["a"])])
+    found = classify(labels, ranks)
+    assert found.skipped == ["none"] and found.query_categories == {"q": []}
+    assert found.categories == [c for c in CATEGORIES if "finetuning" not in c]
+    assert set(found.counts.values()) == {0}
+    assert classify(labels, {**ranks, "tuned_dense": {}, "tuned_hybrid": {}}, finetuning=True).categories == list(CATEGORIES)
+
+
+def test_tuned_system_must_be_dense_or_hybrid():
+    with pytest.raises(ValueError, match="tuned_system must be 'dense' or 'hybrid'"):
+        Thresholds(tuned_system="bm25")
