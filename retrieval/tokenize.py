@@ -1,10 +1,12 @@
 """Tokenization shared by BM25 indexing, query parsing, term highlighting and explanations.
 
-Lowercase → ``\\w+`` words → optional English stopword removal → optional Snowball stemming
-(PyStemmer, the C implementation of Snowball). Stems are cached per distinct word.
+Lowercase → ``\\w+`` words → optional stopword removal → optional Snowball stemming (PyStemmer,
+the C implementation of Snowball, in any of its languages). Stems are cached per distinct word.
 
 Stopword lists: ``"en"`` is Lucene's 33-word English list (what Pyserini/Anserini BM25 uses),
-``"en_plus"`` NLTK's 179 words; ``None`` keeps every word.
+``"en_plus"`` NLTK's 179 words, and the lists bm25s ships for other languages under their ISO 639-1
+codes (``"fr"``, ``"de"``, …); ``None`` keeps every word. ``retrieval.language`` picks both for a
+corpus's language.
 """
 from __future__ import annotations
 
@@ -12,9 +14,14 @@ import re
 from dataclasses import dataclass, field
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
+from bm25s import stopwords as _bm25s_stopwords
 
-STOPWORD_LISTS = {"en": STOPWORDS_EN, "en_plus": STOPWORDS_EN_PLUS}
+# stopword lists by ISO 639-1 code (bm25s ships them); "en" is Lucene's 33 words, "en_plus" NLTK's 179
+STOPWORD_LISTS = {"en": _bm25s_stopwords.STOPWORDS_EN, "en_plus": _bm25s_stopwords.STOPWORDS_EN_PLUS,
+                  **{code: getattr(_bm25s_stopwords, f"STOPWORDS_{name}") for code, name in (
+                      ("da", "DANISH"), ("de", "GERMAN"), ("es", "SPANISH"), ("fr", "FRENCH"), ("it", "ITALIAN"),
+                      ("nl", "DUTCH"), ("no", "NORWEGIAN"), ("pt", "PORTUGUESE"), ("ru", "RUSSIAN"),
+                      ("sv", "SWEDISH"), ("tr", "TURKISH"))}}
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
