@@ -137,3 +137,29 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
     assert "already in 'demo' with another text" in refused.status
     with pytest.raises(gr.Error, match="upload a queries file or type queries"):
         data.add_queries(registry, key, [], "  \n")
+
+
+def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path):
+    from retrieval.dataset import Dataset, Document
+    from retrieval.encoder import Encoder
+    from retrieval.readers import load_dataset
+    from retrieval.workspace import Workspace
+
+    from .conftest import DEMO
+    from .test_language import FRENCH
+
+    store = Store(tmp_path / "w.sqlite3")
+    demo = load_dataset(DEMO)
+    ids = demo.doc_ids
+    shifted = {q: {ids[(ids.index(d) + 170) % len(ids)]: v for d, v in labels.items()}
+               for q, labels in demo.qrels["test"].items()}
+    broken = Workspace(Dataset("shifted", demo.docs, demo.queries, {"test": shifted}), store, model=tiny_encoder)
+    caption, _, _ = evaluate.evaluate(broken, "test", [])
+    assert "The `test` labels look broken" in caption and "λ is a default, not tuned" in caption
+    assert "look broken" in data.dataset_summary(broken)
+    french = Dataset("fr", {f"f{i}": Document(f"f{i}", "", t) for i, t in enumerate(FRENCH)}, {"x": "robinet"})
+    minilm_named = Encoder(tiny_encoder.model, name="all-MiniLM-L6-v2")
+    notes = data.warnings(Workspace(french, store, model=minilm_named))
+    assert any("`fr`" in n and "trained on English only" in n for n in notes)
+    assert any("No relevance labels" in n and "judging a few queries tunes it" in n for n in notes)
+    assert data.warnings(Workspace(demo, store, model=tiny_encoder)) == []

@@ -10,6 +10,7 @@ import gradio as gr
 
 from retrieval import DataError, Workspace, load_dataset
 from retrieval.dataset import Dataset
+from retrieval.diagnostics import label_health, language_check
 from retrieval.progress import Progress
 from retrieval.readers import load_uploads
 from retrieval.readers.assembly import add_queries as add_queries_file
@@ -23,12 +24,40 @@ MAX_WARNINGS = 20  # warnings listed after a load (the CLI's `info` lists them a
 
 
 def dataset_summary(ws: Workspace) -> str:
-    """One line of Markdown: name, documents, queries, labels per split, encoder, content hash."""
+    """One line of Markdown (name, documents, queries, labels per split, encoder, content hash), then
+    a warning for each reason not to trust the numbers (``warnings``)."""
     ds = ws.dataset
     splits = ", ".join(f"{s}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
-    return (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
-            f"encoder `{ws.encoder.name}`; content hash `{ds.content_hash[:12]}`")
+    line = (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
+            f"encoder `{ws.encoder.name}`; BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
+            f"content hash `{ds.content_hash[:12]}`")
+    return line + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
+
+
+def warnings(ws: Workspace) -> list[str]:
+    """Why the numbers may mislead: an English-only encoder on another language, labels that look
+    broken, or no labels at all (λ then is a default)."""
+    out = []
+    lang = language_check(ws)
+    if lang.mismatch:
+        out.append(f"Most of this corpus is in `{lang.guess.code}` ({lang.guess.share:.0%} of a "
+                   f"{lang.guess.sampled}-document sample), but `{lang.encoder}` was trained on English only: dense "
+                   "and hybrid results will be poor. Open it with a multilingual encoder (`--model` with a "
+                   "Hugging Face id or a folder, e.g. `sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2`).")
+    split = ws.dataset.default_split()
+    if split is None:
+        out.append("No relevance labels: metrics, failures and λ tuning need them. The hybrid's λ is a "
+                   "scale-matched default, not tuned; judging a few queries tunes it.")
+        return out
+    health = label_health(ws, split)
+    if health.looks_broken:
+        out.append(f"The `{split}` labels look broken: for {health.found_by_none} of {health.queries} labelled "
+                   f"queries no system ranks a relevant document in its top {health.depth}"
+                   + (f", and {health.empty_targets} labels point at documents with no indexable word"
+                      if health.empty_targets else "")
+                   + ". Check that the qrels belong to this corpus (document and query ids).")
+    return out
 
 
 @dataclass

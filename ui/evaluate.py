@@ -15,6 +15,7 @@ from .pools import HEAVY, LIGHT
 from .present.figures import bm25_dense_scatter, lambda_sweep, recall_curves
 from .present.tables import rounded
 from .registry import Context, Registry, SplitView, split_dropdown
+from .data import warnings
 from .search import encoder_choices, metrics_caption, metrics_rows
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
@@ -35,7 +36,7 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, 
         raise gr.Error(str(err)) from err
     wins = [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in BASE_SYSTEMS)]
             for r in per_query_table(ws, split)]
-    return metrics_caption(ws, split), rows, wins
+    return metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)), rows, wins
 
 
 def plots(ws: Workspace, split: str, extras: list[str] | None):

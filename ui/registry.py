@@ -10,6 +10,7 @@ import gradio as gr
 
 from retrieval import Store, Workspace
 from retrieval.dataset import Dataset
+from retrieval.language import detect_language, tokenizer_for
 from retrieval.progress import Progress
 from training.job import JobQueue
 
@@ -23,14 +24,16 @@ class Registry:
         self._lock = threading.Lock()
 
     def open(self, dataset: Dataset, progress: Progress | None = None, model: str | None = None) -> str:
-        """Open ``dataset`` with ``model`` (default: the app's encoder), BM25 and the dense index
-        built; returns the session key."""
+        """Open ``dataset`` with ``model`` (default: the app's encoder), BM25 (stemmer and stopwords
+        of the corpus's language, ``retrieval.language``) and the dense index built; returns the
+        session key."""
         model = model or self.model
         key = f"{dataset.content_hash}:{model or ''}"
         with self._lock:
             ws = self._items.get(key)
-            if ws is None:
-                ws = Workspace(dataset, self.store, model=model)
+        if ws is None:
+            language = detect_language([d.full_text for d in dataset.docs.values()]).code
+            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer_for(language))
         ws.bm25  # noqa: B018 - build now, so the first search is fast
         ws.build_dense(progress=progress)
         with self._lock:

@@ -54,7 +54,8 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
         return texts.NO_LABELS
     lam = ws.lambda_for(split)
     n = len(ws.dataset.split_queries(split))
-    return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}). "
+    untuned = "" if lam.grid else " λ is a default, not tuned: a train split, or judging a few queries, tunes it."
+    return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}).{untuned} "
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test.")
 
 
