@@ -68,4 +68,4 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
         cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
         cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
     summary = _labelled_table(res) if res.query_id else ""
-    return f'<div class="sbs">{"".join(cols)}</div>{summary}'
+    return f'<div class="sbs" style="--columns: {max(1, len(cols))}">{"".join(cols)}</div>{summary}'
