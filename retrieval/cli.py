@@ -1,10 +1,12 @@
 """Command line: ``python -m retrieval evaluate|info|search|failures ...``.
 
     python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid]
-        [--model PATH_OR_ID] [--json FILE] [--run-dir DIR]
+        [--run FILE[=NAME] ...] [--model PATH_OR_ID] [--json FILE] [--run-dir DIR]
 
 prints a metrics table (with a paired permutation test of each system against the first),
-writes ``{system: {metric: value}}`` as JSON and one TREC run file per system.
+writes ``{system: {metric: value}}`` as JSON and one TREC run file per system. ``--run`` adds a
+run file of another system (TREC or ranx JSON, named NAME, else after its TREC tag or file stem)
+beside the built-in ones; what reading it found goes to stderr as warnings.
 
     python -m retrieval failures DATASET [--split test] [--tuned MODEL] --html REPORT.html
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from .dataset import Dataset
 from .evaluate import compare, significance_marks
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
-from .readers import load_dataset
+from .readers import load_dataset, read_run
 from .run import write_trec
 from .store import Store, default_store_path
 from .systems import SYSTEMS, label
@@ -52,6 +54,37 @@ def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str
     return "\n".join(lines)
 
 
+def run_arg(value: str) -> tuple[str, str | None]:
+    """``FILE[=NAME]`` as (file, name or None); a file whose own name holds "=" is taken whole."""
+    path, sep, name = value.rpartition("=")
+    if not sep or Path(value).exists():
+        return value, None
+    return path, name
+
+
+def import_runs(ws: Workspace, values: list[str]) -> list[str]:
+    """Read each ``--run`` file, print its warnings, register it in ``ws``; the names it got."""
+    names = []
+    for value in values:
+        path, name = run_arg(value)
+        imported = read_run(path, ws.dataset, name)
+        for w in imported.report.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        names.append(ws.add_run(imported))
+    return names
+
+
+def evaluated_systems(args, ws: Workspace) -> list[str]:
+    """``--systems``, then the ``--run`` names not already listed; an unknown name is a ValueError."""
+    imported = import_runs(ws, args.run or [])
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    systems += [name for name in imported if name not in systems]
+    unknown = [s for s in systems if s not in ws.system_names]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ws.system_names)}")
+    return systems
+
+
 def cmd_evaluate(args) -> int:
     ds, ws = _open(args)
     split = args.split or ds.default_split()
@@ -61,14 +94,10 @@ def cmd_evaluate(args) -> int:
     if split not in ds.qrels:
         print(f"error: no split {split!r} in {ds.name} (it has: {', '.join(ds.splits)})", file=sys.stderr)
         return 2
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in SYSTEMS]
-    if unknown:
-        print(f"error: unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}", file=sys.stderr)
-        return 2
+    systems = evaluated_systems(args, ws)
     n_q = len(ds.split_queries(split))
     print(f"{ds.name}: {len(ds.docs)} documents, {n_q} {split} queries", file=sys.stderr)
-    if any(s != "bm25" for s in systems):
+    if any(s in SYSTEMS and s != "bm25" for s in systems):
         ws.build_dense(progress=_progress)
     evals, results, timings = {}, {}, {}
     for s in systems:
@@ -95,7 +124,8 @@ def cmd_evaluate(args) -> int:
         Path(args.json).write_text(json.dumps(clean, indent=2))  # NaN (no positive labels) → null
     if args.run_dir:
         for s in systems:
-            write_trec(ws.run(s, split), Path(args.run_dir) / f"{ds.name}.{split}.{s}.trec", f"rankscope-{s}")
+            tag = f"rankscope-{s}" if s in SYSTEMS else s  # an imported run keeps its own name
+            write_trec(ws.run(s, split), Path(args.run_dir) / f"{ds.name}.{split}.{s}.trec", tag)
     return 0
 
 
@@ -158,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(ev)
     ev.add_argument("--split", default=None, help="labels split (default: test, else the first)")
     ev.add_argument("--systems", default="bm25,dense,hybrid", help=f"comma-separated: {','.join(SYSTEMS)}")
+    ev.add_argument("--run", action="append", metavar="FILE[=NAME]",
+                    help="a run file of another system (TREC 'qid Q0 docid rank score tag' or ranx JSON), "
+                         "evaluated beside the others under NAME (default: its TREC tag or file stem); repeatable")
     ev.add_argument("--json", default=None, help="write {system: {metric: value}} here")
     ev.add_argument("--run-dir", default=None, help="write one TREC run file per system here")
     ev.set_defaults(func=cmd_evaluate)

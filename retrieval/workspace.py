@@ -3,6 +3,10 @@
 This is the one object the CLI, the app and the benchmarks share. Everything expensive is built
 lazily and cached: embeddings in the store by (model fingerprint, text hash); runs and metrics by
 (data set hash, system, parameters, split, depth).
+
+Its systems are the built-in ``SYSTEMS`` and the runs imported from files (``add_run``): an
+imported run is listed, run, evaluated and searched like the others under its name, from the
+lists it holds (it has no retriever, so a query it never ran gets an empty list).
 """
 from __future__ import annotations
 
@@ -19,19 +23,13 @@ from .evaluate import Evaluation, evaluate_run, scores_from_run
 from .hybrid import Hybrid, default_lambda, tune_lambda
 from .lexical import BM25Index
 from .progress import Progress, counting
+from .readers.runs import ImportedRun, match_dataset
 from .run import Run
 from .store import Store, cache_key
-from .systems import BASE_SYSTEMS, SYSTEMS
+from .systems import BASE_SYSTEMS, NAMES, SYSTEMS
 from .tokenize import Tokenizer
 
 EVAL_DEPTH = 1000
-
-
-def require_system(name: str) -> str:
-    """``name`` itself when it is one of ``SYSTEMS``, else a ValueError listing them."""
-    if name not in SYSTEMS:
-        raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
-    return name
 
 
 @dataclass
@@ -59,6 +57,7 @@ class Workspace:
         self._lambda: dict[str | None, LambdaChoice] = {}
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
         self._query_by_text: dict[str, str] | None = None
+        self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
         if store is not None:
             store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
 
@@ -86,7 +85,39 @@ class Workspace:
                           bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
                           depth=self.depth, device=self._device, index_dims=index_dims)
         other._bm25 = self.bm25
+        other._imported = self._imported  # the same data set: the same imported runs
         return other
+
+    # ---- systems: the built-in ones and the imported runs --------------------------------
+    @property
+    def imported(self) -> dict[str, ImportedRun]:
+        """The imported runs by name (a copy; ``add_run`` adds one)."""
+        return dict(self._imported)
+
+    @property
+    def system_names(self) -> tuple[str, ...]:
+        """Every system this workspace can run: the built-in ``SYSTEMS``, then the imported runs."""
+        return (*SYSTEMS, *self._imported)
+
+    def require_system(self, name: str) -> str:
+        """``name`` itself when it is one of ``system_names``, else a ValueError listing them."""
+        if name not in SYSTEMS and name not in self._imported:
+            raise ValueError(f"unknown system {name!r}; choose from {', '.join(self.system_names)}")
+        return name
+
+    def add_run(self, imported: ImportedRun) -> str:
+        """Register an imported run as a system under its name (matched to this data set's ids
+        first when it was read without it); a name already taken is a ValueError."""
+        name = imported.name
+        if name in NAMES:
+            raise ValueError(f"an imported run cannot be named {name!r}: a built-in system has that name")
+        with self._lock:
+            if name in self._imported:
+                raise ValueError(f"an imported run named {name!r} is already there; give this one another name")
+            if imported.dataset != self.dataset.content_hash:
+                imported = match_dataset(imported, self.dataset)
+            self._imported[name] = imported
+        return name
 
     # ---- components (lazy) ---------------------------------------------------------------
     @property
@@ -174,8 +205,11 @@ class Workspace:
             self._lambda[eval_split] = LambdaChoice(float(value), how)
 
     def system(self, name: str, eval_split: str | None = None):
-        """The retriever behind a system key (its ``search(queries, k) -> Run``)."""
-        if require_system(name) == "bm25":
+        """The retriever behind a built-in system key (its ``search(queries, k) -> Run``)."""
+        if name in self._imported:
+            raise ValueError(f"{name!r} is an imported run: an imported run has no retriever; it only "
+                             f"holds the lists of the queries it ran")
+        if self.require_system(name) == "bm25":
             return self.bm25
         if name == "dense":
             return self.dense
@@ -184,6 +218,9 @@ class Workspace:
         return self.hybrid(name)  # rrf, wsum
 
     def system_params(self, name: str, eval_split: str | None = None) -> dict:
+        """What a system's runs and metrics are cached under (beside the data set, split and depth)."""
+        if self.require_system(name) in self._imported:
+            return {"imported": name, "hash": self._imported[name].content_hash}
         p: dict = {}
         if name in ("bm25", "hybrid", "rrf", "wsum"):
             p["bm25"] = {**self.bm25_args, "tokenizer": self.tokenizer.config}
@@ -205,14 +242,20 @@ class Workspace:
 
     # ---- runs and evaluations ------------------------------------------------------------
     def run(self, system: str, split: str, k: int = EVAL_DEPTH) -> Run:
-        """The system's run on a split's queries, from the store when it was computed before."""
+        """The system's run on a split's queries, from the store when it was computed before (an
+        imported run: its lists of those queries cut to ``k``, ``[]`` where it has none)."""
         params = self.system_params(system, split)
         key = self._key(system, params, split, k)
         if self.store is not None:
             cached = self.store.get_run(key)
             if cached is not None:
                 return cached
-        run = self.system(system, split).search(self.dataset.split_queries(split), k)
+        queries = self.dataset.split_queries(split)
+        if system in self._imported:
+            lists = self._imported[system].run
+            run = {q: lists.get(q, [])[:k] for q in queries}
+        else:
+            run = self.system(system, split).search(queries, k)
         if self.store is not None:
             self.store.put_run(key, dataset=self.dataset.content_hash, system=system, params=params,
                                split=split, k=k, run=run)
@@ -281,14 +324,14 @@ class Workspace:
         The query is BM25-scored once (one score vector over the corpus), encoded once (not
         written to the store) and searched in FAISS once, to ``max(k, depth)``; BM25's and the
         dense list are cut from those, the CLEAR hybrid unions both (``Hybrid.union``) and RRF /
-        weighted sum fuse them. The lists are those each system's ``search`` gives.
+        weighted sum fuse them. The lists are those each system's ``search`` gives. An imported run
+        gives its list of the data set's query with exactly this text (``find_query``), else ``[]``.
         """
-        for s in systems:
-            require_system(s)
-        lex_all = self.bm25.scores(text) if any(s != "dense" for s in systems) else None
+        built_in = [s for s in systems if self.require_system(s) in SYSTEMS]
+        lex_all = self.bm25.scores(text) if any(s != "dense" for s in built_in) else None
         qvec = dense_rows = None
         dense: list[tuple[str, float]] = []
-        if any(s != "bm25" for s in systems):
+        if any(s != "bm25" for s in built_in):
             qvec = self.dense.encode_query(text)
             scores, rows = self.dense.index.search_vectors(qvec[None], max(k, self.depth))
             dense_rows = rows[0]
@@ -296,7 +339,10 @@ class Workspace:
             dense = [(ids[j], float(v)) for j, v in zip(rows[0], scores[0]) if j >= 0]
         out: dict[str, list[tuple[str, float]]] = {}
         for s in systems:
-            if s == "bm25":
+            if s in self._imported:
+                qid = self.find_query(text)[0]
+                out[s] = self._imported[s].run.get(qid, [])[:k] if qid is not None else []
+            elif s == "bm25":
                 out[s] = self.bm25.rank(lex_all, k)
             elif s == "dense":
                 out[s] = dense[:k]

@@ -359,6 +359,32 @@ def test_missing_column_is_named(tmp_path):
     assert "f.csv:2:" in msg and "columns" in msg
 
 
+WHITESPACE = "contains whitespace, which TREC run and qrels files cannot hold"
+
+
+@pytest.mark.parametrize("name, content, line, ident", [
+    ("corpus.jsonl", '{"_id": "d1", "text": "a"}\n{"_id": "a b", "text": "b"}\n', 2, "'a b'"),
+    ("corpus.jsonl", '{"_id": "d\\t1", "text": "a"}\n', 1, "'d\\t1'"),
+    ("d.csv", 'id,text\nd1,a\nd2,b\n"d 3",c\n', 4, "'d 3'"),
+    ("d.tsv", "id\ttext\nd 1\ta\n", 2, "'d 1'"),
+])
+def test_a_document_id_with_whitespace_is_refused(tmp_path, name, content, line, ident):
+    f = write(tmp_path / name, content)
+    assert error(load_dataset, f) == f"{f}:{line}: id {ident} {WHITESPACE}"
+
+
+def test_a_query_id_with_whitespace_is_refused(tmp_path):
+    root = make_beir(tmp_path / "q")
+    f = write(root / "queries.jsonl", jsonl(QUERIES + [{"_id": "q 3", "text": "x"}]))
+    assert error(load_dataset, root) == f"{f}:3: id 'q 3' {WHITESPACE}"
+    docs = write(tmp_path / "docs.jsonl", jsonl(DOCS))
+    queries = write(tmp_path / "queries.tsv", "id\tquery\nq1\tcats\nq 2\tdogs\n")
+    assert error(load_files, docs, queries) == f"{queries}:3: id 'q 2' {WHITESPACE}"
+    # surrounding spaces are no part of an id: stripped, as before
+    f = write(tmp_path / "c.jsonl", '{"_id": " d1 ", "text": "a"}\n')
+    assert list(load_dataset(f).docs) == ["d1"]
+
+
 def test_duplicate_ids_name_id_and_both_lines(tmp_path):
     f = write(tmp_path / "corpus.jsonl", jsonl(DOCS + [{"_id": "d2", "text": "again"}]))
     msg = error(load_dataset, f)

@@ -3,7 +3,9 @@
 ``load_dataset(path)`` detects the format of a folder, zip or single file;
 ``load_files(corpus, queries, qrels)`` assembles separately uploaded files;
 ``load_uploads(paths)`` sorts a batch of uploads into those roles (``detect_role``) first;
-``read_qrels(path)`` reads BEIR (3-column TSV) or TREC (4-column) relevance labels.
+``read_qrels(path)`` reads BEIR (3-column TSV) or TREC (4-column) relevance labels;
+``read_run(path, dataset, name)`` reads another system's run file (TREC ``qid Q0 docid rank score
+tag`` or ranx JSON) into an ``ImportedRun``, matched to a data set's ids (``match_dataset``).
 
 Input that cannot be loaded raises :class:`DataError` reading ``file:line: problem``.
 Input that can be loaded with losses (empty texts, labels pointing nowhere) loads, and each
@@ -16,18 +18,19 @@ Modules, in the order the data goes through them:
   and the sink that collects id/text records;
 - ``documents``, ``queries``, ``qrels``: one reader per kind of file (``qrels`` also matches
   the labels to the documents and queries that loaded);
+- ``runs``: run files of other systems, read and matched to a loaded data set's ids;
 - ``trees`` and ``safezip``: a folder or a zip archive (read in memory, under limits) seen
   as one tree of files;
 - ``assembly``: the public entry points, which put the parts together into a ``Dataset``.
 
-What comes next has its place here: run files of other systems (TREC
-``qid Q0 docid rank score tag`` and ranx JSON) will be read by a ``runs`` module beside
-``qrels``, and streaming readers of large JSONL/CSV will replace the whole-file ``decode`` +
-``records`` step without changing the callers, since every record already carries its line.
+What comes next has its place here: streaming readers of large JSONL/CSV will replace the
+whole-file ``decode`` + ``records`` step without changing the callers, since every record
+already carries its line.
 """
 from .assembly import detect_role, load_dataset, load_files, load_uploads
 from .qrels import read_qrels
+from .runs import ImportedRun, match_dataset, read_run
 from .safezip import DEFAULT_MAX_BYTES
 
 __all__ = ["load_dataset", "load_files", "load_uploads", "read_qrels", "detect_role",
-           "DEFAULT_MAX_BYTES"]
+           "read_run", "match_dataset", "ImportedRun", "DEFAULT_MAX_BYTES"]

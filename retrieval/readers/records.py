@@ -1,8 +1,9 @@
 """Records: JSONL objects and CSV/TSV rows, each with the line it starts on, and their fields.
 
-Checks ids and texts, tells relevance labels given in place of documents or queries apart,
-and collects id/text records in a :class:`RecordSink`, which rejects duplicate ids and
-skips (with a warning) records whose text is empty.
+Checks ids and texts (an id holding whitespace is refused: ``require_no_whitespace``, since TREC
+run and qrels files could not hold it), tells relevance labels given in place of documents or
+queries apart, and collects id/text records in a :class:`RecordSink`, which rejects duplicate ids
+and skips (with a warning) records whose text is empty.
 """
 from __future__ import annotations
 
@@ -102,12 +103,21 @@ def not_qrels(cells: list[str], display: str, lineno: int, what: str) -> None:
 
 
 def id_value(value: object, field: str, display: str, lineno: int) -> str:
-    """An id field as a stripped string: a string or an integer, not empty."""
+    """An id field as a stripped string: a string or an integer, not empty, without whitespace."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise DataError(f"field '{field}' must be a string or an integer", display, lineno)
     ident = str(value).strip()
     if not ident:
         raise DataError(f"field '{field}' is empty", display, lineno)
+    return require_no_whitespace(ident, "id", display, lineno)
+
+
+def require_no_whitespace(ident: str, what: str, display: str, lineno: int | None = None) -> str:
+    """``ident`` itself, or a DataError when it holds whitespace: TREC run and qrels files
+    separate their columns by whitespace, so such an id could not be exported or read back."""
+    if any(c.isspace() for c in ident):
+        raise DataError(f"{what} {ident!r} contains whitespace, which TREC run and qrels files "
+                        f"cannot hold", display, lineno)
     return ident
 
 
