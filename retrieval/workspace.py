@@ -10,6 +10,7 @@ lists it holds (it has no retriever, so a query it never ran gets an empty list)
 """
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass, field
 
@@ -77,6 +78,15 @@ class Workspace:
         other = self._sibling(self._model_arg, kind, dims)
         other._encoder = self.encoder
         other._embeddings_from = self
+        return other
+
+    def with_run(self, imported: ImportedRun) -> "Workspace":
+        """This workspace with one more imported run, as a copy of its own: the indexes, encoder,
+        embeddings and λ are shared, the imported runs are not, so a workspace other sessions hold
+        is left as it was."""
+        other = copy.copy(self)
+        other._imported = dict(self._imported)
+        other.add_run(imported)
         return other
 
     def _sibling(self, model, index_kind: str, index_dims: int | None) -> "Workspace":

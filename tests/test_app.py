@@ -294,3 +294,24 @@ def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path)
     bad.write_text("query,notes\nok query,fine\nbroken,row,here\n")
     out = client.predict([handle_file(str(bad))], "", api_name="/add_queries")
     assert "bad.csv:3:" in out[0] and "unchanged" in out[0]
+
+
+def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app, tmp_path):
+    from retrieval.readers import load_dataset
+    from retrieval.run import write_trec
+
+    demo = load_dataset(DEMO)
+    # an "oracle" system: each test query's labelled documents, best label first
+    oracle = {q: [(d, float(v)) for d, v in sorted(labels.items(), key=lambda kv: -kv[1])]
+              for q, labels in demo.qrels["test"].items()}
+    path = write_trec(oracle, tmp_path / "vendor.trec", "vendor")
+    out = client.predict(handle_file(str(path)), "", api_name="/import_run")
+    assert "Imported run **vendor**" in out[0]
+    caption, table, wins = client.predict("test", [], api_name="/evaluate")
+    vendor = next(r for r in table["data"] if r[0] == "vendor")
+    assert vendor[1] == "1.0000†" and wins["headers"][-1] == "vendor"  # nDCG@10 of the ideal ranking
+    _, result = client.predict(demo.queries["q02"], api_name="/search")
+    assert list(result["systems"]) == ["bm25", "dense", "hybrid", "vendor"]  # put beside them after import
+    assert [h["doc_id"] for h in result["systems"]["vendor"]] == [d for d, _ in oracle["q02"]]
+    _, theirs = Client(running_app[0].local_url, verbose=False).predict("leaky faucet", api_name="/search")
+    assert "vendor" not in theirs["systems"]  # another session does not see it

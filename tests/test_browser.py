@@ -201,3 +201,26 @@ def test_a_typed_query_is_added_to_the_queries_with_one_click(page, shots):
     assert page.get_by_role("option").filter(has_text="descale a kettle").count() == 0  # not labelled yet
     page.keyboard.press("Escape")
     page.screenshot(path=str(shots / "search-added.png"), full_page=False)
+
+
+def test_an_imported_run_appears_as_a_fourth_column_and_in_evaluate(page, shots, tmp_path):
+    import json
+
+    from retrieval.run import write_trec
+
+    queries = [json.loads(line) for line in (DEMO / "queries.jsonl").read_text().splitlines()]
+    run = {q["_id"]: [("fin-001", 3.0), ("fin-002", 2.0), ("home-001", 1.0)] for q in queries}
+    path = write_trec(run, tmp_path / "prod.trec", "prod")
+    open_tab(page, "Data")
+    page.locator("#run-upload input[type=file]").set_input_files(str(path))
+    page.locator("#import-run-button").click()
+    expect(page.locator("#load-status")).to_contain_text("Imported run prod")
+    open_tab(page, "Search")
+    page.locator("#query-box textarea").fill(next(q["text"] for q in queries if q["_id"] == "q02"))
+    page.locator("#search-button").click()
+    expect(page.locator("#results .sbs .col")).to_have_count(4)
+    assert "prod" in page.locator("#results .sbs .col h3").nth(3).inner_text()
+    page.screenshot(path=str(shots / "search-imported.png"), full_page=False)
+    open_tab(page, "Evaluate")
+    page.locator("#evaluate-button").click()
+    expect(page.locator("#eval-table")).to_contain_text("prod", timeout=60_000)

@@ -43,8 +43,9 @@ def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
     assert "tuned on train" in caption
     assert [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
     n_test = len(ws.dataset.split_queries("test"))
-    assert len(wins) == n_test and all(len(r) == 5 for r in wins)
-    gains = [max(r[3], r[4]) - r[2] for r in wins]
+    assert wins["headers"] == ["query", "text", "BM25", "Dense", "Hybrid (CLEAR λ)"]
+    assert len(wins["data"]) == n_test and all(len(r) == 5 for r in wins["data"])
+    gains = [max(r[3], r[4]) - r[2] for r in wins["data"]]
     assert gains[0] == pytest.approx(max(gains), abs=1e-3)  # the biggest gain over BM25 first
     _, with_int8, _ = evaluate.evaluate(ws, "test", ["int8"])
     assert [r[0] for r in with_int8][-2:] == ["Dense · int8 index", "Hybrid (CLEAR λ) · int8 index"]
@@ -163,3 +164,33 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
     assert any("`fr`" in n and "trained on English only" in n for n in notes)
     assert any("No relevance labels" in n and "judging a few queries tunes it" in n for n in notes)
     assert data.warnings(Workspace(demo, store, model=tiny_encoder)) == []
+
+
+def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_state, tmp_path):
+    from ranx import Qrels as RQrels, Run as RRun, evaluate as ranx_evaluate
+
+    from retrieval.run import write_trec
+
+    registry, key = app_state
+    ws = registry.get(key)
+    # the analyst's "production system": here BM25's test run, written as a TREC file under another tag
+    path = write_trec(ws.run("bm25", "test"), tmp_path / "prod.trec", "prod")
+    loaded = data.import_run(registry, key, str(path), "")
+    assert loaded.ok and "Imported run **prod**" in loaded.status
+    mine = registry.get(loaded.key)
+    assert "prod" in mine.system_names and "prod" not in registry.get(key).system_names  # others unaffected
+    caption, rows, wins = evaluate.evaluate(mine, "test", [])
+    prod = next(r for r in rows if r[0] == "prod")
+    qrels = {q: dict(v) for q, v in mine.dataset.qrels["test"].items()}
+    expected = ranx_evaluate(RQrels(qrels), RRun.from_file(str(path), kind="trec"), "ndcg@10")
+    assert float(prod[1].rstrip("†")) == pytest.approx(expected, abs=1e-4)
+    assert wins["headers"][-1] == "prod"
+    text, html, result = search.search_by_id(mine, "q02", ["bm25", "dense", "hybrid", "prod"])
+    assert list(result["systems"]) == ["bm25", "dense", "hybrid", "prod"] and html.count('class="col"') == 4
+    assert [h["doc_id"] for h in result["systems"]["prod"]] == [h["doc_id"] for h in result["systems"]["bm25"]]
+    _, free = search.search(mine, "leaky faucet washer", ["prod", "bm25"])  # typed: no run holds it
+    assert free["systems"]["prod"] == [] and free["systems"]["bm25"]  # an imported run has no list for it
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q02 Q0 fin-001 1 0.9 prod\nq02 Q0 fin-002 2 high prod\n")
+    refused = data.import_run(registry, loaded.key, str(bad), "other")
+    assert not refused.ok and "bad.trec:2:" in refused.status

@@ -15,6 +15,7 @@ from retrieval.progress import Progress
 from retrieval.readers import load_uploads
 from retrieval.readers.assembly import add_queries as add_queries_file
 from retrieval.readers.queries import stable_query_id
+from retrieval.readers.runs import read_run
 
 from . import texts
 from .registry import Registry
@@ -118,6 +119,24 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
                                                          f"to **{html.escape(dataset.name)}**.")
 
 
+def import_run(registry: Registry, key: str, path: str | None, name: str = "") -> Loaded:
+    """A run file of the analyst's own system (TREC or ranx JSON) as a system of the session's
+    workspace, named ``name`` (default: its TREC tag or file name). Bad input names the file and
+    line, and the workspace stays as it was."""
+    if not path:
+        raise gr.Error("choose a run file first")
+    ws = registry.get(key)
+    try:
+        imported = read_run(str(path), ws.dataset, name.strip() or None)
+        new_key = registry.add_run(key, imported)
+    except (DataError, ValueError) as err:
+        return Loaded(key, f"❌ **Could not import the run:** `{err}`\n\nThe data set is unchanged.", False)
+    lists = sum(1 for hits in imported.run.values() if hits)
+    warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in imported.report.warnings[:MAX_WARNINGS])
+    return Loaded(new_key, f"✅ Imported run **{html.escape(imported.name)}**: {lists:,} queries, "
+                           f"{sum(len(h) for h in imported.run.values()):,} ranked documents.{warn}", True)
+
+
 @dataclass
 class DataView:
     files: gr.File
@@ -126,6 +145,9 @@ class DataView:
     query_files: gr.File
     query_text: gr.Textbox
     add: gr.Button
+    run_file: gr.File
+    run_name: gr.Textbox
+    import_run: gr.Button
     status: gr.Markdown
 
 
@@ -141,5 +163,11 @@ def build() -> DataView:
             query_files = gr.File(label="Queries files", file_count="multiple", elem_id="query-upload", scale=2)
             query_text = gr.Textbox(label="…or type them, one per line", lines=4, elem_id="query-text", scale=2)
         add = gr.Button("Add queries", elem_id="add-queries-button")
+    with gr.Accordion("Import a run of your own system (TREC or ranx JSON)", open=True):
+        gr.Markdown(texts.IMPORT_RUN_HELP)
+        with gr.Row():
+            run_file = gr.File(label="Run file", elem_id="run-upload", scale=2)
+            run_name = gr.Textbox(label="Name (default: its TREC tag or file name)", elem_id="run-name", scale=1)
+        import_btn = gr.Button("Import run", elem_id="import-run-button")
     status = gr.Markdown(elem_id="load-status")
-    return DataView(files, load, demo, query_files, query_text, add, status)
+    return DataView(files, load, demo, query_files, query_text, add, run_file, run_name, import_btn, status)

@@ -16,7 +16,7 @@ from .present.figures import bm25_dense_scatter, lambda_sweep, recall_curves
 from .present.tables import rounded
 from .registry import Context, Registry, SplitView, split_dropdown
 from .data import warnings
-from .search import encoder_choices, metrics_caption, metrics_rows
+from .search import encoder_choices, metrics_caption, metrics_rows, shown_systems
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
 
@@ -30,12 +30,14 @@ def _require_labels(split: str | None) -> str:
 def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, list[list], list[list]]:
     """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table."""
     _require_labels(split)
+    systems = shown_systems(ws)
     try:
-        rows = metrics_rows(comparison_workspaces(ws, extras), split)
+        rows = metrics_rows(comparison_workspaces(ws, extras), split, systems)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
         raise gr.Error(str(err)) from err
-    wins = [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in BASE_SYSTEMS)]
-            for r in per_query_table(ws, split)]
+    wins = {"headers": ["query", "text", *(label(s) for s in systems)],
+            "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems)]
+                     for r in per_query_table(ws, split, systems)]}
     return metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)), rows, wins
 
 
@@ -43,7 +45,8 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    return bm25_dense_scatter(ws, split), recall_curves(comparison_workspaces(ws, extras), split), lambda_sweep(ws, split)
+    return (bm25_dense_scatter(ws, split), recall_curves(comparison_workspaces(ws, extras), split, shown_systems(ws)),
+            lambda_sweep(ws, split))
 
 
 def compression(ws: Workspace, split: str) -> dict:

@@ -18,7 +18,7 @@ from training.job import JobQueue
 class Registry:
     """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
 
-    def __init__(self, store: Store, model: str | None, size: int = 4):
+    def __init__(self, store: Store, model: str | None, size: int = 8):
         self.store, self.model, self.size = store, model, size
         self._items: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
@@ -36,12 +36,24 @@ class Registry:
             ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer_for(language))
         ws.bm25  # noqa: B018 - build now, so the first search is fast
         ws.build_dense(progress=progress)
+        self._keep(key, ws)
+        return key
+
+    def add_run(self, key: str, imported) -> str:
+        """The session's workspace ``key`` with an imported run added, under a key of its own (the
+        workspace other sessions share keeps its systems); returns that key."""
+        ws = self.get(key).with_run(imported)
+        new_key = f"{key}+{imported.name}:{imported.content_hash[:12]}"
+        self._keep(new_key, ws)
+        return new_key
+
+    def _keep(self, key: str, ws: Workspace) -> None:
+        """Hold ``ws`` under ``key`` as the most recent, dropping the least recent past ``size``."""
         with self._lock:
             self._items[key] = ws
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
-        return key
 
     def get(self, key: str) -> Workspace:
         with self._lock:

@@ -11,6 +11,7 @@ from retrieval.errors import EncoderLoadError
 from retrieval.history import trained_encoders
 from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.search import side_by_side
+from retrieval.systems import BASE_SYSTEMS, label
 from retrieval.tables import metrics_table
 
 from . import texts
@@ -22,20 +23,35 @@ from .registry import Context, Registry
 
 
 # ---- handlers --------------------------------------------------------------------------------
-def search(ws: Workspace, text: str) -> tuple[str, dict]:
+MAX_COLUMNS = 4
+
+
+def shown_systems(ws: Workspace) -> tuple[str, ...]:
+    """The systems every view shows by default: BM25, dense, hybrid, then the imported runs."""
+    return (*BASE_SYSTEMS, *ws.imported)
+
+
+def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
+    """The systems to put side by side: those ``chosen`` that the workspace has (at most four),
+    else BM25, dense and hybrid."""
+    kept = tuple(s for s in chosen or () if s in ws.system_names)[:MAX_COLUMNS]
+    return kept or BASE_SYSTEMS
+
+
+def search(ws: Workspace, text: str, systems: list[str] | None = None) -> tuple[str, dict]:
     """Free text: the side-by-side HTML and its JSON (labels too when the text is a labelled query's)."""
     try:
-        res = side_by_side(ws, text or "")
+        res = side_by_side(ws, text or "", systems=columns(ws, systems))
     except ValueError as err:
         raise gr.Error(str(err)) from err
     return side_by_side_html(res, ws.tokenizer), res.to_json()
 
 
-def search_by_id(ws: Workspace, query_id: str) -> tuple[str, str, dict]:
+def search_by_id(ws: Workspace, query_id: str, systems: list[str] | None = None) -> tuple[str, str, dict]:
     """A data set query by id: its text (for the query box), the HTML and the JSON."""
     if not query_id or query_id not in ws.dataset.queries:
         raise gr.Error("pick a query first")
-    res = side_by_side(ws, query_id=query_id)
+    res = side_by_side(ws, query_id=query_id, systems=columns(ws, systems))
     return res.query, side_by_side_html(res, ws.tokenizer), res.to_json()
 
 
@@ -59,9 +75,14 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test.")
 
 
-def metrics_rows(ws: Workspace | dict[str, Workspace], split: str) -> list[list[str]]:
-    """The metrics table (every system of every workspace given), † = differs from BM25."""
-    return table_cells(metrics_table(ws, split, metrics=VIEW_METRICS), VIEW_METRICS)
+def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:
+    """The metrics table (``systems`` of every workspace given), † = differs from BM25."""
+    return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS), VIEW_METRICS)
+
+
+def system_choices(ws: Workspace) -> list[tuple[str, str]]:
+    """Every system of the workspace as (label, key), for the columns picker."""
+    return [(label(s), s) for s in ws.system_names]
 
 
 def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
@@ -82,7 +103,7 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str) -> tuple[str, st
         raise gr.Error(str(err)) from err
     ws = registry.get(key)
     split = ws.dataset.default_split()
-    return key, dataset_summary(ws), metrics_caption(ws, split), metrics_rows(ws, split) if split else []
+    return key, dataset_summary(ws), metrics_caption(ws, split), metrics_rows(ws, split, shown_systems(ws)) if split else []
 
 
 # ---- the view --------------------------------------------------------------------------------
@@ -97,16 +118,21 @@ class SearchView:
     encoder: gr.Dropdown
     add: gr.Button  # adds the query in the box to the data set's queries (wired by the shell)
     rerun: object  # the search handler, to show the results again after the data set changed
+    systems: gr.CheckboxGroup  # which systems stand side by side
+    chosen: gr.State  # the session's choice of them (not an API parameter: /search takes the text only)
 
     def outputs(self) -> list:
         """What ``refresh`` updates, in its order."""
-        return [self.picker, self.metrics_note, self.metrics_table, self.results]
+        return [self.picker, self.metrics_note, self.metrics_table, self.results, self.systems, self.chosen]
 
     def refresh(self, ws: Workspace) -> tuple:
-        """Updates for a newly opened workspace: the labelled queries, the metrics, no results."""
+        """Updates for a newly opened workspace: the labelled queries, the metrics, no results, and
+        its systems to choose from (an imported run put beside BM25, dense and hybrid)."""
         split = ws.dataset.default_split()
+        chosen = list(shown_systems(ws)[:MAX_COLUMNS])
         return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
-                metrics_rows(ws, split) if split else [], "")
+                metrics_rows(ws, split) if split else [], "", gr.update(choices=system_choices(ws), value=chosen),
+                chosen)
 
 
 def build(ctx: Context, summary: gr.Markdown) -> SearchView:
@@ -121,29 +147,40 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                              elem_id="query-picker", scale=3)
         encoder = gr.Dropdown(choices=encoder_choices(ctx.registry, ws), value="", label="Dense encoder",
                               elem_id="encoder-picker", scale=1, allow_custom_value=True)
+    systems = gr.CheckboxGroup(choices=system_choices(ws), value=list(BASE_SYSTEMS), elem_id="search-systems",
+                               label=f"Systems side by side (up to {MAX_COLUMNS}; imported runs show their lists "
+                                     "for the queries they ran)")
+    chosen = gr.State(list(BASE_SYSTEMS))
     results = gr.HTML(elem_id="results")
     with gr.Accordion("Raw results (JSON)", open=False):
         raw = gr.JSON()
     with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
         split = ws.dataset.default_split()
         note = gr.Markdown(metrics_caption(ws, split))
-        table = gr.Dataframe(value=metrics_rows(ws, split) if split else [], headers=["system", *VIEW_METRICS],
-                             interactive=False, elem_id="metrics-table")
+        table = gr.Dataframe(value=metrics_rows(ws, split, shown_systems(ws)) if split else [],
+                             headers=["system", *VIEW_METRICS], interactive=False, elem_id="metrics-table")
 
-    def on_search(text: str, key: str):
-        return search(ctx.workspace(key), text)
+    def on_search(text: str, key: str, chosen_: list[str]):
+        return search(ctx.workspace(key), text, chosen_)
 
-    def on_pick(query_id: str, key: str):
-        return search_by_id(ctx.workspace(key), query_id)
+    def on_pick(query_id: str, key: str, chosen_: list[str]):
+        return search_by_id(ctx.workspace(key), query_id, chosen_)
+
+    def on_choose(picked: list[str]):
+        if len(picked) > MAX_COLUMNS:
+            gr.Warning(f"at most {MAX_COLUMNS} systems side by side: the first {MAX_COLUMNS} are shown")
+        return picked[:MAX_COLUMNS], picked[:MAX_COLUMNS]
 
     def on_encoder(choice: str, key: str):
         return (*use_encoder(ctx.registry, ctx.workspace(key), choice), "")
 
-    search_btn.click(on_search, [query, ctx.key], [results, raw], api_name="search", **SEARCH)
-    query.submit(on_search, [query, ctx.key], [results, raw], api_visibility="private", **SEARCH)
-    picker.input(on_pick, [picker, ctx.key], [query, results, raw], api_visibility="private", **SEARCH)
+    search_btn.click(on_search, [query, ctx.key, chosen], [results, raw], api_name="search", **SEARCH)
+    query.submit(on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
+    picker.input(on_pick, [picker, ctx.key, chosen], [query, results, raw], api_visibility="private", **SEARCH)
+    systems.input(on_choose, systems, [systems, chosen], api_visibility="private", **LIGHT).then(
+        on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
     encoder.focus(lambda key: gr.update(choices=encoder_choices(ctx.registry, ctx.workspace(key))),
                   ctx.key, encoder, api_visibility="private", **LIGHT)
     encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, table, results], api_name="use_encoder",
                   **HEAVY)
-    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search)
+    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search, systems, chosen)

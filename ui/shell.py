@@ -42,17 +42,18 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tab
     Search, passed by id."""
     outputs = [search_view.query, search_view.results, search_view.raw, tabs]
 
-    def open_query(query_id: str, key: str):
-        return (*search.search_by_id(ctx.workspace(key), query_id), gr.Tabs(selected="search"))
+    def open_query(query_id: str, key: str, chosen: list[str]):
+        return (*search.search_by_id(ctx.workspace(key), query_id, chosen), gr.Tabs(selected="search"))
 
-    def on_card(key: str, evt: gr.EventData):
+    def on_card(key: str, chosen: list[str], evt: gr.EventData):
         query_id = getattr(evt, "query_id", None)
         if not query_id or query_id not in ctx.workspace(key).dataset.queries:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        return open_query(query_id, key)
+        return open_query(query_id, key, chosen)
 
-    failures_view.cards.click(on_card, ctx.key, outputs, api_visibility="private", **SEARCH)
-    failures_view.open.click(open_query, [failures_view.pick, ctx.key], outputs, api_visibility="private", **SEARCH)
+    failures_view.cards.click(on_card, [ctx.key, search_view.chosen], outputs, api_visibility="private", **SEARCH)
+    failures_view.open.click(open_query, [failures_view.pick, ctx.key, search_view.chosen], outputs,
+                             api_visibility="private", **SEARCH)
 
 
 def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, views: list) -> None:
@@ -83,8 +84,14 @@ def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdow
 
     data_view.load.click(on_load, [data_view.files, ctx.key], outputs, api_name="load_dataset", **HEAVY)
     data_view.demo.click(on_demo, [ctx.key], outputs, api_name="load_demo", **HEAVY)
+    def on_import(path, name, key):
+        return show(data.import_run(ctx.registry, key, path, name))
+
+    data_view.import_run.click(on_import, [data_view.run_file, data_view.run_name, ctx.key], outputs,
+                               api_name="import_run", **HEAVY)
     data_view.add.click(on_add, [data_view.query_files, data_view.query_text, ctx.key], outputs,
                         api_name="add_queries", **HEAVY)
     search_view.add.click(on_add_typed, [search_view.query, ctx.key], outputs, api_visibility="private",
-                          **HEAVY).then(search_view.rerun, [search_view.query, ctx.key], [search_view.results, search_view.raw],
+                          **HEAVY).then(search_view.rerun, [search_view.query, ctx.key, search_view.chosen],
+                                        [search_view.results, search_view.raw],
                                         api_visibility="private", **SEARCH)

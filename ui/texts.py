@@ -36,4 +36,9 @@ ADD_QUERIES_HELP = ("Real queries from your logs, with or without labels: JSONL 
                     "`query` (or `text`) column and an optional id column, or .txt with one query per line. "
                     "Queries without ids get stable ids from their text (`q-` and a hash), so the same query "
                     "keeps its id in every upload.")
+IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API, a reranker) for this data "
+                   "set's queries: TREC lines `qid Q0 docid rank score tag`, or the JSON `{qid: {docid: score}}` "
+                   "ranx writes. It becomes a system like BM25, dense and hybrid: in Search's columns, in "
+                   "Evaluate with significance marks, and in the runs history. Unknown ids are counted and "
+                   "left out; a run for another data set is refused.")
 NO_LABELS = "_No relevance labels: metrics need a qrels file._"
