@@ -48,6 +48,8 @@ def params_summary(system: str, params: dict, model_names: dict[str, str] | None
         parts.append(params["index"] + (f" · {params['dims']} dims" if params.get("dims") else ""))
     if "lambda" in params:
         parts.append(f"λ {params['lambda']:g}")
+    if "imported" in params:
+        parts.append(f"imported run {params['hash'][:12]}")
     return " · ".join(parts)
 
 

@@ -125,6 +125,7 @@ def test_list_runs_shows_the_runs_a_workspace_made(store, tiny_encoder):
     assert list_runs(store, "no-such-hash") == []
     assert params_summary("hybrid", {"model": "ab" * 32, "index": "sq8", "dims": 128, "lambda": 0.04}) \
         == f"hybrid · model {'ab' * 6} · sq8 · 128 dims · λ 0.04"
+    assert params_summary("prod", {"imported": "prod", "hash": "cd" * 32}) == f"prod · imported run {'cd' * 6}"
 
 
 def test_compare_runs_query_by_query(demo):
