@@ -26,6 +26,9 @@ means a graded label > 0 (the evaluation's convention), *non-relevant* a label �
 * **both fail** — neither BM25's nor dense's top ``top`` holds a relevant document.
 * **fixed by hybrid** — both fail, and the hybrid's top ``top`` holds a relevant document
   (a subset of *both fail*: the interpolation λ·s_lex + s_emb, CLEAR §3.4 eq. 8, rescues it).
+* **B finds, A misses** / **A finds, B misses** (only for a chosen pair of systems A, B, e.g. BM25
+  and an imported run of the analyst's own system): a relevant d with R_B(d) ≤ top and
+  R_A(d) > low, and the reverse — vocabulary mismatch and exact-match miss for any two systems.
 * **fixed by fine-tuning** / **broken by fine-tuning** (only with a fine-tuned workspace over the
   same data): the base encoder's ``tuned_system`` ("dense" or "hybrid") top ``top`` holds no
   relevant document and the fine-tuned one's does / the other way round.
@@ -57,6 +60,7 @@ NOT_RETRIEVED = "—"
 CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap", "both_fail",
               "fixed_by_hybrid", "fixed_by_finetuning", "broken_by_finetuning")
 FINETUNING_CATEGORIES = ("fixed_by_finetuning", "broken_by_finetuning")
+PAIR_CATEGORIES = ("pair_b_finds", "pair_a_finds")  # for a chosen pair (A, B): B finds what A misses; the reverse
 DEPTH = 1000  # the runs' depth (``Workspace``'s evaluation depth): a document beyond it ranks depth + 1
 
 
@@ -81,6 +85,7 @@ class QueryRanks:
     ranks: dict[str, dict[str, int]]  # system -> doc id -> rank
     first: dict[str, str | None]  # system -> its first document
     depth: int
+    pair: tuple[str, str] | None = None  # (A, B) for the pair categories
 
     def rank(self, system: str, doc: str) -> int:
         """R_s(d), depth + 1 when not retrieved."""
@@ -103,6 +108,9 @@ class QueryRanks:
             return r("bm25") - r("dense")
         if category == "exact_match_miss":
             return r("dense") - r("bm25")
+        if category in PAIR_CATEGORIES:
+            missed_by, found_by = _pair_order(category, self.pair)
+            return r(missed_by) - r(found_by)
         if category == "lexical_trap":
             return r("dense") - r("bm25")
         if category == "both_fail":
@@ -132,6 +140,20 @@ def _vocabulary_mismatch(q: QueryRanks, t: Thresholds) -> str | None:
 def _exact_match_miss(q: QueryRanks, t: Thresholds) -> str | None:
     docs = [d for d in q.relevant if q.rank("bm25", d) <= t.top and q.rank("dense", d) > t.low]
     return q.most_dramatic(docs, "exact_match_miss", t.tuned_system)
+
+
+def _pair_order(category: str, pair: tuple[str, str]) -> tuple[str, str]:
+    """(the system that misses, the system that finds) of a pair category."""
+    a, b = pair
+    return (a, b) if category == "pair_b_finds" else (b, a)
+
+
+def _pair_finds(category: str):
+    def rule(q: QueryRanks, t: Thresholds) -> str | None:
+        missed_by, found_by = _pair_order(category, q.pair)
+        docs = [d for d in q.relevant if q.rank(found_by, d) <= t.top and q.rank(missed_by, d) > t.low]
+        return q.most_dramatic(docs, category, t.tuned_system)
+    return rule
 
 
 def _semantic_false_positive(q: QueryRanks, t: Thresholds) -> str | None:
@@ -180,11 +202,16 @@ _CLASSIFIERS = {
     "fixed_by_hybrid": _fixed_by_hybrid,
     "fixed_by_finetuning": _fixed_by_finetuning,
     "broken_by_finetuning": _broken_by_finetuning,
+    **{c: _pair_finds(c) for c in PAIR_CATEGORIES},
 }
 
 
-def _headline_systems(category: str, tuned_system: str) -> tuple[tuple[str, ...], str | None]:
+def _headline_systems(category: str, tuned_system: str,
+                      pair: tuple[str, str] | None = None) -> tuple[tuple[str, ...], str | None]:
     """(the systems the headline starts from, the one it moves to)."""
+    if category in PAIR_CATEGORIES:
+        missed_by, found_by = _pair_order(category, pair)
+        return (missed_by,), found_by
     if category in ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap"):
         return ("bm25",), "dense"
     if category == "exact_match_miss":
@@ -200,9 +227,10 @@ def rank_text(rank: int | None) -> str:
     return NOT_RETRIEVED if rank is None else str(rank)
 
 
-def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str = "dense") -> str:
+def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str = "dense",
+             pair: tuple[str, str] | None = None) -> str:
     """"BM25 989 → dense 3", "BM25 — · dense 52 → hybrid 4", "BM25 37 · dense 52" (both fail)."""
-    sources, target = _headline_systems(category, tuned_system)
+    sources, target = _headline_systems(category, tuned_system, pair)
     text = " · ".join(f"{short(s)} {rank_text(card_ranks[s])}" for s in sources)
     return text if target is None else f"{text} → {short(target)} {rank_text(card_ranks[target])}"
 
@@ -216,6 +244,7 @@ class Classification:
     found: dict[str, list[tuple[str, str, int]]]  # category -> (query id, doc id, gap), ordered
     query_categories: dict[str, list[str]]  # query id -> its categories (analysed queries only)
     skipped: list[str] = field(default_factory=list)  # queries with no relevant label
+    pair: tuple[str, str] | None = None  # (A, B) of the pair categories
 
     @property
     def counts(self) -> dict[str, int]:
@@ -223,16 +252,21 @@ class Classification:
 
 
 def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[str, int]]],
-             thresholds: Thresholds = Thresholds(), finetuning: bool = False) -> Classification:
+             thresholds: Thresholds = Thresholds(), finetuning: bool = False,
+             pair: tuple[str, str] | None = None) -> Classification:
     """Classify every query of ``labels`` (query id -> doc id -> graded label, in the order given)
     from ``ranks`` (system -> query id -> doc id -> 1-based rank within ``thresholds.depth``; the
-    base systems, plus ``tuned_dense`` / ``tuned_hybrid`` when ``finetuning``).
+    base systems, plus ``tuned_dense`` / ``tuned_hybrid`` when ``finetuning``, plus both systems of
+    ``pair`` (A, B) when given, which adds the pair categories).
 
     Each (category, query) names one document, ordered by its gap, largest first, then query id and
     document id (module docstring).
     """
     t = thresholds
+    if pair is not None and (len(pair) != 2 or pair[0] == pair[1]):
+        raise ValueError(f"a pair is two different systems, not {pair!r}")
     categories = [c for c in CATEGORIES if finetuning or c not in FINETUNING_CATEGORIES]
+    categories += list(PAIR_CATEGORIES) if pair is not None else []
     found: dict[str, list[tuple[str, str, int]]] = {c: [] for c in categories}
     query_categories: dict[str, list[str]] = {}
     skipped = []
@@ -242,7 +276,7 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
             continue
         per_system = {s: m.get(qid, {}) for s, m in ranks.items()}
         first = {s: next(iter(r), None) for s, r in per_system.items()}  # rank maps keep list order
-        q = QueryRanks(qid, query_labels, per_system, first, t.depth)
+        q = QueryRanks(qid, query_labels, per_system, first, t.depth, tuple(pair) if pair else None)
         query_categories[qid] = []
         for c in categories:
             doc = _CLASSIFIERS[c](q, t)
@@ -251,4 +285,4 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
                 query_categories[qid].append(c)
     for rows in found.values():
         rows.sort(key=lambda row: (-row[2], row[0], row[1]))
-    return Classification(categories, found, query_categories, skipped)
+    return Classification(categories, found, query_categories, skipped, tuple(pair) if pair else None)

@@ -53,6 +53,7 @@ class Gallery:
     cards: dict[str, list[FailureCard]]  # category -> cards, most dramatic first (capped)
     query_categories: dict[str, list[str]]  # query id -> its categories (analysed queries only)
     skipped: list[str] = field(default_factory=list)  # queries with no relevant label
+    pair: tuple[str, str] | None = None  # (A, B) of the pair categories, when compared
 
     @property
     def categories(self) -> list[str]:
@@ -100,12 +101,13 @@ def dense_similarities(ws: Workspace, pairs: list[tuple[str, str, str]]) -> list
 # ---- the gallery ---------------------------------------------------------------------------
 def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None, top: int = 10,
                     low: int = 100, max_cards_per_category: int = 12, fp_top: int = 3,
-                    tuned_system: str = "dense") -> Gallery:
+                    tuned_system: str = "dense", pair: tuple[str, str] | None = None) -> Gallery:
     """Classify every labelled query of ``split`` (``failure_rules.classify``) and build the cards.
 
     ``tuned_ws``: the same data set with a fine-tuned encoder (``ws.with_model(encoder)``); adds
     the fine-tuning categories and the fine-tuned dense and hybrid ranks. ``tuned_system``:
-    "dense" or "hybrid", what those categories compare.
+    "dense" or "hybrid", what those categories compare. ``pair``: two systems of ``ws`` (A, B; e.g.
+    BM25 and an imported run) for the categories "B finds, A misses" and the reverse.
     """
     ws.require_split(split)
     if tuned_ws is not None and tuned_ws.dataset.content_hash != ws.dataset.content_hash:
@@ -114,26 +116,27 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     runs = {s: ws.run(s, split) for s in BASE_SYSTEMS}
     if tuned_ws is not None:
         runs.update({f"tuned_{s}": tuned_ws.run(s, split) for s in ENCODER_SYSTEMS})
+    runs.update({s: ws.run(s, split) for s in pair or () if s not in runs})
     qrels = ws.dataset.qrels[split]
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}
     maps = rank_maps(runs)
-    found = classify(labels, maps, t, finetuning=tuned_ws is not None)
-    systems = list(BASE_SYSTEMS) + (list(TUNED_SYSTEMS) if tuned_ws is not None else [])
-    cards = {c: [_card(ws, qid, c, doc, gap, labels[qid], maps, t, systems)
+    found = classify(labels, maps, t, finetuning=tuned_ws is not None, pair=pair)
+    systems = list(dict.fromkeys([*BASE_SYSTEMS, *(TUNED_SYSTEMS if tuned_ws is not None else ()), *(pair or ())]))
+    cards = {c: [_card(ws, qid, c, doc, gap, labels[qid], maps, t, systems, found.pair)
                  for qid, doc, gap in found.found[c][:max_cards_per_category]] for c in found.categories}
     _fill_similarities(ws, tuned_ws, [card for cs in cards.values() for card in cs])
     return Gallery(ws.dataset.name, split, systems, asdict(t), found.counts, cards, found.query_categories,
-                   found.skipped)
+                   found.skipped, found.pair)
 
 
 def _card(ws: Workspace, qid: str, category: str, doc_id: str, gap: int, labels: dict[str, int], maps,
-          t: Thresholds, systems) -> FailureCard:
+          t: Thresholds, systems, pair: tuple[str, str] | None) -> FailureCard:
     doc = ws.dataset.docs[doc_id]
     text = ws.dataset.queries[qid]
     card_ranks = {s: maps[s][qid].get(doc_id) for s in systems}
     ev = term_evidence(ws, text, doc_id)
     return FailureCard(category, qid, text, doc_id, doc.title, doc.text, labels.get(doc_id), card_ranks,
-                       headline(category, card_ranks, t.tuned_system), gap,
+                       headline(category, card_ranks, t.tuned_system, pair), gap,
                        ev.matched, ev.missing, ev.contributions, ev.words, dense_similarity=float("nan"))
 
 

@@ -54,3 +54,17 @@ def test_queries_without_a_relevant_label_are_skipped_and_every_category_is_coun
 def test_tuned_system_must_be_dense_or_hybrid():
     with pytest.raises(ValueError, match="tuned_system must be 'dense' or 'hybrid'"):
         Thresholds(tuned_system="bm25")
+
+
+def test_any_two_systems_compared_mirror_the_built_in_pair():
+    labels = {"code": {"e24": 2}, "words": {"leak": 2}}
+    ranks = ranks_of(bm25=[("code", padded({1: "e24"}, 300)), ("words", padded({250: "leak"}, 300))],
+                     dense=[("code", padded({240: "e24"}, 300)), ("words", padded({2: "leak"}, 300))],
+                     hybrid=[("code", padded({3: "e24"}, 300)), ("words", padded({1: "leak"}, 300))])
+    found = classify(labels, ranks, pair=("dense", "bm25"))  # A = dense, B = BM25
+    assert found.pair == ("dense", "bm25") and found.categories[-2:] == ["pair_b_finds", "pair_a_finds"]
+    assert found.found["pair_b_finds"] == found.found["exact_match_miss"] == [("code", "e24", 239)]
+    assert found.found["pair_a_finds"] == found.found["vocabulary_mismatch"] == [("words", "leak", 248)]
+    assert headline("pair_b_finds", {"bm25": 1, "dense": 240}, pair=("dense", "bm25")) == "dense 240 → BM25 1"
+    with pytest.raises(ValueError, match="two different systems"):
+        classify(labels, ranks, pair=("bm25", "bm25"))

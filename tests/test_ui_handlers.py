@@ -190,6 +190,13 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     assert [h["doc_id"] for h in result["systems"]["prod"]] == [h["doc_id"] for h in result["systems"]["bm25"]]
     _, free = search.search(mine, "leaky faucet washer", ["prod", "bm25"])  # typed: no run holds it
     assert free["systems"]["prod"] == [] and free["systems"]["bm25"]  # an imported run has no list for it
+    # prod is BM25's run: "prod finds, Dense misses" is the exact-match miss, the reverse the vocabulary mismatch
+    _, cards_html, _, gallery = failures.failures(mine, "test", "", failures.chosen_pair("dense", "prod"))
+    assert tuple(gallery["pair"]) == ("dense", "prod")
+    assert gallery["counts"]["pair_b_finds"] == gallery["counts"]["exact_match_miss"] > 0  # the random tiny encoder
+    assert gallery["counts"]["pair_a_finds"] == gallery["counts"]["vocabulary_mismatch"]
+    assert "prod finds, Dense misses" in cards_html
+    assert failures.chosen_pair("prod", "prod") is None
     bad = tmp_path / "bad.trec"
     bad.write_text("q02 Q0 fin-001 1 0.9 prod\nq02 Q0 fin-002 2 high prod\n")
     refused = data.import_run(registry, loaded.key, str(bad), "other")

@@ -13,12 +13,13 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.failures import Gallery, failure_gallery
 from retrieval.history import trained_encoders
+from retrieval.systems import label
 
 from . import texts
 from .pools import HEAVY, LIGHT
 from .present.figures import bm25_dense_scatter, counts_figure, recall_curves
 from .present.report import gallery_fragment, write_gallery
-from .present.vocabulary import CATEGORY_LABELS
+from .present.vocabulary import category_label
 from .registry import Context, Registry, SplitView, split_dropdown
 
 # A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
@@ -32,33 +33,44 @@ def tuned_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
                              for e in trained_encoders(registry.store, ws.dataset.content_hash)]
 
 
+def pair_choices(ws: Workspace) -> list[tuple[str, str]]:
+    """"—" (no pair), then every system of the workspace, imported runs included."""
+    return [("—", "")] + [(label(s), s) for s in ws.system_names]
+
+
 def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
     """A fine-tuned encoder picker (filled when its tab opens; any model folder or id typed is accepted)."""
     return gr.Dropdown(choices=[("none", "")], value="", label=label, elem_id=elem_id, scale=2,
                        allow_custom_value=True)
 
 
-def gallery(ws: Workspace, split: str, tuned: str) -> Gallery:
+def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None) -> Gallery:
     if not split:
         raise gr.Error("this data set has no relevance labels: failures need them")
     try:
-        return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None)
+        return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None, pair=pair)
     except (ValueError, OSError) as err:
         raise gr.Error(str(err)) from err
 
 
-def failures(ws: Workspace, split: str, tuned: str):
-    """Counts figure, cards HTML, the card picker (values: query ids) and the gallery as JSON."""
-    found = gallery(ws, split, tuned)
-    picks = [(f"{CATEGORY_LABELS[c.category]} · {c.query_id}: {c.query[:70]} ({c.headline})", c.query_id)
+def chosen_pair(a: str, b: str) -> tuple[str, str] | None:
+    """Two different systems picked (A, B), else None."""
+    return (a, b) if a and b and a != b else None
+
+
+def failures(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None):
+    """Counts figure, cards HTML, the card picker (values: query ids) and the gallery as JSON;
+    ``pair`` (A, B) adds "B finds, A misses" and the reverse."""
+    found = gallery(ws, split, tuned, pair)
+    picks = [(f"{category_label(c.category, found.pair)} · {c.query_id}: {c.query[:70]} ({c.headline})", c.query_id)
              for cards in found.cards.values() for c in cards]
     return (counts_figure(found), gallery_fragment(found), gr.update(choices=list(dict.fromkeys(picks)), value=None),
             found.to_json())
 
 
-def export(ws: Workspace, split: str, tuned: str) -> str:
+def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None) -> str:
     """The gallery with its plots as one HTML file that opens offline; returns its path."""
-    found = gallery(ws, split, tuned)
+    found = gallery(ws, split, tuned, pair)
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
     figures = [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)]
     folder = Path(tempfile.mkdtemp(prefix="rankscope-report-"))
@@ -82,6 +94,11 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
         button = gr.Button("Find failures", variant="primary", elem_id="failures-button", scale=1)
         export_btn = gr.Button("Export HTML report", elem_id="export-button", scale=1)
     with gr.Row():
+        pair_a = gr.Dropdown(choices=pair_choices(ws), value="", label="Compare two systems: A", elem_id="pair-a")
+        pair_b = gr.Dropdown(choices=pair_choices(ws), value="", label="…and B (adds “B finds, A misses” and the reverse)",
+                             elem_id="pair-b")
+        pair = gr.State(None)
+    with gr.Row():
         pick = gr.Dropdown(choices=[], label="Open a card's query in the Search view", elem_id="failures-pick", scale=4)
         open_btn = gr.Button("Open in Search", elem_id="failures-open", scale=1)
     export_file = gr.File(label="Report (one self-contained HTML file)", elem_id="export-file")
@@ -90,14 +107,21 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
     cards = gr.HTML(elem_id="failures-cards", js_on_load=CARD_CLICK_JS)
     as_json = gr.JSON(visible=False)
 
-    def on_failures(split_: str, tuned_: str, key: str):
-        return failures(ctx.workspace(key), split_, tuned_)
+    def on_failures(split_: str, tuned_: str, key: str, pair_):
+        return failures(ctx.workspace(key), split_, tuned_, pair_)
 
-    def on_export(split_: str, tuned_: str, key: str):
-        return export(ctx.workspace(key), split_, tuned_)
+    def on_export(split_: str, tuned_: str, key: str, pair_):
+        return export(ctx.workspace(key), split_, tuned_, pair_)
 
-    tab.select(lambda key: gr.update(choices=tuned_choices(ctx.registry, ctx.workspace(key))), ctx.key, tuned,
-               api_visibility="private", **LIGHT)
-    button.click(on_failures, [split, tuned, ctx.key], [counts, cards, pick, as_json], api_name="failures", **HEAVY)
-    export_btn.click(on_export, [split, tuned, ctx.key], export_file, api_name="export_failures", **HEAVY)
+    def on_open(key: str):
+        ws_ = ctx.workspace(key)
+        systems = gr.update(choices=pair_choices(ws_))
+        return gr.update(choices=tuned_choices(ctx.registry, ws_)), systems, systems
+
+    tab.select(on_open, ctx.key, [tuned, pair_a, pair_b], api_visibility="private", **LIGHT)
+    for box in (pair_a, pair_b):  # the pair is session state: /failures keeps its (split, tuned) signature
+        box.input(chosen_pair, [pair_a, pair_b], pair, api_visibility="private", **LIGHT)
+    button.click(on_failures, [split, tuned, ctx.key, pair], [counts, cards, pick, as_json], api_name="failures",
+                 **HEAVY)
+    export_btn.click(on_export, [split, tuned, ctx.key, pair], export_file, api_name="export_failures", **HEAVY)
     return FailuresView(split, cards, pick, open_btn)

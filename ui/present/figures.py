@@ -18,7 +18,7 @@ from retrieval.systems import BASE_SYSTEMS
 from retrieval.tables import RECALL_KS, recall_at_ks
 from retrieval.workspace import Workspace
 
-from .vocabulary import CATEGORY_LABELS
+from .vocabulary import category_label
 
 OUTCOME_COLORS = {"win": "#2ca02c", "tie": "#7f7f7f", "loss": "#d62728"}
 
@@ -98,7 +98,7 @@ def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.
 
 def counts_figure(gallery: Gallery) -> go.Figure:
     """Bar chart: number of queries per failure category."""
-    labels = [CATEGORY_LABELS[c] for c in gallery.categories]
+    labels = [category_label(c, gallery.pair) for c in gallery.categories]
     counts = [gallery.counts[c] for c in gallery.categories]
     fig = go.Figure(go.Bar(x=labels, y=counts, text=counts, textposition="outside", marker_color="#6366f1",
                            hovertemplate="%{x}: %{y} queries<extra></extra>"))

@@ -24,7 +24,7 @@ from retrieval.failures import FailureCard, Gallery
 from retrieval.systems import short
 
 from .figures import counts_figure
-from .vocabulary import CATEGORY_LABELS, describe
+from .vocabulary import category_label, describe
 
 SNIPPET_CHARS = 280
 PLOTLY_CONFIG = {"displaylogo": False}
@@ -80,13 +80,13 @@ def _similarity_html(card: FailureCard) -> str:
     return f'<p class="rs-sim">{_e(text)}</p>'
 
 
-def card_html(card: FailureCard) -> str:
+def card_html(card: FailureCard, pair: tuple[str, str] | None = None) -> str:
     """One card as an HTML fragment (``rs-`` classes; ``data-query-id`` opens the Search view)."""
     snippet = textwrap.shorten(card.text, SNIPPET_CHARS, placeholder=" …")
     return (
         f'<article class="rs-card" data-query-id="{_e(card.query_id)}" data-category="{_e(card.category)}" '
         f'data-doc-id="{_e(card.doc_id)}" title="Open this query in the Search view">'
-        f'<div class="rs-card-head"><span class="rs-cat">{_e(CATEGORY_LABELS[card.category])}</span>'
+        f'<div class="rs-card-head"><span class="rs-cat">{_e(category_label(card.category, pair))}</span>'
         f'<span class="rs-headline">{_e(card.headline)}</span></div>'
         f'<p class="rs-query">“{_e(card.query)}”<span class="rs-qid">{_e(card.query_id)}</span></p>'
         f'<div class="rs-doc"><span class="rs-title">{_e(card.title or card.doc_id)}</span>'
@@ -98,8 +98,8 @@ def card_html(card: FailureCard) -> str:
 
 def _counts_table(gallery: Gallery, thresholds: Thresholds) -> str:
     rows = "".join(
-        f'<tr><td><a href="#rs-cat-{_e(c)}">{_e(CATEGORY_LABELS[c])}</a></td>'
-        f'<td class="rs-count">{gallery.counts[c]}</td><td>{_e(describe(c, thresholds))}</td></tr>'
+        f'<tr><td><a href="#rs-cat-{_e(c)}">{_e(category_label(c, gallery.pair))}</a></td>'
+        f'<td class="rs-count">{gallery.counts[c]}</td><td>{_e(describe(c, thresholds, gallery.pair))}</td></tr>'
         for c in gallery.categories)
     return (f'<table class="rs-counts"><thead><tr><th>category</th><th>queries</th><th>definition</th></tr>'
             f"</thead><tbody>{rows}</tbody></table>")
@@ -120,9 +120,9 @@ def _category_html(gallery: Gallery, category: str) -> str:
     else:
         shown = f"showing the {len(cards)} most dramatic of {count}" if len(cards) < count else f"{count} queries"
         body = (f'<p class="rs-shown">{_e(shown)}, largest rank move first</p>'
-                f'<div class="rs-cards">{"".join(card_html(c) for c in cards)}</div>')
+                f'<div class="rs-cards">{"".join(card_html(c, gallery.pair) for c in cards)}</div>')
     return (f'<section class="rs-category" id="rs-cat-{_e(category)}" data-category="{_e(category)}">'
-            f"<h2>{_e(CATEGORY_LABELS[category])} ({count})</h2>{body}</section>")
+            f"<h2>{_e(category_label(category, gallery.pair))} ({count})</h2>{body}</section>")
 
 
 def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str | None = None,

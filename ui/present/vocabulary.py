@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from retrieval.failure_rules import Thresholds
+from retrieval.failure_rules import PAIR_CATEGORIES, Thresholds
+from retrieval.systems import label
 
 CATEGORY_LABELS = {
     "vocabulary_mismatch": "Vocabulary mismatch",
@@ -35,6 +36,24 @@ CATEGORY_DEFINITIONS = {
 }
 
 
-def describe(category: str, thresholds: Thresholds) -> str:
-    """The category's definition with the thresholds filled in."""
+def _pair_roles(category: str, pair) -> tuple[str, str]:
+    """(the system that misses, the system that finds), by label."""
+    a, b = (label(s) for s in pair)
+    return (a, b) if category == PAIR_CATEGORIES[0] else (b, a)
+
+
+def category_label(category: str, pair=None) -> str:
+    """What a category is called; a pair category names its two systems ("prod finds, BM25 misses")."""
+    if category in PAIR_CATEGORIES:
+        missed_by, found_by = _pair_roles(category, pair)
+        return f"{found_by} finds, {missed_by} misses"
+    return CATEGORY_LABELS[category]
+
+
+def describe(category: str, thresholds: Thresholds, pair=None) -> str:
+    """The category's definition with the thresholds (and a pair's systems) filled in."""
+    if category in PAIR_CATEGORIES:
+        missed_by, found_by = _pair_roles(category, pair)
+        return (f"a relevant document {found_by} ranks in its top {thresholds.top} that {missed_by} ranks below "
+                f"{thresholds.low} or does not retrieve")
     return CATEGORY_DEFINITIONS[category].format(**asdict(thresholds))
