@@ -1,8 +1,26 @@
-"""Evaluation: standard metrics through ranx, PNR by hand, per-query deltas and significance.
+"""Evaluation: standard metrics through ranx, metrics for incomplete labels through ir-measures,
+PNR by hand, per-query deltas and significance.
 
 Metrics (ranx, trec_eval conventions: linear gain nDCG, a label > 0 is relevant):
 ``ndcg@10, mrr@10, recall@10, recall@100, recall@1000, map, p@10``. Only queries with at least one
-relevant label are evaluated; a query the system returns nothing for scores 0.
+relevant label are evaluated; a query the system returns nothing for scores 0. A document without
+a label counts as non-relevant: with few labels (judging has just begun) these metrics understate
+every system, most of all the ones whose lists were not pooled.
+
+For incomplete labels (ir-measures 0.4.3: ``Bpref`` through pytrec_eval, ``Judged@k`` through its
+pure-Python "judged" provider), beside nDCG:
+
+* ``bpref`` (Buckley and Voorhees, "Retrieval Evaluation with Incomplete Information", SIGIR 2004,
+  pp. 25-32), as trec_eval computes it: over the R relevant and N judged non-relevant documents,
+  (1/R) Σ_{relevant r retrieved} (1 − min(n_r, R) / min(R, N)), n_r the judged non-relevant ones
+  ranked above r; unjudged documents are skipped, not counted non-relevant. Evaluated on the
+  queries with a relevant label. Not ranx's ``bpref``: ranx 0.3.21 divides by min(R, N) even when
+  N = 0 and returns NaN for a query without a judged non-relevant document (BEIR qrels, which list
+  relevant documents only; a query whose pool was all relevant), where trec_eval counts each
+  relevant document retrieved before any non-relevant one as 1.
+* ``judged@k``: the share of a system's top k that carries a label of any grade, 0 included (a
+  documented ir-measures behaviour: a list shorter than k is divided by its length). Evaluated on
+  every query with a label, relevant or not; a query the system returns nothing for scores 0.
 
 PNR, the positive-negative ratio (Liu et al., "Pre-trained Language Model for Web-scale Retrieval
 in Baidu Search", KDD 2021, arXiv:2106.03373, §6.2, eq. 8), per query q
@@ -26,7 +44,7 @@ import numpy as np
 from scipy import stats
 
 from .dataset import Qrels
-from .metrics import METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
+from .metrics import BPREF, METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
 from .numba_guard import NUMBA_LOCK
 from .run import Run
 
@@ -54,28 +72,64 @@ def positive_qrels(qrels: Qrels) -> Qrels:
 
 
 def evaluate_run(run: Run, qrels: Qrels, metrics=METRICS, pnr_scores: dict | None = None) -> Evaluation:
-    """Mean and per-query metrics of ``run`` against ``qrels`` (plus ``pnr`` for graded labels)."""
-    from ranx import Qrels as RQrels, Run as RRun, evaluate
+    """Mean and per-query metrics of ``run`` against ``qrels`` (plus ``pnr`` for graded labels).
 
-    judged = positive_qrels(qrels)
-    per_query: dict[str, dict[str, float]] = {}
-    mean: dict[str, float] = {}
-    if judged:
-        names = [_RANX_NAME.get(m, m) for m in metrics]
-        with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
-            rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in judged.items()})
-            rr = RRun({q: {d: float(s) for d, s in run.get(q, [])} for q in judged})
-            evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
-        for m, name in zip(metrics, names):
-            per_query[m] = {q: float(v) for q, v in rr.scores[name].items()}
-            mean[m] = float(np.mean(list(per_query[m].values())))
-    else:
-        mean.update({m: float("nan") for m in metrics})
+    ``metrics``: ranx names (``METRICS``), ``bpref`` and ``judged@k`` (see the module's docstring);
+    a metric no query can be evaluated on has a NaN mean and no per-query values.
+    """
+    incomplete = [m for m in metrics if is_incomplete_metric(m)]
+    per_query = _ranx_scores(run, qrels, [m for m in metrics if m not in incomplete])
+    per_query.update(_incomplete_scores(run, qrels, incomplete))
+    mean = {m: float(np.mean(list(per_query[m].values()))) if m in per_query else float("nan")
+            for m in metrics}
     pnr_mean, pnr_per_query = pnr(qrels, pnr_scores if pnr_scores is not None else scores_from_run(run, qrels))
     if pnr_per_query:
         mean["pnr"] = pnr_mean
         per_query["pnr"] = pnr_per_query
     return Evaluation(mean, per_query)
+
+
+def is_incomplete_metric(metric: str) -> bool:
+    """Whether ``metric`` is one of those for incomplete labels: ``bpref`` or ``judged@k``."""
+    cutoff = metric[len("judged@"):] if metric.startswith("judged@") else ""
+    return metric == BPREF or (cutoff.isdigit() and int(cutoff) > 0)
+
+
+def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
+    """metric -> query id -> value, by ranx, over the queries with a relevant label."""
+    from ranx import Qrels as RQrels, Run as RRun, evaluate
+
+    evaluated = positive_qrels(qrels)
+    if not evaluated or not metrics:
+        return {}
+    names = [_RANX_NAME.get(m, m) for m in metrics]
+    with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
+        rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in evaluated.items()})
+        rr = RRun({q: {d: float(s) for d, s in run.get(q, [])} for q in evaluated})
+        evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
+    return {m: {q: float(v) for q, v in rr.scores[name].items()} for m, name in zip(metrics, names)}
+
+
+def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
+    """metric -> query id -> value of ``bpref`` / ``judged@k``, by ir-measures (module docstring)."""
+    import ir_measures
+
+    out: dict[str, dict[str, float]] = {}
+    for m in metrics:
+        if m == BPREF:
+            provider, measure, labels = ir_measures.pytrec_eval, ir_measures.Bpref, positive_qrels(qrels)
+        else:
+            provider, measure = ir_measures.judged, ir_measures.Judged @ int(m[len("judged@"):])
+            labels = {q: docs for q, docs in qrels.items() if docs}
+        if not labels:
+            continue
+        # ir-measures skips a query without a list (and "judged" divides by zero on an empty one)
+        lists = {q: {d: float(s) for d, s in run[q]} for q in labels if run.get(q)}
+        values = dict.fromkeys(labels, 0.0)
+        if lists:
+            values.update({r.query_id: float(r.value) for r in provider.iter_calc([measure], labels, lists)})
+        out[m] = values
+    return out
 
 
 def scores_from_run(run: Run, qrels: Qrels) -> dict[str, dict[str, float]]:

@@ -3,7 +3,10 @@ with its significance mark.
 
 Metric names follow ranx / trec_eval (``ndcg@10``, ``recall@100``, ``map``, ``p@10``); ``pnr`` is
 the positive-negative ratio of Liu et al., "Pre-trained Language Model for Web-scale Retrieval in
-Baidu Search", KDD 2021 (arXiv:2106.03373), §6.2, computed in ``retrieval.evaluate``.
+Baidu Search", KDD 2021 (arXiv:2106.03373), §6.2, computed in ``retrieval.evaluate``. For labels
+made by judging a pool (``retrieval.judgments``), where most documents are unjudged: ``bpref``
+(Buckley and Voorhees, "Retrieval Evaluation with Incomplete Information", SIGIR 2004) and
+``judged@10``, the share of a system's top 10 that is judged; both computed through ir-measures.
 """
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ import math
 
 METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10")  # through ranx
 PNR = "pnr"
+BPREF = "bpref"
+JUDGED_AT_10 = "judged@10"  # any "judged@K" is understood
+JUDGING_METRICS = ("ndcg@10", BPREF, JUDGED_AT_10)  # labels from judging: nDCG beside bpref, and coverage
 TABLE_METRICS = (*METRICS, PNR)  # the CLI's table: everything evaluated
 VIEW_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map", "p@10", PNR)  # the app's tables
 SUMMARY_METRICS = ("ndcg@10", "recall@100", "mrr@10")  # short summaries: training, one query, compression

@@ -1,10 +1,12 @@
 """The SQLite cache: embeddings, data sets, models, runs, metrics and 2-D projections, keyed by
-content hashes.
+content hashes; and the relevance judgments analysts make, which are not a cache (nothing can
+recompute them).
 
 One file (``$RANKSCOPE_STORE``, else ``$RANKSCOPE_HOME/rankscope.sqlite3``, else the user's
 cache directory), WAL mode, every write in a transaction. Because rows are keyed by hashes of
 their inputs (model fingerprint × text hash, data set hash × system × parameters), a changed
-corpus or model never reads stale rows and nothing is computed twice.
+corpus or model never reads stale rows and nothing is computed twice. Judgments are keyed by the
+corpus alone (``Dataset.corpus_hash``), so adding queries or labels to a corpus keeps them.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 import platformdirs
 import sqlite_utils
 
+from .judgments import GRADES
 from .run import Run
 
 SCHEMA_VERSION = 1
@@ -87,6 +90,9 @@ class Store:
             db["projections"].create({"key": str, "sample": str, "model": str, "params": str,
                                       "points": int, "xy": bytes, "seconds": float, "created": float},
                                      pk="key", if_not_exists=True)
+            db["judgments"].create({"corpus": str, "query_id": str, "doc_id": str, "judge": str,
+                                    "grade": int, "query_text": str, "time": float},
+                                   pk=("corpus", "query_id", "doc_id", "judge"), if_not_exists=True)
 
     @property
     def models_dir(self) -> Path:
@@ -199,6 +205,36 @@ class Store:
                                            "params": json.dumps(params, sort_keys=True, default=str),
                                            "points": int(xy.shape[0]), "xy": xy.tobytes(),
                                            "seconds": float(seconds), "created": time.time()}, pk="key")
+
+    # ---- relevance judgments ----------------------------------------------------------------
+    def put_judgment(self, corpus: str, query_id: str, query_text: str, doc_id: str, grade: int,
+                     judge: str) -> None:
+        """Store one judge's grade of a (query, document) pair of the corpus ``corpus`` (a
+        ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade."""
+        if isinstance(grade, bool) or grade not in GRADES:
+            raise ValueError(f"a grade is one of {', '.join(map(str, GRADES))}, not {grade!r}")
+        if not judge:
+            raise ValueError("a judgment needs the judge's name")
+        with self._lock, self.db.conn:
+            self.db["judgments"].upsert({"corpus": corpus, "query_id": query_id, "doc_id": doc_id,
+                                         "judge": judge, "grade": int(grade), "query_text": query_text,
+                                         "time": time.time()}, pk=("corpus", "query_id", "doc_id", "judge"))
+
+    def judgments(self, corpus: str, judge: str | None = None) -> list[dict]:
+        """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
+        oldest first; only ``judge``'s when given."""
+        where, args = "corpus = ?", [corpus]
+        if judge is not None:
+            where, args = where + " and judge = ?", [corpus, judge]
+        with self._lock:
+            return list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
+
+    def delete_judgment(self, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
+        """Remove one judge's grade of a pair (undo); True when there was one."""
+        with self._lock, self.db.conn:
+            cur = self.db.execute("delete from judgments where corpus = ? and query_id = ? and doc_id = ? "
+                                  "and judge = ?", [corpus, query_id, doc_id, judge])
+            return cur.rowcount > 0
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

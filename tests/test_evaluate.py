@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from retrieval.evaluate import Evaluation, compare, evaluate_run, pnr, scores_from_run
+from retrieval.evaluate import Evaluation, compare, evaluate_run, is_incomplete_metric, pnr, scores_from_run
 
 L2 = math.log2
 
@@ -63,6 +63,55 @@ def test_evaluation_json_round_trip():
     ev = evaluate_run(RUN, QRELS)
     back = Evaluation.from_json(ev.to_json())
     assert back.mean == ev.mean and back.per_query == ev.per_query
+
+
+# ---- metrics for incomplete labels: bpref and judged@k ----------------------------------------------
+# bpref as trec_eval computes it: (1/R) Σ_{relevant r retrieved} (1 − min(n_r, R) / min(R, N)), n_r the
+# judged non-relevant documents above r, unjudged ones skipped.
+# q1: R = 3 (a, b, d), N = 1 (c); judged order c a b -> a and b each have 1 non-relevant above:
+#     1 − 1/1 = 0 each; d is not retrieved -> 0.
+# q2: R = 1, N = 0: e is retrieved with no non-relevant above -> 1 (trec_eval's rule; ranx gives NaN).
+# q4: nothing retrieved -> 0. q3 has no relevant label: not evaluated (like the ranx metrics).
+BPREF_EXPECTED = {"q1": 0.0, "q2": 1.0, "q4": 0.0}
+# judged@k: the share of the top k that has a label of any grade (0 included); a list shorter than k
+# is divided by its length (ir-measures). Every labelled query counts, q3 (grade 0 only) included.
+# q1: c a x b y -> c, a, b judged: 3/5 at k = 10, 2/2 at k = 2. q2: e f -> 1/2. q3: g -> 1/1. q4: 0.
+JUDGED_EXPECTED = {"judged@10": {"q1": 3 / 5, "q2": 1 / 2, "q3": 1.0, "q4": 0.0},
+                   "judged@2": {"q1": 1.0, "q2": 1 / 2, "q3": 1.0, "q4": 0.0}}
+
+
+def test_bpref_and_judged_at_k_hand_computed():
+    ev = evaluate_run(RUN, QRELS, metrics=("ndcg@10", "bpref", "judged@10", "judged@2"))
+    assert ev.per_query["bpref"] == pytest.approx(BPREF_EXPECTED)
+    assert ev.mean["bpref"] == pytest.approx(1 / 3)
+    for metric, per_query in JUDGED_EXPECTED.items():
+        assert ev.per_query[metric] == pytest.approx(per_query), metric
+        assert ev.mean[metric] == pytest.approx(np.mean(list(per_query.values()))), metric
+    assert list(ev.mean)[:4] == ["ndcg@10", "bpref", "judged@10", "judged@2"]  # in the order asked
+    assert ev.per_query["ndcg@10"] == pytest.approx(EXPECTED["ndcg@10"])  # the ranx metrics unchanged
+
+
+def test_bpref_defined_where_ranx_gives_nan():
+    from ranx import Qrels as RQrels, Run as RRun, evaluate
+
+    qrels = {"q": {"a": 1, "c": 1}}  # relevant labels only, as BEIR qrels often are
+    run = {"q": [("b", 0.9), ("a", 0.8), ("c", 0.5)]}
+    rr = RRun({"q": dict(run["q"])})
+    with np.errstate(all="ignore"):
+        evaluate(RQrels(qrels), rr, ["bpref"], save_results_in_run=True)
+    assert math.isnan(rr.scores["bpref"]["q"])
+    assert evaluate_run(run, qrels, metrics=("bpref",)).per_query["bpref"] == {"q": 1.0}  # b is unjudged
+
+
+def test_incomplete_metrics_without_labels_and_names():
+    ev = evaluate_run({"q": [("a", 1.0)]}, {"q": {"a": 0, "b": 0}}, metrics=("bpref", "judged@10"))
+    assert math.isnan(ev.mean["bpref"]) and "bpref" not in ev.per_query  # no relevant label
+    assert ev.per_query["judged@10"] == {"q": 1.0}  # grade-0 labels are judgments too
+    ev = evaluate_run({"q": [("a", 1.0)]}, {}, metrics=("bpref", "judged@10"))
+    assert math.isnan(ev.mean["bpref"]) and math.isnan(ev.mean["judged@10"]) and ev.per_query == {}
+    assert is_incomplete_metric("bpref") and is_incomplete_metric("judged@10")
+    assert not is_incomplete_metric("ndcg@10") and not is_incomplete_metric("judged@x")
+    assert not is_incomplete_metric("judged@0")
 
 
 # ---- PNR -----------------------------------------------------------------------------------

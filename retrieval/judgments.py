@@ -1,0 +1,281 @@
+"""Relevance judging: which (query, document) pairs to judge, in what order, and the judges' grades
+as relevance labels to evaluate with or to export.
+
+Plain functions over runs and labels; the store keeps the grades themselves (``Store.put_judgment``,
+keyed by ``Dataset.corpus_hash``, so judgments outlive added queries).
+
+* ``pool`` — the judging pool of a query: the union of every system's top k (TREC's depth-k
+  pooling), ordered by best rank across systems, then document id.
+* ``rbo``, ``disagreement``, ``order_queries`` — how much the systems' top-k lists differ on a
+  query, by rank-biased overlap (Webber, Moffat and Zobel, "A Similarity Measure for Indefinite
+  Rankings", ACM Transactions on Information Systems 28(4), article 20, 2010), so the queries the
+  systems disagree on most are judged first: those are the ones whose labels tell the systems
+  apart, as DiffIR ranks contrasting queries by how differently two runs rank them (Jose, Nguyen,
+  MacAvaney, Dalton and Yates, "DiffIR: Exploring Differences in Ranking Models' Behavior",
+  SIGIR 2021, demonstration papers, pp. 2595-2599; it uses rank correlations, we use RBO).
+* ``queue`` / ``Queue`` — the pairs in judging order, which are judged, the next to judge, progress.
+* ``judgments_to_qrels``, ``disagreements``, ``merge_labels``, ``write_qrels`` — the judgments as
+  qrels (one rule for several judges), where judges differ, with imported labels, as a file.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from statistics import median_low
+
+from .dataset import Qrels
+from .readers.records import require_no_whitespace
+from .run import Run, ranks
+
+GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
+DEPTH = 10  # pool depth: each system's top k
+PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
+PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both label
+FORMATS = ("trec", "beir")  # write_qrels
+
+Pair = tuple[str, str]  # (query id, document id)
+
+
+def top_ids(run: Run, query_id: str, k: int = DEPTH) -> list[str]:
+    """The first ``k`` distinct document ids of ``run``'s list for ``query_id`` (``[]`` if none)."""
+    return list(dict.fromkeys(d for d, _ in run.get(query_id, [])))[:k]
+
+
+def pool(runs: dict[str, Run], query_ids, k: int = DEPTH) -> dict[str, list[str]]:
+    """Each query's judging pool: every document some system ranks in its top ``k``, ordered by
+    its best (smallest) rank over the systems, then by document id (so the order does not depend
+    on the order of ``runs``). A query no system retrieves anything for has an empty pool."""
+    pools: dict[str, list[str]] = {}
+    for qid in query_ids:
+        best: dict[str, int] = {}
+        for run in runs.values():
+            for rank, doc in enumerate(top_ids(run, qid, k), 1):
+                best[doc] = min(rank, best.get(doc, rank))
+        pools[qid] = sorted(best, key=lambda d: (best[d], d))
+    return pools
+
+
+def rbo(left: list[str], right: list[str], p: float = PERSISTENCE) -> float:
+    """Extrapolated rank-biased overlap RBO_EXT of two ranked lists (Webber, Moffat and Zobel,
+    TOIS 2010, eq. 32, which covers lists of uneven length), in [0, 1]: 1 for identical lists,
+    0 for disjoint ones.
+
+    With S the shorter list (length s), L the longer (length l) and X_d the overlap
+    |S[:d] ∩ L[:d]| (for d > s, |S ∩ L[:d]|)::
+
+        RBO_EXT = (1−p)/p · ( Σ_{d=1..l} X_d/d · p^d + Σ_{d=s+1..l} X_s·(d−s)/(s·d) · p^d )
+                  + ( (X_l − X_s)/l + X_s/s ) · p^l
+
+    For lists of equal length k it is (1−p)/p · Σ_{d=1..k} X_d/d · p^d + X_k/k · p^k: the
+    agreement seen down to k, assumed to go on below it. Two empty lists score 1, one empty list 0.
+    A repeated id counts once, at its first rank.
+
+    Why not the PyPI package ``rbo`` (0.1.3, January 2023, which implements eq. 32 too and agrees
+    with this function to 1e-15 on 3,000 random pairs of lists, checked when this was written): it
+    requires ``numpy<2.0``, so pip cannot install it beside our numpy 2 pin, and it prints to
+    stdout when it clamps a value.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"RBO's persistence p must be between 0 and 1 (exclusive), not {p}")
+    short, long_ = list(dict.fromkeys(left)), list(dict.fromkeys(right))
+    if len(short) > len(long_):
+        short, long_ = long_, short
+    s, l = len(short), len(long_)  # noqa: E741 (the paper's names)
+    if l == 0:
+        return 1.0
+    if s == 0:
+        return 0.0
+    seen_short: set[str] = set()
+    seen_long: set[str] = set()
+    overlap = overlap_at_s = 0  # X_d, X_s
+    total = 0.0
+    for d in range(1, l + 1):
+        b = long_[d - 1]
+        if d <= s:
+            a = short[d - 1]
+            overlap += 1 if a == b else int(a in seen_long) + int(b in seen_short)
+            seen_short.add(a)
+        else:
+            overlap += int(b in seen_short)
+        seen_long.add(b)
+        if d == s:
+            overlap_at_s = overlap
+        total += overlap / d * p ** d
+        if d > s:
+            total += overlap_at_s * (d - s) / (s * d) * p ** d
+    return (1 - p) / p * total + ((overlap - overlap_at_s) / l + overlap_at_s / s) * p ** l
+
+
+def disagreement(runs: dict[str, Run], query_id: str, k: int = DEPTH, p: float = PERSISTENCE) -> float:
+    """1 − the mean RBO_EXT (``rbo``) over every pair of systems' top-``k`` lists for ``query_id``:
+    0 when all systems return the same ranking, 1 when no two share a document. A system with no
+    list for the query counts as an empty list; fewer than two systems disagree on nothing (0)."""
+    lists = [top_ids(runs[name], query_id, k) for name in sorted(runs)]
+    pairs = list(itertools.combinations(lists, 2))
+    if not pairs:
+        return 0.0
+    return 1.0 - sum(rbo(a, b, p) for a, b in pairs) / len(pairs)
+
+
+def order_queries(runs: dict[str, Run], query_ids, k: int = DEPTH,
+                  p: float = PERSISTENCE) -> list[tuple[str, float]]:
+    """``[(query id, disagreement)]``, most disagreement first; ties (to 12 decimals, so float
+    noise does not order them) by query id."""
+    scored = [(qid, disagreement(runs, qid, k, p)) for qid in query_ids]
+    return sorted(scored, key=lambda item: (-round(item[1], 12), item[0]))
+
+
+class Queue:
+    """The pooled pairs in judging order: queries by disagreement (most first), each query's pool
+    in pool order. A position is an index into ``pairs``.
+
+    A pair is ``(query id, document id)`` only: which systems retrieved it, and where, is left out
+    so the judge is not swayed by it, and given only when asked (``retrieved_by``).
+    """
+
+    def __init__(self, runs: dict[str, Run], order: list[tuple[str, float]],
+                 pools: dict[str, list[str]], judged: dict[Pair, int]):
+        self.pairs: list[Pair] = [(qid, doc) for qid, _ in order for doc in pools[qid]]
+        self.disagreement: dict[str, float] = dict(order)  # query id -> disagreement
+        self._runs = runs
+        self._grades: dict[Pair, int] = dict(judged)
+        self._position = {pair: i for i, pair in enumerate(self.pairs)}
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def pooled_count(self) -> int:
+        """How many pairs are pooled (the "of N" in "judged n of N")."""
+        return len(self.pairs)
+
+    @property
+    def judged_count(self) -> int:
+        """How many pooled pairs have a grade (grades of pairs outside the pool do not count)."""
+        return sum(pair in self._grades for pair in self.pairs)
+
+    def position(self, query_id: str, doc_id: str) -> int:
+        """The position of a pooled pair; a KeyError naming it when it is not pooled."""
+        pair = (query_id, doc_id)
+        if pair not in self._position:
+            raise KeyError(f"({query_id!r}, {doc_id!r}) is not in the judging pool")
+        return self._position[pair]
+
+    def grade(self, position: int) -> int | None:
+        """The pair's grade, None while it is unjudged."""
+        return self._grades.get(self.pairs[position])
+
+    def is_judged(self, position: int) -> bool:
+        return self.pairs[position] in self._grades
+
+    def next_unjudged(self, after: int = -1, wrap: bool = True) -> int | None:
+        """The first unjudged position after ``after`` (-1: from the start); with ``wrap``, when
+        none is left after it, the first unjudged one from the start (pairs skipped earlier).
+        None when every pooled pair is judged."""
+        for i in range(after + 1, len(self.pairs)):
+            if self.pairs[i] not in self._grades:
+                return i
+        if wrap:
+            for i in range(0, min(after + 1, len(self.pairs))):
+                if self.pairs[i] not in self._grades:
+                    return i
+        return None
+
+    def record(self, query_id: str, doc_id: str, grade: int) -> None:
+        """Note a grade just stored (``Store.put_judgment``), so the queue need not be rebuilt."""
+        self._grades[(query_id, doc_id)] = grade
+
+    def forget(self, query_id: str, doc_id: str) -> None:
+        """Note a grade just deleted (``Store.delete_judgment``): the pair is unjudged again."""
+        self._grades.pop((query_id, doc_id), None)
+
+    def retrieved_by(self, position: int) -> dict[str, int]:
+        """``{system: 1-based rank}`` of the systems whose whole list for the query holds the pair's
+        document, in system-name order (the ones that pooled it rank it within the pool depth)."""
+        qid, doc = self.pairs[position]
+        found = {name: ranks(self._runs[name].get(qid, [])).get(doc) for name in sorted(self._runs)}
+        return {name: rank for name, rank in found.items() if rank is not None}
+
+
+def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
+          p: float = PERSISTENCE) -> Queue:
+    """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
+    order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels)."""
+    query_ids = list(query_ids)
+    return Queue(runs, order_queries(runs, query_ids, k, p), pool(runs, query_ids, k), judged)
+
+
+# ---- judgments as relevance labels -------------------------------------------------------------
+def _grades_by_judge(rows: list[dict], judge: str | None = None) -> dict[Pair, dict[str, int]]:
+    """(query id, doc id) -> {judge: grade} from store rows (``Store.judgments``), in row order, so
+    a later row of the same judge and pair replaces an earlier one."""
+    grades: dict[Pair, dict[str, int]] = {}
+    for row in rows:
+        if judge is None or row["judge"] == judge:
+            grades.setdefault((row["query_id"], row["doc_id"]), {})[row["judge"]] = int(row["grade"])
+    return grades
+
+
+def judgments_to_qrels(rows: list[dict], judge: str | None = None) -> Qrels:
+    """Relevance labels (query id -> doc id -> grade) from judgment rows (``Store.judgments``).
+
+    With ``judge``, that judge's grades. Without, a pair judged by several judges gets the lower
+    median of their grades (``statistics.median_low``): the highest grade that more than half of
+    them give at least, so a pair counts as relevant only when a majority says so, whatever the
+    order the grades were made in.
+    """
+    qrels: Qrels = {}
+    for (qid, doc), by_judge in _grades_by_judge(rows, judge).items():
+        qrels.setdefault(qid, {})[doc] = median_low(by_judge.values())
+    return qrels
+
+
+def disagreements(rows: list[dict]) -> list[tuple[str, str, dict[str, int]]]:
+    """``[(query id, doc id, {judge: grade})]`` for the pairs judges graded differently, sorted by
+    query id, then document id."""
+    return sorted((qid, doc, by_judge) for (qid, doc), by_judge in _grades_by_judge(rows).items()
+                  if len(set(by_judge.values())) > 1)
+
+
+def judged_pairs(qrels: Qrels) -> dict[Pair, int]:
+    """Labels as ``{(query id, doc id): grade}``, the shape ``queue`` takes."""
+    return {(qid, doc): grade for qid, docs in qrels.items() for doc, grade in docs.items()}
+
+
+def merge_labels(imported: Qrels, judged: Qrels, prefer: str = "imported") -> Qrels:
+    """Imported labels and judgments together: a pair only one side labels keeps that label; a pair
+    both label takes the imported grade unless ``prefer="judgments"``. The inputs are not changed."""
+    if prefer not in PREFER:
+        raise ValueError(f"prefer must be one of {', '.join(PREFER)}, not {prefer!r}")
+    base, winner = (judged, imported) if prefer == "imported" else (imported, judged)
+    merged: Qrels = {qid: dict(docs) for qid, docs in base.items()}
+    for qid, docs in winner.items():
+        merged.setdefault(qid, {}).update(docs)
+    return merged
+
+
+def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec", split: str = "test") -> Path:
+    """Write labels as a qrels file; returns the file written.
+
+    ``"trec"``: ``path`` is the file, one ``qid 0 docid grade`` line per label (trec_eval's
+    format). ``"beir"``: ``path`` is a BEIR data set folder, written to ``qrels/<split>.tsv`` under
+    it with the ``query-id<TAB>corpus-id<TAB>score`` header. Lines are sorted by query id, then
+    document id. An empty id or one holding whitespace is refused (a ``ValueError`` naming it)
+    before anything is written: neither format could hold it.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown qrels format {fmt!r}; choose from {', '.join(FORMATS)}")
+    path = Path(path) / "qrels" / f"{split}.tsv" if fmt == "beir" else Path(path)
+    rows = sorted((qid, doc, int(grade)) for qid, docs in qrels.items() for doc, grade in docs.items())
+    for qid, doc, _ in rows:
+        for ident, what in ((qid, "query id"), (doc, "document id")):
+            if not ident:
+                raise ValueError(f"{path}: an empty {what} cannot be written")
+            require_no_whitespace(ident, what, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        if fmt == "beir":
+            f.write("query-id\tcorpus-id\tscore\n")
+        for qid, doc, grade in rows:
+            f.write(f"{qid}\t{doc}\t{grade}\n" if fmt == "beir" else f"{qid} 0 {doc} {grade}\n")
+    return path
