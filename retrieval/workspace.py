@@ -89,6 +89,19 @@ class Workspace:
         other.add_run(imported)
         return other
 
+    def with_dataset(self, dataset: Dataset) -> "Workspace":
+        """The same corpus with other queries or labels (``dataset.corpus_hash`` must match): the
+        BM25 and dense indexes, the encoder and the imported runs are shared, while runs, metrics
+        and λ are the new data set's own (they are keyed by its content hash)."""
+        if dataset.corpus_hash != self.dataset.corpus_hash:
+            raise ValueError("with_dataset needs the same documents (corpus hash)")
+        other = copy.copy(self)
+        other.dataset, other._lambda, other._query_by_text = dataset, {}, None
+        other._imported = dict(self._imported)
+        if self.store is not None:
+            self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
+        return other
+
     def _sibling(self, model, index_kind: str, index_dims: int | None) -> "Workspace":
         args = self.bm25_args
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],

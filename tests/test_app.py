@@ -315,3 +315,18 @@ def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app,
     assert [h["doc_id"] for h in result["systems"]["vendor"]] == [d for d, _ in oracle["q02"]]
     _, theirs = Client(running_app[0].local_url, verbose=False).predict("leaky faucet", api_name="/search")
     assert "vendor" not in theirs["systems"]  # another session does not see it
+
+
+def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
+    from retrieval.readers import read_qrels
+
+    progress, html, shown = client.predict("bea", 2, False, api_name="/judge_queue")
+    assert "Judged 0 of" in progress and shown["query_id"] and shown["doc_id"] and "judge-pair" in html
+    pooled = shown["pooled"]
+    progress, _, nxt = client.predict("bea", shown["query_id"], shown["doc_id"], 2, 2, False, api_name="/judge")
+    assert f"Judged 1 of {pooled}" in progress and (nxt["query_id"], nxt["doc_id"]) != (shown["query_id"], shown["doc_id"])
+    client.predict("bea", shown["query_id"], shown["doc_id"], 1, 2, False, api_name="/judge")  # changed later
+    path = client.predict("trec", False, api_name="/export_qrels")
+    assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 1}}
+    out = client.predict("imported", api_name="/use_judgments")
+    assert "Every view now uses 1 judgment of 1 query" in out[0]

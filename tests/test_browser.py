@@ -69,6 +69,14 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name).click()
 
 
+def upload(page, elem_id: str, path) -> None:
+    """Put ``path`` in a file box, clearing what an earlier step left in it first."""
+    clear = page.locator(f"#{elem_id}").get_by_label("Clear")
+    if clear.count():
+        clear.first.click()
+    page.locator(f"#{elem_id} input[type=file]").set_input_files(str(path))
+
+
 def test_search_tab_shows_three_ranked_lists(page, shots):
     open_tab(page, "Search")
     page.locator("#query-box textarea").fill("how do I stop my nose running in winter")
@@ -224,3 +232,65 @@ def test_an_imported_run_appears_as_a_fourth_column_and_in_evaluate(page, shots,
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
     expect(page.locator("#eval-table")).to_contain_text("prod", timeout=60_000)
+
+
+def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_their_run(page, shots, tmp_path):
+    """The analyst's path: a corpus and a .txt of queries with no labels; judge with the keyboard;
+    metrics with a tuned λ and failures appear; export the qrels; import a TREC run beside the others."""
+    import json
+
+    from retrieval.readers.queries import stable_query_id
+    from retrieval.run import write_trec
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text((DEMO / "corpus.jsonl").read_text())
+    queries = [json.loads(line)["text"] for line in (DEMO / "queries.jsonl").read_text().splitlines()][:6]
+    log = tmp_path / "queries.txt"
+    log.write_text("\n".join(queries) + "\n")
+    open_tab(page, "Data")
+    upload(page, "upload", corpus)
+    page.locator("#load-button").click()
+    expect(page.locator("#load-status")).to_contain_text("Loaded corpus")
+    upload(page, "query-upload", log)
+    page.locator("#add-queries-button").click()
+    expect(page.locator("#load-status")).to_contain_text("Added 6 queries")
+    expect(page.locator("#dataset-summary")).to_contain_text("No relevance labels")
+
+    open_tab(page, "Judge")
+    page.locator("#judge-name textarea").fill("ana")
+    page.locator("#judge-panel").click()  # leave the text box: the keys now grade
+    depth = page.get_by_label("Pool depth (each system's top k)")
+    depth.fill("1")
+    page.locator("#judge-start").click()
+    progress = page.locator("#judge-progress")
+    expect(progress).to_contain_text("Judged 0 of")
+    pooled = int(re.search(r"Judged 0 of (\d+)", progress.inner_text()).group(1))
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for n in range(1, pooled + 1):
+        page.keyboard.press("2" if n % 2 else "0")
+        expect(progress).to_contain_text(f"Judged {n} of {pooled}")
+    expect(progress).to_contain_text("every pooled pair is judged")
+    page.screenshot(path=str(shots / "judge.png"), full_page=False)
+    page.locator("#judge-apply").click()
+    expect(page.locator("#dataset-summary")).to_contain_text("judged:")
+
+    open_tab(page, "Evaluate")
+    page.locator("#evaluate-button").click()
+    expect(page.locator("#eval-table")).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+    assert "tuned on train" in page.locator("#eval-note").inner_text()
+
+    open_tab(page, "Judge")
+    page.get_by_text("Export the judgments; judges who disagree").click()
+    page.locator("#export-qrels").click()
+    expect(page.locator("#qrels-file")).to_contain_text(".qrels")
+
+    run = {stable_query_id(q): [("home-001", 2.0), ("fin-001", 1.0)] for q in queries}  # the ids the app gave
+    path = write_trec(run, tmp_path / "prod.trec", "prod")
+    open_tab(page, "Data")
+    upload(page, "run-upload", path)
+    page.locator("#import-run-button").click()
+    expect(page.locator("#load-status")).to_contain_text("Imported run prod")
+    open_tab(page, "Search")
+    page.locator("#query-box textarea").fill(queries[0])
+    page.locator("#search-button").click()
+    expect(page.locator("#results .sbs .col")).to_have_count(4)

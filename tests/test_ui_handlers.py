@@ -201,3 +201,49 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     bad.write_text("q02 Q0 fin-001 1 0.9 prod\nq02 Q0 fin-002 2 high prod\n")
     refused = data.import_run(registry, loaded.key, str(bad), "other")
     assert not refused.ok and "bad.trec:2:" in refused.status
+
+
+def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
+    import json
+
+    from retrieval.readers import read_qrels
+    from ui import judge
+
+    from .conftest import DEMO
+
+    store = Store(tmp_path / "judge.sqlite3")
+    registry = Registry(store, str(tiny_model_dir))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text((DEMO / "corpus.jsonl").read_text())
+    loaded = data.load_files(registry, "", [str(corpus)])
+    log = tmp_path / "log.txt"
+    log.write_text("\n".join(json.loads(line)["text"] for line in (DEMO / "queries.jsonl").read_text().splitlines()[:8]))
+    key = data.add_queries(registry, loaded.key, [str(log)]).key
+    ws = registry.get(key)
+    assert ws.dataset.qrels == {} and "No relevance labels" in data.dataset_summary(ws)
+    q = judge.judging_queue(ws, store, "ana", k=2)
+    assert q.judged_count == 0 and 8 <= q.pooled_count <= 8 * 3 * 2
+    first = {}
+    for qid, doc in q.pairs:
+        first.setdefault(qid, doc)
+    position = q.next_unjudged()
+    for _ in range(q.pooled_count):  # grade every pooled pair: each query's first pooled document 2, the rest 0
+        qid, doc = q.pairs[position]
+        q, position = judge.grade_pair(ws, store, "ana", qid, doc, 2 if first[qid] == doc else 0, k=2)
+    assert position is None and q.judged_count == q.pooled_count
+    progress, html, shown = judge.show(ws, q, None)
+    assert f"Judged {q.pooled_count} of {q.pooled_count}" in progress and shown["position"] is None
+    assert len(store.judgments(ws.dataset.corpus_hash, "ana")) == q.pooled_count  # each written when made
+    trec = judge.export_qrels(ws, store, "trec")
+    assert sum(len(v) for v in read_qrels(trec).values()) == q.pooled_count
+    beir = judge.export_qrels(ws, store, "beir")
+    assert beir.endswith("qrels/judged.tsv") and read_qrels(beir) == read_qrels(trec)
+    applied = data.apply_judgments(registry, key)
+    ws2 = registry.get(applied.key)
+    assert applied.ok and set(ws2.dataset.splits) == {"judged", "train"}
+    assert ws2.bm25 is ws.bm25  # the same corpus: the indexes are reused, not rebuilt
+    caption, rows, _ = evaluate.evaluate(ws2, "judged", [])
+    assert "tuned on train" in caption and [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
+    _, cards, _, gallery = failures.failures(ws2, "judged", "")
+    assert gallery["split"] == "judged"
+    store.close()

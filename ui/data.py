@@ -11,8 +11,11 @@ import gradio as gr
 from retrieval import DataError, Workspace, load_dataset
 from retrieval.dataset import Dataset
 from retrieval.diagnostics import label_health, language_check
+from retrieval.judgments import judgments_to_qrels
+from retrieval.labels import with_judgments
 from retrieval.progress import Progress
 from retrieval.readers import load_uploads
+from retrieval.readers.decode import count
 from retrieval.readers.assembly import add_queries as add_queries_file
 from retrieval.readers.queries import stable_query_id
 from retrieval.readers.runs import read_run
@@ -115,8 +118,33 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
     except (DataError, ValueError) as err:
         return Loaded(key, f"❌ **Could not add the queries:** `{err}`\n\nThe data set is unchanged.", False)
     added = len(dataset.queries) - before
-    return open_dataset(registry, dataset, progress, done=f"Added {added} {'query' if added == 1 else 'queries'} "
-                                                         f"to **{html.escape(dataset.name)}**.")
+    loaded = open_dataset(registry, dataset, progress,
+                          done=f"Added {count(added, 'query', 'queries')} to **{html.escape(dataset.name)}**.")
+    return _carry_runs(registry, registry.get(key), loaded)
+
+
+def apply_judgments(registry: Registry, key: str, prefer: str = "imported") -> Loaded:
+    """The session's data set with every judge's judgments as labels (``retrieval.labels``), so
+    every view evaluates with them; the data's own labels win a pair both have unless ``prefer``
+    is "judgments"."""
+    ws = registry.get(key)
+    judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash))
+    if not judged:
+        raise gr.Error("nothing judged yet: judge a few pairs first")
+    dataset = with_judgments(ws.dataset, judged, prefer)
+    pairs = sum(len(docs) for docs in judged.values())
+    splits = ", ".join(f"{s}: {count(len(q), 'query', 'queries')}" for s, q in dataset.qrels.items())
+    loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
+                                                  f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "
+                                                  "documents count as not relevant.")
+    return _carry_runs(registry, ws, loaded)
+
+
+def _carry_runs(registry: Registry, before: Workspace, loaded: Loaded) -> Loaded:
+    """The session's imported runs, added again to the workspace it moves to."""
+    for imported in before.imported.values():
+        loaded.key = registry.add_run(loaded.key, imported)
+    return loaded
 
 
 def import_run(registry: Registry, key: str, path: str | None, name: str = "") -> Loaded:

@@ -31,6 +31,10 @@ class Registry:
         key = f"{dataset.content_hash}:{model or ''}"
         with self._lock:
             ws = self._items.get(key)
+            same_corpus = next((w for k, w in reversed(self._items.items())
+                                if k.endswith(f":{model or ''}") and w.dataset.corpus_hash == dataset.corpus_hash), None)
+        if ws is None and same_corpus is not None:  # queries or labels added: the indexes are reused
+            ws = same_corpus.with_dataset(dataset)
         if ws is None:
             language = detect_language([d.full_text for d in dataset.docs.values()]).code
             ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer_for(language))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import data, embeddings, evaluate, failures, runs, search, texts, train
+from . import data, embeddings, evaluate, failures, judge, runs, search, texts, train
 from .pools import HEAVY, SEARCH
 from .registry import Context, Registry
 
@@ -19,6 +19,8 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         with gr.Tabs() as tabs:
             with gr.Tab("Search", id="search"):
                 search_view = search.build(ctx, summary)
+            with gr.Tab("Judge", id="judge"):
+                judge_view = judge.build(ctx)
             with gr.Tab("Evaluate", id="evaluate") as tab:
                 evaluate_view = evaluate.build(ctx, tab)
             with gr.Tab("Train", id="train"):
@@ -32,7 +34,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
             with gr.Tab("Data", id="data"):
                 data_view = data.build()
         _open_cards_in_search(ctx, failures_view, search_view, tabs)
-        _refresh_on_load(ctx, data_view, summary, search_view,
+        _refresh_on_load(ctx, data_view, summary, search_view, judge_view,
                          [search_view, evaluate_view, failures_view, embeddings_view])
     return app
 
@@ -56,7 +58,8 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tab
                              api_visibility="private", **SEARCH)
 
 
-def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, views: list) -> None:
+def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, judge_view,
+                     views: list) -> None:
     """Loading uploaded files or the demo, or adding queries (from the Data view, or the Search box's
     query with one click), switches the session's workspace and refreshes every view (a failed load
     changes nothing but the status)."""
@@ -87,6 +90,12 @@ def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdow
     def on_import(path, name, key):
         return show(data.import_run(ctx.registry, key, path, name))
 
+    def on_apply(prefer, key):
+        loaded = data.apply_judgments(ctx.registry, key, prefer)
+        gr.Info(loaded.status.split(";")[0].replace("**", "").lstrip("✅ "))
+        return show(loaded)
+
+    judge_view.apply.click(on_apply, [judge_view.prefer, ctx.key], outputs, api_name="use_judgments", **HEAVY)
     data_view.import_run.click(on_import, [data_view.run_file, data_view.run_name, ctx.key], outputs,
                                api_name="import_run", **HEAVY)
     data_view.add.click(on_add, [data_view.query_files, data_view.query_text, ctx.key], outputs,

@@ -41,4 +41,10 @@ IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API
                    "ranx writes. It becomes a system like BM25, dense and hybrid: in Search's columns, in "
                    "Evaluate with significance marks, and in the runs history. Unknown ids are counted and "
                    "left out; a run for another data set is refused.")
+JUDGE_HELP = ("Make relevance labels here. Every system on show (BM25, dense, hybrid, your imported runs) "
+              "pools its top k for each query; the pairs come one at a time, the queries the systems "
+              "disagree on most first, with the system names hidden so they do not sway you. Keys: **0**, "
+              "**1**, **2** grade, **s** skips, **←** / **→** move. Each grade is saved the moment you give "
+              "it and can be changed later; *Use the judgments* makes every view evaluate with them "
+              "(unjudged documents count as not relevant).")
 NO_LABELS = "_No relevance labels: metrics need a qrels file._"

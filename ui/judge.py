@@ -1,0 +1,215 @@
+"""The Judge view: relevance labels made in the app. Every system on show pools its top k for each
+query; the pairs come one at a time, queries the systems disagree on most first, the system names
+hidden unless asked; grades 0 / 1 / 2 (keys 0, 1, 2), skip (s), previous / next (← →). Each grade
+is written to the store the moment it is given; the judgments export as TREC or BEIR qrels, and
+once applied every view evaluates with them."""
+from __future__ import annotations
+
+import html
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import gradio as gr
+
+from retrieval import Store, Workspace
+from retrieval.judgments import (DEPTH, FORMATS, Queue, disagreements, judged_pairs, judgments_to_qrels,
+                                 merge_labels, queue, write_qrels)
+from retrieval.run import Run
+from retrieval.systems import label
+
+from . import texts
+from .pools import LIGHT
+from .present.search import highlight
+from .registry import Context
+from .search import shown_systems
+
+GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
+# keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus
+KEYS_JS = ("document.addEventListener('keydown', (e) => {"
+           " const panel = document.getElementById('judge-panel');"
+           " if (!panel || panel.offsetParent === null) return;"
+           " const t = e.target; if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA')) return;"
+           " const ids = {'0': 'judge-0', '1': 'judge-1', '2': 'judge-2', 's': 'judge-skip',"
+           " 'ArrowLeft': 'judge-prev', 'ArrowRight': 'judge-next'};"
+           " const id = ids[e.key]; if (!id) return;"
+           " const b = document.getElementById(id); if (b) { e.preventDefault(); b.click(); } });")
+
+
+@lru_cache(maxsize=8)
+def pool_runs(ws: Workspace, k: int) -> dict[str, Run]:
+    """Every system on show's top ``k`` for every query of the data set (built-in systems searched
+    once per workspace and depth, imported runs as they are)."""
+    queries = ws.dataset.queries
+    split = ws.dataset.default_split()
+    out = {}
+    for system in shown_systems(ws):
+        if system in ws.imported:
+            out[system] = {q: hits[:k] for q, hits in ws.imported[system].run.items() if q in queries}
+        else:
+            out[system] = ws.system(system, split).search(queries, k)
+    return out
+
+
+def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH) -> Queue:
+    """The judge's queue over every query of the data set: their own grades count as judged."""
+    rows = store.judgments(ws.dataset.corpus_hash, judge)
+    return queue(pool_runs(ws, int(k)), list(ws.dataset.queries), judged_pairs(judgments_to_qrels(rows)), int(k))
+
+
+@dataclass
+class Shown:
+    """What the view shows of a position in the queue (also the JSON of /judge_queue and /judge)."""
+
+    position: int | None
+    query_id: str | None
+    doc_id: str | None
+    judged: int
+    pooled: int
+    grade: int | None
+
+
+def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) -> tuple[str, str, dict]:
+    """Progress line, the pair's HTML and its JSON for ``position`` (None: all judged)."""
+    progress = f"**Judged {q.judged_count} of {q.pooled_count} pooled pairs**"
+    if position is None:
+        return progress + " — every pooled pair is judged.", "", Shown(None, None, None, q.judged_count,
+                                                                          q.pooled_count, None).__dict__
+    qid, doc_id = q.pairs[position]
+    doc, query = ws.dataset.docs[doc_id], ws.dataset.queries[qid]
+    grade = q.grade(position)
+    terms = set(ws.tokenizer(query))
+    by = ("<p class='judge-by'>retrieved by: " + ", ".join(f"{html.escape(label(s))} #{r}" for s, r in
+                                                         q.retrieved_by(position).items()) + "</p>") if reveal else ""
+    now = f" · graded {grade} ({GRADE_NAMES[grade]})" if grade is not None else ""
+    pair_html = (f"<div class='judge-pair'><p class='judge-query'>Query <code>{html.escape(qid)}</code>: "
+                 f"<b>{html.escape(query)}</b></p><h3>{html.escape(doc.title or doc_id)}</h3>"
+                 f"<p class='judge-doc'>{highlight(doc.text, ws.tokenizer, terms, limit=2000)}</p>"
+                 f"<p class='judge-meta'>{html.escape(doc_id)} · pair {position + 1} of {q.pooled_count}{now}</p>"
+                 f"{by}</div>")
+    return (f"{progress} · systems disagree on this query: {q.disagreement[qid]:.2f} (1 − mean RBO)",
+            pair_html, Shown(position, qid, doc_id, q.judged_count, q.pooled_count, grade).__dict__)
+
+
+def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade: int,
+               k: int = DEPTH) -> tuple[Queue, int | None]:
+    """Store the judge's grade of the pair now, and give the queue and the next unjudged position."""
+    if not (judge or "").strip():
+        raise gr.Error("type your name as the judge first")
+    if query_id not in ws.dataset.queries or doc_id not in ws.dataset.docs:
+        raise gr.Error(f"no pair ({query_id!r}, {doc_id!r}) in this data set")
+    store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, int(grade),
+                       judge.strip())
+    q = judging_queue(ws, store, judge.strip(), k)
+    try:
+        after = q.position(query_id, doc_id)
+    except KeyError:  # graded through the API outside the pool: start from the top
+        after = -1
+    return q, q.next_unjudged(after)
+
+
+def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool = False) -> str:
+    """Every judge's judgments (a pair graded by several: the lower median) as a qrels file, merged
+    with the data set's own labels when asked (those win a pair both have)."""
+    judged = judgments_to_qrels(store.judgments(ws.dataset.corpus_hash))
+    if not judged:
+        raise gr.Error("nothing judged yet")
+    if with_data_labels:
+        for qrels in ws.dataset.qrels.values():
+            judged = merge_labels(qrels, judged)
+    folder = Path(tempfile.mkdtemp(prefix="rankscope-qrels-"))
+    target = folder / f"{ws.dataset.name}-judged.qrels" if fmt == "trec" else folder / ws.dataset.name
+    return str(write_qrels(judged, target, fmt=fmt, split="judged"))
+
+
+def disagreement_rows(ws: Workspace, store: Store) -> list[list]:
+    return [[q, ws.dataset.queries.get(q, "")[:60], d, ", ".join(f"{j}: {g}" for j, g in by.items())]
+            for q, d, by in disagreements(store.judgments(ws.dataset.corpus_hash))]
+
+
+@dataclass
+class JudgeView:
+    apply: gr.Button  # "use the judgments in every view" (wired by the shell: it switches the workspace)
+    prefer: gr.Radio
+
+
+def build(ctx: Context) -> JudgeView:
+    gr.Markdown(texts.JUDGE_HELP)
+    with gr.Row():
+        judge = gr.Textbox(label="Judge (your name)", elem_id="judge-name", scale=2)
+        depth = gr.Number(DEPTH, label="Pool depth (each system's top k)", precision=0, minimum=1, scale=1)
+        reveal = gr.Checkbox(False, label="Show which systems retrieved it", elem_id="judge-reveal", scale=1)
+        start = gr.Button("Start judging", variant="primary", elem_id="judge-start", scale=1)
+    progress = gr.Markdown(elem_id="judge-progress")
+    pair = gr.HTML(elem_id="judge-panel", js_on_load=KEYS_JS)
+    with gr.Row():
+        grades = [gr.Button(f"{g} · {GRADE_NAMES[g]}", elem_id=f"judge-{g}", variant="primary" if g else "secondary")
+                  for g in (0, 1, 2)]
+        skip = gr.Button("Skip (s)", elem_id="judge-skip")
+        prev_btn = gr.Button("← Previous", elem_id="judge-prev")
+        next_btn = gr.Button("Next →", elem_id="judge-next")
+    with gr.Row():
+        prefer = gr.Radio([("the data's own labels", "imported"), ("my judgments", "judgments")], value="imported",
+                          label="Where both label a pair, keep", elem_id="judge-prefer", scale=2)
+        apply = gr.Button("Use the judgments in every view", elem_id="judge-apply", scale=1)
+    shown = gr.JSON(visible=False)
+    with gr.Row(visible=False):  # the /judge endpoint's inputs: any pair by id, for scripts
+        api_query, api_doc = gr.Textbox(label="query id"), gr.Textbox(label="document id")
+        api_grade, api_go = gr.Number(label="grade", precision=0), gr.Button("judge")
+    with gr.Accordion("Export the judgments; judges who disagree", open=False):
+        with gr.Row():
+            fmt = gr.Radio(list(FORMATS), value="trec", label="Format (TREC qrels, or a BEIR qrels/judged.tsv)")
+            with_data = gr.Checkbox(False, label="Merge with the data set's own labels (they win a pair both have)")
+            export_btn = gr.Button("Export qrels", elem_id="export-qrels")
+        export_file = gr.File(label="Qrels", elem_id="qrels-file")
+        disagree = gr.Dataframe(headers=["query", "text", "document", "grades"], interactive=False,
+                                elem_id="judge-disagreements")
+
+    def render(key, q: Queue, position, reveal_):
+        return show(ctx.workspace(key), q, position, bool(reveal_))
+
+    def on_start(judge_, k, reveal_, key):
+        if not (judge_ or "").strip():
+            raise gr.Error("type your name as the judge first")
+        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_.strip(), k)
+        return render(key, q, q.next_unjudged(), reveal_)
+
+    def on_grade(grade: int):
+        def handler(judge_, k, reveal_, shown_, key):
+            if not shown_ or shown_.get("position") is None:
+                raise gr.Error("start judging first")
+            q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, shown_["query_id"],
+                                shown_["doc_id"], grade, k)
+            return render(key, q, nxt, reveal_)
+        return handler
+
+    def on_move(step: int | None):
+        def handler(judge_, k, reveal_, shown_, key):
+            if not shown_ or shown_.get("position") is None:
+                raise gr.Error("start judging first")
+            q = judging_queue(ctx.workspace(key), ctx.registry.store, (judge_ or "").strip(), k)
+            here = shown_["position"]
+            to = q.next_unjudged(here) if step is None else min(max(here + step, 0), len(q) - 1)
+            return render(key, q, to, reveal_)
+        return handler
+
+    def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key):
+        q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, int(grade), k)
+        return render(key, q, nxt, reveal_)
+
+    inputs = [judge, depth, reveal, shown, ctx.key]
+    outputs = [progress, pair, shown]
+    start.click(on_start, [judge, depth, reveal, ctx.key], outputs, api_name="judge_queue", **LIGHT)
+    for g, button in zip((0, 1, 2), grades):
+        button.click(on_grade(g), inputs, outputs, api_visibility="private", **LIGHT)
+    skip.click(on_move(None), inputs, outputs, api_visibility="private", **LIGHT)
+    prev_btn.click(on_move(-1), inputs, outputs, api_visibility="private", **LIGHT)
+    next_btn.click(on_move(1), inputs, outputs, api_visibility="private", **LIGHT)
+    api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key], outputs,
+                 api_name="judge", **LIGHT)
+    export_btn.click(lambda fmt_, with_, key: export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_),
+                     [fmt, with_data, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
+        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
+        api_visibility="private", **LIGHT)
+    return JudgeView(apply, prefer)
