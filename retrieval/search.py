@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .evaluate import evaluate_run
+from .judgments import disagreement
 from .metrics import SUMMARY_METRICS
 from .run import ranks
 from .systems import BASE_SYSTEMS
@@ -44,6 +45,7 @@ class SideBySide:
     systems: dict[str, list[Hit]] = field(default_factory=dict)
     relevant: list[dict] = field(default_factory=list)  # every labelled doc with its rank per system
     per_query_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    disagreement: float = 0.0  # 1 − mean pairwise rank-biased overlap of the systems' top k (judgments)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -67,7 +69,8 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid else {}
     query_terms = ws.bm25.query_terms(text)
     terms = query_terms.names
-    result = SideBySide(text, qid, split, terms)
+    result = SideBySide(text, qid, split, terms,
+                        disagreement=disagreement({s: {"q": hits[:k]} for s, hits in full.items()}, "q", k))
     evidence: dict[str, tuple[list[str], list[str], list[tuple[str, float]]]] = {}
     for s, hits in full.items():
         rows = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from .evaluate import evaluate_run, significance_marks
+from .judgments import DEPTH, disagreement
 from .metrics import METRICS, PRIMARY
 from .systems import BASE_SYSTEMS, label
 from .workspace import Workspace
@@ -50,7 +51,7 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     base = entries[0][0]
-    marks = significance_marks(evals, base, metrics)
+    marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
     return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "marks": marks.get(name, {})} for name, _, s in entries]
 
@@ -68,10 +69,11 @@ def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, syste
 
 def per_query_table(ws: Workspace, split: str, systems=BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict]:
     """Each evaluated query's ``metric`` under every system: ``{"query", "text", "values": {system:
-    value}}``, ordered by how much the best of the other systems gains over the first (largest
+    value}, "disagreement": 1 − mean pairwise RBO of the systems' top 10}``, ordered by how much the best of the other systems gains over the first (largest
     first): where dense and hybrid win and lose against BM25."""
     per = {s: ws.evaluate(s, split).per_query.get(metric, {}) for s in systems}
+    runs = {s: ws.run(s, split) for s in systems}
     first, others = systems[0], systems[1:]
     qids = sorted(per[first], key=lambda q: -(max((per[s].get(q, 0) for s in others), default=0) - per[first][q]))
-    return [{"query": q, "text": ws.dataset.queries.get(q, ""), "values": {s: per[s].get(q, 0.0) for s in systems}}
-            for q in qids]
+    return [{"query": q, "text": ws.dataset.queries.get(q, ""), "values": {s: per[s].get(q, 0.0) for s in systems},
+             "disagreement": disagreement(runs, q, DEPTH)} for q in qids]

@@ -23,6 +23,7 @@ from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
 from .hybrid import Hybrid, default_lambda, tune_lambda
 from .lexical import BM25Index
+from .metrics import EVALUATED
 from .progress import Progress, counting
 from .readers.runs import ImportedRun, match_dataset
 from .run import Run
@@ -304,7 +305,7 @@ class Workspace:
     def evaluate(self, system: str, split: str) -> Evaluation:
         self.require_split(split)
         params = self.system_params(system, split)
-        key = self._key("eval:" + system, params, split, EVAL_DEPTH)
+        key = self._key("eval:" + system, {**params, "metrics": EVALUATED}, split, EVAL_DEPTH)
         if self.store is not None:
             cached = self.store.get_metrics(key)
             if cached is not None:
@@ -312,7 +313,8 @@ class Workspace:
         run = self.run(system, split)
         qrels = self.dataset.qrels[split]
         exact = self._exact_scores(system, split)
-        ev = evaluate_run(run, qrels, pnr_scores=exact if exact is not None else scores_from_run(run, qrels))
+        ev = evaluate_run(run, qrels, metrics=EVALUATED,
+                          pnr_scores=exact if exact is not None else scores_from_run(run, qrels))
         if self.store is not None:
             self.store.put_metrics(key, dataset=self.dataset.content_hash, system=system, params=params,
                                    split=split, metrics=ev.mean, per_query=ev.per_query)

@@ -59,6 +59,7 @@ def test_one_search_encodes_the_query_once_and_writes_nothing(demo_ws, monkeypat
     shown = {h.doc_id for hits in res.systems.values() for h in hits}
     assert n == {"encoded": 1, "faiss": 1, "bm25": 1, "tokenize": 1, "explain": len(shown), "store writes": 0}
     assert len(shown) < sum(len(h) for h in res.systems.values())  # documents shared by lists: explained once
+    assert 0 < res.disagreement < 1  # the lists overlap in part
 
 
 def test_a_labelled_query_by_id_gets_its_labels_in_the_same_single_pass(demo_ws, monkeypatch):

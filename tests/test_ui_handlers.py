@@ -43,8 +43,9 @@ def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
     assert "tuned on train" in caption
     assert [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
     n_test = len(ws.dataset.split_queries("test"))
-    assert wins["headers"] == ["query", "text", "BM25", "Dense", "Hybrid (CLEAR λ)"]
-    assert len(wins["data"]) == n_test and all(len(r) == 5 for r in wins["data"])
+    assert wins["headers"] == ["query", "text", "BM25", "Dense", "Hybrid (CLEAR λ)", "disagreement"]
+    assert len(wins["data"]) == n_test and all(len(r) == 6 and 0 <= r[5] <= 1 for r in wins["data"])
+    assert any(r[5] > 0 for r in wins["data"])  # BM25 and the random tiny encoder rank differently
     gains = [max(r[3], r[4]) - r[2] for r in wins["data"]]
     assert gains[0] == pytest.approx(max(gains), abs=1e-3)  # the biggest gain over BM25 first
     _, with_int8, _ = evaluate.evaluate(ws, "test", ["int8"])
@@ -184,7 +185,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     qrels = {q: dict(v) for q, v in mine.dataset.qrels["test"].items()}
     expected = ranx_evaluate(RQrels(qrels), RRun.from_file(str(path), kind="trec"), "ndcg@10")
     assert float(prod[1].rstrip("†")) == pytest.approx(expected, abs=1e-4)
-    assert wins["headers"][-1] == "prod"
+    assert wins["headers"][-2:] == ["prod", "disagreement"]
     text, html, result = search.search_by_id(mine, "q02", ["bm25", "dense", "hybrid", "prod"])
     assert list(result["systems"]) == ["bm25", "dense", "hybrid", "prod"] and html.count('class="col"') == 4
     assert [h["doc_id"] for h in result["systems"]["prod"]] == [h["doc_id"] for h in result["systems"]["bm25"]]

@@ -35,9 +35,9 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, 
         rows = metrics_rows(comparison_workspaces(ws, extras), split, systems)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
         raise gr.Error(str(err)) from err
-    wins = {"headers": ["query", "text", *(label(s) for s in systems)],
-            "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems)]
-                     for r in per_query_table(ws, split, systems)]}
+    wins = {"headers": ["query", "text", *(label(s) for s in systems), "disagreement"],
+            "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems),
+                      round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
     return metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)), rows, wins
 
 

@@ -68,4 +68,6 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
         cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
         cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
     summary = _labelled_table(res) if res.query_id else ""
-    return f'<div class="sbs" style="--columns: {max(1, len(cols))}">{"".join(cols)}</div>{summary}'
+    agree = (f'<p class="disagree">The systems disagree on this query: {res.disagreement:.2f} '
+             f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>")
+    return f'{agree}<div class="sbs" style="--columns: {max(1, len(cols))}">{"".join(cols)}</div>{summary}'
