@@ -200,7 +200,9 @@ def build(ctx: Context) -> JudgeView:
 
     inputs = [judge, depth, reveal, shown, ctx.key]
     outputs = [progress, pair, shown]
-    start.click(on_start, [judge, depth, reveal, ctx.key], outputs, api_name="judge_queue", **LIGHT)
+    start.click(on_start, [judge, depth, reveal, ctx.key], outputs, api_name="judge_queue", **LIGHT).then(
+        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
+        api_visibility="private", **LIGHT)
     for g, button in zip((0, 1, 2), grades):
         button.click(on_grade(g), inputs, outputs, api_visibility="private", **LIGHT)
     skip.click(on_move(None), inputs, outputs, api_visibility="private", **LIGHT)
