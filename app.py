@@ -25,10 +25,11 @@ CSS_PATH = ROOT / "assets" / "style.css"
 MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 
 
-def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None):
+def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None,
+           language: str = "auto"):
     """Open the store and the starting data set, and build the Blocks (used by main and tests)."""
     store = Store(store_path) if store_path else Store()
-    registry = Registry(store, model)
+    registry = Registry(store, model, language=language)
     dataset = load_dataset(data or DEMO)
 
     def report(fraction: float, what: str) -> None:
@@ -57,10 +58,12 @@ def main(argv=None) -> None:
     p.add_argument("--data", default=None, help="data set to open (default: the bundled demo)")
     p.add_argument("--model", default=None, help="sentence-transformers id or folder (default: all-MiniLM-L6-v2)")
     p.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
+    p.add_argument("--language", default="auto", help="BM25's stemmer and stopwords: auto (detected per corpus) "
+                   "or an ISO 639-1 code such as en, fr, de")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
-    app, registry = create(args.data, args.model, args.store)
+    app, registry = create(args.data, args.model, args.store, args.language)
     app.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                   **launch_kwargs(registry.store))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .dataset import Dataset
 from .evaluate import compare, significance_marks
+from .language import corpus_tokenizer
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
 from .readers import load_dataset, read_run
 from .run import write_trec
@@ -39,8 +40,9 @@ def _open(args) -> tuple[Dataset, Workspace]:
     for w in ds.report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     store = None if args.no_store else Store(args.store or default_store_path())
+    tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
-                   device=args.device)
+                   device=args.device, tokenizer=tokenizer)
     return ds, ws
 
 
@@ -181,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--b", type=float, default=0.4)
             sp.add_argument("--index", choices=("flat", "hnsw", "sq8"), default="flat")
             sp.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+            sp.add_argument("--language", default="auto", help="BM25's stemmer and stopwords: auto (detected on "
+                            "a sample of the corpus) or an ISO 639-1 code such as en, fr, de")
             sp.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
             sp.add_argument("--no-store", action="store_true", help="compute everything, cache nothing")
 

@@ -48,6 +48,12 @@ def detect_language(texts: list[str], sample: int = 200, chars: int = 500, seed:
     return LanguageGuess(code, n / len(picked), len(picked), dict(counts))
 
 
+def corpus_tokenizer(texts: list[str], setting: str = "auto") -> Tokenizer:
+    """BM25's tokenizer for a corpus: ``setting`` "auto" detects the language on a sample
+    (``detect_language``), any other value is an ISO 639-1 code (``"en"``, ``"fr"``, …)."""
+    return tokenizer_for(detect_language(texts).code if setting == "auto" else setting)
+
+
 def tokenizer_for(code: str) -> Tokenizer:
     """BM25's tokenizer for a language: its Snowball stemmer and stopword list where they exist
     (English: Lucene's list and the English stemmer, as before); no stemming where Snowball has no

@@ -39,3 +39,22 @@ def test_a_language_without_snowball_keeps_words_whole():
     assert tok.config == {"lowercase": True, "stopwords": None, "stemmer": None}
     assert tok("Running runners") == ["running", "runners"]
     assert detect_language([]).sampled == 0
+
+
+def test_the_setting_overrides_detection_in_the_cli(tmp_path, tiny_model_dir):
+    import json
+
+    from retrieval import cli
+    from retrieval.language import corpus_tokenizer
+
+    assert corpus_tokenizer(FRENCH).config["stemmer"] == "french"
+    assert corpus_tokenizer(FRENCH, "en").config["stemmer"] == "english"
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"f{i}", "text": t}) + "\n" for i, t in enumerate(FRENCH)))
+    for setting, stemmer in (("auto", "french"), ("de", "german")):
+        args = cli.build_parser().parse_args(["search", str(corpus), "robinet", "--no-store", "--language", setting,
+                                              "--model", str(tiny_model_dir)])
+        _, ws = cli._open(args)
+        assert ws.tokenizer.config["stemmer"] == stemmer
+    hits = ws.bm25.search({"q": "les pommes"}, 3)["q"]  # German rules on French text: still exact words match
+    assert hits and hits[0][0] == "f2"

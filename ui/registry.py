@@ -10,7 +10,7 @@ import gradio as gr
 
 from retrieval import Store, Workspace
 from retrieval.dataset import Dataset
-from retrieval.language import detect_language, tokenizer_for
+from retrieval.language import corpus_tokenizer
 from retrieval.progress import Progress
 from training.job import JobQueue
 
@@ -18,15 +18,15 @@ from training.job import JobQueue
 class Registry:
     """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
 
-    def __init__(self, store: Store, model: str | None, size: int = 8):
-        self.store, self.model, self.size = store, model, size
+    def __init__(self, store: Store, model: str | None, size: int = 8, language: str = "auto"):
+        self.store, self.model, self.size, self.language = store, model, size, language
         self._items: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
 
     def open(self, dataset: Dataset, progress: Progress | None = None, model: str | None = None) -> str:
         """Open ``dataset`` with ``model`` (default: the app's encoder), BM25 (stemmer and stopwords
-        of the corpus's language, ``retrieval.language``) and the dense index built; returns the
-        session key."""
+        of the corpus's language, detected or the app's ``language`` setting) and the dense index
+        built; returns the session key."""
         model = model or self.model
         key = f"{dataset.content_hash}:{model or ''}"
         with self._lock:
@@ -36,8 +36,8 @@ class Registry:
         if ws is None and same_corpus is not None:  # queries or labels added: the indexes are reused
             ws = same_corpus.with_dataset(dataset)
         if ws is None:
-            language = detect_language([d.full_text for d in dataset.docs.values()]).code
-            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer_for(language))
+            tokenizer = corpus_tokenizer([d.full_text for d in dataset.docs.values()], self.language)
+            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer)
         ws.bm25  # noqa: B018 - build now, so the first search is fast
         ws.build_dense(progress=progress)
         self._keep(key, ws)
