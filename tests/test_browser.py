@@ -294,3 +294,22 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     page.locator("#query-box textarea").fill(queries[0])
     page.locator("#search-button").click()
     expect(page.locator("#results .sbs .col")).to_have_count(4)
+
+
+def test_keys_pressed_faster_than_the_pair_changes_never_regrade_it(page):
+    open_tab(page, "Judge")
+    page.locator("#judge-name textarea").fill("bo")  # a second judge: a fresh queue
+    page.locator("#judge-start").click()
+    progress = page.locator("#judge-progress")
+    expect(progress).to_contain_text("Judged 0 of")
+    first = page.locator("#judge-panel .judge-meta").inner_text().split(" · ")[0]
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for key in ("2", "0", "1"):  # no wait between them: the 0 and the 1 are dropped, not applied to the first pair
+        page.keyboard.press(key)
+    expect(progress).to_contain_text("Judged 1 of")
+    time.sleep(1)
+    expect(progress).to_contain_text("Judged 1 of")
+    page.keyboard.press("ArrowLeft")
+    meta = page.locator("#judge-panel .judge-meta")
+    expect(meta).to_contain_text(first)
+    expect(meta).to_contain_text("graded 2 (highly relevant)")

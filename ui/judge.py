@@ -175,24 +175,21 @@ def build(ctx: Context) -> JudgeView:
         q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_.strip(), k)
         return render(key, q, q.next_unjudged(), reveal_)
 
-    def on_grade(grade: int):
-        def handler(judge_, k, reveal_, shown_, key):
-            if not shown_ or shown_.get("position") is None:
-                raise gr.Error("start judging first")
-            q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, shown_["query_id"],
-                                shown_["doc_id"], grade, k)
-            return render(key, q, nxt, reveal_)
-        return handler
-
-    def on_move(step: int | None):
-        def handler(judge_, k, reveal_, shown_, key):
-            if not shown_ or shown_.get("position") is None:
-                raise gr.Error("start judging first")
-            q = judging_queue(ctx.workspace(key), ctx.registry.store, (judge_ or "").strip(), k)
+    def on_key(judge_, k, reveal_, shown_, key, evt: gr.EventData):
+        """A grade (0/1/2), skip, previous or next: one event for all of them, so a key pressed
+        again before the pair on screen has changed is dropped, never applied to that pair."""
+        if not shown_ or shown_.get("position") is None:
+            raise gr.Error("start judging first")
+        action = evt.target.elem_id.removeprefix("judge-")
+        ws = ctx.workspace(key)
+        if action in ("0", "1", "2"):
+            q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k)
+        else:
+            q = judging_queue(ws, ctx.registry.store, (judge_ or "").strip(), k)
             here = shown_["position"]
-            to = q.next_unjudged(here) if step is None else min(max(here + step, 0), len(q) - 1)
-            return render(key, q, to, reveal_)
-        return handler
+            to = (q.next_unjudged(here) if action == "skip"
+                  else min(max(here + (1 if action == "next" else -1), 0), len(q) - 1))
+        return render(key, q, to, reveal_)
 
     def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key):
         q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, int(grade), k)
@@ -203,11 +200,8 @@ def build(ctx: Context) -> JudgeView:
     start.click(on_start, [judge, depth, reveal, ctx.key], outputs, api_name="judge_queue", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
         api_visibility="private", **LIGHT)
-    for g, button in zip((0, 1, 2), grades):
-        button.click(on_grade(g), inputs, outputs, api_visibility="private", **LIGHT)
-    skip.click(on_move(None), inputs, outputs, api_visibility="private", **LIGHT)
-    prev_btn.click(on_move(-1), inputs, outputs, api_visibility="private", **LIGHT)
-    next_btn.click(on_move(1), inputs, outputs, api_visibility="private", **LIGHT)
+    gr.on([b.click for b in (*grades, skip, prev_btn, next_btn)], on_key, inputs, outputs,
+          api_visibility="private", trigger_mode="once", **LIGHT)
     api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key], outputs,
                  api_name="judge", **LIGHT)
     export_btn.click(lambda fmt_, with_, key: export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_),
