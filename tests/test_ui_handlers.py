@@ -198,6 +198,8 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     assert gallery["counts"]["pair_a_finds"] == gallery["counts"]["vocabulary_mismatch"]
     assert "prod finds, Dense misses" in cards_html
     assert failures.chosen_pair("prod", "prod") is None
+    switched, *_ = search.use_encoder(registry, mine, "")  # another encoder: the session keeps its run
+    assert "prod" in registry.get(switched).imported
     bad = tmp_path / "bad.trec"
     bad.write_text("q02 Q0 fin-001 1 0.9 prod\nq02 Q0 fin-002 2 high prod\n")
     refused = data.import_run(registry, loaded.key, str(bad), "other")

@@ -106,7 +106,8 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
     """Queries added to the session's data set: from files (JSONL, CSV/TSV, .txt one per line) and
     from ``text`` (one query per line, stable ids). Bad input names the file and line, and the data
     set stays as it was."""
-    dataset = registry.get(key).dataset
+    session = registry.get(key)
+    dataset = session.dataset
     typed = {stable_query_id(line): line.strip() for line in (text or "").splitlines() if line.strip()}
     if not paths and not typed:
         raise gr.Error("upload a queries file or type queries, one per line")
@@ -120,7 +121,8 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
     added = len(dataset.queries) - before
     loaded = open_dataset(registry, dataset, progress,
                           done=f"Added {count(added, 'query', 'queries')} to **{html.escape(dataset.name)}**.")
-    return _carry_runs(registry, registry.get(key), loaded)
+    loaded.key = registry.carry_runs(loaded.key, session)
+    return loaded
 
 
 def apply_judgments(registry: Registry, key: str, prefer: str = "imported") -> Loaded:
@@ -137,13 +139,7 @@ def apply_judgments(registry: Registry, key: str, prefer: str = "imported") -> L
     loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
                                                   f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "
                                                   "documents count as not relevant.")
-    return _carry_runs(registry, ws, loaded)
-
-
-def _carry_runs(registry: Registry, before: Workspace, loaded: Loaded) -> Loaded:
-    """The session's imported runs, added again to the workspace it moves to."""
-    for imported in before.imported.values():
-        loaded.key = registry.add_run(loaded.key, imported)
+    loaded.key = registry.carry_runs(loaded.key, ws)
     return loaded
 
 

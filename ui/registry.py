@@ -51,6 +51,13 @@ class Registry:
         self._keep(new_key, ws)
         return new_key
 
+    def carry_runs(self, key: str, before: Workspace) -> str:
+        """``key``'s workspace with the imported runs of ``before`` (the session's previous one) added
+        again: a session keeps its runs when it moves to other queries, labels or an encoder."""
+        for imported in before.imported.values():
+            key = self.add_run(key, imported)
+        return key
+
     def _keep(self, key: str, ws: Workspace) -> None:
         """Hold ``ws`` under ``key`` as the most recent, dropping the least recent past ``size``."""
         with self._lock:

@@ -97,12 +97,13 @@ def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
 
 
 def use_encoder(registry: Registry, ws: Workspace, choice: str) -> tuple[str, str, str, list]:
-    """Switch this session to the encoder ``choice`` ("" = the base): the new key, the data set
-    summary, the metrics caption and rows."""
+    """Switch this session to the encoder ``choice`` ("" = the base), its imported runs kept: the
+    new key, the data set summary, the metrics caption and rows."""
     try:
         key = registry.open(ws.dataset, model=choice or None)
     except EncoderLoadError as err:  # a folder or id that is not a sentence-transformers model
         raise gr.Error(str(err)) from err
+    key = registry.carry_runs(key, ws)
     ws = registry.get(key)
     split = ws.dataset.default_split()
     return key, dataset_summary(ws), metrics_caption(ws, split), metrics_rows(ws, split, shown_systems(ws)) if split else []
