@@ -8,6 +8,7 @@ with its share of the sample.
 """
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de"
             "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
             "tr": "turkish", "yi": "yiddish"}
 # encoders trained on English text only (the default among them)
+_guesses: dict[str, "LanguageGuess"] = {}  # sample hash -> guess (detection is deterministic)
 ENGLISH_ONLY = {"all-MiniLM-L6-v2", "all-MiniLM-L12-v2", "all-mpnet-base-v2", "multi-qa-MiniLM-L6-cos-v1"}
 
 
@@ -42,10 +44,13 @@ def detect_language(texts: list[str], sample: int = 200, chars: int = 500, seed:
     rows = [t for t in texts if t.strip()]
     if not rows:
         return LanguageGuess("en", 0.0, 0, {})
-    picked = random.Random(seed).sample(rows, min(sample, len(rows)))
-    counts = Counter(py3langid.classify(t[:chars])[0] for t in picked)
-    code, n = counts.most_common(1)[0]
-    return LanguageGuess(code, n / len(picked), len(picked), dict(counts))
+    picked = [t[:chars] for t in random.Random(seed).sample(rows, min(sample, len(rows)))]
+    key = hashlib.sha256("\x00".join(picked).encode("utf-8")).hexdigest()
+    if key not in _guesses:  # opening a corpus and warning about it both ask: classify the sample once
+        counts = Counter(py3langid.classify(t)[0] for t in picked)
+        code, n = counts.most_common(1)[0]
+        _guesses[key] = LanguageGuess(code, n / len(picked), len(picked), dict(counts))
+    return _guesses[key]
 
 
 def corpus_tokenizer(texts: list[str], setting: str = "auto") -> Tokenizer:
