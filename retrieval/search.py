@@ -64,7 +64,7 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     if not text:
         raise ValueError("type a query first")
     lam_split = split if split and split != "train" else ws.dataset.default_split()
-    full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split)
+    full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split, query_id=qid)
     rank_maps = {s: ranks(hits) for s, hits in full.items()}
     labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid else {}
     query_terms = ws.bm25.query_terms(text)

@@ -342,15 +342,16 @@ class Workspace:
         """The first split whose labels hold ``query_id`` (None: an unlabelled query)."""
         return next((split for split, qrels in self.dataset.qrels.items() if query_id in qrels), None)
 
-    def search_one(self, text: str, systems=BASE_SYSTEMS, k: int = 10,
-                   eval_split: str | None = None) -> dict[str, list[tuple[str, float]]]:
+    def search_one(self, text: str, systems=BASE_SYSTEMS, k: int = 10, eval_split: str | None = None,
+                   query_id: str | None = None) -> dict[str, list[tuple[str, float]]]:
         """Ranked lists of every system for one free-text query, in one pass (not cached).
 
         The query is BM25-scored once (one score vector over the corpus), encoded once (not
         written to the store) and searched in FAISS once, to ``max(k, depth)``; BM25's and the
         dense list are cut from those, the CLEAR hybrid unions both (``Hybrid.union``) and RRF /
         weighted sum fuse them. The lists are those each system's ``search`` gives. An imported run
-        gives its list of the data set's query with exactly this text (``find_query``), else ``[]``.
+        gives its list of the data set's query ``query_id`` (default: the one with exactly this text,
+        ``find_query``), else ``[]``.
         """
         built_in = [s for s in systems if self.require_system(s) in SYSTEMS]
         lex_all = self.bm25.scores(text) if any(s != "dense" for s in built_in) else None
@@ -362,11 +363,12 @@ class Workspace:
             dense_rows = rows[0]
             ids = self.dense.index.doc_ids
             dense = [(ids[j], float(v)) for j, v in zip(rows[0], scores[0]) if j >= 0]
+        if query_id is None and any(s in self._imported for s in systems):
+            query_id = self.find_query(text)[0]
         out: dict[str, list[tuple[str, float]]] = {}
         for s in systems:
             if s in self._imported:
-                qid = self.find_query(text)[0]
-                out[s] = self._imported[s].run.get(qid, [])[:k] if qid is not None else []
+                out[s] = self._imported[s].run.get(query_id, [])[:k] if query_id is not None else []
             elif s == "bm25":
                 out[s] = self.bm25.rank(lex_all, k)
             elif s == "dense":
