@@ -4,7 +4,7 @@
     python bench/projection_speed.py [DATASET] [--split test] [--points 2000] [--repeat 2]
         [--model PATH_OR_ID] [--store PATH] [--no-tsne]
 
-DATASET defaults to the bundled data/demo (345 passages: at most 365 distinct texts on its test
+DATASET defaults to the bundled data/demo (384 passages: at most 416 distinct texts on its test
 split, so use ``../shared/datasets/scifact`` for the 2,000-point figure). The script opens a
 Workspace (corpus embeddings from the store when cached), draws a role sample
 (``retrieval.projection.sample_points``: every labelled query of the split, hard and easy negatives

@@ -105,7 +105,7 @@ def toy_dataset():
 
 @pytest.fixture(scope="module")
 def demo():
-    """The bundled demo data set (345 passages, train and test splits), loaded once per module."""
+    """The bundled demo data set (384 passages, train and test splits), loaded once per module."""
     from retrieval.readers import load_dataset
 
     return load_dataset(DEMO)

@@ -287,7 +287,7 @@ def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path)
     log = tmp_path / "queries.txt"
     log.write_text("why is my tap dripping\nbest way to clean an oven\n")
     out = client.predict([handle_file(str(log))], "descale a kettle", api_name="/add_queries")
-    assert "Added 3 queries" in out[0] and "53 queries" in out[1]  # the demo's 50, and three more
+    assert "Added 3 queries" in out[0] and "74 queries" in out[1]  # the demo's 71, and three more
     _, result = client.predict("descale a kettle", api_name="/search")
     assert result["query_id"].startswith("q-") and result["relevant"] == []  # no labels yet
     bad = tmp_path / "bad.csv"

@@ -31,7 +31,7 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
     res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3",
               "--json", out_json, "--run-dir", run_dir, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "demo: 345 documents, 20 test queries" in res.stderr
+    assert "demo: 384 documents, 32 test queries" in res.stderr
 
     # JSON: {system: {metric: value}}
     results = json.loads(out_json.read_text())
@@ -51,7 +51,7 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
         cells = [float(c.rstrip("†")) for c in rows[label]]
         assert cells == pytest.approx([results[system][m] for m in TABLE_METRICS], abs=5.1e-5)
     assert any(line.startswith("hybrid λ_test = ") and "tuned on train" in line for line in lines)
-    n_test = 20  # the demo's test split, as the stderr line above says
+    n_test = 32  # the demo's test split, as the stderr line above says
     for label in ("Dense", "Hybrid (CLEAR λ)"):  # per-query deltas against BM25, one line each
         line = next(l for l in lines if l.startswith(f"{label} vs BM25, nDCG@10 per query:"))
         wins, losses, ties = (int(line.split(f" {w}")[0].rsplit(" ", 1)[1]) for w in ("wins", "losses", "ties"))
@@ -71,7 +71,7 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
         for qid, hits in per_query.items():
             assert [r for r, _ in hits] == list(range(1, len(hits) + 1)), (system, qid)
             assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-        if system == "dense":  # depth 1000 > 345 documents: the whole corpus for every query
+        if system == "dense":  # depth 1000 > 384 documents: the whole corpus for every query
             assert set(per_query) == test_qids
             assert all(len(h) == len(ds.docs) for h in per_query.values())
         # the file alone reproduces the reported nDCG@10 (scores are rounded to 6 decimals)
@@ -102,6 +102,6 @@ def test_info_prints_the_summary(tmp_path):
     res = cli("info", DEMO, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout[:res.stdout.rindex("}") + 1])
-    assert summary["name"] == "demo" and summary["documents"] == 345 and summary["queries"] == 50
-    assert summary["splits"] == {"test": {"queries": 20, "labels": 50}, "train": {"queries": 30, "labels": 81}}
+    assert summary["name"] == "demo" and summary["documents"] == 384 and summary["queries"] == 71
+    assert summary["splits"] == {"test": {"queries": 32, "labels": 66}, "train": {"queries": 39, "labels": 90}}
     assert summary["warnings"] == 0

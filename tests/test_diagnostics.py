@@ -12,7 +12,7 @@ from .conftest import DEMO
 def test_the_demo_labels_are_healthy(tmp_path, tiny_encoder, store):
     ws = Workspace(load_dataset(DEMO), store, model=tiny_encoder)
     health = label_health(ws, "test")
-    assert health.queries == 20 and health.empty_targets == 0 and not health.looks_broken
+    assert health.queries == 32 and health.empty_targets == 0 and not health.looks_broken
     assert health.found_by_none < 10
 
 

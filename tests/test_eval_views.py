@@ -62,7 +62,7 @@ def test_scatter_has_one_point_per_query_and_counts_outcomes(demo):
     fig = per_query_scatter(a, b, "BM25", "Dense", query_text=ds.queries)
     points = fig.data[0]
     qids = list(a.per_query["ndcg@10"])
-    assert len(points.x) == len(qids) == 20
+    assert len(points.x) == len(qids) == 32
     assert [c[0] for c in points.customdata] == qids
     assert [c[1] for c in points.customdata] == [ds.queries[q] for q in qids]
     assert list(points.x) == [a.per_query["ndcg@10"][q] for q in qids]
@@ -88,7 +88,7 @@ def test_recall_curves_are_monotone_and_equal_ranx(demo):
         got = dict(zip(RECALL_KS, values))
         assert [got[1], got[10], got[100]] == pytest.approx(
             [expected[m] for m in ("recall@1", "recall@10", "recall@100")])
-    assert curves["Dense"][-1] == 1.0  # the dense index returns all 345 documents at k = 1000
+    assert curves["Dense"][-1] == 1.0  # the dense index returns all 384 documents at k = 1000
     fig = recall_curves(ws, "test", SYSTEMS)
     assert [t.name for t in fig.data] == list(curves)
     assert list(fig.data[1].y) == curves["Dense"] and list(fig.data[1].x) == list(RECALL_KS)

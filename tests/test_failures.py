@@ -393,7 +393,7 @@ def _best_relevant(demo, which, system, qid, labels) -> int:
 def test_demo_gallery_follows_the_definitions(demo):
     ws, g = demo.ws, demo.gallery
     qrels = ws.dataset.qrels["test"]
-    assert len(g.query_categories) == 20 and g.skipped == []
+    assert len(g.query_categories) == 32 and g.skipped == []
     # an independent count of the run-level categories (top = 10)
     bm25, dense = ws.run("bm25", "test"), demo.rank_of["base", "dense"]
     traps = sorted(q for q in qrels if bm25[q] and qrels[q].get(bm25[q][0][0], 0) <= 0

@@ -31,11 +31,11 @@ def test_plan_cold_start_when_there_is_no_train_split(demo):
     only_test = Dataset("demo-test", demo.docs, demo.queries, {"test": demo.qrels["test"]})
     plan = plan_splits(only_test, cold_start=0.5, seed=3)
     train, test = set(plan.dataset.qrels["train"]), set(plan.dataset.qrels["test"])
-    assert train.isdisjoint(test) and train | test == set(demo.qrels["test"]) and len(train) == 10
+    assert train.isdisjoint(test) and train | test == set(demo.qrels["test"]) and len(train) == 16
     assert (plan.train_split, plan.eval_split) == ("train", "test")
-    assert plan.note.startswith("cold-start split of 'test' by query (seed 3): 10 queries train (50%), 10 evaluate")
+    assert plan.note.startswith("cold-start split of 'test' by query (seed 3): 16 queries train (50%), 16 evaluate")
     # without a fraction: 80/20
-    assert len(plan_splits(only_test).dataset.qrels["train"]) == 16
+    assert len(plan_splits(only_test).dataset.qrels["train"]) == 26
     # evaluating on the train split itself: cold start of that split, never train on what is evaluated
     on_train = plan_splits(demo, eval_split="train")
     assert set(on_train.dataset.qrels["train"]).isdisjoint(on_train.dataset.qrels["test"])
@@ -87,8 +87,8 @@ def test_run_exports_a_loadable_fine_tuned_model(demo_run, tiny_encoder):
     registered = {m["fingerprint"]: json.loads(m["info"]) for m in store.models()}
     assert registered[tuned.fingerprint]["loss"] == "residual"
     assert stages[:3] == ["residual"] * 3 and stages[3] == "evaluating — starting"
-    # then the fine-tuned encoder encodes the demo corpus (345 documents), reported as it goes
-    assert stages[-1] == "evaluating — fine-tuned: encoding 345/345 documents"
+    # then the fine-tuned encoder encodes the demo corpus (384 documents), reported as it goes
+    assert stages[-1] == "evaluating — fine-tuned: encoding 384/384 documents"
     assert [s for s, _, _ in result.losses] == ["residual"] * 3
     assert result.stages == ["residual with bm25 negatives"]
 
@@ -166,7 +166,7 @@ def test_cold_start_run_trains_on_one_half(demo, tiny_model_dir, tmp_path):
                       max_steps_per_epoch=1, seed=5)
     result = run_training(only_test, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), cold_start=0.5,
                           evaluate=False)
-    assert result.plan_note.startswith("cold-start split of 'test' by query (seed 5): 10 queries train (50%)")
+    assert result.plan_note.startswith("cold-start split of 'test' by query (seed 5): 16 queries train (50%)")
     assert result.eval_split == "test" and result.metrics == {}
     assert "cold-start split of 'test'" in (tmp_path / "ft" / "README.md").read_text()
     plan = plan_splits(only_test, None, 0.5, seed=5)  # the same seeded plan the run used

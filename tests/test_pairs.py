@@ -29,7 +29,7 @@ def test_labelled_pairs_skip_labels_pointing_nowhere(toy_dataset):
 def test_demo_train_pairs_count_labels_at_least_one(demo):
     expected = sum(1 for docs in demo.qrels["train"].values() for v in docs.values() if v >= 1)
     pairs = labelled_pairs(demo, "train")
-    assert len(pairs) == expected == 71  # 81 train labels, 10 of them 0
+    assert len(pairs) == expected == 80  # 90 train labels, 10 of them 0
     assert all(demo.qrels["train"][p.query_id][p.doc_id] >= 1 for p in pairs)
 
 
@@ -40,12 +40,12 @@ def test_known_positives_cover_every_split(toy_dataset):
 
 
 def test_cold_start_split_partitions_the_queries(demo):
-    test_qids = set(demo.qrels["test"])  # 20 queries
+    test_qids = set(demo.qrels["test"])  # 32 queries
     split = cold_start_split(demo, "test", 0.25, seed=7)
     train, test = set(split.qrels["train"]), set(split.qrels["test"])
     assert split.splits == ["train", "test"]
     assert train.isdisjoint(test) and train | test == test_qids
-    assert len(train) == 5 and len(test) == 15  # round(20 · 0.25) = 5
+    assert len(train) == 8 and len(test) == 24  # round(32 · 0.25) = 8
     for q in test_qids:  # labels are carried over unchanged
         assert (split.qrels["train"].get(q) or split.qrels["test"][q]) == demo.qrels["test"][q]
     assert split.docs is demo.docs and split.queries == demo.queries
@@ -53,10 +53,10 @@ def test_cold_start_split_partitions_the_queries(demo):
     # seeded: the same seed gives the same split, another seed another one
     assert set(cold_start_split(demo, "test", 0.25, seed=7).qrels["train"]) == train
     assert set(cold_start_split(demo, "test", 0.25, seed=8).qrels["train"]) != train
-    # 0.8 → 16 / 4; a tiny fraction still leaves one query on each side
-    assert len(cold_start_split(demo, "test", 0.8).qrels["train"]) == 16
+    # 0.8 → 26 / 6; a tiny fraction still leaves one query on each side
+    assert len(cold_start_split(demo, "test", 0.8).qrels["train"]) == 26
     tiny = cold_start_split(demo, "test", 0.01)
-    assert len(tiny.qrels["train"]) == 1 and len(tiny.qrels["test"]) == 19
+    assert len(tiny.qrels["train"]) == 1 and len(tiny.qrels["test"]) == 31
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0, -0.5, 1.5])
@@ -116,7 +116,7 @@ def test_ict_keep_sentence_one_leaves_the_sentence_in():
 
 def test_ict_on_the_demo_corpus(demo):
     pairs = ict_pairs(demo, seed=1)
-    assert len(pairs) == 345  # every demo passage has ≥ 3 sentences
+    assert len(pairs) == 384  # every demo passage has ≥ 3 sentences
     for p in pairs:
         assert p.query not in p.doc_text
     # each query is a sentence of the passage whose title opens the document

@@ -1,6 +1,6 @@
 """The Workspace: every system evaluated end to end, λ selection, and the store-backed cache.
 
-Real BM25, the real tiny transformer, real FAISS and a real SQLite file; the demo corpus (345
+Real BM25, the real tiny transformer, real FAISS and a real SQLite file; the demo corpus (384
 passages, train/test labels) for the cache and λ checks, the toy data set for the rest.
 """
 from __future__ import annotations
@@ -47,11 +47,11 @@ def demo_cache(tmp_path_factory, tiny_encoder):
 def test_every_system_is_evaluated_on_the_test_split(demo_cache):
     ds, evals = demo_cache.ds, demo_cache.evals
     test_qids = set(ds.split_queries("test"))
-    assert len(test_qids) == 20
+    assert len(test_qids) == 32
     for system, ev in evals.items():
         check_metrics(ev.mean)
         assert set(ev.per_query["ndcg@10"]) == test_qids, system
-    # the dense index returns all 345 documents at depth 1000, so every relevant one is found;
+    # the dense index returns all 384 documents at depth 1000, so every relevant one is found;
     # BM25 only returns documents sharing a term with the query
     assert evals["dense"].mean["recall@1000"] == 1.0
     assert evals["bm25"].mean["recall@1000"] < 1.0
