@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from retrieval import Store, load_dataset
+from retrieval.encoder import PRECISIONS
 from training.job import JobQueue
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
@@ -26,10 +27,10 @@ MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 
 
 def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None,
-           language: str = "auto"):
+           language: str = "auto", precision: str = "auto"):
     """Open the store and the starting data set, and build the Blocks (used by main and tests)."""
     store = Store(store_path) if store_path else Store()
-    registry = Registry(store, model, language=language)
+    registry = Registry(store, model, language=language, precision=precision)
     dataset = load_dataset(data or DEMO)
 
     def report(fraction: float, what: str) -> None:
@@ -60,10 +61,13 @@ def main(argv=None) -> None:
     p.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
     p.add_argument("--language", default="auto", help="BM25's stemmer and stopwords: auto (detected per corpus) "
                    "or an ISO 639-1 code such as en, fr, de")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="encoder arithmetic: auto (bf16 on CPUs with AVX-512 BF16 or AMX, fp16 on CUDA, else fp32) "
+                   "or forced, e.g. fp32")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
-    app, registry = create(args.data, args.model, args.store, args.language)
+    app, registry = create(args.data, args.model, args.store, args.language, args.precision)
     app.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                   **launch_kwargs(registry.store))
 

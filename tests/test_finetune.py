@@ -82,7 +82,7 @@ def test_run_exports_a_loadable_fine_tuned_model(demo_run, tiny_encoder):
     model = SentenceTransformer(str(out), device="cpu")
     emb = model.encode(["how do I fix a dripping tap"], normalize_embeddings=True)
     assert emb.shape == (1, tiny_encoder.dim)
-    tuned = Encoder(model)
+    tuned = Encoder(model, precision=tiny_encoder.precision)  # evaluated like the base: same precision
     assert tuned.fingerprint != tiny_encoder.fingerprint  # the weights moved
     registered = {m["fingerprint"]: json.loads(m["info"]) for m in store.models()}
     assert registered[tuned.fingerprint]["loss"] == "residual"

@@ -110,3 +110,43 @@ def test_killed_during_training_the_store_survives_and_the_job_shows_interrupted
     store = Store(store_path)
     assert store.integrity_check() == "ok"
     store.close()
+
+
+KILL_AT_60_PERCENT = """
+import os, signal, sys
+from retrieval import Store, Workspace, load_dataset
+data, store, model = sys.argv[1:4]
+def progress(fraction, what):
+    if fraction >= 0.6:
+        print(what, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+Workspace(load_dataset(data), Store(store), model=model).build_dense(progress=progress)
+"""
+
+
+def test_encoding_killed_at_60_percent_resumes_where_it_stopped(tiny_model_dir, tmp_path):
+    """A corpus of 3,000 passages, encoding killed (SIGKILL) once 60% is done; the CLI run that
+    follows reads what was committed and encodes the rest, redoing at most one committed part."""
+    from retrieval.dense import COMMIT_EVERY
+
+    data = tmp_path / "corpus.jsonl"
+    words = "river stone garden kettle ledger harbour violin pepper lantern orbit".split()
+    with data.open("w") as f:
+        for i in range(3000):
+            text = " ".join(words[(i * k) % len(words)] for k in range(1, 12 + i % 40))
+            f.write(f'{{"_id": "d{i}", "text": "passage {i}: {text}"}}\n')
+    store = tmp_path / "store.sqlite3"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    killed = subprocess.run([sys.executable, "-c", KILL_AT_60_PERCENT, str(data), str(store), str(tiny_model_dir)],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    done_at_kill = int(killed.stdout.split("encoding ")[1].split("/")[0])
+    assert 1800 <= done_at_kill < 3000
+    committed = Store(store).count_embeddings()
+    assert done_at_kill - COMMIT_EVERY <= committed <= done_at_kill  # at most one part lost
+    again = subprocess.run([sys.executable, "-m", "retrieval", "search", str(data), "violin harbour",
+                            "--model", str(tiny_model_dir), "--store", str(store)],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"embeddings: {committed:,} from the store, {3000 - committed:,} encoded" in again.stderr
+    assert Store(store).count_embeddings() == 3000

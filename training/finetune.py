@@ -185,7 +185,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
     result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
                        losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages)
-    tuned = Encoder(trained.model, name=str(out_dir))
+    tuned = Encoder(trained.model, name=str(out_dir), precision=base.precision)  # compared like for like
     if evaluate:
         def encoding(fraction: float, what: str) -> None:
             if cancel is not None and cancel.is_set():

@@ -34,7 +34,7 @@ def dataset_summary(ws: Workspace) -> str:
     splits = ", ".join(f"{s}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
     line = (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
-            f"encoder `{ws.encoder.name}`; BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
+            f"encoder `{ws.encoder.name}` ({ws.encoder.compute}); BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
             f"content hash `{ds.content_hash[:12]}`")
     return line + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
 
@@ -82,7 +82,15 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
         progress(0.0, "indexing")
     key = registry.open(dataset, progress=progress)
     warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
-    return Loaded(key, f"✅ {done or f'Loaded **{html.escape(dataset.name)}**.'}{warn}", True)
+    return Loaded(key, f"✅ {done or f'Loaded **{html.escape(dataset.name)}**.'} {embeddings_line(registry.get(key))}{warn}",
+                  True)
+
+
+def embeddings_line(ws: Workspace) -> str:
+    """Where the corpus's vectors came from: "345 embeddings from the store, 0 encoded (cpu, bf16 …)"."""
+    dense = ws.dense
+    return (f"{dense.from_store:,} embeddings from the store, {dense.encoded:,} encoded "
+            f"({ws.encoder.compute}).")
 
 
 def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None) -> Loaded:

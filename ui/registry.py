@@ -18,8 +18,10 @@ from training.job import JobQueue
 class Registry:
     """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
 
-    def __init__(self, store: Store, model: str | None, size: int = 8, language: str = "auto"):
+    def __init__(self, store: Store, model: str | None, size: int = 8, language: str = "auto",
+                 precision: str = "auto"):
         self.store, self.model, self.size, self.language = store, model, size, language
+        self.precision = precision
         self._items: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -37,7 +39,7 @@ class Registry:
             ws = same_corpus.with_dataset(dataset)
         if ws is None:
             tokenizer = corpus_tokenizer([d.full_text for d in dataset.docs.values()], self.language)
-            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer)
+            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer, precision=self.precision)
         ws.bm25  # noqa: B018 - build now, so the first search is fast
         ws.build_dense(progress=progress)
         self._keep(key, ws)
