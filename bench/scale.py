@@ -20,7 +20,9 @@ index (a cheaper index for a big N on a CPU; the output says so).
 
 Search: ``--queries`` SciFact test queries, one at a time through ``Workspace.search_one`` (what
 the app's Search view calls: BM25 scoring, query encoding, FAISS search, hybrid fusion), one
-system per call, p50 / p95 in ms. Quality: BM25, dense and CLEAR hybrid nDCG@10 on SciFact's test
+system per call, p50 / p95 in ms; every query is encoded (the store's query vectors from an
+earlier run are not used). Flat against HNSW on the same vectors and queries: build time,
+FAISS-only latency, recall of flat's top 10 and top 100. Quality: BM25, dense and CLEAR hybrid nDCG@10 on SciFact's test
 split. Reopen: a fresh process loads the folder, builds BM25 and reads every vector back from the
 store. Peak RSS of this process (``ru_maxrss``); store size on disk.
 
@@ -99,6 +101,27 @@ def percentile_ms(seconds: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(seconds) * 1000, q))
 
 
+def flat_vs_hnsw(ds, dense, n_queries: int) -> None:
+    """HNSW (M 32, efSearch 128) against the exact flat index on the same vectors and queries:
+    build time, FAISS-only latency of one query (top 100), and how much of flat's top 10 / top 100
+    HNSW finds."""
+    hnsw, t_hnsw = timed(lambda: DenseIndex(ds.doc_ids, dense.index.embeddings, kind="hnsw"))
+    queries = dict(list(ds.split_queries("test").items())[:n_queries])
+    qvecs = dense.encode_queries(queries)
+    found, lat = {10: [], 100: []}, {"flat": [], "hnsw": []}
+    for q in qvecs:
+        (_, exact), t_flat = timed(lambda: dense.index.search_vectors(q[None], 100))
+        (_, approx), t_approx = timed(lambda: hnsw.search_vectors(q[None], 100))
+        lat["flat"].append(t_flat)
+        lat["hnsw"].append(t_approx)
+        for k in found:
+            found[k].append(len(set(exact[0][:k]) & set(approx[0][:k])) / k)
+    print(f"HNSW index: built in {t_hnsw:.1f} s; recall of flat's top 10 {np.mean(found[10]):.4f}, "
+          f"top 100 {np.mean(found[100]):.4f}; one query (FAISS only, top 100): "
+          f"flat p50 {percentile_ms(lat['flat'], 50):.2f} / p95 {percentile_ms(lat['flat'], 95):.2f} ms, "
+          f"HNSW p50 {percentile_ms(lat['hnsw'], 50):.2f} / p95 {percentile_ms(lat['hnsw'], 95):.2f} ms")
+
+
 REOPEN = """
 import sys, time
 t = time.perf_counter()
@@ -149,15 +172,20 @@ def main(argv=None) -> None:
               f"({rate:.1f} docs/s on {enc.compute}{cut})")
         _, t_faiss = timed(lambda: DenseIndex(ds.doc_ids, dense.index.embeddings))
         print(f"FAISS flat index over {len(ds.docs):,} vectors: {t_faiss:.1f} s")
+        flat_vs_hnsw(ds, dense, args.queries)
         (lam, _), t_lam = timed(lambda: ws.lambda_grid("train"))
         print(f"λ tuned on train: {lam:g} ({t_lam:.0f} s)")
     queries = list(ds.split_queries("test").items())[:args.queries]
     latency = {}
+    if not args.skip_dense:
+        ws.dense.store = None  # every query encoded now, never read back from an earlier run's cache
     for s in systems:
         ws.search_one(queries[0][1], systems=(s,), eval_split="test")  # warm-up
         times = [timed(lambda t=text: ws.search_one(t, systems=(s,), eval_split="test"))[1] for _, text in queries]
         latency[s] = (percentile_ms(times, 50), percentile_ms(times, 95))
         print(f"search {s:<7} p50 {latency[s][0]:7.1f} ms   p95 {latency[s][1]:7.1f} ms   ({len(times)} queries)")
+    if not args.skip_dense:
+        ws.dense.store = ws.store
     ndcg = {s: ws.evaluate(s, "test").mean["ndcg@10"] for s in systems}
     print("SciFact test nDCG@10 under distractors: " + ", ".join(f"{s} {v:.4f}" for s, v in ndcg.items()))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2

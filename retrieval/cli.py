@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: bundled all-MiniLM-L6-v2)")
             sp.add_argument("--k1", type=float, default=0.9)
             sp.add_argument("--b", type=float, default=0.4)
-            sp.add_argument("--index", choices=("flat", "hnsw", "sq8"), default="flat")
+            sp.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8"), default="auto",
+                            help="dense index: auto (flat, HNSW from 500,000 documents), flat, hnsw or sq8")
             sp.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
             sp.add_argument("--precision", default="auto", choices=PRECISIONS,
                             help="encoder arithmetic: auto (bf16 on CPUs with AVX-512 BF16 or AMX, fp16 on "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dataset import Dataset
-from .dense import DenseIndex, DenseRetriever, Embedded, embed_corpus
+from .dense import DenseIndex, DenseRetriever, Embedded, embed_corpus, index_kind_for
 from .encoder import Encoder, load_encoder
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
@@ -44,13 +44,14 @@ class LambdaChoice:
 class Workspace:
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
-                 tokenizer: Tokenizer | None = None, index_kind: str = "flat", depth: int = 1000,
+                 tokenizer: Tokenizer | None = None, index_kind: str = "auto", depth: int = 1000,
                  device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto"):
         self.dataset, self.store = dataset, store
         self._model_arg, self._device, self._precision = model, device, precision
         self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
-        self.index_kind, self.index_dims, self.depth = index_kind, index_dims, depth
+        self.index_kind = index_kind_for(len(dataset.docs), index_kind)  # "auto": flat, or HNSW when big
+        self.index_dims, self.depth = index_dims, depth
         self._embeddings_from: Workspace | None = None  # with_index: reuse that one's embeddings
         self._lock = threading.RLock()
         self._bm25: BM25Index | None = None

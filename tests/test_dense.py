@@ -151,3 +151,21 @@ def test_unknown_index_kind():
 def test_bad_model_name_gives_clear_error(tmp_path):
     with pytest.raises(ValueError, match="could not load encoder"):
         load_encoder(str(tmp_path / "no-such-model"), device="cpu")
+
+
+def test_auto_index_is_flat_for_small_corpora_and_hnsw_past_the_threshold(toy_dataset, tiny_encoder, monkeypatch):
+    from retrieval import dense
+    from retrieval.dense import index_kind_for
+    from retrieval.workspace import Workspace
+
+    assert index_kind_for(dense.HNSW_FROM - 1) == "flat" and index_kind_for(dense.HNSW_FROM) == "hnsw"
+    assert index_kind_for(10, "sq8") == "sq8" and index_kind_for(10**7, "flat") == "flat"
+    with pytest.raises(ValueError, match="unknown index kind"):
+        index_kind_for(10, "ivf")
+    small = Workspace(toy_dataset, None, model=tiny_encoder)
+    assert small.index_kind == "flat" and small.system_params("dense")["index"] == "flat"
+    monkeypatch.setattr(dense, "HNSW_FROM", len(toy_dataset.docs))  # the toy corpus counts as big
+    big = Workspace(toy_dataset, None, model=tiny_encoder)
+    assert big.index_kind == "hnsw" and big.dense.index.kind == "hnsw"
+    ids = lambda run: {q: [d for d, _ in hits] for q, hits in run.items()}  # noqa: E731
+    assert ids(big.run("dense", "test", k=3)) == ids(small.run("dense", "test", k=3))  # a tiny graph is exact
