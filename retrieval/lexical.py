@@ -15,9 +15,13 @@ Defaults ``k1 = 0.9, b = 0.4`` are Anserini's BEIR settings.
 """
 from __future__ import annotations
 
+import io
 import math
+import tempfile
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import bm25s
 import numpy as np
@@ -80,6 +84,41 @@ class BM25Index:
         self._texts = texts
         self._engine = bm25s.BM25(k1=self.k1, b=self.b, method=method)
         self._engine.index(corpus_tokens, show_progress=False)
+
+    # ---- saving and loading ------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The index as one uncompressed zip: bm25s's own saved files (``BM25.save``) plus the
+        document lengths and document frequencies the explanations use."""
+        buf = io.BytesIO()
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            self._engine.save(tmp, show_progress=False)
+            for f in sorted(Path(tmp).iterdir()):
+                z.write(f, f.name)
+            terms = list(self.df)
+            extra = io.BytesIO()
+            np.savez(extra, doc_len=self.doc_len, df_terms=np.array(terms, dtype=object).astype(str),
+                     df_counts=np.array([self.df[t] for t in terms], dtype=np.int64))
+            z.writestr("rankscope.npz", extra.getvalue())
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, doc_ids: list[str], texts: list[str], k1: float = 0.9, b: float = 0.4,
+                   method: str = "lucene", tokenizer: Tokenizer | None = None) -> "BM25Index":
+        """The index ``to_bytes`` saved, over the same ``doc_ids`` and ``texts`` (not re-tokenized)."""
+        index = cls.__new__(cls)
+        index.doc_ids, index._texts = list(doc_ids), texts
+        index.k1, index.b, index.method = float(k1), float(b), method
+        index.tokenizer = tokenizer or Tokenizer()
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(io.BytesIO(blob)) as z:
+            z.extractall(tmp)
+            index._engine = bm25s.BM25.load(tmp, mmap=False, show_progress=False)
+            with np.load(Path(tmp) / "rankscope.npz") as extra:
+                index.doc_len = extra["doc_len"]
+                index.df = Counter(dict(zip(extra["df_terms"].tolist(), extra["df_counts"].tolist())))
+        if len(index.doc_len) != len(index.doc_ids):
+            raise ValueError("the saved BM25 index is for another corpus")
+        index.avgdl = float(index.doc_len.mean()) or 1.0
+        return index
 
     @property
     def params(self) -> dict:

@@ -90,6 +90,8 @@ class Store:
             db["projections"].create({"key": str, "sample": str, "model": str, "params": str,
                                       "points": int, "xy": bytes, "seconds": float, "created": float},
                                      pk="key", if_not_exists=True)
+            db["bm25_indexes"].create({"key": str, "corpus": str, "index": bytes, "created": float},
+                                      pk="key", if_not_exists=True)
             db["judgments"].create({"corpus": str, "query_id": str, "doc_id": str, "judge": str,
                                     "grade": int, "query_text": str, "time": float},
                                    pk=("corpus", "query_id", "doc_id", "judge"), if_not_exists=True)
@@ -102,6 +104,18 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self.db.conn.close()
+
+    # ---- BM25 indexes ----------------------------------------------------------------------
+    def get_bm25(self, key: str) -> bytes | None:
+        """A BM25 index saved by ``put_bm25`` (``BM25Index.to_bytes``), or None."""
+        with self._lock:
+            row = self.db.execute("select [index] from bm25_indexes where key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def put_bm25(self, key: str, corpus: str, index: bytes) -> None:
+        with self._lock, self.db.conn:
+            self.db.conn.execute("insert or replace into bm25_indexes (key, corpus, [index], created) "
+                                 "values (?, ?, ?, ?)", [key, corpus, index, time.time()])
 
     # ---- embeddings ----------------------------------------------------------------------
     def get_embeddings(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:

@@ -109,3 +109,44 @@ def test_bad_parameters():
         BM25Index(["a"], ["x"], method="bm42")
     with pytest.raises(ValueError, match="empty corpus"):
         BM25Index([], [])
+
+
+def test_a_saved_index_scores_and_explains_like_the_built_one(tmp_path):
+    from retrieval.store import Store
+
+    texts = ["the cat sat on the mat", "a dog chased the cat", "stock markets fell", "soup stock simmered",
+             "cats and dogs and cats"]
+    ids = [f"d{i}" for i in range(len(texts))]
+    built = BM25Index(ids, texts, k1=1.2, b=0.6)
+    store = Store(tmp_path / "store.sqlite3")
+    store.put_bm25("k", "corpus", built.to_bytes())
+    loaded = BM25Index.from_bytes(Store(tmp_path / "store.sqlite3").get_bm25("k"), ids, texts, k1=1.2, b=0.6)
+    for q in ("cat", "stock soup", "dogs chasing cats", "unknownword"):
+        np.testing.assert_array_equal(loaded.scores(q), built.scores(q))
+        assert loaded.explain(q, 4) == built.explain(q, 4)
+    assert loaded.avgdl == built.avgdl and loaded.df == built.df
+    with pytest.raises(ValueError, match="another corpus"):
+        BM25Index.from_bytes(built.to_bytes(), ids[:2], texts[:2])
+
+
+def test_reopening_a_corpus_reads_its_bm25_index_from_the_store(toy_dataset, tmp_path):
+    from retrieval.store import Store
+    from retrieval.workspace import Workspace
+
+    class CountingTokenizer(Tokenizer):
+        """The real tokenizer, counting the corpus texts it tokenizes."""
+        texts = 0
+
+        def tokenize_many(self, texts):
+            CountingTokenizer.texts += len(texts)
+            return super().tokenize_many(texts)
+
+    path = tmp_path / "store.sqlite3"
+    first = Workspace(toy_dataset, Store(path), tokenizer=CountingTokenizer()).bm25
+    assert CountingTokenizer.texts == len(toy_dataset.docs)
+    more_queries = toy_dataset.with_queries({"q9": "tidal energy"})  # another data set, the same corpus
+    again = Workspace(more_queries, Store(path), tokenizer=CountingTokenizer()).bm25
+    assert CountingTokenizer.texts == len(toy_dataset.docs)  # read back, not tokenized again
+    np.testing.assert_array_equal(again.scores("tidal energy storage"), first.scores("tidal energy storage"))
+    Workspace(toy_dataset, Store(path), tokenizer=CountingTokenizer(), k1=1.5).bm25  # other settings: built
+    assert CountingTokenizer.texts == 2 * len(toy_dataset.docs)
