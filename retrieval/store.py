@@ -112,10 +112,16 @@ class Store:
             row = self.db.execute("select [index] from bm25_indexes where key = ?", [key]).fetchone()
         return row[0] if row else None
 
-    def put_bm25(self, key: str, corpus: str, index: bytes) -> None:
+    def put_bm25(self, key: str, corpus: str, index: bytes) -> bool:
+        """Keep a BM25 index; False (nothing written) when it is larger than SQLite's largest
+        value (1 GB by default: a corpus of well over a million passages), which is then rebuilt
+        on every open instead."""
+        if len(index) > self.db.conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH):
+            return False
         with self._lock, self.db.conn:
             self.db.conn.execute("insert or replace into bm25_indexes (key, corpus, [index], created) "
                                  "values (?, ?, ?, ?)", [key, corpus, index, time.time()])
+        return True
 
     # ---- embeddings ----------------------------------------------------------------------
     def get_embeddings(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:

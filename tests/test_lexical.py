@@ -150,3 +150,14 @@ def test_reopening_a_corpus_reads_its_bm25_index_from_the_store(toy_dataset, tmp
     np.testing.assert_array_equal(again.scores("tidal energy storage"), first.scores("tidal energy storage"))
     Workspace(toy_dataset, Store(path), tokenizer=CountingTokenizer(), k1=1.5).bm25  # other settings: built
     assert CountingTokenizer.texts == 2 * len(toy_dataset.docs)
+
+
+def test_an_index_larger_than_sqlite_allows_is_not_kept(tmp_path):
+    import sqlite3
+
+    from retrieval.store import Store
+
+    store = Store(tmp_path / "store.sqlite3")
+    store.db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000)  # SQLite's 1 GB default, scaled down
+    assert store.put_bm25("big", "corpus", b"x" * 2000) is False and store.get_bm25("big") is None
+    assert store.put_bm25("small", "corpus", b"x" * 500) is True and store.get_bm25("small") == b"x" * 500
