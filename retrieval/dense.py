@@ -20,6 +20,7 @@ hybrid re-scoring then uses.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -192,6 +193,7 @@ class DenseRetriever:
                  from_store: int = 0, encoded: int = 0):
         self.encoder, self.index, self.store = encoder, index, store
         self.from_store, self.encoded = from_store, encoded  # how the corpus's vectors were obtained
+        self.built_at = time.monotonic()
 
     def encode_queries(self, queries: dict[str, str]) -> np.ndarray:
         """Embeddings of a query set (a split's queries), cached in the store like documents."""

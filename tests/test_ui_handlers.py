@@ -250,3 +250,16 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     _, cards, _, gallery = failures.failures(ws2, "judged", "")
     assert gallery["split"] == "judged"
     store.close()
+
+
+def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_dir):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(f'{{"_id": "d{i}", "text": "passage {i} on topic {i % 5}"}}\n' for i in range(30)))
+    path = tmp_path / "store.sqlite3"
+    first = data.load_files(Registry(Store(path), str(tiny_model_dir)), "", [str(corpus)])
+    assert "0 embeddings from the store, 30 encoded (cpu, " in first.status
+    registry = Registry(Store(path), str(tiny_model_dir))  # a new start on the same store
+    again = data.load_files(registry, "", [str(corpus)])
+    assert "30 embeddings from the store, 0 encoded" in again.status
+    reload = data.load_files(registry, again.key, [str(corpus)])  # the same corpus, already open
+    assert "30 embeddings already in memory" in reload.status

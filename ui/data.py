@@ -3,6 +3,7 @@ A broken file is reported with its file and line, and the data set loaded before
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,15 +81,19 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     done (``done``, default "Loaded <name>.") and its warnings."""
     if progress:
         progress(0.0, "indexing")
+    started = time.monotonic()
     key = registry.open(dataset, progress=progress)
     warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
-    return Loaded(key, f"✅ {done or f'Loaded **{html.escape(dataset.name)}**.'} {embeddings_line(registry.get(key))}{warn}",
-                  True)
+    vectors = embeddings_line(registry.get(key), started)
+    return Loaded(key, f"✅ {done or f'Loaded **{html.escape(dataset.name)}**.'} {vectors}{warn}", True)
 
 
-def embeddings_line(ws: Workspace) -> str:
-    """Where the corpus's vectors came from: "345 embeddings from the store, 0 encoded (cpu, bf16 …)"."""
+def embeddings_line(ws: Workspace, since: float) -> str:
+    """Where the corpus's vectors came from in a load that started at ``since`` (monotonic):
+    "345 embeddings from the store, 0 encoded (cpu, bf16 …)", or already in memory."""
     dense = ws.dense
+    if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
+        return f"{len(dense.index.doc_ids):,} embeddings already in memory ({ws.encoder.compute})."
     return (f"{dense.from_store:,} embeddings from the store, {dense.encoded:,} encoded "
             f"({ws.encoder.compute}).")
 
