@@ -165,7 +165,10 @@ def main(argv=None) -> None:
     systems = ["bm25"] if args.skip_dense else ["bm25", "dense", "hybrid"]
     rate = float("nan")
     if not args.skip_dense:
-        dense, t_embed = timed(ws.build_dense)
+        def progress(fraction: float, what: str) -> None:
+            print(f"\r  {what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
+
+        dense, t_embed = timed(lambda: ws.build_dense(progress=progress))
         rate = dense.encoded / t_embed if dense.encoded else float("nan")
         cut = f", inputs cut to {args.max_seq_length} word pieces" if args.max_seq_length else ""
         print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded in {t_embed:.0f} s "
