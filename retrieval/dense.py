@@ -60,7 +60,7 @@ COMMIT_EVERY = 1024  # texts encoded between two commits to the store: a crash l
 class Embedded(NamedTuple):
     vectors: np.ndarray  # float32 (len(texts), dim), rows in the order of the texts
     from_store: int  # distinct texts whose vectors were read from the store
-    encoded: int  # distinct texts encoded now (and committed to the store)
+    encoded: int  # texts encoded now: each distinct one once, committed to the store (every one without a store)
 
 
 def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
@@ -74,7 +74,7 @@ def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
     stopped, redoing at most one part. ``progress(texts done, texts total)`` counts stored ones as done.
     """
     if store is None:
-        return Embedded(encoder.encode(texts, progress=progress), 0, len(set(texts)))
+        return Embedded(encoder.encode(texts, progress=progress), 0, len(texts))
     out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
     hashes = [text_hash(t) for t in texts]
     rows: dict[str, list[int]] = {}

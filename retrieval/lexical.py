@@ -66,24 +66,29 @@ class BM25Index:
 
     def __init__(self, doc_ids: list[str], texts: list[str], k1: float = 0.9, b: float = 0.4,
                  method: str = "lucene", tokenizer: Tokenizer | None = None):
-        if method not in self.METHODS:
-            raise ValueError(f"unknown BM25 method {method!r}; choose from {self.METHODS}")
-        if len(doc_ids) != len(texts):
-            raise ValueError("doc_ids and texts differ in length")
-        if not doc_ids:
-            raise ValueError("cannot index an empty corpus")
-        self.doc_ids = list(doc_ids)
-        self.k1, self.b, self.method = float(k1), float(b), method
-        self.tokenizer = tokenizer or Tokenizer()
+        self._settings(doc_ids, texts, k1, b, method, tokenizer)
         corpus_tokens = self.tokenizer.tokenize_many(texts)
         self.doc_len = np.array([len(t) for t in corpus_tokens], dtype=np.float64)
         self.avgdl = float(self.doc_len.mean()) or 1.0
         self.df: Counter[str] = Counter()
         for toks in corpus_tokens:
             self.df.update(set(toks))
-        self._texts = texts
         self._engine = bm25s.BM25(k1=self.k1, b=self.b, method=method)
         self._engine.index(corpus_tokens, show_progress=False)
+
+    def _settings(self, doc_ids: list[str], texts: list[str], k1: float, b: float, method: str,
+                  tokenizer: Tokenizer | None) -> None:
+        """What a built and a loaded index both hold before their statistics: checked ids, texts,
+        parameters and tokenizer."""
+        if method not in self.METHODS:
+            raise ValueError(f"unknown BM25 method {method!r}; choose from {self.METHODS}")
+        if len(doc_ids) != len(texts):
+            raise ValueError("doc_ids and texts differ in length")
+        if not doc_ids:
+            raise ValueError("cannot index an empty corpus")
+        self.doc_ids, self._texts = list(doc_ids), texts
+        self.k1, self.b, self.method = float(k1), float(b), method
+        self.tokenizer = tokenizer or Tokenizer()
 
     # ---- saving and loading ------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -106,9 +111,7 @@ class BM25Index:
                    method: str = "lucene", tokenizer: Tokenizer | None = None) -> "BM25Index":
         """The index ``to_bytes`` saved, over the same ``doc_ids`` and ``texts`` (not re-tokenized)."""
         index = cls.__new__(cls)
-        index.doc_ids, index._texts = list(doc_ids), texts
-        index.k1, index.b, index.method = float(k1), float(b), method
-        index.tokenizer = tokenizer or Tokenizer()
+        index._settings(doc_ids, texts, k1, b, method, tokenizer)
         with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(io.BytesIO(blob)) as z:
             z.extractall(tmp)
             index._engine = bm25s.BM25.load(tmp, mmap=False, show_progress=False)

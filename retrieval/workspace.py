@@ -160,18 +160,15 @@ class Workspace:
     def _load_or_build_bm25(self) -> BM25Index:
         """The BM25 index from the store when this corpus was indexed with these settings before
         (reopening skips tokenizing and indexing), else built and saved there."""
-        texts = self.texts
-        if self.store is None:
-            return BM25Index(self.dataset.doc_ids, texts, tokenizer=self.tokenizer, **self.bm25_args)
-        corpus = self.dataset.corpus_hash
+        ids, texts, corpus = self.dataset.doc_ids, self.texts, self.dataset.corpus_hash
         key = cache_key(dataset=corpus, system="bm25-index", params={**self.bm25_args, "tokenizer": self.tokenizer.config},
                         split=None, k=0)  # the corpus, not the data set: new queries keep the index
-        saved = self.store.get_bm25(key)
+        saved = self.store.get_bm25(key) if self.store is not None else None
         if saved is not None:
-            return BM25Index.from_bytes(saved, self.dataset.doc_ids, texts, tokenizer=self.tokenizer,
-                                        **self.bm25_args)
-        index = BM25Index(self.dataset.doc_ids, texts, tokenizer=self.tokenizer, **self.bm25_args)
-        self.store.put_bm25(key, corpus, index.to_bytes())
+            return BM25Index.from_bytes(saved, ids, texts, tokenizer=self.tokenizer, **self.bm25_args)
+        index = BM25Index(ids, texts, tokenizer=self.tokenizer, **self.bm25_args)
+        if self.store is not None:
+            self.store.put_bm25(key, corpus, index.to_bytes())
         return index
 
     @property
