@@ -39,7 +39,9 @@ def _progress(fraction: float, what: str) -> None:
 def _build_dense(ws: Workspace) -> None:
     print(f"encoder {ws.encoder.name} on {ws.encoder.compute}", file=sys.stderr)
     dense = ws.build_dense(progress=_progress)
-    print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded", file=sys.stderr)
+    repeats = len(dense.index.doc_ids) - dense.from_store - dense.encoded  # texts stored once, used twice
+    also = f"; {repeats:,} documents repeat another's text" if repeats > 0 else ""
+    print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded{also}", file=sys.stderr)
 
 
 def _open(args) -> tuple[Dataset, Workspace]:

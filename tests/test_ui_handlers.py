@@ -263,3 +263,8 @@ def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_
     assert "30 embeddings from the store, 0 encoded" in again.status
     reload = data.load_files(registry, again.key, [str(corpus)])  # the same corpus, already open
     assert "30 embeddings already in memory" in reload.status
+    twins = tmp_path / "twins.jsonl"  # 30 documents, 10 texts each written three times
+    twins.write_text("".join(f'{{"_id": "t{i}", "text": "twin text {i % 10}"}}\n' for i in range(30)))
+    repeated = data.load_files(registry, reload.key, [str(twins)])
+    assert "0 embeddings from the store, 10 encoded" in repeated.status
+    assert "20 documents repeat another's text and share its vector" in repeated.status
