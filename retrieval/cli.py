@@ -45,7 +45,7 @@ def _build_dense(ws: Workspace) -> None:
 
 
 def _open(args) -> tuple[Dataset, Workspace]:
-    ds = load_dataset(args.dataset)
+    ds = load_dataset(args.dataset, progress=_progress)
     for w in ds.report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     store = None if args.no_store else Store(args.store or default_store_path())

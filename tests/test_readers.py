@@ -455,6 +455,48 @@ def test_non_utf8_names_file_line_and_offset(tmp_path):
     assert "corpus.jsonl:2:" in msg and "UTF-8" in msg and f"byte offset {offset}" in msg
 
 
+def test_invalid_utf8_far_into_a_big_file_names_its_line_and_offset(tmp_path):
+    good = "".join(json.dumps({"_id": f"d{i}", "text": f"passage {i} " * 40}) + "\n" for i in range(20_000))
+    data = good.encode() + b'{"_id": "bad", "text": "na\xefve"}\n'  # past the first buffers read
+    msg = error(load_dataset, write(tmp_path / "corpus.jsonl", data))
+    offset = data.index(b"\xef")
+    assert "corpus.jsonl:20001:" in msg and f"byte offset {offset}" in msg
+
+
+def test_a_big_file_is_read_as_a_stream_with_progress_by_bytes(tmp_path):
+    """Memory holds the documents, not the file: each record carries a 20 KB field the reader
+    drops, so the file is 60 MB while the documents are well under 1 MB."""
+    import tracemalloc
+
+    from retrieval.readers import decode
+
+    filler = "x" * 20_000
+    path = write(tmp_path / "corpus.jsonl", "".join(
+        json.dumps({"_id": f"d{i}", "text": f"passage {i}", "metadata": {"raw": filler}}) + "\n"
+        for i in range(3_000)))
+    size = path.stat().st_size
+    seen = []
+    tracemalloc.start()
+    try:
+        ds = load_dataset(path, progress=lambda f, what: seen.append((f, what)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(ds.docs) == 3_000 and ds.docs["d2999"].text == "passage 2999"
+    assert peak < size / 10, f"peak {peak / 1e6:.1f} MB reading a {size / 1e6:.0f} MB file"
+    fractions = [f for f, _ in seen]
+    assert len(seen) >= size // decode.REPORT_EVERY and fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert all(what == f"reading {path}" for _, what in seen)
+
+
+def test_csv_rows_spanning_lines_keep_their_first_line_in_errors(tmp_path):
+    rows = "id,text\n" + "".join(f'{i},"line one\nline two of {i}"\n' for i in range(5000)) + "bad\n"
+    msg = error(load_dataset, write(tmp_path / "docs.csv", rows))
+    assert "docs.csv:10002:" in msg and "expected 2 columns" in msg
+    ds = load_dataset(write(tmp_path / "ok.csv", rows.removesuffix("bad\n")))
+    assert ds.docs["4999"].text == "line one\nline two of 4999"
+
+
 def test_bom_is_ignored(tmp_path):
     ds = load_dataset(write(tmp_path / "c.jsonl", b"\xef\xbb\xbf" + jsonl(DOCS).encode()))
     assert list(ds.docs) == ["d1", "d2", "d3"]

@@ -13,7 +13,7 @@ loss is recorded in ``dataset.report``.
 
 Modules, in the order the data goes through them:
 
-- ``decode``: bytes to strict UTF-8 text and numbered lines;
+- ``decode``: a file as a stream of strict UTF-8 lines, numbered (``Text``), with progress by bytes;
 - ``records``: JSONL objects and CSV/TSV rows with the line each starts on, field checks,
   and the sink that collects id/text records;
 - ``documents``, ``queries``, ``qrels``: one reader per kind of file (``qrels`` also matches
@@ -23,9 +23,9 @@ Modules, in the order the data goes through them:
   as one tree of files;
 - ``assembly``: the public entry points, which put the parts together into a ``Dataset``.
 
-What comes next has its place here: streaming readers of large JSONL/CSV will replace the
-whole-file ``decode`` + ``records`` step without changing the callers, since every record
-already carries its line.
+Files on disk are never read whole: documents, queries, qrels and TREC runs are parsed line by line
+as they are decoded, so memory holds the records, not the file. (A zip member is read whole,
+under the archive's limits, and a ranx JSON run is one JSON object.)
 """
 from .assembly import detect_role, load_dataset, load_files, load_uploads
 from .qrels import read_qrels

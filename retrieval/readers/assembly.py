@@ -15,7 +15,8 @@ from pathlib import Path, PurePosixPath
 
 from ..dataset import Dataset, Document, Qrels
 from ..errors import DataError, LoadReport
-from .decode import PathLike, count, decode, read_file, suffix, verb_for
+from ..progress import Progress
+from .decode import PathLike, Text, count, decode, read_file, suffix, verb_for
 from .documents import read_docs
 from .qrels import attach_qrels, parse_qrels, split_key
 from .queries import read_queries
@@ -58,18 +59,17 @@ class _Parts:
                        report=report)
 
 
-def _read_tree(tree: Tree, report: LoadReport) -> _Parts:
+def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None) -> _Parts:
     """A BEIR data set, else a tree of .txt files (one document each), else its one documents
     file; anything else is a DataError listing what the tree holds."""
     root = beir_root(tree)
     if root is not None:
         corpus = first_file(tree, root, CORPUS_NAMES)
         cdisp = tree.display_of(corpus)
-        parts = _Parts(*read_docs(tree.read(corpus), corpus, cdisp, report), cdisp)
+        parts = _Parts(*read_docs(tree.text(corpus, progress), corpus, report), cdisp)
         qfile = first_file(tree, root, QUERY_NAMES)
         if qfile:
-            parts.queries, parts.skipped_queries = read_queries(
-                tree.read(qfile), qfile, tree.display_of(qfile), report)
+            parts.queries, parts.skipped_queries = read_queries(tree.text(qfile), qfile, report)
         qdir = join(root, "qrels")
         for f in tree.children(qdir)[1]:
             if suffix(f) in QRELS_SUFFIXES:
@@ -78,8 +78,7 @@ def _read_tree(tree: Tree, report: LoadReport) -> _Parts:
                 split = PurePosixPath(f).stem
                 if split in parts.qrels:
                     raise DataError(f"two qrels files for split '{split}'", disp)
-                parts.qrels[split] = (disp, parse_qrels(decode(tree.read(rel), disp), disp,
-                                                        report))
+                parts.qrels[split] = (disp, parse_qrels(tree.text(rel), report))
         return parts
 
     files = tree.files()
@@ -105,8 +104,7 @@ def _read_tree(tree: Tree, report: LoadReport) -> _Parts:
                   and PurePosixPath(f).name not in QUERY_NAMES]
     if len(docs_files) == 1:
         f = docs_files[0]
-        return _Parts(*read_docs(tree.read(f), f, tree.display_of(f), report),
-                      tree.display_of(f))
+        return _Parts(*read_docs(tree.text(f, progress), f, report), tree.display_of(f))
     shown = (", ".join(files[:8]) + (", ..." if len(files) > 8 else "")) if files else "no files"
     raise DataError(f"no corpus found: expected {EXPECTED}; found {shown}", tree.display)
 
@@ -128,9 +126,9 @@ def _default_name(path: Path) -> str:
 
 
 def _read_path(path: Path, display: str, report: LoadReport, max_bytes: int,
-               max_entries: int) -> _Parts:
+               max_entries: int, progress: Progress | None = None) -> _Parts:
     if path.is_dir():
-        return _read_tree(FolderTree(path, display, max_entries), report)
+        return _read_tree(FolderTree(path, display, max_entries), report, progress)
     try:
         size = path.stat().st_size
     except OSError as e:
@@ -139,8 +137,8 @@ def _read_path(path: Path, display: str, report: LoadReport, max_bytes: int,
         raise DataError("file is empty", display)
     if _is_zip(path):
         with SafeZip(path, display, max_bytes=max_bytes, max_entries=max_entries) as zf:
-            return _read_tree(ZipTree(zf), report)
-    return _Parts(*read_docs(read_file(path, display), path.name, display, report), display)
+            return _read_tree(ZipTree(zf), report, progress)
+    return _Parts(*read_docs(Text.of_file(path, display, progress), path.name, report), display)
 
 
 def _existing(path: PathLike) -> tuple[Path, str]:
@@ -152,7 +150,7 @@ def _existing(path: PathLike) -> tuple[Path, str]:
 
 
 def load_dataset(path: PathLike, name: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_entries: int = DEFAULT_MAX_ENTRIES) -> Dataset:
+                 max_entries: int = DEFAULT_MAX_ENTRIES, progress: Progress | None = None) -> Dataset:
     """Load a data set from a folder, a zip archive or a single documents file.
 
     - BEIR folder or zip: ``corpus.jsonl``, optional ``queries.jsonl`` and ``qrels/<split>.tsv``
@@ -162,18 +160,20 @@ def load_dataset(path: PathLike, name: str | None = None, *, max_bytes: int = DE
     - one ``.jsonl``, ``.csv`` or ``.tsv`` file of documents, or a ``.txt`` file with one
       document per non-empty line (ids ``line-<n>``).
 
-    ``max_bytes`` (total uncompressed size) and ``max_entries`` bound what a zip may hold.
+    ``max_bytes`` (total uncompressed size) and ``max_entries`` bound what a zip may hold. The
+    documents file is read as a stream (``decode.Text``), its progress by bytes reported to
+    ``progress``.
     """
     p, display = _existing(path)
     report = LoadReport()
-    parts = _read_path(p, display, report, max_bytes, max_entries)
+    parts = _read_path(p, display, report, max_bytes, max_entries, progress)
     return parts.assemble(name or _default_name(p), report)
 
 
 def load_files(corpus: PathLike, queries: PathLike | None = None,
                qrels: Mapping[str, PathLike] | Iterable[PathLike] | PathLike | None = None,
                name: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-               max_entries: int = DEFAULT_MAX_ENTRIES) -> Dataset:
+               max_entries: int = DEFAULT_MAX_ENTRIES, progress: Progress | None = None) -> Dataset:
     """Assemble a data set from separately uploaded files.
 
     ``corpus`` is anything :func:`load_dataset` reads; ``queries`` a ``.jsonl``, ``.csv`` or
@@ -183,11 +183,10 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
     """
     p, display = _existing(corpus)
     report = LoadReport()
-    parts = _read_path(p, display, report, max_bytes, max_entries)
+    parts = _read_path(p, display, report, max_bytes, max_entries, progress)
     if queries is not None:
         qp, qdisp = _existing(queries)
-        parts.queries, parts.skipped_queries = read_queries(read_file(qp, qdisp), qp.name,
-                                                            qdisp, report)
+        parts.queries, parts.skipped_queries = read_queries(Text.of_file(qp, qdisp), qp.name, report)
     if qrels is not None:
         parts.qrels = {}
         for split, path in _qrels_items(qrels):
@@ -195,8 +194,7 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
             if split in parts.qrels:
                 raise DataError(f"two qrels files for split '{split}': {parts.qrels[split][0]} "
                                 f"and {qdisp}", qdisp)
-            parts.qrels[split] = (qdisp, parse_qrels(decode(read_file(qpath, qdisp), qdisp),
-                                                     qdisp, report))
+            parts.qrels[split] = (qdisp, parse_qrels(Text.of_file(qpath, qdisp), report))
     return parts.assemble(name or _default_name(p), report)
 
 
@@ -206,7 +204,7 @@ def add_queries(dataset: Dataset, queries: PathLike) -> Dataset:
     already has with another text is a DataError naming the file; what was loaded stays loaded."""
     qp, qdisp = _existing(queries)
     report = LoadReport()
-    found, _ = read_queries(read_file(qp, qdisp), qp.name, qdisp, report)
+    found, _ = read_queries(Text.of_file(qp, qdisp), qp.name, report)
     if not found:
         raise DataError("no query found (every line is empty)", qdisp)
     try:
@@ -257,7 +255,7 @@ def detect_role(path: PathLike) -> str:
     return "corpus"
 
 
-def load_uploads(paths: list[str]) -> Dataset:
+def load_uploads(paths: list[str], progress: Progress | None = None) -> Dataset:
     """Load what a user uploaded in one go, sorting the files by :func:`detect_role`.
 
     A single folder, zip or documents file is read whole by :func:`load_dataset` (its name
@@ -267,7 +265,7 @@ def load_uploads(paths: list[str]) -> Dataset:
     other mix raises :class:`DataError` naming the files.
     """
     if len(paths) == 1 and detect_role(paths[0]) in ("dataset", "corpus"):
-        return load_dataset(paths[0])
+        return load_dataset(paths[0], progress=progress)
     roles: dict[str, list[str]] = {}
     for p in paths:
         roles.setdefault(detect_role(p), []).append(p)
@@ -280,4 +278,4 @@ def load_uploads(paths: list[str]) -> Dataset:
         raise DataError("more than one queries file uploaded: "
                         + ", ".join(Path(p).name for p in queries))
     return load_files(corpus[0], queries[0] if queries else None, roles.get("qrels") or None,
-                      name=Path(corpus[0]).stem)
+                      name=Path(corpus[0]).stem, progress=progress)

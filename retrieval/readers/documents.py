@@ -3,20 +3,22 @@ from __future__ import annotations
 
 from ..dataset import Document
 from ..errors import DataError, LoadReport
-from .decode import decode, lines, suffix
+from .decode import Text, suffix
 from .records import (DOC_ID_COLUMNS, DOC_TEXT_COLUMNS, RecordSink, Skipped, column, first_row,
                       id_value, jsonl_id_text, not_qrels, table_rows, text_value)
 
 
-def _docs_jsonl(text: str, display: str, sink: RecordSink) -> None:
-    for lineno, obj, ident, body in jsonl_id_text(text, display, DOC_TEXT_COLUMNS):
+def _docs_jsonl(text: Text, sink: RecordSink) -> None:
+    display = text.display
+    for lineno, obj, ident, body in jsonl_id_text(text, DOC_TEXT_COLUMNS):
         title = text_value(obj.get("title"), "title", display, lineno)
         sink.add(ident, lineno, Document(ident, title, body),
                  not body.strip() and not title.strip())
 
 
-def _docs_table(text: str, display: str, sink: RecordSink, delimiter: str) -> None:
-    rows = table_rows(text, display, delimiter)
+def _docs_table(text: Text, sink: RecordSink, delimiter: str) -> None:
+    display = text.display
+    rows = table_rows(text, delimiter)
     header_line, header = first_row(rows, display)
     not_qrels(header, display, header_line, "documents")
     id_col = column(header, DOC_ID_COLUMNS)
@@ -39,34 +41,34 @@ def _docs_table(text: str, display: str, sink: RecordSink, delimiter: str) -> No
                  not body.strip() and not title.strip())
 
 
-def _docs_lines(text: str, sink: RecordSink) -> None:
-    for lineno, line in lines(text):
+def _docs_lines(text: Text, sink: RecordSink) -> None:
+    for lineno, line in text.lines():
         line = line.strip()
         if line:
             ident = f"line-{lineno}"
             sink.add(ident, lineno, Document(ident, "", line), False)
 
 
-def read_docs(data: bytes, filename: str, display: str,
-              report: LoadReport) -> tuple[dict[str, Document], Skipped]:
-    """Documents from one file, by its extension (content decides for unknown ones)."""
-    text = decode(data, display)
+def read_docs(text: Text, filename: str, report: LoadReport) -> tuple[dict[str, Document], Skipped]:
+    """Documents from one file, by its extension (content decides for unknown ones), read as a
+    stream: the file's text is never held whole, only the documents."""
+    display = text.display
     kind = suffix(filename)
     sink = RecordSink(display)
-    head = text.lstrip()[:1]
+    head = text.head() if kind not in (".jsonl", ".ndjson", ".csv", ".tsv", ".txt") else ""
     if kind in (".jsonl", ".ndjson") or (kind == ".json" and head == "{"):
-        _docs_jsonl(text, display, sink)
+        _docs_jsonl(text, sink)
     elif kind == ".json":
         raise DataError("a JSON array or value is not supported; write one JSON object per line "
                         "(JSONL)", display)
     elif kind == ".csv":
-        _docs_table(text, display, sink, ",")
+        _docs_table(text, sink, ",")
     elif kind == ".tsv":
-        _docs_table(text, display, sink, "\t")
+        _docs_table(text, sink, "\t")
     elif kind == ".txt":
         _docs_lines(text, sink)
     elif head == "{":
-        _docs_jsonl(text, display, sink)
+        _docs_jsonl(text, sink)
     else:
         raise DataError(f"cannot tell the format of this file ('{kind or 'no extension'}'); "
                         f"expected .jsonl, .csv, .tsv or .txt", display)

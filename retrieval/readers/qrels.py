@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..dataset import Document, Qrels
 from ..errors import DataError, LoadReport
-from .decode import PathLike, count, decode, lines, read_file, verb_for
+from .decode import PathLike, Text, count, verb_for
 from .records import EXAMPLES, Skipped, looks_like_qrels_header
 
 SPLIT_ORDER = {"test": 0, "dev": 1, "validation": 2, "train": 3}
@@ -38,12 +38,13 @@ def _label(value: str, display: str, lineno: int) -> int:
     raise DataError(f"relevance label '{value}' is not an integer", display, lineno)
 
 
-def parse_qrels(text: str, display: str, report: LoadReport | None) -> Qrels:
+def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
     qrels: Qrels = {}
     ncols = 0
     dups = 0
     first = True
-    for lineno, line in lines(text):
+    display = text.display
+    for lineno, line in text.lines():
         line = line.strip()
         if not line:
             continue
@@ -96,7 +97,7 @@ def read_qrels(path: PathLike, report: LoadReport | None = None) -> Qrels:
     ``qid iter docid rel``, whitespace separated. The layout is detected from the first line.
     """
     display = str(path)
-    return parse_qrels(decode(read_file(Path(path), display), display), display, report)
+    return parse_qrels(Text.of_file(Path(path), display), report)
 
 
 def split_key(split: str) -> tuple[int, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DataError, LoadReport
-from .decode import decode, lines, suffix
+from .decode import Text, suffix
 from .records import (EXAMPLES, QUERY_ID_COLUMNS, QUERY_TEXT_COLUMNS, RecordSink, Skipped, column,
                       first_row, id_value, jsonl_id_text, not_qrels, table_rows)
 
@@ -43,8 +43,9 @@ class _TextSink:
                         f"once (e.g. line {lines_})", self.sink.display)
 
 
-def _table_queries(text: str, display: str, delimiter: str, sink: RecordSink, report: LoadReport) -> None:
-    rows = table_rows(text, display, delimiter)
+def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadReport) -> None:
+    display = text.display
+    rows = table_rows(text, delimiter)
     first_line, first = first_row(rows, display)
     not_qrels(first, display, first_line, "queries")
     id_col = column(first, QUERY_ID_COLUMNS)
@@ -73,21 +74,20 @@ def _table_queries(text: str, display: str, delimiter: str, sink: RecordSink, re
         sink.add(ident, lineno, row[text_col], not row[text_col].strip())
 
 
-def read_queries(data: bytes, filename: str, display: str,
-                 report: LoadReport) -> tuple[dict[str, str], Skipped]:
+def read_queries(text: Text, filename: str, report: LoadReport) -> tuple[dict[str, str], Skipped]:
     """Queries from one file, by its extension (JSONL when an unknown one starts with '{')."""
-    text = decode(data, display)
+    display = text.display
     kind = suffix(filename)
     sink = RecordSink(display, "query")
     if kind in (".jsonl", ".ndjson", ".json") or (kind not in (".csv", ".tsv", ".txt")
-                                                   and text.lstrip()[:1] == "{"):
-        for lineno, _, ident, qtext in jsonl_id_text(text, display, QUERY_TEXT_COLUMNS):
+                                                   and text.head() == "{"):
+        for lineno, _, ident, qtext in jsonl_id_text(text, QUERY_TEXT_COLUMNS):
             sink.add(ident, lineno, qtext, not qtext.strip())
     elif kind in (".csv", ".tsv"):
-        _table_queries(text, display, "," if kind == ".csv" else "\t", sink, report)
+        _table_queries(text, "," if kind == ".csv" else "\t", sink, report)
     elif kind == ".txt":
         texts = _TextSink(sink)
-        for lineno, line in lines(text):
+        for lineno, line in text.lines():
             texts.add(lineno, line)
         texts.warn_repeats(report)
     else:

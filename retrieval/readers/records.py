@@ -8,12 +8,11 @@ and skips (with a warning) records whose text is empty.
 from __future__ import annotations
 
 import csv
-import io
 import json
 from collections.abc import Iterator
 
 from ..errors import DataError, LoadReport
-from .decode import lines
+from .decode import Text
 
 DOC_ID_COLUMNS = ("_id", "id", "doc_id", "docid")
 DOC_TEXT_COLUMNS = ("text", "body", "contents")
@@ -27,9 +26,9 @@ INDIVIDUAL = 5  # up to this many skips are warned one by one (with their line)
 Skipped = dict[str, int]  # id -> line of a record skipped for empty text
 
 
-def _jsonl_records(text: str, display: str) -> Iterator[tuple[int, dict]]:
-    loads = json.loads
-    for lineno, line in lines(text):
+def _jsonl_records(text: Text) -> Iterator[tuple[int, dict]]:
+    loads, display = json.loads, text.display
+    for lineno, line in text.lines():
         if not line or line.isspace():
             continue
         try:
@@ -47,11 +46,12 @@ def _jsonl_records(text: str, display: str) -> Iterator[tuple[int, dict]]:
 _FIELD_LIMIT = 1 << 30
 
 
-def table_rows(text: str, display: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def table_rows(text: Text, delimiter: str) -> Iterator[tuple[int, list[str]]]:
     """(line it starts on, cells) for each CSV/TSV row with a value in it."""
     if csv.field_size_limit() < _FIELD_LIMIT:  # long documents exceed csv's default 128 KiB
         csv.field_size_limit(_FIELD_LIMIT)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    display = text.display
+    reader = csv.reader(text.rows(), delimiter=delimiter)
     start = 1
     while True:
         try:
@@ -169,9 +169,10 @@ class RecordSink:
                     self.display)
 
 
-def jsonl_id_text(text: str, display: str, text_columns):
+def jsonl_id_text(text: Text, text_columns):
     """(line, record, id, text) for each JSONL record, checking the id and text fields."""
-    for lineno, obj in _jsonl_records(text, display):
+    display = text.display
+    for lineno, obj in _jsonl_records(text):
         key = "_id" if "_id" in obj else "id" if "id" in obj else None
         if key is None:
             raise DataError("missing required field '_id' (or 'id')", display, lineno)

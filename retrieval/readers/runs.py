@@ -35,7 +35,7 @@ from pathlib import Path
 from ..dataset import Dataset
 from ..errors import DataError, LoadReport
 from ..run import Run
-from .decode import PathLike, count, decode, lines, read_file, verb_for
+from .decode import PathLike, Text, count, verb_for
 from .records import EXAMPLES, require_no_whitespace
 
 TREC_COLUMNS = "qid Q0 docid rank score tag"
@@ -76,10 +76,10 @@ def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = 
     """A TREC or ranx-JSON run file as an :class:`ImportedRun` named ``name`` (default: the TREC
     tag, or the JSON file's stem); with ``dataset``, matched to it (``match_dataset``)."""
     display = str(path)
-    text = decode(read_file(Path(path), display), display)
+    text = Text.of_file(Path(path), display)
     report = LoadReport()
-    kind = "json" if text.lstrip()[:1] in ("{", "[") else "trec"
-    parsed = _parse_json(text, display, Path(path)) if kind == "json" else _parse_trec(text, display, report)
+    kind = "json" if text.head() in ("{", "[") else "trec"
+    parsed = _parse_json(text.read(), display, Path(path)) if kind == "json" else _parse_trec(text, report)
     if not any(parsed.rows.values()):
         raise DataError("the run holds no ranked document", display)
     if parsed.duplicates:
@@ -123,10 +123,11 @@ def _number(value: str, what: str, display: str, lineno: int) -> float:
     return x
 
 
-def _parse_trec(text: str, display: str, report: LoadReport) -> _Parsed:
+def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
     parsed = _Parsed({})
     tags: list[str] = []
-    for lineno, line in lines(text):
+    display = text.display
+    for lineno, line in text.lines():
         parts = line.split()
         if not parts:
             continue

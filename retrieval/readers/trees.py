@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from ..errors import DataError
-from .decode import read_file
+from ..progress import Progress
+from .decode import Text, read_file
 from .safezip import SafeZip
 
 CORPUS_NAMES = ("corpus.jsonl", "corpus.csv", "corpus.tsv")
@@ -23,6 +24,7 @@ class Tree:
 
     def files(self) -> list[str]: ...  # noqa: E704  relative posix paths, ignored ones left out
     def read(self, rel: str) -> bytes: ...  # noqa: E704
+    def text(self, rel: str, progress: Progress | None = None) -> Text: ...  # noqa: E704  read as a stream
     def display_of(self, rel: str) -> str: ...  # noqa: E704
     def is_file(self, rel: str) -> bool: ...  # noqa: E704
     def children(self, rel: str) -> tuple[list[str], list[str]]: ...  # noqa: E704  (dirs, files)
@@ -39,6 +41,9 @@ class FolderTree(Tree):
 
     def read(self, rel: str) -> bytes:
         return read_file(self.root.joinpath(*rel.split("/")), self.display_of(rel))
+
+    def text(self, rel: str, progress: Progress | None = None) -> Text:
+        return Text.of_file(self.root.joinpath(*rel.split("/")), self.display_of(rel), progress)
 
     def is_file(self, rel: str) -> bool:
         return self.root.joinpath(*rel.split("/")).is_file()
@@ -82,6 +87,10 @@ class ZipTree(Tree):
 
     def read(self, rel: str) -> bytes:
         return self.zf.read(rel)
+
+    def text(self, rel: str, progress: Progress | None = None) -> Text:
+        """The member, read whole under the archive's limits (``SafeZip``), then decoded as a stream."""
+        return Text.of_bytes(self.zf.read(rel), self.display_of(rel))
 
     def display_of(self, rel: str) -> str:
         return self.zf.display_of(rel)
