@@ -3,7 +3,8 @@
     python app.py [--data PATH] [--model ID_OR_FOLDER] [--store FILE] [--host H] [--port P]
 
 Opens the bundled demo corpus (already indexed at start-up) unless ``--data`` names another data
-set. The views live in ``ui/`` (one module per tab, assembled by ``ui.shell``); the named API
+set. BM25 is built before the page opens; a corpus whose encoding takes longer than a few seconds
+goes on encoding in the background, and the page shows how far it is. The views live in ``ui/`` (one module per tab, assembled by ``ui.shell``); the named API
 endpoints are listed in the README.
 """
 from __future__ import annotations
@@ -31,12 +32,16 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     """Open the store and the starting data set, and build the Blocks (used by main and tests)."""
     store = Store(store_path) if store_path else Store()
     registry = Registry(store, model, language=language, precision=precision)
-    dataset = load_dataset(data or DEMO)
-
     def report(fraction: float, what: str) -> None:
         print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
+    dataset = load_dataset(data or DEMO, progress=report)
+
     key = registry.open(dataset, progress=report)
+    status = registry.get(key).encoding
+    if status is not None and status.state in ("encoding", "indexing"):
+        print(f"\nencoding goes on in the background ({status.done:,} of {status.total:,} documents done): "
+              "BM25 answers at once, dense and the hybrids join when it is done", file=sys.stderr, flush=True)
     return build_app(registry, key, JobQueue(store)), registry
 
 

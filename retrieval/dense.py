@@ -65,14 +65,16 @@ class Embedded(NamedTuple):
 
 def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 commit_every: int = COMMIT_EVERY) -> Embedded:
+                 commit_every: int | None = None) -> Embedded:
     """Embeddings of ``texts``: read from the store where cached, encoded otherwise.
 
     Keyed by (encoder fingerprint, sha256 of the text), so reopening a corpus never re-encodes it.
     The texts still to encode go longest first, ``commit_every`` at a time, and each part is
     committed to the store before the next starts: a process killed half way resumes where it
-    stopped, redoing at most one part. ``progress(texts done, texts total)`` counts stored ones as done.
+    stopped, redoing at most one part (``commit_every`` defaults to ``COMMIT_EVERY``).
+    ``progress(texts done, texts total)`` counts stored ones as done.
     """
+    commit_every = commit_every or COMMIT_EVERY
     if store is None:
         return Embedded(encoder.encode(texts, progress=progress), 0, len(texts))
     out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
@@ -85,7 +87,7 @@ def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
         out[rows[h]] = vec
     missing = sorted((h for h in rows if h not in cached), key=lambda h: -len(texts[rows[h][0]]))
     done = len(texts) - sum(len(rows[h]) for h in missing)
-    if progress and done:
+    if progress:  # before encoding starts: the stored ones (a rate is measured from here)
         progress(done, len(texts))
     for start in range(0, len(missing), commit_every):
         part = missing[start:start + commit_every]

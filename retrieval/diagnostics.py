@@ -28,10 +28,12 @@ class LabelHealth:
 def label_health(ws: Workspace, split: str, systems=("bm25", "dense"), depth: int | None = None) -> LabelHealth:
     """``LabelHealth`` of ``split`` from the systems' cached runs. ``depth`` defaults to 100, or a
     tenth of a smaller corpus (at least 10): on a few hundred documents a top 100 holds a third of
-    the corpus, and chance alone would place a misplaced label there."""
+    the corpus, and chance alone would place a misplaced label there. Systems still waiting for
+    the dense index (``Workspace.pending``) are left out."""
     depth = depth or max(10, min(100, len(ws.dataset.docs) // 10))
     qrels = ws.dataset.qrels[ws.require_split(split)]
-    runs = {s: ws.run(s, split) for s in systems}
+    waiting = ws.pending(systems)
+    runs = {s: ws.run(s, split) for s in systems if s not in waiting}
     relevant = {q: {d for d, v in labels.items() if v > 0} for q, labels in qrels.items()}
     relevant = {q: docs for q, docs in relevant.items() if docs}
     missed = sum(1 for q, docs in relevant.items()

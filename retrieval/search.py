@@ -46,6 +46,8 @@ class SideBySide:
     relevant: list[dict] = field(default_factory=list)  # every labelled doc with its rank per system
     per_query_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     disagreement: float = 0.0  # 1 − mean pairwise rank-biased overlap of the systems' top k (judgments)
+    waiting: list[str] = field(default_factory=list)  # systems asked for whose dense index is still being built
+    encoding: dict | None = None  # then: where that build stands (``EncodingStatus.to_json``)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -53,7 +55,8 @@ class SideBySide:
 
 def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, systems=BASE_SYSTEMS,
                  query_id: str | None = None) -> SideBySide:
-    """Every system's top ``k`` for ``text``, or for the data set's query ``query_id``."""
+    """Every system's top ``k`` for ``text``, or for the data set's query ``query_id``. Systems whose
+    dense index is still being built in the background are listed in ``waiting``, not searched."""
     if query_id is not None:
         if query_id not in ws.dataset.queries:
             raise KeyError(f"no query {query_id!r} in data set {ws.dataset.name!r}")
@@ -63,6 +66,8 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     text = text.strip()
     if not text:
         raise ValueError("type a query first")
+    waiting = ws.pending(systems)
+    systems = [s for s in systems if s not in waiting]
     lam_split = split if split and split != "train" else ws.dataset.default_split()
     full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split, query_id=qid)
     rank_maps = {s: ranks(hits) for s, hits in full.items()}
@@ -70,7 +75,8 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     query_terms = ws.bm25.query_terms(text)
     terms = query_terms.names
     result = SideBySide(text, qid, split, terms,
-                        disagreement=disagreement({s: {"q": hits[:k]} for s, hits in full.items()}, "q", k))
+                        disagreement=disagreement({s: {"q": hits[:k]} for s, hits in full.items()}, "q", k),
+                        waiting=waiting, encoding=ws.encoding.to_json() if waiting else None)
     evidence: dict[str, tuple[list[str], list[str], list[tuple[str, float]]]] = {}
     for s, hits in full.items():
         rows = []

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .background import BackgroundBuild, EncodingStatus
 from .dataset import Dataset
 from .dense import DenseIndex, DenseRetriever, Embedded, embed_corpus, index_kind_for
 from .encoder import Encoder, load_encoder
@@ -32,6 +34,7 @@ from .systems import BASE_SYSTEMS, NAMES, SYSTEMS
 from .tokenize import Tokenizer
 
 EVAL_DEPTH = 1000
+POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
 
 
 @dataclass
@@ -54,6 +57,8 @@ class Workspace:
         self.index_dims, self.depth = index_dims, depth
         self._embeddings_from: Workspace | None = None  # with_index: reuse that one's embeddings
         self._lock = threading.RLock()
+        self._dense_lock = threading.Lock()  # taken after _lock, never before it
+        self._building: BackgroundBuild[DenseRetriever] | None = None  # start_dense's build
         self._bm25: BM25Index | None = None
         self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
         self._dense: DenseRetriever | None = None
@@ -179,26 +184,83 @@ class Workspace:
             return self._encoder
 
     def build_dense(self, progress: Progress | None = None) -> DenseRetriever:
-        """Embed the corpus (from the store where cached) and index it; reports progress."""
-        with self._lock:
+        """Embed the corpus (from the store where cached) and index it; reports progress. A build
+        under way in the background (``start_dense``) is waited for instead."""
+        if self._building is not None:
+            self._building.wait()
+            return self.dense
+        enc = self.encoder  # takes _lock: before _dense_lock, the order every caller keeps
+        with self._dense_lock:
             if self._dense is None:
-                enc = self.encoder
-                if self.store is not None:
-                    self.store.register_model(enc.fingerprint, enc.name, enc.dim,
-                                              {"max_seq_length": enc.max_seq_length})
-                cb = counting(progress, "encoding {done}/{total} documents")
-                if self._embeddings_from:
-                    source = self._embeddings_from.build_dense(progress)
-                    emb = Embedded(source.index.embeddings, source.from_store, source.encoded)
-                else:
-                    emb = embed_corpus(enc, self.texts, self.store, progress=cb)
-                index = DenseIndex(self.dataset.doc_ids, emb.vectors, kind=self.index_kind, dims=self.index_dims)
-                self._dense = DenseRetriever(enc, index, self.store, emb.from_store, emb.encoded)
+                self._dense = self._build_dense(enc, counting(progress, "encoding {done}/{total} documents"))
             return self._dense
+
+    def _build_dense(self, enc: Encoder, progress=None, indexing=None) -> DenseRetriever:
+        if self.store is not None:
+            self.store.register_model(enc.fingerprint, enc.name, enc.dim, {"max_seq_length": enc.max_seq_length})
+        if self._embeddings_from:
+            source = self._embeddings_from.build_dense()
+            emb = Embedded(source.index.embeddings, source.from_store, source.encoded)
+        else:
+            emb = embed_corpus(enc, self.texts, self.store, progress=progress)
+        if indexing:
+            indexing()
+        index = DenseIndex(self.dataset.doc_ids, emb.vectors, kind=self.index_kind, dims=self.index_dims)
+        return DenseRetriever(enc, index, self.store, emb.from_store, emb.encoded)
+
+    def start_dense(self) -> EncodingStatus | None:
+        """Build the dense index in a background thread (``retrieval.background``) unless it is
+        built or being built; returns where that build stands (None: built already, in the
+        foreground). Meanwhile ``dense`` and the systems that need it raise ``DenseNotReady``,
+        and BM25 answers."""
+        with self._lock:
+            if self._dense is None and (self._building is None or self._failed()):
+                enc = self.encoder
+                self._building = BackgroundBuild(lambda progress, indexing: self._build_dense(enc, progress, indexing),
+                                                 total=len(self.dataset.docs))
+            return self.encoding
+
+    def wait_dense(self, timeout: float | None = None, progress: Progress | None = None) -> bool:
+        """Wait at most ``timeout`` seconds (None: as long as it takes) for the background dense
+        build, reporting it to ``progress`` every ``POLL_S``; True when the dense index is ready or
+        nothing builds it in the background."""
+        build = self._building
+        if build is None:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        report = counting(progress, "encoding {done}/{total} documents")
+        while True:
+            status = build.status()
+            if report and status.state == "encoding" and status.done:
+                report(status.done, status.total)
+            left = None if deadline is None else deadline - time.monotonic()
+            if build.wait(POLL_S if left is None else max(0.0, min(POLL_S, left))):
+                return True
+            if left is not None and left <= POLL_S:
+                return False
+
+    def _failed(self) -> bool:
+        return self._building is not None and self._building.finished and self._building.status().state == "failed"
+
+    @property
+    def encoding(self) -> EncodingStatus | None:
+        """Where the background dense build stands (None: there was none)."""
+        return self._building.status() if self._building is not None else None
+
+    def pending(self, systems) -> list[str]:
+        """Those of ``systems`` that cannot answer yet: the dense index they need is still being
+        built in the background (BM25 and imported runs never wait)."""
+        if self._dense is not None or self._building is None or self._building.finished:
+            return []
+        return [s for s in systems if s in SYSTEMS and s != "bm25"]
 
     @property
     def dense(self) -> DenseRetriever:
-        return self.build_dense()
+        """The dense retriever, built now when nothing builds it in the background; while a
+        background build runs, ``DenseNotReady`` (a failed one raises its error)."""
+        if self._dense is None and self._building is not None:
+            self._dense = self._building.result()
+        return self._dense if self._dense is not None else self.build_dense()
 
     def hybrid(self, fusion: str = "clear", eval_split: str | None = None) -> Hybrid:
         h = Hybrid(self.bm25, self.dense, depth=self.depth, fusion=fusion)

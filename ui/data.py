@@ -11,6 +11,7 @@ import gradio as gr
 
 from retrieval import DataError, Workspace, load_dataset
 from retrieval.dataset import Dataset
+from retrieval.background import duration
 from retrieval.diagnostics import label_health, language_check
 from retrieval.judgments import judgments_to_qrels
 from retrieval.labels import with_judgments
@@ -90,7 +91,12 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
 
 def embeddings_line(ws: Workspace, since: float) -> str:
     """Where the corpus's vectors came from in a load that started at ``since`` (monotonic):
-    "345 embeddings from the store, 0 encoded (cpu, bf16 …)", or already in memory."""
+    "345 embeddings from the store, 0 encoded (cpu, bf16 …)", or already in memory, or how far
+    the encoding that goes on in the background is."""
+    if ws.pending(("dense",)):
+        status = ws.encoding
+        return (f"BM25 is ready. The corpus is being encoded in the background ({ws.encoder.compute}): "
+                f"{status.done:,} of {status.total:,} documents so far; dense and the hybrids join when it is done.")
     dense = ws.dense
     if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
         return f"{len(dense.index.doc_ids):,} embeddings already in memory ({ws.encoder.compute})."
@@ -100,13 +106,45 @@ def embeddings_line(ws: Workspace, since: float) -> str:
             f"({ws.encoder.compute}){also}.")
 
 
+def waiting_note(ws: Workspace) -> str:
+    """For views that leave dense and the hybrids out while the corpus is encoded in the background."""
+    status = ws.encoding
+    return (f"Dense and the hybrids are left out until the corpus is encoded ({status.done:,} of "
+            f"{status.total:,} documents so far).")
+
+
+def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
+    """The line over the views about the background encoding, given the one on show (``shown``),
+    and whether to look again: progress while it runs; once it is over, "ready" (or the error) if
+    progress was on show, else nothing."""
+    status = ws.encoding
+    if status is None:
+        return "", False
+    if status.state == "encoding":
+        rate = f", {status.rate:,.0f} per second" if status.rate else ""
+        left = f", about {duration(status.seconds_left)} left" if status.seconds_left is not None else ""
+        return (f"**Encoding the corpus in the background** ({ws.encoder.compute}): {status.done:,} of "
+                f"{status.total:,} documents ({status.fraction:.0%}){rate}{left}. BM25 answers now; dense and "
+                "the hybrids join when it is done.", True)
+    if status.state == "indexing":
+        return (f"**All {status.total:,} documents are encoded**; building the dense index "
+                f"({ws.index_kind}).", True)
+    if status.state == "failed":
+        return (f"❌ **Encoding failed:** `{html.escape(status.error or '')}`. BM25 still answers; load the data "
+                "set again to retry (vectors encoded so far are kept in the store).", False)
+    if not shown:
+        return "", False
+    return (f"✅ **Dense index ready**: {status.total:,} documents, encoded and indexed in "
+            f"{duration(status.elapsed_s)}. Dense and the hybrids answer now.", False)
+
+
 def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None) -> Loaded:
     """Uploaded files as a data set; on bad input the status names the file and line and the
     previous data set (``key``) stays loaded."""
     if not paths:
         raise gr.Error("choose one or more files first")
     try:
-        dataset = load_uploads([str(p) for p in paths])
+        dataset = load_uploads([str(p) for p in paths], progress)
     except DataError as err:
         return Loaded(key, f"❌ **Could not load:** `{err}`\n\nThe previous data set is still loaded.", False)
     return open_dataset(registry, dataset, progress)

@@ -45,8 +45,10 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    return (bm25_dense_scatter(ws, split), recall_curves(comparison_workspaces(ws, extras), split, shown_systems(ws)),
-            lambda_sweep(ws, split))
+    curves = recall_curves(comparison_workspaces(ws, extras), split, shown_systems(ws))
+    if ws.pending(("dense",)):  # encoding in the background: BM25 (and imported runs) only for now
+        return None, curves, None
+    return bm25_dense_scatter(ws, split), curves, lambda_sweep(ws, split)
 
 
 def compression(ws: Workspace, split: str) -> dict:

@@ -37,14 +37,18 @@ KEYS_JS = ("document.addEventListener('keydown', (e) => {"
            " const b = document.getElementById(id); if (b) { e.preventDefault(); b.click(); } });")
 
 
-@lru_cache(maxsize=8)
 def pool_runs(ws: Workspace, k: int) -> dict[str, Run]:
     """Every system on show's top ``k`` for every query of the data set (built-in systems searched
-    once per workspace and depth, imported runs as they are)."""
+    once per workspace, depth and systems on show: dense and hybrid join once their index is built)."""
+    return _pool_runs(ws, k, shown_systems(ws))
+
+
+@lru_cache(maxsize=8)
+def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...]) -> dict[str, Run]:
     queries = ws.dataset.queries
     split = ws.dataset.default_split()
     out = {}
-    for system in shown_systems(ws):
+    for system in systems:
         if system in ws.imported:
             out[system] = {q: hits[:k] for q, hits in ws.imported[system].run.items() if q in queries}
         else:

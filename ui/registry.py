@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -15,20 +16,25 @@ from retrieval.progress import Progress
 from training.job import JobQueue
 
 
+FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goes on in the background
+
+
 class Registry:
     """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
 
     def __init__(self, store: Store, model: str | None, size: int = 8, language: str = "auto",
-                 precision: str = "auto"):
+                 precision: str = "auto", foreground_s: float | None = FOREGROUND_S):
         self.store, self.model, self.size, self.language = store, model, size, language
-        self.precision = precision
+        self.precision, self.foreground_s = precision, foreground_s
         self._items: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
 
     def open(self, dataset: Dataset, progress: Progress | None = None, model: str | None = None) -> str:
-        """Open ``dataset`` with ``model`` (default: the app's encoder), BM25 (stemmer and stopwords
-        of the corpus's language, detected or the app's ``language`` setting) and the dense index
-        built; returns the session key."""
+        """Open ``dataset`` with ``model`` (default: the app's encoder) and BM25 (stemmer and
+        stopwords of the corpus's language, detected or the app's ``language`` setting) built, and
+        the dense index built in the background: the call waits for it up to ``foreground_s``
+        seconds (reporting progress) unless it will clearly take longer, then returns while
+        encoding goes on; returns the session key."""
         model = model or self.model
         key = f"{dataset.content_hash}:{model or ''}"
         with self._lock:
@@ -41,9 +47,22 @@ class Registry:
             tokenizer = corpus_tokenizer([d.full_text for d in dataset.docs.values()], self.language)
             ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer, precision=self.precision)
         ws.bm25  # noqa: B018 - build now, so the first search is fast
-        ws.build_dense(progress=progress)
+        ws.start_dense()
+        self._wait(ws, progress)
         self._keep(key, ws)
         return key
+
+    def _wait(self, ws: Workspace, progress: Progress | None) -> None:
+        """Wait for ``ws``'s dense build up to ``foreground_s`` seconds, or less once the rate so far
+        says it will not be done by then."""
+        if self.foreground_s is None:
+            ws.wait_dense(None, progress)
+            return
+        deadline = time.monotonic() + self.foreground_s
+        while not ws.wait_dense(min(1.0, max(0.0, deadline - time.monotonic())), progress):
+            left = deadline - time.monotonic()
+            if left <= 0 or (ws.encoding.seconds_left or 0.0) > left:
+                return
 
     def add_run(self, key: str, imported) -> str:
         """The session's workspace ``key`` with an imported run added, under a key of its own (the

@@ -15,7 +15,7 @@ from retrieval.systems import BASE_SYSTEMS, label
 from retrieval.tables import metrics_table
 
 from . import texts
-from .data import dataset_summary
+from .data import dataset_summary, waiting_note
 from .pools import HEAVY, LIGHT, SEARCH
 from .present.search import side_by_side_html
 from .present.tables import table_cells
@@ -27,8 +27,11 @@ MAX_COLUMNS = 4
 
 
 def shown_systems(ws: Workspace) -> tuple[str, ...]:
-    """The systems every view shows by default: BM25, dense, hybrid, then the imported runs."""
-    return (*BASE_SYSTEMS, *ws.imported)
+    """The systems every view shows by default: BM25, dense, hybrid, then the imported runs (dense
+    and hybrid only once their index is built: ``Workspace.pending``)."""
+    systems = (*BASE_SYSTEMS, *ws.imported)
+    waiting = ws.pending(systems)
+    return tuple(s for s in systems if s not in waiting)
 
 
 def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
@@ -68,6 +71,9 @@ def query_choices(ws: Workspace) -> list[tuple[str, str]]:
 def metrics_caption(ws: Workspace, split: str | None) -> str:
     if not split:
         return texts.NO_LABELS
+    if ws.pending(("hybrid",)):
+        return (f"Split **{split}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
+                "Unjudged documents count as not relevant.")
     lam = ws.lambda_for(split)
     n = len(ws.dataset.split_queries(split))
     untuned = "" if lam.grid else " λ is a default, not tuned: a train split, or judging a few queries, tunes it."
@@ -134,7 +140,7 @@ class SearchView:
         split = ws.dataset.default_split()
         chosen = list(shown_systems(ws)[:MAX_COLUMNS])
         return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
-                metrics_rows(ws, split) if split else [], "", gr.update(choices=system_choices(ws), value=chosen),
+                metrics_rows(ws, split, shown_systems(ws)) if split else [], "", gr.update(choices=system_choices(ws), value=chosen),
                 chosen)
 
 

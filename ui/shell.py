@@ -2,11 +2,16 @@
 a failure card opens its query (by id) in Search; loading a data set refreshes every view."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from . import data, embeddings, evaluate, failures, judge, runs, search, texts, train
-from .pools import HEAVY, SEARCH
+from .pools import HEAVY, LIGHT, SEARCH
 from .registry import Context, Registry
+
+
+BANNER_EVERY_S = 2.0
 
 
 def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
@@ -16,6 +21,8 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         ctx = Context(registry, jobs, gr.State(start_key), start)
         gr.Markdown(texts.TITLE)
         summary = gr.Markdown(data.dataset_summary(start), elem_id="dataset-summary")
+        banner = Banner(gr.Markdown(elem_id="encoding-status"), gr.State(""), gr.Timer(BANNER_EVERY_S),
+                        gr.State(0))
         with gr.Tabs() as tabs:
             with gr.Tab("Search", id="search"):
                 search_view = search.build(ctx, summary)
@@ -35,7 +42,8 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
                 data_view = data.build()
         _open_cards_in_search(ctx, failures_view, search_view, tabs)
         _refresh_on_load(ctx, data_view, summary, search_view, judge_view,
-                         [search_view, evaluate_view, failures_view, embeddings_view])
+                         [search_view, evaluate_view, failures_view, embeddings_view], banner)
+        _follow_encoding(ctx, banner, summary, search_view)
     return app
 
 
@@ -58,18 +66,53 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tab
                              api_visibility="private", **SEARCH)
 
 
+@dataclass
+class Banner:
+    """The line about a background encoding: its Markdown, the text on show, the timer that looks
+    again every ``BANNER_EVERY_S`` while it runs, and a counter bumped when the dense index arrives."""
+
+    text: gr.Markdown
+    shown: gr.State
+    timer: gr.Timer
+    arrived: gr.State
+
+
+def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_view) -> None:
+    """While the session's corpus is encoded in the background, the banner shows how far it is; when
+    the dense index arrives, the summary and Search's metrics are computed again with dense and the
+    hybrids (in the heavy pool), and the timer stops."""
+
+    def on_tick(key: str, shown: str, arrived: int):
+        text, polling = data.encoding_banner(ctx.workspace(key), shown)
+        done = text != shown and not polling and text.startswith("✅")
+        return text, text, gr.Timer(active=polling), arrived + 1 if done else gr.skip()
+
+    def on_arrival(key: str):
+        ws = ctx.workspace(key)
+        split = ws.dataset.default_split()
+        return (data.dataset_summary(ws), search.metrics_caption(ws, split),
+                search.metrics_rows(ws, split, search.shown_systems(ws)) if split else [])
+
+    banner.timer.tick(on_tick, [ctx.key, banner.shown, banner.arrived],
+                      [banner.text, banner.shown, banner.timer, banner.arrived], api_visibility="private",
+                      show_progress="hidden", **LIGHT)
+    banner.arrived.change(on_arrival, ctx.key, [summary, search_view.metrics_note, search_view.metrics_table],
+                          api_visibility="private", show_progress="hidden", **HEAVY)
+
+
 def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, judge_view,
-                     views: list) -> None:
+                     views: list, banner: Banner) -> None:
     """Loading uploaded files or the demo, or adding queries (from the Data view, or the Search box's
     query with one click), switches the session's workspace and refreshes every view (a failed load
     changes nothing but the status)."""
-    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs())]
+    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer]
 
     def show(loaded: data.Loaded):
         if not loaded.ok:
             return (loaded.key, loaded.status, *(gr.skip() for _ in outputs[2:]))
         ws = ctx.workspace(loaded.key)
-        return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)))
+        return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
+                gr.Timer(active=True))
 
     def on_load(paths, key, progress=gr.Progress()):
         return show(data.load_files(ctx.registry, key, paths, lambda f, what: progress(f, desc=what)))

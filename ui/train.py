@@ -6,7 +6,7 @@ import time
 
 import gradio as gr
 
-from retrieval import Workspace
+from retrieval import DenseNotReady, Workspace
 from retrieval.metrics import SUMMARY_METRICS
 from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
@@ -33,6 +33,8 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
         cfg = TrainConfig.from_mapping(values)
     except ValueError as err:
         raise gr.Error(str(err)) from err
+    if ws.pending(("dense",)):  # the job would encode the same corpus a second time
+        raise gr.Error(str(DenseNotReady(ws.encoding)))
     if ws.dataset.default_split() is None and not cfg.pretrain:
         raise gr.Error("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"

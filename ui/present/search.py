@@ -57,6 +57,16 @@ def _labelled_table(res: SideBySide) -> str:
             + "".join(f"<th>{label(s)}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
 
 
+def _waiting_text(encoding: dict | None) -> str:
+    """What a column says while the dense index it needs is being built."""
+    if not encoding:
+        return "waiting for the dense index"
+    if encoding["state"] == "indexing":
+        return "All documents are encoded; the dense index is being built. Search again in a moment."
+    return (f"Waiting for the dense index: {encoding['done']:,} of {encoding['total']:,} documents encoded so far. "
+            "Search again when the banner says it is ready.")
+
+
 def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
     """The columns (one per system) and, for a labelled query, the labelled documents' ranks."""
     cols = []
@@ -67,7 +77,10 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
             head += f' <span class="qmetric">nDCG@10 {metric.get("ndcg@10", 0):.3f}</span>'
         cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
         cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
+    for system in res.waiting:
+        cols.append(f'<div class="col waiting"><h3>{label(system)}</h3><p>{_waiting_text(res.encoding)}</p></div>')
     summary = _labelled_table(res) if res.query_id else ""
     agree = (f'<p class="disagree">The systems disagree on this query: {res.disagreement:.2f} '
-             f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>")
+             f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>"
+             if len(res.systems) > 1 else "")
     return f'{agree}<div class="sbs" style="--columns: {max(1, len(cols))}">{"".join(cols)}</div>{summary}'

@@ -1,0 +1,166 @@
+"""The dense index built in the background: BM25 answers while the corpus is encoded, the views and
+the load message say where encoding stands, and dense and the hybrids join when it is done.
+
+The encoder is the real tiny transformer; a gate (an ``Event``) holds its second batch of documents
+back, so the test sees the build half way, every time, however fast the machine."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from retrieval import DenseNotReady, Workspace
+from retrieval.dataset import Dataset, Document
+from retrieval.diagnostics import label_health
+from retrieval.encoder import Encoder
+from retrieval.search import side_by_side
+from retrieval.store import text_hash
+from retrieval.systems import BASE_SYSTEMS
+from ui import data as data_view
+from ui.registry import Registry
+from ui.search import metrics_rows, shown_systems
+from ui.present.search import side_by_side_html
+
+PART = 64  # documents per committed part (embed_corpus's commit_every)
+
+
+class GatedEncoder(Encoder):
+    """The tiny encoder, whose second and later corpus parts wait for ``gate``; with ``fail_once``
+    the second part raises once instead (a crash half way)."""
+
+    def __init__(self, inner: Encoder, fail_once: bool = False):
+        super().__init__(inner.model, name=inner.name, precision=inner.precision)
+        self.gate, self.calls, self.fail_once = threading.Event(), 0, fail_once
+
+    def encode(self, texts, progress=None):
+        if len(texts) > 1:  # a corpus part (a typed query is one text)
+            self.calls += 1
+            if self.calls == 2:
+                if self.fail_once:
+                    self.fail_once = False
+                    raise RuntimeError("out of memory (simulated on the second part)")
+                assert self.gate.wait(60), "the test never opened the gate"
+        return super().encode(texts, progress)
+
+
+def corpus(n: int = 3 * PART) -> Dataset:
+    docs = {f"d{i}": Document(f"d{i}", f"title {i}", f"passage {i} about glaciers and rivers number {i * 7}")
+            for i in range(n)}
+    docs["d5"] = Document("d5", "Glacier", "a glacier carves valleys as it moves")
+    queries = {"q1": "how do glaciers carve valleys", "q2": "rivers number 14"}
+    return Dataset("bg", docs, queries, {"test": {"q1": {"d5": 2}, "q2": {"d2": 1}}})
+
+
+@pytest.fixture
+def gated(tiny_encoder):
+    enc = GatedEncoder(tiny_encoder)
+    yield enc
+    enc.gate.set()  # never leave a build thread waiting
+
+
+@pytest.fixture(autouse=True)
+def small_parts(monkeypatch):
+    import retrieval.dense
+
+    monkeypatch.setattr(retrieval.dense, "COMMIT_EVERY", PART)
+
+
+def wait_for(condition, seconds: float = 30.0) -> None:
+    done = threading.Event()
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        done.wait(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store):
+    ws = Workspace(corpus(), store, model=gated)
+    status = ws.start_dense()
+    assert status.state == "encoding" and status.total == 3 * PART
+    wait_for(lambda: ws.encoding.done == PART)  # the first part is encoded and committed; the second waits
+    status = ws.encoding
+    assert status.state == "encoding" and status.fraction == pytest.approx(1 / 3)
+    assert status.rate and status.rate > 0 and status.seconds_left and status.seconds_left > 0
+    assert len(store.get_embeddings(gated.fingerprint, [text_hash(t) for t in ws.texts])) == PART  # committed
+    assert ws.pending(BASE_SYSTEMS) == ["dense", "hybrid"] and ws.pending(["bm25"]) == []
+    with pytest.raises(DenseNotReady, match=f"{PART:,} of {3 * PART:,} documents encoded"):
+        ws.dense  # noqa: B018
+    with pytest.raises(DenseNotReady):
+        ws.run("hybrid", "test")
+
+    res = side_by_side(ws, "how do glaciers carve valleys")
+    assert list(res.systems) == ["bm25"] and res.waiting == ["dense", "hybrid"]
+    assert res.systems["bm25"][0].doc_id == "d5" and res.query_id == "q1"
+    assert res.encoding["done"] == PART and res.encoding["total"] == 3 * PART
+    html = side_by_side_html(res, ws.tokenizer)
+    assert html.count("Waiting for the dense index") == 2 and f"{PART:,} of {3 * PART:,}" in html
+    assert shown_systems(ws) == ("bm25",)
+    assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == ["BM25"]
+    assert label_health(ws, "test").queries == 2  # from BM25 alone meanwhile
+
+    gated.gate.set()
+    assert ws.wait_dense(30)
+    assert ws.pending(BASE_SYSTEMS) == [] and ws.encoding.state == "ready"
+    assert ws.dense.encoded == 3 * PART and ws.dense.from_store == 0
+    res = side_by_side(ws, "how do glaciers carve valleys")
+    assert list(res.systems) == list(BASE_SYSTEMS) and res.waiting == [] and res.encoding is None
+    assert shown_systems(ws) == BASE_SYSTEMS
+
+
+def test_the_parts_encoded_before_a_crash_are_kept_and_a_new_start_resumes(tiny_encoder, store):
+    enc = GatedEncoder(tiny_encoder, fail_once=True)
+    ws = Workspace(corpus(), store, model=enc)
+    ws.start_dense()
+    assert ws.wait_dense(30)  # over: failed
+    status = ws.encoding
+    assert status.state == "failed" and "out of memory" in status.error
+    with pytest.raises(RuntimeError, match="out of memory"):
+        ws.dense  # noqa: B018
+    assert ws.pending(BASE_SYSTEMS) == []  # nothing is coming: the views say it failed instead
+    banner, polling = data_view.encoding_banner(ws)
+    assert banner.startswith("❌") and "out of memory" in banner and not polling
+
+    enc.gate.set()
+    ws.start_dense()  # a failed build is started again; the first part comes from the store
+    assert ws.wait_dense(30) and ws.encoding.state == "ready"
+    assert ws.dense.from_store == PART and ws.dense.encoded == 2 * PART
+
+
+def test_wait_dense_reports_progress_and_gives_up_at_its_timeout(gated, store):
+    ws = Workspace(corpus(), store, model=gated)
+    ws.start_dense()
+    seen = []
+    assert ws.wait_dense(0.5, lambda f, what: seen.append((f, what))) is False
+    assert seen and seen[-1] == (pytest.approx(1 / 3), f"encoding {PART}/{3 * PART} documents")
+    gated.gate.set()
+    assert ws.wait_dense(None) is True
+    assert Workspace(corpus(), store, model=gated).wait_dense(0) is True  # nothing builds in the background
+
+
+def test_the_app_loads_a_big_corpus_at_once_and_the_banner_follows_the_encoding(gated, store):
+    registry = Registry(store, model=gated, foreground_s=0.3)
+    ds = corpus()
+    loaded = data_view.open_dataset(registry, ds)  # returns after foreground_s: encoding goes on
+    ws = registry.get(loaded.key)
+    assert loaded.ok and "BM25 is ready" in loaded.status and f"of {3 * PART:,} documents" in loaded.status
+    assert "embeddings from the store" not in loaded.status
+    summary = data_view.dataset_summary(registry.get(loaded.key))  # label checks from BM25 alone meanwhile
+    assert "bg" in summary
+
+    banner, polling = data_view.encoding_banner(ws)
+    assert polling and banner.startswith("**Encoding the corpus in the background**") and f"of {3 * PART:,} documents" in banner
+    gated.gate.set()
+    ws.wait_dense(30)
+    ready, polling = data_view.encoding_banner(ws, shown=banner)
+    assert not polling and ready.startswith("✅") and f"{3 * PART:,} documents" in ready
+    assert data_view.encoding_banner(ws, shown="") == ("", False)  # a page opened after it was done: nothing
+    assert data_view.encoding_banner(Workspace(ds, store, model=gated)) == ("", False)
+
+
+def test_a_small_corpus_is_ready_when_the_load_returns(tiny_encoder, store):
+    registry = Registry(store, model=tiny_encoder, foreground_s=30)
+    ds = corpus(40)
+    loaded = data_view.open_dataset(registry, ds)
+    assert "40 encoded" in loaded.status
+    assert registry.get(loaded.key).pending(BASE_SYSTEMS) == []
