@@ -19,7 +19,7 @@ from retrieval.encoder import PRECISIONS
 from training.job import JobQueue
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
-from ui.registry import Registry
+from ui.registry import FOREGROUND_S, Registry
 from ui.shell import build_app
 
 ROOT = Path(__file__).resolve().parent
@@ -28,10 +28,11 @@ MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 
 
 def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None,
-           language: str = "auto", precision: str = "auto"):
-    """Open the store and the starting data set, and build the Blocks (used by main and tests)."""
+           language: str = "auto", precision: str = "auto", foreground_s: float | None = FOREGROUND_S):
+    """Open the store and the starting data set, and build the Blocks (used by main and tests);
+    encoding that takes longer than ``foreground_s`` goes on in the background."""
     store = Store(store_path) if store_path else Store()
-    registry = Registry(store, model, language=language, precision=precision)
+    registry = Registry(store, model, language=language, precision=precision, foreground_s=foreground_s)
     def report(fraction: float, what: str) -> None:
         print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import gradio as gr
 import pytest
 
 from retrieval import DenseNotReady, Workspace
@@ -17,6 +18,8 @@ from retrieval.search import side_by_side
 from retrieval.store import text_hash
 from retrieval.systems import BASE_SYSTEMS
 from ui import data as data_view
+from ui import evaluate as evaluate_view
+from ui import failures as failures_view
 from ui.registry import Registry
 from ui.search import metrics_rows, shown_systems
 from ui.present.search import side_by_side_html
@@ -98,6 +101,11 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     assert shown_systems(ws) == ("bm25",)
     assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == ["BM25"]
     assert label_health(ws, "test").queries == 2  # from BM25 alone meanwhile
+    caption, rows, wins = evaluate_view.evaluate(ws, "test", ["int8", "pca"])  # variants wait too
+    assert [r[0] for r in rows] == ["BM25"] and wins["headers"][2:] == ["BM25", "disagreement"]
+    assert "left out until the corpus is encoded" in caption
+    with pytest.raises(gr.Error, match="still being built"):
+        failures_view.failures(ws, "test", "")
 
     gated.gate.set()
     assert ws.wait_dense(30)
@@ -164,3 +172,54 @@ def test_a_small_corpus_is_ready_when_the_load_returns(tiny_encoder, store):
     loaded = data_view.open_dataset(registry, ds)
     assert "40 encoded" in loaded.status
     assert registry.get(loaded.key).pending(BASE_SYSTEMS) == []
+
+
+def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_encoder, tmp_path):
+    import json
+
+    import app as rankscope_app
+
+    from .test_browser import ARGS, CHROMIUM
+
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt install chromium)")
+    ds = corpus()
+    folder = tmp_path / "bg"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": d.title, "text": d.text}) + "\n"
+                                                 for i, d in ds.docs.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in ds.queries.items()))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td5\t2\nq2\td2\t1\n")
+    gated = GatedEncoder(tiny_encoder)
+    app, registry = rankscope_app.create(folder, model=gated, store_path=str(tmp_path / "s.sqlite3"), foreground_s=0)
+    app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                       **rankscope_app.launch_kwargs(registry.store))
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(30_000)
+            page.goto(app.local_url)
+            banner = page.locator("#encoding-status")
+            expect(banner).to_contain_text(f"{PART:,} of {3 * PART:,} documents")
+            expect(banner).to_contain_text("BM25 answers now")
+            table = page.locator("#metrics-table")
+            expect(table).to_contain_text("BM25")
+            expect(table).not_to_contain_text("Hybrid")
+            page.locator("#query-box textarea").fill("how do glaciers carve valleys")
+            page.locator("#search-button").click()
+            expect(page.locator("#results .col.waiting")).to_have_count(2)
+            expect(page.locator("#results")).to_contain_text("Glacier")  # BM25's first hit
+
+            gated.gate.set()
+            expect(banner).to_contain_text("Dense index ready")
+            expect(table).to_contain_text("Hybrid")  # the metrics computed again with every system
+            page.locator("#search-button").click()
+            expect(page.locator("#results .col.waiting")).to_have_count(0)
+            expect(page.locator("#results .sbs .col")).to_have_count(3)
+            browser.close()
+    finally:
+        gated.gate.set()
+        app.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from retrieval import Workspace
+from retrieval import DenseNotReady, Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, label
@@ -27,10 +27,17 @@ def _require_labels(split: str | None) -> str:
     return split
 
 
+def _ready(ws: Workspace, extras: list[str] | None) -> list[str]:
+    """The variants to add (int8, PCA, fine-tuned encoders): none while the base's dense index is
+    still being built (each would wait for it, or encode the corpus again)."""
+    return [] if ws.pending(("dense",)) else list(extras or [])
+
+
 def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, list[list], list[list]]:
     """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table."""
     _require_labels(split)
     systems = shown_systems(ws)
+    extras = _ready(ws, extras)
     try:
         rows = metrics_rows(comparison_workspaces(ws, extras), split, systems)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
@@ -45,7 +52,7 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    curves = recall_curves(comparison_workspaces(ws, extras), split, shown_systems(ws))
+    curves = recall_curves(comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws))
     if ws.pending(("dense",)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
     return bm25_dense_scatter(ws, split), curves, lambda_sweep(ws, split)
@@ -55,6 +62,8 @@ def compression(ws: Workspace, split: str) -> dict:
     """Quality and bytes per document of float32, int8 and PCA-reduced indexes (dense and hybrid)."""
     _require_labels(split)
     d = reduced_dims(ws.encoder.dim)
+    if ws.pending(("dense",)):
+        raise gr.Error(str(DenseNotReady(ws.encoding)))
     rows = [r.to_dict() for r in compression_table(ws, split, variants=(("flat", None), ("sq8", None),
                                                                           ("flat", d), ("sq8", d)))]
     return {"headers": list(rows[0]), "data": [[rounded(v) for v in r.values()] for r in rows]}

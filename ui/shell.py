@@ -83,7 +83,11 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
     hybrids (in the heavy pool), and the timer stops."""
 
     def on_tick(key: str, shown: str, arrived: int):
-        text, polling = data.encoding_banner(ctx.workspace(key), shown)
+        try:
+            ws = ctx.workspace(key)
+        except gr.Error:  # closed to free memory: the views say so when used; the banner stops
+            return "", "", gr.Timer(active=False), gr.skip()
+        text, polling = data.encoding_banner(ws, shown)
         done = text != shown and not polling and text.startswith("✅")
         return text, text, gr.Timer(active=polling), arrived + 1 if done else gr.skip()
 
