@@ -229,12 +229,16 @@ class Workspace:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
         report = counting(progress, "encoding {done}/{total} documents")
+        shown = 0
         while True:
             status = build.status()
-            if report and status.state == "encoding" and status.done:
+            if report and status.state == "encoding" and status.done > shown:
                 report(status.done, status.total)
+                shown = status.done
             left = None if deadline is None else deadline - time.monotonic()
             if build.wait(POLL_S if left is None else max(0.0, min(POLL_S, left))):
+                if report and shown:
+                    report(status.total, status.total)
                 return True
             if left is not None and left <= POLL_S:
                 return False

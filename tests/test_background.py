@@ -21,7 +21,7 @@ from ui import data as data_view
 from ui import evaluate as evaluate_view
 from ui import failures as failures_view
 from ui.registry import Registry
-from ui.search import metrics_rows, shown_systems
+from ui.search import default_columns, metrics_rows, shown_systems
 from ui.present.search import side_by_side_html
 
 PART = 64  # documents per committed part (embed_corpus's commit_every)
@@ -98,7 +98,7 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     assert res.encoding["done"] == PART and res.encoding["total"] == 3 * PART
     html = side_by_side_html(res, ws.tokenizer)
     assert html.count("Waiting for the dense index") == 2 and f"{PART:,} of {3 * PART:,}" in html
-    assert shown_systems(ws) == ("bm25",)
+    assert shown_systems(ws) == ("bm25",) and default_columns(ws) == BASE_SYSTEMS  # columns wait, tables don't
     assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == ["BM25"]
     assert label_health(ws, "test").queries == 2  # from BM25 alone meanwhile
     caption, rows, wins = evaluate_view.evaluate(ws, "test", ["int8", "pca"])  # variants wait too

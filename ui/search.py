@@ -34,6 +34,12 @@ def shown_systems(ws: Workspace) -> tuple[str, ...]:
     return tuple(s for s in systems if s not in waiting)
 
 
+def default_columns(ws: Workspace) -> tuple[str, ...]:
+    """The columns a newly opened workspace starts with: BM25, dense, hybrid, then imported runs
+    (dense and hybrid too while their index is being built: they show as waiting, then fill)."""
+    return (*BASE_SYSTEMS, *ws.imported)[:MAX_COLUMNS]
+
+
 def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
     """The systems to put side by side: those ``chosen`` that the workspace has (at most four),
     else BM25, dense and hybrid."""
@@ -138,7 +144,7 @@ class SearchView:
         """Updates for a newly opened workspace: the labelled queries, the metrics, no results, and
         its systems to choose from (an imported run put beside BM25, dense and hybrid)."""
         split = ws.dataset.default_split()
-        chosen = list(shown_systems(ws)[:MAX_COLUMNS])
+        chosen = list(default_columns(ws))
         return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
                 metrics_rows(ws, split, shown_systems(ws)) if split else [], "", gr.update(choices=system_choices(ws), value=chosen),
                 chosen)

@@ -42,7 +42,7 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
             f'<span class="title">{html.escape(hit.title or hit.doc_id)}</span>'
             f'<span class="score">{hit.score:.3f}</span></div>'
-            f'<div class="meta">{html.escape(hit.doc_id)} · also: {elsewhere}</div>'
+            f'<div class="meta">{html.escape(hit.doc_id)}{f" · also: {elsewhere}" if elsewhere else ""}</div>'
             f'<div class="snippet">{highlight(hit.text, tokenizer, set(res.terms))}</div>{why}{missing}</div>')
 
 
