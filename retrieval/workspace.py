@@ -216,8 +216,12 @@ class Workspace:
         with self._lock:
             if self._dense is None and (self._building is None or self._failed()):
                 enc = self.encoder
-                self._building = BackgroundBuild(lambda progress, indexing: self._build_dense(enc, progress, indexing),
-                                                 total=len(self.dataset.docs))
+
+                def build(progress, indexing) -> DenseRetriever:
+                    with self._dense_lock:  # after a foreground build_dense under way, if any
+                        return self._dense or self._build_dense(enc, progress, indexing)
+
+                self._building = BackgroundBuild(build, total=len(self.dataset.docs))
             return self.encoding
 
     def wait_dense(self, timeout: float | None = None, progress: Progress | None = None) -> bool:
