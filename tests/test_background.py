@@ -18,6 +18,7 @@ from retrieval.search import side_by_side
 from retrieval.store import text_hash
 from retrieval.systems import BASE_SYSTEMS
 from ui import data as data_view
+from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view
 from ui import failures as failures_view
 from ui.registry import Registry
@@ -106,6 +107,8 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     assert "left out until the corpus is encoded" in caption
     with pytest.raises(gr.Error, match="still being built"):
         failures_view.failures(ws, "test", "")
+    with pytest.raises(gr.Error, match=f"{PART:,} of {3 * PART:,} documents encoded"):
+        embeddings_view.project_view(ws, "test", 2, "", "")
 
     gated.gate.set()
     assert ws.wait_dense(30)

@@ -14,7 +14,7 @@ from retrieval.projection import project, sample_points, sample_ranks, similarit
 from . import texts
 from .pools import HEAVY, LIGHT
 from .present.embeddings import COMPILE_NOTE, projection_figure, side_by_side_figure, similarity_histogram
-from .registry import Context, SplitView, split_dropdown
+from .registry import Context, SplitView, require_dense, split_dropdown
 from .failures import tuned_choices, tuned_dropdown
 from .search import query_choices
 
@@ -36,6 +36,7 @@ def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, t
     if query_text:  # one query: its own split's labels
         qid, qsplit = ws.find_query(query_text)
         split = qsplit or split
+    require_dense(ws)
     was_warm = umap_is_warm()  # the first fit in a process compiles numba code: say so
     progress = _compile_noted(progress)
     try:

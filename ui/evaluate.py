@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from retrieval import DenseNotReady, Workspace
+from retrieval import Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, label
@@ -14,7 +14,7 @@ from . import texts
 from .pools import HEAVY, LIGHT
 from .present.figures import bm25_dense_scatter, lambda_sweep, recall_curves
 from .present.tables import rounded
-from .registry import Context, Registry, SplitView, split_dropdown
+from .registry import Context, Registry, SplitView, require_dense, split_dropdown
 from .data import warnings
 from .search import encoder_choices, metrics_caption, metrics_rows, shown_systems
 
@@ -62,8 +62,7 @@ def compression(ws: Workspace, split: str) -> dict:
     """Quality and bytes per document of float32, int8 and PCA-reduced indexes (dense and hybrid)."""
     _require_labels(split)
     d = reduced_dims(ws.encoder.dim)
-    if ws.pending(("dense",)):
-        raise gr.Error(str(DenseNotReady(ws.encoding)))
+    require_dense(ws)
     rows = [r.to_dict() for r in compression_table(ws, split, variants=(("flat", None), ("sq8", None),
                                                                           ("flat", d), ("sq8", d)))]
     return {"headers": list(rows[0]), "data": [[rounded(v) for v in r.values()] for r in rows]}

@@ -20,7 +20,7 @@ from .pools import HEAVY, LIGHT
 from .present.figures import bm25_dense_scatter, counts_figure, recall_curves
 from .present.report import gallery_fragment, write_gallery
 from .present.vocabulary import category_label
-from .registry import Context, Registry, SplitView, split_dropdown
+from .registry import Context, Registry, SplitView, require_dense, split_dropdown
 
 # A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
 CARD_CLICK_JS = ("element.addEventListener('click', (e) => { const card = e.target.closest('.rs-card'); "
@@ -47,6 +47,7 @@ def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
 def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None) -> Gallery:
     if not split:
         raise gr.Error("this data set has no relevance labels: failures need them")
+    require_dense(ws)
     try:
         return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None, pair=pair)
     except (ValueError, OSError) as err:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from retrieval import Store, Workspace
+from retrieval import DenseNotReady, Store, Workspace
 from retrieval.dataset import Dataset
 from retrieval.language import corpus_tokenizer
 from retrieval.progress import Progress
@@ -107,6 +107,13 @@ class Context:
 
     def workspace(self, key: str) -> Workspace:
         return self.registry.get(key)
+
+
+def require_dense(ws: Workspace) -> None:
+    """For a view that needs the dense index: while it is being built in the background, a message
+    saying how far it is, before any work starts."""
+    if ws.pending(("dense",)):
+        raise gr.Error(str(DenseNotReady(ws.encoding)))
 
 
 def split_dropdown(ws: Workspace) -> gr.Dropdown:

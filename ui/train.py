@@ -6,7 +6,7 @@ import time
 
 import gradio as gr
 
-from retrieval import DenseNotReady, Workspace
+from retrieval import Workspace
 from retrieval.metrics import SUMMARY_METRICS
 from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
@@ -17,7 +17,7 @@ from . import texts
 from .pools import LIGHT
 from .present.figures import loss_figure
 from .present.tables import per_query_change_rows, training_result_rows
-from .registry import Context, Registry
+from .registry import Context, Registry, require_dense
 
 RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
 PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dense", "hybrid base",
@@ -33,8 +33,7 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
         cfg = TrainConfig.from_mapping(values)
     except ValueError as err:
         raise gr.Error(str(err)) from err
-    if ws.pending(("dense",)):  # the job would encode the same corpus a second time
-        raise gr.Error(str(DenseNotReady(ws.encoding)))
+    require_dense(ws)  # else the job would encode the same corpus a second time
     if ws.dataset.default_split() is None and not cfg.pretrain:
         raise gr.Error("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
