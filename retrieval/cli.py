@@ -39,8 +39,7 @@ def _progress(fraction: float, what: str) -> None:
 def _build_dense(ws: Workspace) -> None:
     print(f"encoder {ws.encoder.name} on {ws.encoder.compute}", file=sys.stderr)
     dense = ws.build_dense(progress=_progress)
-    repeats = len(dense.index.doc_ids) - dense.from_store - dense.encoded  # texts stored once, used twice
-    also = f"; {repeats:,} documents repeat another's text" if repeats > 0 else ""
+    also = f"; {dense.repeats:,} documents repeat another's text" if dense.repeats > 0 else ""
     print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded{also}", file=sys.stderr)
 
 

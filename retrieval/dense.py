@@ -197,6 +197,11 @@ class DenseRetriever:
         self.from_store, self.encoded = from_store, encoded  # how the corpus's vectors were obtained
         self.built_at = time.monotonic()
 
+    @property
+    def repeats(self) -> int:
+        """Documents whose text another document has too: stored once, they share its vector."""
+        return len(self.index.doc_ids) - self.from_store - self.encoded
+
     def encode_queries(self, queries: dict[str, str]) -> np.ndarray:
         """Embeddings of a query set (a split's queries), cached in the store like documents."""
         return embed_texts(self.encoder, list(queries.values()), self.store)

@@ -100,8 +100,7 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     dense = ws.dense
     if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
         return f"{len(dense.index.doc_ids):,} embeddings already in memory ({ws.encoder.compute})."
-    repeats = len(dense.index.doc_ids) - dense.from_store - dense.encoded  # texts stored once, used twice
-    also = f"; {repeats:,} documents repeat another's text and share its vector" if repeats > 0 else ""
+    also = f"; {dense.repeats:,} documents repeat another's text and share its vector" if dense.repeats > 0 else ""
     return (f"{dense.from_store:,} embeddings from the store, {dense.encoded:,} encoded "
             f"({ws.encoder.compute}){also}.")
 
