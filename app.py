@@ -1,6 +1,6 @@
 """RankScope — the Gradio app's entry point.
 
-    python app.py [--data PATH] [--model ID_OR_FOLDER] [--store FILE] [--host H] [--port P]
+    python app.py [--data PATH] [--model ID_OR_FOLDER] [--store FILE] [--engine SPEC] [--host H] [--port P]
 
 Opens the bundled demo corpus (already indexed at start-up) unless ``--data`` names another data
 set. BM25 is built before the page opens; a corpus whose encoding takes longer than a few seconds
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from retrieval import Store, load_dataset
 from retrieval.encoder import PRECISIONS
+from retrieval.engines import open_engine
 from training.job import JobQueue
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
@@ -28,11 +29,17 @@ MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 
 
 def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None,
-           language: str = "auto", precision: str = "auto", foreground_s: float | None = FOREGROUND_S):
-    """Open the store and the starting data set, and build the Blocks (used by main and tests);
-    encoding that takes longer than ``foreground_s`` goes on in the background."""
+           language: str = "auto", precision: str = "auto", foreground_s: float | None = FOREGROUND_S,
+           engine: str | None = None):
+    """Open the store, the index engine (``retrieval.engines``: in-process unless ``engine`` names
+    Milvus) and the starting data set, and build the Blocks (used by main and tests); encoding that
+    takes longer than ``foreground_s`` goes on in the background."""
     store = Store(store_path) if store_path else Store()
-    registry = Registry(store, model, language=language, precision=precision, foreground_s=foreground_s)
+    index_engine = open_engine(engine)
+    if engine not in (None, "", "in-process"):
+        print(f"engine: {index_engine.name} at {index_engine.where}", file=sys.stderr)
+    registry = Registry(store, model, language=language, precision=precision, foreground_s=foreground_s,
+                        engine=index_engine)
     def report(fraction: float, what: str) -> None:
         print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
@@ -70,10 +77,16 @@ def main(argv=None) -> None:
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="encoder arithmetic: auto (bf16 on CPUs with AVX-512 BF16 or AMX, fp16 on CUDA, else fp32) "
                    "or forced, e.g. fp32")
+    p.add_argument("--engine", default=os.environ.get("RANKSCOPE_ENGINE", "in-process"), metavar="SPEC",
+                   help="where BM25 and the vectors live: in-process (default), milvus:PATH.db (Milvus Lite, "
+                   "embedded) or milvus://HOST:PORT (a Milvus server; token in $RANKSCOPE_MILVUS_TOKEN)")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
-    app, registry = create(args.data, args.model, args.store, args.language, args.precision)
+    try:
+        app, registry = create(args.data, args.model, args.store, args.language, args.precision, engine=args.engine)
+    except ValueError as err:  # a bad data set or engine: the message, not a traceback
+        sys.exit(f"error: {err}")
     app.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                   **launch_kwargs(registry.store))
 

@@ -11,6 +11,9 @@ beside the built-in ones; what reading it found goes to stderr as warnings.
     python -m retrieval failures DATASET [--split test] [--tuned MODEL] --html REPORT.html
 
 writes the failure gallery as one self-contained HTML file (the app's *Export HTML report*).
+Every command that searches takes ``--engine milvus:PATH.db`` (Milvus Lite) or ``--engine
+milvus://HOST:PORT`` to put BM25 and the vectors in Milvus; ``python -m retrieval drop DATASET
+--engine SPEC`` removes them there.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from .dataset import Dataset
 from .encoder import PRECISIONS
+from .engines import ENGINE_SPECS, InProcess, open_engine
 from .evaluate import compare, significance_marks
 from .language import corpus_tokenizer
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
@@ -49,8 +53,12 @@ def _open(args) -> tuple[Dataset, Workspace]:
         print(f"warning: {w}", file=sys.stderr)
     store = None if args.no_store else Store(args.store or default_store_path())
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
+    engine = open_engine(args.engine)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
-                   device=args.device, tokenizer=tokenizer, precision=args.precision)
+                   device=args.device, tokenizer=tokenizer, precision=args.precision, engine=engine)
+    if not isinstance(engine, InProcess):
+        print(f"engine: {engine.name} at {engine.where}", file=sys.stderr)
+        ws.build_lexical(progress=_progress)
     return ds, ws
 
 
@@ -178,6 +186,21 @@ def cmd_failures(args) -> int:
     return 0
 
 
+def engine_arg(parser) -> None:
+    """``--engine``: where BM25 and the vectors live (the CLI's, the app's and the benchmarks')."""
+    parser.add_argument("--engine", default="in-process", metavar="SPEC",
+                        help=f"index engine: {', '.join(ENGINE_SPECS)} (Milvus Lite embedded in that file, or a "
+                             f"Milvus server; token in $RANKSCOPE_MILVUS_TOKEN)")
+
+
+def cmd_drop(args) -> int:
+    ds = load_dataset(args.dataset)
+    engine = open_engine(args.engine)
+    dropped = engine.drop(ds.corpus_hash)
+    print(f"{ds.name}: {dropped} collection(s) dropped from the {engine.name} engine", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -199,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "a sample of the corpus) or an ISO 639-1 code such as en, fr, de")
             sp.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
             sp.add_argument("--no-store", action="store_true", help="compute everything, cache nothing")
+            engine_arg(sp)
 
     ev = sub.add_parser("evaluate", help="metrics of BM25 / dense / hybrid on a labelled split")
     common(ev)
@@ -226,6 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--tuned", default=None, help="a fine-tuned encoder to compare (adds fixed/broken by fine-tuning)")
     fa.add_argument("--html", required=True, help="write the report here")
     fa.set_defaults(func=cmd_failures)
+    dr = sub.add_parser("drop", help="remove what an engine holds for a data set's corpus (its BM25 and vector collections)")
+    common(dr, store=False)
+    engine_arg(dr)
+    dr.set_defaults(func=cmd_drop)
     return p
 
 

@@ -43,7 +43,8 @@ class Candidates:
 
 
 class Hybrid:
-    """The ``search(queries, k) -> Run`` shape over a BM25 index and a dense retriever."""
+    """The ``search(queries, k) -> Run`` shape over a BM25 index and a dense retriever (of any
+    engine: ``bm25`` needs ``top`` and ``scores_at``, see ``retrieval.engines``)."""
 
     def __init__(self, bm25: BM25Index, dense: DenseRetriever, lam: float | None = None,
                  depth: int = 1000, fusion: str = "clear", rrf_k: int = 60,
@@ -78,19 +79,18 @@ class Hybrid:
             return {}
         qvecs = self.dense.encode_queries(queries)
         _, dense_rows = self.dense.index.search_vectors(qvecs, self.depth)
-        return {qid: self.union(self.bm25.scores(text), qvecs[i], dense_rows[i])
-                for i, (qid, text) in enumerate(queries.items())}
+        return {qid: self.union(text, qvecs[i], dense_rows[i]) for i, (qid, text) in enumerate(queries.items())}
 
-    def union(self, lex_all: np.ndarray, qvec: np.ndarray, dense_rows: np.ndarray) -> Candidates:
-        """One query's candidates from its BM25 scores of every document (``lex_all``), its
-        embedding and the dense index's top rows (``-1`` = no hit): the union of BM25's top
-        ``depth`` with a positive score and the dense top ``depth``, scored by both models."""
-        depth = min(self.depth, len(lex_all))
-        lex_top = np.argpartition(-lex_all, depth - 1)[:depth]
-        lex_top = lex_top[lex_all[lex_top] > 0]  # a document matching no term is no candidate
+    def union(self, text: str, qvec: np.ndarray, dense_rows: np.ndarray) -> Candidates:
+        """One query's candidates from its text, its embedding and the dense index's top rows
+        (``-1`` = no hit): the union of BM25's top ``depth`` with a positive score and the dense
+        top ``depth``, each scored exactly by both models (the engines' ``scores_at`` and
+        ``scores``: a document one list lacks is scored, not given a floor)."""
+        lex_top, _ = self.bm25.top(text, self.depth)
         dense_rows = dense_rows[:self.depth]
         rows = np.union1d(lex_top, dense_rows[dense_rows >= 0]).astype(np.int64)
-        return Candidates(rows, lex_all[rows].astype(np.float64), self.dense.index.scores(qvec, rows).astype(np.float64))
+        return Candidates(rows, np.asarray(self.bm25.scores_at(text, rows), dtype=np.float64),
+                          np.asarray(self.dense.index.scores(qvec, rows), dtype=np.float64))
 
     def rank(self, cands: dict[str, Candidates], lam: float, k: int) -> Run:
         """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
@@ -108,7 +108,7 @@ class Hybrid:
         out = {}
         for i, (qid, rows) in enumerate(doc_rows.items()):
             rows_a = np.asarray(rows, dtype=np.int64)
-            lex = self.bm25.scores(queries[qid])[rows_a]
+            lex = self.bm25.scores_at(queries[qid], rows_a)
             emb = self.dense.index.scores(qvecs[i], rows_a)
             out[qid] = {self.doc_ids[r]: float(lam * l + e) for r, l, e in zip(rows_a, lex, emb)}
         return out

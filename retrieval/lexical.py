@@ -89,6 +89,7 @@ class BM25Index:
         self.doc_ids, self._texts = list(doc_ids), texts
         self.k1, self.b, self.method = float(k1), float(b), method
         self.tokenizer = tokenizer or Tokenizer()
+        self._last: tuple[str, np.ndarray] | None = None  # the last query's scores (top, then scores_at)
 
     # ---- saving and loading ------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -138,12 +139,36 @@ class BM25Index:
             return np.zeros(len(self.doc_ids), dtype=np.float32)
         return self._engine.get_scores_from_ids(ids)
 
+    def _scores_of(self, query: str) -> np.ndarray:
+        """``scores(query)``, kept for the next call with the same query (a hybrid asks for the
+        top and then for the scores of the candidates)."""
+        last = self._last
+        if last is not None and last[0] == query:
+            return last[1]
+        scores = self.scores(query)
+        self._last = (query, scores)
+        return scores
+
+    def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the ``k`` best documents for ``query``, best first; zero scores left out."""
+        return self.top_rows(self._scores_of(query), k)
+
+    def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:
+        """The exact BM25 scores of ``query`` for the documents at ``rows`` (0: no term matches)."""
+        return self._scores_of(query)[np.asarray(rows, dtype=np.int64)]
+
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
         """Top-``k`` documents per query; documents matching no query term are left out."""
-        return {qid: self.rank(self.scores(text), k) for qid, text in queries.items()}
+        return {qid: self.rank(self._scores_of(text), k) for qid, text in queries.items()}
 
     def rank(self, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The top ``k`` of a query's score vector (``scores``), best first; zero scores left out.
+        """The top ``k`` of a query's score vector (``scores``) as (doc id, score), best first."""
+        rows, top = self.top_rows(scores, k)
+        doc_ids = self.doc_ids
+        return list(zip([doc_ids[r] for r in rows.tolist()], top.tolist()))
+
+    def top_rows(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the top ``k`` of a score vector, best first; zero scores left out.
 
         Ranked here rather than by ``bm25s.retrieve``: only the documents with a positive score
         are partitioned (numpy's argpartition is slow on the mostly-zero score vector bm25s
@@ -155,8 +180,7 @@ class BM25Index:
             rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
         top = scores[rows]
         order = np.lexsort((rows, -top))  # score descending, then document order
-        doc_ids = self.doc_ids
-        return list(zip([doc_ids[r] for r in rows[order].tolist()], top[order].tolist()))
+        return rows[order], top[order]
 
     # ---- explanation ---------------------------------------------------------------------
     def query_terms(self, query: str) -> "QueryTerms":

@@ -19,8 +19,9 @@ import numpy as np
 
 from .background import BackgroundBuild, EncodingStatus
 from .dataset import Dataset
-from .dense import DenseIndex, DenseRetriever, Embedded, embed_corpus, index_kind_for
+from .dense import DenseRetriever, index_kind_for
 from .encoder import Encoder, load_encoder
+from .engines import Corpus, InProcess
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
 from .hybrid import Hybrid, default_lambda, tune_lambda
@@ -48,8 +49,10 @@ class Workspace:
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
                  tokenizer: Tokenizer | None = None, index_kind: str = "auto", depth: int = 1000,
-                 device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto"):
+                 device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto",
+                 engine=None):
         self.dataset, self.store = dataset, store
+        self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.engines)
         self._model_arg, self._device, self._precision = model, device, precision
         self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
@@ -59,7 +62,8 @@ class Workspace:
         self._lock = threading.RLock()
         self._dense_lock = threading.Lock()  # taken after _lock, never before it
         self._building: BackgroundBuild[DenseRetriever] | None = None  # start_dense's build
-        self._bm25: BM25Index | None = None
+        self._bm25: BM25Index | None = None  # in-process: explanations, training (the engine's own when in-process)
+        self._lexical = None  # the engine's BM25 (what ranks)
         self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
         self._dense: DenseRetriever | None = None
         self._lambda: dict[str | None, LambdaChoice] = {}
@@ -81,7 +85,10 @@ class Workspace:
     def with_index(self, kind: str, dims: int | None = None) -> "Workspace":
         """The same data set and encoder over another dense index (``kind``, optionally reduced to
         ``dims`` dimensions), sharing BM25, the encoder and the corpus embeddings; its runs, metrics
-        and λ are cached under its own parameters."""
+        and λ are cached under its own parameters. In-process only (the variants are FAISS's)."""
+        if not isinstance(self.engine, InProcess):
+            raise ValueError(f"index variants (int8, PCA) are built in-process; the {self.engine.name} engine "
+                             f"serves its own flat or HNSW index only")
         other = self._sibling(self._model_arg, kind, dims)
         other._encoder = self.encoder
         other._embeddings_from = self
@@ -114,8 +121,8 @@ class Workspace:
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
                           bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
                           depth=self.depth, device=self._device, index_dims=index_dims,
-                          precision=self._precision)
-        other._bm25 = self.bm25
+                          precision=self._precision, engine=self.engine)
+        other._bm25, other._lexical = self._bm25, self.lexical
         other._imported = self._imported  # the same data set: the same imported runs
         return other
 
@@ -156,25 +163,34 @@ class Workspace:
         return [d.full_text for d in self.dataset.docs.values()]
 
     @property
+    def corpus(self) -> Corpus:
+        return Corpus(self.dataset.corpus_hash, self.dataset.doc_ids, self.texts)
+
+    @property
+    def lexical(self):
+        """The engine's BM25 (``retrieval.engines``): what the BM25 system and the hybrids rank with."""
+        return self.build_lexical()
+
+    def build_lexical(self, progress: Progress | None = None):
+        """The engine's BM25, built (or loaded into the engine) now if it is not yet; reports
+        progress where the engine loads documents one batch at a time."""
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = self.engine.lexical(self.corpus, self.tokenizer, self.bm25_args, self.store,
+                                                    progress=counting(progress, "indexing {done}/{total} documents for BM25"))
+            return self._lexical
+
+    @property
     def bm25(self) -> BM25Index:
+        """BM25 in this process, for what an engine does not answer: per-term explanations, document
+        lengths, training margins. The in-process engine's own index; beside another engine, the
+        same index over the same analyzed terms, built (or read from the store) on first use."""
+        if isinstance(self.engine, InProcess):
+            return self.lexical
         with self._lock:
             if self._bm25 is None:
-                self._bm25 = self._load_or_build_bm25()
+                self._bm25 = InProcess().lexical(self.corpus, self.tokenizer, self.bm25_args, self.store)
             return self._bm25
-
-    def _load_or_build_bm25(self) -> BM25Index:
-        """The BM25 index from the store when this corpus was indexed with these settings before
-        (reopening skips tokenizing and indexing), else built and saved there."""
-        ids, texts, corpus = self.dataset.doc_ids, self.texts, self.dataset.corpus_hash
-        key = cache_key(dataset=corpus, system="bm25-index", params={**self.bm25_args, "tokenizer": self.tokenizer.config},
-                        split=None, k=0)  # the corpus, not the data set: new queries keep the index
-        saved = self.store.get_bm25(key) if self.store is not None else None
-        if saved is not None:
-            return BM25Index.from_bytes(saved, ids, texts, tokenizer=self.tokenizer, **self.bm25_args)
-        index = BM25Index(ids, texts, tokenizer=self.tokenizer, **self.bm25_args)
-        if self.store is not None:
-            self.store.put_bm25(key, corpus, index.to_bytes())
-        return index
 
     @property
     def encoder(self) -> Encoder:
@@ -200,13 +216,12 @@ class Workspace:
             self.store.register_model(enc.fingerprint, enc.name, enc.dim, {"max_seq_length": enc.max_seq_length})
         if self._embeddings_from:
             source = self._embeddings_from.build_dense()
-            emb = Embedded(source.index.embeddings, source.from_store, source.encoded)
-        else:
-            emb = embed_corpus(enc, self.texts, self.store, progress=progress)
-        if indexing:
-            indexing()
-        index = DenseIndex(self.dataset.doc_ids, emb.vectors, kind=self.index_kind, dims=self.index_dims)
-        return DenseRetriever(enc, index, self.store, emb.from_store, emb.encoded)
+            built = self.engine.vectors(self.corpus, enc, self.store, self.index_kind, self.index_dims,
+                                        indexing=indexing, embeddings=source.index.embeddings)
+            return DenseRetriever(enc, built.index, self.store, source.from_store, source.encoded)
+        built = self.engine.vectors(self.corpus, enc, self.store, self.index_kind, self.index_dims,
+                                    progress=progress, indexing=indexing)
+        return DenseRetriever(enc, built.index, self.store, built.from_store, built.encoded)
 
     def start_dense(self) -> EncodingStatus | None:
         """Build the dense index in a background thread (``retrieval.background``) unless it is
@@ -271,7 +286,7 @@ class Workspace:
         return self._dense if self._dense is not None else self.build_dense()
 
     def hybrid(self, fusion: str = "clear", eval_split: str | None = None) -> Hybrid:
-        h = Hybrid(self.bm25, self.dense, depth=self.depth, fusion=fusion)
+        h = Hybrid(self.lexical, self.dense, depth=self.depth, fusion=fusion)
         if fusion == "clear":
             h.lam = self.lambda_for(eval_split).value
         return h
@@ -285,7 +300,7 @@ class Workspace:
                     best, grid = self.lambda_grid(train)
                     self._lambda[eval_split] = LambdaChoice(best, f"tuned on {train} (nDCG@10)", grid)
                 else:
-                    h = Hybrid(self.bm25, self.dense, depth=self.depth)
+                    h = Hybrid(self.lexical, self.dense, depth=self.depth)
                     queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
                     sample = dict(list(queries.items())[:200])
                     lam = default_lambda(h.candidates(sample)) if sample else 0.0
@@ -303,7 +318,7 @@ class Workspace:
             cached = self.store.get_metrics(key) if self.store else None
             if cached:
                 return cached[0]["best"], [tuple(r) for r in cached[1]["grid"]]
-            h = Hybrid(self.bm25, self.dense, depth=self.depth)
+            h = Hybrid(self.lexical, self.dense, depth=self.depth)
             best, grid = tune_lambda(h, self.dataset.split_queries(split), self.dataset.qrels[split])
             if self.store:
                 self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda",
@@ -322,7 +337,7 @@ class Workspace:
             raise ValueError(f"{name!r} is an imported run: an imported run has no retriever; it only "
                              f"holds the lists of the queries it ran")
         if self.require_system(name) == "bm25":
-            return self.bm25
+            return self.lexical
         if name == "dense":
             return self.dense
         if name == "hybrid":
@@ -333,7 +348,7 @@ class Workspace:
         """What a system's runs and metrics are cached under (beside the data set, split and depth)."""
         if self.require_system(name) in self._imported:
             return {"imported": name, "hash": self._imported[name].content_hash}
-        p: dict = {}
+        p: dict = dict(self.engine.key)  # {} in-process; another engine's runs are its own
         if name in ("bm25", "hybrid", "rrf", "wsum"):
             p["bm25"] = {**self.bm25_args, "tokenizer": self.tokenizer.config}
         if name in ("dense", "hybrid", "rrf", "wsum"):
@@ -380,7 +395,8 @@ class Workspace:
         rows = {q: [self.doc_row[d] for d in docs if d in self.doc_row] for q, docs in qrels.items() if q in queries}
         if system == "bm25":
             return {q: {self.dataset.doc_ids[r]: float(s) for r, s in
-                        zip(rs, self.bm25.scores(queries[q])[rs])} for q, rs in rows.items()}
+                        zip(rs, self.lexical.scores_at(queries[q], np.asarray(rs, dtype=np.int64)))}
+                    for q, rs in rows.items()}
         if system == "dense":
             qv = self.dense.encode_queries({q: queries[q] for q in rows})
             return {q: {self.dataset.doc_ids[r]: float(s) for r, s in
@@ -434,15 +450,17 @@ class Workspace:
                    query_id: str | None = None) -> dict[str, list[tuple[str, float]]]:
         """Ranked lists of every system for one free-text query, in one pass (not cached).
 
-        The query is BM25-scored once (one score vector over the corpus), encoded once (not
-        written to the store) and searched in FAISS once, to ``max(k, depth)``; BM25's and the
-        dense list are cut from those, the CLEAR hybrid unions both (``Hybrid.union``) and RRF /
+        The query is searched by the engine's BM25 once and encoded once (not written to the store)
+        and searched in the vector index once, to ``max(k, depth)``; BM25's and the dense list are
+        cut from those, the CLEAR hybrid unions both (``Hybrid.union``) and RRF /
         weighted sum fuse them. The lists are those each system's ``search`` gives. An imported run
         gives its list of the data set's query ``query_id`` (default: the one with exactly this text,
         ``find_query``), else ``[]``.
         """
         built_in = [s for s in systems if self.require_system(s) in SYSTEMS]
-        lex_all = self.bm25.scores(text) if any(s != "dense" for s in built_in) else None
+        lex: list[tuple[str, float]] = []
+        if any(s != "dense" for s in built_in):
+            lex = self.lexical.search({"q": text}, max(k, self.depth))["q"]
         qvec = dense_rows = None
         dense: list[tuple[str, float]] = []
         if any(s != "bm25" for s in built_in):
@@ -458,13 +476,12 @@ class Workspace:
             if s in self._imported:
                 out[s] = self._imported[s].run.get(query_id, [])[:k] if query_id is not None else []
             elif s == "bm25":
-                out[s] = self.bm25.rank(lex_all, k)
+                out[s] = lex[:k]
             elif s == "dense":
                 out[s] = dense[:k]
             elif s == "hybrid":
                 h = self.hybrid("clear", eval_split)
-                out[s] = h.rank({"q": h.union(lex_all, qvec, dense_rows)}, h.lam, k)["q"]
+                out[s] = h.rank({"q": h.union(text, qvec, dense_rows)}, h.lam, k)["q"]
             else:
-                lex = {"q": self.bm25.rank(lex_all, self.depth)}
-                out[s] = self.hybrid(s).fuse(lex, {"q": dense[:self.depth]}, k)["q"]
+                out[s] = self.hybrid(s).fuse({"q": lex[:self.depth]}, {"q": dense[:self.depth]}, k)["q"]
         return out

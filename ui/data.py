@@ -101,8 +101,11 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
         return f"{len(dense.index.doc_ids):,} embeddings already in memory ({ws.encoder.compute})."
     also = f"; {dense.repeats:,} documents repeat another's text and share its vector" if dense.repeats > 0 else ""
-    return (f"{dense.from_store:,} embeddings from the store, {dense.encoded:,} encoded "
-            f"({ws.encoder.compute}){also}.")
+    where = getattr(ws.engine, "where", None)
+    source = f"already stored (the store or {ws.engine.name})" if where else "from the store"
+    engine = f" BM25 and the vectors are served by {ws.engine.name} at `{where}`." if where else ""
+    return (f"{dense.from_store:,} embeddings {source}, {dense.encoded:,} encoded "
+            f"({ws.encoder.compute}){also}.{engine}")
 
 
 def waiting_note(ws: Workspace) -> str:

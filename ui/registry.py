@@ -23,8 +23,9 @@ class Registry:
     """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
 
     def __init__(self, store: Store, model: str | None, size: int = 8, language: str = "auto",
-                 precision: str = "auto", foreground_s: float | None = FOREGROUND_S):
+                 precision: str = "auto", foreground_s: float | None = FOREGROUND_S, engine=None):
         self.store, self.model, self.size, self.language = store, model, size, language
+        self.engine = engine  # retrieval.engines: None is the in-process one
         self.precision, self.foreground_s = precision, foreground_s
         self._items: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
@@ -45,8 +46,10 @@ class Registry:
             ws = same_corpus.with_dataset(dataset)
         if ws is None:
             tokenizer = corpus_tokenizer([d.full_text for d in dataset.docs.values()], self.language)
-            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer, precision=self.precision)
-        ws.bm25  # noqa: B018 - build now, so the first search is fast
+            ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer, precision=self.precision,
+                           engine=self.engine)
+        ws.build_lexical(progress)  # now, so the first search is fast (loaded into the engine if it is not)
+        ws.bm25  # noqa: B018 - and the explanations' statistics (the same index in-process)
         ws.start_dense()
         self._wait(ws, progress)
         self._keep(key, ws)

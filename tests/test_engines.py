@@ -1,0 +1,197 @@
+"""The index-engine seam with a real Milvus Lite (embedded, in a temporary .db file): the Milvus
+engine answers what the in-process engine answers (BM25 top-k and candidate scores, dense top-k,
+the CLEAR hybrid, metrics), resumes an interrupted load, refuses a collection holding another
+corpus, and says so when a server cannot be reached. Skipped where Milvus Lite is not installed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from retrieval import Workspace  # noqa: E402
+from retrieval.engines import InProcess, open_engine  # noqa: E402
+from retrieval.engines import milvus as milvus_engine  # noqa: E402
+from retrieval.engines.milvus import EngineError  # noqa: E402
+
+from .conftest import DEMO  # noqa: E402
+from .test_cli import cli  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory):
+    return open_engine(f"milvus:{tmp_path_factory.mktemp('milvus') / 'engine.db'}")
+
+
+@pytest.fixture(scope="module")
+def pair(demo, tiny_encoder, lite):
+    """The demo corpus in both engines: (in-process workspace, Milvus workspace)."""
+    local = Workspace(demo, None, model=tiny_encoder)
+    remote = Workspace(demo, None, model=tiny_encoder, engine=lite)
+    return local, remote
+
+
+def test_bm25_through_milvus_matches_the_in_process_engine(pair, demo):
+    local, remote = pair
+    for text in list(demo.queries.values())[:15]:
+        rows_l, scores_l = local.lexical.top(text, 50)
+        rows_m, scores_m = remote.lexical.top(text, 50)
+        np.testing.assert_allclose(scores_m, scores_l, rtol=1e-5)
+        above = scores_l > scores_l[-1] + 1e-4  # at the cut, documents tied with the 50th may swap
+        assert rows_m[above].tolist() == rows_l[above].tolist(), text
+        some = np.arange(0, len(demo.doc_ids), 7)  # mostly documents outside the top 50
+        np.testing.assert_allclose(remote.lexical.scores_at(text, some), local.lexical.scores_at(text, some),
+                                   rtol=1e-5, atol=1e-6)
+    assert remote.lexical.top("the of and", 10)[0].size == 0  # stopwords only: no term to search
+
+
+def test_dense_and_hybrid_through_milvus_match(pair):
+    local, remote = pair
+    split = "test"
+    for system in ("dense", "hybrid"):
+        run_l, run_m = local.run(system, split, 100), remote.run(system, split, 100)
+        assert run_m.keys() == run_l.keys()
+        for q in run_l:
+            assert [d for d, _ in run_m[q][:10]] == [d for d, _ in run_l[q][:10]], (system, q)
+            np.testing.assert_allclose([s for _, s in run_m[q][:10]], [s for _, s in run_l[q][:10]], atol=1e-5)
+    assert remote.lambda_for(split).value == local.lambda_for(split).value
+    assert remote.evaluate("hybrid", split).mean["ndcg@10"] == pytest.approx(
+        local.evaluate("hybrid", split).mean["ndcg@10"], abs=1e-6)
+    # one query, all systems in one pass (the Search view's call) agrees too
+    text = local.dataset.queries[next(iter(local.dataset.qrels[split]))]
+    one_l, one_m = local.search_one(text, k=10, eval_split=split), remote.search_one(text, k=10, eval_split=split)
+    assert {s: [d for d, _ in h] for s, h in one_m.items()} == {s: [d for d, _ in h] for s, h in one_l.items()}
+
+
+def test_runs_of_each_engine_are_cached_apart(pair):
+    local, remote = pair
+    assert remote.system_params("bm25")["engine"] == "milvus"
+    assert "engine" not in local.system_params("bm25")  # the in-process keys of every existing cache
+
+
+def test_an_interrupted_vector_load_resumes(demo, tiny_encoder, tmp_path, monkeypatch):
+    engine = open_engine(f"milvus:{tmp_path / 'resume.db'}")
+    monkeypatch.setattr(milvus_engine, "COMMIT_EVERY", 100)
+    calls = {"n": 0}
+    original = tiny_encoder.encode
+
+    def crashing(texts, progress=None):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("killed")
+        return original(texts, progress=progress)
+
+    monkeypatch.setattr(tiny_encoder, "encode", crashing)
+    first = Workspace(demo, None, model=tiny_encoder, engine=engine)
+    with pytest.raises(RuntimeError, match="killed"):
+        first.build_dense()
+    half = [c for c in engine.collections(demo.corpus_hash) if c["kind"] == "dense"]
+    assert half and not half[0]["complete"]  # marked incomplete: never searched as it is
+    monkeypatch.setattr(tiny_encoder, "encode", original)
+    again = Workspace(demo, None, model=tiny_encoder, engine=engine).build_dense()
+    distinct = len({d.full_text for d in demo.docs.values()})
+    assert again.from_store == 200 and again.encoded == distinct - 200  # two parts kept, the rest encoded
+    done = [c for c in engine.collections(demo.corpus_hash) if c["kind"] == "dense"][0]
+    assert done["complete"] and done["docs"] == len(demo.doc_ids)
+    reference = Workspace(demo, None, model=tiny_encoder).dense
+    q = tiny_encoder.encode(["cat food prices"])
+    assert again.index.search_vectors(q, 10)[1].tolist() == reference.index.search_vectors(q, 10)[1].tolist()
+
+
+def test_an_interrupted_bm25_load_resumes(demo, tmp_path, monkeypatch):
+    engine = open_engine(f"milvus:{tmp_path / 'bm25.db'}")
+    monkeypatch.setattr(milvus_engine, "INSERT_BATCH", 50)
+    insert, calls = engine.client.insert, {"n": 0}
+
+    def crashing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise ConnectionError("server went away")
+        return insert(*args, **kwargs)
+
+    monkeypatch.setattr(engine.client, "insert", crashing)
+    with pytest.raises(ConnectionError):
+        Workspace(demo, None, engine=engine).lexical
+    monkeypatch.setattr(engine.client, "insert", insert)
+    seen = []
+    lexical = Workspace(demo, None, engine=engine).build_lexical(lambda f, what: seen.append(what))
+    assert seen[0].startswith("indexing 200/")  # three batches were kept
+    rows, _ = lexical.top("cat food", 5)
+    assert rows.tolist() == Workspace(demo, None).lexical.top("cat food", 5)[0].tolist()
+
+
+def test_a_collection_of_another_corpus_is_refused(demo, tmp_path):
+    engine = open_engine(f"milvus:{tmp_path / 'foreign.db'}")
+    Workspace(demo, None, engine=engine).lexical
+    name = engine.collections(demo.corpus_hash)[0]["name"]
+    engine.client.alter_collection_properties(name, properties={"rankscope.corpus": "another"})
+    with pytest.raises(EngineError, match=f"collection {name} .* holds something else"):
+        Workspace(demo, None, engine=engine).lexical
+
+
+def test_drop_removes_the_corpus_collections(demo, tmp_path, tiny_encoder):
+    path = tmp_path / "drop.db"
+    engine = open_engine(f"milvus:{path}")
+    ws = Workspace(demo, None, model=tiny_encoder, engine=engine)
+    ws.build_dense()
+    ws.lexical  # noqa: B018
+    assert {c["kind"] for c in engine.collections(demo.corpus_hash)} == {"bm25", "dense"}
+    assert engine.drop(demo.corpus_hash) == 2
+    assert engine.collections(demo.corpus_hash) == []
+
+
+def test_bad_engine_specs_say_what_is_wrong(tmp_path):
+    with pytest.raises(EngineError, match="cannot reach Milvus at milvus://127.0.0.1:9"):
+        open_engine("milvus://127.0.0.1:9")
+    with pytest.raises(EngineError, match="ending in .db"):
+        open_engine(f"milvus:{tmp_path / 'x.txt'}")
+    with pytest.raises(EngineError, match="does not exist"):
+        open_engine(f"milvus:{tmp_path / 'no' / 'x.db'}")
+    with pytest.raises(ValueError, match="unknown engine"):
+        open_engine("elastic://x")
+    assert isinstance(open_engine(None), InProcess)
+
+
+def test_index_variants_need_the_in_process_engine(pair):
+    with pytest.raises(ValueError, match="in-process"):
+        pair[1].with_index("sq8")
+
+
+def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
+    db = tmp_path / "cli.db"
+    done = cli("evaluate", DEMO, "--model", tiny_model_dir, "--engine", f"milvus:{db}", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"engine: milvus at {db}" in done.stderr
+    assert "Hybrid (CLEAR λ)" in done.stdout
+    local = cli("evaluate", DEMO, "--model", tiny_model_dir, "--no-store", tmp_path=tmp_path)
+    assert local.stdout.splitlines()[:5] == done.stdout.splitlines()[:5]  # the same table
+    dropped = cli("drop", DEMO, "--engine", f"milvus:{db}", tmp_path=tmp_path)
+    assert dropped.returncode == 0 and "2 collection(s) dropped" in dropped.stderr
+    unreachable = cli("evaluate", DEMO, "--engine", "milvus://127.0.0.1:9", tmp_path=tmp_path)
+    assert unreachable.returncode == 2 and "error: cannot reach Milvus at milvus://127.0.0.1:9" in unreachable.stderr
+
+
+def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
+    """``python app.py --engine milvus:PATH.db`` as a user reaches it: launched, searched through
+    gradio_client; the lists are the in-process engine's."""
+    from gradio_client import Client
+
+    import app as rankscope_app
+
+    db = tmp_path / "app.db"
+    app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
+                                         engine=f"milvus:{db}")
+    app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                       **rankscope_app.launch_kwargs(registry.store))
+    try:
+        client = Client(app.local_url, verbose=False)
+        _, result = client.predict("how do I stop my nose running in winter", api_name="/search")
+        local = Workspace(demo, None, model=str(tiny_model_dir))
+        expected = local.search_one("how do I stop my nose running in winter", k=10, eval_split="test")
+        for system in ("bm25", "dense", "hybrid"):
+            assert [h["doc_id"] for h in result["systems"][system]] == [d for d, _ in expected[system]], system
+        assert registry.engine.where == str(db)
+        assert {c["kind"] for c in registry.engine.collections()} == {"bm25", "dense"}
+    finally:
+        app.close()
