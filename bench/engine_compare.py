@@ -97,7 +97,7 @@ def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evalu
         figures["ndcg10"] = {s: ws.evaluate(s, split).mean["ndcg@10"] for s in SYSTEMS}
         figures["eval_s"] = time.perf_counter() - t
         figures["lambda"] = ws.lambda_for(split).value
-        figures["dense_top10"] = {q: [d for d, _ in hits[:10]] for q, hits in ws.run("dense", split, 10).items()}
+        figures["dense_top10"] = {q: [d for d, _ in hits[:10]] for q, hits in ws.run("dense", split).items()}
     figures["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
     Path(out).write_text(json.dumps(figures))
 
@@ -159,17 +159,17 @@ def main(argv=None) -> None:
         local_again = run_worker(folder, "in-process", store, args, False, reopen=True)
         again = run_worker(folder, spec, store, args, False, reopen=True)
         print(f"\n{folder.name}: {local['docs']:,} documents, Milvus = {spec}")
-        print(f"{'':<30}{'in-process':>12}{'milvus':>12}{'reopen: in-process':>20}{'milvus':>10}")
+        print(f"{'':<30}{'in-process':>14}{'milvus':>14}{'reopen: in-process':>20}{'milvus':>10}")
         rows = [("read the data set (s)", "read_s"), ("BM25 into the engine (s)", "bm25_s"),
                 ("vectors into the engine (s)", "vectors_s"), ("peak RSS (GB)", "peak_rss_gb")]
         for name, key in rows:
-            print(f"{name:<30}{local[key]:>12.2f}{remote[key]:>12.2f}{local_again[key]:>20.2f}{again[key]:>10.2f}")
+            print(f"{name:<30}{local[key]:>14.2f}{remote[key]:>14.2f}{local_again[key]:>20.2f}{again[key]:>10.2f}")
         counts = [(f"{f['from_store']:,}/{f['encoded']:,}", w) for f, w in
-                  ((local, 12), (remote, 12), (local_again, 20), (again, 10))]
+                  ((local, 14), (remote, 14), (local_again, 20), (again, 10))]
         print(f"{'vectors stored / encoded':<30}" + "".join(f"{c:>{w}}" for c, w in counts))
         for s in SYSTEMS:
             (l50, l95), (m50, m95) = local["latency_ms"][s], remote["latency_ms"][s]
-            print(f"{'search ' + s + ' p50 / p95 (ms)':<30}{f'{l50:.1f} / {l95:.1f}':>12}{f'{m50:.1f} / {m95:.1f}':>12}")
+            print(f"{'search ' + s + ' p50 / p95 (ms)':<30}{f'{l50:.1f} / {l95:.1f}':>14}{f'{m50:.1f} / {m95:.1f}':>14}")
         worst = lambda f: max(v[1] for v in f["latency_ms"].values())  # noqa: E731
         summary["p95"] = max(summary["p95"], worst(remote) / worst(local))
         summary["load"] = max(summary["load"], (remote["bm25_s"] + remote["vectors_s"]) / (local["bm25_s"] + local["vectors_s"]))

@@ -147,8 +147,16 @@ class DenseIndex:
         return int(faiss.serialize_index(self.index).size)
 
     def search_vectors(self, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows), each (queries, k), best first; documents with equal scores (the same
+        vector: repeated texts) in document order, whichever order FAISS's heap left them in."""
         k = min(k, len(self.doc_ids))
-        return self.index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
+        scores, rows = self.index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
+        for i in range(len(rows)):
+            if len(np.unique(scores[i])) < k:  # a tie somewhere (rare): put it in document order
+                valid = rows[i] >= 0
+                order = np.lexsort((np.where(valid, rows[i], np.iinfo(np.int64).max), -scores[i]))
+                scores[i], rows[i] = scores[i][order], rows[i][order]
+        return scores, rows
 
     def scores(self, qvec: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Inner products of one query vector with the stored documents at ``rows`` (all if None)."""

@@ -53,15 +53,25 @@ def test_dense_and_hybrid_through_milvus_match(pair):
         run_l, run_m = local.run(system, split, 100), remote.run(system, split, 100)
         assert run_m.keys() == run_l.keys()
         for q in run_l:
-            assert [d for d, _ in run_m[q][:10]] == [d for d, _ in run_l[q][:10]], (system, q)
-            np.testing.assert_allclose([s for _, s in run_m[q][:10]], [s for _, s in run_l[q][:10]], atol=1e-5)
+            same_up_to_near_ties(run_m[q][:10], run_l[q][:10])
     assert remote.lambda_for(split).value == local.lambda_for(split).value
     assert remote.evaluate("hybrid", split).mean["ndcg@10"] == pytest.approx(
         local.evaluate("hybrid", split).mean["ndcg@10"], abs=1e-6)
     # one query, all systems in one pass (the Search view's call) agrees too
     text = local.dataset.queries[next(iter(local.dataset.qrels[split]))]
     one_l, one_m = local.search_one(text, k=10, eval_split=split), remote.search_one(text, k=10, eval_split=split)
-    assert {s: [d for d, _ in h] for s, h in one_m.items()} == {s: [d for d, _ in h] for s, h in one_l.items()}
+    for system in one_l:
+        same_up_to_near_ties(one_m[system], one_l[system])
+
+
+def same_up_to_near_ties(got, expected, tol=1e-5):
+    """The same ranked list, except that documents whose scores differ by float noise (two engines
+    sum a dot product in different orders) may swap."""
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=tol)
+    cut = expected[-1][1] + tol
+    assert {d for d, s in got if s > cut} == {d for d, s in expected if s > cut}
+    for (d, s), (e, t) in zip(got, expected):
+        assert d == e or abs(s - t) < tol, (got, expected)  # a swap only between near-equal scores
 
 
 def test_runs_of_each_engine_are_cached_apart(pair):

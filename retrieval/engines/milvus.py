@@ -237,7 +237,7 @@ class Milvus:
         n = len(corpus.doc_ids)
         from_store = encoded = 0
         if self._open(name, props, create):
-            from_store = n
+            from_store = len({text_hash(t) for t in corpus.texts})  # distinct texts, as counted when loaded
         else:
             present = self._present(name, corpus.doc_ids)
             from_store = len(present)
@@ -406,8 +406,11 @@ class MilvusVectors:
                                       output_fields=["doc_id"], search_params=params)
             for i, found in enumerate(hits):
                 q = start + i
-                for j, h in enumerate(found[:k]):
-                    rows[q, j], scores[q, j] = self.row[h["doc_id"]], float(h["distance"])
+                # ties (documents with the same vector) in document order, as FAISS's flat index has them
+                ranked = sorted(((float(h["distance"]), self.row[h["doc_id"]]) for h in found[:k]),
+                                key=lambda h: (-h[0], h[1]))
+                for j, (score, row) in enumerate(ranked):
+                    rows[q, j], scores[q, j] = row, score
                 valid = rows[q] >= 0
                 self._recent.put(qvecs[q].tobytes(), dict(zip(rows[q][valid].tolist(), scores[q][valid].tolist())))
         return scores, rows
