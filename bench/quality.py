@@ -3,7 +3,7 @@
 
     python bench/quality.py ../shared/datasets/scifact [--split test]
         [--systems bm25,dense,hybrid,rrf,wsum] [--model PATH_OR_ID] [--store PATH]
-        [--recompute] [--json FILE]
+        [--recompute] [--json FILE] [--engine milvus:PATH.db|milvus://HOST:PORT]
 
 A thin wrapper over ``retrieval.workspace.Workspace``: it prints the metrics table of
 ``python -m retrieval evaluate`` (``retrieval.cli.format_table``; significance marks against the
@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from retrieval import cli  # noqa: E402
+from retrieval.engines import open_engine  # noqa: E402
 from retrieval.evaluate import evaluate_run  # noqa: E402
 from retrieval.evaluate import significance_marks  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
@@ -91,6 +92,7 @@ def main(argv=None) -> int:
     p.add_argument("--recompute", action="store_true",
                    help="ignore cached runs, metrics and λ (document embeddings still come from the store)")
     p.add_argument("--json", default=None, help="write metrics, λ and seconds here")
+    cli.engine_arg(p)
     args = p.parse_args(argv)
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -104,7 +106,7 @@ def main(argv=None) -> int:
     if args.split not in ds.qrels:
         p.error(f"no split {args.split!r} in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     store = CountingStore(args.store or default_store_path(), recompute=args.recompute)
-    ws = Workspace(ds, store, model=args.model)
+    ws = Workspace(ds, store, model=args.model, engine=open_engine(args.engine))
     print(f"{ds.name}: {len(ds.docs):,} documents, {len(ds.split_queries(args.split)):,} {args.split} "
           f"queries; store {store.path}{' (runs, metrics and λ recomputed)' if args.recompute else ''}")
 

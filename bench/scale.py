@@ -3,7 +3,7 @@
 reopen, and SciFact's quality under distractors.
 
     python bench/scale.py --docs 100000 [--seed 0] [--work DIR] [--store FILE]
-        [--max-seq-length T] [--queries 100] [--skip-dense]
+        [--max-seq-length T] [--queries 100] [--skip-dense] [--engine milvus:PATH.db|milvus://HOST:PORT]
 
 The corpus (seeded, written once to ``WORK/scale-<N>-seed<S>/`` in BEIR format and reused):
 SciFact's 5,183 abstracts, whose train and test labels still hold, plus N − 5,183 distractors.
@@ -50,7 +50,9 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from retrieval.dense import DenseIndex  # noqa: E402
+from retrieval.cli import engine_arg  # noqa: E402
 from retrieval.encoder import load_encoder  # noqa: E402
+from retrieval.engines import InProcess, open_engine  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
@@ -151,6 +153,7 @@ def main(argv=None) -> None:
     p.add_argument("--max-seq-length", type=int, default=0, help="cut encoder inputs to this many word pieces")
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--skip-dense", action="store_true", help="BM25 only (no encoding, no dense or hybrid)")
+    engine_arg(p)
     args = p.parse_args(argv)
     if not (SHARED / "scifact" / "corpus.jsonl").exists():
         sys.exit(f"{SHARED} is absent: the corpus is built from the shared BEIR data sets")
@@ -164,8 +167,9 @@ def main(argv=None) -> None:
     enc = load_encoder(None)  # the GPU where there is one
     if args.max_seq_length:
         enc.model.max_seq_length = args.max_seq_length
-    ws = Workspace(ds, Store(store_path), model=enc)
-    _, t_bm25 = timed(lambda: ws.bm25)
+    engine = open_engine(args.engine)
+    ws = Workspace(ds, Store(store_path), model=enc, engine=engine)
+    _, t_bm25 = timed(lambda: ws.build_lexical())
     print(f"{len(ds.docs):,} documents: load {t_load:.1f} s, BM25 index {t_bm25:.1f} s")
     systems = ["bm25"] if args.skip_dense else ["bm25", "dense", "hybrid"]
     rate = float("nan")
@@ -178,10 +182,11 @@ def main(argv=None) -> None:
         cut = f", inputs cut to {args.max_seq_length} word pieces" if args.max_seq_length else ""
         print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded in {t_embed:.0f} s "
               f"({rate:.1f} docs/s on {enc.compute}{cut})")
-        flat, t_faiss = timed(lambda: DenseIndex(ds.doc_ids, dense.index.embeddings))
-        print(f"FAISS flat index over {len(ds.docs):,} vectors: {t_faiss:.1f} s")
-        flat_vs_hnsw(ds, dense, flat, args.queries)
-        del flat
+        if isinstance(engine, InProcess):  # another engine keeps the vectors itself
+            flat, t_faiss = timed(lambda: DenseIndex(ds.doc_ids, dense.index.embeddings))
+            print(f"FAISS flat index over {len(ds.docs):,} vectors: {t_faiss:.1f} s")
+            flat_vs_hnsw(ds, dense, flat, args.queries)
+            del flat
         (lam, _), t_lam = timed(lambda: ws.lambda_grid("train"))
         print(f"λ tuned on train: {lam:g} ({t_lam:.0f} s)")
     queries = list(ds.split_queries("test").items())[:args.queries]

@@ -75,6 +75,29 @@ def analyzed(tokenizer: Tokenizer, text: str) -> str:
     return raw[:MAX_TERMS_BYTES + 1].decode("utf-8", "ignore").rsplit(" ", 1)[0]
 
 
+class _Client:
+    """A ``pymilvus.MilvusClient`` whose errors are ``EngineError``s naming where Milvus is (a server
+    that went away mid-session reads like one that was never there)."""
+
+    def __init__(self, client, where: str):
+        self._client, self._where = client, where
+
+    def __getattr__(self, name: str):
+        from pymilvus.exceptions import MilvusException
+
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            try:
+                return attr(*args, **kwargs)
+            except MilvusException as err:
+                raise EngineError(f"Milvus at {self._where}: {err.message}") from err
+
+        return call
+
+
 class Milvus:
     """BM25 and vectors in Milvus, through one ``pymilvus.MilvusClient``."""
 
@@ -82,7 +105,7 @@ class Milvus:
     key = {"engine": "milvus"}  # Milvus's runs are cached apart from the in-process engine's
 
     def __init__(self, client, where: str, lite: bool):
-        self.client, self.where, self.lite = client, where, lite
+        self.client, self.where, self.lite = _Client(client, where), where, lite
 
     @classmethod
     def from_spec(cls, spec: str) -> "Milvus":
