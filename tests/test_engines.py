@@ -205,3 +205,10 @@ def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
         assert {c["kind"] for c in registry.engine.collections()} == {"bm25", "dense"}
     finally:
         app.close()
+
+
+def test_the_data_summary_names_the_engine(pair, lite):
+    from ui.data import dataset_summary
+
+    assert f"BM25 and vectors served by milvus at `{lite.where}`" in dataset_summary(pair[1])
+    assert "served by" not in dataset_summary(pair[0])

@@ -38,6 +38,9 @@ def dataset_summary(ws: Workspace) -> str:
     line = (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
             f"encoder `{ws.encoder.name}` ({ws.encoder.compute}); BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
             f"content hash `{ds.content_hash[:12]}`")
+    where = getattr(ws.engine, "where", None)
+    if where:
+        line += f"; BM25 and vectors served by {ws.engine.name} at `{html.escape(where)}`"
     return line + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
 
 
