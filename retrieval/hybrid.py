@@ -8,9 +8,17 @@ by both models, and rank by
     s_clear(q, d) = λ_test · s_lex(q, d) + s_emb(q, d)
 
 λ_test is tuned on labelled training queries over a grid (``tune_lambda``, the paper searched a
-grid on 500 training queries); without labels it defaults to the scale-matching value
-``median_q std(s_emb) / std(s_lex)`` over each query's candidates, which gives both models the
-same spread (the paper's 0.5 assumes MS MARCO BM25 scores and unnormalized BERT dot products).
+grid on 500 training queries). Without labels, ``lex_norm`` divides each query's BM25 scores by the
+largest score that query could reach (``BM25Index.max_score``: Σ idf of its terms), so s_lex is
+the share of the query's idf mass a document matches, in [0, 1] like the cosine s_emb, and
+λ = 1 weighs the two equally: a convex combination of scores normalized by a theoretical bound,
+after Bruch, Gai and Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 42(1),
+2023, arXiv:2210.11934, §4–5 (their TMM normalization bounds by the theoretical minimum and the
+list's maximum; here both bounds are theoretical, so a query whose terms barely match gets little
+BM25 weight). ``bench/fusion_nolabels.py`` compares it with the other label-free fusions. The
+paper's 0.5 assumes MS MARCO BM25 scores and unnormalized BERT dot products; ``default_lambda``
+(``median_q std(s_emb) / std(s_lex)``, scale matching) is the fallback for an encoder whose
+scores are not cosines.
 
 ``rrf`` (reciprocal-rank fusion, Cormack et al. 2009: Σ 1/(k + rank)) and ``wsum`` (min-max
 normalized weighted sum) fuse the two runs through ranx.
@@ -48,7 +56,7 @@ class Hybrid:
 
     def __init__(self, bm25: BM25Index, dense: DenseRetriever, lam: float | None = None,
                  depth: int = 1000, fusion: str = "clear", rrf_k: int = 60,
-                 weights: tuple[float, float] = (0.5, 0.5)):
+                 weights: tuple[float, float] = (0.5, 0.5), lex_norm=None):
         if bm25.doc_ids != dense.index.doc_ids:
             raise ValueError("BM25 and dense indexes must cover the same documents in the same order")
         if fusion not in FUSIONS:
@@ -56,6 +64,7 @@ class Hybrid:
         self.bm25, self.dense = bm25, dense
         self.lam, self.depth, self.fusion = lam, depth, fusion
         self.rrf_k, self.weights = rrf_k, weights
+        self.lex_norm = lex_norm  # query text -> what its BM25 scores are divided by (None: raw scores)
 
     @property
     def doc_ids(self) -> list[str]:
@@ -66,6 +75,8 @@ class Hybrid:
         p = {"fusion": self.fusion, "depth": self.depth}
         if self.fusion == "clear":
             p["lambda"] = self.lam
+            if self.lex_norm is not None:
+                p["bm25_scale"] = "query max"
         elif self.fusion == "rrf":
             p["rrf_k"] = self.rrf_k
         else:
@@ -89,8 +100,15 @@ class Hybrid:
         lex_top, _ = self.bm25.top(text, self.depth)
         dense_rows = dense_rows[:self.depth]
         rows = np.union1d(lex_top, dense_rows[dense_rows >= 0]).astype(np.int64)
-        return Candidates(rows, np.asarray(self.bm25.scores_at(text, rows), dtype=np.float64),
+        return Candidates(rows, self.lexical_scores(text, rows),
                           np.asarray(self.dense.index.scores(qvec, rows), dtype=np.float64))
+
+    def lexical_scores(self, text: str, rows: np.ndarray) -> np.ndarray:
+        """s_lex of the documents at ``rows``: BM25, divided by ``lex_norm(text)`` when set."""
+        lex = np.asarray(self.bm25.scores_at(text, rows), dtype=np.float64)
+        if self.lex_norm is not None:
+            lex = lex / max(self.lex_norm(text), 1e-9)
+        return lex
 
     def rank(self, cands: dict[str, Candidates], lam: float, k: int) -> Run:
         """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
@@ -108,7 +126,7 @@ class Hybrid:
         out = {}
         for i, (qid, rows) in enumerate(doc_rows.items()):
             rows_a = np.asarray(rows, dtype=np.int64)
-            lex = self.bm25.scores_at(queries[qid], rows_a)
+            lex = self.lexical_scores(queries[qid], rows_a)
             emb = self.dense.index.scores(qvecs[i], rows_a)
             out[qid] = {self.doc_ids[r]: float(lam * l + e) for r, l, e in zip(rows_a, lex, emb)}
         return out

@@ -182,6 +182,14 @@ class BM25Index:
         order = np.lexsort((rows, -top))  # score descending, then document order
         return rows[order], top[order]
 
+    def max_score(self, query: "str | QueryTerms") -> float:
+        """The largest BM25 score any document could get for ``query``: Σ over its terms of
+        count · idf · the tf part's limit (1 for ``lucene`` and ``robertson``, k1 + 1 for ``atire``),
+        reached by a document holding every term, often; 0 when no query term is in the corpus."""
+        terms = self.query_terms(query) if isinstance(query, str) else query
+        limit = self.k1 + 1 if self.method == "atire" else 1.0
+        return float(sum(count * idf for _, count, _, _, idf in terms.terms) * limit)
+
     # ---- explanation ---------------------------------------------------------------------
     def query_terms(self, query: str) -> "QueryTerms":
         """The query's terms with their counts, surface words and idf: what every explanation of

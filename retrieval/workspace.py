@@ -38,11 +38,19 @@ EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
 
 
+NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
+
+
 @dataclass
 class LambdaChoice:
     value: float
-    how: str  # "tuned on <split>" or "scale-matched default (no training labels)"
+    how: str  # "tuned on <split>", or NO_LABELS, or "scale-matched default (no training labels)"
     grid: list[tuple[float, float]] = field(default_factory=list)
+    per_query_max: bool = False  # BM25 divided by each query's largest possible score (no labels)
+
+    @property
+    def formula(self) -> str:
+        return "λ·BM25/BM25max(q) + cosine" if self.per_query_max else "λ·BM25 + cosine"
 
 
 class Workspace:
@@ -288,7 +296,10 @@ class Workspace:
     def hybrid(self, fusion: str = "clear", eval_split: str | None = None) -> Hybrid:
         h = Hybrid(self.lexical, self.dense, depth=self.depth, fusion=fusion)
         if fusion == "clear":
-            h.lam = self.lambda_for(eval_split).value
+            choice = self.lambda_for(eval_split)
+            h.lam = choice.value
+            if choice.per_query_max:
+                h.lex_norm = self.bm25.max_score
         return h
 
     def lambda_for(self, eval_split: str | None) -> LambdaChoice:
@@ -299,6 +310,8 @@ class Workspace:
                 if train:
                     best, grid = self.lambda_grid(train)
                     self._lambda[eval_split] = LambdaChoice(best, f"tuned on {train} (nDCG@10)", grid)
+                elif self.encoder.normalize:  # cosine scores: BM25 normalized per query (Hybrid's docstring)
+                    self._lambda[eval_split] = LambdaChoice(1.0, NO_LABELS, per_query_max=True)
                 else:
                     h = Hybrid(self.lexical, self.dense, depth=self.depth)
                     queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
@@ -361,7 +374,10 @@ class Workspace:
         if name != "bm25" and name != "dense":
             p["depth"] = self.depth
         if name == "hybrid" and eval_split is not None:
-            p["lambda"] = self.lambda_for(eval_split).value
+            choice = self.lambda_for(eval_split)
+            p["lambda"] = choice.value
+            if choice.per_query_max:
+                p["bm25_scale"] = "query max"
         return p
 
     def _key(self, system: str, params: dict, split: str | None, k: int = 0) -> str:

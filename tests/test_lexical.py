@@ -161,3 +161,19 @@ def test_an_index_larger_than_sqlite_allows_is_not_kept(tmp_path):
     store.db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000)  # SQLite's 1 GB default, scaled down
     assert store.put_bm25("big", "corpus", b"x" * 2000) is False and store.get_bm25("big") is None
     assert store.put_bm25("small", "corpus", b"x" * 500) is True and store.get_bm25("small") == b"x" * 500
+
+
+def test_max_score_bounds_every_document_and_is_approached():
+    """BM25's largest possible score for a query: no document exceeds it, and one holding every
+    query term very often comes within a few percent of it."""
+    from retrieval.lexical import BM25Index
+
+    texts = ["the cat sat on the mat", "a dog barked at the cat", "stocks fell on rate fears", "cat food prices rose"]
+    for method in BM25Index.METHODS:
+        index = BM25Index([f"d{i}" for i in range(len(texts))], texts, method=method)
+        query = "cat food cat"
+        bound = index.max_score(query)
+        assert bound > 0 and index.scores(query).max() <= bound
+        saturated = sum(c.score for c in index.explain_text(query, "cat food " * 400, dl=index.avgdl))
+        assert saturated == pytest.approx(bound, rel=0.01)
+    assert index.max_score("zebra") == 0.0

@@ -163,7 +163,7 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
     minilm_named = Encoder(tiny_encoder.model, name="all-MiniLM-L6-v2")
     notes = data.warnings(Workspace(french, store, model=minilm_named))
     assert any("`fr`" in n and "trained on English only" in n for n in notes)
-    assert any("No relevance labels" in n and "judging a few queries tunes it" in n for n in notes)
+    assert any("No relevance labels" in n and "judging a few queries tunes λ" in n for n in notes)
     assert data.warnings(Workspace(demo, store, model=tiny_encoder)) == []
 
 

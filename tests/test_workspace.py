@@ -9,6 +9,7 @@ import json
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from retrieval.dataset import Dataset, Document
@@ -18,7 +19,7 @@ from retrieval.hybrid import Hybrid, default_lambda, tune_lambda
 from retrieval.readers import load_dataset
 from retrieval.store import Store
 from retrieval.systems import SYSTEMS
-from retrieval.workspace import Workspace
+from retrieval.workspace import NO_LABELS, Workspace
 
 from .conftest import DEMO, build_tiny_encoder
 from .test_dense import CountingEncoder
@@ -73,11 +74,9 @@ def test_test_split_lambda_is_tuned_on_train(demo_cache):
     got = ws.run("hybrid", "test")
     for q, hits in expected.items():
         assert [d for d, _ in got[q][:10]] == [d for d, _ in hits]
-    # λ is never tuned on the split being evaluated: train falls back to the default
+    # λ is never tuned on the split being evaluated: train falls back to the label-free default
     on_train = ws.lambda_for("train")
-    assert on_train.how.startswith("scale-matched default")
-    h = Hybrid(ws.bm25, ws.dense, depth=ws.depth)
-    assert on_train.value == pytest.approx(default_lambda(h.candidates(ds.split_queries("train"))))
+    assert on_train.how == NO_LABELS and on_train.per_query_max and on_train.value == 1.0
 
 
 def test_a_fixed_lambda_is_used_and_keys_its_own_cache_entries(demo_cache):
@@ -166,11 +165,28 @@ def test_without_training_labels_lambda_is_the_default(toy_dataset, store, tiny_
                         {"test": toy_dataset.qrels["test"]})
     ws = Workspace(only_test, store, model=tiny_encoder)
     choice = ws.lambda_for("test")
-    assert choice.how == "scale-matched default (no training labels)" and choice.grid == []
-    h = Hybrid(ws.bm25, ws.dense, depth=ws.depth)
-    expected = default_lambda(h.candidates(only_test.split_queries("test")))
-    assert expected > 0 and choice.value == pytest.approx(expected)
+    assert choice.how == NO_LABELS and choice.grid == [] and choice.value == 1.0 and choice.per_query_max
+    assert ws.system_params("hybrid", "test")["bm25_scale"] == "query max"
+    # the run is BM25 ÷ the query's largest possible BM25 score, plus cosine
+    queries = only_test.split_queries("test")
+    expected = Hybrid(ws.bm25, ws.dense, lam=1.0, depth=ws.depth, lex_norm=ws.bm25.max_score).search(queries, 10)
+    by_hand = Hybrid(ws.bm25, ws.dense, lam=1.0, depth=ws.depth).candidates(queries)
+    got = ws.run("hybrid", "test")
+    for q, c in by_hand.items():
+        s = c.s_lex / ws.bm25.max_score(queries[q]) + c.s_emb
+        top = [only_test.doc_ids[c.rows[j]] for j in np.argsort(-s, kind="stable")[:5]]
+        assert [d for d, _ in got[q][:5]] == [d for d, _ in expected[q][:5]] == top
     check_metrics(ws.evaluate("hybrid", "test").mean)
+    # an encoder whose scores are not cosines keeps the scale-matched default
+    raw = Workspace(only_test, None, model=tiny_encoder)
+    raw.encoder.normalize = False
+    try:
+        fallback = raw.lambda_for("test")
+        expected_lam = default_lambda(Hybrid(raw.bm25, raw.dense, depth=raw.depth).candidates(queries))
+    finally:
+        raw.encoder.normalize = True
+    assert fallback.how == "scale-matched default (no training labels)" and not fallback.per_query_max
+    assert fallback.value == pytest.approx(expected_lam)
 
 
 def test_unknown_system_and_split_raise(toy_dataset, store, tiny_encoder):

@@ -56,8 +56,8 @@ def warnings(ws: Workspace) -> list[str]:
                    "Hugging Face id or a folder, e.g. `sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2`).")
     split = ws.dataset.default_split()
     if split is None:
-        out.append("No relevance labels: metrics, failures and λ tuning need them. The hybrid's λ is a "
-                   "scale-matched default, not tuned; judging a few queries tunes it.")
+        out.append("No relevance labels: metrics, failures and λ tuning need them. The hybrid adds cosine and "
+                   "BM25 as a share of each query's best possible score, untuned; judging a few queries tunes λ.")
         return out
     health = label_health(ws, split)
     if health.looks_broken:

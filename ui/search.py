@@ -83,7 +83,7 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     lam = ws.lambda_for(split)
     n = len(ws.dataset.split_queries(split))
     untuned = "" if lam.grid else " λ is a default, not tuned: a train split, or judging a few queries, tunes it."
-    return (f"Split **{split}** ({n} queries). Hybrid: λ·BM25 + cosine with λ = {lam.value:g} ({lam.how}).{untuned} "
+    return (f"Split **{split}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} ({lam.how}).{untuned} "
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
             "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
             "leaves unlabelled documents out.")
