@@ -81,15 +81,15 @@ def fusions(ws: Workspace, queries: dict[str, str]) -> dict[str, callable]:
     return out
 
 
-def table(sets: dict, store: Store) -> dict[str, dict[str, float]]:
-    """{data set: {fusion: nDCG@10}} on each data set's split."""
+def table(sets: dict, store: Store | None, model=None) -> dict[str, dict[str, float]]:
+    """{data set: {fusion: nDCG@10}} on each data set's split (``model``: the encoder, default MiniLM)."""
     results = {}
     for name, (folder, split) in sets.items():
         if not folder.exists():
             print(f"{name}: {folder} is absent, skipped", file=sys.stderr)
             continue
         ds = only(load_dataset(folder), split)
-        ws = Workspace(ds, store)
+        ws = Workspace(ds, store, model=model)
         ws.build_dense()
         queries, qrels, ids = ds.split_queries(split), ds.qrels[split], ds.doc_ids
         cands = Hybrid(ws.lexical, ws.dense, depth=ws.depth).candidates(queries)
