@@ -16,7 +16,7 @@ from pathlib import Path
 
 from retrieval import Store, load_dataset
 from retrieval.encoder import PRECISIONS
-from retrieval.engines import open_engine
+from retrieval.engines import InProcess, open_engine
 from training.job import JobQueue
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
@@ -36,7 +36,7 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     takes longer than ``foreground_s`` goes on in the background."""
     store = Store(store_path) if store_path else Store()
     index_engine = open_engine(engine)
-    if engine not in (None, "", "in-process"):
+    if not isinstance(index_engine, InProcess):
         print(f"engine: {index_engine.name} at {index_engine.where}", file=sys.stderr)
     registry = Registry(store, model, language=language, precision=precision, foreground_s=foreground_s,
                         engine=index_engine)

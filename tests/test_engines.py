@@ -212,3 +212,20 @@ def test_the_data_summary_names_the_engine(pair, lite):
 
     assert f"BM25 and vectors served by milvus at `{lite.where}`" in dataset_summary(pair[1])
     assert "served by" not in dataset_summary(pair[0])
+
+
+def test_one_search_asks_milvus_for_the_bm25_list_once(pair, monkeypatch):
+    """The Search view's pass (BM25 and the hybrid together): the hybrid's BM25 candidates are the
+    list BM25 already fetched, not a second search of the engine."""
+    _, remote = pair
+    client = remote.lexical.client
+    search, unfiltered = client.search, []
+
+    def counting(name, **kwargs):
+        if kwargs.get("anns_field") == "sparse" and not kwargs.get("filter"):
+            unfiltered.append(kwargs["data"])
+        return search(name, **kwargs)
+
+    monkeypatch.setattr(client, "search", counting)
+    remote.search_one("why does bread go stale so fast", systems=("bm25", "hybrid"), k=10, eval_split="test")
+    assert len(unfiltered) == 1

@@ -180,10 +180,11 @@ class Milvus:
         self.client.alter_collection_properties(name, properties={**(extra or {}), "rankscope.complete": "1"})
         self.client.load_collection(name)
 
-    def _fields(self, schema, max_id: int) -> None:
+    def _fields(self, schema, doc_ids: list[str]) -> None:
         from pymilvus import DataType
 
-        schema.add_field("doc_id", DataType.VARCHAR, is_primary=True, max_length=max(64, min(65_535, max_id)))
+        longest = max((len(d.encode()) for d in doc_ids), default=64)
+        schema.add_field("doc_id", DataType.VARCHAR, is_primary=True, max_length=max(64, min(65_535, longest)))
 
     # ---- BM25 ----------------------------------------------------------------------------
     def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None = None,
@@ -193,13 +194,12 @@ class Milvus:
             raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25_args['method']!r} is in-process only")
         k1, b = float(bm25_args.get("k1", 0.9)), float(bm25_args.get("b", 0.4))
         name, props = self._collection("bm25", corpus, {"k1": k1, "b": b, "tokenizer": tokenizer.config})
-        max_id = max((len(d.encode()) for d in corpus.doc_ids), default=64)
 
         def create(name: str, properties: dict) -> None:
             from pymilvus import DataType, Function, FunctionType
 
             schema = self.client.create_schema(auto_id=False, description="RankScope BM25 (analyzed terms)")
-            self._fields(schema, max_id)
+            self._fields(schema, corpus.doc_ids)
             # the terms are ours already: Milvus only splits them (standard: \w+; a server: whitespace)
             analyzer = {"tokenizer": "standard" if self.lite else "whitespace"}
             schema.add_field("terms", DataType.VARCHAR, max_length=MAX_TERMS_BYTES, enable_analyzer=True,
@@ -242,13 +242,12 @@ class Milvus:
             raise EngineError(f"the Milvus engine serves flat or HNSW indexes of full vectors, not {kind!r}"
                               + (f" reduced to {dims} dimensions" if dims else ""))
         name, props = self._collection("dense", corpus, {"model": encoder.fingerprint, "index": kind})
-        max_id = max((len(d.encode()) for d in corpus.doc_ids), default=64)
 
         def create(name: str, properties: dict) -> None:
             from pymilvus import DataType
 
             schema = self.client.create_schema(auto_id=False, description=f"RankScope vectors of {encoder.name}")
-            self._fields(schema, max_id)
+            self._fields(schema, corpus.doc_ids)
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=encoder.dim)
             index = self.client.prepare_index_params()
             if kind == "hnsw":
@@ -260,7 +259,7 @@ class Milvus:
         n = len(corpus.doc_ids)
         from_store = encoded = 0
         if self._open(name, props, create):
-            from_store = len({text_hash(t) for t in corpus.texts})  # distinct texts, as counted when loaded
+            from_store = len(set(corpus.texts))  # distinct texts, as counted when loaded
         else:
             present = self._present(name, corpus.doc_ids)
             from_store = len(present)
@@ -339,8 +338,8 @@ class _Recent:
         while len(self._items) > self.size:
             self._items.popitem(last=False)
 
-    def get(self, key) -> dict:
-        return self._items.get(key, {})
+    def get(self, key):
+        return self._items.get(key)
 
 
 class MilvusBM25:
@@ -367,15 +366,20 @@ class MilvusBM25:
         return out
 
     def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the ``k`` best documents, best first (documents matching no term left out)."""
-        return self._top_many([query], k)[0]
+        """(rows, scores) of the ``k`` best documents, best first (documents matching no term left out);
+        from the last search of this query when it went as deep (a hybrid asks after the BM25 list)."""
+        depth, hits = self._recent.get(query) or (0, [])
+        if depth < k:
+            return self._top_many([query], k)[0]
+        hits = hits[:k]
+        return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
 
     def _top_many(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
         texts = [analyzed(self.tokenizer, q) for q in queries]
         out = []
         for query, hits in zip(queries, self._search(texts, k)):
             hits.sort(key=lambda h: (-h[1], h[0]))  # ties by document order, like the in-process engine
-            self._recent.put(query, dict(hits))
+            self._recent.put(query, (k, hits))
             out.append((np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)))
         return out
 
@@ -383,7 +387,7 @@ class MilvusBM25:
         """Exact BM25 scores of ``query`` for the documents at ``rows`` (0 where no term matches):
         from the last search of this query where it returned them, else a search filtered to them."""
         rows = np.asarray(rows, dtype=np.int64)
-        known = self._recent.get(query)
+        known = dict((self._recent.get(query) or (0, []))[1])
         out = np.array([known.get(int(r), np.nan) for r in rows], dtype=np.float64)
         ask = [int(r) for r in rows[np.isnan(out)]]
         text = analyzed(self.tokenizer, query)
@@ -443,7 +447,7 @@ class MilvusVectors:
         of this vector where it returned them, else from a search filtered to the others."""
         q = np.asarray(qvec, dtype=np.float32)
         rows = np.arange(len(self.doc_ids)) if rows is None else np.asarray(rows, dtype=np.int64)
-        known = dict(self._recent.get(q.tobytes()))
+        known = dict(self._recent.get(q.tobytes()) or {})
         ask = [int(r) for r in rows if int(r) not in known]
         for start in range(0, len(ask), IDS_PER_FILTER):  # Milvus scores them (no vectors sent back)
             part = ask[start:start + IDS_PER_FILTER]
