@@ -17,7 +17,8 @@ trained on the fit part are the ones evaluated.
 ``--search`` adds a held-out hyperparameter search before the refit: for each learning rate in
 ``--search-lr`` a row is trained on the fit part for ``--search-epochs`` epochs, and after every
 epoch (every stage-2 epoch for quadruplet) the model's hybrid nDCG@10 on the held-out part, at
-the λ tuned there, is measured. The best (learning rate, epochs) — fewer epochs on a tie — is then
+the λ tuned there, is measured (and the dense Recall@100 there, the criterion with ``--select-on
+dense_recall@100``). The best (learning rate, epochs) — fewer epochs on a tie — is then
 trained again on all of train with that many epochs and evaluated on test at that trial's λ_test.
 The test split plays no part in any choice.
 
@@ -93,17 +94,22 @@ def held_out_scores(ws_held: Workspace, model, max_seq_length: int, name: str) -
     train_length = model.max_seq_length
     model.max_seq_length = max_seq_length
     try:
-        ws = ws_held.with_model(Encoder(model, name=name))
+        ws = ws_held.with_model(Encoder(model, name=name, precision=ws_held.encoder.precision))  # as the base
         lam, grid = ws.lambda_grid("train")
-        return {"lambda_test": lam, "hybrid": max(score for _, score in grid),
-                "dense": ws.evaluate("dense", "train").mean["ndcg@10"]}
+        dense = ws.evaluate("dense", "train").mean
+        return {"lambda_test": lam, "hybrid": max(score for _, score in grid), "dense": dense["ndcg@10"],
+                "dense_recall@100": dense["recall@100"]}
     finally:
         model.max_seq_length = train_length
 
 
+SELECT_ON = {"hybrid": "hybrid nDCG@10", "dense_recall@100": "dense Recall@100"}  # held-out criteria of --search
+
+
 def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, out_dir: Path, model: str | None,
-               lrs: list[float], max_epochs: int) -> tuple[TrainConfig, float, list[dict]]:
-    """(the chosen config, its λ_test, every trial): learning rate × epochs chosen on held-out hybrid nDCG@10."""
+               lrs: list[float], max_epochs: int, select_on: str = "hybrid") -> tuple[TrainConfig, float, list[dict]]:
+    """(the chosen config, its λ_test, every trial): learning rate × epochs chosen on the held-out
+    part by ``select_on`` (a key of ``SELECT_ON``)."""
     trials: list[dict] = []
     length = ws_held.encoder.max_seq_length
     for lr in lrs:
@@ -115,16 +121,17 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
             trial["eval_s"] = round(time.perf_counter() - t, 1)
             trials.append(trial)
             print(f"  {name} lr {lr:g} epoch {epoch}: held-out hybrid nDCG@10 {trial['hybrid']:.4f} "
-                  f"(λ {trial['lambda_test']:g}), dense {trial['dense']:.4f}", flush=True)
+                  f"(λ {trial['lambda_test']:g}), dense {trial['dense']:.4f}, dense R@100 "
+                  f"{trial['dense_recall@100']:.4f}", flush=True)
 
         run_training(ws_held.dataset, replace(cfg, lr=lr, epochs=max_epochs), out_dir / "search" / f"{name}-lr{lr:g}",
                      model, store, train_split="fit", evaluate=False, on_epoch=after_epoch)
-    best = max(trials, key=lambda r: (round(r["hybrid"], 4), -r["epochs"]))
+    best = max(trials, key=lambda r: (round(r[select_on], 4), -r["epochs"]))
     return replace(cfg, lr=best["lr"], epochs=best["epochs"]), best["lambda_test"], trials
 
 
 def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws_full: Workspace, store: Store,
-              out_dir: Path, model: str | None, search: tuple[list[float], int] | None = None) -> dict:
+              out_dir: Path, model: str | None, search: tuple[list[float], int, str] | None = None) -> dict:
     """Train on the fit part, tune λ_test (and, with ``search``, lr and epochs) on the held-out part;
     train again on all of train, evaluate on test."""
     trials = None
@@ -176,10 +183,13 @@ def main() -> int:
                     help="with --refit: choose lr and epochs on the held-out part too (see --search-lr/-epochs)")
     ap.add_argument("--search-lr", default="2e-5,5e-5", help="learning rates tried by --search")
     ap.add_argument("--search-epochs", type=int, default=3, help="epochs tried by --search: 1 … N")
+    ap.add_argument("--select-on", default="hybrid", choices=tuple(SELECT_ON),
+                    help="the held-out score --search maximizes: hybrid nDCG@10, or dense Recall@100")
     args = ap.parse_args()
     if args.search:
         args.refit = True
-    search = ([float(x) for x in args.search_lr.split(",")], args.search_epochs) if args.search else None
+    search = ([float(x) for x in args.search_lr.split(",")], args.search_epochs, args.select_on) \
+        if args.search else None
 
     full = load_dataset(args.dataset)
     ds = fit_holdout(full, seed=args.seed)

@@ -212,17 +212,18 @@ class DenseRetriever:
 
     def encode_queries(self, queries: dict[str, str]) -> np.ndarray:
         """Embeddings of a query set (a split's queries), cached in the store like documents."""
-        return embed_texts(self.encoder, list(queries.values()), self.store)
+        return embed_texts(self.encoder.for_queries(), list(queries.values()), self.store)
 
     def encode_query(self, text: str) -> np.ndarray:
         """One query's embedding: read from the store when an evaluation already cached it (a
         labelled query), else encoded now and not written (a typed query is seldom typed again,
         and the store would grow with every search)."""
+        encoder = self.encoder.for_queries()
         if self.store is not None:
-            cached = self.store.get_embeddings(self.encoder.fingerprint, [text_hash(text)])
+            cached = self.store.get_embeddings(encoder.fingerprint, [text_hash(text)])
             if cached:
                 return next(iter(cached.values()))
-        return self.encoder.encode([text])[0]
+        return encoder.encode([text])[0]
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
         if not queries:

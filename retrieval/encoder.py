@@ -15,6 +15,7 @@ another's.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import threading
 from collections.abc import Callable
@@ -84,6 +85,26 @@ def pick_precision(device: str, precision: str | None = "auto") -> str:
     return "fp32"
 
 
+POLY_FILE = "poly_attention.py"
+POLY_REF = "poly_attention.PolyAttention"  # the modules.json type of an exported poly-attention model
+
+
+def carries_our_poly_attention(folder: str | Path) -> bool:
+    """True for a local model folder whose only custom code is RankScope's own ``PolyAttention``:
+    its modules.json names ``POLY_REF`` and its copy of the module is byte for byte the one this
+    RankScope ships. Only such a folder is loaded with ``trust_remote_code``; anything else
+    loads (or fails) as sentence-transformers decides."""
+    import json
+
+    folder = Path(folder).expanduser()
+    try:
+        types = {m.get("type") for m in json.loads((folder / "modules.json").read_text())}
+        theirs = (folder / POLY_FILE).read_bytes()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return POLY_REF in types and theirs == (Path(__file__).parent / POLY_FILE).read_bytes()
+
+
 class Encoder:
     """A SentenceTransformer plus what is needed to cache its output."""
 
@@ -96,7 +117,25 @@ class Encoder:
         self.normalize = normalize
         self.batch_size = batch_size
         self.precision = precision
+        self.task: str | None = None  # "query" on the view ``for_queries`` returns
         self._fingerprint: str | None = None
+
+    @property
+    def asymmetric(self) -> bool:
+        """True when queries may take another path through the model than documents: a module of it
+        reads the ``task`` of ``encode_query`` (``PolyAttention``, sentence-transformers' ``Router``),
+        so query vectors need ``for_queries``."""
+        return any("task" in getattr(m, "forward_kwargs", ()) for m in self.model.modules())
+
+    def for_queries(self) -> Encoder:
+        """The encoder to embed queries with: itself for a symmetric model; for an asymmetric one a
+        view that encodes with ``task="query"`` (``SentenceTransformer.encode_query``'s route) under
+        a fingerprint of its own, so query vectors are never cached as document vectors."""
+        if self.task == "query" or not self.asymmetric:
+            return self
+        view = copy.copy(self)
+        view.task, view._fingerprint = "query", None
+        return view
 
     @property
     def device(self) -> str:
@@ -127,6 +166,8 @@ class Encoder:
             h.update(f"max_seq_length={self.max_seq_length};normalize={self.normalize}".encode())
             if self.precision != "fp32":  # fp32 keeps the fingerprint (and the cache) it always had
                 h.update(f";precision={self.precision}".encode())
+            if self.task:
+                h.update(f";task={self.task}".encode())
             for key, tensor in self.model.state_dict().items():
                 h.update(key.encode())
                 h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
@@ -150,8 +191,9 @@ class Encoder:
     def encode_batch(self, texts: list[str]) -> np.ndarray:
         """One call of the model on ``texts`` at the encoder's precision; float32 rows."""
         with self._autocast():
+            routed = {"task": self.task} if self.task else {}
             vecs = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                     show_progress_bar=False, normalize_embeddings=self.normalize)
+                                     show_progress_bar=False, normalize_embeddings=self.normalize, **routed)
         vecs = np.asarray(vecs, dtype=np.float32)
         if self.normalize and self.precision != "fp32":
             vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
@@ -181,7 +223,8 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
 
         is_local = Path(target).expanduser().exists()
         try:
-            model = SentenceTransformer(str(Path(target).expanduser()) if is_local else target, device=device)
+            model = SentenceTransformer(str(Path(target).expanduser()) if is_local else target, device=device,
+                                        trust_remote_code=carries_our_poly_attention(target))
         except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
             raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc

@@ -194,7 +194,21 @@ def sample_ranks(ws: Workspace, sample: Sample) -> list[dict[str, int | None]]:
 def embed_sample(ws: Workspace, sample: Sample, progress: Progress | None = None) -> np.ndarray:
     """``(len(points), dim)`` embeddings by ``ws``'s encoder, read from the store where cached."""
     cb = counting(progress, "embedding {done}/{total} texts")
-    return embed_texts(ws.encoder, [p.text for p in sample.points], ws.store, progress=cb)
+    queries = ws.encoder.for_queries()
+    if queries is ws.encoder:
+        return embed_texts(ws.encoder, [p.text for p in sample.points], ws.store, progress=cb)
+    # an asymmetric encoder: query points through the query route, documents through the other
+    rows = {role: [i for i, p in enumerate(sample.points) if (p.role == QUERY) == (role == QUERY)]
+            for role in (QUERY, "document")}
+    out = np.zeros((len(sample.points), ws.encoder.dim), dtype=np.float32)
+    done = 0
+    for role, encoder in ((QUERY, queries), ("document", ws.encoder)):
+        def step(n: int, _total: int, offset=done) -> None:
+            if cb:
+                cb(offset + n, len(sample.points))
+        out[rows[role]] = embed_texts(encoder, [sample.points[i].text for i in rows[role]], ws.store, progress=step)
+        done += len(rows[role])
+    return out
 
 
 def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:

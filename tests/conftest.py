@@ -33,6 +33,16 @@ def shared_dataset(name: str) -> Path:
     return path
 
 
+def bench_module(name: str):
+    """``bench/<name>.py`` imported as a module (the bench folder is scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
     """Write a random-weight 2-layer BERT sentence-transformer to ``folder``; return it."""
     import torch

@@ -1,5 +1,6 @@
 """``bench/train_ablation.py --search`` as a user runs it, on the demo data set with a tiny encoder: the
-held-out search tries every (learning rate, epoch), picks the best held-out hybrid, and the refit uses it."""
+held-out search tries every (learning rate, epoch), picks the best held-out hybrid (or dense Recall@100),
+and the refit uses it."""
 from __future__ import annotations
 
 import json
@@ -7,17 +8,20 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import DEMO, ROOT
 
 
-def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("select_on", ["hybrid", "dense_recall@100"])
+def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_model_dir, select_on):
     out = tmp_path / "abl.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
     res = subprocess.run(
         [sys.executable, "bench/train_ablation.py", str(DEMO), "--search", "--search-lr", "1e-4,3e-3",
          "--search-epochs", "2", "--rows", "base,residual", "--model", str(tiny_model_dir), "--device", "cpu",
          "--batch-size", "4", "--max-steps-per-epoch", "2", "--store", str(tmp_path / "s.sqlite3"),
-         "--out-dir", str(tmp_path / "runs"), "--json", str(out)],
+         "--out-dir", str(tmp_path / "runs"), "--json", str(out), "--select-on", select_on],
         cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = {r["row"]: r for r in json.loads(out.read_text())["rows"]}
@@ -25,8 +29,8 @@ def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_
     row = rows["residual"]
     trials = row["search"]
     assert [(t["lr"], t["epochs"]) for t in trials] == [(1e-4, 1), (1e-4, 2), (3e-3, 1), (3e-3, 2)]
-    assert all(0.0 <= t["hybrid"] <= 1.0 and 0.0 <= t["dense"] <= 1.0 for t in trials)
-    best = max(trials, key=lambda t: (round(t["hybrid"], 4), -t["epochs"]))
+    assert all(0.0 <= t[k] <= 1.0 for t in trials for k in ("hybrid", "dense", "dense_recall@100"))
+    best = max(trials, key=lambda t: (round(t[select_on], 4), -t["epochs"]))
     # the refit trains the chosen configuration on all of train and evaluates at that trial's λ_test
     assert (row["config"]["lr"], row["config"]["epochs"]) == (best["lr"], best["epochs"])
     assert row["lambda_test"] == best["lambda_test"]

@@ -2,19 +2,15 @@
 bench's own query-max convex combination at α = 0.5, and nothing is tuned on the reported labels."""
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from .conftest import DEMO, ROOT
+from .conftest import DEMO, bench_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("fusion_nolabels", ROOT / "bench" / "fusion_nolabels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("fusion_nolabels")
 
 
 def test_the_default_row_is_the_query_max_combination_at_one_half(bench, tiny_encoder):

@@ -44,7 +44,7 @@ def test_residual_examples_carry_the_bm25_gap(toy_dataset):
     d1 = toy_dataset.docs["d1"]
     pseudo = Pair("cat on a mat", d1.full_text, None, None)  # the text of d1, but not tied to the corpus
     pairs = labelled_pairs(toy_dataset, "train") + [pseudo]
-    trainer = Trainer(fast(loss="residual", negatives="random"), toy_dataset, pairs)
+    trainer = Trainer(fast(loss="residual", negatives="random", positives_per_query=0), toy_dataset, pairs)
     row = {d.full_text: i for i, d in enumerate(toy_dataset.docs.values())}
     examples = trainer.examples([trainer.pool("random")])
     assert len(examples) == 5
@@ -57,6 +57,38 @@ def test_residual_examples_carry_the_bm25_gap(toy_dataset):
     # other losses carry no label
     assert {lab for _, lab in Trainer(fast(loss="triplet"), toy_dataset, pairs).examples(
         [trainer.pool("random")])} == {0.0}
+
+
+def uneven_dataset() -> Dataset:
+    """One broad query with 40 positives beside three narrow ones with one each (NFCorpus's shape)."""
+    from retrieval.dataset import Document
+
+    docs = {f"d{i}": Document(f"d{i}", "", f"document number {i} about topic {i % 7}") for i in range(60)}
+    queries = {"broad": "topic", "n1": "number 41", "n2": "number 42", "n3": "number 43"}
+    qrels = {"train": {"broad": {f"d{i}": 1 for i in range(40)}, "n1": {"d41": 1}, "n2": {"d42": 1},
+                       "n3": {"d43": 1}}}
+    return Dataset("uneven", docs, queries, qrels)
+
+
+def test_each_epoch_draws_one_positive_per_query():
+    ds = uneven_dataset()
+    pairs = labelled_pairs(ds, "train")
+    assert len(pairs) == 43
+    trainer = Trainer(fast(loss="triplet", negatives="random", batch_size=2), ds, pairs)
+    assert trainer.steps_per_epoch() == 2  # 4 queries, one positive each, batches of 2
+    drawn_broad = set()
+    for _ in range(60):
+        examples = trainer.examples([trainer.pool("random")])
+        queries = [texts[0] for texts, _ in examples]
+        assert sorted(queries) == sorted(ds.queries.values())  # every query once, the broad one too
+        drawn_broad.update(texts[1] for texts, _ in examples if texts[0] == "topic")
+    # over the epochs the broad query's positive changes: all of its positives get their turn
+    assert len(drawn_broad) > 30
+    # every pair every epoch when asked (the behaviour before per-query drawing)
+    every = Trainer(fast(loss="triplet", negatives="random", batch_size=2, positives_per_query=0), ds, pairs)
+    assert every.steps_per_epoch() == 22 and len(every.examples([every.pool("random")])) == 43
+    three = Trainer(fast(loss="triplet", negatives="random", batch_size=2, positives_per_query=3), ds, pairs)
+    assert len(three.examples([three.pool("random")])) == 3 + 1 + 1 + 1
 
 
 # ---- the loop ------------------------------------------------------------------------------
@@ -97,7 +129,8 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(toy_dataset, tiny_model_dir
     before = fixed_batch_loss(SentenceTransformer(str(tiny_model_dir), device="cpu"), name, rows)
     # 4 train pairs, batch 4: one AdamW step per epoch at lr 1e-3; quadruplet 2 + 2 epochs, others 4
     cfg = fast(loss=name, negatives="bm25", epochs=2 if name == "quadruplet" else 4, batch_size=4,
-               stage1_max_epochs=2, stage1_tol=float("-inf"), model_depth=4, xi=1.0, lambda_train=0.1)
+               stage1_max_epochs=2, stage1_tol=float("-inf"), model_depth=4, xi=1.0, lambda_train=0.1,
+               positives_per_query=0)  # all 4 pairs in each step
     result = Trainer(cfg, toy_dataset, labelled_pairs(toy_dataset, "train"), base_model=str(tiny_model_dir)).train()
     assert len(result.losses) == 4
     after = fixed_batch_loss(result.model, name, rows)
@@ -204,7 +237,8 @@ def test_cancel_between_steps(toy_dataset, tiny_model_dir):
         if p.step == 2:
             cancel.set()
 
-    cfg = fast(loss="triplet", negatives="random", epochs=3, batch_size=2)  # 2 steps an epoch, 6 in all
+    cfg = fast(loss="triplet", negatives="random", epochs=3, batch_size=2,
+               positives_per_query=0)  # 4 pairs: 2 steps an epoch, 6 in all
     trainer = Trainer(cfg, toy_dataset, labelled_pairs(toy_dataset, "train"), base_model=str(tiny_model_dir),
                       on_progress=on_progress, cancel=cancel)
     with pytest.raises(Cancelled, match=r"cancelled during triplet, step 2/6"):
@@ -236,6 +270,9 @@ def test_cancel_while_mining_hard_negatives(toy_dataset, tiny_model_dir):
     ({"batch_size": 1}, "batch size must be"),
     ({"epochs": 0}, "epochs"),
     ({"lr": 0.0}, "learning rate"),
+    ({"positives_per_query": -1}, "positives per query"),
+    ({"query_pooling": "max"}, "unknown query pooling 'max'"),
+    ({"query_pooling": "poly", "poly_codes": 0}, "at least one context code"),
 ])
 def test_bad_config_is_rejected(toy_dataset, change, message):
     with pytest.raises(ValueError, match=message):

@@ -18,7 +18,7 @@ from .finetune import run_training
 from .losses import LOSSES
 from .negatives import SOURCES
 from .pairs import PRETRAIN_TASKS
-from .trainer import Cancelled, TrainConfig
+from .trainer import QUERY_POOLINGS, Cancelled, TrainConfig
 
 NOT_CONFIG = ("command", "dataset", "model", "split", "cold_start", "store", "no_eval", "out")  # the rest: TrainConfig
 
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     config("--model-depth", "model negatives: the encoder's top k", type=int)
     config("--max-seq-length", "training inputs only; the exported model reads as far as the base", type=int)
     config("--max-steps-per-epoch", "0: no limit", type=int)
+    config("--positives-per-query", "labelled positives drawn per query each epoch; 0: every pair", type=int)
     config("--stage1-max-epochs", "quadruplet stage one", type=int)
     config("--stage1-tol", "quadruplet stage one ends when the epoch loss falls by less than this fraction",
            type=float)
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     config("--pretrain", "first stage on pseudo pairs from the corpus (ICT/BFS), then the labelled stage; "
                          "the only stage for a corpus without labels", choices=PRETRAIN_TASKS)
     config("--pretrain-pairs", type=int)
+    config("--query-pooling", "poly: poly-attention over the query's tokens (Baidu §3.2); documents keep mean "
+                              "pooling", choices=QUERY_POOLINGS)
+    config("--poly-codes", "poly-attention's number of context codes m", type=int)
     t.add_argument("--model", default=None, help="base encoder (default: all-MiniLM-L6-v2)")
     t.add_argument("--split", default=None, help="evaluation split (default: test)")
     t.add_argument("--cold-start", type=float, default=None,

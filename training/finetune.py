@@ -30,6 +30,7 @@ from retrieval.systems import ENCODER_SYSTEMS
 from retrieval.workspace import Workspace
 
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
+from .poly import has_poly_attention, make_portable
 from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress
 
 
@@ -182,6 +183,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     # max_seq_length is a training-time economy: the exported encoder reads as far as the base
     trained.model.max_seq_length = base.max_seq_length
     trained.model.save(str(out_dir))
+    if has_poly_attention(trained.model):
+        make_portable(out_dir)
     shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
     result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
                        losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages)

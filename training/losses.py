@@ -33,8 +33,20 @@ except ImportError:  # pragma: no cover - older releases
     from sentence_transformers.losses import MultipleNegativesRankingLoss, TripletDistanceMetric, TripletLoss
 
 
+def match(q: Tensor, d: Tensor) -> Tensor:
+    """Row by row, the query–document dot product q·d; for a poly-attention query ``q`` of shape
+    (batch, m, dim), max_i P_i·d (Yiding Liu et al., "Pre-trained Language Model for Web-scale
+    Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373, §3.2 eq. 3)."""
+    if q.dim() == 3:
+        return torch.einsum("bmd,bd->bm", q, d).max(dim=1).values
+    return (q * d).sum(-1)
+
+
 def cosine_distance(x: Tensor, y: Tensor) -> Tensor:
-    """f(X, Y) = 1 − X·Y / (‖X‖·‖Y‖), row by row (QuadrupletBERT eq. 4)."""
+    """f(X, Y) = 1 − X·Y / (‖X‖·‖Y‖), row by row (QuadrupletBERT eq. 4); for a poly-attention
+    ``x`` (batch, m, dim), 1 − max_i cos(P_i, Y)."""
+    if x.dim() == 3:
+        return 1.0 - match(F.normalize(x, dim=-1), F.normalize(y, dim=-1))
     return 1.0 - F.cosine_similarity(x, y, dim=-1)
 
 
@@ -44,7 +56,15 @@ class _EmbeddingLoss(nn.Module):
         self.model = model
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
-        embeddings = [self.model(f)["sentence_embedding"] for f in sentence_features]
+        """The first input is the query: when the model gives it poly-attention embeddings (P_1 … P_m),
+        they stand in for its one vector (normalized when the model normalizes its outputs), and the losses score
+        it by ``match`` (training's eq. 3; serving uses their mean, eq. 4)."""
+        outputs = [self.model(f) for f in sentence_features]
+        embeddings = [o["sentence_embedding"] for o in outputs]
+        poly = outputs[0].get("poly_embeddings")
+        if poly is not None:
+            normalizes = any(type(m).__name__ == "Normalize" for m in self.model)
+            embeddings[0] = F.normalize(poly, dim=-1) if normalizes else poly
         return self.compute_loss_from_embeddings(embeddings, labels)
 
 
@@ -121,7 +141,7 @@ class ResidualMarginLoss(_EmbeddingLoss):
             raise ValueError("ResidualMarginLoss needs the BM25 score gaps as labels")
         gap = labels.to(q.dtype).to(q.device)
         margin = self.xi - self.lambda_train * gap
-        s_pos, s_neg = (q * pos).sum(-1), (q * neg).sum(-1)
+        s_pos, s_neg = match(q, pos), match(q, neg)
         return F.relu(margin - s_pos + s_neg).mean()
 
     def get_config_dict(self) -> dict:

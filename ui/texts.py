@@ -17,6 +17,8 @@ LOSS_HELP = {
 NEGATIVES_HELP = {"bm25": "BM25 errors (CLEAR §3.3)", "model": "encoder's own top-k (QuadrupletBERT stage 2)",
                   "random": "random (easy)"}
 PRETRAIN_HELP = {"": "none", "ict": "ICT", "bfs": "BFS", "ict+bfs": "ICT + BFS"}
+POOLING_HELP = {"mean": "mean of the tokens (as the base)",
+                "poly": "poly-attention: m context codes over the query's tokens (Baidu §3.2)"}
 
 EVALUATE_INTRO = "Per-query nDCG@10 against BM25: where dense and hybrid win and lose."
 EMBEDDINGS_INTRO = ("UMAP (cosine) of queries, their positives, hard negatives (the encoder's own top "

@@ -11,7 +11,7 @@ from retrieval.metrics import SUMMARY_METRICS
 from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
 from training.pairs import PRETRAIN_TASKS
-from training.trainer import TrainConfig
+from training.trainer import QUERY_POOLINGS, TrainConfig
 
 from . import texts
 from .pools import LIGHT
@@ -105,6 +105,12 @@ def build(ctx: Context) -> None:
         pretrain = gr.Dropdown([(texts.PRETRAIN_HELP[t], t) for t in ("", *PRETRAIN_TASKS)], value="",
                                label="First stage on pseudo pairs (ICT/BFS)")
     with gr.Row():
+        pooling = gr.Dropdown([(texts.POOLING_HELP[p], p) for p in QUERY_POOLINGS], value=d.query_pooling,
+                              label="Query pooling (documents: always the base's)", elem_id="train-pooling")
+        codes = gr.Number(d.poly_codes, label="Context codes m (poly-attention)", precision=0, minimum=1)
+        positives = gr.Number(d.positives_per_query, label="Positives per query per epoch (0: every pair)",
+                              precision=0, minimum=0)
+    with gr.Row():
         train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
         cancel_btn = gr.Button("Cancel", variant="stop")
     job_state = gr.State("")
@@ -116,10 +122,11 @@ def build(ctx: Context) -> None:
     timer = gr.Timer(1.0, active=False)
 
     def on_train(key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_, cold_,
-                 pretrain_=""):
+                 pretrain_="", pooling_=None, codes_=None, per_query_=None):
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
                       max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
-                      device=device_, pretrain=pretrain_)
+                      device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
+                      positives_per_query=per_query_)
         job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
@@ -141,7 +148,8 @@ def build(ctx: Context) -> None:
         return job
 
     gr.api(training_status, api_name="training_status")
-    inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain]
+    inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain,
+              pooling, codes, positives]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query, timer],
                api_visibility="private", **LIGHT)
