@@ -125,7 +125,8 @@ class Encoder:
         """True when queries may take another path through the model than documents: a module of it
         reads the ``task`` of ``encode_query`` (``PolyAttention``, sentence-transformers' ``Router``),
         so query vectors need ``for_queries``."""
-        return any("task" in getattr(m, "forward_kwargs", ()) for m in self.model.modules())
+        modules = getattr(self.model, "modules", None)
+        return modules is not None and any("task" in getattr(m, "forward_kwargs", ()) for m in modules())
 
     def for_queries(self) -> Encoder:
         """The encoder to embed queries with: itself for a symmetric model; for an asymmetric one a

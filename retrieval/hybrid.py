@@ -112,13 +112,7 @@ class Hybrid:
 
     def rank(self, cands: dict[str, Candidates], lam: float, k: int) -> Run:
         """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
-        run: Run = {}
-        ids = self.doc_ids
-        for qid, c in cands.items():
-            s = lam * c.s_lex + c.s_emb
-            order = np.argsort(-s, kind="stable")[:k]
-            run[qid] = [(ids[c.rows[j]], float(s[j])) for j in order]
-        return run
+        return rank_candidates(cands, lam, self.doc_ids, k)
 
     def exact_scores(self, lam: float, doc_rows: dict[str, list[int]], queries: dict[str, str]) -> dict[str, dict[str, float]]:
         """λ·s_lex + s_emb for chosen documents (judged ones, for PNR), retrieved or not."""
@@ -141,6 +135,16 @@ class Hybrid:
     def fuse(self, lex: Run, emb: Run, k: int = 100) -> Run:
         """RRF or weighted-sum fusion (``fusion``) of a BM25 run and a dense run of the same queries."""
         return fuse_runs([lex, emb], self.fusion, k=k, rrf_k=self.rrf_k, weights=self.weights)
+
+
+def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str], k: int) -> Run:
+    """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8); ``doc_ids`` names the rows."""
+    run: Run = {}
+    for qid, c in cands.items():
+        s = lam * c.s_lex + c.s_emb
+        order = np.argsort(-s, kind="stable")[:k]
+        run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
+    return run
 
 
 def default_lambda(cands: dict[str, Candidates]) -> float:

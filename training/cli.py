@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     config("--max-seq-length", "training inputs only; the exported model reads as far as the base", type=int)
     config("--max-steps-per-epoch", "0: no limit", type=int)
     config("--positives-per-query", "labelled positives drawn per query each epoch; 0: every pair", type=int)
+    config("--holdout", "share of the training queries held out to keep the best epoch, or the base encoder "
+                        "when no epoch beats it; 0: off", type=float)
     config("--stage1-max-epochs", "quadruplet stage one", type=int)
     config("--stage1-tol", "quadruplet stage one ends when the epoch loss falls by less than this fraction",
            type=float)

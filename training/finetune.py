@@ -31,7 +31,8 @@ from retrieval.workspace import Workspace
 
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from .poly import has_poly_attention, make_portable
-from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress
+from .holdout import HeldOutSelector, split_holdout
+from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, load_trainable
 
 
 @dataclass
@@ -78,6 +79,7 @@ class FineTuneResult:
     losses: list = field(default_factory=list)
     epoch_losses: list = field(default_factory=list)
     stages: list = field(default_factory=list)
+    selection: dict | None = None  # ``holdout.Selection``: held-out scores per epoch and the one kept
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -141,6 +143,42 @@ Paired permutation test, fine-tuned vs base, p-values: {json.dumps(p)}
 """
 
 
+def _encoding_progress(stage: str, on_progress, cancel) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` for an encoding inside training: reported as a stage without a
+    loss, and the job's cancel honoured between chunks."""
+    def step(done: int, total: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"cancelled during {stage} ({done}/{total} documents encoded)")
+        if on_progress:
+            on_progress(TrainingProgress(stage, done, total, float("nan"), 0.0, 0.0))
+    return step
+
+
+def _both(first, second):
+    if first is None:
+        return second
+
+    def hook(*args) -> None:
+        first(*args)
+        second(*args)
+    return hook
+
+
+def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_progress, cancel,
+                       depth: int = 100) -> tuple[Dataset, HeldOutSelector]:
+    """(the data set to draw training pairs from, without the held-out queries; the selector, with
+    the base encoder scored): ``cfg.holdout`` of the train split's queries, seeded."""
+    train_data, held = split_holdout(plan.dataset, plan.train_split, cfg.holdout, cfg.seed)
+    ws_base.build_dense(progress=lambda fraction, what: _encoding_progress(
+        "held-out check — base encoder", on_progress, cancel)(round(fraction * 1000), 1000))
+    queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
+    _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
+    selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
+                               ws_base.encoder.precision, depth)
+    selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress, cancel))
+    return train_data, selector
+
+
 def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                  on_progress: Callable[[TrainingProgress], None] | None = None,
@@ -170,10 +208,20 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
                       **common).train()
         model = pre.model
+    selector = None
     if has_labels:
-        pairs = labelled_pairs(plan.dataset, plan.train_split)
-        trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=on_epoch,
+        train_data, epoch_hook = plan.dataset, on_epoch
+        if cfg.holdout:
+            train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
+            epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
+                m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
+        pairs = labelled_pairs(train_data, plan.train_split)
+        trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
                           **common).train()
+        if selector is not None:
+            if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
+                trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
+            trained.stages.append(selector.describe())
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
             trained.seconds += pre.seconds
@@ -187,7 +235,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         make_portable(out_dir)
     shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
     result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
-                       losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages)
+                            losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages,
+                            selection=asdict(selector.selection) if selector else None)
     tuned = Encoder(trained.model, name=str(out_dir), precision=base.precision)  # compared like for like
     if evaluate:
         def encoding(fraction: float, what: str) -> None:

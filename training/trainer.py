@@ -50,7 +50,7 @@ class Cancelled(Exception):
 
 INT_FIELDS = ("epochs", "batch_size", "max_seq_length", "max_steps_per_epoch", "bm25_depth", "model_depth", "seed",
               "stage1_max_epochs", "pretrain_pairs", "positives_per_query", "poly_codes")
-FLOAT_FIELDS = ("lr", "margin", "xi", "lambda_train", "warmup_ratio", "stage1_tol")
+FLOAT_FIELDS = ("lr", "margin", "xi", "lambda_train", "warmup_ratio", "stage1_tol", "holdout")
 QUERY_POOLINGS = ("mean", "poly")
 OPTIONAL_FIELDS = ("max_steps_per_epoch", "pretrain")  # None, "" or 0: off (None), not the default
 
@@ -90,6 +90,7 @@ class TrainConfig:
     positives_per_query: int = 1  # labelled positives drawn per query each epoch; 0: every pair every epoch
     query_pooling: str = "mean"  # "poly": poly-attention over the query's tokens (``training.poly``)
     poly_codes: int = 16  # m, the number of context codes (Baidu §6: 16)
+    holdout: float = 0.0  # share of the training queries held out to keep the best epoch (``training.holdout``)
 
     def validate(self) -> None:
         if self.loss not in LOSSES:
@@ -104,6 +105,8 @@ class TrainConfig:
             raise ValueError(f"unknown query pooling {self.query_pooling!r}; choose from {', '.join(QUERY_POOLINGS)}")
         if self.poly_codes < 1:
             raise ValueError("poly-attention needs at least one context code")
+        if not 0 <= self.holdout < 1:
+            raise ValueError("the held-out share must be at least 0 and below 1")
         if self.positives_per_query < 0:
             raise ValueError("positives per query must be ≥ 0 (0: every labelled pair)")
 

@@ -1,0 +1,110 @@
+"""Held-out epoch selection (``training.holdout``) with a real tiny transformer, real BM25 and FAISS:
+the held-out scores equal a full evaluation when the candidates cover the corpus, the kept epoch is
+the best one, and a run whose every epoch is worse exports the base encoder unchanged."""
+from __future__ import annotations
+
+import pytest
+
+from retrieval.dataset import Dataset
+from retrieval.encoder import Encoder, load_encoder
+from retrieval.store import Store
+from retrieval.workspace import Workspace
+from training.finetune import run_training
+from training.holdout import HeldOutSelector, split_holdout
+from training.trainer import TrainConfig
+
+
+def test_split_is_seeded_disjoint_and_leaves_test_alone(demo):
+    kept, held = split_holdout(demo, "train", 0.25, seed=3)
+    assert set(held) and set(kept.qrels["train"]) and not set(held) & set(kept.qrels["train"])
+    assert set(held) | set(kept.qrels["train"]) == set(demo.qrels["train"])
+    assert kept.qrels["test"] == demo.qrels["test"]
+    assert split_holdout(demo, "train", 0.25, seed=3)[1] == held
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        split_holdout(demo, "train", 1.0)
+    one = Dataset("one", demo.docs, demo.queries, {"train": dict(list(demo.qrels["train"].items())[:1])})
+    with pytest.raises(ValueError, match="at least 2 labelled queries"):
+        split_holdout(one, "train", 0.5)
+
+
+def test_scores_equal_a_full_evaluation_when_the_candidates_are_the_corpus(demo, tiny_encoder, store):
+    held = demo.qrels["test"]
+    ws = Workspace(Dataset(demo.name, demo.docs, demo.queries, {"train": held}), store, model=tiny_encoder)
+    ws.build_dense()
+    n = len(demo.doc_ids)
+    queries = {q: demo.queries[q] for q in held}
+    _, rows = ws.dense.index.search_vectors(ws.dense.encode_queries(queries), n)
+    sel = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)},
+                          tiny_encoder.precision, depth=n)
+    assert len(sel.union) == n  # the whole corpus: nothing is left out of the ranking
+    got = sel.score(tiny_encoder.model)
+    assert got["dense"] == pytest.approx(ws.evaluate("dense", "train").mean["ndcg@10"], abs=1e-6)
+    lam, grid = ws.lambda_grid("train")  # the workspace's own λ search over the same candidates
+    assert got["lambda"] == lam and got["hybrid"] == pytest.approx(max(s for _, s in grid), abs=1e-6)
+
+
+def run(demo, tiny_model_dir, tmp_path, **cfg):
+    store = Store(tmp_path / "s.sqlite3")
+    config = TrainConfig(**{"loss": "residual", "negatives": "bm25", "epochs": 2, "batch_size": 8, "device": "cpu",
+                            "max_steps_per_epoch": 2, "xi": 0.3, "lambda_train": 0.02, "holdout": 0.3, **cfg})
+    stages = []
+    result = run_training(demo, config, tmp_path / "ft", base_model=str(tiny_model_dir), store=store,
+                          on_progress=lambda p: stages.append(p.stage))
+    store.close()
+    return result, stages
+
+
+def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, tmp_path):
+    result, stages = run(demo, tiny_model_dir, tmp_path, lr=1e-3)
+    sel = result.selection
+    assert [(s["stage"], s["epoch"]) for s in sel["scores"]] == [("base", 0), ("residual", 1), ("residual", 2)]
+    best = max(sel["scores"], key=lambda s: s["hybrid"])  # the earliest on a tie
+    assert sel["chosen"] == best
+    assert "held-out check — base encoder" in stages and "held-out check — residual epoch 2" in stages
+    assert result.stages[-1].startswith(f"held-out selection on {sel['queries']} queries")
+    # the exported model scores on the held-out queries what the chosen epoch scored
+    _, held = split_holdout(demo, "train", 0.3, seed=42)
+    assert len(held) == sel["queries"]
+    ws = Workspace(demo, None, model=tiny_encoder)
+    queries = {q: demo.queries[q] for q in held}
+    _, rows = ws.dense.index.search_vectors(ws.dense.encode_queries(queries), 100)
+    again = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)}, tiny_encoder.precision)
+    exported = load_encoder(result.model_path, device="cpu", precision=tiny_encoder.precision)
+    assert again.score(exported.model)["hybrid"] == pytest.approx(sel["chosen"]["hybrid"], abs=1e-6)
+
+
+def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
+    """The bundled MiniLM (its hybrid clearly beats BM25 alone on the demo); each epoch's weights are
+    then wiped, the way a collapsed encoder ranks (every document alike), before the check reads them."""
+    import torch
+
+    from retrieval.encoder import load_encoder as load
+
+    def collapse(model, stage, epoch):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.zero_()
+
+    store = Store(tmp_path / "s.sqlite3")
+    cfg = TrainConfig(epochs=1, batch_size=8, device="cpu", max_steps_per_epoch=1, holdout=0.3)
+    result = run_training(demo, cfg, tmp_path / "ft", store=store, on_epoch=collapse)
+    store.close()
+    sel = result.selection
+    assert sel["chosen"]["epoch"] == 0 and sel["scores"][1]["hybrid"] < sel["scores"][0]["hybrid"]
+    assert "no epoch beat the base encoder" in result.stages[-1]
+    base = load(None, device="cpu")
+    exported = Encoder(load(result.model_path, device="cpu").model, precision=base.precision)
+    assert exported.fingerprint == base.fingerprint  # the base's weights, unchanged
+    assert result.metrics["fine-tuned"]["dense"] == result.metrics["base"]["dense"]
+
+
+def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
+    from ui.train import job_markdown
+
+    result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3, epochs=1)
+    job = {"id": "j1", "status": "done", "device": "cpu", "model_path": result.model_path,
+           "result": {k: v for k, v in result.to_json().items() if k != "losses"}}
+    text = job_markdown(job)
+    assert result.stages[-1] in text and "held-out selection on" in text
+    job["result"]["selection"] = None  # a run without the check says nothing about it
+    assert "held-out selection" not in job_markdown(job)

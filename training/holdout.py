@@ -1,0 +1,135 @@
+"""Held-out epoch selection: keep the epoch that ranks best on labelled queries kept out of training,
+and the base encoder when no epoch beats it.
+
+A recipe measured on one corpus need not transfer (NFCorpus's weak, indirect labels pull the
+SciFact recipe's encoder below the base), so with ``TrainConfig.holdout`` a seeded share of the
+training queries is set aside. Before training and after every epoch of the labelled stage, each
+held-out query's candidates — BM25's top ``depth`` and the base encoder's top ``depth`` (their
+union is fixed once, so it costs one encoding of those documents per epoch, not of the corpus) —
+are scored by the model being trained, and ranked both by the cosine alone (dense) and by
+CLEAR's λ·s_lex + s_emb at the best λ of ``LAMBDA_GRID`` (hybrid). The epoch with the best
+held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is the base encoder itself.
+Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
+looked: enough to choose among epochs, not a measurement of dense recall.
+"""
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from retrieval.dataset import Dataset, Qrels
+from retrieval.encoder import Encoder
+from retrieval.evaluate import evaluate_run
+from retrieval.hybrid import LAMBDA_GRID, Candidates, rank_candidates
+from retrieval.lexical import BM25Index
+
+PRIMARY = "ndcg@10"
+
+
+def split_holdout(dataset: Dataset, split: str, fraction: float, seed: int = 42) -> tuple[Dataset, Qrels]:
+    """(``dataset`` with ``split`` cut to the training share, the held-out queries' labels): a
+    seeded ``fraction`` of ``split``'s queries (at least one, and one left to train on)."""
+    if not 0 < fraction < 1:
+        raise ValueError("the held-out fraction must be between 0 and 1")
+    qids = sorted(dataset.qrels[split])
+    if len(qids) < 2:
+        raise ValueError(f"a held-out selection needs at least 2 labelled queries in '{split}', not {len(qids)}")
+    random.Random(seed).shuffle(qids)
+    n = min(len(qids) - 1, max(1, round(len(qids) * fraction)))
+    held = {q: dataset.qrels[split][q] for q in qids[:n]}
+    kept = {q: v for q, v in dataset.qrels[split].items() if q not in held}
+    return Dataset(dataset.name, dataset.docs, dataset.queries, {**dataset.qrels, split: kept}, dataset.report), held
+
+
+@dataclass
+class Selection:
+    """The held-out scores of every candidate (``(stage, epoch)``; epoch 0 is the base) and the one kept."""
+
+    queries: int
+    scores: list[dict] = field(default_factory=list)  # {"stage", "epoch", "hybrid", "dense", "lambda"}
+    chosen: dict | None = None
+
+    @property
+    def kept_base(self) -> bool:
+        return self.chosen is not None and self.chosen["epoch"] == 0
+
+
+class HeldOutSelector:
+    """Scores models on held-out queries and remembers the best weights (``on_epoch`` of ``Trainer``)."""
+
+    def __init__(self, dataset: Dataset, held: Qrels, bm25: BM25Index, base_dense_rows: dict[str, np.ndarray],
+                 precision: str = "fp32", depth: int = 100):
+        """``base_dense_rows``: each held-out query's top corpus rows under the base encoder (``-1``
+        for no hit), e.g. from the workspace's dense index; ``precision``: the base's, so every
+        epoch is read as the base is."""
+        self.doc_ids, self.held, self.precision = dataset.doc_ids, held, precision
+        self.queries = {q: dataset.queries[q] for q in held if q in dataset.queries}
+        texts = [d.full_text for d in dataset.docs.values()]
+        self.rows: dict[str, np.ndarray] = {}
+        for qid, text in self.queries.items():
+            lex, _ = bm25.top(text, depth)
+            dense = np.asarray(base_dense_rows.get(qid, []), dtype=np.int64)[:depth]
+            self.rows[qid] = np.union1d(lex, dense[dense >= 0]).astype(np.int64)
+        self.lex = {q: np.asarray(bm25.scores_at(self.queries[q], r), dtype=np.float64) for q, r in self.rows.items()}
+        self.union = sorted({int(r) for rows in self.rows.values() for r in rows})
+        self.texts = [texts[r] for r in self.union]
+        self.selection = Selection(len(self.queries))
+        self.best_state: dict | None = None  # None: the base is the best so far
+
+    def score(self, model, progress: Callable[[int, int], None] | None = None) -> dict:
+        """Held-out dense and hybrid nDCG@10 (hybrid at its best λ on the grid) of ``model``;
+        ``progress(done, total)`` after each chunk of candidate documents encoded (it may raise)."""
+        train_mode = model.training
+        try:
+            enc = Encoder(model, precision=self.precision)
+            doc_vecs = enc.encode(self.texts, progress=progress)
+            q_vecs = enc.for_queries().encode(list(self.queries.values()))
+        finally:
+            model.train(train_mode)
+        at = {r: i for i, r in enumerate(self.union)}
+        cands = {}
+        for i, (qid, rows) in enumerate(self.rows.items()):
+            emb = doc_vecs[[at[int(r)] for r in rows]] @ q_vecs[i]
+            cands[qid] = Candidates(rows, self.lex[qid], emb.astype(np.float64))
+        dense = evaluate_run(rank_candidates(cands, 0.0, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
+        grid = [(lam, evaluate_run(rank_candidates(cands, lam, self.doc_ids, 100), self.held,
+                                   metrics=(PRIMARY,)).mean[PRIMARY]) for lam in LAMBDA_GRID]
+        lam, hybrid = max(grid, key=lambda row: (row[1], -row[0]))
+        return {"hybrid": float(hybrid), "dense": float(dense.mean[PRIMARY]), "lambda": float(lam)}
+
+    def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:
+        """Score the base encoder (epoch 0): the one to beat."""
+        self.selection.scores.append({"stage": "base", "epoch": 0, **self.score(base_model, progress)})
+        self.selection.chosen = self.selection.scores[-1]
+        return self.selection.chosen
+
+    def on_epoch(self, model, stage: str, epoch: int, progress: Callable[[int, int], None] | None = None) -> None:
+        row = {"stage": stage, "epoch": epoch, **self.score(model, progress)}
+        self.selection.scores.append(row)
+        if row["hybrid"] > self.selection.chosen["hybrid"]:
+            self.selection.chosen, self.best_state = row, _cpu_state(model)
+
+    def describe(self) -> str:
+        """One line: which epoch was kept and why (data, for the model card and the job's stages)."""
+        c, base = self.selection.chosen, self.selection.scores[0]
+        n = self.selection.queries
+        if self.best_state is None:
+            return (f"held-out selection on {n} queries: no epoch beat the base encoder (hybrid nDCG@10 "
+                    f"{base['hybrid']:.4f}); the base is kept")
+        return (f"held-out selection on {n} queries: kept {c['stage']} epoch {c['epoch']} (hybrid nDCG@10 "
+                f"{c['hybrid']:.4f}, base {base['hybrid']:.4f})")
+
+    def restore_best(self, model) -> bool:
+        """Put the kept epoch's weights back into ``model``; False when the base is the one kept."""
+        if self.best_state is None:
+            return False
+        model.load_state_dict(self.best_state)
+        return True
+
+
+def _cpu_state(model) -> dict:
+    return {k: copy.deepcopy(v.detach()).cpu() for k, v in model.state_dict().items()}
