@@ -53,6 +53,14 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
     assert ndcg == pytest.approx(float(rows[("fine-tuned", "dense")][1]), abs=1e-4)
 
 
+def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
+    res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
+              "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu", "--holdout",
+              "0.3", "--store", tmp_path / "s.sqlite3", "--out", tmp_path / "ft", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[1].startswith("held-out selection on 12 queries: ")  # 30% of 39 train queries
+
+
 def test_unknown_loss_is_a_usage_error(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["train", str(DEMO), "--loss", "hinge", "--out", str(tmp_path / "x")])

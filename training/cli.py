@@ -108,6 +108,8 @@ def main(argv=None) -> int:
         for b in bars.values():
             b.close()
     print(f"{result.plan_note}; device {result.device}; {result.seconds:.0f} s; model saved to {result.model_path}")
+    if result.selection:
+        print(result.stages[-1])  # the held-out check's verdict
     for label, systems in result.metrics.items():
         for system, m in systems.items():
             cells = "  ".join(f"{k} {m[k]:.4f}" for k in SUMMARY_METRICS if isinstance(m.get(k), float))
