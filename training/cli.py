@@ -82,13 +82,14 @@ def main(argv=None) -> int:
         return 2
     from tqdm.auto import tqdm
 
-    bars: dict[str, tqdm] = {}
+    bars: dict[str, tqdm] = {}  # the one open bar, under its stage's name
 
     def progress(p) -> None:
         bar = bars.get(p.stage)
-        if bar is None:
+        if bar is None:  # a new stage, or one come back after another (training after a held-out check)
             for b in bars.values():
                 b.close()
+            bars.clear()
             bar = bars[p.stage] = tqdm(total=p.total, desc=p.stage, unit="step", file=sys.stderr)
         bar.set_postfix(loss=f"{p.loss:.4f}", ex_s=f"{p.examples_per_s:.1f}")
         bar.n = p.step
