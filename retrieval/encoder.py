@@ -119,6 +119,7 @@ class Encoder:
         self.precision = precision
         self.task: str | None = None  # "query" on the view ``for_queries`` returns
         self._fingerprint: str | None = None
+        self._query_view: Encoder | None = None
 
     @property
     def asymmetric(self) -> bool:
@@ -132,11 +133,14 @@ class Encoder:
         """The encoder to embed queries with: itself for a symmetric model; for an asymmetric one a
         view that encodes with ``task="query"`` (``SentenceTransformer.encode_query``'s route) under
         a fingerprint of its own, so query vectors are never cached as document vectors."""
-        if self.task == "query" or not self.asymmetric:
-            return self
-        view = copy.copy(self)
-        view.task, view._fingerprint = "query", None
-        return view
+        if self._query_view is None:  # made once: its fingerprint hashes every weight
+            if self.task == "query" or not self.asymmetric:
+                self._query_view = self
+            else:
+                view = copy.copy(self)
+                view.task, view._fingerprint, view._query_view = "query", None, view
+                self._query_view = view
+        return self._query_view
 
     @property
     def device(self) -> str:

@@ -160,13 +160,16 @@ def tune_lambda(hybrid: Hybrid, queries: dict[str, str], qrels: Qrels, metric: s
     judged = {q: t for q, t in queries.items() if q in qrels}
     if not judged:
         raise ValueError("no labelled queries to tune λ on")
-    cands = hybrid.candidates(judged)
-    table = []
-    for lam in grid:
-        ev = evaluate_run(hybrid.rank(cands, lam, 100), qrels, metrics=(metric,))
-        table.append((float(lam), ev.mean[metric]))
-    best = max(table, key=lambda row: (row[1], -row[0]))[0]
-    return best, table
+    return lambda_table(hybrid.candidates(judged), qrels, hybrid.doc_ids, metric, grid)
+
+
+def lambda_table(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str], metric: str = "ndcg@10",
+                 grid=LAMBDA_GRID) -> tuple[float, list[tuple[float, float]]]:
+    """(best λ, [(λ, ``metric``)] over ``grid``) of these candidates ranked by λ·s_lex + s_emb; the
+    smaller λ on a tie."""
+    table = [(float(lam), evaluate_run(rank_candidates(cands, lam, doc_ids, 100), qrels,
+                                       metrics=(metric,)).mean[metric]) for lam in grid]
+    return max(table, key=lambda row: (row[1], -row[0]))[0], table
 
 
 def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,

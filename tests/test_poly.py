@@ -143,6 +143,7 @@ def test_rankscope_loads_it_and_searches_with_the_query_route(exported, toy_data
     assert enc.asymmetric and not load_encoder(None, device="cpu", precision="fp32").asymmetric
     queries = enc.for_queries()
     assert queries.fingerprint != enc.fingerprint  # query vectors have a cache key of their own
+    assert enc.for_queries() is queries  # made once: a search does not hash the weights again
     np.testing.assert_allclose(queries.encode(QUERIES), model.encode_query(QUERIES, normalize_embeddings=True),
                                atol=1e-6)
     ws = Workspace(toy_dataset, store, model=enc)

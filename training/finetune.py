@@ -169,13 +169,13 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     """(the data set to draw training pairs from, without the held-out queries; the selector, with
     the base encoder scored): ``cfg.holdout`` of the train split's queries, seeded."""
     train_data, held = split_holdout(plan.dataset, plan.train_split, cfg.holdout, cfg.seed)
-    ws_base.build_dense(progress=lambda fraction, what: _encoding_progress(
-        "held-out check — base encoder", on_progress, cancel)(round(fraction * 1000), 1000))
+    base_progress = _encoding_progress("held-out check — base encoder", on_progress, cancel)
+    ws_base.build_dense(progress=lambda fraction, what: base_progress(round(fraction * 1000), 1000))
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
     _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
     selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
                                ws_base.encoder.precision, depth)
-    selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress, cancel))
+    selector.start(ws_base.encoder.model, base_progress)
     return train_data, selector
 
 

@@ -7,10 +7,10 @@ training queries is set aside. Before training and after every epoch of the labe
 held-out query's candidates — BM25's top ``depth`` and the base encoder's top ``depth`` (their
 union is fixed once, so it costs one encoding of those documents per epoch, not of the corpus) —
 are scored by the model being trained, and ranked both by the cosine alone (dense) and by
-CLEAR's λ·s_lex + s_emb at the best λ of ``LAMBDA_GRID`` (hybrid). The epoch with the best
-held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is the base encoder itself.
-Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
-looked: enough to choose among epochs, not a measurement of dense recall.
+CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.hybrid.lambda_table``).
+The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
+the base encoder itself. Re-ranking a fixed candidate set reads the fine-tuned dense model only
+where BM25 or the base looked: enough to choose among epochs, not a measurement of dense recall.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 from retrieval.dataset import Dataset, Qrels
 from retrieval.encoder import Encoder
 from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import LAMBDA_GRID, Candidates, rank_candidates
+from retrieval.hybrid import Candidates, lambda_table, rank_candidates
 from retrieval.lexical import BM25Index
 
 PRIMARY = "ndcg@10"
@@ -52,10 +52,6 @@ class Selection:
     queries: int
     scores: list[dict] = field(default_factory=list)  # {"stage", "epoch", "hybrid", "dense", "lambda"}
     chosen: dict | None = None
-
-    @property
-    def kept_base(self) -> bool:
-        return self.chosen is not None and self.chosen["epoch"] == 0
 
 
 class HeldOutSelector:
@@ -96,10 +92,8 @@ class HeldOutSelector:
             emb = doc_vecs[[at[int(r)] for r in rows]] @ q_vecs[i]
             cands[qid] = Candidates(rows, self.lex[qid], emb.astype(np.float64))
         dense = evaluate_run(rank_candidates(cands, 0.0, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
-        grid = [(lam, evaluate_run(rank_candidates(cands, lam, self.doc_ids, 100), self.held,
-                                   metrics=(PRIMARY,)).mean[PRIMARY]) for lam in LAMBDA_GRID]
-        lam, hybrid = max(grid, key=lambda row: (row[1], -row[0]))
-        return {"hybrid": float(hybrid), "dense": float(dense.mean[PRIMARY]), "lambda": float(lam)}
+        lam, table = lambda_table(cands, self.held, self.doc_ids, PRIMARY)
+        return {"hybrid": float(dict(table)[lam]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
 
     def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:
         """Score the base encoder (epoch 0): the one to beat."""

@@ -5,9 +5,10 @@ Language Model for Web-scale Retrieval in Baidu Search", KDD 2021, arXiv:2106.03
 the place of the base model's mean pooling. Training scores a query against a document by
 max_i P_i·C' (eq. 3; ``losses.match``), serving by P_avg·C' (eq. 4), so the document index is the
 base model's kind of index. Only the losses written here (residual, quadruplet) score by eq. 3;
-sentence-transformers' triplet and in-batch losses (and the ICT/BFS first stage, which uses in-batch)
-see the query's one vector, P_avg, i.e. they train the serving form. An exported model carries a copy of the module's file and loads in
-RankScope as it is, and in plain sentence-transformers with ``trust_remote_code=True``
+sentence-transformers' triplet and in-batch losses (and the ICT/BFS first stage, which uses
+in-batch) see the query's one vector, P_avg, i.e. they train the serving form. An exported model
+carries a copy of the module's file and loads in RankScope as it is, and in plain
+sentence-transformers with ``trust_remote_code=True``
 (``SentenceTransformer(path, trust_remote_code=True).encode_query(...)``).
 """
 from __future__ import annotations

@@ -394,10 +394,13 @@ class Trainer:
     def train(self) -> TrainResult:
         cfg = self.cfg
         started = time.perf_counter()
-        model = self.model if self.model is not None else \
-            load_trainable(self.base_model, self.device, cfg.max_seq_length, cfg.query_pooling, cfg.poly_codes)
-        if cfg.query_pooling == "poly":
-            model = with_poly_attention(model, cfg.poly_codes)  # a model passed in (after pretraining) too
+        if self.model is None:
+            model = load_trainable(self.base_model, self.device, cfg.max_seq_length, cfg.query_pooling,
+                                   cfg.poly_codes)
+        elif cfg.query_pooling == "poly":  # a model passed in (after pretraining)
+            model = with_poly_attention(self.model, cfg.poly_codes)
+        else:
+            model = self.model
         result = TrainResult(model, self.device, 0.0)
         if cfg.loss == "quadruplet":
             easy = self.pool("random")
