@@ -187,7 +187,8 @@ def main(argv=None) -> None:
             print(f"FAISS flat index over {len(ds.docs):,} vectors: {t_faiss:.1f} s")
             flat_vs_hnsw(ds, dense, flat, args.queries)
             del flat
-        (lam, _), t_lam = timed(lambda: ws.lambda_grid("train"))
+        fit, t_lam = timed(lambda: ws.lambda_fit("train"))
+        lam = fit.chosen
         print(f"λ tuned on train: {lam:g} ({t_lam:.0f} s)")
     queries = list(ds.split_queries("test").items())[:args.queries]
     latency = {}

@@ -95,9 +95,9 @@ def held_out_scores(ws_held: Workspace, model, max_seq_length: int, name: str) -
     model.max_seq_length = max_seq_length
     try:
         ws = ws_held.with_model(Encoder(model, name=name, precision=ws_held.encoder.precision))  # as the base
-        lam, grid = ws.lambda_grid("train")
+        fit = ws.lambda_fit("train")  # λ chosen as the app chooses it, on the held-out queries
         dense = ws.evaluate("dense", "train").mean
-        return {"lambda_test": lam, "hybrid": max(score for _, score in grid), "dense": dense["ndcg@10"],
+        return {"lambda_test": fit.chosen, "hybrid": dict(fit.grid)[fit.chosen], "dense": dense["ndcg@10"],
                 "dense_recall@100": dense["recall@100"]}
     finally:
         model.max_seq_length = train_length
@@ -144,7 +144,7 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
                            evaluate=False)
         sel_s = sel.seconds
         # the held-out queries are ``ws_held``'s "train" split; the grid is cached like any other λ
-        lam, _ = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_grid("train")
+        lam = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_fit("train").chosen
     res = run_training(full, cfg, out_dir / name, model, store, eval_split="test", train_split="train",
                        evaluate=False)
     ws_ft = ws_full.with_model(load_encoder(res.model_path, device=cfg.device))

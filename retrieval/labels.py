@@ -5,7 +5,8 @@ A judged pair of a query that already belongs to a split is merged into that spl
 label wins a pair both have, unless ``prefer="judgments"``). Judged queries in no split form new
 ones: when the data set has a ``train`` split they all go to ``judged`` (evaluated; λ keeps being
 tuned on ``train``); otherwise a seeded share of them (``tune_share``) becomes ``train`` — λ is tuned
-there, and fine-tuning trains there — and the rest ``judged``, where everything is reported, so no
+there (replacing the label-free λ only where the judged queries show it does significantly better,
+``hybrid.fit_lambda``), and fine-tuning trains there — and the rest ``judged``, where everything is reported, so no
 number is measured on the queries it was tuned on. Unjudged documents count as not relevant.
 """
 from __future__ import annotations

@@ -24,7 +24,7 @@ from .encoder import Encoder, load_encoder
 from .engines import Corpus, InProcess
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
-from .hybrid import Hybrid, default_lambda, tune_lambda
+from .hybrid import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, Hybrid, LambdaFit, default_lambda, tune_lambda
 from .lexical import BM25Index
 from .metrics import EVALUATED
 from .progress import Progress, counting
@@ -44,9 +44,9 @@ NO_LABELS = "no training labels: BM25 as a share of the query's best possible sc
 @dataclass
 class LambdaChoice:
     value: float
-    how: str  # "tuned on <split>", or NO_LABELS, or "scale-matched default (no training labels)"
+    how: str  # "tuned on <split> …", or NO_LABELS, or "scale-matched default (no training labels)"
     grid: list[tuple[float, float]] = field(default_factory=list)
-    per_query_max: bool = False  # BM25 divided by each query's largest possible score (no labels)
+    per_query_max: bool = False  # BM25 divided by each query's largest possible score (cosine scores)
 
     @property
     def formula(self) -> str:
@@ -302,16 +302,33 @@ class Workspace:
                 h.lex_norm = self.bm25.max_score
         return h
 
+    @property
+    def query_max_space(self) -> bool:
+        """Whether the hybrid divides BM25 by each query's largest possible score: the encoder's
+        scores are cosines (``retrieval.hybrid``), so λ lives on ``QUERY_MAX_GRID``."""
+        return self.encoder.normalize
+
     def lambda_for(self, eval_split: str | None) -> LambdaChoice:
-        """λ_test tuned on the training split (never the split being evaluated), else a default."""
+        """λ_test tuned on the training split (never the split being evaluated), else a default.
+
+        With cosine scores the tuned λ replaces the label-free λ = 1 only where it beats it on the
+        training queries significantly (``hybrid.fit_lambda``)."""
         with self._lock:
             if eval_split not in self._lambda:
                 train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
+                normalized = self.query_max_space
                 if train:
-                    best, grid = self.lambda_grid(train)
-                    self._lambda[eval_split] = LambdaChoice(best, f"tuned on {train} (nDCG@10)", grid)
-                elif self.encoder.normalize:  # cosine scores: BM25 normalized per query (Hybrid's docstring)
-                    self._lambda[eval_split] = LambdaChoice(1.0, NO_LABELS, per_query_max=True)
+                    fit = self.lambda_fit(train)
+                    how = f"tuned on {train} (nDCG@10, {fit.queries} queries)"
+                    if fit.prior is not None:
+                        p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
+                        how += (f": λ {fit.best:g} beats the label-free λ {fit.prior:g} ({p})"
+                                if fit.chosen == fit.best != fit.prior else
+                                f": the grid's best λ {fit.best:g} does not beat the label-free λ "
+                                f"{fit.prior:g} significantly ({p}), so λ {fit.prior:g} is kept")
+                    self._lambda[eval_split] = LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
+                elif normalized:
+                    self._lambda[eval_split] = LambdaChoice(LABEL_FREE_LAMBDA, NO_LABELS, per_query_max=True)
                 else:
                     h = Hybrid(self.lexical, self.dense, depth=self.depth)
                     queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
@@ -320,29 +337,38 @@ class Workspace:
                     self._lambda[eval_split] = LambdaChoice(lam, "scale-matched default (no training labels)")
             return self._lambda[eval_split]
 
-    def lambda_grid(self, split: str) -> tuple[float, list[tuple[float, float]]]:
-        """(best λ_test, [(λ, nDCG@10)] over ``LAMBDA_GRID``) on a labelled split, cached in the store.
+    def lambda_fit(self, split: str) -> LambdaFit:
+        """λ_test tuned on a labelled split over the grid of the hybrid's score space, with the
+        label-free λ as the prior in the query-max space; cached in the store.
 
         ``lambda_for`` calls this on the training split to choose λ; on any other split it is only a
         view of how λ would have done there.
         """
         with self._lock:
-            key = self._key("lambda", {**self.system_params("hybrid"), "metric": "ndcg@10"}, split)
+            normalized = self.query_max_space
+            params = {**self.system_params("hybrid"), "metric": "ndcg@10"}
+            if normalized:
+                params.update(bm25_scale="query max", prior=LABEL_FREE_LAMBDA)
+            key = self._key("lambda", params, split)
             cached = self.store.get_metrics(key) if self.store else None
             if cached:
-                return cached[0]["best"], [tuple(r) for r in cached[1]["grid"]]
-            h = Hybrid(self.lexical, self.dense, depth=self.depth)
-            best, grid = tune_lambda(h, self.dataset.split_queries(split), self.dataset.qrels[split])
+                return LambdaFit.from_json(cached[1]["fit"])
+            h = Hybrid(self.lexical, self.dense, depth=self.depth,
+                       lex_norm=self.bm25.max_score if normalized else None)
+            fit = tune_lambda(h, self.dataset.split_queries(split), self.dataset.qrels[split],
+                              grid=QUERY_MAX_GRID if normalized else LAMBDA_GRID,
+                              prior=LABEL_FREE_LAMBDA if normalized else None)
             if self.store:
-                self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda",
-                                       params=self.system_params("hybrid"), split=split,
-                                       metrics={"best": best}, per_query={"grid": grid})
-            return best, grid
+                self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda", params=params,
+                                       split=split, metrics={"best": fit.best, "chosen": fit.chosen},
+                                       per_query={"fit": fit.to_json()})
+            return fit
 
     def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
-        """Use λ_test = ``value`` when evaluating ``eval_split`` (chosen elsewhere, e.g. on a held-out split)."""
+        """Use λ_test = ``value`` when evaluating ``eval_split`` (chosen elsewhere, e.g. on a held-out
+        split, in the space ``lambda_fit`` tunes in)."""
         with self._lock:
-            self._lambda[eval_split] = LambdaChoice(float(value), how)
+            self._lambda[eval_split] = LambdaChoice(float(value), how, per_query_max=self.query_max_space)
 
     def system(self, name: str, eval_split: str | None = None):
         """The retriever behind a built-in system key (its ``search(queries, k) -> Run``)."""

@@ -101,9 +101,9 @@ def test_lambda_sweep_shows_the_tuned_grid_and_the_test_split_apart(demo):
     fig = lambda_sweep(ws, "test")
     tuned, chosen, insight = fig.data
     assert list(tuned.x) == [lam for lam, _ in choice.grid] and list(tuned.y) == [v for _, v in choice.grid]
-    assert list(chosen.x) == [choice.value] and chosen.y[0] == max(v for _, v in choice.grid)
+    assert list(chosen.x) == [choice.value] and chosen.y[0] == dict(choice.grid)[choice.value]
     assert "tuned on train" in tuned.name
-    _, test_grid = ws.lambda_grid("test")
+    test_grid = ws.lambda_fit("test").grid
     assert list(insight.x) == [lam for lam, _ in test_grid] and list(insight.y) == [v for _, v in test_grid]
     assert "not used to choose λ" in insight.name
     assert test_grid != choice.grid  # a different split: different values

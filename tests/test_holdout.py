@@ -35,12 +35,12 @@ def test_scores_equal_a_full_evaluation_when_the_candidates_are_the_corpus(demo,
     queries = {q: demo.queries[q] for q in held}
     _, rows = ws.dense.index.search_vectors(ws.dense.encode_queries(queries), n)
     sel = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)},
-                          tiny_encoder.precision, depth=n)
+                          tiny_encoder.precision, depth=n, query_max=ws.query_max_space)
     assert len(sel.union) == n  # the whole corpus: nothing is left out of the ranking
     got = sel.score(tiny_encoder.model)
     assert got["dense"] == pytest.approx(ws.evaluate("dense", "train").mean["ndcg@10"], abs=1e-6)
-    lam, grid = ws.lambda_grid("train")  # the workspace's own λ search over the same candidates
-    assert got["lambda"] == lam and got["hybrid"] == pytest.approx(max(s for _, s in grid), abs=1e-6)
+    fit = ws.lambda_fit("train")  # the workspace's own λ search over the same candidates
+    assert got["lambda"] == fit.best and got["hybrid"] == pytest.approx(max(s for _, s in fit.grid), abs=1e-6)
 
 
 def run(demo, tiny_model_dir, tmp_path, **cfg):

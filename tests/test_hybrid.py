@@ -10,7 +10,8 @@ import pytest
 
 from retrieval.dense import DenseIndex, DenseRetriever
 from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import LAMBDA_GRID, Candidates, Hybrid, default_lambda, fuse_runs, tune_lambda
+from retrieval.hybrid import (LAMBDA_GRID, Candidates, Hybrid, LambdaFit, default_lambda, fit_lambda, fuse_runs,
+                              tune_lambda)
 from retrieval.lexical import BM25Index
 from retrieval.readers import load_dataset
 
@@ -129,7 +130,9 @@ def test_tune_lambda_is_the_grid_argmax(demo, parts, tiny_encoder):
     # depth covers the corpus, so the candidate union is every document and the hybrid ranking is
     # simply λ·BM25 + ⟨q, d⟩ over the whole corpus: recompute it without Hybrid
     h = Hybrid(bm25, dense, depth=len(demo.doc_ids))
-    best, table = tune_lambda(h, train, qrels)
+    fit = tune_lambda(h, train, qrels)
+    best, table = fit.best, fit.grid
+    assert fit.prior is None and fit.chosen == best and fit.queries == len(train)
     qvecs = tiny_encoder.encode(list(train.values()))
     lex = {q: bm25.scores(t).astype(np.float64) for q, t in train.items()}
     mine = []
@@ -146,8 +149,41 @@ def test_tune_lambda_is_the_grid_argmax(demo, parts, tiny_encoder):
     assert best == min(lam for lam, v in mine if v >= top_value - 1e-9)
     assert max(v for _, v in table) > table[0][1]  # BM25 helps the random-weight encoder
     # a custom grid and another metric are honoured
-    best2, table2 = tune_lambda(h, train, qrels, metric="recall@10", grid=(0.0, 1.0))
-    assert [lam for lam, _ in table2] == [0.0, 1.0] and best2 in (0.0, 1.0)
+    fit2 = tune_lambda(h, train, qrels, metric="recall@10", grid=(0.0, 1.0))
+    assert [lam for lam, _ in fit2.grid] == [0.0, 1.0] and fit2.best in (0.0, 1.0)
+
+
+def gated(n_better: int, n_worse: int = 0):
+    """Candidates where λ = 0 puts the relevant document first and λ = 1 second on ``n_better``
+    queries, and the other way round on ``n_worse``."""
+    cands, qrels = {}, {}
+    for i in range(n_better + n_worse):
+        # rows 0 (relevant) and 1; s_emb prefers row 0 on the better queries, s_lex prefers row 1
+        emb, lex = (np.array([0.6, 0.5]), np.array([0.0, 0.3])) if i < n_better else \
+            (np.array([0.5, 0.6]), np.array([0.3, 0.0]))
+        cands[f"q{i}"] = Candidates(np.array([0, 1]), lex, emb)
+        qrels[f"q{i}"] = {"d0": 1}
+    return cands, qrels
+
+
+def test_the_label_free_prior_is_kept_unless_the_tuned_lambda_beats_it_significantly():
+    ids = ["d0", "d1"]
+    cands, qrels = gated(20)
+    fit = fit_lambda(cands, qrels, ids, grid=(0.0, 1.0), prior=1.0)
+    assert fit.best == 0.0 and fit.p_value < 0.001 and fit.chosen == 0.0 and fit.queries == 20
+    # five queries can never overturn the prior: the smallest two-sided p of 2^5 sign flips is 1/16
+    fit = fit_lambda(*gated(5), ids, grid=(0.0, 1.0), prior=1.0)
+    assert fit.best == 0.0 and fit.p_value == pytest.approx(1 / 16, abs=1e-9) and fit.chosen == 1.0
+    # a split verdict (12 better, 8 worse) is not evidence either
+    fit = fit_lambda(*gated(12, 8), ids, grid=(0.0, 1.0), prior=1.0)
+    assert fit.best == 0.0 and fit.p_value > 0.05 and fit.chosen == 1.0
+    # the prior itself best: nothing to test
+    fit = fit_lambda(*gated(0, 20), ids, grid=(0.0, 1.0), prior=1.0)
+    assert fit.best == 1.0 and fit.p_value == 1.0 and fit.chosen == 1.0
+    # without a prior the grid's best is taken, as CLEAR does
+    fit = fit_lambda(*gated(12, 8), ids, grid=(0.0, 1.0))
+    assert fit.p_value is None and fit.chosen == fit.best == 0.0
+    assert LambdaFit.from_json(fit.to_json()) == fit
 
 
 def test_tune_lambda_needs_labelled_queries(parts):

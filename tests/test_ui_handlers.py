@@ -157,13 +157,13 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
                for q, labels in demo.qrels["test"].items()}
     broken = Workspace(Dataset("shifted", demo.docs, demo.queries, {"test": shifted}), store, model=tiny_encoder)
     caption, _, _ = evaluate.evaluate(broken, "test", [])
-    assert "The `test` labels look broken" in caption and "λ is a default, not tuned" in caption
+    assert "The `test` labels look broken" in caption and "λ is the label-free default" in caption
     assert "look broken" in data.dataset_summary(broken)
     french = Dataset("fr", {f"f{i}": Document(f"f{i}", "", t) for i, t in enumerate(FRENCH)}, {"x": "robinet"})
     minilm_named = Encoder(tiny_encoder.model, name="all-MiniLM-L6-v2")
     notes = data.warnings(Workspace(french, store, model=minilm_named))
     assert any("`fr`" in n and "trained on English only" in n for n in notes)
-    assert any("No relevance labels" in n and "judging a few queries tunes λ" in n for n in notes)
+    assert any("No relevance labels" in n and "judged queries can tune λ" in n for n in notes)
     assert data.warnings(Workspace(demo, store, model=tiny_encoder)) == []
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from retrieval.dataset import Dataset, Document
-from retrieval.encoder import load_encoder
+from retrieval.encoder import Encoder, load_encoder
 from retrieval.metrics import METRICS
-from retrieval.hybrid import Hybrid, default_lambda, tune_lambda
+from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Hybrid, default_lambda, tune_lambda
 from retrieval.readers import load_dataset
 from retrieval.store import Store
 from retrieval.systems import SYSTEMS
@@ -62,15 +62,18 @@ def test_every_system_is_evaluated_on_the_test_split(demo_cache):
 def test_test_split_lambda_is_tuned_on_train(demo_cache):
     ws, ds = demo_cache.ws, demo_cache.ds
     choice = ws.lambda_for("test")
-    assert choice.how.startswith("tuned on train")
-    best, grid = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth), ds.split_queries("train"),
-                             ds.qrels["train"])
-    assert choice.value == best
-    assert choice.grid == pytest.approx(grid)
+    assert choice.how.startswith("tuned on train (nDCG@10, 39 queries)") and choice.per_query_max
+    # tuned over BM25 ÷ the query's largest possible score, the label-free λ = 1 as the prior
+    fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score),
+                      ds.split_queries("train"), ds.qrels["train"], grid=QUERY_MAX_GRID, prior=1.0)
+    assert choice.value == fit.chosen
+    assert choice.grid == pytest.approx(fit.grid)
+    assert ("beats the label-free" in choice.how) == (fit.chosen != 1.0)
     # the hybrid run of the test split was made with that λ, and its parameters record it
     hybrid_rows = [r for r in demo_cache.store.runs(ds.content_hash) if r["system"] == "hybrid"]
-    assert [json.loads(r["params"])["lambda"] for r in hybrid_rows] == [best]
-    expected = Hybrid(ws.bm25, ws.dense, lam=best, depth=ws.depth).search(ds.split_queries("test"), 10)
+    assert [json.loads(r["params"])["lambda"] for r in hybrid_rows] == [fit.chosen]
+    expected = Hybrid(ws.bm25, ws.dense, lam=fit.chosen, depth=ws.depth,
+                      lex_norm=ws.bm25.max_score).search(ds.split_queries("test"), 10)
     got = ws.run("hybrid", "test")
     for q, hits in expected.items():
         assert [d for d, _ in got[q][:10]] == [d for d, _ in hits]
@@ -86,7 +89,8 @@ def test_a_fixed_lambda_is_used_and_keys_its_own_cache_entries(demo_cache):
     ws.fix_lambda(0.5, "chosen on a held-out split", "test")
     assert ws.lambda_for("test").value == 0.5 and ws.lambda_for("test").how == "chosen on a held-out split"
     assert ws.system_params("hybrid", "test")["lambda"] == 0.5
-    expected = Hybrid(ws.bm25, ws.dense, lam=0.5, depth=ws.depth).search(demo_cache.ds.split_queries("test"), 10)
+    expected = Hybrid(ws.bm25, ws.dense, lam=0.5, depth=ws.depth,  # in the space λ is tuned in
+                      lex_norm=ws.bm25.max_score).search(demo_cache.ds.split_queries("test"), 10)
     got = ws.run("hybrid", "test")
     assert {q: [d for d, _ in got[q][:10]] for q in expected} == {q: [d for d, _ in h] for q, h in expected.items()}
     # the workspace it came from keeps its own tuned λ and its cached run
@@ -140,12 +144,24 @@ def test_lambda_cache_is_per_model(demo_cache, tmp_path):
     ds = demo_cache.ds
     ws = Workspace(load_dataset(DEMO), store, model=other)
     choice = ws.lambda_for("test")
-    best, grid = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth), ds.split_queries("train"),
-                             ds.qrels["train"])
-    assert choice.grid == pytest.approx(grid)
+    fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score),
+                      ds.split_queries("train"), ds.qrels["train"], grid=QUERY_MAX_GRID, prior=1.0)
+    assert choice.grid == pytest.approx(fit.grid)
     assert choice.grid != pytest.approx(demo_cache.ws.lambda_for("test").grid)
-    assert choice.value == best
+    assert choice.value == fit.chosen
     store.close()
+
+
+def test_raw_scores_tune_lambda_on_the_raw_grid_without_a_prior(demo_cache, tiny_encoder):
+    """An encoder whose scores are not cosines: λ on raw BM25 scores, the grid's best taken (CLEAR)."""
+    ds = demo_cache.ds
+    raw = Workspace(ds, None, model=Encoder(tiny_encoder.model, name="tiny-raw", normalize=False))
+    assert not raw.query_max_space
+    choice = raw.lambda_for("test")
+    fit = tune_lambda(Hybrid(raw.bm25, raw.dense, depth=raw.depth), ds.split_queries("train"), ds.qrels["train"])
+    assert [lam for lam, _ in choice.grid] == list(LAMBDA_GRID) and choice.grid == pytest.approx(fit.grid)
+    assert choice.value == fit.best and choice.how == "tuned on train (nDCG@10, 39 queries)"
+    assert not choice.per_query_max and "bm25_scale" not in raw.system_params("hybrid", "test")
 
 
 # ---- toy data set ----------------------------------------------------------------------------

@@ -174,7 +174,7 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
     _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
     selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
-                               ws_base.encoder.precision, depth)
+                               ws_base.encoder.precision, depth, ws_base.query_max_space)
     selector.start(ws_base.encoder.model, base_progress)
     return train_data, selector
 

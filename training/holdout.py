@@ -7,7 +7,8 @@ training queries is set aside. Before training and after every epoch of the labe
 held-out query's candidates — BM25's top ``depth`` and the base encoder's top ``depth`` (their
 union is fixed once, so it costs one encoding of those documents per epoch, not of the corpus) —
 are scored by the model being trained, and ranked both by the cosine alone (dense) and by
-CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.hybrid.lambda_table``).
+CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.hybrid.lambda_table``; s_lex
+divided by the query's largest possible BM25 score, as the app's hybrid does for cosine scores).
 The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
 the base encoder itself. Re-ranking a fixed candidate set reads the fine-tuned dense model only
 where BM25 or the base looked: enough to choose among epochs, not a measurement of dense recall.
@@ -24,7 +25,7 @@ import numpy as np
 from retrieval.dataset import Dataset, Qrels
 from retrieval.encoder import Encoder
 from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import Candidates, lambda_table, rank_candidates
+from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Candidates, lambda_table, rank_candidates
 from retrieval.lexical import BM25Index
 
 PRIMARY = "ndcg@10"
@@ -58,10 +59,11 @@ class HeldOutSelector:
     """Scores models on held-out queries and remembers the best weights (``on_epoch`` of ``Trainer``)."""
 
     def __init__(self, dataset: Dataset, held: Qrels, bm25: BM25Index, base_dense_rows: dict[str, np.ndarray],
-                 precision: str = "fp32", depth: int = 100):
+                 precision: str = "fp32", depth: int = 100, query_max: bool = True):
         """``base_dense_rows``: each held-out query's top corpus rows under the base encoder (``-1``
         for no hit), e.g. from the workspace's dense index; ``precision``: the base's, so every
-        epoch is read as the base is."""
+        epoch is read as the base is; ``query_max``: BM25 divided by the query's largest possible
+        score, λ on ``QUERY_MAX_GRID`` (``Workspace.query_max_space``), else raw on ``LAMBDA_GRID``."""
         self.doc_ids, self.held, self.precision = dataset.doc_ids, held, precision
         self.queries = {q: dataset.queries[q] for q in held if q in dataset.queries}
         texts = [d.full_text for d in dataset.docs.values()]
@@ -70,7 +72,10 @@ class HeldOutSelector:
             lex, _ = bm25.top(text, depth)
             dense = np.asarray(base_dense_rows.get(qid, []), dtype=np.int64)[:depth]
             self.rows[qid] = np.union1d(lex, dense[dense >= 0]).astype(np.int64)
-        self.lex = {q: np.asarray(bm25.scores_at(self.queries[q], r), dtype=np.float64) for q, r in self.rows.items()}
+        scale = {q: max(bm25.max_score(t), 1e-9) if query_max else 1.0 for q, t in self.queries.items()}
+        self.lex = {q: np.asarray(bm25.scores_at(self.queries[q], r), dtype=np.float64) / scale[q]
+                    for q, r in self.rows.items()}
+        self.grid = QUERY_MAX_GRID if query_max else LAMBDA_GRID
         self.union = sorted({int(r) for rows in self.rows.values() for r in rows})
         self.texts = [texts[r] for r in self.union]
         self.selection = Selection(len(self.queries))
@@ -92,7 +97,7 @@ class HeldOutSelector:
             emb = doc_vecs[[at[int(r)] for r in rows]] @ q_vecs[i]
             cands[qid] = Candidates(rows, self.lex[qid], emb.astype(np.float64))
         dense = evaluate_run(rank_candidates(cands, 0.0, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
-        lam, table = lambda_table(cands, self.held, self.doc_ids, PRIMARY)
+        lam, table = lambda_table(cands, self.held, self.doc_ids, PRIMARY, self.grid)
         return {"hybrid": float(dict(table)[lam]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
 
     def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:

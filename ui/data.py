@@ -57,7 +57,7 @@ def warnings(ws: Workspace) -> list[str]:
     split = ws.dataset.default_split()
     if split is None:
         out.append("No relevance labels: metrics, failures and λ tuning need them. The hybrid adds cosine and "
-                   "BM25 as a share of each query's best possible score, untuned; judging a few queries tunes λ.")
+                   "BM25 as a share of each query's best possible score, equal weights; judged queries can tune λ.")
         return out
     health = label_health(ws, split)
     if health.looks_broken:

@@ -85,8 +85,7 @@ def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.
         fig.add_annotation(text=f"λ = {choice.value:g}: {choice.how} — no sweep to choose it from",
                            showarrow=False, xref="paper", yref="paper", x=0.5, y=1.05)
     if show_eval_split:
-        _, grid = ws.lambda_grid(split)
-        lams, values = zip(*grid)
+        lams, values = zip(*ws.lambda_fit(split).grid)
         fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers",
                                  name=f"{split} — shown for insight, not used to choose λ",
                                  line=dict(dash="dash"), opacity=0.7))
