@@ -15,8 +15,13 @@ the multi-stage paradigm of Yiding Liu et al., "Pre-trained Language Model for W
 Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373, §4). Share 0 is the base encoder, and
 the pseudo-pair stage alone.
 
-The hybrid is what the app gives with those labels: λ tuned on the kept train queries, or with
-none the label-free default (BM25 over its per-query maximum plus the cosine).
+The hybrid is what the app gives with those labels: λ tuned on the kept train queries (kept
+only where it beats the label-free λ there significantly), or with none the label-free default
+(BM25 over its per-query maximum plus the cosine).
+
+A model already finished in ``--out-dir`` (its ``rankscope_training.json`` written) is read back,
+not trained again, so a run that stopped goes on where it stopped and a changed evaluation
+re-scores the same models; its training seconds are the recorded ones.
 
 Prints one row per (share, first stage): dense and hybrid nDCG@10 and Recall@100 on test, the
 training time; last line ``best_few_label_recipe=<none|pretrain> gain_at_1pct=<x> gain_at_5pct=<y>``:
@@ -53,6 +58,14 @@ def keep_share(ds: Dataset, fraction: float, seed: int = 42) -> Dataset:
     if n:
         qrels["train"] = {q: ds.qrels["train"][q] for q in qids[:n]}
     return Dataset(ds.name, ds.docs, ds.queries, qrels, ds.report)
+
+
+def finished(folder: Path) -> float | None:
+    """The training seconds of a fine-tuning finished in ``folder`` before, else None."""
+    record = folder / "rankscope_training.json"
+    if not record.exists():
+        return None
+    return float(json.loads(record.read_text())["result"].get("seconds") or 0.0)
 
 
 def scores(ws: Workspace) -> dict:
@@ -93,9 +106,11 @@ def main() -> int:
     t = time.perf_counter()
     unlabelled = Dataset(full.name, full.docs, full.queries, {})
     pre_cfg = replace(recipe, pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
-    pre = run_training(unlabelled, pre_cfg, out_dir / f"pretrain-{args.pretrain}", args.model, store, evaluate=False)
-    pre_s = time.perf_counter() - t
-    starts = {"none": (args.model, 0.0), args.pretrain: (pre.model_path, pre_s)}
+    pre_dir = out_dir / f"pretrain-{args.pretrain}"
+    if finished(pre_dir) is None:
+        run_training(unlabelled, pre_cfg, pre_dir, args.model, store, evaluate=False)
+    pre_s = finished(pre_dir)  # its training seconds, as recorded
+    starts = {"none": (args.model, 0.0), args.pretrain: (str(pre_dir), pre_s)}
 
     rows = []
     for fraction in fractions:
@@ -107,10 +122,12 @@ def main() -> int:
                 enc = base if start is None else load_encoder(start)
                 row_scores, train_s = scores(Workspace(ds, store, model=enc)), start_s
             else:
-                res = run_training(ds, recipe, out_dir / f"{fraction:g}-{first}", start, store, eval_split="test",
-                                   evaluate=False)
-                enc = load_encoder(res.model_path)
-                row_scores, train_s = scores(Workspace(ds, store, model=enc)), res.seconds + start_s
+                folder = out_dir / f"{fraction:g}-{first}"
+                seconds = finished(folder)
+                if seconds is None:
+                    seconds = run_training(ds, recipe, folder, start, store, eval_split="test", evaluate=False).seconds
+                enc = load_encoder(str(folder))
+                row_scores, train_s = scores(Workspace(ds, store, model=enc)), seconds + start_s
             row = {"fraction": fraction, "queries": n, "first_stage": first, **row_scores,
                    "train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t, 1)}
             rows.append(row)

@@ -31,11 +31,15 @@ def test_shares_are_seeded_nested_and_never_touch_test(bench):
 
 def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
     out = tmp_path / "few.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "few_labels.py"), str(DEMO), "--fractions", "0,0.05",
-                           "--pretrain", "ict", "--pretrain-pairs", "32", "--model", str(tiny_model_dir),
-                           "--store", str(tmp_path / "s.sqlite3"), "--out-dir", str(tmp_path / "models"),
-                           "--json", str(out)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+    def run_bench():
+        return subprocess.run([sys.executable, str(ROOT / "bench" / "few_labels.py"), str(DEMO), "--fractions",
+                               "0,0.05", "--pretrain", "ict", "--pretrain-pairs", "32", "--model", str(tiny_model_dir),
+                               "--store", str(tmp_path / "s.sqlite3"), "--out-dir", str(tmp_path / "models"),
+                               "--json", str(out)], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+    proc = run_bench()
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert [(r["fraction"], r["first_stage"]) for r in rows] == [(0, "none"), (0, "ict"), (0.05, "none"),
@@ -48,3 +52,13 @@ def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
     gain = rows[3]["hybrid"]["ndcg@10"] - rows[2]["hybrid"]["ndcg@10"]
     assert last.startswith("best_few_label_recipe=") and f"gain_at_5pct={gain:.4f}" in last
     assert "gain_at_1pct=nan" in last  # no 1% row asked for
+    # run again over the same folder: the finished models are read back, not trained again
+    weights = {f: f.stat().st_mtime_ns for f in (tmp_path / "models").glob("*/model.safetensors")}
+    assert len(weights) == 3  # the first stage, and 5% from the base and from the first stage
+    again = run_bench()
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert {f: f.stat().st_mtime_ns for f in weights} == weights
+    rerun = json.loads(out.read_text())["rows"]
+    assert [(r["dense"], r["hybrid"], r["train_s"]) for r in rerun] == \
+        [(r["dense"], r["hybrid"], pytest.approx(r["train_s"], abs=0.1)) for r in rows]
+    assert again.stdout.strip().splitlines()[-1] == last
