@@ -123,6 +123,7 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     page.locator("#train-steps input").fill("2")
     page.locator("#train-seq input").fill("32")
     page.locator("#train-holdout input").fill("0.3")  # keep the best epoch on 30% of the train queries
+    page.locator("#train-refit input").check()  # then train again on all of train for the kept epochs
     page.locator("#train-button").click()
     status = page.locator("#train-status")
     deadline = time.time() + 240
@@ -130,7 +131,9 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
         assert "failed" not in status.inner_text(), status.inner_text()
         assert time.time() < deadline, status.inner_text()
         time.sleep(0.5)
-    assert "held-out selection on" in status.inner_text()  # the check's verdict is said
+    verdict = status.inner_text()
+    assert "held-out selection on" in verdict  # the check's verdict is said, and what followed it
+    assert "refit on all 39 train queries" in verdict or "the base is kept" in verdict, verdict
     expect(page.locator("#train-results")).to_contain_text("fine-tuned")
     expect(page.locator("#train-per-query")).to_contain_text(re.compile(r"q\d\d"))  # a row per evaluated query
     page.screenshot(path=str(shots / "train.png"), full_page=True)

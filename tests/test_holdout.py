@@ -3,7 +3,10 @@ the held-out scores equal a full evaluation when the candidates cover the corpus
 the best one, and a run whose every epoch is worse exports the base encoder unchanged."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import torch
 
 from retrieval.dataset import Dataset
 from retrieval.encoder import Encoder, load_encoder
@@ -108,3 +111,26 @@ def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
     assert result.stages[-1] in text and "held-out selection on" in text
     job["result"]["selection"] = None  # a run without the check says nothing about it
     assert "held-out selection" not in job_markdown(job)
+
+
+def weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_model_dir, tmp_path):
+    result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
+    kept = result.selection["chosen"]
+    assert kept["stage"] == "residual" and kept["epoch"] >= 1, result.selection  # an epoch beat the base
+    assert result.stages[-1].startswith("held-out selection on ")  # the verdict, last, says the refit too
+    epochs = f"{kept['epoch']} epoch" + ("s" if kept["epoch"] > 1 else "")
+    assert result.stages[-1].endswith(f"; refit on all {len(demo.qrels['train'])} train queries for {epochs}")
+    # the export is the same training on every train query for that many epochs, without the check
+    direct, _ = run(demo, tiny_model_dir, tmp_path / "b", lr=1e-3, holdout=0.0, epochs=kept["epoch"])
+    mine, theirs = weights(Path(result.model_path)), weights(Path(direct.model_path))
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    held_out_only = weights(Path(run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3)[0].model_path))
+    assert any(not torch.equal(mine[k], held_out_only[k]) for k in mine)  # trained on more queries: other weights
+    assert not (Path(result.model_path) / "checkpoints-refit").exists()

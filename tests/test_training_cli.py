@@ -56,9 +56,12 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
 def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
     res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
               "--epochs", "2", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu", "--holdout",
-              "0.3", "--store", tmp_path / "s.sqlite3", "--out", tmp_path / "ft", tmp_path=tmp_path)
+              "0.3", "--refit", "--store", tmp_path / "s.sqlite3", "--out", tmp_path / "ft", tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[1].startswith("held-out selection on 12 queries: ")  # 30% of 39 train queries
+    verdict = res.stdout.splitlines()[1]
+    assert verdict.startswith("held-out selection on 12 queries: ")  # 30% of 39 train queries
+    # the base kept: nothing to refit; an epoch kept: trained again on all 39 train queries
+    assert ("refit on all 39 train queries" in verdict) == ("the base is kept" not in verdict)
     # the training bar goes on after the check between the epochs: it reaches the last of 2 × 2 steps
     last_bar = res.stderr.rsplit("triplet:", 1)[1]
     assert "4/4" in last_bar and "held-out check — triplet epoch 2" in res.stderr

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     config("--positives-per-query", "labelled positives drawn per query each epoch; 0: every pair", type=int)
     config("--holdout", "share of the training queries held out to keep the best epoch, or the base encoder "
                         "when no epoch beats it; 0: off", type=float)
+    config("--refit", "with --holdout: once an epoch is kept, train again from the start on all of train for "
+                      "that many epochs (the base stays when none was kept)", action="store_true")
     config("--stage1-max-epochs", "quadruplet stage one", type=int)
     config("--stage1-tol", "quadruplet stage one ends when the epoch loss falls by less than this fraction",
            type=float)

@@ -13,6 +13,7 @@ Web-scale Retrieval in Baidu Search", KDD 2021 (arXiv:2106.03373), §4.
 """
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import threading
@@ -179,6 +180,27 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     return train_data, selector
 
 
+def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict,
+           checkpoints: Path) -> str:
+    """Train ``cfg`` again from ``start`` (the base, or the first stage's model) on every train query
+    for the kept number of epochs, into ``trained`` (its model, time, losses and stages); returns
+    what was done, for the verdict line. Quadruplet stage two's epochs count after a stage one run
+    as before; an epoch kept inside stage one is not refit (stage one alone cannot be asked for),
+    the held-out run's weights stay."""
+    if kept["stage"].endswith("stage 1"):
+        return "not refit: the kept epoch is in quadruplet stage one"
+    refit_cfg = replace(cfg, holdout=0.0, refit=False, epochs=int(kept["epoch"]))
+    pairs = labelled_pairs(plan.dataset, plan.train_split)
+    again = Trainer(refit_cfg, plan.dataset, pairs, base_model=base_model, model=start,
+                    stage_prefix="refit: ", **{**common, "checkpoint_dir": checkpoints}).train()
+    queries = len(plan.dataset.qrels.get(plan.train_split, {}))
+    trained.model, trained.seconds = again.model, trained.seconds + again.seconds
+    trained.losses, trained.epoch_losses = trained.losses + again.losses, trained.epoch_losses + again.epoch_losses
+    trained.stages += again.stages
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    return f"refit on all {queries} train queries for {refit_cfg.epochs} epoch{'s' if refit_cfg.epochs != 1 else ''}"
+
+
 def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                  on_progress: Callable[[TrainingProgress], None] | None = None,
@@ -211,6 +233,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     selector = None
     if has_labels:
         train_data, epoch_hook = plan.dataset, on_epoch
+        start = copy.deepcopy(model) if model is not None and cfg.holdout and cfg.refit else model  # refit's start
         if cfg.holdout:
             train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
             epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
@@ -219,9 +242,14 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
                           **common).train()
         if selector is not None:
+            kept = selector.selection.chosen
             if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
                 trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
-            trained.stages.append(selector.describe())
+            verdict = selector.describe()
+            if cfg.refit and kept["stage"] != "base":
+                verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch},
+                                         out_dir / "checkpoints-refit")
+            trained.stages.append(verdict)  # last: the line the CLI and the Train tab show
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
             trained.seconds += pre.seconds

@@ -12,6 +12,8 @@ divided by the query's largest possible BM25 score, as the app's hybrid does for
 The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
 the base encoder itself. Re-ranking a fixed candidate set reads the fine-tuned dense model only
 where BM25 or the base looked: enough to choose among epochs, not a measurement of dense recall.
+With ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
+(``training.finetune``).
 """
 from __future__ import annotations
 

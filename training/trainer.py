@@ -94,6 +94,7 @@ class TrainConfig:
     query_pooling: str = "mean"  # "poly": poly-attention over the query's tokens (``training.poly``)
     poly_codes: int = 16  # m, the number of context codes (Baidu §6: 16)
     holdout: float = 0.0  # share of the training queries held out to keep the best epoch (``training.holdout``)
+    refit: bool = False  # with holdout: train again on all of train for the kept number of epochs
 
     def validate(self) -> None:
         if self.loss not in LOSSES:

@@ -114,6 +114,7 @@ def build(ctx: Context) -> None:
                               precision=0, minimum=0)
         holdout = gr.Number(d.holdout, label="Held-out share: keep the best epoch, or the base (0: off)",
                             minimum=0, maximum=0.9, elem_id="train-holdout")
+        refit = gr.Checkbox(d.refit, label="Then refit on all of train for the kept epochs", elem_id="train-refit")
     with gr.Row():
         train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
         cancel_btn = gr.Button("Cancel", variant="stop")
@@ -126,11 +127,11 @@ def build(ctx: Context) -> None:
     timer = gr.Timer(1.0, active=False)
 
     def on_train(key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_, cold_,
-                 pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None):
+                 pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None):
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
                       max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
-                      positives_per_query=per_query_, holdout=holdout_)
+                      positives_per_query=per_query_, holdout=holdout_, refit=refit_)
         job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
@@ -153,7 +154,7 @@ def build(ctx: Context) -> None:
 
     gr.api(training_status, api_name="training_status")
     inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain,
-              pooling, codes, positives, holdout]
+              pooling, codes, positives, holdout, refit]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query, timer],
                api_visibility="private", **LIGHT)
