@@ -133,4 +133,4 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
     assert all(torch.equal(mine[k], theirs[k]) for k in mine)
     held_out_only = weights(Path(run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3)[0].model_path))
     assert any(not torch.equal(mine[k], held_out_only[k]) for k in mine)  # trained on more queries: other weights
-    assert not (Path(result.model_path) / "checkpoints-refit").exists()
+    assert not (Path(result.model_path) / "checkpoints").exists()

@@ -180,23 +180,27 @@ def test_stage_one_stops_when_the_loss_stops_falling(toy_dataset, tiny_model_dir
 
 
 def test_checkpoint_after_every_epoch(toy_dataset, tiny_model_dir, tmp_path):
-    from sentence_transformers import SentenceTransformer
+    from training import checkpoint
 
     ck = tmp_path / "ck"
-    marker = ck / "last" / "CHECKPOINT"
     during = []
+    trainer = None
 
     def on_progress(p):
-        during.append((p.epoch, marker.read_text() if marker.exists() else None))
+        saved = checkpoint.load(ck, trainer.key)
+        during.append((p.epoch, (saved.stage, saved.epoch) if saved else None))
 
     cfg = fast(loss="triplet", negatives="random", epochs=2, batch_size=4)
-    result = Trainer(cfg, toy_dataset, labelled_pairs(toy_dataset, "train"), base_model=str(tiny_model_dir),
-                     on_progress=on_progress, checkpoint_dir=ck).train()
+    trainer = Trainer(cfg, toy_dataset, labelled_pairs(toy_dataset, "train"), base_model=str(tiny_model_dir),
+                      on_progress=on_progress, checkpoint_dir=ck)
+    result = trainer.train()
     # during epoch 1 nothing is saved yet; during epoch 2 the epoch-1 checkpoint is there
-    assert during == [(1, None), (2, "triplet epoch 1\n")]
-    assert marker.read_text() == "triplet epoch 2\n"
-    saved = SentenceTransformer(str(ck / "last"), device="cpu")
-    assert Encoder(saved).fingerprint == Encoder(result.model).fingerprint  # the final weights
+    assert during == [(1, None), (2, ("triplet", 1))]
+    last = checkpoint.load(ck, trainer.key)
+    assert (last.stage, last.epoch, last.step) == ("triplet", 2, 2)
+    final = result.model.state_dict()
+    assert last.model.keys() == final.keys() and all(torch.equal(last.model[k], final[k]) for k in final)
+    assert [p.name for p in ck.iterdir()] == ["state.pt"]  # written whole, then renamed into place
 
 
 def test_on_epoch_sees_each_epochs_weights_and_training_resumes_after_it(toy_dataset, tiny_model_dir):

@@ -67,6 +67,40 @@ def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
     assert "4/4" in last_bar and "held-out check — triplet epoch 2" in res.stderr
 
 
+def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model_dir):
+    """SIGKILL once the first epoch's checkpoint is on disk; the same command then resumes from it and
+    exports the weights a run never stopped exports."""
+    import signal
+    import time
+
+    from safetensors.torch import load_file
+
+    def command(out):
+        return [sys.executable, "-m", "training", "train", str(DEMO), "--loss", "triplet", "--negatives", "random",
+                "--model", str(tiny_model_dir), "--epochs", "3", "--max-steps-per-epoch", "40", "--batch-size", "4",
+                "--device", "cpu", "--no-eval", "--store", str(tmp_path / "s.sqlite3"), "--out", str(out)]
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RANKSCOPE_HOME": str(tmp_path)}
+    out, state = tmp_path / "ft", tmp_path / "ft" / "checkpoints" / "train" / "state.pt"
+    proc = subprocess.Popen(command(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not state.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL  # killed in the second epoch, not finished
+    assert not (out / "model.safetensors").exists()
+
+    again = subprocess.run(command(out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"resumed after triplet epoch 1 from {out / 'checkpoints' / 'train'}" in again.stdout.splitlines()
+    whole = subprocess.run(command(tmp_path / "whole"), cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    mine, theirs = load_file(str(out / "model.safetensors")), load_file(str(tmp_path / "whole" / "model.safetensors"))
+    assert mine.keys() == theirs.keys() and all((mine[k] == theirs[k]).all() for k in mine)
+    assert not (out / "checkpoints").exists()
+
+
 def test_unknown_loss_is_a_usage_error(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["train", str(DEMO), "--loss", "hinge", "--out", str(tmp_path / "x")])

@@ -7,6 +7,7 @@ folder then works with ``python -m retrieval evaluate DATASET --model DIR``.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import sys
 
 from retrieval.errors import DataError
@@ -104,6 +105,10 @@ def main(argv=None) -> int:
     except Cancelled as err:
         print(f"cancelled: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"interrupted: the same command goes on from the last finished epoch (checkpoints in "
+              f"{Path(args.out) / 'checkpoints'})", file=sys.stderr)
+        return 130
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -111,6 +116,9 @@ def main(argv=None) -> int:
         for b in bars.values():
             b.close()
     print(f"{result.plan_note}; device {result.device}; {result.seconds:.0f} s; model saved to {result.model_path}")
+    for line in result.stages:
+        if line.startswith("resumed after"):
+            print(line)
     if result.selection:
         print(result.stages[-1])  # the held-out check's verdict
     for label, systems in result.metrics.items():

@@ -167,21 +167,20 @@ def _both(first, second):
 
 def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_progress, cancel,
                        depth: int = 100) -> tuple[Dataset, HeldOutSelector]:
-    """(the data set to draw training pairs from, without the held-out queries; the selector, with
-    the base encoder scored): ``cfg.holdout`` of the train split's queries, seeded."""
+    """(the data set to draw training pairs from, without the held-out queries; the selector, its
+    candidates ranked, the base encoder not yet scored: ``_score_base``): ``cfg.holdout`` of the
+    train split's queries, seeded."""
     train_data, held = split_holdout(plan.dataset, plan.train_split, cfg.holdout, cfg.seed)
-    base_progress = _encoding_progress("held-out check — base encoder", on_progress, cancel)
-    ws_base.build_dense(progress=lambda fraction, what: base_progress(round(fraction * 1000), 1000))
+    indexing = _encoding_progress("held-out check — the corpus under the base encoder", on_progress, cancel)
+    ws_base.build_dense(progress=lambda fraction, what: indexing(round(fraction * 1000), 1000))
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
     _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
     selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
                                ws_base.encoder.precision, depth, ws_base.query_max_space)
-    selector.start(ws_base.encoder.model, base_progress)
     return train_data, selector
 
 
-def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict,
-           checkpoints: Path) -> str:
+def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict) -> str:
     """Train ``cfg`` again from ``start`` (the base, or the first stage's model) on every train query
     for the kept number of epochs, into ``trained`` (its model, time, losses and stages); returns
     what was done, for the verdict line. Quadruplet stage two's epochs count after a stage one run
@@ -192,12 +191,11 @@ def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | 
     refit_cfg = replace(cfg, holdout=0.0, refit=False, epochs=int(kept["epoch"]))
     pairs = labelled_pairs(plan.dataset, plan.train_split)
     again = Trainer(refit_cfg, plan.dataset, pairs, base_model=base_model, model=start,
-                    stage_prefix="refit: ", **{**common, "checkpoint_dir": checkpoints}).train()
+                    stage_prefix="refit: ", **{**common, "checkpoint_dir": common["checkpoint_dir"] / "refit"}).train()
     queries = len(plan.dataset.qrels.get(plan.train_split, {}))
     trained.model, trained.seconds = again.model, trained.seconds + again.seconds
     trained.losses, trained.epoch_losses = trained.losses + again.losses, trained.epoch_losses + again.epoch_losses
     trained.stages += again.stages
-    shutil.rmtree(checkpoints, ignore_errors=True)
     return f"refit on all {queries} train queries for {refit_cfg.epochs} epoch{'s' if refit_cfg.epochs != 1 else ''}"
 
 
@@ -221,14 +219,15 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         Plan(dataset, "", "", f"pseudo pairs ({cfg.pretrain}) from the unlabeled corpus; nothing to evaluate on")
     base = load_encoder(base_model, device=cfg.device)
     ws_base = Workspace(plan.dataset, store, model=base)
-    common = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=out_dir / "checkpoints")
+    checkpoints = out_dir / "checkpoints"  # one folder a stage; a run started again resumes from them
+    common = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=checkpoints)
     model = None
     if cfg.pretrain:
         # the multi-stage paradigm (Baidu §4): pseudo pairs first, labelled pairs after
         pseudo = pseudo_pairs(plan.dataset, cfg.pretrain, cfg.pretrain_pairs, cfg.seed)
         pre_cfg = replace(cfg, loss="inbatch", negatives="random", epochs=1)
         pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
-                      **common).train()
+                      **{**common, "checkpoint_dir": checkpoints / "pretrain"}).train()
         model = pre.model
     selector = None
     if has_labels:
@@ -239,16 +238,20 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
             epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
                 m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
         pairs = labelled_pairs(train_data, plan.train_split)
-        trained = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
-                          **common).train()
+        trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
+                          hook_state=selector, **{**common, "checkpoint_dir": checkpoints / "train"})
+        trainer.resume()  # a resumed run brings the selector's scores back with it
+        if selector is not None and not selector.started:
+            selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress,
+                                                                     cancel))
+        trained = trainer.train()
         if selector is not None:
             kept = selector.selection.chosen
             if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
                 trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
             verdict = selector.describe()
             if cfg.refit and kept["stage"] != "base":
-                verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch},
-                                         out_dir / "checkpoints-refit")
+                verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch})
             trained.stages.append(verdict)  # last: the line the CLI and the Train tab show
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
@@ -261,7 +264,6 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     trained.model.save(str(out_dir))
     if has_poly_attention(trained.model):
         make_portable(out_dir)
-    shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)  # the export supersedes the last checkpoint
     result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
                             losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages,
                             selection=asdict(selector.selection) if selector else None)
@@ -283,4 +285,5 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
     (out_dir / "rankscope_training.json").write_text(json.dumps(
         {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"}}, indent=2))
+    shutil.rmtree(checkpoints, ignore_errors=True)  # kept until now: a run killed while evaluating resumes at once
     return result

@@ -112,7 +112,22 @@ class HeldOutSelector:
         row = {"stage": stage, "epoch": epoch, **self.score(model, progress)}
         self.selection.scores.append(row)
         if row["hybrid"] > self.selection.chosen["hybrid"]:
-            self.selection.chosen, self.best_state = row, _cpu_state(model)
+            self.selection.chosen, self.best_state = row, {k: copy.deepcopy(v.detach()).cpu()
+                                                           for k, v in model.state_dict().items()}
+
+    def state_dict(self) -> dict:
+        """What a resumed training needs back (``Trainer``'s ``hook_state``): every score so far and
+        the kept epoch's weights."""
+        return {"scores": list(self.selection.scores), "chosen": self.selection.chosen, "best": self.best_state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.selection.scores, self.selection.chosen = list(state["scores"]), state["chosen"]
+        self.best_state = state["best"]
+
+    @property
+    def started(self) -> bool:
+        """Whether the base encoder has been scored (``start``), here or before an interruption."""
+        return bool(self.selection.scores)
 
     def describe(self) -> str:
         """One line: which epoch was kept and why (data, for the model card and the job's stages)."""
@@ -131,6 +146,3 @@ class HeldOutSelector:
         model.load_state_dict(self.best_state)
         return True
 
-
-def _cpu_state(model) -> dict:
-    return {k: copy.deepcopy(v.detach()).cpu() for k, v in model.state_dict().items()}

@@ -38,6 +38,7 @@ from retrieval.dataset import Dataset
 from retrieval.encoder import Encoder, carries_our_poly_attention, pick_device, resolve_model
 from retrieval.lexical import BM25Index
 
+from . import checkpoint
 from .losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
 from .negatives import SOURCES, CandidatePool, bm25_pool, model_pool, random_pool
 from .pairs import PRETRAIN_TASKS, Pair, known_positives
@@ -218,11 +219,16 @@ class Trainer:
                  bm25: BM25Index | None = None, on_progress: Callable[[TrainingProgress], None] | None = None,
                  cancel: threading.Event | None = None, checkpoint_dir: str | Path | None = None,
                  model=None, stage_prefix: str = "",
-                 on_epoch: Callable[[object, str, int], None] | None = None):
+                 on_epoch: Callable[[object, str, int], None] | None = None, hook_state=None):
         """``model``: continue training this SentenceTransformer instead of loading ``base_model``.
-        ``on_epoch(model, stage, epoch)`` runs after each epoch's checkpoint (e.g. a held-out
-        evaluation for early stopping); it may encode with the model (the loop puts it back
-        in train mode) but must not change its weights."""
+        ``on_epoch(model, stage, epoch)`` runs after each epoch, before its checkpoint (e.g. a
+        held-out evaluation for early stopping); it may encode with the model (the loop puts it
+        back in train mode) but must not change its weights. ``hook_state``: an object with
+        ``state_dict()`` and ``load_state_dict(state)`` (the hook's memory), saved with each
+        checkpoint and given back on resume.
+
+        ``checkpoint_dir``: where each finished epoch's state is kept (``training.checkpoint``); a
+        checkpoint of the same run found there is resumed from."""
         config.validate()
         if not pairs:
             raise ValueError("no training pairs: the training split has no relevant labels")
@@ -233,6 +239,10 @@ class Trainer:
         self.base_model = base_model
         self.on_progress, self.cancel = on_progress, cancel or threading.Event()
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.hook_state = hook_state
+        self.resumed: checkpoint.Checkpoint | None = None
+        self.key = ""
+        self._started, self._done, self._mined = time.perf_counter(), [], {}  # set anew by train
         self.device = pick_device(config.device)
         self.rng = random.Random(config.seed)
         torch.manual_seed(config.seed)
@@ -335,6 +345,9 @@ class Trainer:
                     until_converged: bool = False) -> None:
         cfg = self.cfg
         stage = self.stage_prefix + stage
+        resumed = self.resumed
+        if resumed is not None and stage in resumed.done_stages:
+            return  # finished before the interruption: its weights are in the checkpoint's
         per_epoch = self.steps_per_epoch()
         total = per_epoch * epochs
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
@@ -344,9 +357,20 @@ class Trainer:
         use_amp = self.device == "cuda"
         amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
         scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
-        step, started, seen, previous = 0, time.perf_counter(), 0, None
+        step, first, previous = 0, 1, None
+        if resumed is not None and resumed.stage == stage:
+            optimizer.load_state_dict(resumed.optimizer)
+            scheduler.load_state_dict(resumed.scheduler)
+            if resumed.scaler and scaler.is_enabled():
+                scaler.load_state_dict(resumed.scaler)
+            step, first, previous = resumed.step, resumed.epoch + 1, resumed.previous_loss
+            self.rng.setstate(checkpoint._tuples(resumed.rng["trainer"]))
+            checkpoint.set_random_states(resumed.rng["global"])
+            if resumed.converged:
+                first = epochs + 1
+        started, seen, taken = time.perf_counter(), 0, 0  # examples and steps since this start
         model.train()
-        for epoch in range(1, epochs + 1):
+        for epoch in range(first, epochs + 1):
             batch_losses = []
             data = self.examples(pools)
             for start in range(0, min(len(data), per_epoch * cfg.batch_size), cfg.batch_size):
@@ -368,33 +392,57 @@ class Trainer:
                 scaler.update()
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
-                step += 1
+                step, taken = step + 1, taken + 1
                 seen += len(batch)
                 value = float(loss.detach())
                 batch_losses.append(value)
                 result.losses.append((stage, step, value))
                 elapsed = time.perf_counter() - started
                 rate = seen / elapsed if elapsed else 0.0
-                self._report(stage, step, total, value, rate, (total - step) * elapsed / step, epoch)
+                self._report(stage, step, total, value, rate, (total - step) * elapsed / taken, epoch)
             mean = float(np.mean(batch_losses)) if batch_losses else float("nan")
             result.epoch_losses.append((stage, epoch, mean))
-            self._checkpoint(model, stage, epoch)
             if self.on_epoch:
                 self.on_epoch(model, stage, epoch)
                 model.train()
-            if until_converged and previous is not None and previous - mean <= cfg.stage1_tol * abs(previous):
-                break  # the loss stopped falling: stage one has converged
+            # stage one's convergence test: the epoch loss stopped falling
+            converged = until_converged and previous is not None and previous - mean <= cfg.stage1_tol * abs(previous)
             previous = mean
+            if self.checkpoint_dir:
+                checkpoint.save(self.checkpoint_dir, checkpoint.Checkpoint(
+                    self.key, stage, epoch, step, list(self._done), model.state_dict(), optimizer.state_dict(),
+                    scheduler.state_dict(), scaler.state_dict() if scaler.is_enabled() else {},
+                    {"trainer": self.rng.getstate(), "global": checkpoint.random_states()}, previous, converged,
+                    list(result.losses), list(result.epoch_losses), self._elapsed(),
+                    {name: (pool.source, {q: [int(r) for r in rows] for q, rows in pool.candidates.items()})
+                     for name, pool in self._mined.items()},
+                    self.hook_state.state_dict() if self.hook_state is not None else None))
+            if converged:
+                break
+        self._done.append(stage)
 
-    def _checkpoint(self, model, stage: str, epoch: int) -> None:
-        if self.checkpoint_dir:
-            path = self.checkpoint_dir / "last"
-            model.save(str(path))
-            (path / "CHECKPOINT").write_text(f"{stage} epoch {epoch}\n")
+    def _elapsed(self) -> float:
+        before = self.resumed.seconds if self.resumed is not None else 0.0
+        return before + time.perf_counter() - self._started
+
+    def resume(self) -> checkpoint.Checkpoint | None:
+        """The checkpoint of this very run in ``checkpoint_dir``, if there is one (read once; the
+        hook's state is given back to ``hook_state`` then). ``train`` calls it; call it first to
+        know whether the hook's own preparation (e.g. scoring the base encoder) is still needed."""
+        if self.key or self.checkpoint_dir is None:
+            return self.resumed
+        start = f"model {Encoder(self.model).fingerprint}" if self.model is not None else \
+            str(resolve_model(self.base_model))
+        self.key = checkpoint.run_key(self.cfg, self.pairs, start, self.stage_prefix)
+        self.resumed = checkpoint.load(self.checkpoint_dir, self.key)
+        if self.resumed is not None and self.hook_state is not None and self.resumed.hook is not None:
+            self.hook_state.load_state_dict(self.resumed.hook)
+        return self.resumed
 
     def train(self) -> TrainResult:
         cfg = self.cfg
-        started = time.perf_counter()
+        self._started, self._done, self._mined = time.perf_counter(), [], {}
+        resumed = self.resume()
         if self.model is None:
             model = load_trainable(self.base_model, self.device, cfg.max_seq_length, cfg.query_pooling,
                                    cfg.poly_codes)
@@ -403,23 +451,38 @@ class Trainer:
         else:
             model = self.model
         result = TrainResult(model, self.device, 0.0)
+        if resumed is not None:
+            model.load_state_dict(resumed.model)
+            result.losses = [tuple(row) for row in resumed.losses]
+            result.epoch_losses = [tuple(row) for row in resumed.epoch_losses]
+            result.stages.append(f"resumed after {resumed.stage} epoch {resumed.epoch} from {self.checkpoint_dir}")
         if cfg.loss == "quadruplet":
             easy = self.pool("random")
             result.stages.append("stage 1: loss_h = 0 (q, p, random n)")
             self._run_epochs(model, QuadrupletLoss(model, cfg.margin, stage=1), [easy], "stage 1",
                              cfg.stage1_max_epochs, result, until_converged=True)
-            hard = self.pool("model", model)
+            hard = self._mined["hard"] = self._saved_pool("hard") or self.pool("model", model)
             result.stages.append(f"stage 2: full loss (q, p, random n, hn from the stage-1 model's top {cfg.model_depth})")
             self._run_epochs(model, QuadrupletLoss(model, cfg.margin, stage=2), [easy, hard], "stage 2",
                              cfg.epochs, result)
         else:
-            pool = self.pool(cfg.negatives, model)
+            if cfg.negatives == "model":  # mined with the starting weights: kept for a resume
+                pool = self._mined["negatives"] = self._saved_pool("negatives") or self.pool("model", model)
+            else:
+                pool = self.pool(cfg.negatives, model)
             loss_fn = {"residual": lambda: ResidualMarginLoss(model, cfg.xi, cfg.lambda_train),
                        "triplet": lambda: triplet_loss(model, cfg.margin),
                        "inbatch": lambda: inbatch_loss(model)}[cfg.loss]()
             result.stages.append(f"{self.stage_prefix}{cfg.loss} with {cfg.negatives} negatives")
             self._run_epochs(model, loss_fn, [pool], cfg.loss, cfg.epochs, result)
         model.eval()
-        result.seconds = time.perf_counter() - started
+        result.seconds = self._elapsed()
         return result
+
+    def _saved_pool(self, name: str) -> CandidatePool | None:
+        """A pool mined before the interruption (``train`` records them in ``_mined``)."""
+        if self.resumed is None or name not in self.resumed.pools:
+            return None
+        source, candidates = self.resumed.pools[name]
+        return CandidatePool(self.dataset.doc_ids, candidates, source)
 
