@@ -126,6 +126,35 @@ def test_a_new_queue_marks_jobs_a_dead_process_left_as_interrupted(store, tmp_pa
     reopened.close()
 
 
+def test_a_stopped_job_resumes_under_its_id_and_ends_as_if_never_stopped(store, demo, tiny_model_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    jobs = JobQueue(store)
+    whole = jobs.wait(jobs.submit(spec(demo, tmp_path / "whole", tiny_model_dir, epochs=3)))  # 20 steps an epoch
+    job_id = jobs.submit(spec(demo, tmp_path / "ft", tiny_model_dir, epochs=3))
+    wait_until(lambda: (tmp_path / "ft" / "checkpoints" / "train" / "state.pt").exists())
+    jobs.cancel(job_id)  # in its second epoch: the first one's checkpoint is on disk
+    assert jobs.wait(job_id)["status"] == "cancelled"
+    assert [j["id"] for j in jobs.resumable(demo)] == [job_id]
+    other = Dataset("other", dict(list(demo.docs.items())[:50]), demo.queries, demo.qrels)
+    assert jobs.resumable(other) == []
+    with pytest.raises(ValueError, match="trained on 'demo', not on 'other'; open that data set"):
+        jobs.resume(job_id, other)
+    with pytest.raises(ValueError, match=f"job {whole['id']} is done"):
+        jobs.resume(whole["id"], demo)
+
+    assert jobs.resume(job_id, demo) == job_id
+    done = jobs.wait(job_id)
+    assert done["status"] == "done" and done["error"] == ""
+    assert done["result"]["stages"][0].startswith("resumed after triplet epoch ")
+    # the loss curve reads as one run: every step once, in order, the same as the unstopped job's
+    assert [(s, n) for s, n, _ in done["losses"]] == [(s, n) for s, n, _ in whole["losses"]]
+    mine = load_file(str(tmp_path / "ft" / "model.safetensors"))
+    theirs = load_file(str(tmp_path / "whole" / "model.safetensors"))
+    assert all((mine[k] == theirs[k]).all() for k in theirs)
+    assert jobs.resumable(demo) == []  # finished: its checkpoints are gone
+
+
 def test_wait_times_out_on_a_job_that_never_ends(store):
     jobs = JobQueue(store)
     store.put_job({"id": "x", "status": "queued"})  # a row the worker was never given

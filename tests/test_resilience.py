@@ -1,4 +1,4 @@
-"""Killing the app in the middle of a training job, then starting it again on the same store.
+"""Killing the app in the middle of a training job, then starting it again on the same store and resuming it.
 
 The app runs as a real process (``python app.py``) with the tiny encoder and a temporary store;
 it is killed with SIGKILL (no clean-up code runs), so this is what a crash or a pulled plug does.
@@ -6,6 +6,7 @@ it is killed with SIGKILL (no clean-up code runs), so this is what a crash or a 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -57,29 +58,27 @@ def counts(store_path: Path) -> dict:
         store.close()
 
 
-def test_killed_during_training_the_store_survives_and_the_job_shows_interrupted(tiny_model_dir, tmp_path):
+def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_model_dir, tmp_path):
     store_path, log = tmp_path / "store.sqlite3", tmp_path / "app.log"
     proc, url = start_app(tiny_model_dir, store_path, log)
     try:
         client = Client(url, verbose=False)
         client.predict("test", [], api_name="/evaluate")  # fills the cache: runs, metrics, λ
-        # a long schedule (many small steps with a checkpoint each epoch), so the kill lands mid-way
-        out = client.predict("triplet", "bm25", 40, 2, 1e-3, 32, None, 0.1, 0.3, 0.01, "cpu", 0.8,
+        before = counts(store_path)
+        # three epochs of 16 steps; killed once the first epoch's checkpoint is on disk
+        out = client.predict("triplet", "bm25", 3, 2, 1e-3, 32, None, 0.1, 0.3, 0.01, "cpu", 0.8,
                              api_name="/train")
         job_id = out[0].split("`")[1]
+        state = Path(client.predict(job_id, api_name="/training_status")["model_path"]) / "checkpoints" / "train" / \
+            "state.pt"
         deadline = time.time() + 120
-        while True:
-            job = client.predict(job_id, api_name="/training_status")
-            if job["status"] == "running" and (job.get("progress") or {}).get("step", 0) >= 3:
-                break
-            assert job["status"] in ("queued", "running"), job
-            assert time.time() < deadline, job
-            time.sleep(0.2)
-        client.close()
-        before = counts(store_path)
+        while not state.exists():
+            assert time.time() < deadline, client.predict(job_id, api_name="/training_status")
+            time.sleep(0.01)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+    client.close()
 
     store = Store(store_path)
     assert store.integrity_check() == "ok"
@@ -96,11 +95,23 @@ def test_killed_during_training_the_store_survives_and_the_job_shows_interrupted
         assert job["losses"]  # what it had logged before the kill is still there
         caption, table, _ = client.predict("test", [], api_name="/evaluate")
         assert table["data"]
-        client.close()
         restarted = counts(store_path)
         # nothing cached before was lost or recomputed: same embeddings, every earlier run still there
         assert restarted["embeddings"] == before["embeddings"]
         assert before["runs"] <= restarted["runs"]
+        # the Train tab's Resume: the same job goes on from its first epoch's checkpoint to the end
+        said = client.predict(api_name="/resume_training")
+        assert said[0] == f"Job `{job_id}` resumed: it goes on from its last finished epoch.", said
+        deadline = time.time() + 300
+        while (job := client.predict(job_id, api_name="/training_status"))["status"] in ("queued", "running"):
+            assert time.time() < deadline, job
+            time.sleep(0.5)
+        assert job["status"] == "done", job
+        # killed in epoch 2 (epoch 3 if it ran faster than the kill): never after the last one
+        assert re.match(r"resumed after triplet epoch [12] from ", job["result"]["stages"][0]), job["result"]
+        steps = [n for s, n, _ in job["losses"] if s == "triplet"]
+        assert steps == list(range(1, 3 * 16 + 1))  # each step once (16 an epoch: 39 queries, some without a negative)
+        client.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

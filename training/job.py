@@ -4,7 +4,9 @@
 state (queued → running → done | failed | cancelled), parameters, progress (stage, step/total,
 loss, examples/s, ETA), loss curve, device, error with traceback and exported model path are
 written to the store's ``jobs`` table, so the app can poll it and a restart can show what
-happened (jobs a dead process left running are marked ``interrupted`` on start).
+happened (jobs a dead process left running are marked ``interrupted`` on start). An interrupted,
+cancelled or failed job whose checkpoints are on disk can be resumed (``resume``): it runs again
+under the same id and goes on from its last finished epoch (``training.checkpoint``).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from retrieval.dataset import Dataset
@@ -23,6 +25,8 @@ from .finetune import run_training
 from .trainer import Cancelled, TrainConfig, TrainingProgress
 
 FINAL = ("done", "failed", "cancelled", "interrupted")
+RESUMABLE = ("interrupted", "cancelled", "failed")
+SPEC_FIELDS = ("base_model", "eval_split", "cold_start")  # stored with the config, not part of it
 
 
 @dataclass
@@ -53,6 +57,31 @@ class JobQueue:
                             "base_model": spec.base_model, "eval_split": spec.eval_split,
                             "cold_start": spec.cold_start}, "progress": {}, "losses": [], "device": "",
                             "error": "", "model_path": spec.out_dir, "result": {}})
+        self._queue.put((job_id, spec))
+        return job_id
+
+    def resumable(self, dataset: Dataset) -> list[dict]:
+        """Jobs on ``dataset`` (same content) that stopped before the end and left checkpoints, newest first."""
+        return [job for job in self.store.jobs() if job["status"] in RESUMABLE
+                and job["dataset"] == dataset.content_hash and (Path(job["model_path"]) / "checkpoints").is_dir()]
+
+    def resume(self, job_id: str, dataset: Dataset) -> str:
+        """Queue ``job_id`` again with its own parameters and output folder; training goes on from its
+        checkpoints. ``dataset`` must be the one it trained on."""
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise ValueError(f"no training job {job_id!r}")
+        if job["status"] not in RESUMABLE:
+            raise ValueError(f"job {job_id} is {job['status']}: only an interrupted, cancelled or failed job resumes")
+        if job["dataset"] != dataset.content_hash:
+            raise ValueError(f"job {job_id} trained on {job['dataset_name']!r}, not on {dataset.name!r}; "
+                             "open that data set to resume it")
+        values, known = dict(job["config"]), {f.name for f in fields(TrainConfig)}
+        cfg = TrainConfig(**{k: v for k, v in values.items() if k in known})
+        cfg.validate()
+        spec = JobSpec(dataset, cfg, job["model_path"], **{k: values.get(k) for k in SPEC_FIELDS})
+        self._cancel[job_id] = threading.Event()
+        self.store.put_job({"id": job_id, "status": "queued", "error": "", "progress": {}})
         self._queue.put((job_id, spec))
         return job_id
 
@@ -90,11 +119,16 @@ class JobQueue:
         cancel = self._cancel[job_id]
         if cancel.is_set():
             return
-        losses: list = []
-        last_write = [0.0]
+        losses: list = list((self.store.get_job(job_id) or {}).get("losses") or [])  # a resumed job's so far
+        last_write, trimmed = [0.0], [False]
 
         def on_progress(p: TrainingProgress) -> None:
             if p.loss == p.loss:  # not NaN
+                if not trimmed[0]:  # a resumed run repeats the steps after its checkpoint: drop the old ones
+                    trimmed[0] = True
+                    cut = next((i for i, (stage, step, _) in enumerate(losses) if stage == p.stage and step >= p.step),
+                               len(losses))
+                    del losses[cut:]
                 losses.append([p.stage, p.step, round(p.loss, 6)])
             now = time.time()
             if now - last_write[0] > 0.5 or p.step == p.total:
@@ -109,6 +143,8 @@ class JobQueue:
             result = run_training(spec.dataset, spec.config, spec.out_dir, spec.base_model, self.store,
                                   spec.eval_split, spec.cold_start, on_progress, cancel)
             summary = {k: v for k, v in result.to_json().items() if k != "losses"}
+            # every step's loss, those of a resumed job's earlier run included (its checkpoint kept them)
+            losses = [[stage, step, round(loss, 6)] for stage, step, loss in result.losses]
             self.store.put_job({"id": job_id, "status": "done", "losses": losses, "result": summary,
                                 "device": result.device})
         except Cancelled as err:

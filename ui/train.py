@@ -42,6 +42,14 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
                                cold_start=None if has_train else float(cold_start)))
 
 
+def resume(jobs: JobQueue, ws: Workspace) -> str:
+    """Queue the newest stopped job on ``ws``'s data set again, to go on from its checkpoints; its id."""
+    stopped = jobs.resumable(ws.dataset)
+    if not stopped:
+        raise gr.Error("no cancelled, failed or interrupted training on this data set left a checkpoint to go on from")
+    return jobs.resume(stopped[0]["id"], ws.dataset)
+
+
 def job_markdown(job: dict) -> str:
     """The job's state in one line: progress with loss, rate and ETA while it runs; the error, the
     cancel reason or where the model was saved when it ended."""
@@ -118,6 +126,7 @@ def build(ctx: Context) -> None:
     with gr.Row():
         train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
         cancel_btn = gr.Button("Cancel", variant="stop")
+        resume_btn = gr.Button("Resume the last stopped run", elem_id="train-resume")
     job_state = gr.State("")
     status = gr.Markdown(elem_id="train-status")
     loss_plot = gr.Plot(label="Loss")
@@ -134,6 +143,10 @@ def build(ctx: Context) -> None:
                       positives_per_query=per_query_, holdout=holdout_, refit=refit_)
         job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
+
+    def on_resume(key):
+        job_id = resume(ctx.jobs, ctx.workspace(key))
+        return job_id, f"Job `{job_id}` resumed: it goes on from its last finished epoch.", gr.Timer(active=True)
 
     def on_poll(job_id: str, key: str):
         if not job_id:
@@ -156,6 +169,7 @@ def build(ctx: Context) -> None:
     inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain,
               pooling, codes, positives, holdout, refit]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
+    resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query, timer],
                api_visibility="private", **LIGHT)
     cancel_btn.click(lambda job_id: cancel(ctx.jobs, job_id), job_state, status, api_name="cancel_training", **LIGHT)
