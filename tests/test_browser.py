@@ -139,6 +139,31 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     page.screenshot(path=str(shots / "train.png"), full_page=True)
 
 
+def test_a_cancelled_run_resumes_from_its_last_epoch(page, shots):
+    open_tab(page, "Train")
+    page.get_by_role("spinbutton", name="Epochs", exact=True).fill("20")
+    page.get_by_role("spinbutton", name="Batch size", exact=True).fill("2")  # 39 queries: 20 steps an epoch, 400 in all
+    page.locator("#train-steps input").fill("")
+    page.locator("#train-holdout input").fill("0")
+    page.locator("#train-refit input").uncheck()
+    status = page.locator("#train-status")
+    page.locator("#train-button").click()
+    expect(status).to_contain_text(re.compile(r"queued|running"))  # this job's line, not the last one's
+    deadline = time.time() + 240
+    while not (m := re.search(r"step (\d+)/(\d+)", status.inner_text())) or int(m[1]) <= int(m[2]) // 20:
+        assert time.time() < deadline and "done" not in status.inner_text(), status.inner_text()
+        time.sleep(0.1)
+    page.get_by_role("button", name="Cancel").click()  # past the first epoch: its checkpoint is on disk
+    expect(status).to_contain_text("cancelled", timeout=60_000)
+    page.locator("#train-resume").click()
+    expect(status).to_contain_text("resumed", timeout=10_000)
+    expect(status).to_contain_text("done", timeout=240_000)
+    assert re.search(r"resumed after residual epoch \d+ from ", status.inner_text()), status.inner_text()
+    page.screenshot(path=str(shots / "train-resumed.png"), full_page=True)
+    page.locator("#train-resume").click()  # nothing stopped is left: said so, nothing queued
+    expect(page.get_by_text("left a checkpoint to go on from").first).to_be_visible(timeout=10_000)
+
+
 def test_embeddings_tab_draws_the_projection(page, shots):
     open_tab(page, "Embeddings")
     page.locator("#project-button").click()
