@@ -77,7 +77,7 @@ def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model
 
     def command(out):
         return [sys.executable, "-m", "training", "train", str(DEMO), "--loss", "triplet", "--negatives", "random",
-                "--model", str(tiny_model_dir), "--epochs", "3", "--max-steps-per-epoch", "40", "--batch-size", "4",
+                "--model", str(tiny_model_dir), "--epochs", "4", "--batch-size", "2",
                 "--device", "cpu", "--no-eval", "--store", str(tmp_path / "s.sqlite3"), "--out", str(out)]
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RANKSCOPE_HOME": str(tmp_path)}
