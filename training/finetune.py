@@ -144,15 +144,24 @@ Paired permutation test, fine-tuned vs base, p-values: {json.dumps(p)}
 """
 
 
-def _encoding_progress(stage: str, on_progress, cancel) -> Callable[[int, int], None]:
+def _encoding_progress(stage: str, on_progress, cancel, cancelled: str | None = None) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` for an encoding inside training: reported as a stage without a
-    loss, and the job's cancel honoured between chunks."""
+    loss, and the job's cancel honoured between chunks (``cancelled``: what the cancel then says)."""
     def step(done: int, total: int) -> None:
         if cancel is not None and cancel.is_set():
-            raise Cancelled(f"cancelled during {stage} ({done}/{total} documents encoded)")
+            raise Cancelled(cancelled or f"cancelled during {stage} ({done}/{total} documents encoded)")
         if on_progress:
             on_progress(TrainingProgress(stage, done, total, float("nan"), 0.0, 0.0))
     return step
+
+
+def _share_progress(stage: str, on_progress, cancel, cancelled: str | None = None) -> Callable[[float, str], None]:
+    """The same for a workspace's ``progress(fraction, what)``, in thousandths; ``{what}`` in
+    ``stage`` and ``cancelled`` is replaced by what the workspace is doing."""
+    def share(fraction: float, what: str) -> None:
+        _encoding_progress(stage.replace("{what}", what), on_progress, cancel,
+                           cancelled and cancelled.replace("{what}", what))(round(fraction * 1000), 1000)
+    return share
 
 
 def _both(first, second):
@@ -171,8 +180,8 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     candidates ranked, the base encoder not yet scored: ``_score_base``): ``cfg.holdout`` of the
     train split's queries, seeded."""
     train_data, held = split_holdout(plan.dataset, plan.train_split, cfg.holdout, cfg.seed)
-    indexing = _encoding_progress("held-out check — the corpus under the base encoder", on_progress, cancel)
-    ws_base.build_dense(progress=lambda fraction, what: indexing(round(fraction * 1000), 1000))
+    ws_base.build_dense(progress=_share_progress("held-out check — the corpus under the base encoder", on_progress,
+                                                 cancel))
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
     _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
     selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
@@ -269,13 +278,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                             selection=asdict(selector.selection) if selector else None)
     tuned = Encoder(trained.model, name=str(out_dir), precision=base.precision)  # compared like for like
     if evaluate:
-        def encoding(fraction: float, what: str) -> None:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled(f"cancelled while evaluating ({what}); the model was saved to {out_dir}")
-            if on_progress:
-                on_progress(TrainingProgress(f"evaluating — {what}", round(fraction * 1000), 1000,
-                                             float("nan"), 0.0, 0.0))
-
+        encoding = _share_progress("evaluating — {what}", on_progress, cancel,
+                                   f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")
         encoding(0.0, "starting")
         result.metrics, result.significance, result.per_query = evaluate_against_base(
             ws_base, plan.eval_split, tuned, encoding)
