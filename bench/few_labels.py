@@ -9,8 +9,8 @@ The label regimes of Wei-Cheng Chang, Felix X. Yu, Yin-Wen Chang, Yiming Yang, S
 Tables 3–5 (1% / 5% of the labelled pairs), on a BEIR data set: a seeded share of the train
 split's queries keeps its labels (at least one query once the share is above 0), the rest of
 train is dropped, and test is only ever evaluated. Each share is trained with the app's default
-recipe (``TrainConfig()``), once from the base encoder and once from the encoder after a first
-stage on pseudo pairs from the corpus (``--pretrain``, trained once and shared by every share;
+recipe (``TrainConfig()`` without its held-out check, so every kept label trains), once from the
+base encoder and once from the encoder after a first stage on pseudo pairs from the corpus (``--pretrain``, trained once and shared by every share;
 the multi-stage paradigm of Yiding Liu et al., "Pre-trained Language Model for Web-scale
 Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373, §4). Share 0 is the base encoder, and
 the pseudo-pair stage alone.
@@ -97,7 +97,7 @@ def main() -> int:
     store = Store(args.store or default_store_path())
     out_dir = Path(args.out_dir)
     base = load_encoder(args.model)
-    recipe = replace(TrainConfig(), seed=args.seed)
+    recipe = replace(TrainConfig(), seed=args.seed, holdout=0.0, refit=False)  # every kept label trains
     fractions = [float(x) for x in args.fractions.split(",")]
     print(f"{full.name}: {len(full.qrels['train'])} train queries, {len(full.qrels['test'])} test; "
           f"recipe {recipe.loss}/{recipe.negatives}, lr {recipe.lr:g}, {recipe.epochs} epochs; "

@@ -205,7 +205,8 @@ def main() -> int:
           flush=True)
     common = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, xi=xi, lambda_train=lam_train,
                          max_seq_length=args.train_max_seq_length, device=args.device, seed=args.seed,
-                         stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch)
+                         stage1_max_epochs=args.stage1_max_epochs, max_steps_per_epoch=args.max_steps_per_epoch,
+                         holdout=0.0, refit=False)  # the fit / held-out cut above is this script's own
     results = []
     if search:  # the reference every trial is read against
         ref = held_out_scores(ws, base.model, base.max_seq_length, base.name)

@@ -241,7 +241,12 @@ def test_training_runs_in_background_and_search_can_switch_encoder(client):
             break
         time.sleep(0.5)
     assert job["status"] == "done", job.get("error")
-    assert [step for _, step, _ in job["losses"]] == [1, 2]  # max 2 steps per epoch, one epoch
+    # the default held-out check: 8 of the 39 train queries; refit on all 39 only when the epoch beat the base
+    verdict = job["result"]["verdict"]
+    assert verdict.startswith("held-out selection on 8 queries: "), verdict
+    refit = "refit on all 39 train queries for 1 epoch" in verdict
+    assert refit == ("the base is kept" not in verdict)
+    assert [step for _, step, _ in job["losses"]] == [1, 2] * (2 if refit else 1)  # max 2 steps per epoch
     assert job["progress"]["stage"].startswith("evaluating")
     metrics = job["result"]["metrics"]
     assert set(metrics) == {"base", "fine-tuned"} and set(metrics["fine-tuned"]) == {"dense", "hybrid"}

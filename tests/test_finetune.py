@@ -66,7 +66,7 @@ def demo_run(demo, tiny_model_dir, tmp_path_factory):
     store = Store(folder / "store.sqlite3")
     stages = []
     cfg = TrainConfig(loss="residual", negatives="bm25", epochs=1, batch_size=8, lr=1e-3, device="cpu",
-                      max_steps_per_epoch=3, xi=0.3, lambda_train=0.02)
+                      max_steps_per_epoch=3, xi=0.3, lambda_train=0.02, holdout=0.0)  # one plain run
     result = run_training(demo, cfg, folder / "ft", base_model=str(tiny_model_dir), store=store,
                           on_progress=lambda p: stages.append(p.stage))
     yield result, folder / "ft", store, stages
@@ -104,7 +104,7 @@ def test_cancel_while_evaluating_stops_before_anything_is_stored(demo, tiny_mode
             cancel.set()  # the fine-tuned encoder has started on the corpus
 
     cfg = TrainConfig(loss="residual", negatives="bm25", epochs=1, batch_size=8, max_seq_length=32, device="cpu",
-                      max_steps_per_epoch=1, xi=0.3, lambda_train=0.02)
+                      max_steps_per_epoch=1, xi=0.3, lambda_train=0.02, holdout=0.0)
     with pytest.raises(Cancelled, match="cancelled while evaluating"):
         run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store,
                      on_progress=on_progress, cancel=cancel)
@@ -186,7 +186,7 @@ def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
     mixed = pseudo_pairs(ds, "ict+bfs", 40, seed=3)
     assert len(mixed) == 40 and all(p.doc_id is None for p in mixed)
     cfg = TrainConfig(loss="triplet", negatives="bm25", epochs=1, batch_size=8, lr=1e-3, max_steps_per_epoch=2,
-                      pretrain="ict+bfs", pretrain_pairs=32, device="cpu")
+                      pretrain="ict+bfs", pretrain_pairs=32, device="cpu", holdout=0.0)
     res = run_training(ds, cfg, tmp_path / "ft", str(tiny_model_dir), store)
     assert res.stages[0].startswith("pretrain ict+bfs: inbatch") and res.stages[1].startswith("triplet")
     stages = [s for s, _, _ in res.epoch_losses]

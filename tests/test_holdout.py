@@ -28,6 +28,25 @@ def test_split_is_seeded_disjoint_and_leaves_test_alone(demo):
     one = Dataset("one", demo.docs, demo.queries, {"train": dict(list(demo.qrels["train"].items())[:1])})
     with pytest.raises(ValueError, match="at least 2 labelled queries"):
         split_holdout(one, "train", 0.5)
+    # a large label set holds out at most max_queries: the first of the same seeded order
+    capped = split_holdout(demo, "train", 0.5, seed=3, max_queries=4)[1]
+    assert len(capped) == 4 and set(capped) <= set(split_holdout(demo, "train", 0.5, seed=3)[1])
+
+
+def test_the_default_check_steps_aside_for_a_single_labelled_query(demo, tiny_model_dir, tmp_path):
+    """The defaults hold a share out; with one labelled training query there is none to spare, so it
+    trains on that query and says the check was not made, instead of refusing to train."""
+    qid = sorted(demo.qrels["train"])[0]
+    one = Dataset(demo.name, demo.docs, demo.queries, {"train": {qid: demo.qrels["train"][qid]},
+                                                       "test": demo.qrels["test"]})
+    cfg = TrainConfig(epochs=1, batch_size=2, device="cpu", max_steps_per_epoch=1, lr=1e-3)
+    assert cfg.holdout > 0 and cfg.refit  # the check is on by default
+    store = Store(tmp_path / "s.sqlite3")
+    result = run_training(one, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store, evaluate=False)
+    store.close()
+    assert result.selection is None
+    assert result.verdict == "no held-out check: 1 labelled training query, none to hold out" == result.stages[-1]
+    assert (Path(result.model_path) / "model.safetensors").exists()
 
 
 def test_scores_equal_a_full_evaluation_when_the_candidates_are_the_corpus(demo, tiny_encoder, store):
@@ -49,7 +68,8 @@ def test_scores_equal_a_full_evaluation_when_the_candidates_are_the_corpus(demo,
 def run(demo, tiny_model_dir, tmp_path, **cfg):
     store = Store(tmp_path / "s.sqlite3")
     config = TrainConfig(**{"loss": "residual", "negatives": "bm25", "epochs": 2, "batch_size": 8, "device": "cpu",
-                            "max_steps_per_epoch": 2, "xi": 0.3, "lambda_train": 0.02, "holdout": 0.3, **cfg})
+                            "max_steps_per_epoch": 2, "xi": 0.3, "lambda_train": 0.02, "holdout": 0.3, "refit": False,
+                            **cfg})
     stages = []
     result = run_training(demo, config, tmp_path / "ft", base_model=str(tiny_model_dir), store=store,
                           on_progress=lambda p: stages.append(p.stage))
@@ -109,7 +129,8 @@ def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
            "result": {k: v for k, v in result.to_json().items() if k != "losses"}}
     text = job_markdown(job)
     assert result.stages[-1] in text and "held-out selection on" in text
-    job["result"]["selection"] = None  # a run without the check says nothing about it
+    assert result.verdict == result.stages[-1]
+    job["result"].update(selection=None, verdict="")  # a run without the check says nothing about it
     assert "held-out selection" not in job_markdown(job)
 
 
@@ -131,6 +152,6 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
     mine, theirs = weights(Path(result.model_path)), weights(Path(direct.model_path))
     assert mine.keys() == theirs.keys()
     assert all(torch.equal(mine[k], theirs[k]) for k in mine)
-    held_out_only = weights(Path(run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3)[0].model_path))
+    held_out_only = weights(Path(run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3, refit=False)[0].model_path))
     assert any(not torch.equal(mine[k], held_out_only[k]) for k in mine)  # trained on more queries: other weights
     assert not (Path(result.model_path) / "checkpoints").exists()

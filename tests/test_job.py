@@ -13,7 +13,7 @@ from training.trainer import TrainConfig
 
 def spec(dataset, out_dir, model_dir, **config) -> JobSpec:
     cfg = TrainConfig(**{"loss": "triplet", "negatives": "random", "epochs": 1, "batch_size": 2, "device": "cpu",
-                         "lr": 1e-3, "positives_per_query": 0, **config})  # every pair: 4 a toy epoch
+                         "lr": 1e-3, "positives_per_query": 0, "holdout": 0.0, **config})  # every pair: 4 a toy epoch
     return JobSpec(dataset, cfg, str(out_dir), base_model=str(model_dir))
 
 

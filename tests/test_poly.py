@@ -175,7 +175,8 @@ def test_finetune_exports_poly_and_evaluates_it(demo, tiny_model_dir, tmp_path):
 
     store = Store(tmp_path / "s.sqlite3")
     cfg = TrainConfig(loss="residual", negatives="bm25", epochs=1, batch_size=8, lr=1e-3, device="cpu",
-                      max_steps_per_epoch=2, xi=0.3, lambda_train=0.02, query_pooling="poly", poly_codes=4)
+                      max_steps_per_epoch=2, xi=0.3, lambda_train=0.02, query_pooling="poly", poly_codes=4,
+                      holdout=0.0)  # trained weights exported whatever a held-out check would keep
     result = run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store)
     store.close()
     assert carries_our_poly_attention(tmp_path / "ft")

@@ -31,6 +31,9 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
     lines = res.stdout.splitlines()
     assert lines[0].startswith("trained on the 'demo' train split, evaluated on its 'test' split; device cpu; ")
     assert lines[0].endswith(f"model saved to {out}")
+    # the default held-out check: a fifth of the demo's 39 train queries, then the verdict
+    assert lines[1].startswith("held-out selection on 8 queries: "), lines[1]
+    lines = lines[:1] + lines[2:]
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:5]}
     assert set(rows) == {("base", "dense"), ("base", "hybrid"), ("fine-tuned", "dense"), ("fine-tuned", "hybrid")}
     for cells in rows.values():  # "ndcg@10 0.1234  recall@100 0.5678  mrr@10 0.9012"
@@ -128,3 +131,7 @@ def test_parser_defaults_are_train_configs():
                                            "--max-steps-per-epoch", "0", "--pretrain", "ict"]))
     cfg = TrainConfig.from_mapping({k: v for k, v in args.items() if k not in NOT_CONFIG})
     assert (cfg.lambda_train, cfg.max_steps_per_epoch, cfg.pretrain) == (0.0, None, "ict")
+    # the held-out check is on by default; --holdout 0 turns it off, --no-refit keeps the held-out run's weights
+    args = vars(build_parser().parse_args(["train", str(DEMO), "--out", "x", "--holdout", "0", "--no-refit"]))
+    cfg = TrainConfig.from_mapping({k: v for k, v in args.items() if k not in NOT_CONFIG})
+    assert (TrainConfig().holdout, TrainConfig().refit, cfg.holdout, cfg.refit) == (0.2, True, 0.0, False)

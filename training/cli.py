@@ -50,10 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     config("--max-seq-length", "training inputs only; the exported model reads as far as the base", type=int)
     config("--max-steps-per-epoch", "0: no limit", type=int)
     config("--positives-per-query", "labelled positives drawn per query each epoch; 0: every pair", type=int)
-    config("--holdout", "share of the training queries held out to keep the best epoch, or the base encoder "
-                        "when no epoch beats it; 0: off", type=float)
+    config("--holdout", "share of the training queries held out (at most 500) to keep the best epoch, or the "
+                        "base encoder when no epoch beats it; 0: off", type=float)
     config("--refit", "with --holdout: once an epoch is kept, train again from the start on all of train for "
-                      "that many epochs (the base stays when none was kept)", action="store_true")
+                      "that many epochs (the base stays when none was kept); --no-refit exports the kept epoch "
+                      "as trained on the rest", action=argparse.BooleanOptionalAction)
     config("--stage1-max-epochs", "quadruplet stage one", type=int)
     config("--stage1-tol", "quadruplet stage one ends when the epoch loss falls by less than this fraction",
            type=float)
@@ -119,8 +120,8 @@ def main(argv=None) -> int:
     for line in result.stages:
         if line.startswith("resumed after"):
             print(line)
-    if result.selection:
-        print(result.stages[-1])  # the held-out check's verdict
+    if result.verdict:
+        print(result.verdict)
     for label, systems in result.metrics.items():
         for system, m in systems.items():
             cells = "  ".join(f"{k} {m[k]:.4f}" for k in SUMMARY_METRICS if isinstance(m.get(k), float))

@@ -81,6 +81,7 @@ class FineTuneResult:
     epoch_losses: list = field(default_factory=list)
     stages: list = field(default_factory=list)
     selection: dict | None = None  # ``holdout.Selection``: held-out scores per epoch and the one kept
+    verdict: str = ""  # the held-out check's line (what was kept, refit or not), or why none was made
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -238,11 +239,13 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
                       **{**common, "checkpoint_dir": checkpoints / "pretrain"}).train()
         model = pre.model
-    selector = None
+    selector, verdict = None, ""  # the held-out check, and the line saying what it kept
     if has_labels:
         train_data, epoch_hook = plan.dataset, on_epoch
-        start = copy.deepcopy(model) if model is not None and cfg.holdout and cfg.refit else model  # refit's start
-        if cfg.holdout:
+        labelled = len(plan.dataset.qrels.get(plan.train_split, {}))
+        check = bool(cfg.holdout) and labelled >= 2  # one labelled query: nothing to hold out, it trains
+        start = copy.deepcopy(model) if model is not None and check and cfg.refit else model  # refit's start
+        if check:
             train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
             epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
                 m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
@@ -261,7 +264,10 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
             verdict = selector.describe()
             if cfg.refit and kept["stage"] != "base":
                 verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch})
-            trained.stages.append(verdict)  # last: the line the CLI and the Train tab show
+        elif cfg.holdout:
+            verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
+        if verdict:
+            trained.stages.append(verdict)
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
             trained.seconds += pre.seconds
@@ -275,7 +281,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         make_portable(out_dir)
     result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
                             losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages,
-                            selection=asdict(selector.selection) if selector else None)
+                            selection=asdict(selector.selection) if selector else None,
+                            verdict=verdict)
     tuned = Encoder(trained.model, name=str(out_dir), precision=base.precision)  # compared like for like
     if evaluate:
         encoding = _share_progress("evaluating — {what}", on_progress, cancel,

@@ -70,8 +70,8 @@ def job_markdown(job: dict) -> str:
         r = job.get("result") or {}
         head += f" · {r.get('plan_note', '')}; {r.get('seconds', 0):.0f} s of training; saved to `{job.get('model_path')}`"
         head += "".join(f"\n\n{line}" for line in r.get("stages") or [] if line.startswith("resumed after"))
-        if r.get("selection") and r.get("stages"):
-            head += f"\n\n{r['stages'][-1]}"  # the held-out check's verdict
+        if r.get("verdict"):
+            head += f"\n\n{r['verdict']}"
     return head
 
 
