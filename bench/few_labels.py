@@ -45,7 +45,7 @@ from retrieval import Store, Workspace, load_dataset  # noqa: E402
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.encoder import load_encoder  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
-from training.finetune import run_training  # noqa: E402
+from training.finetune import finished_run, run_training  # noqa: E402
 from training.trainer import TrainConfig  # noqa: E402
 
 
@@ -58,14 +58,6 @@ def keep_share(ds: Dataset, fraction: float, seed: int = 42) -> Dataset:
     if n:
         qrels["train"] = {q: ds.qrels["train"][q] for q in qids[:n]}
     return Dataset(ds.name, ds.docs, ds.queries, qrels, ds.report)
-
-
-def finished(folder: Path) -> float | None:
-    """The training seconds of a fine-tuning finished in ``folder`` before, else None."""
-    record = folder / "rankscope_training.json"
-    if not record.exists():
-        return None
-    return float(json.loads(record.read_text())["result"].get("seconds") or 0.0)
 
 
 def scores(ws: Workspace) -> dict:
@@ -107,9 +99,9 @@ def main() -> int:
     unlabelled = Dataset(full.name, full.docs, full.queries, {})
     pre_cfg = replace(recipe, pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
     pre_dir = out_dir / f"pretrain-{args.pretrain}"
-    if finished(pre_dir) is None:
-        run_training(unlabelled, pre_cfg, pre_dir, args.model, store, evaluate=False)
-    pre_s = finished(pre_dir)  # its training seconds, as recorded
+    pre = finished_run(pre_dir, pre_cfg) or run_training(unlabelled, pre_cfg, pre_dir, args.model, store,
+                                                         evaluate=False)
+    pre_s = pre.seconds
     starts = {"none": (args.model, 0.0), args.pretrain: (str(pre_dir), pre_s)}
 
     rows = []
@@ -123,9 +115,8 @@ def main() -> int:
                 row_scores, train_s = scores(Workspace(ds, store, model=enc)), start_s
             else:
                 folder = out_dir / f"{fraction:g}-{first}"
-                seconds = finished(folder)
-                if seconds is None:
-                    seconds = run_training(ds, recipe, folder, start, store, eval_split="test", evaluate=False).seconds
+                seconds = (finished_run(folder, recipe) or run_training(ds, recipe, folder, start, store,
+                                                                        eval_split="test", evaluate=False)).seconds
                 enc = load_encoder(str(folder))
                 row_scores, train_s = scores(Workspace(ds, store, model=enc)), seconds + start_s
             row = {"fraction": fraction, "queries": n, "first_stage": first, **row_scores,

@@ -24,7 +24,10 @@ The test split plays no part in any choice.
 
 Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time and device;
 results are appended to ``--json`` as each row finishes, so an interrupted run keeps what it
-measured.
+measured. The same command run again with the same ``--out-dir`` goes on where it stopped: a
+search trial's held-out scores are recorded after every epoch (``search/<row>-lr<lr>.trials.json``)
+and its training resumes from its last checkpoint; finished trials and refits are read back, not
+trained again.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import json
 import random
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,7 +48,7 @@ from retrieval.metrics import SUMMARY_METRICS  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
-from training.finetune import run_training  # noqa: E402
+from training.finetune import finished_run, run_training  # noqa: E402
 from training.losses import suggest_scale  # noqa: E402
 from training.negatives import bm25_pool  # noqa: E402
 from training.pairs import known_positives, labelled_pairs  # noqa: E402
@@ -113,19 +116,33 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
     trials: list[dict] = []
     length = ws_held.encoder.max_seq_length
     for lr in lrs:
-        def after_epoch(st_model, stage: str, epoch: int, lr=lr) -> None:
+        trial_cfg, folder = replace(cfg, lr=lr, epochs=max_epochs), out_dir / "search" / f"{name}-lr{lr:g}"
+        record = folder.parent / f"{folder.name}.trials.json"  # each epoch's held-out scores, as they come
+        saved = json.loads(record.read_text()) if record.exists() else {}
+        scored = {t["epochs"]: t for t in saved.get("trials", [])} if saved.get("config") == asdict(trial_cfg) else {}
+
+        def show(trial: dict, how: str = "") -> None:
+            print(f"  {name} lr {trial['lr']:g} epoch {trial['epochs']}: held-out hybrid nDCG@10 {trial['hybrid']:.4f} "
+                  f"(λ {trial['lambda_test']:g}), dense {trial['dense']:.4f}, dense R@100 "
+                  f"{trial['dense_recall@100']:.4f}{how}", flush=True)
+
+        def after_epoch(st_model, stage: str, epoch: int, lr=lr, scored=scored, record=record, trial_cfg=trial_cfg) -> None:
             if stage.endswith("stage 1"):
                 return  # quadruplet's stage one is a warm-up, not a candidate
             t = time.perf_counter()
             trial = {"lr": lr, "epochs": epoch, **held_out_scores(ws_held, st_model, length, f"{name}-lr{lr:g}-e{epoch}")}
             trial["eval_s"] = round(time.perf_counter() - t, 1)
-            trials.append(trial)
-            print(f"  {name} lr {lr:g} epoch {epoch}: held-out hybrid nDCG@10 {trial['hybrid']:.4f} "
-                  f"(λ {trial['lambda_test']:g}), dense {trial['dense']:.4f}, dense R@100 "
-                  f"{trial['dense_recall@100']:.4f}", flush=True)
+            scored[epoch] = trial
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps({"config": asdict(trial_cfg), "trials": [scored[e] for e in sorted(scored)]}))
+            show(trial)
 
-        run_training(ws_held.dataset, replace(cfg, lr=lr, epochs=max_epochs), out_dir / "search" / f"{name}-lr{lr:g}",
-                     model, store, train_split="fit", evaluate=False, on_epoch=after_epoch)
+        for epoch in sorted(scored):  # scored by an earlier run of the same command
+            show(scored[epoch], " (recorded)")
+        if finished_run(folder, trial_cfg) is None or len(scored) < max_epochs:  # else: nothing left to train
+            run_training(ws_held.dataset, trial_cfg, folder, model, store, train_split="fit", evaluate=False,
+                         on_epoch=after_epoch)  # an interrupted trial goes on from its last checkpoint
+        trials.extend(scored[e] for e in sorted(scored))
     best = max(trials, key=lambda r: (round(r[select_on], 4), -r["epochs"]))
     return replace(cfg, lr=best["lr"], epochs=best["epochs"]), best["lambda_test"], trials
 
@@ -140,13 +157,13 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
         cfg, lam, trials = search_row(name, cfg, ws_held, store, out_dir, model, *search)
         sel_s = time.perf_counter() - t
     else:
-        sel = run_training(ws_held.dataset, cfg, out_dir / "select" / name, model, store, train_split="fit",
-                           evaluate=False)
+        sel = finished_run(out_dir / "select" / name, cfg) or run_training(
+            ws_held.dataset, cfg, out_dir / "select" / name, model, store, train_split="fit", evaluate=False)
         sel_s = sel.seconds
         # the held-out queries are ``ws_held``'s "train" split; the grid is cached like any other λ
         lam = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_fit("train").chosen
-    res = run_training(full, cfg, out_dir / name, model, store, eval_split="test", train_split="train",
-                       evaluate=False)
+    res = finished_run(out_dir / name, cfg) or run_training(full, cfg, out_dir / name, model, store,
+                                                            eval_split="test", train_split="train", evaluate=False)
     ws_ft = ws_full.with_model(load_encoder(res.model_path, device=cfg.device))
     ws_ft.fix_lambda(lam, "tuned on the held-out part with the fit-part model", "test")
     row = {"row": name, "train_s": round(res.seconds, 1), "select_s": round(sel_s, 1),

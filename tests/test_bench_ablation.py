@@ -17,12 +17,11 @@ from .conftest import DEMO, ROOT
 def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_model_dir, select_on):
     out = tmp_path / "abl.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
-    res = subprocess.run(
-        [sys.executable, "bench/train_ablation.py", str(DEMO), "--search", "--search-lr", "1e-4,3e-3",
-         "--search-epochs", "2", "--rows", "base,residual", "--model", str(tiny_model_dir), "--device", "cpu",
-         "--batch-size", "4", "--max-steps-per-epoch", "2", "--store", str(tmp_path / "s.sqlite3"),
-         "--out-dir", str(tmp_path / "runs"), "--json", str(out), "--select-on", select_on],
-        cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    command = [sys.executable, "bench/train_ablation.py", str(DEMO), "--search", "--search-lr", "1e-4,3e-3",
+               "--search-epochs", "2", "--rows", "base,residual", "--model", str(tiny_model_dir), "--device", "cpu",
+               "--batch-size", "4", "--max-steps-per-epoch", "2", "--store", str(tmp_path / "s.sqlite3"),
+               "--out-dir", str(tmp_path / "runs"), "--json", str(out), "--select-on", select_on]
+    res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = {r["row"]: r for r in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"base", "residual"} and "search" not in rows["base"]
@@ -42,3 +41,16 @@ def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_
     assert [line.split(":")[0].strip() for line in res.stdout.splitlines() if line.startswith("  residual lr")] == \
         ["residual lr 0.0001 epoch 1", "residual lr 0.0001 epoch 2", "residual lr 0.003 epoch 1",
          "residual lr 0.003 epoch 2"]
+    if select_on != "hybrid":
+        return
+    # the same command again goes on where the first stopped: here nothing is left, so every trial and
+    # the refit are read back, not trained again, and the table is the same
+    weights = sorted((tmp_path / "runs").rglob("model.safetensors"))
+    stamps = [w.stat().st_mtime_ns for w in weights]
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [w.stat().st_mtime_ns for w in weights] == stamps and len(weights) == 3  # 2 trials, 1 refit
+    lines = [line for line in again.stdout.splitlines() if line.startswith("  residual lr")]
+    assert len(lines) == 4 and all(line.endswith(" (recorded)") for line in lines)
+    row2 = {r["row"]: r for r in json.loads(out.read_text())["rows"]}["residual"]
+    assert row2["search"] == trials and row2["config"] == row["config"] and row2["hybrid"] == row["hybrid"]

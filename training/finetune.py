@@ -87,6 +87,18 @@ class FineTuneResult:
         return asdict(self)
 
 
+def finished_run(out_dir: str | Path, cfg: TrainConfig | None = None) -> FineTuneResult | None:
+    """The result of a fine-tuning that finished in ``out_dir`` (its ``rankscope_training.json``; the
+    losses are not kept there), when it was trained with ``cfg`` (any config when None); else None."""
+    record = Path(out_dir) / "rankscope_training.json"
+    if not record.exists():
+        return None
+    saved = json.loads(record.read_text())
+    if cfg is not None and saved.get("config") != asdict(cfg):
+        return None
+    return FineTuneResult(**saved["result"])
+
+
 def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
                           progress: Progress | None = None) -> tuple[dict, dict, dict]:
     """Dense and hybrid metrics of both encoders on ``eval_split``, the permutation-test p, and
