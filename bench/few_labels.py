@@ -10,10 +10,10 @@ Tables 3–5 (1% / 5% of the labelled pairs), on a BEIR data set: a seeded share
 split's queries keeps its labels (at least one query once the share is above 0), the rest of
 train is dropped, and test is only ever evaluated. Each share is trained with the app's default
 recipe (``TrainConfig()`` without its held-out check, so every kept label trains), once from the
-base encoder and once from the encoder after a first stage on pseudo pairs from the corpus (``--pretrain``, trained once and shared by every share;
-the multi-stage paradigm of Yiding Liu et al., "Pre-trained Language Model for Web-scale
-Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373, §4). Share 0 is the base encoder, and
-the pseudo-pair stage alone.
+base encoder and once from the encoder after a first stage on pseudo pairs from the corpus
+(``--pretrain``, trained once and shared by every share; the multi-stage paradigm of Yiding Liu
+et al., "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021,
+arXiv:2106.03373, §4). Share 0 is the base encoder, and the pseudo-pair stage alone.
 
 The hybrid is what the app gives with those labels: λ tuned on the kept train queries (kept
 only where it beats the label-free λ there significantly), or with none the label-free default

@@ -32,7 +32,7 @@ from retrieval.workspace import Workspace
 
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from .poly import has_poly_attention, make_portable
-from .holdout import HeldOutSelector, split_holdout
+from .holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, load_trainable
 
 
@@ -255,7 +255,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     if has_labels:
         train_data, epoch_hook = plan.dataset, on_epoch
         labelled = len(plan.dataset.qrels.get(plan.train_split, {}))
-        check = bool(cfg.holdout) and labelled >= 2  # one labelled query: nothing to hold out, it trains
+        check = bool(cfg.holdout) and labelled >= MIN_LABELLED  # else nothing to hold out: it trains on all
         start = copy.deepcopy(model) if model is not None and check and cfg.refit else model  # refit's start
         if check:
             train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)

@@ -34,6 +34,7 @@ PRIMARY = "ndcg@10"
 
 
 MAX_HELD_OUT = 500  # held-out queries at most: each costs an encoding of up to 2 × depth candidates per epoch
+MIN_LABELLED = 2  # labelled queries a held-out split needs: one held out, one left to train on
 
 
 def split_holdout(dataset: Dataset, split: str, fraction: float, seed: int = 42,
@@ -45,8 +46,8 @@ def split_holdout(dataset: Dataset, split: str, fraction: float, seed: int = 42,
     if not 0 < fraction < 1:
         raise ValueError("the held-out fraction must be between 0 and 1")
     qids = sorted(dataset.qrels[split])
-    if len(qids) < 2:
-        raise ValueError(f"a held-out selection needs at least 2 labelled queries in '{split}', not {len(qids)}")
+    if len(qids) < MIN_LABELLED:
+        raise ValueError(f"a held-out selection needs at least {MIN_LABELLED} labelled queries in '{split}', not {len(qids)}")
     random.Random(seed).shuffle(qids)
     n = min(len(qids) - 1, max_queries, max(1, round(len(qids) * fraction)))
     held = {q: dataset.qrels[split][q] for q in qids[:n]}
