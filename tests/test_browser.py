@@ -120,7 +120,10 @@ def test_evaluate_tab_fills_the_metrics_table(page, shots):
 
 def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     open_tab(page, "Train")
-    page.locator("#train-steps input").fill("2")
+    steps = page.locator("#train-steps input")
+    assert steps.input_value() == "0"  # a fresh page says what it does: 0 is every step
+    assert "0: all" in page.get_by_text("Max steps per epoch").inner_text()
+    steps.fill("2")
     page.locator("#train-seq input").fill("32")
     page.locator("#train-holdout input").fill("0.3")  # keep the best epoch on 30% of the train queries
     page.locator("#train-refit input").check()  # then train again on all of train for the kept epochs

@@ -70,8 +70,10 @@ def job_markdown(job: dict) -> str:
         r = job.get("result") or {}
         head += f" · {r.get('plan_note', '')}; {r.get('seconds', 0):.0f} s of training; saved to `{job.get('model_path')}`"
         head += "".join(f"\n\n{line}" for line in r.get("stages") or [] if line.startswith("resumed after"))
-        if r.get("verdict"):
-            head += f"\n\n{r['verdict']}"
+        verdict = r.get("verdict") or next((line for line in r.get("stages") or []  # jobs stored before the field
+                                            if line.startswith(("held-out selection", "no held-out check"))), "")
+        if verdict:
+            head += f"\n\n{verdict}"
     return head
 
 
@@ -106,7 +108,8 @@ def build(ctx: Context) -> None:
         lr = gr.Number(d.lr, label="Learning rate")
         seq = gr.Number(d.max_seq_length, label="Max sequence length (training inputs)", precision=0, minimum=16,
                         elem_id="train-seq")
-        steps = gr.Number(None, label="Max steps per epoch (blank: all)", precision=0, elem_id="train-steps")
+        steps = gr.Number(0, label="Max steps per epoch (0: all)", precision=0, minimum=0,
+                          elem_id="train-steps")  # 0, not None: Gradio's Number shows None as 0 anyway
     with gr.Row():
         margin = gr.Number(d.margin, label="Margin m (quadruplet, triplet)")
         xi = gr.Number(d.xi, label="ξ (residual; paper 1.0 for unnormalized BERT)")
