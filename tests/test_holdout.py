@@ -10,6 +10,7 @@ import torch
 
 from retrieval.dataset import Dataset
 from retrieval.encoder import Encoder, load_encoder
+from retrieval.evaluate import Evaluation, compare
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from training.finetune import run_training
@@ -94,6 +95,13 @@ def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, 
     again = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)}, tiny_encoder.precision)
     exported = load_encoder(result.model_path, device="cpu", precision=tiny_encoder.precision)
     assert again.score(exported.model)["hybrid"] == pytest.approx(sel["chosen"]["hybrid"], abs=1e-6)
+    # the verdict gives the kept epoch's paired test against the base on the same held-out queries
+    assert sel["chosen"]["epoch"] > 0, "the tiny model's lr 1e-3 epochs beat its base on the demo"
+    _, before = again.score_per_query(tiny_encoder.model)
+    _, after = again.score_per_query(exported.model)
+    p = compare(Evaluation({}, {"ndcg@10": before}), Evaluation({}, {"ndcg@10": after})).p_value
+    assert sel["p_value"] == pytest.approx(p) and f"p {p:.3f}" in result.verdict
+    assert ("within noise" in result.verdict) == (p >= 0.05)
 
 
 def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):

@@ -26,7 +26,8 @@ import numpy as np
 
 from retrieval.dataset import Dataset, Qrels
 from retrieval.encoder import Encoder
-from retrieval.evaluate import evaluate_run
+from retrieval.evaluate import Evaluation, compare, evaluate_run
+from retrieval.metrics import SIGNIFICANCE_LEVEL
 from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Candidates, lambda_table, rank_candidates
 from retrieval.lexical import BM25Index
 
@@ -62,6 +63,7 @@ class Selection:
     queries: int
     scores: list[dict] = field(default_factory=list)  # {"stage", "epoch", "hybrid", "dense", "lambda"}
     chosen: dict | None = None
+    p_value: float | None = None  # paired permutation test of the kept epoch's held-out hybrid against the base's
 
 
 class HeldOutSelector:
@@ -89,10 +91,16 @@ class HeldOutSelector:
         self.texts = [texts[r] for r in self.union]
         self.selection = Selection(len(self.queries))
         self.best_state: dict | None = None  # None: the base is the best so far
+        self.per_query: dict[str, dict[str, float]] = {}  # "base", "best": held-out hybrid nDCG@10 per query
 
     def score(self, model, progress: Callable[[int, int], None] | None = None) -> dict:
         """Held-out dense and hybrid nDCG@10 (hybrid at its best λ on the grid) of ``model``;
         ``progress(done, total)`` after each chunk of candidate documents encoded (it may raise)."""
+        row, _ = self.score_per_query(model, progress)
+        return row
+
+    def score_per_query(self, model, progress=None) -> tuple[dict, dict[str, float]]:
+        """``score``'s row and the hybrid's nDCG@10 per held-out query at that λ."""
         train_mode = model.training
         try:
             enc = Encoder(model, precision=self.precision)
@@ -107,29 +115,38 @@ class HeldOutSelector:
             cands[qid] = Candidates(rows, self.lex[qid], emb.astype(np.float64))
         dense = evaluate_run(rank_candidates(cands, 0.0, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
         lam, table = lambda_table(cands, self.held, self.doc_ids, PRIMARY, self.grid)
-        return {"hybrid": float(dict(table)[lam]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
+        hybrid = evaluate_run(rank_candidates(cands, lam, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
+        row = {"hybrid": float(dict(table)[lam]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
+        return row, hybrid.per_query[PRIMARY]
 
     def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:
         """Score the base encoder (epoch 0): the one to beat."""
-        self.selection.scores.append({"stage": "base", "epoch": 0, **self.score(base_model, progress)})
+        row, self.per_query["base"] = self.score_per_query(base_model, progress)
+        self.selection.scores.append({"stage": "base", "epoch": 0, **row})
         self.selection.chosen = self.selection.scores[-1]
         return self.selection.chosen
 
     def on_epoch(self, model, stage: str, epoch: int, progress: Callable[[int, int], None] | None = None) -> None:
-        row = {"stage": stage, "epoch": epoch, **self.score(model, progress)}
+        scores, per_query = self.score_per_query(model, progress)
+        row = {"stage": stage, "epoch": epoch, **scores}
         self.selection.scores.append(row)
         if row["hybrid"] > self.selection.chosen["hybrid"]:
             self.selection.chosen, self.best_state = row, {k: copy.deepcopy(v.detach()).cpu()
                                                            for k, v in model.state_dict().items()}
+            self.per_query["best"] = per_query
+            base, best = (Evaluation({}, {PRIMARY: self.per_query[k]}) for k in ("base", "best"))
+            self.selection.p_value = compare(base, best, PRIMARY).p_value
 
     def state_dict(self) -> dict:
         """What a resumed training needs back (``Trainer``'s ``hook_state``): every score so far and
         the kept epoch's weights."""
-        return {"scores": list(self.selection.scores), "chosen": self.selection.chosen, "best": self.best_state}
+        return {"scores": list(self.selection.scores), "chosen": self.selection.chosen, "best": self.best_state,
+                "per_query": self.per_query, "p_value": self.selection.p_value}
 
     def load_state_dict(self, state: dict) -> None:
         self.selection.scores, self.selection.chosen = list(state["scores"]), state["chosen"]
         self.best_state = state["best"]
+        self.per_query, self.selection.p_value = state.get("per_query", {}), state.get("p_value")
 
     @property
     def started(self) -> bool:
@@ -143,8 +160,10 @@ class HeldOutSelector:
         if self.best_state is None:
             return (f"held-out selection on {n} queries: no epoch beat the base encoder (hybrid nDCG@10 "
                     f"{base['hybrid']:.4f}); the base is kept")
+        p = self.selection.p_value
+        test = "" if p is None else (f", p {p:.3f}" + ("" if p < SIGNIFICANCE_LEVEL else ": within noise"))
         return (f"held-out selection on {n} queries: kept {c['stage']} epoch {c['epoch']} (hybrid nDCG@10 "
-                f"{c['hybrid']:.4f}, base {base['hybrid']:.4f})")
+                f"{c['hybrid']:.4f}, base {base['hybrid']:.4f}{test})")
 
     def restore_best(self, model) -> bool:
         """Put the kept epoch's weights back into ``model``; False when the base is the one kept."""
