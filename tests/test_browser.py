@@ -52,6 +52,7 @@ def page(url, tmp_path_factory):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         pg.set_default_timeout(60_000)
+        expect.set_options(timeout=30_000)  # not 5 s: a click's round trip through a loaded machine's queue
         pg.goto(url)
         pg.get_by_role("tab", name="Search").wait_for()
         yield pg
