@@ -228,7 +228,7 @@ def main() -> int:
     if search:  # the reference every trial is read against
         ref = held_out_scores(ws, base.model, base.max_seq_length, base.name)
         print(f"base encoder on the held-out part: hybrid nDCG@10 {ref['hybrid']:.4f} (λ {ref['lambda_test']:g}), "
-              f"dense {ref['dense']:.4f}", flush=True)
+              f"dense {ref['dense']:.4f}, dense R@100 {ref['dense_recall@100']:.4f}", flush=True)
     for name in [r.strip() for r in args.rows.split(",") if r.strip()]:
         t = time.perf_counter()
         if name == "base":
