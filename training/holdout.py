@@ -27,9 +27,9 @@ import numpy as np
 from retrieval.dataset import Dataset, Qrels
 from retrieval.encoder import Encoder
 from retrieval.evaluate import Evaluation, compare, evaluate_run
-from retrieval.metrics import SIGNIFICANCE_LEVEL
 from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Candidates, lambda_table, rank_candidates
 from retrieval.lexical import BM25Index
+from retrieval.metrics import SIGNIFICANCE_LEVEL
 
 PRIMARY = "ndcg@10"
 
@@ -91,7 +91,7 @@ class HeldOutSelector:
         self.texts = [texts[r] for r in self.union]
         self.selection = Selection(len(self.queries))
         self.best_state: dict | None = None  # None: the base is the best so far
-        self.per_query: dict[str, dict[str, float]] = {}  # "base", "best": held-out hybrid nDCG@10 per query
+        self.base_per_query: dict[str, float] = {}  # the base's held-out hybrid nDCG@10 per query, for the test
 
     def score(self, model, progress: Callable[[int, int], None] | None = None) -> dict:
         """Held-out dense and hybrid nDCG@10 (hybrid at its best λ on the grid) of ``model``;
@@ -114,14 +114,14 @@ class HeldOutSelector:
             emb = doc_vecs[[at[int(r)] for r in rows]] @ q_vecs[i]
             cands[qid] = Candidates(rows, self.lex[qid], emb.astype(np.float64))
         dense = evaluate_run(rank_candidates(cands, 0.0, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
-        lam, table = lambda_table(cands, self.held, self.doc_ids, PRIMARY, self.grid)
+        lam, _ = lambda_table(cands, self.held, self.doc_ids, PRIMARY, self.grid)
         hybrid = evaluate_run(rank_candidates(cands, lam, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
-        row = {"hybrid": float(dict(table)[lam]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
+        row = {"hybrid": float(hybrid.mean[PRIMARY]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
         return row, hybrid.per_query[PRIMARY]
 
     def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:
         """Score the base encoder (epoch 0): the one to beat."""
-        row, self.per_query["base"] = self.score_per_query(base_model, progress)
+        row, self.base_per_query = self.score_per_query(base_model, progress)
         self.selection.scores.append({"stage": "base", "epoch": 0, **row})
         self.selection.chosen = self.selection.scores[-1]
         return self.selection.chosen
@@ -133,20 +133,19 @@ class HeldOutSelector:
         if row["hybrid"] > self.selection.chosen["hybrid"]:
             self.selection.chosen, self.best_state = row, {k: copy.deepcopy(v.detach()).cpu()
                                                            for k, v in model.state_dict().items()}
-            self.per_query["best"] = per_query
-            base, best = (Evaluation({}, {PRIMARY: self.per_query[k]}) for k in ("base", "best"))
-            self.selection.p_value = compare(base, best, PRIMARY).p_value
+            self.selection.p_value = compare(Evaluation({}, {PRIMARY: self.base_per_query}),
+                                             Evaluation({}, {PRIMARY: per_query}), PRIMARY).p_value
 
     def state_dict(self) -> dict:
         """What a resumed training needs back (``Trainer``'s ``hook_state``): every score so far and
         the kept epoch's weights."""
         return {"scores": list(self.selection.scores), "chosen": self.selection.chosen, "best": self.best_state,
-                "per_query": self.per_query, "p_value": self.selection.p_value}
+                "base_per_query": self.base_per_query, "p_value": self.selection.p_value}
 
     def load_state_dict(self, state: dict) -> None:
         self.selection.scores, self.selection.chosen = list(state["scores"]), state["chosen"]
         self.best_state = state["best"]
-        self.per_query, self.selection.p_value = state.get("per_query", {}), state.get("p_value")
+        self.base_per_query, self.selection.p_value = state.get("base_per_query", {}), state.get("p_value")
 
     @property
     def started(self) -> bool:
