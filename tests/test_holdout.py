@@ -127,6 +127,12 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     exported = Encoder(load(result.model_path, device="cpu").model, precision=base.precision)
     assert exported.fingerprint == base.fingerprint  # the base's weights, unchanged
     assert result.metrics["fine-tuned"]["dense"] == result.metrics["base"]["dense"]
+    # the Train tab's per-query table lists no query, and its caption says why
+    from ui.present.tables import per_query_change_caption, per_query_change_rows
+
+    shown = result.to_json()
+    assert shown["per_query"]["hybrid"] and per_query_change_rows(shown, demo.queries) == []
+    assert per_query_change_caption(shown).endswith("no query's score changed — the held-out check kept the base encoder.")
 
 
 def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
@@ -137,6 +143,17 @@ def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
            "result": {k: v for k, v in result.to_json().items() if k != "losses"}}
     text = job_markdown(job)
     assert result.stages[-1] in text and "held-out selection on" in text
+    # the per-query table lists exactly the queries whose nDCG@10 moved, and its caption counts them
+    from ui.present.tables import per_query_change_caption, per_query_change_rows
+
+    pq = result.per_query
+    moved = {q for system in ("dense", "hybrid") for q, (a, b) in pq[system].items() if a != b}
+    rows = per_query_change_rows(job["result"], demo.queries)
+    assert {r[0] for r in rows} == moved and all(r[4] or r[7] for r in rows)
+    assert [r[7] for r in rows] == sorted((r[7] for r in rows), reverse=True)  # biggest hybrid gain first
+    better = sum(pq["hybrid"][q][1] > pq["hybrid"][q][0] for q in moved)
+    assert f"{len(moved)} of {len(pq['hybrid'])} queries changed (hybrid better on {better}," in \
+        per_query_change_caption(job["result"])
     assert result.verdict == result.stages[-1]
     del job["result"]["verdict"]  # a job stored before results had the field: read from its stages
     assert result.stages[-1] in job_markdown(job)

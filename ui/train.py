@@ -16,7 +16,7 @@ from training.trainer import QUERY_POOLINGS, TrainConfig
 from . import texts
 from .pools import LIGHT
 from .present.figures import loss_figure
-from .present.tables import per_query_change_rows, training_result_rows
+from .present.tables import per_query_change_caption, per_query_change_rows, training_result_rows
 from .registry import Context, Registry, require_dense
 
 RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
@@ -78,13 +78,14 @@ def job_markdown(job: dict) -> str:
 
 
 def poll(jobs: JobQueue, job_id: str, queries: dict[str, str]):
-    """Status line, loss curve, and (once the job ended) the result and per-query tables; the last
-    value says whether to keep polling."""
+    """Status line, loss curve, and (once the job ended) the result table, the per-query table's
+    caption and its rows; the last value says whether to keep polling."""
     job = jobs.status(job_id)
     done = job["status"] in FINAL
     result = job.get("result") or {}
     return (job_markdown(job), loss_figure(job.get("losses")),
             training_result_rows(result, SUMMARY_METRICS) if done else gr.skip(),
+            per_query_change_caption(result) if done else gr.skip(),
             per_query_change_rows(result, queries) if done else gr.skip(), not done)
 
 
@@ -135,7 +136,8 @@ def build(ctx: Context) -> None:
     status = gr.Markdown(elem_id="train-status")
     loss_plot = gr.Plot(label="Loss")
     results = gr.Dataframe(headers=RESULT_HEADERS, interactive=False, elem_id="train-results")
-    gr.Markdown("Per query (nDCG@10 on the evaluated split): what fine-tuning fixed first, what it broke last.")
+    per_query_note = gr.Markdown("Per query (nDCG@10 on the evaluated split): what fine-tuning fixed first, what it "
+                                 "broke last.", elem_id="train-per-query-note")
     per_query = gr.Dataframe(headers=PER_QUERY_HEADERS, interactive=False, elem_id="train-per-query")
     timer = gr.Timer(1.0, active=False)
 
@@ -154,7 +156,7 @@ def build(ctx: Context) -> None:
 
     def on_poll(job_id: str, key: str):
         if not job_id:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False)
         try:
             queries = ctx.workspace(key).dataset.queries
         except gr.Error:  # the data set was closed meanwhile: ids without their text
@@ -174,6 +176,6 @@ def build(ctx: Context) -> None:
               pooling, codes, positives, holdout, refit]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)
-    timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query, timer],
+    timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],
                api_visibility="private", **LIGHT)
     cancel_btn.click(lambda job_id: cancel(ctx.jobs, job_id), job_state, status, api_name="cancel_training", **LIGHT)

@@ -29,12 +29,34 @@ def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str
 
 
 def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:
-    """Each evaluated query's nDCG@10 before and after fine-tuning (dense, hybrid) with the changes,
-    biggest hybrid gains first."""
+    """The evaluated queries whose nDCG@10 fine-tuning changed (dense or hybrid), before and after,
+    with the changes, biggest hybrid gains first; a query scored alike by both encoders is left out
+    (when the held-out check kept the base, every query)."""
     pq = result.get("per_query") or {}
     dense, hybrid = pq.get("dense", {}), pq.get("hybrid", {})
     rows = []
     for q in sorted(set(dense) | set(hybrid)):
         d, h = dense.get(q, [0.0, 0.0]), hybrid.get(q, [0.0, 0.0])
+        if d[0] == d[1] and h[0] == h[1]:
+            continue
         rows.append([q, queries.get(q, "")[:80], d[0], d[1], round(d[1] - d[0], 4), h[0], h[1], round(h[1] - h[0], 4)])
     return sorted(rows, key=lambda r: (-r[7], -r[4], r[0]))
+
+
+def per_query_change_caption(result: dict) -> str:
+    """What the per-query table lists: how many evaluated queries changed, how many of them the
+    hybrid ranks better and worse; or that none changed, and why when the base encoder was kept."""
+    pq = result.get("per_query") or {}
+    dense, hybrid = pq.get("dense", {}), pq.get("hybrid", {})
+    evaluated = set(dense) | set(hybrid)
+    changed = [q for q in evaluated if any(v[0] != v[1] for v in (dense.get(q, [0, 0]), hybrid.get(q, [0, 0])))]
+    head = "Per query (nDCG@10 on the evaluated split)"
+    if not evaluated:
+        return f"{head}: nothing was evaluated."
+    if not changed:
+        why = " — the held-out check kept the base encoder" if "the base is kept" in (result.get("verdict") or "") else ""
+        return f"{head}: no query's score changed{why}."
+    better = sum(hybrid.get(q, [0, 0])[1] > hybrid.get(q, [0, 0])[0] for q in changed)
+    worse = sum(hybrid.get(q, [0, 0])[1] < hybrid.get(q, [0, 0])[0] for q in changed)
+    return (f"{head}: {len(changed)} of {len(evaluated)} queries changed (hybrid better on {better}, worse on "
+            f"{worse}); what fine-tuning fixed first, what it broke last. Unchanged queries are not listed.")
