@@ -22,6 +22,13 @@ dense_recall@100``). The best (learning rate, epochs) — fewer epochs on a tie 
 trained again on all of train with that many epochs and evaluated on test at that trial's λ_test.
 The test split plays no part in any choice.
 
+``--wise 0.5`` (with ``--search``) also scores, after each trial's last epoch, the weight-space
+interpolation of that model with the base, (1 − α)·θ_base + α·θ_trained (WiSE-FT: Mitchell
+Wortsman, Gabriel Ilharco, Jong Wook Kim, Mike Li, Simon Kornblith, Rebecca Roelofs, Raphael Gontijo
+Lopes, Hannaneh Hajishirzi, Ali Farhadi, Hongseok Namkoong, Ludwig Schmidt, "Robust fine-tuning of
+zero-shot models", CVPR 2022, arXiv:2109.01903, §2), on the held-out part: reported beside the
+trials, never chosen.
+
 Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time and device;
 results are appended to ``--json`` as each row finishes, so an interrupted run keeps what it
 measured. The same command run again with the same ``--out-dir`` goes on where it stopped: a
@@ -32,6 +39,7 @@ trained again.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import sys
@@ -52,7 +60,7 @@ from training.finetune import finished_run, run_training  # noqa: E402
 from training.losses import suggest_scale  # noqa: E402
 from training.negatives import bm25_pool  # noqa: E402
 from training.pairs import known_positives, labelled_pairs  # noqa: E402
-from training.trainer import TrainConfig  # noqa: E402
+from training.trainer import TrainConfig, load_trainable  # noqa: E402
 
 ROWS = {
     "triplet-random": dict(loss="triplet", negatives="random"),
@@ -109,11 +117,23 @@ def held_out_scores(ws_held: Workspace, model, max_seq_length: int, name: str) -
 SELECT_ON = {"hybrid": "hybrid nDCG@10", "dense_recall@100": "dense Recall@100"}  # held-out criteria of --search
 
 
+def interpolated(base, trained, alpha: float):
+    """A copy of ``trained`` with every weight it shares with ``base`` set to (1 − α)·base + α·trained
+    (WiSE-FT, Wortsman et al., CVPR 2022, §2); weights only ``trained`` has (poly-attention) stay."""
+    mixed, theirs = copy.deepcopy(trained), base.state_dict()
+    mixed.load_state_dict({k: (1 - alpha) * theirs[k].to(v.device) + alpha * v if k in theirs and v.is_floating_point() else v
+                           for k, v in trained.state_dict().items()})
+    return mixed
+
+
 def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, out_dir: Path, model: str | None,
-               lrs: list[float], max_epochs: int, select_on: str = "hybrid") -> tuple[TrainConfig, float, list[dict]]:
+               lrs: list[float], max_epochs: int, select_on: str = "hybrid",
+               wise: list[float] = ()) -> tuple[TrainConfig, float, list[dict]]:
     """(the chosen config, its λ_test, every trial): learning rate × epochs chosen on the held-out
-    part by ``select_on`` (a key of ``SELECT_ON``)."""
+    part by ``select_on`` (a key of ``SELECT_ON``); each ``wise`` α's interpolation of a trial's last
+    epoch with the base is scored and recorded (``"wise"`` of that trial), not chosen from."""
     trials: list[dict] = []
+    base = load_trainable(model, "cpu", ws_held.encoder.max_seq_length) if wise else None
     length = ws_held.encoder.max_seq_length
     for lr in lrs:
         trial_cfg, folder = replace(cfg, lr=lr, epochs=max_epochs), out_dir / "search" / f"{name}-lr{lr:g}"
@@ -125,16 +145,29 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
             print(f"  {name} lr {trial['lr']:g} epoch {trial['epochs']}: held-out hybrid nDCG@10 {trial['hybrid']:.4f} "
                   f"(λ {trial['lambda_test']:g}), dense {trial['dense']:.4f}, dense R@100 "
                   f"{trial['dense_recall@100']:.4f}{how}", flush=True)
+            for a, w in trial.get("wise", {}).items():
+                print(f"    interpolated with the base at α {a}: held-out hybrid nDCG@10 {w['hybrid']:.4f} "
+                      f"(λ {w['lambda_test']:g}), dense {w['dense']:.4f}, dense R@100 {w['dense_recall@100']:.4f}",
+                      flush=True)
 
-        def after_epoch(st_model, stage: str, epoch: int, lr=lr, scored=scored, record=record, trial_cfg=trial_cfg) -> None:
+        def save(scored=scored, record=record, trial_cfg=trial_cfg) -> None:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps({"config": asdict(trial_cfg), "trials": [scored[e] for e in sorted(scored)]}))
+
+        def interpolations(st_model, alphas=wise, lr=lr) -> dict:
+            return {f"{a:g}": held_out_scores(ws_held, interpolated(base, st_model, a), length,
+                                              f"{name}-lr{lr:g}-e{max_epochs}-wise{a:g}") for a in alphas}
+
+        def after_epoch(st_model, stage: str, epoch: int, lr=lr, scored=scored) -> None:
             if stage.endswith("stage 1"):
                 return  # quadruplet's stage one is a warm-up, not a candidate
             t = time.perf_counter()
             trial = {"lr": lr, "epochs": epoch, **held_out_scores(ws_held, st_model, length, f"{name}-lr{lr:g}-e{epoch}")}
             trial["eval_s"] = round(time.perf_counter() - t, 1)
+            if epoch == max_epochs and wise:
+                trial["wise"] = interpolations(st_model)
             scored[epoch] = trial
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.write_text(json.dumps({"config": asdict(trial_cfg), "trials": [scored[e] for e in sorted(scored)]}))
+            save()
             show(trial)
 
         for epoch in sorted(scored):  # scored by an earlier run of the same command
@@ -142,13 +175,19 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
         if finished_run(folder, trial_cfg) is None or len(scored) < max_epochs:  # else: nothing left to train
             run_training(ws_held.dataset, trial_cfg, folder, model, store, train_split="fit", evaluate=False,
                          on_epoch=after_epoch)  # an interrupted trial goes on from its last checkpoint
+        elif missing := [a for a in wise if f"{a:g}" not in scored[max_epochs].get("wise", {})]:
+            # trained before these α were asked for: the trial's export is its last epoch
+            last = scored[max_epochs]
+            last["wise"] = {**last.get("wise", {}), **interpolations(load_trainable(str(folder), "cpu", length), missing)}
+            save()
+            show(last, " (interpolations added)")
         trials.extend(scored[e] for e in sorted(scored))
     best = max(trials, key=lambda r: (round(r[select_on], 4), -r["epochs"]))
     return replace(cfg, lr=best["lr"], epochs=best["epochs"]), best["lambda_test"], trials
 
 
 def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws_full: Workspace, store: Store,
-              out_dir: Path, model: str | None, search: tuple[list[float], int, str] | None = None) -> dict:
+              out_dir: Path, model: str | None, search: tuple[list[float], int, str, list[float]] | None = None) -> dict:
     """Train on the fit part, tune λ_test (and, with ``search``, lr and epochs) on the held-out part;
     train again on all of train, evaluate on test."""
     trials = None
@@ -202,11 +241,13 @@ def main() -> int:
     ap.add_argument("--search-epochs", type=int, default=3, help="epochs tried by --search: 1 … N")
     ap.add_argument("--select-on", default="hybrid", choices=tuple(SELECT_ON),
                     help="the held-out score --search maximizes: hybrid nDCG@10, or dense Recall@100")
+    ap.add_argument("--wise", default="", help="with --search: α values (e.g. 0.5) at which each trial's last "
+                    "epoch, interpolated in weight space with the base, is scored on the held-out part too")
     args = ap.parse_args()
     if args.search:
         args.refit = True
-    search = ([float(x) for x in args.search_lr.split(",")], args.search_epochs, args.select_on) \
-        if args.search else None
+    search = ([float(x) for x in args.search_lr.split(",")], args.search_epochs, args.select_on,
+              [float(x) for x in args.wise.split(",") if x.strip()]) if args.search else None
 
     full = load_dataset(args.dataset)
     ds = fit_holdout(full, seed=args.seed)

@@ -54,3 +54,34 @@ def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_
     assert len(lines) == 4 and all(line.endswith(" (recorded)") for line in lines)
     row2 = {r["row"]: r for r in json.loads(out.read_text())["rows"]}["residual"]
     assert row2["search"] == trials and row2["config"] == row["config"] and row2["hybrid"] == row["hybrid"]
+
+
+def test_wise_scores_interpolations_with_the_base_beside_the_trials(tmp_path, tiny_model_dir):
+    """α 0 is the base's own weights and α 1 the trial's: their held-out scores must equal the base's
+    reference line and the trial's last epoch; α 0.5 is a model of its own, recorded, never chosen."""
+    out = tmp_path / "abl.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, "bench/train_ablation.py", str(DEMO), "--search", "--search-lr", "3e-3",
+               "--search-epochs", "1", "--rows", "residual", "--model", str(tiny_model_dir), "--device", "cpu",
+               "--batch-size", "4", "--max-steps-per-epoch", "2", "--store", str(tmp_path / "s.sqlite3"),
+               "--out-dir", str(tmp_path / "runs"), "--json", str(out), "--wise", "0,1"]
+    res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (trial,) = json.loads(out.read_text())["rows"][0]["search"]
+    assert set(trial["wise"]) == {"0", "1"}
+    # asked again with one more α: the finished trial is not trained again, only α 0.5 is scored, from its export
+    weights = sorted((tmp_path / "runs" / "search").rglob("model.safetensors"))
+    stamps = [w.stat().st_mtime_ns for w in weights]
+    res = subprocess.run(command[:-1] + ["0,0.5,1"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         encoding="utf-8", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [w.stat().st_mtime_ns for w in weights] == stamps and len(weights) == 1
+    assert "(interpolations added)" in res.stdout
+    (again,) = json.loads(out.read_text())["rows"][0]["search"]
+    wise = again["wise"]
+    assert set(wise) == {"0", "0.5", "1"} and {a: wise[a] for a in ("0", "1")} == trial["wise"]
+    reference = next(line for line in res.stdout.splitlines() if line.startswith("base encoder on the held-out part"))
+    assert f"hybrid nDCG@10 {wise['0']['hybrid']:.4f} " in reference and f"dense {wise['0']['dense']:.4f}," in reference
+    assert all(wise["1"][k] == trial[k] for k in ("hybrid", "dense", "dense_recall@100", "lambda_test"))
+    assert trial["dense"] != wise["0"]["dense"]  # trained at a high rate: the trial moved away from the base
+    assert res.stdout.count("interpolated with the base at α") == 2 + 3  # the recorded trial's two, then all three once 0.5 is added
