@@ -1,6 +1,6 @@
 """Poly-attention pooling: m learned context codes attend over the query's token outputs.
 
-Yiding Liu, Guangyuan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng, Yukun Li, Daiting Shi, Shuaiqiang
+Yiding Liu, Guan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng, Yukun Li, Daiting Shi, Shuaiqiang
 Wang, Zhicong Cheng, Dawei Yin, "Pre-trained Language Model for Web-scale Retrieval in Baidu
 Search", KDD 2021 (arXiv:2106.03373), §3.2, after the poly-encoder of Humeau et al. (2019):
 

@@ -168,7 +168,7 @@ def test_a_cancelled_run_resumes_from_its_last_epoch(page, shots):
     page.locator("#train-resume").click()
     expect(status).to_contain_text("resumed", timeout=10_000)
     expect(status).to_contain_text("done", timeout=240_000)
-    assert re.search(r"resumed after residual epoch \d+ from ", status.inner_text()), status.inner_text()
+    assert re.search(r"resumed after inbatch epoch \d+ from ", status.inner_text()), status.inner_text()
     page.screenshot(path=str(shots / "train-resumed.png"), full_page=True)
     page.locator("#train-resume").click()  # nothing stopped is left: said so, nothing queued
     expect(page.get_by_text("left a checkpoint to go on from").first).to_be_visible(timeout=10_000)

@@ -321,7 +321,7 @@ def test_from_mapping_blanks_take_the_defaults():
     # the recipe the app and the CLI share
     d = TrainConfig()
     assert (d.loss, d.negatives, d.lr, d.epochs, d.xi, d.lambda_train, d.max_seq_length) == \
-        ("residual", "bm25", 1e-4, 3, 0.3, 0.019, 128)
+        ("inbatch", "bm25", 1e-4, 5, 0.3, 0.019, 128)
 
 
 def test_from_mapping_names_unknown_keys():

@@ -7,7 +7,7 @@ reported. The exported folder is a normal sentence-transformers model with a mod
 ``SentenceTransformer(path)`` and ``python -m retrieval evaluate DATASET --model path`` load it.
 
 With ``TrainConfig.pretrain`` a first stage trains on pseudo pairs (ICT/BFS) before the labelled
-one: the multi-stage paradigm of Yiding Liu, Guangyuan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng,
+one: the multi-stage paradigm of Yiding Liu, Guan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng,
 Yukun Li, Daiting Shi, Shuaiqiang Wang, Zhicong Cheng, Dawei Yin, "Pre-trained Language Model for
 Web-scale Retrieval in Baidu Search", KDD 2021 (arXiv:2106.03373), §4.
 """

@@ -12,7 +12,7 @@ and (the two written here) a ``citation`` property with the BibTeX entry of its 
   (arXiv:2004.13969), §3.3, eq. 6–7.
 * ``triplet_loss`` — the three-tower Sentence-BERT baseline of QuadrupletBERT (§4.1):
   sentence-transformers' ``TripletLoss`` with cosine distance, ``[f(q,p) − f(q,n) + m]₊``.
-* ``inbatch_loss`` — in-batch negatives plus strong negatives (Yiding Liu, Guangyuan Huang, Jiaxiang
+* ``inbatch_loss`` — in-batch negatives plus strong negatives (Yiding Liu, Guan Huang, Jiaxiang
   Liu, Weixue Lu, Suqi Cheng, Yukun Li, Daiting Shi, Shuaiqiang Wang, Zhicong Cheng, Dawei Yin,
   "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373,
   §3.3–3.4): sentence-transformers' ``MultipleNegativesRankingLoss``, a softmax over the positive,

@@ -6,14 +6,14 @@ TITLE = "# RankScope\nWhy does first-stage retrieval fail? BM25, dense and hybri
 TRAIN_HELP = """Fine-tune the dense encoder in the background (one job at a time; the app stays usable).
 Data: the train split trains and the test split evaluates; without a train split, a seeded
 cold-start split by query is made. When the job ends, the new encoder is evaluated beside the base
-and appears in the Search tab's *Dense encoder* list. The defaults are the measured recipe (CLEAR's
-residual margin, BM25 negatives, lr 1e-4, 3 epochs) with a guard: a fifth of the training queries
-(500 at most) is held out, the best epoch on them is kept — or the base encoder, when no epoch beats
-it — and that many epochs are trained again on all of train; the verdict gives the kept epoch's
-p-value against the base on the held-out queries (*within noise* when p ≥ 0.05, as it often is with
-a handful of labels). Set the held-out share to 0 to train once on every label. A run that was
-cancelled, failed or cut short by a restart keeps a checkpoint after every finished epoch: *Resume*
-goes on from there."""
+and appears in the Search tab's *Dense encoder* list. The defaults are the measured recipe
+(in-batch negatives plus a BM25 hard negative per query, lr 1e-4, 5 epochs) with a guard: a fifth
+of the training queries (500 at most) is held out, the best epoch on them is kept — or the base
+encoder, when no epoch beats it — and that many epochs are trained again on all of train; the
+verdict gives the kept epoch's p-value against the base on the held-out queries (*within noise*
+when p ≥ 0.05, as it often is with a handful of labels). Set the held-out share to 0 to train once
+on every label. A run that was cancelled, failed or cut short by a restart keeps a checkpoint after
+every finished epoch: *Resume* goes on from there."""
 LOSS_HELP = {
     "quadruplet": "quadruplet — QuadrupletBERT: (q, p, random n, hard n), two stages",
     "residual": "residual margin — CLEAR: margin shrinks where BM25 already ranks well",
