@@ -2,7 +2,7 @@
 """Fine-tuning with few labels, with and without a first stage on pseudo pairs (ICT / BFS).
 
     python bench/few_labels.py ../shared/datasets/scifact [--fractions 0,0.01,0.05,1]
-        [--pretrain ict+bfs] [--store FILE] [--out-dir DIR] [--json FILE]
+        [--pretrain ict+bfs|none] [--check] [--store FILE] [--out-dir DIR] [--json FILE]
 
 The label regimes of Wei-Cheng Chang, Felix X. Yu, Yin-Wen Chang, Yiming Yang, Sanjiv Kumar,
 "Pre-training Tasks for Embedding-based Large-scale Retrieval", ICLR 2020 (arXiv:2002.03932),
@@ -13,7 +13,9 @@ recipe (``TrainConfig()`` without its held-out check, so every kept label trains
 base encoder and once from the encoder after a first stage on pseudo pairs from the corpus
 (``--pretrain``, trained once and shared by every share; the multi-stage paradigm of Yiding Liu
 et al., "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021,
-arXiv:2106.03373, §4). Share 0 is the base encoder, and the pseudo-pair stage alone.
+arXiv:2106.03373, §4; ``none`` leaves it out). Share 0 is the base encoder, and the pseudo-pair
+stage alone. ``--check`` trains with the held-out check and refit as well, exactly what the Train
+tab runs by default, and each row then says what the check kept and its p against the base.
 
 The hybrid is what the app gives with those labels: λ tuned on the kept train queries (kept
 only where it beats the label-free λ there significantly), or with none the label-free default
@@ -73,7 +75,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dataset")
     ap.add_argument("--fractions", default="0,0.01,0.05,1")
-    ap.add_argument("--pretrain", default="ict+bfs", choices=("ict", "bfs", "ict+bfs"))
+    ap.add_argument("--pretrain", default="ict+bfs", choices=("ict", "bfs", "ict+bfs", "none"))
+    ap.add_argument("--check", action="store_true",
+                    help="train with the defaults' held-out check and refit (what the Train tab runs)")
     ap.add_argument("--pretrain-pairs", type=int, default=TrainConfig().pretrain_pairs)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--model", default=None)
@@ -89,20 +93,22 @@ def main() -> int:
     store = Store(args.store or default_store_path())
     out_dir = Path(args.out_dir)
     base = load_encoder(args.model)
-    recipe = replace(TrainConfig(), seed=args.seed, holdout=0.0, refit=False)  # every kept label trains
+    no_check = replace(TrainConfig(), seed=args.seed, holdout=0.0, refit=False)  # every kept label trains
+    recipe = replace(TrainConfig(), seed=args.seed) if args.check else no_check
     fractions = [float(x) for x in args.fractions.split(",")]
     print(f"{full.name}: {len(full.qrels['train'])} train queries, {len(full.qrels['test'])} test; "
-          f"recipe {recipe.loss}/{recipe.negatives}, lr {recipe.lr:g}, {recipe.epochs} epochs; "
+          f"recipe {recipe.loss}/{recipe.negatives}, lr {recipe.lr:g}, {recipe.epochs} epochs"
+          f"{f', held-out share {recipe.holdout:g}, refit' if args.check else ''}; "
           f"first stage {args.pretrain} on {args.pretrain_pairs} pseudo pairs", flush=True)
 
-    t = time.perf_counter()
-    unlabelled = Dataset(full.name, full.docs, full.queries, {})
-    pre_cfg = replace(recipe, pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
-    pre_dir = out_dir / f"pretrain-{args.pretrain}"
-    pre = finished_run(pre_dir, pre_cfg) or run_training(unlabelled, pre_cfg, pre_dir, args.model, store,
-                                                         evaluate=False)
-    pre_s = pre.seconds
-    starts = {"none": (args.model, 0.0), args.pretrain: (str(pre_dir), pre_s)}
+    starts = {"none": (args.model, 0.0)}
+    if args.pretrain != "none":  # the first stage's config has no check: it is shared by both kinds of run
+        unlabelled = Dataset(full.name, full.docs, full.queries, {})
+        pre_cfg = replace(no_check, pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
+        pre_dir = out_dir / f"pretrain-{args.pretrain}"
+        pre = finished_run(pre_dir, pre_cfg) or run_training(unlabelled, pre_cfg, pre_dir, args.model, store,
+                                                             evaluate=False)
+        starts[args.pretrain] = (str(pre_dir), pre.seconds)
 
     rows = []
     for fraction in fractions:
@@ -110,22 +116,29 @@ def main() -> int:
         n = len(ds.qrels.get("train", {}))
         for first, (start, start_s) in starts.items():
             t = time.perf_counter()
+            check = {}
             if n == 0:  # nothing to fine-tune on: the starting encoder itself
                 enc = base if start is None else load_encoder(start)
                 row_scores, train_s = scores(Workspace(ds, store, model=enc)), start_s
             else:
-                folder = out_dir / f"{fraction:g}-{first}"
-                seconds = (finished_run(folder, recipe) or run_training(ds, recipe, folder, start, store,
-                                                                        eval_split="test", evaluate=False)).seconds
+                folder = out_dir / f"{fraction:g}-{first}{'-check' if args.check else ''}"
+                done = finished_run(folder, recipe) or run_training(ds, recipe, folder, start, store,
+                                                                    eval_split="test", evaluate=False)
                 enc = load_encoder(str(folder))
-                row_scores, train_s = scores(Workspace(ds, store, model=enc)), seconds + start_s
-            row = {"fraction": fraction, "queries": n, "first_stage": first, **row_scores,
+                row_scores, train_s = scores(Workspace(ds, store, model=enc)), done.seconds + start_s
+                if args.check:
+                    chosen = (done.selection or {}).get("chosen") or {}
+                    check = {"kept": f"{chosen.get('stage', 'none')} {chosen.get('epoch', '')}".strip(),
+                             "p": (done.selection or {}).get("p_value"), "verdict": done.verdict}
+            row = {"fraction": fraction, "queries": n, "first_stage": first, **row_scores, **check,
                    "train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t, 1)}
             rows.append(row)
             print(f"{fraction:>6.0%} ({n:>3} queries)  first stage {first:<8} dense nDCG@10 "
                   f"{row['dense']['ndcg@10']:.4f} R@100 {row['dense']['recall@100']:.4f} | hybrid nDCG@10 "
                   f"{row['hybrid']['ndcg@10']:.4f} R@100 {row['hybrid']['recall@100']:.4f} (λ {row['lambda']:g}) | "
                   f"train {train_s:.0f} s", flush=True)
+            if check:
+                print(f"        {check['verdict']}", flush=True)
             if args.json:
                 Path(args.json).write_text(json.dumps({"dataset": full.name, "args": vars(args), "rows": rows},
                                                       indent=2))

@@ -62,3 +62,24 @@ def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
     assert [(r["dense"], r["hybrid"], r["train_s"]) for r in rerun] == \
         [(r["dense"], r["hybrid"], pytest.approx(r["train_s"], abs=0.1)) for r in rows]
     assert again.stdout.strip().splitlines()[-1] == last
+
+
+def test_check_runs_what_the_train_tab_runs(tiny_model_dir, tmp_path):
+    """``--check``: the defaults' held-out check and refit; each row says what was kept, with its p."""
+    out = tmp_path / "few.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "few_labels.py"), str(DEMO), "--fractions", "0,0.3",
+                           "--pretrain", "none", "--check", "--model", str(tiny_model_dir),
+                           "--store", str(tmp_path / "s.sqlite3"), "--out-dir", str(tmp_path / "models"),
+                           "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["fraction"], r["first_stage"], r["queries"]) for r in rows] == [(0, "none", 0), (0.3, "none", 12)]
+    assert not (tmp_path / "models" / "pretrain-none").exists()  # no first stage was trained
+    checked = rows[1]
+    assert checked["verdict"].startswith("held-out selection on 2 queries: "), checked
+    saved = json.loads((tmp_path / "models" / "0.3-none-check" / "rankscope_training.json").read_text())
+    assert saved["config"]["holdout"] == 0.2 and saved["config"]["refit"] is True
+    assert checked["kept"] == f"{saved['result']['selection']['chosen']['stage']} " \
+                              f"{saved['result']['selection']['chosen']['epoch']}"
+    assert checked["verdict"] in proc.stdout
