@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +30,55 @@ from .errors import EncoderLoadError
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+TRAINING_RECORD = "rankscope_training.json"  # written beside a model RankScope fine-tuned (``training.finetune``)
 _cache: dict[tuple[str, str, str], "Encoder"] = {}
 _cache_lock = threading.Lock()
+
+
+def queries_fingerprint(queries: Mapping[str, str]) -> str:
+    """A hash of labelled queries, ids and texts, in any order: which queries an encoder trained on."""
+    h = hashlib.sha256()
+    for qid in sorted(queries):
+        h.update(json.dumps([qid, queries[qid]], ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class TrainedOn:
+    """The labelled queries a fine-tuned encoder was trained on, and the hybrid's λ measured for it on
+    held-out queries it never saw.
+
+    A λ tuned on the encoder's own training queries favours the encoder, which ranks those queries
+    better than any new one: on SciFact and NFCorpus such a λ came out at 0.3 and 0.1 where the
+    held-out queries chose 0.5 and 0.3 (``Workspace.lambda_for`` uses this instead).
+    """
+
+    split: str  # the split whose queries it trained on
+    queries: str  # ``queries_fingerprint`` of that split's labelled queries
+    lam: float | None = None  # λ chosen on held-out queries (None: no held-out check was made)
+    lam_best: float | None = None  # the grid's best λ there, before the label-free prior's test
+    lam_p: float | None = None  # the grid's best against the label-free λ, paired permutation test
+    lam_queries: int = 0  # held-out queries it was chosen on
+    per_query_max: bool = True  # the λ space: BM25 over the query's largest possible score, or raw
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> "TrainedOn":
+        return cls(**{k: obj[k] for k in cls.__dataclass_fields__ if k in obj})
+
+
+def read_trained_on(folder: str | Path) -> TrainedOn | None:
+    """The ``TrainedOn`` a fine-tuned model's folder records (``TRAINING_RECORD``), or None."""
+    record = Path(folder).expanduser() / TRAINING_RECORD
+    if not record.is_file():
+        return None
+    try:
+        seen = json.loads(record.read_text(encoding="utf-8")).get("trained_on")
+        return TrainedOn.from_json(seen) if seen else None
+    except (OSError, ValueError, TypeError, AttributeError):  # a damaged record: the model still loads
+        return None
 
 
 def default_model_path() -> str:
@@ -118,6 +167,7 @@ class Encoder:
         self.batch_size = batch_size
         self.precision = precision
         self.task: str | None = None  # "query" on the view ``for_queries`` returns
+        self.trained_on: TrainedOn | None = None  # set for a model RankScope fine-tuned
         self._fingerprint: str | None = None
         self._query_view: Encoder | None = None
 
@@ -237,5 +287,7 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
         # bf16 on a CPU runs fastest in small batches (measured with bench/encode_speed.py)
         batch_size = 16 if precision == "bf16" and device == "cpu" else 64
         enc = Encoder(model, name=name, normalize=normalize, precision=precision, batch_size=batch_size)
+        if is_local:
+            enc.trained_on = read_trained_on(target)
         _cache[key] = enc
         return enc

@@ -20,7 +20,7 @@ import numpy as np
 from .background import BackgroundBuild, EncodingStatus
 from .dataset import Dataset
 from .dense import DenseRetriever, index_kind_for
-from .encoder import Encoder, load_encoder
+from .encoder import Encoder, TrainedOn, load_encoder, queries_fingerprint
 from .engines import Corpus, InProcess
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
@@ -39,6 +39,14 @@ POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches
 
 
 NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
+
+
+def _against_prior(best: float, chosen: float, prior: float, p_value: float) -> str:
+    """How a λ tuned with the label-free prior was kept: the grid's best beat the prior, or not."""
+    p = "p < 0.001" if p_value < 0.001 else f"p {p_value:.3f}"
+    if chosen == best != prior:
+        return f": λ {best:g} beats the label-free λ {prior:g} ({p})"
+    return f": the grid's best λ {best:g} does not beat the label-free λ {prior:g} significantly ({p}), so λ {prior:g} is kept"
 
 
 @dataclass
@@ -312,20 +320,21 @@ class Workspace:
         """λ_test tuned on the training split (never the split being evaluated), else a default.
 
         With cosine scores the tuned λ replaces the label-free λ = 1 only where it beats it on the
-        training queries significantly (``hybrid.fit_lambda``)."""
+        training queries significantly (``hybrid.fit_lambda``). An encoder fine-tuned on those very
+        queries is not tuned for on them: it takes the λ its training chose on held-out queries, or
+        the label-free λ when none was (``_lambda_of_trained``)."""
         with self._lock:
             if eval_split not in self._lambda:
                 train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
                 normalized = self.query_max_space
-                if train:
+                trained = self._lambda_of_trained(train, normalized) if train else None
+                if trained is not None:
+                    self._lambda[eval_split] = trained
+                elif train:
                     fit = self.lambda_fit(train)
                     how = f"tuned on {train} (nDCG@10, {fit.queries} queries)"
                     if fit.prior is not None:
-                        p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
-                        how += (f": λ {fit.best:g} beats the label-free λ {fit.prior:g} ({p})"
-                                if fit.chosen == fit.best != fit.prior else
-                                f": the grid's best λ {fit.best:g} does not beat the label-free λ "
-                                f"{fit.prior:g} significantly ({p}), so λ {fit.prior:g} is kept")
+                        how += _against_prior(fit.best, fit.chosen, fit.prior, fit.p_value)
                     self._lambda[eval_split] = LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
                 elif normalized:
                     self._lambda[eval_split] = LambdaChoice(LABEL_FREE_LAMBDA, NO_LABELS, per_query_max=True)
@@ -336,6 +345,22 @@ class Workspace:
                     lam = default_lambda(h.candidates(sample)) if sample else 0.0
                     self._lambda[eval_split] = LambdaChoice(lam, "scale-matched default (no training labels)")
             return self._lambda[eval_split]
+
+    def _lambda_of_trained(self, train: str, normalized: bool) -> LambdaChoice | None:
+        """λ for an encoder fine-tuned on ``train``'s queries (its ``TrainedOn`` matches them), else None."""
+        seen: TrainedOn | None = self.encoder.trained_on
+        if seen is None or seen.split != train or seen.per_query_max != normalized or \
+                seen.queries != queries_fingerprint(self.dataset.split_queries(train)):
+            return None
+        if seen.lam is not None:
+            how = f"chosen on {seen.lam_queries} held-out {train} queries the encoder was not trained on"
+            if seen.lam_p is not None and seen.lam_best is not None:
+                how += _against_prior(seen.lam_best, seen.lam, LABEL_FREE_LAMBDA, seen.lam_p)
+            return LambdaChoice(seen.lam, how, per_query_max=normalized)
+        if normalized:
+            return LambdaChoice(LABEL_FREE_LAMBDA, f"the encoder was trained on the {train} queries, so λ is not "
+                                f"tuned on them: {NO_LABELS}", per_query_max=True)
+        return None
 
     def lambda_fit(self, split: str) -> LambdaFit:
         """λ_test tuned on a labelled split over the grid of the hybrid's score space, with the

@@ -126,6 +126,7 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     base = load(None, device="cpu")
     exported = Encoder(load(result.model_path, device="cpu").model, precision=base.precision)
     assert exported.fingerprint == base.fingerprint  # the base's weights, unchanged
+    assert load(result.model_path, device="cpu").trained_on is None  # it saw no query: λ is tuned on train
     assert result.metrics["fine-tuned"]["dense"] == result.metrics["base"]["dense"]
     # the Train tab's per-query table lists no query, and its caption says why
     from ui.present.tables import per_query_change_caption, per_query_change_rows
@@ -182,3 +183,41 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
     held_out_only = weights(Path(run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3, refit=False)[0].model_path))
     assert any(not torch.equal(mine[k], held_out_only[k]) for k in mine)  # trained on more queries: other weights
     assert not (Path(result.model_path) / "checkpoints").exists()
+
+
+def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_queries(demo, tiny_model_dir, tmp_path):
+    """λ tuned on the queries the encoder trained on would favour it: the export records the λ its
+    held-out check chose, and every workspace over the same train queries uses that one."""
+    import json
+
+    from retrieval.hybrid import LABEL_FREE_LAMBDA, LambdaFit
+
+    result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
+    sel = result.selection
+    assert sel["chosen"]["epoch"] > 0, sel
+    fit = LambdaFit.from_json(sel["lambda_fit"])  # the kept epoch's, on the held-out queries
+    assert fit.best == sel["chosen"]["lambda"] and fit.queries == sel["queries"] and fit.prior == LABEL_FREE_LAMBDA
+    record = json.loads((Path(result.model_path) / "rankscope_training.json").read_text())["trained_on"]
+    assert (record["split"], record["lam"], record["lam_best"], record["lam_queries"]) == \
+        ("train", fit.chosen, fit.best, sel["queries"])
+    exported = load_encoder(result.model_path, device="cpu")
+    assert exported.trained_on is not None and exported.trained_on.to_json() == record
+    store = Store(tmp_path / "s.sqlite3")
+    choice = Workspace(demo, store, model=exported).lambda_for("test")
+    assert choice.value == fit.chosen and choice.per_query_max
+    assert choice.how.startswith(f"chosen on {sel['queries']} held-out train queries the encoder was not trained on")
+    assert result.metrics["fine-tuned"]["hybrid"]["lambda"] == fit.chosen  # the job's own evaluation used it
+    # other train queries (one dropped): not the ones it trained on, so λ is tuned on them as for any encoder
+    qrels = dict(demo.qrels["train"])
+    qrels.pop(sorted(qrels)[0])
+    other = Dataset(demo.name, demo.docs, demo.queries, {**demo.qrels, "train": qrels})
+    assert Workspace(other, store, model=exported).lambda_for("test").how.startswith("tuned on train")
+    store.close()
+
+
+def test_without_a_check_the_trained_on_queries_give_the_label_free_lambda(demo, tiny_model_dir, tmp_path):
+    result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3, holdout=0.0, epochs=1)
+    exported = load_encoder(result.model_path, device="cpu")
+    assert exported.trained_on is not None and exported.trained_on.lam is None
+    choice = Workspace(demo, None, model=exported).lambda_for("test")
+    assert choice.value == 1.0 and "trained on the train queries, so λ is not tuned on them" in choice.how

@@ -125,6 +125,7 @@ def test_held_out_check_and_refit_resume_with_their_scores(demo, tiny_model_dir,
 
     whole = train(tmp_path / "whole")
     assert whole.selection["chosen"]["stage"] == "residual"  # an epoch was kept, so the refit ran
+    assert whole.selection["lambda_fit"]["queries"] == whole.selection["queries"]  # its λ, chosen held out
     on_progress, cancel = stop_at(stop)
     with pytest.raises(Cancelled):
         train(tmp_path / "ft", on_progress, cancel)

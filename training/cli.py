@@ -125,7 +125,8 @@ def main(argv=None) -> int:
     for label, systems in result.metrics.items():
         for system, m in systems.items():
             cells = "  ".join(f"{k} {m[k]:.4f}" for k in SUMMARY_METRICS if isinstance(m.get(k), float))
-            print(f"{label:<11} {system:<7} {cells}")
+            lam = f"  (λ {m['lambda']:g})" if "lambda" in m else ""
+            print(f"{label:<11} {system:<7} {cells}{lam}")
     for system, ps in result.significance.items():
         print(f"p (fine-tuned vs base, {system}): " + ", ".join(f"{k} {v:.4f}" for k, v in ps.items()))
     return 0

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from retrieval.dataset import Dataset
-from retrieval.encoder import Encoder, load_encoder
+from retrieval.encoder import TRAINING_RECORD, Encoder, TrainedOn, load_encoder, queries_fingerprint
 from retrieval.evaluate import compare
+from retrieval.hybrid import LambdaFit
 from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
@@ -90,7 +91,7 @@ class FineTuneResult:
 def finished_run(out_dir: str | Path, cfg: TrainConfig | None = None) -> FineTuneResult | None:
     """The result of a fine-tuning that finished in ``out_dir`` (its ``rankscope_training.json``; the
     losses are not kept there), when it was trained with ``cfg`` (any config when None); else None."""
-    record = Path(out_dir) / "rankscope_training.json"
+    record = Path(out_dir) / TRAINING_RECORD
     if not record.exists():
         return None
     saved = json.loads(record.read_text())
@@ -202,6 +203,19 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     return train_data, selector
 
 
+def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: bool) -> TrainedOn:
+    """The train split's queries the exported encoder was trained on, and the hybrid's λ its held-out
+    check chose for the kept epoch, with the label-free prior as ``Workspace.lambda_fit`` chooses
+    (none without a check)."""
+    seen = {"split": plan.train_split, "queries": queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
+            "per_query_max": per_query_max}
+    fit = selector.selection.lambda_fit if selector is not None else None
+    if fit is None:
+        return TrainedOn(**seen)
+    lam = LambdaFit.from_json(fit)
+    return TrainedOn(**seen, lam=lam.chosen, lam_best=lam.best, lam_p=lam.p_value, lam_queries=lam.queries)
+
+
 def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict) -> str:
     """Train ``cfg`` again from ``start`` (the base, or the first stage's model) on every train query
     for the kept number of epochs, into ``trained`` (its model, time, losses and stages); returns
@@ -251,7 +265,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
                       **{**common, "checkpoint_dir": checkpoints / "pretrain"}).train()
         model = pre.model
-    selector, verdict = None, ""  # the held-out check, and the line saying what it kept
+    selector, verdict, trained_on = None, "", None  # the held-out check, what it kept, the queries seen
     if has_labels:
         train_data, epoch_hook = plan.dataset, on_epoch
         labelled = len(plan.dataset.qrels.get(plan.train_split, {}))
@@ -280,6 +294,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
             verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
         if verdict:
             trained.stages.append(verdict)
+        if selector is None or selector.best_state is not None:  # else the base is exported: it saw no query
+            trained_on = _trained_on(plan, selector, ws_base.query_max_space)
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
             trained.seconds += pre.seconds
@@ -296,6 +312,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                             selection=asdict(selector.selection) if selector else None,
                             verdict=verdict)
     tuned = Encoder(trained.model, name=str(out_dir), precision=base.precision)  # compared like for like
+    tuned.trained_on = trained_on  # its hybrid's λ is not tuned on the queries it trained on
     if evaluate:
         encoding = _share_progress("evaluating — {what}", on_progress, cancel,
                                    f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")
@@ -306,7 +323,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         store.register_model(tuned.fingerprint, str(out_dir), tuned.dim,
                              {"base": base.name, "loss": cfg.loss, "dataset": plan.dataset.content_hash})
     (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
-    (out_dir / "rankscope_training.json").write_text(json.dumps(
-        {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"}}, indent=2))
+    (out_dir / TRAINING_RECORD).write_text(json.dumps(
+        {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"},
+         "trained_on": trained_on.to_json() if trained_on else None}, indent=2))
     shutil.rmtree(checkpoints, ignore_errors=True)  # kept until now: a run killed while evaluating resumes at once
     return result

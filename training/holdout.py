@@ -7,10 +7,12 @@ training queries is set aside. Before training and after every epoch of the labe
 held-out query's candidates — BM25's top ``depth`` and the base encoder's top ``depth`` (their
 union is fixed once, so it costs one encoding of those documents per epoch, not of the corpus) —
 are scored by the model being trained, and ranked both by the cosine alone (dense) and by
-CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.hybrid.lambda_table``; s_lex
+CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.hybrid.fit_lambda``; s_lex
 divided by the query's largest possible BM25 score, as the app's hybrid does for cosine scores).
 The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
-the base encoder itself. Re-ranking a fixed candidate set reads the fine-tuned dense model only
+the base encoder itself. The kept epoch's λ, chosen there as the app chooses λ with labels (the
+grid's best only where it beats the label-free λ significantly), goes with the exported encoder
+(``retrieval.encoder.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it. Re-ranking a fixed candidate set reads the fine-tuned dense model only
 where BM25 or the base looked: enough to choose among epochs, not a measurement of dense recall.
 With ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
 (``training.finetune``).
@@ -27,7 +29,7 @@ import numpy as np
 from retrieval.dataset import Dataset, Qrels
 from retrieval.encoder import Encoder
 from retrieval.evaluate import Evaluation, compare, evaluate_run
-from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Candidates, lambda_table, rank_candidates
+from retrieval.hybrid import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, Candidates, fit_lambda, rank_candidates
 from retrieval.lexical import BM25Index
 from retrieval.metrics import SIGNIFICANCE_LEVEL
 
@@ -64,6 +66,7 @@ class Selection:
     scores: list[dict] = field(default_factory=list)  # {"stage", "epoch", "hybrid", "dense", "lambda"}
     chosen: dict | None = None
     p_value: float | None = None  # paired permutation test of the kept epoch's held-out hybrid against the base's
+    lambda_fit: dict | None = None  # the kept epoch's λ on the held-out queries (``hybrid.LambdaFit.to_json``)
 
 
 class HeldOutSelector:
@@ -87,6 +90,7 @@ class HeldOutSelector:
         self.lex = {q: np.asarray(bm25.scores_at(self.queries[q], r), dtype=np.float64) / scale[q]
                     for q, r in self.rows.items()}
         self.grid = QUERY_MAX_GRID if query_max else LAMBDA_GRID
+        self.prior = LABEL_FREE_LAMBDA if query_max else None  # as ``Workspace.lambda_fit`` tunes λ
         self.union = sorted({int(r) for rows in self.rows.values() for r in rows})
         self.texts = [texts[r] for r in self.union]
         self.selection = Selection(len(self.queries))
@@ -101,6 +105,11 @@ class HeldOutSelector:
 
     def score_per_query(self, model, progress=None) -> tuple[dict, dict[str, float]]:
         """``score``'s row and the hybrid's nDCG@10 per held-out query at that λ."""
+        row, per_query, _ = self._ranked(model, progress)
+        return row, per_query
+
+    def _ranked(self, model, progress=None):
+        """``score_per_query``'s two, and λ's fit on the held-out queries (``hybrid.fit_lambda``)."""
         train_mode = model.training
         try:
             enc = Encoder(model, precision=self.precision)
@@ -114,10 +123,10 @@ class HeldOutSelector:
             emb = doc_vecs[[at[int(r)] for r in rows]] @ q_vecs[i]
             cands[qid] = Candidates(rows, self.lex[qid], emb.astype(np.float64))
         dense = evaluate_run(rank_candidates(cands, 0.0, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
-        lam, _ = lambda_table(cands, self.held, self.doc_ids, PRIMARY, self.grid)
-        hybrid = evaluate_run(rank_candidates(cands, lam, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
-        row = {"hybrid": float(hybrid.mean[PRIMARY]), "dense": float(dense.mean[PRIMARY]), "lambda": lam}
-        return row, hybrid.per_query[PRIMARY]
+        fit = fit_lambda(cands, self.held, self.doc_ids, PRIMARY, self.grid, self.prior)
+        hybrid = evaluate_run(rank_candidates(cands, fit.best, self.doc_ids, 100), self.held, metrics=(PRIMARY,))
+        row = {"hybrid": float(hybrid.mean[PRIMARY]), "dense": float(dense.mean[PRIMARY]), "lambda": fit.best}
+        return row, hybrid.per_query[PRIMARY], fit
 
     def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:
         """Score the base encoder (epoch 0): the one to beat."""
@@ -127,7 +136,7 @@ class HeldOutSelector:
         return self.selection.chosen
 
     def on_epoch(self, model, stage: str, epoch: int, progress: Callable[[int, int], None] | None = None) -> None:
-        scores, per_query = self.score_per_query(model, progress)
+        scores, per_query, fit = self._ranked(model, progress)
         row = {"stage": stage, "epoch": epoch, **scores}
         self.selection.scores.append(row)
         if row["hybrid"] > self.selection.chosen["hybrid"]:
@@ -135,17 +144,20 @@ class HeldOutSelector:
                                                            for k, v in model.state_dict().items()}
             self.selection.p_value = compare(Evaluation({}, {PRIMARY: self.base_per_query}),
                                              Evaluation({}, {PRIMARY: per_query}), PRIMARY).p_value
+            self.selection.lambda_fit = fit.to_json()
 
     def state_dict(self) -> dict:
         """What a resumed training needs back (``Trainer``'s ``hook_state``): every score so far and
         the kept epoch's weights."""
         return {"scores": list(self.selection.scores), "chosen": self.selection.chosen, "best": self.best_state,
-                "base_per_query": self.base_per_query, "p_value": self.selection.p_value}
+                "base_per_query": self.base_per_query, "p_value": self.selection.p_value,
+                "lambda_fit": self.selection.lambda_fit}
 
     def load_state_dict(self, state: dict) -> None:
         self.selection.scores, self.selection.chosen = list(state["scores"]), state["chosen"]
         self.best_state = state["best"]
         self.base_per_query, self.selection.p_value = state.get("base_per_query", {}), state.get("p_value")
+        self.selection.lambda_fit = state.get("lambda_fit")
 
     @property
     def started(self) -> bool:
