@@ -11,9 +11,11 @@ and appears in the Search tab's *Dense encoder* list. The defaults are the measu
 of the training queries (500 at most) is held out, the best epoch on them is kept — or the base
 encoder, when no epoch beats it — and that many epochs are trained again on all of train; the
 verdict gives the kept epoch's p-value against the base on the held-out queries (*within noise*
-when p ≥ 0.05, as it often is with a handful of labels). Set the held-out share to 0 to train once
-on every label. A run that was cancelled, failed or cut short by a restart keeps a checkpoint after
-every finished epoch: *Resume* goes on from there."""
+when p ≥ 0.05, as it often is with a handful of labels). The new encoder's hybrid uses the λ chosen
+on those held-out queries, never one tuned on the queries it trained on. Set the held-out share to 0
+to train once on every label (its hybrid then uses the label-free λ). A run that was cancelled,
+failed or cut short by a restart keeps a checkpoint after every finished epoch: *Resume* goes on
+from there."""
 LOSS_HELP = {
     "quadruplet": "quadruplet — QuadrupletBERT: (q, p, random n, hard n), two stages",
     "residual": "residual margin — CLEAR: margin shrinks where BM25 already ranks well",
