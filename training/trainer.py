@@ -61,19 +61,20 @@ class TrainConfig:
     """One training's parameters; the defaults are the measured recipe, used by the app and the CLI.
 
     In-batch negatives plus one BM25 hard negative per query (a softmax over the batch's documents;
-    Yiding Liu, Guan Huang et al., "Pre-trained Language Model for Web-scale Retrieval in Baidu
-    Search", KDD 2021, arXiv:2106.03373, §3.3–3.4), lr 1e-4, 5 epochs, with the held-out check and refit (``holdout``,
-    ``refit``): a fifth of the training queries (500 at most) is set aside, the best epoch on them
-    is kept, or the base encoder when no epoch beats it, and the kept number of epochs is trained
-    again on all of train. On SciFact it keeps epoch 4 (held-out hybrid nDCG@10 0.8579, base 0.7700)
-    and the refit gives test nDCG@10 dense 0.7514 / hybrid 0.7850 (base 0.6484 / 0.7340); CLEAR's residual margin, the default before
-    2026-11-25, gave 0.6544 / 0.7619 with the same check (README, "Measured";
-    ``bench/README.md``). On NFCorpus, whose weak labels pulled the residual recipe below the base,
-    the check decides per corpus. ξ = 0.3 and λ_train = 0.019 (residual loss only) are CLEAR's
-    margin rescaled for a normalizing encoder (``losses.suggest_scale`` on the BM25 score gaps of
-    SciFact's training pairs), not the paper's ξ = 1, λ_train = 0.1 for unnormalized dot products.
-    ``max_seq_length`` applies to training inputs only: the exported encoder keeps the base's
-    length. One positive per query per epoch (``positives_per_query``).
+    Yiding Liu, Guan Huang et al., "Pre-trained Language Model for Web-scale Retrieval in Baidu Search",
+    KDD 2021, arXiv:2106.03373, §3.3–3.4), lr 1e-4, 5 epochs, with the held-out check and refit
+    (``holdout``, ``refit``): a fifth of the training queries (500 at most) is set aside, the best epoch
+    on them is kept, or the base encoder when no epoch beats it, and the kept number of epochs is
+    trained again on all of train. On SciFact it keeps epoch 4 (held-out hybrid nDCG@10 0.8579, base
+    0.7700) and the refit gives test nDCG@10 dense 0.7514 / hybrid 0.7936 at the held-out check's λ 0.5
+    (base 0.6477 / 0.7340); CLEAR's residual margin, the default before 2026-11-25, gave 0.6544 / 0.7619
+    with the same check, and on NFCorpus fell below the base at every epoch, where in-batch keeps epoch
+    5 (held-out 0.3774, base 0.3544) (README, "Measured"; ``bench/README.md``). ξ = 0.3 and λ_train =
+    0.019 (residual loss only) are CLEAR's margin rescaled for a normalizing encoder
+    (``losses.suggest_scale`` on the BM25 score gaps of SciFact's training pairs), not the paper's ξ =
+    1, λ_train = 0.1 for unnormalized dot products. ``max_seq_length`` applies to training inputs only:
+    the exported encoder keeps the base's length. One positive per query per epoch
+    (``positives_per_query``).
     """
 
     loss: str = "inbatch"
