@@ -139,6 +139,7 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     assert "held-out selection on" in verdict  # the check's verdict is said, and what followed it
     assert "refit on all 39 train queries" in verdict or "the base is kept" in verdict, verdict
     expect(page.locator("#train-results")).to_contain_text("fine-tuned")
+    assert len(re.findall(r"hybrid \(λ [\d.]+\)", page.locator("#train-results").inner_text())) == 2  # each its λ
     note = page.locator("#train-per-query-note")
     expect(note).to_contain_text(re.compile(r"queries changed|no query's score changed"))
     if "queries changed" in note.inner_text():  # a row per query whose score moved

@@ -17,14 +17,16 @@ def rounded(value, digits: int = 4):
 
 def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str]]:
     """A finished job's base and fine-tuned metrics: [encoder, system, *metrics], † on the fine-tuned
-    rows where the paired permutation test against the base is significant."""
+    rows where the paired permutation test against the base is significant; a hybrid row names the
+    λ it was scored at (each encoder's own, ``Workspace.lambda_for``)."""
     pvalues = result.get("significance") or {}
     rows = []
     for encoder, systems in (result.get("metrics") or {}).items():
         for system, values in systems.items():
             marks = [significance_mark(pvalues.get(system, {}).get(m, 1.0)) if encoder == "fine-tuned" else ""
                      for m in metrics]
-            rows.append([encoder, system, *(cell(values.get(m), mark) for m, mark in zip(metrics, marks))])
+            name = f"{system} (λ {values['lambda']:g})" if values.get("lambda") is not None else system
+            rows.append([encoder, name, *(cell(values.get(m), mark) for m, mark in zip(metrics, marks))])
     return rows
 
 
