@@ -3,11 +3,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .errors import LoadReport
 
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded label
+
+
+def _hash_queries(h, queries: Mapping[str, str]) -> None:
+    """Feed ``queries`` (ids and texts, in id order) to the hash ``h``."""
+    for qid in sorted(queries):
+        h.update(json.dumps([qid, queries[qid]], ensure_ascii=False).encode())
+
+
+def queries_fingerprint(queries: Mapping[str, str]) -> str:
+    """A hash of queries, ids and texts, in any order: e.g. which queries an encoder trained on."""
+    h = hashlib.sha256()
+    _hash_queries(h, queries)
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,7 @@ class Dataset:
             h = hashlib.sha256()
             self._hash_documents(h)
             h.update(b"\x00queries")
-            for qid in sorted(self.queries):
-                h.update(json.dumps([qid, self.queries[qid]], ensure_ascii=False).encode())
+            _hash_queries(h, self.queries)
             h.update(b"\x00qrels")
             h.update(json.dumps(self.qrels, sort_keys=True).encode())
             self._hash = h.hexdigest()

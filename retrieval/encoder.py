@@ -35,14 +35,6 @@ _cache: dict[tuple[str, str, str], "Encoder"] = {}
 _cache_lock = threading.Lock()
 
 
-def queries_fingerprint(queries: Mapping[str, str]) -> str:
-    """A hash of labelled queries, ids and texts, in any order: which queries an encoder trained on."""
-    h = hashlib.sha256()
-    for qid in sorted(queries):
-        h.update(json.dumps([qid, queries[qid]], ensure_ascii=False).encode())
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class TrainedOn:
     """The labelled queries a fine-tuned encoder was trained on, and the hybrid's λ measured for it on

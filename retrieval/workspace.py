@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .background import BackgroundBuild, EncodingStatus
-from .dataset import Dataset
+from .dataset import Dataset, queries_fingerprint
 from .dense import DenseRetriever, index_kind_for
-from .encoder import Encoder, TrainedOn, load_encoder, queries_fingerprint
+from .encoder import Encoder, TrainedOn, load_encoder
 from .engines import Corpus, InProcess
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from retrieval.dataset import Dataset
-from retrieval.encoder import TRAINING_RECORD, Encoder, TrainedOn, load_encoder, queries_fingerprint
+from retrieval.dataset import Dataset, queries_fingerprint
+from retrieval.encoder import TRAINING_RECORD, Encoder, TrainedOn, load_encoder
 from retrieval.evaluate import compare
 from retrieval.hybrid import LambdaFit
 from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
