@@ -22,10 +22,14 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import EncoderLoadError
+
+if TYPE_CHECKING:
+    from .hybrid import LambdaFit
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -37,7 +41,7 @@ _cache_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class TrainedOn:
-    """The labelled queries a fine-tuned encoder was trained on, and the hybrid's λ measured for it on
+    """The labelled queries a fine-tuned encoder was trained on, and the hybrid's λ fitted for it on
     held-out queries it never saw.
 
     A λ tuned on the encoder's own training queries favours the encoder, which ranks those queries
@@ -46,19 +50,21 @@ class TrainedOn:
     """
 
     split: str  # the split whose queries it trained on
-    queries: str  # ``queries_fingerprint`` of that split's labelled queries
-    lam: float | None = None  # λ chosen on held-out queries (None: no held-out check was made)
-    lam_best: float | None = None  # the grid's best λ there, before the label-free prior's test
-    lam_p: float | None = None  # the grid's best against the label-free λ, paired permutation test
-    lam_queries: int = 0  # held-out queries it was chosen on
+    queries: str  # ``dataset.queries_fingerprint`` of that split's labelled queries
+    fit: "LambdaFit | None" = None  # λ fitted on the held-out queries (None: no held-out check was made)
     per_query_max: bool = True  # the λ space: BM25 over the query's largest possible score, or raw
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
+                "fit": self.fit.to_json() if self.fit else None}
 
     @classmethod
     def from_json(cls, obj: Mapping) -> "TrainedOn":
-        return cls(**{k: obj[k] for k in cls.__dataclass_fields__ if k in obj})
+        from .hybrid import LambdaFit  # hybrid imports dense, which imports this module
+
+        fit = obj.get("fit")
+        return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None,
+                   obj.get("per_query_max", True))
 
 
 def read_trained_on(folder: str | Path) -> TrainedOn | None:
@@ -69,7 +75,7 @@ def read_trained_on(folder: str | Path) -> TrainedOn | None:
     try:
         seen = json.loads(record.read_text(encoding="utf-8")).get("trained_on")
         return TrainedOn.from_json(seen) if seen else None
-    except (OSError, ValueError, TypeError, AttributeError):  # a damaged record: the model still loads
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # a damaged record: the model still loads
         return None
 
 

@@ -41,12 +41,13 @@ POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches
 NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
 
 
-def _against_prior(best: float, chosen: float, prior: float, p_value: float) -> str:
-    """How a λ tuned with the label-free prior was kept: the grid's best beat the prior, or not."""
-    p = "p < 0.001" if p_value < 0.001 else f"p {p_value:.3f}"
-    if chosen == best != prior:
-        return f": λ {best:g} beats the label-free λ {prior:g} ({p})"
-    return f": the grid's best λ {best:g} does not beat the label-free λ {prior:g} significantly ({p}), so λ {prior:g} is kept"
+def _against_prior(fit: LambdaFit) -> str:
+    """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not."""
+    p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
+    if fit.chosen == fit.best != fit.prior:
+        return f": λ {fit.best:g} beats the label-free λ {fit.prior:g} ({p})"
+    return (f": the grid's best λ {fit.best:g} does not beat the label-free λ {fit.prior:g} significantly ({p}), "
+            f"so λ {fit.prior:g} is kept")
 
 
 @dataclass
@@ -334,7 +335,7 @@ class Workspace:
                     fit = self.lambda_fit(train)
                     how = f"tuned on {train} (nDCG@10, {fit.queries} queries)"
                     if fit.prior is not None:
-                        how += _against_prior(fit.best, fit.chosen, fit.prior, fit.p_value)
+                        how += _against_prior(fit)
                     self._lambda[eval_split] = LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
                 elif normalized:
                     self._lambda[eval_split] = LambdaChoice(LABEL_FREE_LAMBDA, NO_LABELS, per_query_max=True)
@@ -352,11 +353,12 @@ class Workspace:
         if seen is None or seen.split != train or seen.per_query_max != normalized or \
                 seen.queries != queries_fingerprint(self.dataset.split_queries(train)):
             return None
-        if seen.lam is not None:
-            how = f"chosen on {seen.lam_queries} held-out {train} queries the encoder was not trained on"
-            if seen.lam_p is not None and seen.lam_best is not None:
-                how += _against_prior(seen.lam_best, seen.lam, LABEL_FREE_LAMBDA, seen.lam_p)
-            return LambdaChoice(seen.lam, how, per_query_max=normalized)
+        if seen.fit is not None:
+            fit = seen.fit
+            how = f"chosen on {fit.queries} held-out {train} queries the encoder was not trained on"
+            if fit.prior is not None and fit.p_value is not None:
+                how += _against_prior(fit)
+            return LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
         if normalized:
             return LambdaChoice(LABEL_FREE_LAMBDA, f"the encoder was trained on the {train} queries, so λ is not "
                                 f"tuned on them: {NO_LABELS}", per_query_max=True)

@@ -198,14 +198,18 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     fit = LambdaFit.from_json(sel["lambda_fit"])  # the kept epoch's, on the held-out queries
     assert fit.best == sel["chosen"]["lambda"] and fit.queries == sel["queries"] and fit.prior == LABEL_FREE_LAMBDA
     record = json.loads((Path(result.model_path) / "rankscope_training.json").read_text())["trained_on"]
-    assert (record["split"], record["lam"], record["lam_best"], record["lam_queries"]) == \
-        ("train", fit.chosen, fit.best, sel["queries"])
+    saved = LambdaFit.from_json(record["fit"])
+    assert (record["split"], saved.chosen, saved.best, saved.queries) == ("train", fit.chosen, fit.best, sel["queries"])
     exported = load_encoder(result.model_path, device="cpu")
     assert exported.trained_on is not None and exported.trained_on.to_json() == record
     store = Store(tmp_path / "s.sqlite3")
-    choice = Workspace(demo, store, model=exported).lambda_for("test")
+    ws_tuned = Workspace(demo, store, model=exported)
+    choice = ws_tuned.lambda_for("test")
     assert choice.value == fit.chosen and choice.per_query_max
     assert choice.how.startswith(f"chosen on {sel['queries']} held-out train queries the encoder was not trained on")
+    assert choice.grid == fit.grid  # the Evaluate tab's sweep draws the held-out curve λ was chosen on
+    from ui.search import metrics_caption
+    assert "λ is the label-free default" not in metrics_caption(ws_tuned, "test")
     assert result.metrics["fine-tuned"]["hybrid"]["lambda"] == fit.chosen  # the job's own evaluation used it
     # other train queries (one dropped): not the ones it trained on, so λ is tuned on them as for any encoder
     qrels = dict(demo.qrels["train"])
@@ -218,6 +222,10 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
 def test_without_a_check_the_trained_on_queries_give_the_label_free_lambda(demo, tiny_model_dir, tmp_path):
     result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3, holdout=0.0, epochs=1)
     exported = load_encoder(result.model_path, device="cpu")
-    assert exported.trained_on is not None and exported.trained_on.lam is None
-    choice = Workspace(demo, None, model=exported).lambda_for("test")
+    assert exported.trained_on is not None and exported.trained_on.fit is None
+    ws_tuned = Workspace(demo, None, model=exported)
+    choice = ws_tuned.lambda_for("test")
     assert choice.value == 1.0 and "trained on the train queries, so λ is not tuned on them" in choice.how
+    from ui.search import metrics_caption
+    caption = metrics_caption(ws_tuned, "test")  # says why λ is not tuned, not that train queries would tune it
+    assert "so λ is not tuned on them" in caption and "labelled train queries (a train split" not in caption

@@ -205,15 +205,11 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
 
 def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: bool) -> TrainedOn:
     """The train split's queries the exported encoder was trained on, and the hybrid's λ its held-out
-    check chose for the kept epoch, with the label-free prior as ``Workspace.lambda_fit`` chooses
+    check fitted for the kept epoch, with the label-free prior as ``Workspace.lambda_fit`` fits it
     (none without a check)."""
-    seen = {"split": plan.train_split, "queries": queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
-            "per_query_max": per_query_max}
     fit = selector.selection.lambda_fit if selector is not None else None
-    if fit is None:
-        return TrainedOn(**seen)
-    lam = LambdaFit.from_json(fit)
-    return TrainedOn(**seen, lam=lam.chosen, lam_best=lam.best, lam_p=lam.p_value, lam_queries=lam.queries)
+    return TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
+                     LambdaFit.from_json(fit) if fit else None, per_query_max)
 
 
 def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict) -> str:

@@ -82,8 +82,9 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
                 "Unjudged documents count as not relevant.")
     lam = ws.lambda_for(split)
     n = len(ws.dataset.split_queries(split))
-    untuned = "" if lam.grid else (" λ is the label-free default: labelled train queries (a train split, or judged "
-                                   "queries) tune it, and a tuned λ replaces it where it does significantly better.")
+    untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
+        " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
+        "tuned λ replaces it where it does significantly better.")
     return (f"Split **{split}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} ({lam.how}).{untuned} "
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
             "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
