@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     if args.split not in ds.qrels:
         p.error(f"no split {args.split!r} in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     store = CountingStore(args.store or default_store_path(), recompute=args.recompute)
-    ws = Workspace(ds, store, model=args.model, engine=open_engine(args.engine))
+    ws = Workspace(ds, store, model=args.model, engine=open_engine(args.engine, allow_insecure_token=args.allow_insecure_token))
     print(f"{ds.name}: {len(ds.docs):,} documents, {len(ds.split_queries(args.split)):,} {args.split} "
           f"queries; store {store.path}{' (runs, metrics and λ recomputed)' if args.recompute else ''}")
 

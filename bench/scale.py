@@ -167,7 +167,7 @@ def main(argv=None) -> None:
     enc = load_encoder(None)  # the GPU where there is one
     if args.max_seq_length:
         enc.model.max_seq_length = args.max_seq_length
-    engine = open_engine(args.engine)
+    engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
     ws = Workspace(ds, Store(store_path), model=enc, engine=engine)
     _, t_bm25 = timed(lambda: ws.build_lexical())
     print(f"{len(ds.docs):,} documents: load {t_load:.1f} s, BM25 index {t_bm25:.1f} s")

@@ -29,10 +29,12 @@ from .engines import ENGINE_SPECS, InProcess, open_engine
 from .evaluate import compare, significance_marks
 from .language import corpus_tokenizer
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
+from .names import file_name
 from .readers import load_dataset, read_run
 from .run import write_trec
 from .store import Store, default_store_path
 from .systems import SYSTEMS, label
+from .terminal import safe_output
 from .workspace import Workspace
 
 
@@ -53,7 +55,7 @@ def _open(args) -> tuple[Dataset, Workspace]:
         print(f"warning: {w}", file=sys.stderr)
     store = None if args.no_store else Store(args.store or default_store_path())
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
-    engine = open_engine(args.engine)
+    engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
                    device=args.device, tokenizer=tokenizer, precision=args.precision, engine=engine)
     if not isinstance(engine, InProcess):
@@ -140,10 +142,11 @@ def cmd_evaluate(args) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         clean = {s: {m: (None if v != v else v) for m, v in row.items()} for s, row in results.items()}
         Path(args.json).write_text(json.dumps(clean, indent=2))  # NaN (no positive labels) → null
-    if args.run_dir:
+    if args.run_dir:  # each file named by a slug and hash of data set, split and system: inside --run-dir
         for s in systems:
             tag = f"rankscope-{s}" if s in SYSTEMS else s  # an imported run keeps its own name
-            write_trec(ws.run(s, split), Path(args.run_dir) / f"{ds.name}.{split}.{s}.trec", tag)
+            path = write_trec(ws.run(s, split), Path(args.run_dir) / file_name(ds.name, split, s, suffix=".trec"), tag)
+            print(f"run: {path}", file=sys.stderr)
     return 0
 
 
@@ -191,11 +194,13 @@ def engine_arg(parser) -> None:
     parser.add_argument("--engine", default="in-process", metavar="SPEC",
                         help=f"index engine: {', '.join(ENGINE_SPECS)} (Milvus Lite embedded in that file, or a "
                              f"Milvus server; token in $RANKSCOPE_MILVUS_TOKEN)")
+    parser.add_argument("--allow-insecure-token", action="store_true",
+                        help="send $RANKSCOPE_MILVUS_TOKEN over plain milvus:// (unencrypted); refused otherwise")
 
 
 def cmd_drop(args) -> int:
     ds = load_dataset(args.dataset)
-    engine = open_engine(args.engine)
+    engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token, create=False)
     dropped = engine.drop(ds.corpus_hash)
     print(f"{ds.name}: {dropped} collection(s) dropped from the {engine.name} engine", file=sys.stderr)
     return 0
@@ -258,9 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except ValueError as err:  # DataError included: bad input is a message, not a traceback
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    with safe_output():  # ids, tags and file names may hold terminal escapes: printed visibly, never obeyed
+        args = build_parser().parse_args(argv)
+        try:
+            return args.func(args)
+        except ValueError as err:  # DataError included: bad input is a message, not a traceback
+            print(f"error: {err}", file=sys.stderr)
+            return 2

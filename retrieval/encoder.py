@@ -134,22 +134,48 @@ def pick_precision(device: str, precision: str | None = "auto") -> str:
 
 POLY_FILE = "poly_attention.py"
 POLY_REF = "poly_attention.PolyAttention"  # the modules.json type of an exported poly-attention model
+OWN_MODULES = "sentence_transformers."  # module types sentence-transformers itself defines
 
 
-def carries_our_poly_attention(folder: str | Path) -> bool:
-    """True for a local model folder whose only custom code is RankScope's own ``PolyAttention``:
-    its modules.json names ``POLY_REF`` and its copy of the module is byte for byte the one this
-    RankScope ships. Only such a folder is loaded with ``trust_remote_code``; anything else
-    loads (or fails) as sentence-transformers decides."""
-    import json
+class UnsafeModel(ValueError):
+    """A model folder whose modules.json names code that is neither sentence-transformers' nor ours."""
 
-    folder = Path(folder).expanduser()
+
+def foreign_modules(folder: str | Path) -> list[str]:
+    """The module types a local model folder's modules.json names that are neither
+    sentence-transformers' own nor RankScope's poly-attention (``POLY_REF``): code of the folder's,
+    or of some installed package, that loading it would run. [] for a folder without modules.json
+    (a plain Hugging Face model, which sentence-transformers wraps in its own modules)."""
+    path = Path(folder).expanduser() / "modules.json"
+    if not path.is_file():
+        return []
     try:
-        types = {m.get("type") for m in json.loads((folder / "modules.json").read_text())}
-        theirs = (folder / POLY_FILE).read_bytes()
-    except (OSError, ValueError, AttributeError):
-        return False
-    return POLY_REF in types and theirs == (Path(__file__).parent / POLY_FILE).read_bytes()
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        types = [str(m.get("type", "")) for m in entries]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ["(an unreadable modules.json)"]
+    return [t for t in types if not (t.startswith(OWN_MODULES) or t == POLY_REF)]
+
+
+def open_model(target: str, device: str):
+    """A ``SentenceTransformer`` from a folder or a hub id, without running any code of the model's.
+
+    ``trust_remote_code`` is never passed, so sentence-transformers refuses every module type outside
+    its own namespace, and transformers every ``auto_map``; the one exception, RankScope's
+    poly-attention pooling (``POLY_REF``), resolves to the class this package ships
+    (``retrieval.poly_attention``), never to the copy of its file the folder carries. A local folder
+    naming any other module is refused before anything is loaded (``UnsafeModel``)."""
+    from sentence_transformers import SentenceTransformer
+
+    from .poly_attention import PolyAttention
+
+    local = Path(target).expanduser()
+    foreign = foreign_modules(local) if local.is_dir() else []
+    if foreign:
+        raise UnsafeModel(f"its modules.json names {', '.join(repr(t) for t in foreign[:3])}, code that is neither "
+                          f"sentence-transformers' nor RankScope's: RankScope never runs a model's own code")
+    source = str(local) if local.exists() else target
+    return SentenceTransformer._load_with_module_classes(source, {POLY_REF: PolyAttention}, device=device)
 
 
 class Encoder:
@@ -272,12 +298,9 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
     with _cache_lock:
         if key in _cache and _cache[key].normalize == normalize:
             return _cache[key]
-        from sentence_transformers import SentenceTransformer
-
         is_local = Path(target).expanduser().exists()
         try:
-            model = SentenceTransformer(str(Path(target).expanduser()) if is_local else target, device=device,
-                                        trust_remote_code=carries_our_poly_attention(target))
+            model = open_model(target, device)
         except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
             raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc

@@ -55,7 +55,8 @@ class EncoderLoadError(ValueError):
 
     def __init__(self, name: str, where: str, cause: Exception):
         self.name, self.where, self.cause = name, where, cause
-        super().__init__(f"could not load encoder {name!r} as a {where}: {cause}")
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        super().__init__(f"could not load encoder {name!r} as a {where}: {first}")
 
 
 class UnknownRun(KeyError):

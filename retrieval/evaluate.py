@@ -102,12 +102,18 @@ def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[s
     evaluated = positive_qrels(qrels)
     if not evaluated or not metrics:
         return {}
+    # a query the run retrieved nothing for scores 0 on every ranked-list metric; ranx is not asked
+    # about it (a run of nothing but empty lists makes it fail)
+    ranked = {q: docs for q, docs in evaluated.items() if run.get(q)}
     names = [_RANX_NAME.get(m, m) for m in metrics]
-    with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
-        rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in evaluated.items()})
-        rr = RRun({q: {d: float(s) for d, s in run.get(q, [])} for q in evaluated})
-        evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
-    return {m: {q: float(v) for q, v in rr.scores[name].items()} for m, name in zip(metrics, names)}
+    scores: dict[str, dict] = {name: {} for name in names}
+    if ranked:
+        with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
+            rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in ranked.items()})
+            rr = RRun({q: {d: float(s) for d, s in run[q]} for q in ranked})
+            evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
+        scores = rr.scores
+    return {m: {q: float(scores[name].get(q, 0.0)) for q in evaluated} for m, name in zip(metrics, names)}
 
 
 def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:

@@ -24,16 +24,50 @@ from pathlib import Path
 from statistics import median_low
 
 from .dataset import Qrels
-from .readers.records import require_no_whitespace
+from .names import check_name
+from .readers.records import require_id
 from .run import Run, ranks
 
 GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
 DEPTH = 10  # pool depth: each system's top k
+MAX_DEPTH = 100  # the deepest pool a judge may ask for
 PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
 PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both label
 FORMATS = ("trec", "beir")  # write_qrels
 
 Pair = tuple[str, str]  # (query id, document id)
+
+
+def parse_grade(value: object) -> int:
+    """A grade as given by a person or a script: 0, 1 or 2 as an integer, an integral float (2.0)
+    or their text ("2"); a ValueError in one line for anything else (1.5, 3, -1, "two", True)."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or number not in GRADES:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ValueError(f"a grade is 0, 1 or 2 (not relevant, relevant, highly relevant), not {shown}")
+    return int(number)
+
+
+def check_judge(name: object) -> str:
+    """A judge's name, stripped: not empty, at most ``names.NAME_LIMIT`` characters, no control or
+    invisible character (a ValueError in one line otherwise)."""
+    return check_name(name, "judge's name")
+
+
+def check_depth(value: object) -> int:
+    """A pool depth: a whole number from 1 to ``MAX_DEPTH`` (a ValueError in one line otherwise)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        number = float("nan")
+    if isinstance(value, bool) or not number.is_integer() or not 1 <= number <= MAX_DEPTH:
+        raise ValueError(f"the pool depth is a whole number from 1 to {MAX_DEPTH}, not {value!r}")
+    return int(number)
 
 
 def top_ids(run: Run, query_id: str, k: int = DEPTH) -> list[str]:
@@ -271,7 +305,7 @@ def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec", split: str = 
         for ident, what in ((qid, "query id"), (doc, "document id")):
             if not ident:
                 raise ValueError(f"{path}: an empty {what} cannot be written")
-            require_no_whitespace(ident, what, str(path))
+            require_id(ident, what, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         if fmt == "beir":

@@ -23,7 +23,7 @@ import numpy as np
 import platformdirs
 import sqlite_utils
 
-from .judgments import GRADES
+from .judgments import GRADES, check_judge
 from .run import Run
 
 SCHEMA_VERSION = 1
@@ -54,17 +54,40 @@ def _unpack(blob: bytes):
     return json.loads(zlib.decompress(blob))
 
 
+class StoreError(ValueError):
+    """A store path that cannot be used (a folder, a file that is not a store, no write access)."""
+
+
 class Store:
     """Thread-safe access to the cache file (one connection, serialized by a lock)."""
 
     def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path else default_store_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        self.db = sqlite_utils.Database(conn)
-        self.db.enable_wal()
+        self.path = Path(path).expanduser() if path else default_store_path()
         self._lock = threading.RLock()
-        self._create()
+        if self.path.is_dir():
+            raise StoreError(f"the store {self.path} is a folder: name the cache file itself "
+                             f"(e.g. {self.path / 'rankscope.sqlite3'}) with --store or $RANKSCOPE_STORE")
+        parent = self.path.parent
+        if parent.exists() and not parent.is_dir():
+            raise StoreError(f"cannot use {self.path} as the store: {parent} is a file, not a folder")
+        conn = None
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self.db = sqlite_utils.Database(conn)
+            self.db.enable_wal()
+            self._create()
+            with conn:  # a write now, so a read-only file or disk is said at once, not at the first result
+                conn.execute("insert or replace into meta (key, value) values ('opened', ?)", [str(time.time())])
+        except (OSError, sqlite3.Error) as err:
+            if conn is not None:
+                conn.close()
+            reason = getattr(err, "strerror", None) or str(err)
+            if "readonly" in reason or not os.access(parent, os.W_OK) or \
+                    (self.path.exists() and not os.access(self.path, os.W_OK)):
+                reason = f"it is read-only ({reason})"
+            raise StoreError(f"cannot use {self.path} as the store: {reason} (choose a writable SQLite file with "
+                             f"--store or $RANKSCOPE_STORE)") from None
 
     def _create(self) -> None:
         with self._lock, self.db.conn:
@@ -231,10 +254,11 @@ class Store:
                      judge: str) -> None:
         """Store one judge's grade of a (query, document) pair of the corpus ``corpus`` (a
         ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade."""
-        if isinstance(grade, bool) or grade not in GRADES:
+        if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
             raise ValueError(f"a grade is one of {', '.join(map(str, GRADES))}, not {grade!r}")
         if not judge:
             raise ValueError("a judgment needs the judge's name")
+        judge = check_judge(judge)
         with self._lock, self.db.conn:
             self.db["judgments"].upsert({"corpus": corpus, "query_id": query_id, "doc_id": doc_id,
                                          "judge": judge, "grade": int(grade), "query_text": query_text,

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from retrieval.evaluate import evaluate_run
+from retrieval.names import file_name
 from retrieval.readers import load_dataset
 from retrieval.run import read_trec
 
@@ -61,7 +62,7 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
     ds = load_dataset(DEMO)
     test_qids = set(ds.split_queries("test"))
     for system in SYSTEM_ROWS:
-        path = run_dir / f"demo.test.{system}.trec"
+        path = run_dir / file_name("demo", "test", system, suffix=".trec")
         per_query: dict[str, list[tuple[int, float]]] = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             qid, q0, doc, rank, score, tag = line.split()

@@ -4,6 +4,8 @@ the CLEAR hybrid, metrics), resumes an interrupted load, refuses a collection ho
 corpus, and says so when a server cannot be reached. Skipped where Milvus Lite is not installed."""
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pytest
 
@@ -210,7 +212,7 @@ def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
 def test_the_data_summary_names_the_engine(pair, lite):
     from ui.data import dataset_summary
 
-    assert f"BM25 and vectors served by milvus at `{lite.where}`" in dataset_summary(pair[1])
+    assert f"BM25 and vectors served by milvus at <code>{lite.where}</code>" in html.unescape(dataset_summary(pair[1]))
     assert "served by" not in dataset_summary(pair[0])
 
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import re
-from html import escape
+from html import unescape
 from html.parser import HTMLParser
 from types import SimpleNamespace
 
@@ -315,18 +315,18 @@ def test_card_html_escapes_and_carries_the_query(toy):
     article = tags[0]
     assert article[0] == "article" and article[1]["data-query-id"] == "q1"
     assert article[1]["data-category"] == "vocabulary_mismatch" and "rs-card" in article[1]["class"]
-    assert escape(QUERIES["q1"]) in frag and "<price>" not in frag
-    assert escape(card.headline) in frag and "Premiums explained" in frag
+    assert QUERIES["q1"] in unescape(frag) and "<price>" not in frag
+    assert card.headline in unescape(frag) and "Premiums explained" in frag
     missing = [a.get("title") for t, a in tags if "rs-term-missing" in a.get("class", "")]
     assert missing == ["automobil", "cover", "price", "fee"]  # shown as the query's words
     assert ">automobile</span>" in frag and ">fees</span>" in frag
-    assert "relevant (2)" in frag and "Dense similarity 0.900 → fine-tuned 0.000" in frag
+    assert "relevant (2)" in frag and "Dense similarity 0.900 → fine-tuned 0.000" in unescape(frag)
     trap = card_html(toy.gallery.cards["lexical_trap"][0])
     bars = [a for t, a in parse(trap).tags if a.get("class") == "rs-bar-fill"]
     assert len(bars) == 2 and bars[0]["style"].startswith("width:")
     assert "judged not relevant (0)" in trap
     fp = card_html(toy.gallery.cards["semantic_false_positive"][0])
-    assert "<script>" not in fp and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; happy" in fp
+    assert "<script>" not in fp and "<script>alert(1)</script> & happy" in unescape(fp)
     assert "unjudged" in fp
 
 
@@ -346,7 +346,7 @@ def test_gallery_html_is_one_self_contained_file(toy, tmp_path):
     articles = [(a["data-category"], a["data-query-id"], a["data-doc-id"]) for t, a in parsed.tags if t == "article"]
     expected = [(c, q, d) for c, cards in EXPECTED_CARDS.items() for q, d, _, _ in cards]
     assert sorted(articles) == sorted(expected)
-    assert escape(QUERIES["q1"]) in doc and QUERIES["q1"] not in doc
+    assert QUERIES["q1"] in unescape(doc) and QUERIES["q1"] not in doc
     assert "<script>alert(1)" not in doc
     text = "".join(parsed.text)
     for cards in EXPECTED_CARDS.values():

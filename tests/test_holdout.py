@@ -3,6 +3,8 @@ the held-out scores equal a full evaluation when the candidates cover the corpus
 the best one, and a run whose every epoch is worse exports the base encoder unchanged."""
 from __future__ import annotations
 
+import html
+
 from pathlib import Path
 
 import pytest
@@ -142,7 +144,7 @@ def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
     result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3, epochs=1)
     job = {"id": "j1", "status": "done", "device": "cpu", "model_path": result.model_path,
            "result": {k: v for k, v in result.to_json().items() if k != "losses"}}
-    text = job_markdown(job)
+    text = html.unescape(job_markdown(job))  # as the page shows it (the data set's name in it is escaped)
     assert result.stages[-1] in text and "held-out selection on" in text
     # the per-query table lists exactly the queries whose nDCG@10 moved, and its caption counts them
     from ui.present.tables import per_query_change_caption, per_query_change_rows
@@ -157,7 +159,7 @@ def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
         per_query_change_caption(job["result"])
     assert result.verdict == result.stages[-1]
     del job["result"]["verdict"]  # a job stored before results had the field: read from its stages
-    assert result.stages[-1] in job_markdown(job)
+    assert result.stages[-1] in html.unescape(job_markdown(job))
     job["result"].update(selection=None, verdict="", stages=result.stages[:-1])  # a run without the check
     assert "held-out selection" not in job_markdown(job)
 

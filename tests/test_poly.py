@@ -12,8 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from retrieval.encoder import POLY_FILE, POLY_REF, Encoder, carries_our_poly_attention, load_encoder
-from retrieval.errors import EncoderLoadError
+from retrieval.encoder import POLY_FILE, POLY_REF, Encoder, foreign_modules, load_encoder
 from retrieval.poly_attention import PolyAttention
 from retrieval.workspace import Workspace
 from training.losses import QuadrupletLoss, ResidualMarginLoss, cosine_distance, match
@@ -138,7 +137,7 @@ def test_export_loads_in_plain_sentence_transformers(exported):
 
 def test_rankscope_loads_it_and_searches_with_the_query_route(exported, toy_dataset, store):
     model, out = exported
-    assert carries_our_poly_attention(out)
+    assert foreign_modules(out) == []  # sentence-transformers' modules and our poly-attention only
     enc = load_encoder(str(out), device="cpu", precision="fp32")
     assert enc.asymmetric and not load_encoder(None, device="cpu", precision="fp32").asymmetric
     queries = enc.for_queries()
@@ -159,14 +158,19 @@ def test_rankscope_loads_it_and_searches_with_the_query_route(exported, toy_data
     np.testing.assert_allclose(typed, model.encode_query(["kitten care"], normalize_embeddings=True)[0], atol=1e-6)
 
 
-def test_a_changed_module_file_is_not_trusted(exported, tmp_path):
-    _, out = exported
+def test_the_folders_copy_of_the_module_is_never_run(exported, tmp_path):
+    """RankScope resolves the poly-attention type to the class it ships: a tampered copy of the
+    module's file in the folder is never imported, and the model loads as before."""
+    model, out = exported
     copy = tmp_path / "tampered"
     shutil.copytree(out, copy)
-    (copy / POLY_FILE).write_text((out / POLY_FILE).read_text() + "\nprint('side effect')\n")
-    assert not carries_our_poly_attention(copy)
-    with pytest.raises(EncoderLoadError):
-        load_encoder(str(copy), device="cpu", precision="fp32")
+    marker = tmp_path / "ran"
+    (copy / POLY_FILE).write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit('ran')\n")
+    enc = load_encoder(str(copy), device="cpu", precision="fp32")
+    assert not marker.exists()
+    assert type(enc.model[1]).__module__ == "retrieval.poly_attention"
+    np.testing.assert_allclose(enc.for_queries().encode(QUERIES), model.encode_query(QUERIES, normalize_embeddings=True),
+                               atol=1e-6)
 
 
 def test_finetune_exports_poly_and_evaluates_it(demo, tiny_model_dir, tmp_path):
@@ -179,7 +183,7 @@ def test_finetune_exports_poly_and_evaluates_it(demo, tiny_model_dir, tmp_path):
                       holdout=0.0)  # trained weights exported whatever a held-out check would keep
     result = run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store)
     store.close()
-    assert carries_our_poly_attention(tmp_path / "ft")
+    assert POLY_REF in (tmp_path / "ft" / "modules.json").read_text() and (tmp_path / "ft" / POLY_FILE).exists()
     assert set(result.metrics["fine-tuned"]) >= {"dense", "hybrid"}
     card = (tmp_path / "ft" / "README.md").read_text()
     assert '"query_pooling": "poly"' in card

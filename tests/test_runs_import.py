@@ -13,6 +13,7 @@ import ranx
 from retrieval.errors import DataError
 from retrieval.evaluate import positive_qrels
 from retrieval.history import list_runs
+from retrieval.names import file_name
 from retrieval.readers import ImportedRun, load_dataset, match_dataset, read_run
 from retrieval.run import write_trec
 from retrieval.systems import BASE_SYSTEMS
@@ -291,7 +292,7 @@ def test_cli_evaluates_a_run_file_beside_bm25(tmp_path, bm25_run):
     assert "prod vs BM25, nDCG@10 per query:" in res.stdout
     results = json.loads(out_json.read_text())
     assert list(results) == ["bm25", "prod"] and results["prod"]["ndcg@10"] < results["bm25"]["ndcg@10"]
-    lines = (run_dir / "demo.test.prod.trec").read_text().splitlines()
+    lines = (run_dir / file_name("demo", "test", "prod", suffix=".trec")).read_text().splitlines()
     assert lines and all(line.split()[5] == "prod" for line in lines)
 
 

@@ -14,6 +14,7 @@ from retrieval.errors import DataError
 from retrieval.metrics import SUMMARY_METRICS
 from retrieval.readers import load_dataset
 from retrieval.store import Store, default_store_path
+from retrieval.terminal import safe_output
 
 from .finetune import run_training
 from .losses import LOSSES
@@ -77,10 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    with safe_output():  # ids and names may hold terminal escapes: printed visibly, never obeyed
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg = TrainConfig.from_mapping({k: v for k, v in vars(args).items() if k not in NOT_CONFIG})
         dataset = load_dataset(args.dataset)
+        store = Store(args.store or default_store_path())
     except (DataError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -99,7 +106,6 @@ def main(argv=None) -> int:
         bar.n = p.step
         bar.refresh()
 
-    store = Store(args.store or default_store_path())
     try:
         result = run_training(dataset, cfg, args.out, args.model, store, args.split, args.cold_start,
                               on_progress=progress, evaluate=not args.no_eval)

@@ -60,6 +60,10 @@ class JobQueue:
         self._queue.put((job_id, spec))
         return job_id
 
+    def waiting(self) -> int:
+        """How many jobs wait in the queue (the one running not counted)."""
+        return self._queue.qsize()
+
     def resumable(self, dataset: Dataset) -> list[dict]:
         """Jobs on ``dataset`` (same content) that stopped before the end and left checkpoints, newest first."""
         return [job for job in self.store.jobs() if job["status"] in RESUMABLE

@@ -7,9 +7,10 @@ max_i P_i·C' (eq. 3; ``losses.match``), serving by P_avg·C' (eq. 4), so the do
 base model's kind of index. Only the losses written here (residual, quadruplet) score by eq. 3;
 sentence-transformers' triplet and in-batch losses (and the ICT/BFS first stage, which uses
 in-batch) see the query's one vector, P_avg, i.e. they train the serving form. An exported model
-carries a copy of the module's file and loads in RankScope as it is, and in plain
-sentence-transformers with ``trust_remote_code=True``
-(``SentenceTransformer(path, trust_remote_code=True).encode_query(...)``).
+carries a copy of the module's file, so that it loads in plain sentence-transformers with
+``trust_remote_code=True`` (``SentenceTransformer(path, trust_remote_code=True).encode_query(...)``);
+RankScope loads it without that flag, with the class it ships, never running the folder's copy
+(``retrieval.encoder.open_model``).
 """
 from __future__ import annotations
 

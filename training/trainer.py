@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 
 from retrieval.dataset import Dataset
-from retrieval.encoder import Encoder, carries_our_poly_attention, pick_device, resolve_model
+from retrieval.encoder import Encoder, open_model, pick_device, resolve_model
 from retrieval.lexical import BM25Index
 
 from . import checkpoint
@@ -53,6 +54,14 @@ INT_FIELDS = ("epochs", "batch_size", "max_seq_length", "max_steps_per_epoch", "
               "stage1_max_epochs", "pretrain_pairs", "positives_per_query", "poly_codes")
 FLOAT_FIELDS = ("lr", "margin", "xi", "lambda_train", "warmup_ratio", "stage1_tol", "holdout")
 QUERY_POOLINGS = ("mean", "poly")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+RANGES = {  # every number a config may hold, inclusive bounds (stage1_tol −∞: stage one never stops early)
+    "epochs": (1, 10_000), "batch_size": (2, 1024), "lr": (1e-8, 1.0), "warmup_ratio": (0.0, 1.0),
+    "margin": (0.0, 10.0), "xi": (0.0, 100.0), "lambda_train": (0.0, 100.0), "bm25_depth": (1, 1000),
+    "model_depth": (1, 1000), "max_seq_length": (8, 8192), "seed": (0, 2**32 - 1), "stage1_max_epochs": (1, 10_000),
+    "stage1_tol": (float("-inf"), 1e6), "pretrain_pairs": (1, 1_000_000), "max_steps_per_epoch": (1, 10_000_000),
+    "positives_per_query": (0, 10_000), "poly_codes": (1, 256), "holdout": (0.0, 0.99),
+}
 OPTIONAL_FIELDS = ("max_steps_per_epoch", "pretrain")  # None, "" or 0: off (None), not the default
 
 
@@ -103,6 +112,8 @@ class TrainConfig:
     refit: bool = True  # with holdout: train again on all of train for the kept number of epochs
 
     def validate(self) -> None:
+        """A ValueError in one line for a choice that is not offered or a number out of its range
+        (``RANGES``: the bounds a shared server can afford, a NaN or an infinity included)."""
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
         if self.pretrain is not None and self.pretrain not in PRETRAIN_TASKS:
@@ -119,6 +130,12 @@ class TrainConfig:
             raise ValueError("the held-out share must be at least 0 and below 1")
         if self.positives_per_query < 0:
             raise ValueError("positives per query must be ≥ 0 (0: every labelled pair)")
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not (low <= value <= high):  # NaN fails both comparisons
+                raise ValueError(f"{name} must be between {low:g} and {high:g}, not {value!r}")
+        if self.device not in DEVICES and not re.fullmatch(r"cuda:\d{1,2}", self.device):
+            raise ValueError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> TrainConfig:
@@ -153,9 +170,13 @@ def _as_float(name: str, value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a number, got {value!r}")
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = repr(value) if len(str(value)) <= 40 else f"a {len(str(value)):,}-character value"
+        raise ValueError(f"{name} must be a number, got {shown}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return number
 
 
 def _as_int(name: str, value: object) -> int:
@@ -192,10 +213,8 @@ def load_trainable(base_model: str | None, device: str, max_seq_length: int, que
                    poly_codes: int = 16):
     """A fresh copy of the base encoder (never the cached instance the app searches with); with
     ``query_pooling="poly"`` its pooling replaced by poly-attention (``training.poly``)."""
-    from sentence_transformers import SentenceTransformer
-
     target = resolve_model(base_model)
-    model = SentenceTransformer(target, device=device, trust_remote_code=carries_our_poly_attention(target))
+    model = open_model(target, device)
     model.max_seq_length = min(max_seq_length, model.max_seq_length or max_seq_length)
     if query_pooling == "poly":
         model = with_poly_attention(model, poly_codes)

@@ -21,11 +21,63 @@ server or cluster by URI). ``open_engine(spec)`` turns a command-line spec into 
 """
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
 from typing import NamedTuple
 
 from .local import InProcess, Indexed
 
-ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT")
+ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
+TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?")
+
+
+class EngineError(ValueError):
+    """An engine cannot do what was asked: a bad spec, unreachable, not installed, a foreign collection."""
+
+
+class MilvusSpec(NamedTuple):
+    """Where a Milvus engine is: ``uri`` for ``MilvusClient``, ``where`` to name it in messages,
+    whether it is Milvus Lite (a file), and the token to send."""
+
+    uri: str
+    where: str
+    lite: bool
+    token: str = ""
+
+
+def parse_milvus(spec: str, *, allow_insecure_token: bool = False, create: bool = True) -> MilvusSpec:
+    """A Milvus engine spec, read strictly (a ValueError naming what is wrong):
+
+    * ``milvus:PATH.db`` — Milvus Lite in that file, in a folder that exists; with ``create``
+      false (``drop``) the file must exist too: nothing is ever created to be dropped;
+    * ``milvus://HOST:PORT`` — a server over plain HTTP; ``$RANKSCOPE_MILVUS_TOKEN``, when set, is
+      refused there (it would cross the network in clear) unless ``allow_insecure_token``;
+    * ``milvus+https://HOST:PORT`` — a server over TLS, with the token when set.
+    """
+    token = os.environ.get(TOKEN_ENV, "")
+    for scheme, http in (("milvus+https://", "https"), ("milvus://", "http")):
+        if spec.startswith(scheme):
+            host = spec[len(scheme):]
+            match = _HOST.fullmatch(host)
+            if not match or (match.group(1) and not 0 < int(match.group(1)) < 65536):
+                raise EngineError(f"a Milvus server is named {scheme}HOST:PORT (a host name or address, a port from "
+                                 f"1 to 65535), not {spec!r}")
+            if token and http == "http" and not allow_insecure_token:
+                raise EngineError(f"${TOKEN_ENV} is set, and {spec!r} would send it unencrypted: use "
+                                 f"milvus+https://{host}, or --allow-insecure-token where the network is private")
+            return MilvusSpec(f"{http}://{host}", spec, False, token)
+    if not spec.startswith("milvus:") or spec.startswith("milvus://"):
+        raise EngineError(f"unknown engine {spec!r}; choose from {', '.join(ENGINE_SPECS)}")
+    path = Path(spec[len("milvus:"):]).expanduser()
+    if path.suffix != ".db" or not path.stem:
+        raise EngineError(f"Milvus Lite keeps its data in a file ending in .db: use milvus:PATH.db, not {spec!r}")
+    if not path.parent.is_dir():
+        raise EngineError(f"cannot use {path}: the folder {path.parent} does not exist")
+    if not create and not path.exists():
+        raise EngineError(f"there is no Milvus Lite file {path}: nothing to drop")
+    return MilvusSpec(str(path), str(path), True)
 
 
 class Corpus(NamedTuple):
@@ -37,18 +89,18 @@ class Corpus(NamedTuple):
     texts: list[str]
 
 
-def open_engine(spec: str | None):
+def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create: bool = True):
     """The engine a spec names: None, "" or "in-process" → ``InProcess``; ``milvus:PATH.db`` →
     Milvus Lite embedded in that file; ``milvus://HOST:PORT`` (or ``milvus+https://HOST:PORT``) →
-    a Milvus server, with the token in ``$RANKSCOPE_MILVUS_TOKEN`` when it needs one. A ValueError
-    names what is wrong (an unknown spec, Milvus not installed, the server unreachable)."""
+    a Milvus server, with the token in ``$RANKSCOPE_MILVUS_TOKEN`` when it needs one (``parse_milvus``
+    reads the spec, strictly). A ValueError names what is wrong (an unknown spec, Milvus not
+    installed, the server unreachable, a token over plain HTTP)."""
     if spec in (None, "", "in-process"):
         return InProcess()
-    if spec.startswith("milvus"):
-        from .milvus import Milvus
+    where = parse_milvus(spec, allow_insecure_token=allow_insecure_token, create=create)
+    from .milvus import Milvus
 
-        return Milvus.from_spec(spec)
-    raise ValueError(f"unknown engine {spec!r}; choose from {', '.join(ENGINE_SPECS)}")
+    return Milvus.connect(where)
 
 
-__all__ = ["Corpus", "ENGINE_SPECS", "InProcess", "Indexed", "open_engine"]
+__all__ = ["Corpus", "ENGINE_SPECS", "EngineError", "InProcess", "Indexed", "MilvusSpec", "open_engine", "parse_milvus"]

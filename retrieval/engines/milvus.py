@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 
@@ -39,9 +38,9 @@ from ..encoder import Encoder
 from ..run import Run
 from ..store import Store, text_hash
 from ..tokenize import Tokenizer
+from . import EngineError
 from .local import Indexed
 
-TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"
 PREFIX = "rankscope_"
 MAX_TERMS_BYTES = 65_535  # Milvus's VARCHAR limit: longer analyzed texts are cut at a term boundary
 INSERT_BATCH = 2_000  # documents per insert request
@@ -52,8 +51,6 @@ HNSW = {"M": 32, "efConstruction": 200}
 HNSW_EF = 128
 
 
-class EngineError(ValueError):
-    """The Milvus engine cannot do what was asked: unreachable, not installed, a foreign collection."""
 
 
 def _digest(obj) -> str:
@@ -108,9 +105,8 @@ class Milvus:
         self.client, self.where, self.lite = _Client(client, where), where, lite
 
     @classmethod
-    def from_spec(cls, spec: str) -> "Milvus":
-        """``milvus:PATH.db`` (Milvus Lite, embedded) or ``milvus://HOST:PORT`` /
-        ``milvus+https://HOST:PORT`` (a server; token from ``$RANKSCOPE_MILVUS_TOKEN``)."""
+    def connect(cls, spec) -> "Milvus":
+        """The engine at a parsed spec (``engines.MilvusSpec``)."""
         # gRPC logs the embedded server's keep-alive complaints to stderr; failures raise anyway
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         try:
@@ -118,30 +114,17 @@ class Milvus:
             from pymilvus.exceptions import MilvusException
         except ImportError as err:
             raise EngineError(f"the Milvus engine needs pymilvus: pip install pymilvus milvus-lite ({err})") from err
-        token = ""
-        if "://" in spec:
-            scheme, _, host = spec.partition("://")
-            if scheme not in ("milvus", "milvus+https") or not host:
-                raise EngineError(f"a Milvus server is named milvus://HOST:PORT or milvus+https://HOST:PORT, not {spec!r}")
-            uri, where, lite = f"{'https' if scheme.endswith('https') else 'http'}://{host}", f"{scheme}://{host}", False
-            token = os.environ.get(TOKEN_ENV, "")
-        else:
-            path = Path(spec.partition(":")[2]).expanduser()
-            if path.suffix != ".db":
-                raise EngineError(f"Milvus Lite keeps its data in a file ending in .db: use milvus:PATH.db, not {spec!r}")
-            if not path.parent.is_dir():
-                raise EngineError(f"cannot create {path}: the folder {path.parent} does not exist")
+        if spec.lite:
             try:
                 import milvus_lite  # noqa: F401 - pymilvus starts it for a .db path
             except ImportError as err:
                 raise EngineError("milvus:PATH.db runs Milvus Lite, which is not installed: pip install milvus-lite") from err
-            uri, where, lite = str(path), str(path), True
         try:
-            client = MilvusClient(uri=uri, token=token, timeout=30)
+            client = MilvusClient(uri=spec.uri, token=spec.token, timeout=30)
             client.list_collections()
         except MilvusException as err:
-            raise EngineError(f"cannot reach Milvus at {where}: {err.message}") from err
-        return cls(client, where, lite)
+            raise EngineError(f"cannot reach Milvus at {spec.where}: {err.message}") from err
+        return cls(client, spec.where, spec.lite)
 
     # ---- collections: named by content, checked, loaded to completion ----------------------
     def _collection(self, kind: str, corpus, settings: dict) -> tuple[str, dict]:

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from ..dataset import Dataset, Document, Qrels
 from ..errors import DataError, LoadReport
+from ..names import check_name, display_name
 from ..progress import Progress
 from .decode import PathLike, Text, count, decode, read_file, suffix, verb_for
 from .documents import read_docs
@@ -51,11 +52,15 @@ class _Parts:
         qrels: dict[str, Qrels] = {}
         for split in sorted(self.qrels, key=split_key):
             display, labels = self.qrels[split]
+            try:
+                check_name(split, "split name (the labels file's name)")
+            except ValueError as err:
+                raise DataError(str(err), display) from None
             kept = attach_qrels(split, display, labels, self.docs, self.skipped_docs,
                                 self.queries, self.skipped_queries, report)
             if kept:
                 qrels[split] = kept
-        return Dataset(name=name, docs=self.docs, queries=self.queries, qrels=qrels,
+        return Dataset(name=display_name(name), docs=self.docs, queries=self.queries, qrels=qrels,
                        report=report)
 
 
@@ -141,16 +146,20 @@ def _read_path(path: Path, display: str, report: LoadReport, max_bytes: int,
     return _Parts(*read_docs(Text.of_file(path, display, progress), path.name, report), display)
 
 
-def _existing(path: PathLike) -> tuple[Path, str]:
+Displays = Mapping[str, str]  # a path as given -> how messages name it (an upload: its file name)
+
+
+def _existing(path: PathLike, displays: Displays | None = None) -> tuple[Path, str]:
     p = Path(path)
-    display = str(path)
+    display = (displays or {}).get(str(path), str(path))
     if not p.exists():
         raise DataError("no such file or folder", display)
     return p, display
 
 
 def load_dataset(path: PathLike, name: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_entries: int = DEFAULT_MAX_ENTRIES, progress: Progress | None = None) -> Dataset:
+                 max_entries: int = DEFAULT_MAX_ENTRIES, progress: Progress | None = None,
+                 displays: Displays | None = None) -> Dataset:
     """Load a data set from a folder, a zip archive or a single documents file.
 
     - BEIR folder or zip: ``corpus.jsonl``, optional ``queries.jsonl`` and ``qrels/<split>.tsv``
@@ -162,9 +171,9 @@ def load_dataset(path: PathLike, name: str | None = None, *, max_bytes: int = DE
 
     ``max_bytes`` (total uncompressed size) and ``max_entries`` bound what a zip may hold. The
     documents file is read as a stream (``decode.Text``), its progress by bytes reported to
-    ``progress``.
+    ``progress``. Messages name a file as ``displays`` says (default: the path as given).
     """
-    p, display = _existing(path)
+    p, display = _existing(path, displays)
     report = LoadReport()
     parts = _read_path(p, display, report, max_bytes, max_entries, progress)
     return parts.assemble(name or _default_name(p), report)
@@ -173,7 +182,8 @@ def load_dataset(path: PathLike, name: str | None = None, *, max_bytes: int = DE
 def load_files(corpus: PathLike, queries: PathLike | None = None,
                qrels: Mapping[str, PathLike] | Iterable[PathLike] | PathLike | None = None,
                name: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-               max_entries: int = DEFAULT_MAX_ENTRIES, progress: Progress | None = None) -> Dataset:
+               max_entries: int = DEFAULT_MAX_ENTRIES, progress: Progress | None = None,
+               displays: Displays | None = None) -> Dataset:
     """Assemble a data set from separately uploaded files.
 
     ``corpus`` is anything :func:`load_dataset` reads; ``queries`` a ``.jsonl``, ``.csv`` or
@@ -181,16 +191,16 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
     the splits (``test.tsv`` is split "test"). Queries and labels given here replace any that
     came with the corpus.
     """
-    p, display = _existing(corpus)
+    p, display = _existing(corpus, displays)
     report = LoadReport()
     parts = _read_path(p, display, report, max_bytes, max_entries, progress)
     if queries is not None:
-        qp, qdisp = _existing(queries)
+        qp, qdisp = _existing(queries, displays)
         parts.queries, parts.skipped_queries = read_queries(Text.of_file(qp, qdisp), qp.name, report)
     if qrels is not None:
         parts.qrels = {}
         for split, path in _qrels_items(qrels):
-            qpath, qdisp = _existing(path)
+            qpath, qdisp = _existing(path, displays)
             if split in parts.qrels:
                 raise DataError(f"two qrels files for split '{split}': {parts.qrels[split][0]} "
                                 f"and {qdisp}", qdisp)
@@ -198,11 +208,11 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
     return parts.assemble(name or _default_name(p), report)
 
 
-def add_queries(dataset: Dataset, queries: PathLike) -> Dataset:
+def add_queries(dataset: Dataset, queries: PathLike, display: str | None = None) -> Dataset:
     """``dataset`` with the queries of the file ``queries`` added (any format ``read_queries``
     takes: JSONL, CSV/TSV with or without an id column, .txt one per line). An id the data set
     already has with another text is a DataError naming the file; what was loaded stays loaded."""
-    qp, qdisp = _existing(queries)
+    qp, qdisp = _existing(queries, {str(queries): display} if display else None)
     report = LoadReport()
     found, _ = read_queries(Text.of_file(qp, qdisp), qp.name, report)
     if not found:
@@ -221,10 +231,10 @@ def _qrels_items(qrels) -> list[tuple[str, PathLike]]:
     return [(Path(p).stem, p) for p in qrels]
 
 
-def detect_role(path: PathLike) -> str:
+def detect_role(path: PathLike, displays: Displays | None = None) -> str:
     """Guess what an uploaded file holds: "dataset" (folder or zip), "corpus", "queries" or
     "qrels". A hint for sorting uploads; the readers themselves do not rely on it."""
-    p, display = _existing(path)
+    p, display = _existing(path, displays)
     if p.is_dir() or _is_zip(p):
         return "dataset"
     with open(p, "rb") as f:
@@ -262,13 +272,15 @@ def load_uploads(paths: list[str], progress: Progress | None = None) -> Dataset:
     from the path). Several files are sorted into exactly one documents file (a folder or
     zip counts as one), at most one queries file and any number of qrels files, whose stems
     name the splits, and read by :func:`load_files` under the documents file's stem. Any
-    other mix raises :class:`DataError` naming the files.
+    other mix raises :class:`DataError` naming the files. Messages name each file by its own
+    name, never by where the upload was stored.
     """
-    if len(paths) == 1 and detect_role(paths[0]) in ("dataset", "corpus"):
-        return load_dataset(paths[0], progress=progress)
+    displays = {str(p): Path(p).name for p in paths}
+    if len(paths) == 1 and detect_role(paths[0], displays) in ("dataset", "corpus"):
+        return load_dataset(paths[0], progress=progress, displays=displays)
     roles: dict[str, list[str]] = {}
     for p in paths:
-        roles.setdefault(detect_role(p), []).append(p)
+        roles.setdefault(detect_role(p, displays), []).append(p)
     corpus = roles.get("corpus", []) + roles.get("dataset", [])
     if len(corpus) != 1:
         raise DataError(f"expected exactly one documents file among the uploads, found "
@@ -278,4 +290,4 @@ def load_uploads(paths: list[str], progress: Progress | None = None) -> Dataset:
         raise DataError("more than one queries file uploaded: "
                         + ", ".join(Path(p).name for p in queries))
     return load_files(corpus[0], queries[0] if queries else None, roles.get("qrels") or None,
-                      name=Path(corpus[0]).stem, progress=progress)
+                      name=Path(corpus[0]).stem, progress=progress, displays=displays)

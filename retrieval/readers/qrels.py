@@ -10,9 +10,10 @@ from pathlib import Path
 from ..dataset import Document, Qrels
 from ..errors import DataError, LoadReport
 from .decode import PathLike, Text, count, verb_for
-from .records import EXAMPLES, Skipped, looks_like_qrels_header
+from .records import EXAMPLES, Skipped, looks_like_qrels_header, require_id
 
 SPLIT_ORDER = {"test": 0, "dev": 1, "validation": 2, "train": 3}
+MAX_GRADE = 100  # labels are integers within ±MAX_GRADE (TREC's run from -2 to 4)
 
 
 def _quote(ids: Iterable[str]) -> str:
@@ -26,16 +27,26 @@ def _dropped(n: int, verb: str, where: str) -> str:
 
 def _label(value: str, display: str, lineno: int) -> int:
     try:
-        return int(value)
+        grade = int(value)
     except ValueError:
-        pass
+        grade = None
+    if grade is not None:
+        return _in_range(grade, value, display, lineno)
     try:
         f = float(value)
     except ValueError:
         f = None
     if f is not None and f.is_integer():
-        return int(f)
+        return _in_range(int(f), value, display, lineno)
     raise DataError(f"relevance label '{value}' is not an integer", display, lineno)
+
+
+def _in_range(grade: int, value: str, display: str, lineno: int) -> int:
+    if abs(grade) > MAX_GRADE:
+        shown = value if len(value) <= 20 else f"{value[:20]}… ({len(value):,} characters)"
+        raise DataError(f"relevance label '{shown}' is out of range (labels are integers from {-MAX_GRADE} "
+                        f"to {MAX_GRADE})", display, lineno)
+    return grade
 
 
 def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
@@ -74,10 +85,9 @@ def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
         qid, docid = qid.strip(), docid.strip()
         if not qid or not docid:
             raise DataError("empty query id or document id", display, lineno)
-        try:
-            rel = int(score)
-        except ValueError:
-            rel = _label(score.strip(), display, lineno)
+        require_id(qid, "query id", display, lineno)
+        require_id(docid, "document id", display, lineno)
+        rel = _label(score.strip(), display, lineno)
         row = qrels.get(qid)
         if row is None:
             row = qrels[qid] = {}

@@ -1,7 +1,7 @@
 """Records: JSONL objects and CSV/TSV rows, each with the line it starts on, and their fields.
 
-Checks ids and texts (an id holding whitespace is refused: ``require_no_whitespace``, since TREC
-run and qrels files could not hold it), tells relevance labels given in place of documents or
+Checks ids and texts (an id holding whitespace, a control or an invisible character is refused:
+``require_id``, after ``names.id_problem``), tells relevance labels given in place of documents or
 queries apart, and collects id/text records in a :class:`RecordSink`, which rejects duplicate ids
 and skips (with a warning) records whose text is empty.
 """
@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 
 from ..errors import DataError, LoadReport
+from ..names import id_problem
 from .decode import Text
 
 DOC_ID_COLUMNS = ("_id", "id", "doc_id", "docid")
@@ -109,16 +110,22 @@ def id_value(value: object, field: str, display: str, lineno: int) -> str:
     ident = str(value).strip()
     if not ident:
         raise DataError(f"field '{field}' is empty", display, lineno)
-    return require_no_whitespace(ident, "id", display, lineno)
+    return require_id(ident, "id", display, lineno)
 
 
-def require_no_whitespace(ident: str, what: str, display: str, lineno: int | None = None) -> str:
-    """``ident`` itself, or a DataError when it holds whitespace: TREC run and qrels files
-    separate their columns by whitespace, so such an id could not be exported or read back."""
-    if any(c.isspace() for c in ident):
-        raise DataError(f"{what} {ident!r} contains whitespace, which TREC run and qrels files "
-                        f"cannot hold", display, lineno)
+def require_id(ident: str, what: str, display: str | None, lineno: int | None = None) -> str:
+    """``ident`` itself, or a DataError naming the file and line when it cannot be an id
+    (``names.id_problem``): whitespace (TREC run and qrels files separate their columns by it, so
+    such an id could not be exported or read back), a control character or an invisible one."""
+    problem = id_problem(ident)
+    if problem:
+        raise DataError(f"{what} {_shown(ident)} {problem}", display, lineno)
     return ident
+
+
+def _shown(ident: str, limit: int = 80) -> str:
+    """An id quoted for a message: hidden characters escaped, cut at ``limit`` characters."""
+    return repr(ident if len(ident) <= limit else ident[:limit] + "…")
 
 
 def text_value(value: object, field: str, display: str, lineno: int) -> str:

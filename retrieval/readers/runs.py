@@ -34,9 +34,10 @@ from pathlib import Path
 
 from ..dataset import Dataset
 from ..errors import DataError, LoadReport
+from ..names import check_name
 from ..run import Run
 from .decode import PathLike, Text, count, verb_for
-from .records import EXAMPLES, require_no_whitespace
+from .records import EXAMPLES, require_id
 
 TREC_COLUMNS = "qid Q0 docid rank score tag"
 UNKNOWN_LIMIT = 0.5  # more than this share of unknown query ids or rows: another data set's run
@@ -72,10 +73,12 @@ class _Parsed:
     name: str = ""
 
 
-def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = None) -> ImportedRun:
+def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = None,
+             display: str | None = None) -> ImportedRun:
     """A TREC or ranx-JSON run file as an :class:`ImportedRun` named ``name`` (default: the TREC
-    tag, or the JSON file's stem); with ``dataset``, matched to it (``match_dataset``)."""
-    display = str(path)
+    tag, or the JSON file's stem); with ``dataset``, matched to it (``match_dataset``). Messages
+    name the file ``display`` (default: the path as given)."""
+    display = display or str(path)
     text = Text.of_file(Path(path), display)
     report = LoadReport()
     kind = "json" if text.head() in ("{", "[") else "trec"
@@ -96,14 +99,13 @@ def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = 
 
 
 def run_name(given: str | None, default: str) -> str:
-    """The name a run is listed under: ``given`` (no whitespace: it is a TREC tag), else ``default``
-    with its whitespace turned into "_"."""
+    """The name a run is listed under: ``given``, else ``default`` (the TREC tag, or the file's
+    stem with its whitespace turned into "_"): one word (it is a TREC tag) of at most
+    ``names.NAME_LIMIT`` characters, no control or invisible character (``names.check_name``)."""
     if given is None:
-        return re.sub(r"\s+", "_", default.strip()) or "run"
-    name = given.strip()
-    if not name or any(c.isspace() for c in name):
-        raise ValueError(f"a run's name must be one word (it is a TREC tag), not {given!r}")
-    return name
+        return check_name(re.sub(r"\s+", "_", default.strip()) or "run", "run name (by default its TREC tag "
+                          "or file name)", spaces=False)
+    return check_name(given, "run's name", spaces=False)
 
 
 def run_hash(run: Run) -> str:
@@ -135,8 +137,10 @@ def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
             hint = " (is the score missing?)" if len(parts) == 5 else ""
             raise DataError(f"expected 6 columns ({TREC_COLUMNS}), found {len(parts)}{hint}", display, lineno)
         qid, _, doc, rank, score, tag = parts
+        require_id(qid, "query id", display, lineno)
+        require_id(doc, "document id", display, lineno)
         if tag not in tags:
-            tags.append(tag)
+            tags.append(require_id(tag, "tag", display, lineno))
         entry = (_number(score, "score", display, lineno), _number(rank, "rank", display, lineno))
         _add(parsed, qid, doc, entry, f"'{doc}' for query '{qid}' on line {lineno}")
     if len(tags) > 1:
@@ -167,26 +171,39 @@ def _parse_json(text: str, display: str, path: Path) -> _Parsed:
     if not isinstance(obj, _Pairs):
         raise DataError(f"expected one JSON object {{query id: {{document id: score}}}}, found {_kind(obj)}", display)
     parsed = _Parsed({}, name=path.stem)
+    seen: set[str] = set()
     for qid, docs in obj:
+        _json_id(qid, "query id", display)
+        if qid in seen:
+            raise DataError(f"query '{qid}' is listed twice in the JSON object; a run lists each query once", display)
+        seen.add(qid)
         if not isinstance(docs, _Pairs):
             raise DataError(f"query '{qid}': expected an object {{document id: score}}, found {_kind(docs)}", display)
-        _json_id(qid, "query id", display)
         for doc, score in docs:
             _json_id(doc, f"query '{qid}': document id", display)
-            if isinstance(score, bool) or not isinstance(score, (int, float)):
-                raise DataError(f"query '{qid}': the score of document '{doc}' is {_kind(score)}, "
-                                f"not a number", display)
-            if not math.isfinite(score):
-                raise DataError(f"query '{qid}': the score of document '{doc}' is {score}, "
-                                f"not a finite number", display)
-            _add(parsed, qid, doc, (float(score), 0.0), f"'{doc}' for query '{qid}'")
+            _add(parsed, qid, doc, (_json_score(score, f"query '{qid}': the score of document '{doc}'", display), 0.0),
+                 f"'{doc}' for query '{qid}'")
     return parsed
+
+
+def _json_score(score: object, what: str, display: str) -> float:
+    """A JSON score as a finite float: a DataError for anything else (text, a boolean, null,
+    Infinity or NaN, an integer too large for a float)."""
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        raise DataError(f"{what} is {_kind(score)}, not a number", display)
+    try:
+        value = float(score)
+    except OverflowError:
+        raise DataError(f"{what} is a {len(str(abs(score))):,}-digit integer, too large for a score", display) from None
+    if not math.isfinite(value):
+        raise DataError(f"{what} is {score}, not a finite number", display)
+    return value
 
 
 def _json_id(ident: str, what: str, display: str) -> None:
     if not ident.strip():
         raise DataError(f"{what} is empty", display)
-    require_no_whitespace(ident, what, display)
+    require_id(ident, what, display)
 
 
 def _add(parsed: _Parsed, qid: str, doc: str, entry: tuple[float, float], where: str) -> None:

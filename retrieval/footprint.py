@@ -1,0 +1,117 @@
+"""How much memory an open workspace holds, part by part, so that a shared app can keep a budget.
+
+A workspace's memory is mostly parts it shares with others: the documents (every workspace of a
+corpus), the BM25 index and the dense index (siblings made by ``with_run``, ``with_dataset`` and
+``with_model`` share them), the queries and labels, the imported runs. ``parts`` names each part by
+what it is (the same object gives the same key) and estimates its bytes, so the registry sums each
+part once over everything it holds.
+
+The estimates count what dominates: the texts as Python holds them (``sys.getsizeof``, so 1, 2 or 4
+bytes a character as CPython stores them), a fixed cost per document, query, label, vocabulary term
+and run row for the objects around them (``PER_DOC`` …, measured with ``bench/session_memory.py``,
+which compares the estimate with the process's resident memory as workspaces open), and the numpy
+arrays and FAISS codes of the indexes by their sizes. A dense index still being encoded counts as
+the size it will have.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping
+
+PER_DOC = 600  # Document object, its id, dict and list slots, row map entry, BM25 length (bench/session_memory.py)
+PER_QUERY = 250
+PER_LABEL = 120
+PER_TERM = 200  # a BM25 vocabulary entry and its document frequency
+PER_RUN_ROW = 120  # an imported run's (doc id, score) tuple in its list
+PER_BM25_DOC = 300  # BM25's share of vocabulary and lengths a document, before it is built
+DENSE_COPIES = 2  # a flat index: the float32 matrix RankScope keeps, and FAISS's own copy
+
+_text_bytes: dict[str, int] = {}  # corpus hash -> bytes of its texts (computed once per corpus)
+_lock = threading.Lock()
+
+Parts = dict[tuple, int]
+
+
+def _texts_size(dataset) -> int:
+    """Bytes of the documents' titles and texts and of the joined texts BM25 keeps (once a corpus)."""
+    key = dataset.corpus_hash
+    with _lock:
+        known = _text_bytes.get(key)
+    if known is None:
+        size = sys.getsizeof
+        known = sum(size(d.title) + 2 * size(d.text) for d in dataset.docs.values())  # text twice: full_text
+        with _lock:
+            _text_bytes[key] = known
+    return known
+
+
+def dataset_parts(dataset) -> Parts:
+    """The documents (keyed by corpus), and the queries and labels (keyed by the objects)."""
+    labels = sum(len(docs) for split in dataset.qrels.values() for docs in split.values())
+    return {("docs", dataset.corpus_hash): _texts_size(dataset) + PER_DOC * len(dataset.docs),
+            ("queries", id(dataset.queries)): sum(sys.getsizeof(t) for t in dataset.queries.values())
+            + PER_QUERY * len(dataset.queries),
+            ("qrels", id(dataset.qrels)): PER_LABEL * labels}
+
+
+def lexical_bytes(index) -> int:
+    """A BM25 index held in this process (``lexical.BM25Index``): bm25s's sparse score matrix, its
+    vocabulary and RankScope's document frequencies and lengths; 0 for an engine's remote one."""
+    engine = getattr(index, "_engine", None)
+    if engine is None:
+        return 0
+    arrays = sum(getattr(v, "nbytes", 0) for v in (getattr(engine, "scores", None) or {}).values())
+    terms = len(getattr(engine, "vocab_dict", {}) or {}) + len(getattr(index, "df", {}) or {})
+    return arrays + PER_TERM * terms + getattr(getattr(index, "doc_len", None), "nbytes", 0)
+
+
+def dense_bytes(dense) -> int:
+    """A built dense index (``dense.DenseRetriever``): the vectors RankScope keeps and FAISS's codes."""
+    index = getattr(dense, "index", None)
+    if index is None:  # another engine's: vectors live there
+        return 0
+    kept = getattr(getattr(index, "embeddings", None), "nbytes", 0)
+    stored = getattr(index, "stored", None)
+    if stored is not None and stored is not getattr(index, "embeddings", None):
+        kept += stored.nbytes
+    faiss_index = getattr(index, "index", None)
+    codes = int(getattr(faiss_index, "ntotal", 0)) * int(getattr(faiss_index, "code_size", 0) or 0)
+    return kept + codes
+
+
+def parts(ws) -> Parts:
+    """Every part ``ws`` holds, by a key two workspaces sharing the part share, with its bytes."""
+    out = dataset_parts(ws.dataset)
+    for attr in ("_lexical", "_bm25"):
+        index = getattr(ws, attr, None)
+        if index is not None:
+            out[("bm25", id(index))] = lexical_bytes(index)
+    dense, building = getattr(ws, "_dense", None), getattr(ws, "_building", None)
+    if dense is not None or building is not None:  # keyed by the build siblings share
+        key = ("dense", id(building if building is not None else dense))
+        if dense is not None:
+            out[key] = dense_bytes(dense)
+        else:  # being encoded: counted at the size it will have
+            encoder = getattr(ws, "_encoder", None)
+            out[key] = DENSE_COPIES * 4 * (encoder.dim if encoder is not None else 384) * len(ws.dataset.docs)
+    for imported in (getattr(ws, "_imported", None) or {}).values():
+        out[("run", id(imported.run))] = PER_RUN_ROW * sum(len(h) for h in imported.run.values())
+    return out
+
+
+def total(parts_by_holder: Mapping[object, Parts]) -> int:
+    """Bytes of the union of several holders' parts, each shared part counted once."""
+    seen: Parts = {}
+    for held in parts_by_holder.values():
+        seen.update(held)
+    return sum(seen.values())
+
+
+def estimate_new(dataset, dim: int = 384) -> int:
+    """What opening a workspace on ``dataset`` would add if nothing were shared: documents, BM25
+    (its score matrix and vocabulary: about the texts' size, plus ``PER_BM25_DOC`` a document) and
+    a flat dense index of ``dim`` dimensions."""
+    docs = sum(dataset_parts(dataset).values())
+    n = len(dataset.docs)
+    return docs + _texts_size(dataset) + PER_BM25_DOC * n + DENSE_COPIES * 4 * dim * n
