@@ -17,10 +17,12 @@ from pathlib import Path
 from retrieval import Store, load_dataset
 from retrieval.encoder import PRECISIONS
 from retrieval.engines import InProcess, open_engine
+from retrieval.model_policy import ModelPolicy
+from retrieval.terminal import terminal_safe
 from training.job import JobQueue
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
-from ui.registry import FOREGROUND_S, Registry
+from ui.registry import FOREGROUND_S, Limits, Registry
 from ui.shell import build_app
 
 ROOT = Path(__file__).resolve().parent
@@ -30,22 +32,30 @@ MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 
 def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None,
            language: str = "auto", precision: str = "auto", foreground_s: float | None = FOREGROUND_S,
-           engine: str | None = None):
+           engine: str | None = None, allow_models: tuple[str, ...] = (), trust_clients: bool = False,
+           limits: Limits | None = None, allow_insecure_token: bool = False):
     """Open the store, the index engine (``retrieval.engines``: in-process unless ``engine`` names
     Milvus) and the starting data set, and build the Blocks (used by main and tests); encoding that
-    takes longer than ``foreground_s`` goes on in the background."""
+    takes longer than ``foreground_s`` goes on in the background. Clients may switch to the
+    encoders ``ModelPolicy`` offers: the base, the bundled one, those trained here and
+    ``allow_models`` (any, with ``trust_clients``, except on Hugging Face Spaces)."""
     store = Store(store_path) if store_path else Store()
-    index_engine = open_engine(engine)
+    index_engine = open_engine(engine, allow_insecure_token=allow_insecure_token)
     if not isinstance(index_engine, InProcess):
         print(f"engine: {index_engine.name} at {index_engine.where}", file=sys.stderr)
+    policy = ModelPolicy.create(model, store.models_dir, allow_models, trust_clients)
+    if trust_clients and not policy.trust_clients:
+        print("--trust-clients is ignored on Hugging Face Spaces: clients choose among the offered encoders",
+              file=sys.stderr)
     registry = Registry(store, model, language=language, precision=precision, foreground_s=foreground_s,
-                        engine=index_engine)
+                        engine=index_engine, limits=limits, policy=policy)
     def report(fraction: float, what: str) -> None:
         print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
     dataset = load_dataset(data or DEMO, progress=report)
 
-    key = registry.open(dataset, progress=report)
+    key = registry.open(dataset, progress=report, budgeted=False)  # the operator's choice, whatever its size
+    registry.pin(key)  # every new page starts on it: never closed
     status = registry.get(key).encoding
     if status is not None and status.state in ("encoding", "indexing"):
         print(f"\nencoding goes on in the background ({status.done:,} of {status.total:,} documents done): "
@@ -80,13 +90,26 @@ def main(argv=None) -> None:
     p.add_argument("--engine", default=os.environ.get("RANKSCOPE_ENGINE", "in-process"), metavar="SPEC",
                    help="where BM25 and the vectors live: in-process (default), milvus:PATH.db (Milvus Lite, "
                    "embedded) or milvus://HOST:PORT (a Milvus server; token in $RANKSCOPE_MILVUS_TOKEN)")
+    p.add_argument("--allow-model", action="append", default=[], metavar="PATH_OR_ID",
+                   help="an encoder clients may switch to, besides the base, the bundled one and those trained "
+                   "here (repeatable)")
+    p.add_argument("--trust-clients", action="store_true",
+                   help="let clients load any model folder or Hugging Face id (a laptop only; never on Spaces)")
+    p.add_argument("--memory-budget-mb", type=float, default=None, metavar="MB",
+                   help="memory the open data sets may take, all sessions together (default: "
+                   "$RANKSCOPE_MEMORY_BUDGET_MB or 4096)")
+    p.add_argument("--allow-insecure-token", action="store_true",
+                   help="send $RANKSCOPE_MILVUS_TOKEN over plain milvus:// (unencrypted); refused otherwise")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
+    limits = Limits(budget_bytes=int(args.memory_budget_mb * 2**20)) if args.memory_budget_mb else None
     try:
-        app, registry = create(args.data, args.model, args.store, args.language, args.precision, engine=args.engine)
-    except ValueError as err:  # a bad data set or engine: the message, not a traceback
-        sys.exit(f"error: {err}")
+        app, registry = create(args.data, args.model, args.store, args.language, args.precision, engine=args.engine,
+                               allow_models=tuple(args.allow_model), trust_clients=args.trust_clients, limits=limits,
+                               allow_insecure_token=args.allow_insecure_token)
+    except ValueError as err:  # a bad data set, store or engine: the message, not a traceback
+        sys.exit(f"error: {terminal_safe(str(err))}")
     app.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                   **launch_kwargs(registry.store))
 

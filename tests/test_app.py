@@ -1,6 +1,8 @@
 """The app, launched for real and driven through gradio_client (tiny encoder, temporary store)."""
 from __future__ import annotations
 
+import html
+from html import unescape as html_unescape
 import json
 import time
 import zipfile
@@ -13,10 +15,17 @@ import app as rankscope_app
 from .conftest import DEMO
 
 
+def shown(status: str) -> str:
+    """A status as the browser shows it (user text in it is escaped: ``ui.present.escape``)."""
+    return html.unescape(status)
+
+
 @pytest.fixture(scope="module")
 def running_app(tiny_model_dir, tmp_path_factory):
     store = tmp_path_factory.mktemp("app-store") / "store.sqlite3"
-    demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
+    # local use: clients may name any model folder (a test below compares with a second tiny encoder);
+    # the closed list of a shared server is tests/test_hostile.py's
+    demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store), trust_clients=True)
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                         **rankscope_app.launch_kwargs(registry.store, max_upload="1mb"))
     yield demo, registry, store
@@ -189,7 +198,7 @@ def test_bad_upload_reports_line_and_keeps_previous_data_set(client, tmp_path):
     bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": broken\n')
     out = client.predict([handle_file(str(bad))], api_name="/load_dataset")
     status = out[0]  # session state is not part of the API's outputs
-    assert "corpus.jsonl:2:" in status and "previous data set is still loaded" in status
+    assert "corpus.jsonl:2:" in shown(status) and "previous data set is still loaded" in status
     _, result = client.predict("leaky faucet washer", api_name="/search")
     assert any(h["doc_id"].startswith("home-") for h in result["systems"]["bm25"])  # still the demo
 
@@ -252,7 +261,7 @@ def test_training_runs_in_background_and_search_can_switch_encoder(client):
     assert set(metrics) == {"base", "fine-tuned"} and set(metrics["fine-tuned"]) == {"dense", "hybrid"}
     model_path = job["model_path"]
     out = client.predict(model_path, api_name="/use_encoder")
-    assert model_path in out[0]  # the summary names the encoder now in use
+    assert model_path in shown(out[0])  # the summary names the encoder now in use
     _, result = client.predict("leaky faucet washer", api_name="/search")
     assert len(result["systems"]["dense"]) == 10
 
@@ -292,13 +301,13 @@ def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path)
     log = tmp_path / "queries.txt"
     log.write_text("why is my tap dripping\nbest way to clean an oven\n")
     out = client.predict([handle_file(str(log))], "descale a kettle", api_name="/add_queries")
-    assert "Added 3 queries" in out[0] and "74 queries" in out[1]  # the demo's 71, and three more
+    assert "Added 3 queries" in shown(out[0]) and "74 queries" in out[1]  # the demo's 71, and three more
     _, result = client.predict("descale a kettle", api_name="/search")
     assert result["query_id"].startswith("q-") and result["relevant"] == []  # no labels yet
     bad = tmp_path / "bad.csv"
     bad.write_text("query,notes\nok query,fine\nbroken,row,here\n")
     out = client.predict([handle_file(str(bad))], "", api_name="/add_queries")
-    assert "bad.csv:3:" in out[0] and "unchanged" in out[0]
+    assert "bad.csv:3:" in shown(out[0]) and "unchanged" in out[0]
 
 
 def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app, tmp_path):
@@ -311,7 +320,7 @@ def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app,
               for q, labels in demo.qrels["test"].items()}
     path = write_trec(oracle, tmp_path / "vendor.trec", "vendor")
     out = client.predict(handle_file(str(path)), "", api_name="/import_run")
-    assert "Imported run **vendor**" in out[0]
+    assert "Imported run vendor:" in shown(out[0])
     caption, table, wins = client.predict("test", [], api_name="/evaluate")
     vendor = next(r for r in table["data"] if r[0] == "vendor")
     assert vendor[1] == "1.0000†" and wins["headers"][-2:] == ["vendor", "disagreement"]  # the ideal nDCG@10
@@ -334,4 +343,4 @@ def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     path = client.predict("trec", False, api_name="/export_qrels")
     assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 1}}
     out = client.predict("imported", api_name="/use_judgments")
-    assert "Every view now uses 1 judgment of 1 query" in out[0]
+    assert "Every view now uses 1 judgment of 1 query" in html_unescape(out[0])

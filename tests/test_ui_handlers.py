@@ -2,6 +2,8 @@
 tiny BERT, FAISS, SQLite; the same functions the app's events call)."""
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 import pytest
 
@@ -9,6 +11,11 @@ from retrieval.store import Store
 from training.job import JobQueue
 from ui import data, evaluate, failures, runs, search, train
 from ui.registry import Registry
+
+
+def shown(status: str) -> str:
+    """A status as the browser shows it (user text in it is escaped: ``ui.present.escape``)."""
+    return html.unescape(status)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +77,7 @@ def test_loading_a_broken_file_names_the_line_and_keeps_the_data_set(app_state, 
     bad.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": broken\n')
     loaded = data.load_files(registry, key, [str(bad)])
     assert not loaded.ok and loaded.key == key
-    assert "corpus.jsonl:2:" in loaded.status and "previous data set is still loaded" in loaded.status
+    assert "corpus.jsonl:2:" in shown(loaded.status) and "previous data set is still loaded" in shown(loaded.status)
     assert registry.get(key).dataset.name == "demo"
     with pytest.raises(gr.Error, match="choose one or more files"):
         data.load_files(registry, key, [])
@@ -103,8 +110,13 @@ def test_an_encoder_that_will_not_load_is_a_clear_error_and_changes_nothing(app_
     with pytest.raises(EncoderLoadError, match="as a local folder") as err:
         load_encoder(str(tmp_path))  # a folder, but no sentence-transformers model in it
     assert err.value.name == str(tmp_path)
-    with pytest.raises(gr.Error, match="could not load encoder"):
+    with pytest.raises(gr.Error, match="is not one this server offers"):  # not offered to a client at all
         search.use_encoder(registry, ws, str(tmp_path))
+    broken = registry.store.models_dir / "broken"  # offered (a trained model's place), but no model
+    broken.mkdir(parents=True, exist_ok=True)
+    (broken / "modules.json").write_text("{")
+    with pytest.raises(gr.Error, match="could not load encoder"):
+        search.use_encoder(registry, ws, str(broken))
     assert registry.get(key) is ws
 
 
@@ -124,8 +136,8 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("why is my tap dripping\n\nbest way to clean an oven\nwhy is my tap dripping\n")
     loaded = data.add_queries(registry, key, [str(log)], "descale a kettle\n")
-    assert loaded.ok and loaded.key != key and "Added 3 queries" in loaded.status
-    assert "1 repeated query kept once (e.g. line 4)" in loaded.status
+    assert loaded.ok and loaded.key != key and "Added 3 queries" in shown(loaded.status)
+    assert "1 repeated query kept once (e.g. line 4)" in shown(loaded.status)
     after = registry.get(loaded.key).dataset
     assert len(after.queries) == len(before.queries) + 3 and after.corpus_hash == before.corpus_hash
     assert after.queries[stable_query_id("descale a kettle")] == "descale a kettle"
@@ -135,8 +147,8 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
     clash = tmp_path / "clash.jsonl"
     clash.write_text('{"_id": "q01", "text": "something else entirely"}\n')
     refused = data.add_queries(registry, loaded.key, [str(clash)])
-    assert not refused.ok and refused.key == loaded.key and "clash.jsonl" in refused.status
-    assert "already in 'demo' with another text" in refused.status
+    assert not refused.ok and refused.key == loaded.key and "clash.jsonl" in shown(refused.status)
+    assert "already in 'demo' with another text" in shown(refused.status)
     with pytest.raises(gr.Error, match="upload a queries file or type queries"):
         data.add_queries(registry, key, [], "  \n")
 
@@ -157,7 +169,7 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
                for q, labels in demo.qrels["test"].items()}
     broken = Workspace(Dataset("shifted", demo.docs, demo.queries, {"test": shifted}), store, model=tiny_encoder)
     caption, _, _ = evaluate.evaluate(broken, "test", [])
-    assert "The `test` labels look broken" in caption and "λ is the label-free default" in caption
+    assert "The <code>test</code> labels look broken" in shown(caption) and "λ is the label-free default" in caption
     assert "look broken" in data.dataset_summary(broken)
     french = Dataset("fr", {f"f{i}": Document(f"f{i}", "", t) for i, t in enumerate(FRENCH)}, {"x": "robinet"})
     minilm_named = Encoder(tiny_encoder.model, name="all-MiniLM-L6-v2")
@@ -177,7 +189,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     # the analyst's "production system": here BM25's test run, written as a TREC file under another tag
     path = write_trec(ws.run("bm25", "test"), tmp_path / "prod.trec", "prod")
     loaded = data.import_run(registry, key, str(path), "")
-    assert loaded.ok and "Imported run **prod**" in loaded.status
+    assert loaded.ok and "Imported run prod:" in shown(loaded.status)
     mine = registry.get(loaded.key)
     assert "prod" in mine.system_names and "prod" not in registry.get(key).system_names  # others unaffected
     caption, rows, wins = evaluate.evaluate(mine, "test", [])
@@ -203,7 +215,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     bad = tmp_path / "bad.trec"
     bad.write_text("q02 Q0 fin-001 1 0.9 prod\nq02 Q0 fin-002 2 high prod\n")
     refused = data.import_run(registry, loaded.key, str(bad), "other")
-    assert not refused.ok and "bad.trec:2:" in refused.status
+    assert not refused.ok and "bad.trec:2:" in shown(refused.status)
 
 
 def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
@@ -257,14 +269,14 @@ def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_
     corpus.write_text("".join(f'{{"_id": "d{i}", "text": "passage {i} on topic {i % 5}"}}\n' for i in range(30)))
     path = tmp_path / "store.sqlite3"
     first = data.load_files(Registry(Store(path), str(tiny_model_dir)), "", [str(corpus)])
-    assert "0 embeddings from the store, 30 encoded (cpu, " in first.status
+    assert "0 embeddings from the store, 30 encoded (cpu, " in shown(first.status)
     registry = Registry(Store(path), str(tiny_model_dir))  # a new start on the same store
     again = data.load_files(registry, "", [str(corpus)])
-    assert "30 embeddings from the store, 0 encoded" in again.status
+    assert "30 embeddings from the store, 0 encoded" in shown(again.status)
     reload = data.load_files(registry, again.key, [str(corpus)])  # the same corpus, already open
-    assert "30 embeddings already in memory" in reload.status
+    assert "30 embeddings already in memory" in shown(reload.status)
     twins = tmp_path / "twins.jsonl"  # 30 documents, 10 texts each written three times
     twins.write_text("".join(f'{{"_id": "t{i}", "text": "twin text {i % 10}"}}\n' for i in range(30)))
     repeated = data.load_files(registry, reload.key, [str(twins)])
-    assert "0 embeddings from the store, 10 encoded" in repeated.status
-    assert "20 documents repeat another's text and share its vector" in repeated.status
+    assert "0 embeddings from the store, 10 encoded" in shown(repeated.status)
+    assert "20 documents repeat another's text and share its vector" in shown(repeated.status)

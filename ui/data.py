@@ -2,7 +2,6 @@
 A broken file is reported with its file and line, and the data set loaded before stays loaded."""
 from __future__ import annotations
 
-import html
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,13 @@ from retrieval.readers.queries import stable_query_id
 from retrieval.readers.runs import read_run
 
 from . import texts
-from .registry import Registry
+from .notify import refuse
+from .present.escape import code, text
+from .registry import ANONYMOUS, Registry, ServerBusy
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+TYPED_QUERIES = 10_000  # queries typed in one go
+QUERY_CHARS = 10_000  # characters in one query (typed, or searched)
 MAX_WARNINGS = 20  # warnings listed after a load (the CLI's `info` lists them all)
 
 
@@ -33,14 +36,14 @@ def dataset_summary(ws: Workspace) -> str:
     """One line of Markdown (name, documents, queries, labels per split, encoder, content hash), then
     a warning for each reason not to trust the numbers (``warnings``)."""
     ds = ws.dataset
-    splits = ", ".join(f"{s}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
+    splits = ", ".join(f"{text(s)}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
-    line = (f"**{html.escape(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
-            f"encoder `{ws.encoder.name}` ({ws.encoder.compute}); BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
+    line = (f"**{text(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
+            f"encoder {code(ws.encoder.name)} ({ws.encoder.compute}); BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
             f"content hash `{ds.content_hash[:12]}`")
     where = getattr(ws.engine, "where", None)
     if where:
-        line += f"; BM25 and vectors served by {ws.engine.name} at `{html.escape(where)}`"
+        line += f"; BM25 and vectors served by {ws.engine.name} at {code(where)}"
     return line + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
 
 
@@ -51,7 +54,7 @@ def warnings(ws: Workspace) -> list[str]:
     lang = language_check(ws)
     if lang.mismatch:
         out.append(f"Most of this corpus is in `{lang.guess.code}` ({lang.guess.share:.0%} of a "
-                   f"{lang.guess.sampled}-document sample), but `{lang.encoder}` was trained on English only: dense "
+                   f"{lang.guess.sampled}-document sample), but {code(lang.encoder)} was trained on English only: dense "
                    "and hybrid results will be poor. Open it with a multilingual encoder (`--model` with a "
                    "Hugging Face id or a folder, e.g. `sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2`).")
     split = ws.dataset.default_split()
@@ -61,7 +64,7 @@ def warnings(ws: Workspace) -> list[str]:
         return out
     health = label_health(ws, split)
     if health.looks_broken:
-        out.append(f"The `{split}` labels look broken: for {health.found_by_none} of {health.queries} labelled "
+        out.append(f"The {code(split)} labels look broken: for {health.found_by_none} of {health.queries} labelled "
                    f"queries no system ranks a relevant document in its top {health.depth}"
                    + (f", and {health.empty_targets} labels point at documents with no indexable word"
                       if health.empty_targets else "")
@@ -71,25 +74,35 @@ def warnings(ws: Workspace) -> list[str]:
 
 @dataclass
 class Loaded:
-    """What a load did: the session's key (the new one, or the old one when loading failed) and a
-    status line; ``ok`` says whether the views must show the new workspace."""
+    """What a load did: the session's key (the new one, or the old one when loading failed), a
+    status (Markdown, user text escaped) and its first sentence as plain text (``headline``, for a
+    notice, which escapes it itself); ``ok`` says whether the views must show the new workspace."""
 
     key: str
     status: str
     ok: bool
+    headline: str = ""
+
+
+def failed(key: str, what: str, err: Exception, kept: str) -> Loaded:
+    """A load that changed nothing: the session keeps ``key``; the status says ``what`` failed, why
+    (``err``, the user's file names and ids in it made inert) and what stays (``kept``)."""
+    return Loaded(key, f"❌ **{what}:** {code(err)}\n\n{kept}", False, f"{what}: {err}")
 
 
 def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None = None,
-                 done: str | None = None) -> Loaded:
+                 done: str | None = None, session: str = ANONYMOUS) -> Loaded:
     """Index ``dataset`` (BM25, then the dense index with encoding progress) and report what was
-    done (``done``, default "Loaded <name>.") and its warnings."""
+    done (``done``, default "Loaded <name>.") and its warnings. ``ServerBusy`` when the server
+    has no room for it."""
     if progress:
         progress(0.0, "indexing")
     started = time.monotonic()
-    key = registry.open(dataset, progress=progress)
-    warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
+    key = registry.open(dataset, progress=progress, session=session)
+    warn = "".join(f"\n- ⚠️ {text(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
     vectors = embeddings_line(registry.get(key), started)
-    return Loaded(key, f"✅ {done or f'Loaded **{html.escape(dataset.name)}**.'} {vectors}{warn}", True)
+    done = done or f"Loaded {dataset.name}."
+    return Loaded(key, f"✅ {text(done)} {vectors}{warn}", True, done)
 
 
 def embeddings_line(ws: Workspace, since: float) -> str:
@@ -106,7 +119,7 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     also = f"; {dense.repeats:,} documents repeat another's text and share its vector" if dense.repeats > 0 else ""
     where = getattr(ws.engine, "where", None)
     source = f"already stored (the store or {ws.engine.name})" if where else "from the store"
-    engine = f" BM25 and the vectors are served by {ws.engine.name} at `{where}`." if where else ""
+    engine = f" BM25 and the vectors are served by {ws.engine.name} at {code(where)}." if where else ""
     return (f"{dense.from_store:,} embeddings {source}, {dense.encoded:,} encoded "
             f"({ws.encoder.compute}){also}.{engine}")
 
@@ -135,7 +148,7 @@ def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
         return (f"**All {status.total:,} documents are encoded**; building the dense index "
                 f"({ws.index_kind}).", True)
     if status.state == "failed":
-        return (f"❌ **Encoding failed:** `{html.escape(status.error or '')}`. BM25 still answers; load the data "
+        return (f"❌ **Encoding failed:** {code(status.error or '')}. BM25 still answers; load the data "
                 "set again to retry (vectors encoded so far are kept in the store).", False)
     if not shown:
         return "", False
@@ -143,80 +156,103 @@ def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
             f"{duration(status.elapsed_s)}. Dense and the hybrids answer now.", False)
 
 
-def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None) -> Loaded:
-    """Uploaded files as a data set; on bad input the status names the file and line and the
-    previous data set (``key``) stays loaded."""
+def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None,
+               session: str = ANONYMOUS) -> Loaded:
+    """Uploaded files as a data set; on bad input the status names the file (by its own name)
+    and line and the previous data set (``key``) stays loaded."""
     if not paths:
-        raise gr.Error("choose one or more files first")
+        raise refuse("choose one or more files first")
     try:
         dataset = load_uploads([str(p) for p in paths], progress)
-    except DataError as err:
-        return Loaded(key, f"❌ **Could not load:** `{err}`\n\nThe previous data set is still loaded.", False)
-    return open_dataset(registry, dataset, progress)
+        return open_dataset(registry, dataset, progress, session=session)
+    except (DataError, ServerBusy) as err:
+        return failed(key, "Could not load", err, "The previous data set is still loaded.")
 
 
-def load_demo(registry: Registry, progress: Progress | None = None) -> Loaded:
-    return open_dataset(registry, load_dataset(DEMO), progress)
+def load_demo(registry: Registry, progress: Progress | None = None, session: str = ANONYMOUS, key: str = "") -> Loaded:
+    """The bundled demo again (``key``: the session's workspace, kept when the server has no room)."""
+    try:
+        return open_dataset(registry, load_dataset(DEMO), progress, session=session)
+    except ServerBusy as err:
+        return failed(key, "Could not load the demo", err, "The previous data set is still loaded.")
 
 
 def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str = "",
-                progress: Progress | None = None) -> Loaded:
+                progress: Progress | None = None, session: str = ANONYMOUS) -> Loaded:
     """Queries added to the session's data set: from files (JSONL, CSV/TSV, .txt one per line) and
-    from ``text`` (one query per line, stable ids). Bad input names the file and line, and the data
-    set stays as it was."""
-    session = registry.get(key)
-    dataset = session.dataset
-    typed = {stable_query_id(line): line.strip() for line in (text or "").splitlines() if line.strip()}
-    if not paths and not typed:
-        raise gr.Error("upload a queries file or type queries, one per line")
+    from ``text`` (one query per line, stable ids; ``typed_queries``). Bad input names the file and
+    line, a session past its query sets (``Limits.query_sets``) is told so, and the data set stays
+    as it was."""
+    before_ws = registry.get(key)
+    dataset = before_ws.dataset
+    if not paths and not (text or "").strip():
+        raise refuse("upload a queries file or type queries, one per line")
     before = len(dataset.queries)
     try:
+        typed = typed_queries(text)
         for path in paths or []:
-            dataset = add_queries_file(dataset, str(path))
+            dataset = add_queries_file(dataset, str(path), display=Path(path).name)
         dataset = dataset.with_queries(typed)
-    except (DataError, ValueError) as err:
-        return Loaded(key, f"❌ **Could not add the queries:** `{err}`\n\nThe data set is unchanged.", False)
-    added = len(dataset.queries) - before
-    loaded = open_dataset(registry, dataset, progress,
-                          done=f"Added {count(added, 'query', 'queries')} to **{html.escape(dataset.name)}**.")
-    loaded.key = registry.carry_runs(loaded.key, session)
+        registry.count_query_set(session)
+        added = len(dataset.queries) - before
+        loaded = open_dataset(registry, dataset, progress,
+                              done=f"Added {count(added, 'query', 'queries')} to {dataset.name}.", session=session)
+        loaded.key = registry.carry_runs(loaded.key, before_ws, session)
+    except (DataError, ValueError) as err:  # SessionLimit and ServerBusy among them
+        return failed(key, "Could not add the queries", err, "The data set is unchanged.")
     return loaded
 
 
-def apply_judgments(registry: Registry, key: str, prefer: str = "imported") -> Loaded:
+def typed_queries(text: str | None) -> dict[str, str]:
+    """Queries typed one per line, by stable id (``stable_query_id``): at most ``TYPED_QUERIES``
+    lines of at most ``QUERY_CHARS`` characters each, else a ValueError naming the line."""
+    lines = [(n, line.strip()) for n, line in enumerate((text or "").splitlines(), 1) if line.strip()]
+    if len(lines) > TYPED_QUERIES:
+        raise ValueError(f"{len(lines):,} typed queries; type at most {TYPED_QUERIES:,}, or upload a file")
+    for n, line in lines:
+        if len(line) > QUERY_CHARS:
+            raise ValueError(f"typed query on line {n} has {len(line):,} characters, more than {QUERY_CHARS:,}")
+    return {stable_query_id(line): line for _, line in lines}
+
+
+def apply_judgments(registry: Registry, key: str, prefer: str = "imported", session: str = ANONYMOUS) -> Loaded:
     """The session's data set with every judge's judgments as labels (``retrieval.labels``), so
     every view evaluates with them; the data's own labels win a pair both have unless ``prefer``
     is "judgments"."""
     ws = registry.get(key)
     judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash))
     if not judged:
-        raise gr.Error("nothing judged yet: judge a few pairs first")
+        raise refuse("nothing judged yet: judge a few pairs first")
     dataset = with_judgments(ws.dataset, judged, prefer)
     pairs = sum(len(docs) for docs in judged.values())
     splits = ", ".join(f"{s}: {count(len(q), 'query', 'queries')}" for s, q in dataset.qrels.items())
-    loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
-                                                  f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "
-                                                  "documents count as not relevant.")
-    loaded.key = registry.carry_runs(loaded.key, ws)
+    try:
+        loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
+                                                      f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "
+                                                      "documents count as not relevant.", session=session)
+        loaded.key = registry.carry_runs(loaded.key, ws, session)
+    except ValueError as err:  # ServerBusy, SessionLimit
+        return failed(key, "Could not use the judgments", err, "The data set is unchanged.")
     return loaded
 
 
-def import_run(registry: Registry, key: str, path: str | None, name: str = "") -> Loaded:
+def import_run(registry: Registry, key: str, path: str | None, name: str = "", session: str = ANONYMOUS) -> Loaded:
     """A run file of the analyst's own system (TREC or ranx JSON) as a system of the session's
     workspace, named ``name`` (default: its TREC tag or file name). Bad input names the file and
     line, and the workspace stays as it was."""
     if not path:
-        raise gr.Error("choose a run file first")
+        raise refuse("choose a run file first")
     ws = registry.get(key)
     try:
-        imported = read_run(str(path), ws.dataset, name.strip() or None)
-        new_key = registry.add_run(key, imported)
-    except (DataError, ValueError) as err:
-        return Loaded(key, f"❌ **Could not import the run:** `{err}`\n\nThe data set is unchanged.", False)
+        imported = read_run(str(path), ws.dataset, (name or "").strip() or None, display=Path(path).name)
+        new_key = registry.add_run(key, imported, session)
+    except (DataError, ValueError) as err:  # SessionLimit among them
+        return failed(key, "Could not import the run", err, "The data set is unchanged.")
     lists = sum(1 for hits in imported.run.values() if hits)
-    warn = "".join(f"\n- ⚠️ {html.escape(w)}" for w in imported.report.warnings[:MAX_WARNINGS])
-    return Loaded(new_key, f"✅ Imported run **{html.escape(imported.name)}**: {lists:,} queries, "
-                           f"{sum(len(h) for h in imported.run.values()):,} ranked documents.{warn}", True)
+    warn = "".join(f"\n- ⚠️ {text(w)}" for w in imported.report.warnings[:MAX_WARNINGS])
+    done = (f"Imported run {imported.name}: {lists:,} queries, "
+            f"{sum(len(h) for h in imported.run.values()):,} ranked documents.")
+    return Loaded(new_key, f"✅ {text(done)}{warn}", True, done)
 
 
 @dataclass

@@ -12,10 +12,11 @@ from retrieval.progress import Progress, scaled
 from retrieval.projection import project, sample_points, sample_ranks, similarities, umap_is_warm, warm_up
 
 from . import texts
+from .failures import tuned_choices, tuned_dropdown
+from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.embeddings import COMPILE_NOTE, projection_figure, side_by_side_figure, similarity_histogram
 from .registry import Context, SplitView, require_dense, split_dropdown
-from .failures import tuned_choices, tuned_dropdown
 from .search import query_choices
 
 
@@ -31,7 +32,7 @@ def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, t
     """UMAP of a sample (or one query's neighbourhood, ``query_text``), base beside fine-tuned
     (``tuned``: a model folder or id, "" = none): status line, figure, histograms, JSON summary."""
     if not split:
-        raise gr.Error("this data set has no relevance labels: projections need labelled queries")
+        raise refuse("this data set has no relevance labels: projections need labelled queries")
     qid = None
     if query_text:  # one query: its own split's labels
         qid, qsplit = ws.find_query(query_text)
@@ -52,7 +53,7 @@ def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, t
         else:
             figure = projection_figure(base, sample, ws.encoder.name)
     except (ValueError, OSError) as err:
-        raise gr.Error(str(err)) from err
+        raise refuse(err) from err
     counts = sample.counts()
     shown = [(name, p) for name, p in (("base", base), ("fine-tuned", done)) if p is not None]
     timing = "; ".join(f"{name}: {'from the cache' if p.cached else f'fitted in {p.seconds:.1f} s'}" for name, p in shown)
@@ -94,7 +95,7 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
         return gr.update(choices=tuned_choices(ctx.registry, ws_)), gr.update(choices=_query_text_choices(ws_))
 
     def on_project(split_, n_, query_, tuned_, key, progress=gr.Progress()):
-        return project_view(ctx.workspace(key), split_, n_, query_, tuned_,
+        return project_view(ctx.workspace(key), split_, n_, query_, ctx.allowed_model(tuned_),
                             progress=lambda f, what: progress(f, desc=what))
 
     tab.select(on_open, ctx.key, [tuned, query], api_visibility="private", **LIGHT)

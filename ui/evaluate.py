@@ -11,19 +11,21 @@ from retrieval.systems import BASE_SYSTEMS, label
 from retrieval.tables import per_query_table
 
 from . import texts
+from .data import warnings
+from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.figures import bm25_dense_scatter, lambda_sweep, recall_curves
 from .present.tables import rounded
 from .registry import Context, Registry, SplitView, require_dense, split_dropdown
-from .data import warnings
 from .search import encoder_choices, metrics_caption, metrics_rows, shown_systems
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
+INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders
 
 
 def _require_labels(split: str | None) -> str:
     if not split:
-        raise gr.Error("this data set has no relevance labels to evaluate against")
+        raise refuse("this data set has no relevance labels to evaluate against")
     return split
 
 
@@ -41,7 +43,7 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, 
     try:
         rows = metrics_rows(comparison_workspaces(ws, extras), split, systems)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
-        raise gr.Error(str(err)) from err
+        raise refuse(err) from err
     wins = {"headers": ["query", "text", *(label(s) for s in systems), "disagreement"],
             "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems),
                       round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
@@ -93,11 +95,14 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
         compress = gr.Button("Compare index sizes and quality", elem_id="compress-button")
         compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
 
+    def allowed(extras_: list[str] | None) -> list[str]:
+        return [e if e in INDEX_VARIANTS else ctx.allowed_model(e) for e in extras_ or [] if e]
+
     def on_evaluate(split_: str, extras_: list[str], key: str):
-        return evaluate(ctx.workspace(key), split_, extras_)
+        return evaluate(ctx.workspace(key), split_, allowed(extras_))
 
     def on_plots(split_: str, extras_: list[str], key: str):
-        return plots(ctx.workspace(key), split_, extras_)
+        return plots(ctx.workspace(key), split_, allowed(extras_))
 
     def on_compression(split_: str, key: str):
         return compression(ctx.workspace(key), split_)

@@ -3,8 +3,6 @@ a click on a card, or a pick from the list, opens its query (by id) in the Searc
 exports as one self-contained HTML file."""
 from __future__ import annotations
 
-import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +11,12 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.failures import Gallery, failure_gallery
 from retrieval.history import trained_encoders
+from retrieval.names import file_name
 from retrieval.systems import label
 
 from . import texts
+from .exports import export_folder
+from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.figures import bm25_dense_scatter, counts_figure, recall_curves
 from .present.report import gallery_fragment, write_gallery
@@ -46,12 +47,12 @@ def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
 
 def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None) -> Gallery:
     if not split:
-        raise gr.Error("this data set has no relevance labels: failures need them")
+        raise refuse("this data set has no relevance labels: failures need them")
     require_dense(ws)
     try:
         return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None, pair=pair)
     except (ValueError, OSError) as err:
-        raise gr.Error(str(err)) from err
+        raise refuse(err) from err
 
 
 def chosen_pair(a: str, b: str) -> tuple[str, str] | None:
@@ -74,9 +75,8 @@ def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None =
     found = gallery(ws, split, tuned, pair)
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
     figures = [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)]
-    folder = Path(tempfile.mkdtemp(prefix="rankscope-report-"))
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"rankscope-failures-{ws.dataset.name}-{split}.html")
-    return str(write_gallery(found, folder / name, figures))
+    name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
+    return str(write_gallery(found, export_folder() / name, figures))
 
 
 @dataclass
@@ -109,10 +109,10 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
     as_json = gr.JSON(visible=False)
 
     def on_failures(split_: str, tuned_: str, key: str, pair_):
-        return failures(ctx.workspace(key), split_, tuned_, pair_)
+        return failures(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_)
 
     def on_export(split_: str, tuned_: str, key: str, pair_):
-        return export(ctx.workspace(key), split_, tuned_, pair_)
+        return export(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_)
 
     def on_open(key: str):
         ws_ = ctx.workspace(key)

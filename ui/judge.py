@@ -5,22 +5,24 @@ is written to the store the moment it is given; the judgments export as TREC or 
 once applied every view evaluates with them."""
 from __future__ import annotations
 
-import html
-import tempfile
+import threading
+import weakref
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import gradio as gr
 
 from retrieval import Store, Workspace
-from retrieval.judgments import (DEPTH, FORMATS, Queue, disagreements, judged_pairs, judgments_to_qrels,
-                                 merge_labels, queue, write_qrels)
+from retrieval.judgments import (DEPTH, FORMATS, MAX_DEPTH, Queue, check_depth, check_judge, disagreements,
+                                 judged_pairs, judgments_to_qrels, merge_labels, parse_grade, queue, write_qrels)
+from retrieval.names import file_name
 from retrieval.run import Run
 from retrieval.systems import label
 
 from . import texts
+from .exports import export_folder
+from .notify import refuse
 from .pools import LIGHT
+from .present.escape import text as esc
 from .present.search import highlight
 from .registry import Context
 from .search import shown_systems
@@ -37,13 +39,26 @@ KEYS_JS = ("document.addEventListener('keydown', (e) => {"
            " const b = document.getElementById(id); if (b) { e.preventDefault(); b.click(); } });")
 
 
+_POOLS: "weakref.WeakKeyDictionary[Workspace, dict]" = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
+
+
 def pool_runs(ws: Workspace, k: int) -> dict[str, Run]:
     """Every system on show's top ``k`` for every query of the data set (built-in systems searched
-    once per workspace, depth and systems on show: dense and hybrid join once their index is built)."""
-    return _pool_runs(ws, k, shown_systems(ws))
+    once per workspace, depth and systems on show: dense and hybrid join once their index is built).
+    The pools live as long as their workspace: a closed workspace takes them with it."""
+    systems = shown_systems(ws)
+    with _POOLS_LOCK:
+        cached = _POOLS.setdefault(ws, {})
+        found = cached.get((k, systems))
+    if found is None:
+        found = _pool_runs(ws, k, systems)
+        with _POOLS_LOCK:
+            cached.clear()  # one depth and set of systems at a time per workspace
+            cached[(k, systems)] = found
+    return found
 
 
-@lru_cache(maxsize=8)
 def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...]) -> dict[str, Run]:
     queries = ws.dataset.queries
     split = ws.dataset.default_split()
@@ -57,9 +72,14 @@ def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...]) -> dict[str, Run
 
 
 def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH) -> Queue:
-    """The judge's queue over every query of the data set: their own grades count as judged."""
+    """The judge's queue over every query of the data set: their own grades count as judged. A
+    judge's name or a depth out of range (``judgments.check_judge``, ``check_depth``) is refused."""
+    try:
+        judge, k = check_judge(judge), check_depth(k)
+    except ValueError as err:
+        raise refuse(err) from err
     rows = store.judgments(ws.dataset.corpus_hash, judge)
-    return queue(pool_runs(ws, int(k)), list(ws.dataset.queries), judged_pairs(judgments_to_qrels(rows)), int(k))
+    return queue(pool_runs(ws, k), list(ws.dataset.queries), judged_pairs(judgments_to_qrels(rows)), k)
 
 
 @dataclass
@@ -84,28 +104,34 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
     doc, query = ws.dataset.docs[doc_id], ws.dataset.queries[qid]
     grade = q.grade(position)
     terms = set(ws.tokenizer(query))
-    by = ("<p class='judge-by'>retrieved by: " + ", ".join(f"{html.escape(label(s))} #{r}" for s, r in
+    by = ("<p class='judge-by'>retrieved by: " + ", ".join(f"{esc(label(s))} #{r}" for s, r in
                                                          q.retrieved_by(position).items()) + "</p>") if reveal else ""
     now = f" · graded {grade} ({GRADE_NAMES[grade]})" if grade is not None else ""
-    pair_html = (f"<div class='judge-pair'><p class='judge-query'>Query <code>{html.escape(qid)}</code>: "
-                 f"<b>{html.escape(query)}</b></p><h3>{html.escape(doc.title or doc_id)}</h3>"
+    pair_html = (f"<div class='judge-pair'><p class='judge-query'>Query <code>{esc(qid)}</code>: "
+                 f"<b>{esc(query)}</b></p><h3>{esc(doc.title or doc_id)}</h3>"
                  f"<p class='judge-doc'>{highlight(doc.text, ws.tokenizer, terms, limit=2000)}</p>"
-                 f"<p class='judge-meta'>{html.escape(doc_id)} · pair {position + 1} of {q.pooled_count}{now}</p>"
+                 f"<p class='judge-meta'>{esc(doc_id)} · pair {position + 1} of {q.pooled_count}{now}</p>"
                  f"{by}</div>")
     return (f"{progress} · systems disagree on this query: {q.disagreement[qid]:.2f} (1 − mean RBO)",
             pair_html, Shown(position, qid, doc_id, q.judged_count, q.pooled_count, grade).__dict__)
 
 
-def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade: int,
+def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade,
                k: int = DEPTH) -> tuple[Queue, int | None]:
-    """Store the judge's grade of the pair now, and give the queue and the next unjudged position."""
+    """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), and give the
+    queue and the next unjudged position; anything else is refused and nothing is stored."""
     if not (judge or "").strip():
-        raise gr.Error("type your name as the judge first")
-    if query_id not in ws.dataset.queries or doc_id not in ws.dataset.docs:
-        raise gr.Error(f"no pair ({query_id!r}, {doc_id!r}) in this data set")
-    store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, int(grade),
-                       judge.strip())
-    q = judging_queue(ws, store, judge.strip(), k)
+        raise refuse("type your name as the judge first")
+    try:
+        judge, grade, k = check_judge(judge), parse_grade(grade), check_depth(k)
+    except ValueError as err:
+        raise refuse(err) from err
+    if not isinstance(query_id, str) or not isinstance(doc_id, str) \
+            or query_id not in ws.dataset.queries or doc_id not in ws.dataset.docs:
+        shown = tuple(str(v)[:80] for v in (query_id, doc_id))
+        raise refuse(f"no pair {shown!r} in this data set")
+    store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, grade, judge)
+    q = judging_queue(ws, store, judge, k)
     try:
         after = q.position(query_id, doc_id)
     except KeyError:  # graded through the API outside the pool: start from the top
@@ -118,13 +144,15 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
     with the data set's own labels when asked (those win a pair both have)."""
     judged = judgments_to_qrels(store.judgments(ws.dataset.corpus_hash))
     if not judged:
-        raise gr.Error("nothing judged yet")
+        raise refuse("nothing judged yet")
     if with_data_labels:
         for qrels in ws.dataset.qrels.values():
             judged = merge_labels(qrels, judged)
-    folder = Path(tempfile.mkdtemp(prefix="rankscope-qrels-"))
-    target = folder / f"{ws.dataset.name}-judged.qrels" if fmt == "trec" else folder / ws.dataset.name
-    return str(write_qrels(judged, target, fmt=fmt, split="judged"))
+    target = export_folder() / file_name(ws.dataset.name, "judged", suffix=".qrels" if fmt == "trec" else "")
+    try:
+        return str(write_qrels(judged, target, fmt=fmt, split="judged"))
+    except ValueError as err:  # an unknown format, an id no qrels file can hold
+        raise refuse(err) from err
 
 
 def disagreement_rows(ws: Workspace, store: Store) -> list[list]:
@@ -142,7 +170,8 @@ def build(ctx: Context) -> JudgeView:
     gr.Markdown(texts.JUDGE_HELP)
     with gr.Row():
         judge = gr.Textbox(label="Judge (your name)", elem_id="judge-name", scale=2)
-        depth = gr.Number(DEPTH, label="Pool depth (each system's top k)", precision=0, minimum=1, scale=1)
+        depth = gr.Number(DEPTH, label="Pool depth (each system's top k)", precision=0, minimum=1, maximum=MAX_DEPTH,
+                          scale=1)
         reveal = gr.Checkbox(False, label="Show which systems retrieved it", elem_id="judge-reveal", scale=1)
         start = gr.Button("Start judging", variant="primary", elem_id="judge-start", scale=1)
     progress = gr.Markdown(elem_id="judge-progress")
@@ -160,7 +189,7 @@ def build(ctx: Context) -> JudgeView:
     shown = gr.JSON(visible=False)
     with gr.Row(visible=False):  # the /judge endpoint's inputs: any pair by id, for scripts
         api_query, api_doc = gr.Textbox(label="query id"), gr.Textbox(label="document id")
-        api_grade, api_go = gr.Number(label="grade", precision=0), gr.Button("judge")
+        api_grade, api_go = gr.Textbox(label="grade (0, 1 or 2)"), gr.Button("judge")  # checked, not rounded
     with gr.Accordion("Export the judgments; judges who disagree", open=False):
         with gr.Row():
             fmt = gr.Radio(list(FORMATS), value="trec", label="Format (TREC qrels, or a BEIR qrels/judged.tsv)")
@@ -175,28 +204,28 @@ def build(ctx: Context) -> JudgeView:
 
     def on_start(judge_, k, reveal_, key):
         if not (judge_ or "").strip():
-            raise gr.Error("type your name as the judge first")
-        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_.strip(), k)
+            raise refuse("type your name as the judge first")
+        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k)
         return render(key, q, q.next_unjudged(), reveal_)
 
     def on_key(judge_, k, reveal_, shown_, key, evt: gr.EventData):
         """A grade (0/1/2), skip, previous or next: one event for all of them, so a key pressed
         again before the pair on screen has changed is dropped, never applied to that pair."""
         if not shown_ or shown_.get("position") is None:
-            raise gr.Error("start judging first")
+            raise refuse("start judging first")
         action = evt.target.elem_id.removeprefix("judge-")
         ws = ctx.workspace(key)
         if action in ("0", "1", "2"):
             q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k)
         else:
-            q = judging_queue(ws, ctx.registry.store, (judge_ or "").strip(), k)
+            q = judging_queue(ws, ctx.registry.store, judge_, k)
             here = shown_["position"]
             to = (q.next_unjudged(here) if action == "skip"
                   else min(max(here + (1 if action == "next" else -1), 0), len(q) - 1))
         return render(key, q, to, reveal_)
 
     def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key):
-        q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, int(grade), k)
+        q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k)
         return render(key, q, nxt, reveal_)
 
     inputs = [judge, depth, reveal, shown, ctx.key]

@@ -1,50 +1,125 @@
 """The workspaces the app has open, shared by every session; each session holds the key of its own
-(a ``gr.State``), so one user's upload never changes another's view."""
+(a ``gr.State``), so one user's upload never changes another's view, and no session can close the
+workspace another is using.
+
+Workspaces are shared by content: two sessions that open the same data set with the same encoder
+(and the same imported runs) get the same key, and one workspace. The registry counts which
+sessions hold which key (``hold``, when a session switches; ``release``, when its page closes) and
+closes a workspace only when nobody uses it: no live session holds it, it is not the start page's,
+and it is the least recently used such one. A session counts as live while it holds a key it used
+within ``Limits.idle_s`` (an API client never says it left; a browser tab does, on unload).
+
+What the registry may hold is bounded by a memory budget (``Limits.budget_bytes``; every shared part
+counted once, ``retrieval.footprint``) and a number of workspaces; past either, the least recently
+used unheld workspaces are closed, and when every one is in use, opening another is refused
+(``ServerBusy``) instead of closing someone's. Per session, ``Limits`` bounds the imported runs a
+workspace carries, the query sets added to one data set, and the workspaces one session keeps open
+(past it, its own oldest unused one is closed first, so one session cannot flush the others').
+"""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gradio as gr
 
 from retrieval import DenseNotReady, Store, Workspace
+from retrieval import footprint
 from retrieval.dataset import Dataset
 from retrieval.language import corpus_tokenizer
+from retrieval.model_policy import ModelPolicy
 from retrieval.progress import Progress
 from training.job import JobQueue
 
+from .notify import refuse
+
 
 FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goes on in the background
+ANONYMOUS = ""  # the session of a caller that gave none (tests, the start-up load)
+
+
+def _budget_from_env() -> int:
+    """``$RANKSCOPE_MEMORY_BUDGET_MB`` in bytes, else the default (``Limits.budget_bytes``)."""
+    value = os.environ.get("RANKSCOPE_MEMORY_BUDGET_MB")
+    return int(float(value) * 2**20) if value else 4 * 2**30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the registry holds for everyone, and what one session may take of it."""
+
+    budget_bytes: int = field(default_factory=_budget_from_env)  # every open workspace, shared parts once
+    workspaces: int = 32  # open workspaces in all
+    idle_s: float = 2 * 3600.0  # a session unused this long no longer protects its workspace
+    runs: int = 8  # imported runs in one session's workspace
+    query_sets: int = 20  # query sets (files or typed batches) added to one data set by one session
+    session_workspaces: int = 4  # workspaces one session keeps open (its own oldest unused closed first)
+
+
+class SessionLimit(ValueError):
+    """A session asked for more than ``Limits`` lets one session have."""
+
+
+class ServerBusy(ValueError):
+    """Opening another workspace would pass the memory budget, and every open one is in use."""
+
+
+@dataclass
+class _Entry:
+    ws: Workspace
+    opener: str  # the session that opened it
+    used: float  # monotonic time of its last use
+
+
+@dataclass
+class _Session:
+    key: str = ""  # the workspace it holds
+    seen: float = 0.0
+    query_sets: int = 0  # added to the data set it holds (since it last loaded one)
 
 
 class Registry:
-    """Opened workspaces, at most ``size`` kept, the least recently opened dropped first."""
+    """Opened workspaces, shared by content key, closed only when nobody uses them."""
 
-    def __init__(self, store: Store, model: str | None, size: int = 8, language: str = "auto",
-                 precision: str = "auto", foreground_s: float | None = FOREGROUND_S, engine=None):
-        self.store, self.model, self.size, self.language = store, model, size, language
+    def __init__(self, store: Store, model: str | None, language: str = "auto", precision: str = "auto",
+                 foreground_s: float | None = FOREGROUND_S, engine=None, limits: Limits | None = None,
+                 policy: ModelPolicy | None = None):
+        self.store, self.model, self.language = store, model, language
         self.engine = engine  # retrieval.engines: None is the in-process one
         self.precision, self.foreground_s = precision, foreground_s
-        self._items: OrderedDict[str, Workspace] = OrderedDict()
-        self._lock = threading.Lock()
+        self.limits = limits or Limits()
+        self.policy = policy or ModelPolicy.create(model if isinstance(model, str) else None, store.models_dir)
+        self._items: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
+        self._sessions: dict[str, _Session] = {}
+        self._pinned: set[str] = set()
+        self._lock = threading.RLock()
 
-    def open(self, dataset: Dataset, progress: Progress | None = None, model: str | None = None) -> str:
-        """Open ``dataset`` with ``model`` (default: the app's encoder) and BM25 (stemmer and
-        stopwords of the corpus's language, detected or the app's ``language`` setting) built, and
-        the dense index built in the background: the call waits for it up to ``foreground_s``
-        seconds (reporting progress) unless it will clearly take longer, then returns while
-        encoding goes on; returns the session key."""
+    # ---- opening ---------------------------------------------------------------------------
+    def open(self, dataset: Dataset, progress: Progress | None = None, model: str | None = None,
+             session: str = ANONYMOUS, budgeted: bool = True) -> str:
+        """Open ``dataset`` with ``model`` (default: the app's encoder; a client's choice must have
+        passed ``allowed_model``) and BM25 (stemmer and stopwords of the corpus's language,
+        detected or the app's ``language`` setting) built, and the dense index built in the
+        background: the call waits for it up to ``foreground_s`` seconds (reporting progress)
+        unless it will clearly take longer, then returns while encoding goes on; returns the key.
+        ``ServerBusy`` when there is no room for it and every open workspace is in use (unless not
+        ``budgeted``: the operator's own start-up data set)."""
         model = model or self.model
         key = f"{dataset.content_hash}:{model or ''}"
         with self._lock:
-            ws = self._items.get(key)
-            same_corpus = next((w for k, w in reversed(self._items.items())
-                                if k.endswith(f":{model or ''}") and w.dataset.corpus_hash == dataset.corpus_hash), None)
+            entry = self._items.get(key)
+            same_corpus = next((e.ws for k, e in reversed(self._items.items())
+                                if k.endswith(f":{model or ''}") and e.ws.dataset.corpus_hash == dataset.corpus_hash),
+                               None)
+            ws = entry.ws if entry is not None else None
         if ws is None and same_corpus is not None:  # queries or labels added: the indexes are reused
             ws = same_corpus.with_dataset(dataset)
         if ws is None:
+            if budgeted:
+                self._make_room(footprint.estimate_new(dataset, self._dim(model)))
             tokenizer = corpus_tokenizer([d.full_text for d in dataset.docs.values()], self.language)
             ws = Workspace(dataset, self.store, model=model, tokenizer=tokenizer, precision=self.precision,
                            engine=self.engine)
@@ -52,8 +127,22 @@ class Registry:
         ws.bm25  # noqa: B018 - and the explanations' statistics (the same index in-process)
         ws.start_dense()
         self._wait(ws, progress)
-        self._keep(key, ws)
+        self._keep(key, ws, session)
         return key
+
+    def _dim(self, model) -> int:
+        """The vector size of ``model``'s encoder when a workspace has it loaded, else MiniLM's 384."""
+        with self._lock:
+            for key, entry in self._items.items():
+                encoder = getattr(entry.ws, "_encoder", None)
+                if encoder is not None and key.endswith(f":{model or ''}"):
+                    return encoder.dim
+        return 384
+
+    def pin(self, key: str) -> None:
+        """Never close ``key`` (the workspace every new page starts on)."""
+        with self._lock:
+            self._pinned.add(key)
 
     def _wait(self, ws: Workspace, progress: Progress | None) -> None:
         """Wait for ``ws``'s dense build up to ``foreground_s`` seconds, or less once the rate so far
@@ -67,35 +156,142 @@ class Registry:
             if left <= 0 or (ws.encoding.seconds_left or 0.0) > left:
                 return
 
-    def add_run(self, key: str, imported) -> str:
+    def add_run(self, key: str, imported, session: str = ANONYMOUS) -> str:
         """The session's workspace ``key`` with an imported run added, under a key of its own (the
-        workspace other sessions share keeps its systems); returns that key."""
-        ws = self.get(key).with_run(imported)
+        workspace other sessions share keeps its systems); returns that key. ``SessionLimit`` past
+        ``Limits.runs`` runs in one workspace."""
+        ws = self.get(key)
+        if len(ws.imported) >= self.limits.runs:
+            raise SessionLimit(f"this workspace already holds {len(ws.imported)} imported runs, the most one session "
+                               f"may have side by side; load the data set again to start over without them")
+        ws = ws.with_run(imported)
         new_key = f"{key}+{imported.name}:{imported.content_hash[:12]}"
-        self._keep(new_key, ws)
+        self._keep(new_key, ws, session)
         return new_key
 
-    def carry_runs(self, key: str, before: Workspace) -> str:
+    def carry_runs(self, key: str, before: Workspace, session: str = ANONYMOUS) -> str:
         """``key``'s workspace with the imported runs of ``before`` (the session's previous one) added
         again: a session keeps its runs when it moves to other queries, labels or an encoder."""
         for imported in before.imported.values():
-            key = self.add_run(key, imported)
+            key = self.add_run(key, imported, session)
         return key
 
-    def _keep(self, key: str, ws: Workspace) -> None:
-        """Hold ``ws`` under ``key`` as the most recent, dropping the least recent past ``size``."""
+    def allowed_model(self, choice: str | None) -> str | None:
+        """The encoder a client's ``choice`` names, if the model policy offers it ("" or None: the
+        app's own), else ``ModelRefused`` (``retrieval.model_policy``)."""
+        return self.policy.check(choice)
+
+    def count_query_set(self, session: str) -> None:
+        """One more query set added by ``session`` to its data set; ``SessionLimit`` past
+        ``Limits.query_sets``."""
         with self._lock:
-            self._items[key] = ws
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            state = self._sessions.setdefault(session, _Session())
+            if state.query_sets >= self.limits.query_sets:
+                raise SessionLimit(f"{state.query_sets} query sets were added to this data set, the most one session "
+                                   f"may add; load the data set again with all its queries in one file")
+            state.query_sets += 1
+
+    # ---- who uses what -----------------------------------------------------------------------
+    def hold(self, session: str, key: str, fresh: bool = False) -> None:
+        """``session`` now shows ``key`` (and no longer its previous workspace); ``fresh``: a data
+        set was loaded anew, so its query-set count starts again."""
+        with self._lock:
+            state = self._sessions.setdefault(session, _Session())
+            state.key, state.seen = key, time.monotonic()
+            if fresh:
+                state.query_sets = 0
+            if key in self._items:
+                self._items[key].used = state.seen
+            self._trim_session(session, self._in_use(state.seen))
+
+    def release(self, session: str) -> None:
+        """``session`` has gone (its page closed): its workspace is no longer protected by it."""
+        with self._lock:
+            self._sessions.pop(session, None)
 
     def get(self, key: str) -> Workspace:
         with self._lock:
-            ws = self._items.get(key)
-        if ws is None:
-            raise gr.Error("this data set was closed to free memory; load it again on the Data tab")
-        return ws
+            entry = self._items.get(key)
+            if entry is not None:
+                entry.used = time.monotonic()
+                self._items.move_to_end(key)
+        if entry is None:
+            raise refuse("this data set was closed to free memory; load it again on the Data tab")
+        return entry.ws
+
+    def _in_use(self, now: float) -> set[str]:
+        """Keys no eviction may close: pinned, or held by a session that used them lately."""
+        idle = self.limits.idle_s
+        live = {s.key for s in self._sessions.values()
+                if s.key in self._items and now - max(s.seen, self._items[s.key].used) < idle}
+        return live | self._pinned
+
+    def _keep(self, key: str, ws: Workspace, session: str) -> None:
+        """Hold ``ws`` under ``key`` as the most recently used (its opener ``session``), then close
+        what the limits say must go."""
+        with self._lock:
+            now = time.monotonic()
+            entry = self._items.get(key)
+            if entry is None:
+                self._items[key] = _Entry(ws, session, now)
+            else:
+                entry.used = now
+            self._items.move_to_end(key)
+            self._sessions.setdefault(session, _Session()).seen = now
+            keep = self._in_use(now) | {key}
+            self._trim_session(session, keep)
+            self._trim(keep, 0)
+
+    def _trim_session(self, session: str, keep: set[str]) -> None:
+        """Close ``session``'s own least recently used workspaces outside ``keep`` while it has
+        more than ``Limits.session_workspaces`` open (the anonymous caller has no share)."""
+        if session == ANONYMOUS:
+            return
+        mine = [k for k, e in self._items.items() if e.opener == session]
+        excess = len(mine) - self.limits.session_workspaces
+        for old in [k for k in mine if k not in keep][:max(0, excess)]:
+            del self._items[old]
+
+    def _make_room(self, needed: int) -> None:
+        """Close unused workspaces until ``needed`` more bytes fit the budget (and one more the
+        count); ``ServerBusy`` when even closing every unused one would not make room."""
+        if needed > self.limits.budget_bytes:
+            raise ServerBusy(f"this corpus needs about {needed / 2**20:,.0f} MiB of memory, more than the server's "
+                             f"budget for all data sets ({self.limits.budget_bytes / 2**20:,.0f} MiB)")
+        with self._lock:
+            now = time.monotonic()
+            if not self._trim(self._in_use(now), needed, extra=1):
+                raise ServerBusy(
+                    f"the server holds as many data sets as its memory budget allows "
+                    f"({self.limits.budget_bytes / 2**30:.1f} GiB), all in use by open sessions; try again later, or "
+                    f"with a smaller corpus")
+
+    def _trim(self, keep: set[str], needed: int, extra: int = 0) -> bool:
+        """Close the least recently used workspaces outside ``keep`` while the held bytes plus
+        ``needed`` pass the budget or the count plus ``extra`` passes ``Limits.workspaces``; True
+        when what is left fits."""
+        def fits() -> bool:
+            held = footprint.total({k: footprint.parts(e.ws) for k, e in self._items.items()})
+            return held + needed <= self.limits.budget_bytes and len(self._items) + extra <= self.limits.workspaces
+
+        while not fits():
+            victim = next((k for k in self._items if k not in keep), None)
+            if victim is None:
+                return False
+            del self._items[victim]
+        return True
+
+    def memory(self) -> dict:
+        """What the registry holds: workspaces, sessions holding one, estimated bytes, the budget."""
+        with self._lock:
+            held = footprint.total({k: footprint.parts(e.ws) for k, e in self._items.items()})
+            return {"workspaces": len(self._items), "sessions": len(self._sessions), "bytes": held,
+                    "budget_bytes": self.limits.budget_bytes}
+
+
+def session_of(request: gr.Request | None) -> str:
+    """The Gradio session a request comes from (``ANONYMOUS`` outside a request, e.g. in tests)."""
+    return getattr(request, "session_hash", None) or ANONYMOUS
 
 
 @dataclass
@@ -111,12 +307,22 @@ class Context:
     def workspace(self, key: str) -> Workspace:
         return self.registry.get(key)
 
+    def allowed_model(self, choice: str | None) -> str:
+        """A client's choice of a fine-tuned (or other) encoder to compare, "" for none; one the
+        model policy does not offer is refused in one line (``Registry.allowed_model``)."""
+        if not (choice or "").strip():
+            return ""
+        try:
+            return self.registry.allowed_model(choice)
+        except ValueError as err:
+            raise refuse(err) from err
+
 
 def require_dense(ws: Workspace) -> None:
     """For a view that needs the dense index: while it is being built in the background, a message
     saying how far it is, before any work starts."""
     if ws.pending(("dense",)):
-        raise gr.Error(str(DenseNotReady(ws.encoding)))
+        raise refuse(DenseNotReady(ws.encoding))
 
 
 def split_dropdown(ws: Workspace) -> gr.Dropdown:

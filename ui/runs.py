@@ -10,7 +10,9 @@ from retrieval.history import compare_stored, list_runs
 from retrieval.metrics import COMPARE_METRICS, PRIMARY
 
 from . import texts
+from .notify import refuse
 from .pools import HEAVY, LIGHT
+from .present.escape import text
 from .registry import Context
 
 RUN_HEADERS = ["when", "system", "split", "depth", "key"]
@@ -28,17 +30,17 @@ def runs(store: Store, ws: Workspace):
 def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) -> tuple[str, list[list]]:
     """B against A on their split: a summary line (means, wins/losses, p) and the per-query table."""
     if not key_a or not key_b:
-        raise gr.Error("pick two runs")
+        raise refuse("pick two runs")
     try:
         res = compare_stored(store, ws.dataset, key_a, key_b, metric or PRIMARY)
     except (UnknownRun, ValueError) as err:
-        raise gr.Error(str(err)) from err
+        raise refuse(err) from err
     c = res.comparison
     summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
-    note = (f"**B − A on {res.split}, {c.metric}:** {c.mean_b:.4f} − {c.mean_a:.4f} = {c.mean_b - c.mean_a:+.4f} · "
+    note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} − {c.mean_a:.4f} = {c.mean_b - c.mean_a:+.4f} · "
             f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · paired permutation "
             f"test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
-            f"A: {summaries[key_a]} · B: {summaries[key_b]}")
+            f"A: {text(summaries[key_a])} · B: {text(summaries[key_b])}")
     rows = [[r["query"], ws.dataset.queries.get(r["query"], "")[:80], round(r["a"], 4), round(r["b"], 4),
              round(r["delta"], 4)] for r in res.per_query]
     return note, rows

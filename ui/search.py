@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from retrieval import Workspace
+from retrieval.encoder import DEFAULT_MODEL
 from retrieval.errors import EncoderLoadError
 from retrieval.history import trained_encoders
 from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
@@ -15,11 +16,13 @@ from retrieval.systems import BASE_SYSTEMS, label
 from retrieval.tables import metrics_table
 
 from . import texts
-from .data import dataset_summary, waiting_note
+from .data import QUERY_CHARS, dataset_summary, waiting_note
+from .notify import refuse, warn
 from .pools import HEAVY, LIGHT, SEARCH
+from .present.escape import text
 from .present.search import side_by_side_html
 from .present.tables import table_cells
-from .registry import Context, Registry
+from .registry import ANONYMOUS, Context, Registry, session_of
 
 
 # ---- handlers --------------------------------------------------------------------------------
@@ -49,17 +52,19 @@ def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
 
 def search(ws: Workspace, text: str, systems: list[str] | None = None) -> tuple[str, dict]:
     """Free text: the side-by-side HTML and its JSON (labels too when the text is a labelled query's)."""
+    if len(text or "") > QUERY_CHARS:
+        raise refuse(f"a query has at most {QUERY_CHARS:,} characters")
     try:
         res = side_by_side(ws, text or "", systems=columns(ws, systems))
     except ValueError as err:
-        raise gr.Error(str(err)) from err
+        raise refuse(err) from err
     return side_by_side_html(res, ws.tokenizer), res.to_json()
 
 
 def search_by_id(ws: Workspace, query_id: str, systems: list[str] | None = None) -> tuple[str, str, dict]:
     """A data set query by id: its text (for the query box), the HTML and the JSON."""
     if not query_id or query_id not in ws.dataset.queries:
-        raise gr.Error("pick a query first")
+        raise refuse("pick a query first")
     res = side_by_side(ws, query_id=query_id, systems=columns(ws, systems))
     return res.query, side_by_side_html(res, ws.tokenizer), res.to_json()
 
@@ -78,14 +83,14 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     if not split:
         return texts.NO_LABELS
     if ws.pending(("hybrid",)):
-        return (f"Split **{split}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
+        return (f"Split **{text(split)}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
                 "Unjudged documents count as not relevant.")
     lam = ws.lambda_for(split)
     n = len(ws.dataset.split_queries(split))
     untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
         " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
         "tuned λ replaces it where it does significantly better.")
-    return (f"Split **{split}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} ({lam.how}).{untuned} "
+    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} ({text(lam.how)}).{untuned} "
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
             "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
             "leaves unlabelled documents out.")
@@ -102,22 +107,26 @@ def system_choices(ws: Workspace) -> list[tuple[str, str]]:
 
 
 def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
-    """The base encoder and every fine-tuned encoder trained on this data set that still exists."""
-    out = [(f"base: {registry.model or 'all-MiniLM-L6-v2'}", "")]
+    """The base encoder, every fine-tuned encoder trained on this data set that still exists, and
+    the encoders the operator allowed (``--allow-model``): what the model policy offers."""
+    out = [(f"base: {registry.model if isinstance(registry.model, str) else DEFAULT_MODEL}", "")]
     out += [(f"fine-tuned: {e.loss} ({e.job_id})", e.path) for e in trained_encoders(registry.store, ws.dataset.content_hash)]
-    if ws.model_name and ws.model_name not in [v for _, v in out]:
+    out += [(f"allowed: {m}", m) for m in registry.policy.offered()]
+    if ws.model_name:
         out.append((ws.model_name, ws.model_name))
-    return out
+    return list({value: (name, value) for name, value in reversed(out)}.values())[::-1]  # each value once, first kept
 
 
-def use_encoder(registry: Registry, ws: Workspace, choice: str) -> tuple[str, str, str, list]:
+def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = ANONYMOUS) -> tuple[str, str, str, list]:
     """Switch this session to the encoder ``choice`` ("" = the base), its imported runs kept: the
-    new key, the data set summary, the metrics caption and rows."""
+    new key, the data set summary, the metrics caption and rows. A choice the model policy does
+    not offer, or that does not load, is refused in one line."""
     try:
-        key = registry.open(ws.dataset, model=choice or None)
-    except EncoderLoadError as err:  # a folder or id that is not a sentence-transformers model
-        raise gr.Error(str(err)) from err
-    key = registry.carry_runs(key, ws)
+        key = registry.open(ws.dataset, model=registry.allowed_model(choice), session=session)
+        key = registry.carry_runs(key, ws, session)
+    except (EncoderLoadError, ValueError) as err:  # refused by the policy, not a model, no room, too many runs
+        raise refuse(err) from err
+    registry.hold(session, key)
     ws = registry.get(key)
     split = ws.dataset.default_split()
     return key, dataset_summary(ws), metrics_caption(ws, split), metrics_rows(ws, split, shown_systems(ws)) if split else []
@@ -185,11 +194,11 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
 
     def on_choose(picked: list[str]):
         if len(picked) > MAX_COLUMNS:
-            gr.Warning(f"at most {MAX_COLUMNS} systems side by side: the first {MAX_COLUMNS} are shown")
+            warn(f"at most {MAX_COLUMNS} systems side by side: the first {MAX_COLUMNS} are shown")
         return picked[:MAX_COLUMNS], picked[:MAX_COLUMNS]
 
-    def on_encoder(choice: str, key: str):
-        return (*use_encoder(ctx.registry, ctx.workspace(key), choice), "")
+    def on_encoder(choice: str, key: str, request: gr.Request):
+        return (*use_encoder(ctx.registry, ctx.workspace(key), choice, session_of(request)), "")
 
     search_btn.click(on_search, [query, ctx.key, chosen], [results, raw], api_name="search", **SEARCH)
     query.submit(on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)

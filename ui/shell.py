@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from . import data, embeddings, evaluate, failures, judge, runs, search, texts, train
+from .notify import inform
 from .pools import HEAVY, LIGHT, SEARCH
-from .registry import Context, Registry
+from .registry import Context, Registry, session_of
 
 
 BANNER_EVERY_S = 2.0
@@ -44,6 +45,11 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         _refresh_on_load(ctx, data_view, summary, search_view, judge_view,
                          [search_view, evaluate_view, failures_view, embeddings_view], banner)
         _follow_encoding(ctx, banner, summary, search_view)
+
+        def on_unload(request: gr.Request) -> None:  # the tab closed: its workspace is no longer held by it
+            registry.release(session_of(request))
+
+        app.unload(on_unload)
     return app
 
 
@@ -111,36 +117,40 @@ def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdow
     changes nothing but the status)."""
     outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer]
 
-    def show(loaded: data.Loaded):
+    def show(loaded: data.Loaded, request: gr.Request | None, fresh: bool = False):
         if not loaded.ok:
             return (loaded.key, loaded.status, *(gr.skip() for _ in outputs[2:]))
+        ctx.registry.hold(session_of(request), loaded.key, fresh)
         ws = ctx.workspace(loaded.key)
         return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
                 gr.Timer(active=True))
 
-    def on_load(paths, key, progress=gr.Progress()):
-        return show(data.load_files(ctx.registry, key, paths, lambda f, what: progress(f, desc=what)))
+    def on_load(paths, key, request: gr.Request, progress=gr.Progress()):
+        loaded = data.load_files(ctx.registry, key, paths, lambda f, what: progress(f, desc=what), session_of(request))
+        return show(loaded, request, fresh=True)
 
-    def on_demo(key, progress=gr.Progress()):
-        return show(data.load_demo(ctx.registry, lambda f, what: progress(f, desc=what)))
+    def on_demo(key, request: gr.Request, progress=gr.Progress()):
+        loaded = data.load_demo(ctx.registry, lambda f, what: progress(f, desc=what), session_of(request), key)
+        return show(loaded, request, fresh=True)
 
-    def on_add(paths, text, key, progress=gr.Progress()):
-        return show(data.add_queries(ctx.registry, key, paths, text, lambda f, what: progress(f, desc=what)))
+    def on_add(paths, text, key, request: gr.Request, progress=gr.Progress()):
+        return show(data.add_queries(ctx.registry, key, paths, text, lambda f, what: progress(f, desc=what),
+                                     session_of(request)), request)
 
-    def on_add_typed(text, key):
-        loaded = data.add_queries(ctx.registry, key, None, text)
-        gr.Info(loaded.status.split("\n")[0].replace("**", ""))
-        return show(loaded)
+    def on_add_typed(text, key, request: gr.Request):
+        loaded = data.add_queries(ctx.registry, key, None, text, session=session_of(request))
+        inform(loaded.headline)
+        return show(loaded, request)
 
     data_view.load.click(on_load, [data_view.files, ctx.key], outputs, api_name="load_dataset", **HEAVY)
     data_view.demo.click(on_demo, [ctx.key], outputs, api_name="load_demo", **HEAVY)
-    def on_import(path, name, key):
-        return show(data.import_run(ctx.registry, key, path, name))
+    def on_import(path, name, key, request: gr.Request):
+        return show(data.import_run(ctx.registry, key, path, name, session_of(request)), request)
 
-    def on_apply(prefer, key):
-        loaded = data.apply_judgments(ctx.registry, key, prefer)
-        gr.Info(loaded.status.split(";")[0].replace("**", "").lstrip("✅ "))
-        return show(loaded)
+    def on_apply(prefer, key, request: gr.Request):
+        loaded = data.apply_judgments(ctx.registry, key, prefer, session_of(request))
+        inform(loaded.headline.split(";")[0])
+        return show(loaded, request)
 
     judge_view.apply.click(on_apply, [judge_view.prefer, ctx.key], outputs, api_name="use_judgments", **HEAVY)
     data_view.import_run.click(on_import, [data_view.run_file, data_view.run_name, ctx.key], outputs,

@@ -3,6 +3,7 @@ device), watch its progress and loss curve, cancel it, and read base against fin
 from __future__ import annotations
 
 import time
+import uuid
 
 import gradio as gr
 
@@ -14,7 +15,9 @@ from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
 
 from . import texts
+from .notify import refuse
 from .pools import LIGHT
+from .present.escape import code, text
 from .present.figures import loss_figure
 from .present.tables import per_query_change_caption, per_query_change_rows, training_result_rows
 from .registry import Context, Registry, require_dense
@@ -25,28 +28,41 @@ PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dens
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 
 
-def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_start: float) -> str:
+MAX_WAITING = 8  # training jobs waiting in the queue, all sessions together
+
+
+def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_start: float,
+          previous: str | None = None) -> str:
     """Queue a training job on ``ws``'s data set from the form's ``values`` (``TrainConfig`` field
     names; blanks take the defaults); returns the job id. ``cold_start`` is the training fraction
-    of a seeded split by query, used only when the data set has no train split."""
+    of a seeded split by query, used only when the data set has no train split. A session whose
+    ``previous`` job has not ended, or a full queue (``MAX_WAITING``), is refused: one session
+    cannot hold everyone else's training back."""
+    if previous and (jobs.status(previous) or {}).get("status") not in (None, *FINAL):
+        raise refuse(f"job {previous} of this session is still queued or running: cancel it, or wait for it to end")
+    if jobs.waiting() >= MAX_WAITING:
+        raise refuse(f"{jobs.waiting()} training jobs are waiting already, the most the queue takes; try again later")
     try:
         cfg = TrainConfig.from_mapping(values)
-    except ValueError as err:
-        raise gr.Error(str(err)) from err
+        cold_start = float(cold_start)
+        if not 0.05 <= cold_start <= 0.95:
+            raise ValueError(f"the cold-start train fraction is between 0.05 and 0.95, not {cold_start!r}")
+    except (TypeError, ValueError, OverflowError) as err:
+        raise refuse(err) from err
     require_dense(ws)  # else the job would encode the same corpus a second time
     if ws.dataset.default_split() is None and not cfg.pretrain:
-        raise gr.Error("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
+        raise refuse("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
-    out = registry.store.models_dir / time.strftime("%Y%m%d-%H%M%S")
+    out = registry.store.models_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"  # two at once differ
     return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws.model_name,
-                               cold_start=None if has_train else float(cold_start)))
+                               cold_start=None if has_train else cold_start))
 
 
 def resume(jobs: JobQueue, ws: Workspace) -> str:
     """Queue the newest stopped job on ``ws``'s data set again, to go on from its checkpoints; its id."""
     stopped = jobs.resumable(ws.dataset)
     if not stopped:
-        raise gr.Error("no cancelled, failed or interrupted training on this data set left a checkpoint to go on from")
+        raise refuse("no cancelled, failed or interrupted training on this data set left a checkpoint to go on from")
     return jobs.resume(stopped[0]["id"], ws.dataset)
 
 
@@ -54,26 +70,27 @@ def job_markdown(job: dict) -> str:
     """The job's state in one line: progress with loss, rate and ETA while it runs; the error, the
     cancel reason or where the model was saved when it ended."""
     p = job.get("progress") or {}
-    head = f"**Job `{job['id']}` — {job['status']}** on {job.get('device') or '…'}"
+    head = f"**Job `{job['id']}` — {job['status']}** on {text(job.get('device') or '…')}"
     if job["status"] == "running" and p:
         loss = p.get("loss")
         if isinstance(loss, float) and loss == loss:  # a training step
-            head += (f" · {p.get('stage')}: step {p.get('step')}/{p.get('total')}, loss {loss:.4f}, "
+            head += (f" · {text(p.get('stage'))}: step {p.get('step')}/{p.get('total')}, loss {loss:.4f}, "
                      f"{p.get('examples_per_s', 0):.1f} examples/s, ETA {p.get('eta_s') or 0:.0f} s")
         else:  # mining hard negatives or evaluating: no loss, a share of the work done
-            head += f" · {p.get('stage')} ({(p.get('step') or 0) / max(p.get('total') or 1, 1):.0%})"
+            head += f" · {text(p.get('stage'))} ({(p.get('step') or 0) / max(p.get('total') or 1, 1):.0%})"
     if job["status"] == "failed":
-        head += f"\n\n```\n{job.get('error', '')[-2000:]}\n```"
+        head += f"\n\n<pre>{text((job.get('error') or '')[-2000:])}</pre>"
     if job["status"] == "cancelled":
-        head += f" — {job.get('error', '')}"
+        head += f" — {text(job.get('error') or '')}"
     if job["status"] == "done":
         r = job.get("result") or {}
-        head += f" · {r.get('plan_note', '')}; {r.get('seconds', 0):.0f} s of training; saved to `{job.get('model_path')}`"
-        head += "".join(f"\n\n{line}" for line in r.get("stages") or [] if line.startswith("resumed after"))
+        head += (f" · {text(r.get('plan_note', ''))}; {r.get('seconds', 0):.0f} s of training; saved to "
+                 f"{code(job.get('model_path'))}")
+        head += "".join(f"\n\n{text(line)}" for line in r.get("stages") or [] if line.startswith("resumed after"))
         verdict = r.get("verdict") or next((line for line in r.get("stages") or []  # jobs stored before the field
                                             if line.startswith(("held-out selection", "no held-out check"))), "")
         if verdict:
-            head += f"\n\n{verdict}"
+            head += f"\n\n{text(verdict)}"
     return head
 
 
@@ -141,13 +158,13 @@ def build(ctx: Context) -> None:
     per_query = gr.Dataframe(headers=PER_QUERY_HEADERS, interactive=False, elem_id="train-per-query")
     timer = gr.Timer(1.0, active=False)
 
-    def on_train(key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_, cold_,
-                 pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None):
+    def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
+                 cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None):
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
                       max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
                       positives_per_query=per_query_, holdout=holdout_, refit=refit_)
-        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_)
+        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
     def on_resume(key):
@@ -168,12 +185,12 @@ def build(ctx: Context) -> None:
         """A training job's state, progress, losses and (when done) base vs fine-tuned metrics."""
         job = ctx.jobs.status(job_id)
         if job is None:
-            raise gr.Error(f"no training job {job_id!r}")
+            raise refuse(f"no training job {job_id!r}")
         return job
 
     gr.api(training_status, api_name="training_status")
-    inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold, pretrain,
-              pooling, codes, positives, holdout, refit]
+    inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
+              pretrain, pooling, codes, positives, holdout, refit]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],

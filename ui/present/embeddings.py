@@ -6,8 +6,6 @@ of its documents, and hover text with the document's title, its label and its ra
 """
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -15,6 +13,8 @@ from plotly.subplots import make_subplots
 from retrieval.failure_rules import NOT_RETRIEVED
 from retrieval.projection import DOC_ROLES, EASY, HARD, POSITIVE, QUERY, ROLES, Point, Projection, Sample, align
 from retrieval.systems import BASE_SYSTEMS, short
+
+from .escape import label as esc
 
 ROLE_STYLE = {  # colour and symbol differ per role, so the roles read apart in grey print too
     QUERY: {"color": "#222222", "symbol": "star", "size": 13},
@@ -34,9 +34,9 @@ def rank_line(ranks_by_system: dict[str, int | None]) -> str:
 
 def hover_text(point: Point, ranks_by_system: dict[str, int | None] | None = None) -> str:
     if point.role == QUERY:
-        return f"<b>query {html.escape(point.query_id)}</b><br>{html.escape(point.text)}"
+        return f"<b>query {esc(point.query_id)}</b><br>{esc(point.text)}"
     label = "not judged" if point.label is None else f"label {point.label}"
-    return (f"<b>{html.escape(point.title)}</b><br>{point.role} of query {html.escape(point.query_id)} "
+    return (f"<b>{esc(point.title)}</b><br>{point.role} of query {esc(point.query_id)} "
             f"({label})<br>{rank_line(point.ranks if ranks_by_system is None else ranks_by_system)}")
 
 
@@ -72,7 +72,7 @@ def projection_figure(projection: Projection, sample: Sample, title: str = "",
     """Scatter of one projection. ``ranks``: per-point ranks to show instead of the sample's own
     (e.g. ``sample_ranks(tuned_ws, sample)``)."""
     fig = go.Figure(_traces(projection, sample, ranks))
-    fig.update_layout(title=title, xaxis=dict(showticklabels=False, title="UMAP 1"),
+    fig.update_layout(title=esc(title), xaxis=dict(showticklabels=False, title="UMAP 1"),
                       yaxis=dict(showticklabels=False, title="UMAP 2"), hovermode="closest")
     return fig
 

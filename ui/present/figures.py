@@ -18,6 +18,7 @@ from retrieval.systems import BASE_SYSTEMS
 from retrieval.tables import RECALL_KS, recall_at_ks
 from retrieval.workspace import Workspace
 
+from .escape import label as esc
 from .vocabulary import category_label
 
 OUTCOME_COLORS = {"win": "#2ca02c", "tie": "#7f7f7f", "loss": "#d62728"}
@@ -31,6 +32,7 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, label_a: str, labe
     permutation test's p (``evaluate.compare``).
     """
     cmp = compare(eval_a, eval_b, metric)
+    label_a, label_b = esc(label_a), esc(label_b)
     qa, qb = eval_a.per_query[metric], eval_b.per_query[metric]
     qids = [q for q in qa if q in qb]
     outcome = ["win" if qb[q] > qa[q] else "loss" if qb[q] < qa[q] else "tie" for q in qids]
@@ -39,7 +41,7 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, label_a: str, labe
     fig.add_trace(go.Scatter(
         x=[qa[q] for q in qids], y=[qb[q] for q in qids], mode="markers", name="queries",
         marker=dict(color=[OUTCOME_COLORS[o] for o in outcome], opacity=0.7, size=8),
-        customdata=[[q, text.get(q, ""), o] for q, o in zip(qids, outcome)],
+        customdata=[[esc(q), esc(text.get(q, "")), o] for q, o in zip(qids, outcome)],
         hovertemplate=(f"%{{customdata[0]}}: %{{customdata[1]}}<br>{label_a} %{{x:.3f}} · "
                        f"{label_b} %{{y:.3f}} (%{{customdata[2]}})<extra></extra>")))
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="y = x", hoverinfo="skip",
@@ -63,8 +65,8 @@ def recall_curves(workspaces: Workspace | dict[str, Workspace], split: str, syst
     """Recall@k against k (log axis) for each system."""
     fig = go.Figure()
     for label, values in recall_at_ks(workspaces, split, systems, ks).items():
-        fig.add_trace(go.Scatter(x=list(ks), y=values, mode="lines+markers", name=label))
-    fig.update_layout(title=f"Recall@k on {split}", xaxis=dict(type="log", title="k"),
+        fig.add_trace(go.Scatter(x=list(ks), y=values, mode="lines+markers", name=esc(label)))
+    fig.update_layout(title=f"Recall@k on {esc(split)}", xaxis=dict(type="log", title="k"),
                       yaxis=dict(title="Recall@k", range=[0, 1.02]))
     return fig
 
@@ -76,20 +78,20 @@ def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.
     fig = go.Figure()
     if choice.grid:
         lams, values = zip(*choice.grid)
-        fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers", name=choice.how))
+        fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers", name=esc(choice.how)))
         chosen = dict(choice.grid).get(choice.value)
         if chosen is not None:
             fig.add_trace(go.Scatter(x=[choice.value], y=[chosen], mode="markers", name=f"chosen λ = {choice.value:g}",
                                      marker=dict(symbol="star", size=16, color="#d62728")))
     else:
-        fig.add_annotation(text=f"λ = {choice.value:g}: {choice.how} — no sweep to choose it from",
+        fig.add_annotation(text=f"λ = {choice.value:g}: {esc(choice.how)} — no sweep to choose it from",
                            showarrow=False, xref="paper", yref="paper", x=0.5, y=1.05)
     if show_eval_split:
         lams, values = zip(*ws.lambda_fit(split).grid)
         fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers",
-                                 name=f"{split} — shown for insight, not used to choose λ",
+                                 name=f"{esc(split)} — shown for insight, not used to choose λ",
                                  line=dict(dash="dash"), opacity=0.7))
-    fig.update_layout(title=f"Hybrid nDCG@10 against λ_test (evaluating {split})",
+    fig.update_layout(title=f"Hybrid nDCG@10 against λ_test (evaluating {esc(split)})",
                       xaxis=dict(type="category", title="λ_test"), yaxis=dict(title="nDCG@10"),
                       legend=dict(orientation="h", y=-0.2))
     return fig
@@ -97,11 +99,11 @@ def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.
 
 def counts_figure(gallery: Gallery) -> go.Figure:
     """Bar chart: number of queries per failure category."""
-    labels = [category_label(c, gallery.pair) for c in gallery.categories]
+    labels = [esc(category_label(c, gallery.pair)) for c in gallery.categories]
     counts = [gallery.counts[c] for c in gallery.categories]
     fig = go.Figure(go.Bar(x=labels, y=counts, text=counts, textposition="outside", marker_color="#6366f1",
                            hovertemplate="%{x}: %{y} queries<extra></extra>"))
-    fig.update_layout(title=(f"Failure categories on {gallery.dataset} ({gallery.split}): "
+    fig.update_layout(title=(f"Failure categories on {esc(gallery.dataset)} ({esc(gallery.split)}): "
                              f"{len(gallery.query_categories)} labelled queries"),
                       yaxis=dict(title="queries", rangemode="tozero"), margin=dict(t=60, b=40))
     return fig
@@ -114,6 +116,6 @@ def loss_figure(losses: list) -> go.Figure:
     for i, (stage, _, value) in enumerate(losses or []):
         by_stage.setdefault(stage, []).append((i + 1, value))
     for stage, points in by_stage.items():
-        fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines", name=stage))
+        fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines", name=esc(stage)))
     fig.update_layout(xaxis_title="step", yaxis_title="training loss", height=300, margin=dict(l=40, r=10, t=10, b=40))
     return fig

@@ -4,7 +4,8 @@
 the counts table, the plotly figures with plotly.js inlined once (the first figure carries it,
 ``include_plotlyjs=True``; the others reuse it), then the cards of every category. Nothing points
 outside the file: no ``<script src>``, no ``<link href>``, no web fonts. Every text from the data
-(queries, titles, documents, terms) goes through ``html.escape``.
+(queries, titles, documents, terms, ids, system, data set and split names) goes through
+``escape.text``.
 
 The fragments use classes prefixed ``rs-`` (the stylesheet is ``gallery.css`` beside this module,
 ``GALLERY_CSS``), so the app can show the same cards under its own CSS; each card carries
@@ -12,7 +13,6 @@ The fragments use classes prefixed ``rs-`` (the stylesheet is ``gallery.css`` be
 """
 from __future__ import annotations
 
-import html
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +23,7 @@ from retrieval.failure_rules import Thresholds, rank_text
 from retrieval.failures import FailureCard, Gallery
 from retrieval.systems import short
 
+from .escape import text as _e
 from .figures import counts_figure
 from .vocabulary import category_label, describe
 
@@ -30,10 +31,6 @@ SNIPPET_CHARS = 280
 PLOTLY_CONFIG = {"displaylogo": False}
 GALLERY_CSS = Path(__file__).with_name("gallery.css").read_text(encoding="utf-8")
 
-
-
-def _e(value) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _label_html(label: int | None) -> str:

@@ -3,12 +3,12 @@ other lists, the query terms it matches highlighted, its per-term BM25 contribut
 terms it lacks; for a labelled query, a table of every labelled document's rank per system."""
 from __future__ import annotations
 
-import html
-
 from retrieval.failure_rules import NOT_RETRIEVED
 from retrieval.search import Hit, SideBySide
 from retrieval.systems import label, short
 from retrieval.tokenize import Tokenizer
+
+from .escape import text as esc
 
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
                0: ("rel-0", "judged not relevant (0)")}
@@ -21,10 +21,10 @@ def highlight(text: str, tokenizer: Tokenizer, terms: set[str], limit: int = SNI
     out, pos = [], 0
     for start, end, token in tokenizer.spans(cut):
         if token in terms:
-            out.append(html.escape(cut[pos:start]))
-            out.append(f"<mark>{html.escape(cut[start:end])}</mark>")
+            out.append(esc(cut[pos:start]))
+            out.append(f"<mark>{esc(cut[start:end])}</mark>")
             pos = end
-    out.append(html.escape(cut[pos:]))
+    out.append(esc(cut[pos:]))
     return "".join(out)
 
 
@@ -33,28 +33,28 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
     if hit.label is not None:
         cls, title = LABEL_BADGE.get(hit.label, ("rel-1", f"label {hit.label}"))
         badge = f'<span class="badge {cls}" title="{title}">{hit.label}</span>'
-    elsewhere = " · ".join(f"{short(o)} {'#' + str(r) if r else NOT_RETRIEVED}"
+    elsewhere = " · ".join(f"{esc(short(o))} {'#' + str(r) if r else NOT_RETRIEVED}"
                            for o, r in hit.ranks.items() if o != system)
-    why = " · ".join(f"{html.escape(t)} {v:.2f}" for t, v in hit.bm25_terms)
+    why = " · ".join(f"{esc(t)} {v:.2f}" for t, v in hit.bm25_terms)
     why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
-    missing = (f'<div class="missing">no exact match: {html.escape(", ".join(hit.missing_terms))}</div>'
+    missing = (f'<div class="missing">no exact match: {esc(", ".join(hit.missing_terms))}</div>'
                if hit.missing_terms and res.terms else "")
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
-            f'<span class="title">{html.escape(hit.title or hit.doc_id)}</span>'
+            f'<span class="title">{esc(hit.title or hit.doc_id)}</span>'
             f'<span class="score">{hit.score:.3f}</span></div>'
-            f'<div class="meta">{html.escape(hit.doc_id)}{f" · also: {elsewhere}" if elsewhere else ""}</div>'
+            f'<div class="meta">{esc(hit.doc_id)}{f" · also: {elsewhere}" if elsewhere else ""}</div>'
             f'<div class="snippet">{highlight(hit.text, tokenizer, set(res.terms))}</div>{why}{missing}</div>')
 
 
 def _labelled_table(res: SideBySide) -> str:
     rows = "".join(
-        f"<tr><td>{html.escape(r['doc_id'])}</td><td>{html.escape(r['title'] or '')}</td><td>{r['label']}</td>"
+        f"<tr><td>{esc(r['doc_id'])}</td><td>{esc(r['title'] or '')}</td><td>{r['label']}</td>"
         + "".join(f"<td>{r['ranks'][s] or NOT_RETRIEVED}</td>" for s in res.systems) + "</tr>"
         for r in res.relevant)
-    return (f'<details open class="judged"><summary>Labelled documents for {html.escape(res.query_id)} '
-            f'({html.escape(res.split or "")} split): rank under each system</summary>'
+    return (f'<details open class="judged"><summary>Labelled documents for {esc(res.query_id)} '
+            f'({esc(res.split or "")} split): rank under each system</summary>'
             f'<table><tr><th>doc</th><th>title</th><th>label</th>'
-            + "".join(f"<th>{label(s)}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
+            + "".join(f"<th>{esc(label(s))}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
 
 
 def _waiting_text(encoding: dict | None) -> str:
@@ -71,14 +71,14 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
     """The columns (one per system) and, for a labelled query, the labelled documents' ranks."""
     cols = []
     for system, hits in res.systems.items():
-        head = label(system)
+        head = esc(label(system))
         metric = res.per_query_metrics.get(system, {})
         if metric:
             head += f' <span class="qmetric">nDCG@10 {metric.get("ndcg@10", 0):.3f}</span>'
         cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
         cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
     for system in res.waiting:
-        cols.append(f'<div class="col waiting"><h3>{label(system)}</h3><p>{_waiting_text(res.encoding)}</p></div>')
+        cols.append(f'<div class="col waiting"><h3>{esc(label(system))}</h3><p>{_waiting_text(res.encoding)}</p></div>')
     summary = _labelled_table(res) if res.query_id else ""
     agree = (f'<p class="disagree">The systems disagree on this query: {res.disagreement:.2f} '
              f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>"
