@@ -220,11 +220,17 @@ class Registry:
         return entry.ws
 
     def _in_use(self, now: float) -> set[str]:
-        """Keys no eviction may close: pinned, or held by a session that used them lately."""
+        """Keys no eviction may close: pinned, or held by a session that used them lately. Sessions
+        idle past ``Limits.idle_s`` (API clients never say they left) are forgotten here."""
         idle = self.limits.idle_s
-        live = {s.key for s in self._sessions.values()
-                if s.key in self._items and now - max(s.seen, self._items[s.key].used) < idle}
-        return live | self._pinned
+
+        def last_use(state: _Session) -> float:
+            entry = self._items.get(state.key)
+            return max(state.seen, entry.used if entry is not None else 0.0)
+
+        for name in [n for n, state in self._sessions.items() if now - last_use(state) >= idle]:
+            del self._sessions[name]
+        return {state.key for state in self._sessions.values() if state.key in self._items} | self._pinned
 
     def _keep(self, key: str, ws: Workspace, session: str) -> None:
         """Hold ``ws`` under ``key`` as the most recently used (its opener ``session``), then close
