@@ -92,6 +92,6 @@ def file_name(*parts: str, suffix: str = "") -> str:
     (e.g. ".trec"). Two different part lists never share a name (up to the hash)."""
     joined = "\x00".join(parts)
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", ".".join(p.strip() for p in parts))
-    slug = re.sub(r"\.{2,}", ".", slug).strip(".-")[:SLUG_CHARS].rstrip(".-") or "file"
+    slug = re.sub(r"[.-]{2,}", "-", slug).strip(".-")[:SLUG_CHARS].rstrip(".-") or "file"
     digest = hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slug}-{digest}{suffix}"

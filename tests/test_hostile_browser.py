@@ -26,7 +26,7 @@ except ImportError:  # skipped below
 
 import app as rankscope_app
 
-from .test_browser import ARGS, CHROMIUM, open_tab, upload
+from .test_browser import ARGS, CHROMIUM, open_tab, shots, upload  # noqa: F401 - shots is a fixture
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed")]
@@ -137,7 +137,7 @@ def browser_page(served):
         browser.close()
 
 
-def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served, tmp_path):
+def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served, tmp_path, shots):
     page, watch, context = browser_page
     root = served[1]
     watch.check(page, "start page")
@@ -184,6 +184,7 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     expect(page.locator("#results .sbs .col")).to_have_count(4)
     assert TIGHT in page.locator("#results .sbs .col h3").nth(3).inner_text()
     watch.check(page, "Search with the run")
+    page.screenshot(path=str(shots / "hostile-search.png"), full_page=False)
 
     # Judge: a judge named by a payload, systems revealed (the run's name among them), a grade
     open_tab(page, "Judge")
@@ -230,6 +231,7 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     expect(link).to_be_visible(timeout=60_000)
     assert NAME not in link.inner_text()
     watch.check(page, "Failures")
+    page.screenshot(path=str(shots / "hostile-failures.png"), full_page=False)
     with page.expect_download() as download:
         link.click()
     report = tmp_path / "report.html"
@@ -273,27 +275,26 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     watch.check(page, "an encoder refused")
 
 
-def test_a_closed_tab_no_longer_holds_its_workspace(served, tmp_path):
+def test_a_closed_tab_no_longer_holds_its_workspace(browser_page, served, tmp_path):
     """Gradio's unload event reaches the registry: the session a closed page held is released."""
     url, _, registry = served
+    context = browser_page[2]
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"{w} {i}"}) + "\n" for i, w in enumerate(WORDS)))
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        page = browser.new_page()
-        page.goto(url)
-        open_tab(page, "Data")
-        upload(page, "upload", corpus)
-        page.locator("#load-button").click()
-        expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=60_000)
-        def holders() -> int:  # sessions holding the workspace of the corpus this page loaded
-            loaded = {k for k, e in list(registry._items.items()) if e.ws.dataset.name == "corpus"}
-            return sum(state.key in loaded for state in list(registry._sessions.values()))
+    page = context.new_page()  # a page of its own: a session of its own
+    page.goto(url)
+    open_tab(page, "Data")
+    upload(page, "upload", corpus)
+    page.locator("#load-button").click()
+    expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=60_000)
 
-        assert holders() == 1
-        page.close()
-        deadline = time.time() + 60
-        while holders() and time.time() < deadline:
-            time.sleep(0.5)
-        browser.close()
+    def holders() -> int:  # sessions holding the workspace of the corpus this page loaded
+        loaded = {k for k, e in list(registry._items.items()) if e.ws.dataset.name == "corpus"}
+        return sum(state.key in loaded for state in list(registry._sessions.values()))
+
+    assert holders() == 1
+    page.close()
+    deadline = time.time() + 60
+    while holders() and time.time() < deadline:
+        time.sleep(0.5)
     assert holders() == 0
