@@ -50,7 +50,8 @@ IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API
                    "set's queries: TREC lines `qid Q0 docid rank score tag`, or the JSON `{qid: {docid: score}}` "
                    "ranx writes. It becomes a system like BM25, dense and hybrid: in Search's columns, in "
                    "Evaluate with significance marks, and in the runs history. Unknown ids are counted and "
-                   "left out; a run for another data set is refused.")
+                   "left out; a run for another data set is refused. Its name (default: its TREC tag) is one "
+                   "word of at most 100 characters; up to 8 runs stand side by side.")
 JUDGE_HELP = ("Make relevance labels here. Every system on show (BM25, dense, hybrid, your imported runs) "
               "pools its top k for each query; the pairs come one at a time, the queries the systems "
               "disagree on most first, with the system names hidden so they do not sway you. Keys: **0**, "
