@@ -4,8 +4,8 @@
 
 Opens the bundled demo corpus (already indexed at start-up) unless ``--data`` names another data
 set. BM25 is built before the page opens; a corpus whose encoding takes longer than a few seconds
-goes on encoding in the background, and the page shows how far it is. The views live in ``ui/`` (one module per tab, assembled by ``ui.shell``); the named API
-endpoints are listed in the README.
+goes on encoding in the background, and the page shows how far it is. The views live in ``ui/``
+(one module per tab, assembled by ``ui.shell``); the named API endpoints are listed in the README.
 """
 from __future__ import annotations
 

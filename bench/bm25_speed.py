@@ -28,33 +28,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import bm25s  # noqa: E402
 import numpy as np  # noqa: E402
 from rank_bm25 import BM25Okapi  # noqa: E402
 
+from _common import best_of, dataset_arg  # first: it puts the checkout on sys.path
 from retrieval.lexical import BM25Index  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.tokenize import Tokenizer  # noqa: E402
 
 K1, B, METHOD = 1.5, 0.75, "lucene"
 AGREE_AT = 10
-
-
-def best_of(fn, repeat: int):
-    """(best seconds, result of the last call) after one untimed warm-up call."""
-    result = fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, result
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -85,7 +70,7 @@ def agreement(ours: dict[str, list[tuple[str, float]]], qids: list[str], docs: n
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("dataset", help="BEIR folder or zip (e.g. ../shared/datasets/scifact)")
+    dataset_arg(p)
     p.add_argument("--repeat", type=int, default=3, help="timed runs per measurement; the best is kept")
     p.add_argument("--k", type=int, default=100, help="documents retrieved per query")
     p.add_argument("--max-queries", type=int, default=200,
@@ -107,7 +92,7 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     corpus_tokens = tok.tokenize_many(texts)  # the one tokenization the peers index
     tokenize_cold = time.perf_counter() - t
-    tokenize_warm, _ = best_of(lambda: tok.tokenize_many(texts), args.repeat)
+    tokenize_warm, _ = best_of(lambda: tok.tokenize_many(texts), args.repeat, warm_up=True)
     n_tokens = sum(map(len, corpus_tokens))
     print(f"{ds.name}: {len(doc_ids):,} documents ({n_tokens:,} tokens), {len(qids):,} queries; "
           f"k={k}, k1={K1}, b={B}, best of {args.repeat}")
@@ -123,9 +108,9 @@ def main(argv=None) -> int:
         r.index(corpus_tokens, show_progress=False)
         return r
 
-    idx_ours, ours = best_of(build_ours, args.repeat)
-    idx_bm25s, ref_bm25s = best_of(build_bm25s, args.repeat)
-    idx_rank, okapi = best_of(lambda: BM25Okapi(corpus_tokens, k1=K1, b=B), args.repeat)
+    idx_ours, ours = best_of(build_ours, args.repeat, warm_up=True)
+    idx_bm25s, ref_bm25s = best_of(build_bm25s, args.repeat, warm_up=True)
+    idx_rank, okapi = best_of(lambda: BM25Okapi(corpus_tokens, k1=K1, b=B), args.repeat, warm_up=True)
     if ours._engine.vocab_dict != ref_bm25s.vocab_dict:  # same tokens in, same vocabulary out
         print("warning: our index and bm25s have different vocabularies", file=sys.stderr)
 
@@ -143,9 +128,9 @@ def main(argv=None) -> int:
     def query_rank():
         return [top_k(okapi.get_scores(tok(q)), k) for q in sub]
 
-    sec_ours, run_ours = best_of(query_ours, args.repeat)
-    sec_bm25s, (docs_bm25s, scores_bm25s) = best_of(query_bm25s, args.repeat)
-    sec_rank, tops_rank = best_of(query_rank, args.repeat)
+    sec_ours, run_ours = best_of(query_ours, args.repeat, warm_up=True)
+    sec_bm25s, (docs_bm25s, scores_bm25s) = best_of(query_bm25s, args.repeat, warm_up=True)
+    sec_rank, tops_rank = best_of(query_rank, args.repeat, warm_up=True)
     qps = {"ours": len(qids) / sec_ours, "bm25s": len(qids) / sec_bm25s,
            "rank": len(sub) / sec_rank}
 

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from pathlib import Path
 
 from gradio_client import Client
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, percentile_ms, write_json  # first: it puts the checkout on sys.path
 
 
 def free_port() -> int:
@@ -53,7 +52,7 @@ def start_app(model: str | None, store: str, log: Path) -> tuple[subprocess.Pope
             return proc, url
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"the app exited with {proc.returncode}; its log: {log}")
+                raise SystemExit(f"the app exited with {proc.returncode}; its log: {log}") from None
             time.sleep(0.5)
     proc.kill()
     raise SystemExit("the app did not start in 5 minutes")
@@ -94,8 +93,7 @@ def phase(url: str, queries: list[str], users: int, searches: int) -> tuple[list
 def summary(lat: list[float]) -> dict:
     if not lat:
         return {"n": 0}
-    q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) > 1 else [lat[0]] * 99
-    return {"n": len(lat), "p50_ms": round(q[49] * 1000, 1), "p95_ms": round(q[94] * 1000, 1),
+    return {"n": len(lat), "p50_ms": round(percentile_ms(lat, 50), 1), "p95_ms": round(percentile_ms(lat, 95), 1),
             "max_ms": round(max(lat) * 1000, 1)}
 
 
@@ -148,8 +146,7 @@ def main() -> int:
               f"errors {len(result['errors'][name])}")
     print(f"  ratio during training / idle: p50 {ratio_50:.2f}×  p95 {ratio_95:.2f}×; "
           f"job still running at the end: {still_running}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({**result, "ratio_p50": ratio_50, "ratio_p95": ratio_95}, indent=2))
+    write_json(args.json, {**result, "ratio_p50": ratio_50, "ratio_p95": ratio_95})
     return 1 if idle_err or busy_err else 0
 
 

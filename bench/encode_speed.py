@@ -21,27 +21,17 @@ over the data sets; ``nan`` with ``--no-quality``).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 import numpy as np  # noqa: E402
 
+from _common import timed  # first: it puts the checkout on sys.path
 from retrieval.encoder import load_encoder  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
-
-
-def timed(fn) -> tuple[np.ndarray, float]:
-    start = time.perf_counter()
-    out = fn()
-    return np.asarray(out, dtype=np.float32), time.perf_counter() - start
 
 
 def speed(texts: list[str], model: str | None, device: str) -> tuple[float, str]:
@@ -49,7 +39,8 @@ def speed(texts: list[str], model: str | None, device: str) -> tuple[float, str]
     stock = ours.model  # the same weights, called the stock way
     stock.encode(texts[:32], normalize_embeddings=True)
     ours.encode(texts[:32])
-    ref, t_stock = timed(lambda: stock.encode(texts, normalize_embeddings=True, show_progress_bar=False))
+    ref, t_stock = timed(lambda: np.asarray(stock.encode(texts, normalize_embeddings=True, show_progress_bar=False),
+                                            dtype=np.float32))
     vecs, t_ours = timed(lambda: ours.encode(texts))
     cosine = (ref * vecs).sum(axis=1)
     print(f"encoding {len(texts)} documents of {model or 'all-MiniLM-L6-v2'}:")

@@ -39,13 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _common import ROOT, SHARED, percentile_ms  # first: it puts the checkout on sys.path
 
-import numpy as np  # noqa: E402
-
-SHARED = ROOT.parent / "shared" / "datasets"
 SYSTEMS = ("bm25", "dense", "hybrid")
 
 
@@ -90,7 +85,7 @@ def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evalu
             start = time.perf_counter()
             ws.search_one(text, systems=(s,), eval_split=split)
             times.append(time.perf_counter() - start)
-        latency[s] = [float(np.percentile(times, 50) * 1000), float(np.percentile(times, 95) * 1000)]
+        latency[s] = [percentile_ms(times, 50), percentile_ms(times, 95)]
     figures["latency_ms"] = latency
     if evaluate:
         t = time.perf_counter()
@@ -106,7 +101,8 @@ def run_worker(folder: Path, spec: str, store: Path, args, evaluate: bool, reope
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [sys.executable, __file__, "--worker", str(folder), "--engine", spec, "--store", str(store),
-           "--queries", str(args.queries), "--out", out] + ([] if evaluate else ["--no-eval"]) + (["--reopen"] if reopen else [])
+           "--queries", str(args.queries), "--out", out] + ([] if evaluate else ["--no-eval"]) \
+        + (["--reopen"] if reopen else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -169,10 +165,12 @@ def main(argv=None) -> None:
         print(f"{'vectors stored / encoded':<30}" + "".join(f"{c:>{w}}" for c, w in counts))
         for s in SYSTEMS:
             (l50, l95), (m50, m95) = local["latency_ms"][s], remote["latency_ms"][s]
-            print(f"{'search ' + s + ' p50 / p95 (ms)':<30}{f'{l50:.1f} / {l95:.1f}':>14}{f'{m50:.1f} / {m95:.1f}':>14}")
+            print(f"{'search ' + s + ' p50 / p95 (ms)':<30}{f'{l50:.1f} / {l95:.1f}':>14}"
+                  f"{f'{m50:.1f} / {m95:.1f}':>14}")
         worst = lambda f: max(v[1] for v in f["latency_ms"].values())  # noqa: E731
         summary["p95"] = max(summary["p95"], worst(remote) / worst(local))
-        summary["load"] = max(summary["load"], (remote["bm25_s"] + remote["vectors_s"]) / (local["bm25_s"] + local["vectors_s"]))
+        load = (remote["bm25_s"] + remote["vectors_s"]) / (local["bm25_s"] + local["vectors_s"])
+        summary["load"] = max(summary["load"], load)
         if not args.no_eval:
             for s in SYSTEMS:
                 d = remote["ndcg10"][s] - local["ndcg10"][s]

@@ -32,17 +32,13 @@ the hybrid nDCG@10 the first stage adds at 1% and 5% of the labels (positive: it
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
+from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.encoder import load_encoder  # noqa: E402
@@ -73,7 +69,7 @@ def scores(ws: Workspace) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dataset")
+    dataset_arg(ap)
     ap.add_argument("--fractions", default="0,0.01,0.05,1")
     ap.add_argument("--pretrain", default="ict+bfs", choices=("ict", "bfs", "ict+bfs", "none"))
     ap.add_argument("--check", action="store_true",
@@ -81,7 +77,7 @@ def main() -> int:
     ap.add_argument("--pretrain-pairs", type=int, default=TrainConfig().pretrain_pairs)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--model", default=None)
-    ap.add_argument("--store", default=None)
+    store_arg(ap)
     ap.add_argument("--out-dir", default="/tmp/rankscope-few-labels")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -139,9 +135,7 @@ def main() -> int:
                   f"train {train_s:.0f} s", flush=True)
             if check:
                 print(f"        {check['verdict']}", flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps({"dataset": full.name, "args": vars(args), "rows": rows},
-                                                      indent=2))
+            write_json(args.json, {"dataset": full.name, "args": vars(args), "rows": rows})
 
     def hybrid(fraction: float, first: str) -> float | None:
         return next((r["hybrid"]["ndcg@10"] for r in rows if r["fraction"] == fraction and r["first_stage"] == first),

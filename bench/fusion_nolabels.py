@@ -26,23 +26,17 @@ minus the better of BM25 and dense, the worst and the mean over the data sets.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.evaluate import evaluate_run  # noqa: E402
 from retrieval.hybrid import Hybrid, default_lambda  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "datasets"
 REPORT = {"demo": (ROOT / "data" / "demo", "test"), "scifact": (SHARED / "scifact", "test"),
           "nfcorpus": (SHARED / "nfcorpus", "test"), "cranfield": (SHARED / "cranfield", "test")}
 SELECT = {"demo": (ROOT / "data" / "demo", "train"), "scifact": (SHARED / "scifact", "train"),
@@ -77,7 +71,8 @@ def fusions(ws: Workspace, queries: dict[str, str]) -> dict[str, callable]:
         out[f"min-max α {a}"] = lambda c, _, a=a: a * mm(c.s_emb) + (1 - a) * mm(c.s_lex)
         out[f"TMM α {a}"] = lambda c, _, a=a: (a * (c.s_emb + 1) / (c.s_emb.max() + 1)
                                                + (1 - a) * c.s_lex / max(c.s_lex.max(), 1e-9))
-        out[f"query max α {a}"] = lambda c, text, a=a: a * c.s_emb + (1 - a) * c.s_lex / max(ws.bm25.max_score(text), 1e-9)
+        out[f"query max α {a}"] = (lambda c, text, a=a:
+                                   a * c.s_emb + (1 - a) * c.s_lex / max(ws.bm25.max_score(text), 1e-9))
     return out
 
 
@@ -103,7 +98,7 @@ def table(sets: dict, store: Store | None, model=None) -> dict[str, dict[str, fl
             row[fusion] = evaluate_run(run, qrels, metrics=("ndcg@10",)).mean["ndcg@10"]
         lam = default_lambda(cands)
         run = Hybrid(ws.lexical, ws.dense, lam=lam, depth=ws.depth).rank(cands, lam, 100)
-        row[f"CLEAR scale-matched λ (before)"] = evaluate_run(run, qrels, metrics=("ndcg@10",)).mean["ndcg@10"]
+        row["CLEAR scale-matched λ (before)"] = evaluate_run(run, qrels, metrics=("ndcg@10",)).mean["ndcg@10"]
         choice = ws.lambda_for(split)
         row["default (the app's hybrid)"] = ws.evaluate("hybrid", split).mean["ndcg@10"]
         print(f"{name} ({split}, {len(queries)} queries): hybrid λ = {choice.value:g}, {choice.how}", file=sys.stderr)
@@ -120,13 +115,14 @@ def show(results: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]
     for f in fusions_:
         g = [results[n][f] - max(results[n]["bm25"], results[n]["dense"]) for n in names]
         gaps[f] = (min(g), float(np.mean(g)))
-        print(f"{f:<34}" + "".join(f"{results[n][f]:>16.4f}" for n in names) + f"{gaps[f][0]:>+11.4f}{gaps[f][1]:>+10.4f}")
+        print(f"{f:<34}" + "".join(f"{results[n][f]:>16.4f}" for n in names)
+              + f"{gaps[f][0]:>+11.4f}{gaps[f][1]:>+10.4f}")
     return gaps
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--store", default=None, help="cache file (default: the usual store; embeddings reused)")
+    store_arg(p, "the usual store; embeddings reused")
     p.add_argument("--select", action="store_true", help="the selection table (other splits) instead")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -134,7 +130,7 @@ def main(argv=None) -> None:
     results = table(SELECT if args.select else REPORT, store)
     gaps = show(results)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_json(args.json, results)
     worst, mean = gaps["default (the app's hybrid)"]
     print(f"worst_gap_vs_best_single={worst:.4f} mean_gain_vs_best_single={mean:.4f}")
 

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT  # first: it puts the checkout on sys.path
 
 
 def main(argv=None) -> int:

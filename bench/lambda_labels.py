@@ -25,23 +25,25 @@ the data sets and sizes (nDCG@10).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 import numpy as np  # noqa: E402
 
+from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.hybrid import (LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, Candidates, Hybrid,  # noqa: E402
-                              fit_lambda, lambda_table)
+from retrieval.hybrid import (  # noqa: E402
+    LABEL_FREE_LAMBDA,
+    LAMBDA_GRID,
+    QUERY_MAX_GRID,
+    Candidates,
+    Hybrid,
+    fit_lambda,
+    lambda_table,
+)
 from retrieval.store import default_store_path  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "datasets"
 SETS = {"demo": ROOT / "data" / "demo", "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus"}
 WAYS = ("raw λ, grid best", "query-max λ, grid best", "query-max λ, the app's", "label-free λ = 1")
 
@@ -119,7 +121,7 @@ def main(argv=None) -> None:
     p.add_argument("--sizes", default="5,10,20,50,100,200", help="numbers of labelled train queries drawn")
     p.add_argument("--seeds", type=int, default=10, help="draws per size")
     p.add_argument("--sets", default=",".join(SETS), help="data sets (of: " + ", ".join(SETS) + ")")
-    p.add_argument("--store", default=None, help="cache file (default: the usual store; embeddings reused)")
+    store_arg(p, "the usual store; embeddings reused")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     store = Store(args.store or default_store_path())
@@ -132,7 +134,7 @@ def main(argv=None) -> None:
         results[name] = study(SETS[name], store, sizes, args.seeds)
     worst, gain = show(results)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_json(args.json, results)
     print(f"worst_gap_vs_label_free={worst:.4f} mean_gain_vs_raw_tuned={gain:.4f}")
 
 

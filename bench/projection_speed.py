@@ -50,35 +50,20 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing
-import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from _common import DEMO, best_of, store_arg  # first: it puts the checkout on sys.path
 from retrieval.projection import embed_sample, project, sample_points, umap_layout  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 
 SEED = 42
-
-
-def best_of(fn, repeat: int) -> tuple[float, object]:
-    """(best seconds of ``repeat`` timed calls, the last result)."""
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def big_enough_sample(ws: Workspace, split: str, points: int):
@@ -162,12 +147,12 @@ def time_fits(ws: Workspace, sample, x: np.ndarray, repeat: int, use_tsne: bool,
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dataset", nargs="?", default=str(ROOT / "data" / "demo"))
+    ap.add_argument("dataset", nargs="?", default=str(DEMO))
     ap.add_argument("--split", default="test")
     ap.add_argument("--points", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--model", default=None)
-    ap.add_argument("--store", default=None, help="cache file (default: the usual store)")
+    store_arg(ap)
     ap.add_argument("--no-tsne", action="store_true", help="leave the (slow) t-SNE peer out")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")  # umap-learn's notes on seeds and n_jobs

@@ -17,25 +17,18 @@ reads cached document embeddings, so the seconds time retrieval and evaluation t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
+from _common import dataset_arg, timed, write_json  # first: it puts the checkout on sys.path
 from retrieval import cli  # noqa: E402
 from retrieval.engines import open_engine  # noqa: E402
-from retrieval.evaluate import evaluate_run  # noqa: E402
-from retrieval.evaluate import significance_marks  # noqa: E402
+from retrieval.evaluate import evaluate_run, significance_marks  # noqa: E402
+from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
-from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
 from retrieval.systems import SYSTEMS, label  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
-
 
 
 class CountingStore(Store):
@@ -75,15 +68,9 @@ class CountingStore(Store):
         return "from cache" if not self.misses else "partly from cache"
 
 
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("dataset", help="BEIR folder or zip (e.g. ../shared/datasets/scifact)")
+    dataset_arg(p)
     p.add_argument("--split", default="test", help="labels split to evaluate (default: test)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated: {','.join(SYSTEMS)}")
     p.add_argument("--model", default=None, help="sentence-transformers id or folder "
@@ -106,7 +93,8 @@ def main(argv=None) -> int:
     if args.split not in ds.qrels:
         p.error(f"no split {args.split!r} in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     store = CountingStore(args.store or default_store_path(), recompute=args.recompute)
-    ws = Workspace(ds, store, model=args.model, engine=open_engine(args.engine, allow_insecure_token=args.allow_insecure_token))
+    engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
+    ws = Workspace(ds, store, model=args.model, engine=engine)
     print(f"{ds.name}: {len(ds.docs):,} documents, {len(ds.split_queries(args.split)):,} {args.split} "
           f"queries; store {store.path}{' (runs, metrics and λ recomputed)' if args.recompute else ''}")
 
@@ -122,7 +110,7 @@ def main(argv=None) -> int:
     evals, results, seconds, provenance = {}, {}, {}, {}
     for s in systems:
         store.reset()
-        evals[s], seconds[s] = timed(lambda: ws.evaluate(s, args.split))
+        evals[s], seconds[s] = timed(lambda s=s: ws.evaluate(s, args.split))
         provenance[s] = store.provenance()
         results[s] = {m: evals[s].mean[m] for m in TABLE_METRICS if m in evals[s].mean}
 
@@ -150,7 +138,7 @@ def main(argv=None) -> int:
                "significant": marks, "seconds": {**setup, **seconds}, "provenance": provenance,
                "lambda": {"value": lam.value, "how": lam.how, "grid": lam.grid} if lam else None}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_json(args.json, out)
     return 0
 
 

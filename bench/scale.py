@@ -40,24 +40,19 @@ import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from retrieval.dense import DenseIndex  # noqa: E402
+from _common import ROOT, SHARED, percentile_ms, timed  # first: it puts the checkout on sys.path
 from retrieval.cli import engine_arg  # noqa: E402
+from retrieval.dense import DenseIndex  # noqa: E402
 from retrieval.encoder import load_encoder  # noqa: E402
 from retrieval.engines import InProcess, open_engine  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "datasets"
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -93,16 +88,6 @@ def build_corpus(n: int, seed: int, work: Path) -> Path:
     return out
 
 
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
-
-
-def percentile_ms(seconds: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(seconds) * 1000, q))
-
-
 def flat_vs_hnsw(ds, dense, flat: DenseIndex, n_queries: int) -> None:
     """HNSW (M 32, efSearch 128) against the exact ``flat`` index on the same vectors and queries:
     build time, FAISS-only latency of one query (top 100), and how much of flat's top 10 / top 100
@@ -116,8 +101,8 @@ def flat_vs_hnsw(ds, dense, flat: DenseIndex, n_queries: int) -> None:
     qvecs = dense.encode_queries(queries)
     found, lat = {10: [], 100: []}, {"flat": [], "hnsw": []}
     for q in qvecs:
-        (_, exact), t_flat = timed(lambda: flat.search_vectors(q[None], 100))
-        (_, approx), t_approx = timed(lambda: hnsw.search_vectors(q[None], 100))
+        (_, exact), t_flat = timed(lambda q=q: flat.search_vectors(q[None], 100))
+        (_, approx), t_approx = timed(lambda q=q: hnsw.search_vectors(q[None], 100))
         lat["flat"].append(t_flat)
         lat["hnsw"].append(t_approx)
         for k in found:
@@ -196,7 +181,7 @@ def main(argv=None) -> None:
         ws.dense.store = None  # every query encoded now, never read back from an earlier run's cache
     for s in systems:
         ws.search_one(queries[0][1], systems=(s,), eval_split="test")  # warm-up
-        times = [timed(lambda t=text: ws.search_one(t, systems=(s,), eval_split="test"))[1] for _, text in queries]
+        times = [timed(lambda t=text, s=s: ws.search_one(t, systems=(s,), eval_split="test"))[1] for _, text in queries]
         latency[s] = (percentile_ms(times, 50), percentile_ms(times, 95))
         print(f"search {s:<7} p50 {latency[s][0]:7.1f} ms   p95 {latency[s][1]:7.1f} ms   ({len(times)} queries)")
     if not args.skip_dense:

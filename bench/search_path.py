@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT  # first: it puts the checkout on sys.path
+
 COUNTED = ("encodes", "faiss_searches", "bm25_scorings", "explanations", "store_writes")
 
 
@@ -60,8 +61,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # bench/ is first on sys.path and holds compression.py, which a library's ``import compression``
-    # (the module name Python 3.14 gives zstd) would pick up: measure from the repository root only
+    # measure from the repository root only, not from bench/ (which Python puts first on sys.path)
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     sys.path.insert(0, str(Path(args.repo).resolve()))
     os.chdir(args.repo)
@@ -87,7 +87,8 @@ def main(argv=None) -> int:
     queries = [json.loads(line)["text"] for line in (data_path / "queries.jsonl").read_text().splitlines() if line]
     client.predict("warm-up: a first search compiles and loads what later ones reuse", api_name="/search")
     client.predict(queries[-1], api_name="/search")
-    print(f"RankScope at {Path(rankscope.__file__).parent}; {len(queries)} queries; encoder {registry.model or 'all-MiniLM-L6-v2'}")
+    print(f"RankScope at {Path(rankscope.__file__).parent}; {len(queries)} queries; "
+          f"encoder {registry.model or 'all-MiniLM-L6-v2'}")
     print(f"{'query kind':<12}" + "".join(f"{c:>16}" for c in COUNTED) + f"{'p50 ms':>10}{'p95 ms':>10}")
     results = {}
     for kind, texts in (("labelled", queries[:-1]), ("free text", [f"about: {q}" for q in queries])):

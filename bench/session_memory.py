@@ -38,11 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-SHARED = ROOT.parent / "shared" / "datasets"
+from _common import SHARED  # first: it puts the checkout on sys.path
 
 
 def synthetic(folder: Path, n: int, seed: int) -> Path:

@@ -47,8 +47,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval.dataset import Dataset  # noqa: E402
 from retrieval.encoder import Encoder, load_encoder, pick_device  # noqa: E402
 from retrieval.evaluate import compare  # noqa: E402
@@ -121,8 +120,8 @@ def interpolated(base, trained, alpha: float):
     """A copy of ``trained`` with every weight it shares with ``base`` set to (1 − α)·base + α·trained
     (WiSE-FT, Wortsman et al., CVPR 2022, §2); weights only ``trained`` has (poly-attention) stay."""
     mixed, theirs = copy.deepcopy(trained), base.state_dict()
-    mixed.load_state_dict({k: (1 - alpha) * theirs[k].to(v.device) + alpha * v if k in theirs and v.is_floating_point() else v
-                           for k, v in trained.state_dict().items()})
+    mixed.load_state_dict({k: (1 - alpha) * theirs[k].to(v.device) + alpha * v
+                           if k in theirs and v.is_floating_point() else v for k, v in trained.state_dict().items()})
     return mixed
 
 
@@ -162,7 +161,8 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
             if stage.endswith("stage 1"):
                 return  # quadruplet's stage one is a warm-up, not a candidate
             t = time.perf_counter()
-            trial = {"lr": lr, "epochs": epoch, **held_out_scores(ws_held, st_model, length, f"{name}-lr{lr:g}-e{epoch}")}
+            scores = held_out_scores(ws_held, st_model, length, f"{name}-lr{lr:g}-e{epoch}")
+            trial = {"lr": lr, "epochs": epoch, **scores}
             trial["eval_s"] = round(time.perf_counter() - t, 1)
             if epoch == max_epochs and wise:
                 trial["wise"] = interpolations(st_model)
@@ -178,7 +178,8 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
         elif missing := [a for a in wise if f"{a:g}" not in scored[max_epochs].get("wise", {})]:
             # trained before these α were asked for: the trial's export is its last epoch
             last = scored[max_epochs]
-            last["wise"] = {**last.get("wise", {}), **interpolations(load_trainable(str(folder), "cpu", length), missing)}
+            added = interpolations(load_trainable(str(folder), "cpu", length), missing)
+            last["wise"] = {**last.get("wise", {}), **added}
             save()
             show(last, " (interpolations added)")
         trials.extend(scored[e] for e in sorted(scored))
@@ -187,7 +188,8 @@ def search_row(name: str, cfg: TrainConfig, ws_held: Workspace, store: Store, ou
 
 
 def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws_full: Workspace, store: Store,
-              out_dir: Path, model: str | None, search: tuple[list[float], int, str, list[float]] | None = None) -> dict:
+              out_dir: Path, model: str | None,
+              search: tuple[list[float], int, str, list[float]] | None = None) -> dict:
     """Train on the fit part, tune λ_test (and, with ``search``, lr and epochs) on the held-out part;
     train again on all of train, evaluate on test."""
     trials = None
@@ -219,7 +221,7 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dataset")
+    dataset_arg(ap)
     ap.add_argument("--rows", default="base," + ",".join(ROWS))
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=16)
@@ -230,7 +232,7 @@ def main() -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--model", default=None)
-    ap.add_argument("--store", default=None)
+    store_arg(ap)
     ap.add_argument("--out-dir", default="/tmp/rankscope-ablation")
     ap.add_argument("--json", default=None)
     ap.add_argument("--refit", action="store_true",
@@ -295,13 +297,12 @@ def main() -> int:
         row["wall_s"] = round(time.perf_counter() - t, 1)
         results.append(row)
         chosen = f" [lr {row['config']['lr']:g}, {row['config']['epochs']} epochs]" if "search" in row else ""
-        print(f"{name:<28}{chosen} dense nDCG@10 {row['dense']['ndcg@10']:.4f} R@100 {row['dense']['recall@100']:.4f} | "
-              f"hybrid nDCG@10 {row['hybrid']['ndcg@10']:.4f} R@100 {row['hybrid']['recall@100']:.4f} "
-              f"(λ_test {row['lambda_test']:g}) | train {row['train_s']:.0f} s on {row['device']}, wall {row['wall_s']:.0f} s",
-              flush=True)
-        if args.json:
-            Path(args.json).write_text(json.dumps({"dataset": ds.name, "xi": xi, "lambda_train": lam_train,
-                                                   "args": vars(args), "rows": results}, indent=2))
+        print(f"{name:<28}{chosen} dense nDCG@10 {row['dense']['ndcg@10']:.4f} "
+              f"R@100 {row['dense']['recall@100']:.4f} | hybrid nDCG@10 {row['hybrid']['ndcg@10']:.4f} "
+              f"R@100 {row['hybrid']['recall@100']:.4f} (λ_test {row['lambda_test']:g}) | "
+              f"train {row['train_s']:.0f} s on {row['device']}, wall {row['wall_s']:.0f} s", flush=True)
+        write_json(args.json, {"dataset": ds.name, "xi": xi, "lambda_train": lam_train, "args": vars(args),
+                               "rows": results})
     print()
     print(f"{'row':<28}{'dense nDCG@10':>14}{'dense R@100':>12}{'hybrid nDCG@10':>16}{'hybrid R@100':>14}"
           f"{'train s':>9}  device")

@@ -24,22 +24,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+import _common  # noqa: F401 - first: it puts the checkout on sys.path
 from retrieval.encoder import pick_device  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss  # noqa: E402
 from training.pairs import labelled_pairs  # noqa: E402
-from training.trainer import Trainer, TrainConfig, load_trainable  # noqa: E402
+from training.trainer import TrainConfig, Trainer, load_trainable  # noqa: E402
 
 COLUMNS = ("anchor", "positive", "negative")
 

@@ -11,5 +11,5 @@ from .run import Run
 from .store import Store
 from .workspace import SYSTEMS, Workspace
 
-__all__ = ["DenseNotReady", "EncodingStatus", "Dataset", "Document", "DataError", "LoadReport", "load_dataset", "load_files", "Run",
-           "Store", "SYSTEMS", "Workspace"]
+__all__ = ["DenseNotReady", "EncodingStatus", "Dataset", "Document", "DataError", "LoadReport", "load_dataset",
+           "load_files", "Run", "Store", "SYSTEMS", "Workspace"]

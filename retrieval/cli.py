@@ -133,7 +133,8 @@ def cmd_evaluate(args) -> int:
         for s in systems[1:]:
             c = compare(evals[base], evals[s], PRIMARY)
             print(f"{label(s)} vs {label(base)}, nDCG@10 per query: "
-                  f"{c.delta:+.4f} mean, {len(c.wins)} wins, {len(c.losses)} losses, {c.ties} ties, p = {c.p_value:.4f}")
+                  f"{c.delta:+.4f} mean, {len(c.wins)} wins, {len(c.losses)} losses, {c.ties} ties, "
+                  f"p = {c.p_value:.4f}")
     if "hybrid" in systems:
         lam = ws.lambda_for(split)
         print(f"hybrid λ_test = {lam.value:g} ({lam.how})")
@@ -225,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "CUDA, else fp32) or forced")
             sp.add_argument("--language", default="auto", help="BM25's stemmer and stopwords: auto (detected on "
                             "a sample of the corpus) or an ISO 639-1 code such as en, fr, de")
-            sp.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
+            sp.add_argument("--store", default=None,
+                            help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
             sp.add_argument("--no-store", action="store_true", help="compute everything, cache nothing")
             engine_arg(sp)
 
@@ -255,7 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--tuned", default=None, help="a fine-tuned encoder to compare (adds fixed/broken by fine-tuning)")
     fa.add_argument("--html", required=True, help="write the report here")
     fa.set_defaults(func=cmd_failures)
-    dr = sub.add_parser("drop", help="remove what an engine holds for a data set's corpus (its BM25 and vector collections)")
+    dr = sub.add_parser("drop", help="remove what an engine holds for a data set's corpus "
+                                     "(its BM25 and vector collections)")
     common(dr, store=False)
     engine_arg(dr)
     dr.set_defaults(func=cmd_drop)

@@ -50,7 +50,8 @@ class CompressionRow:
     bytes_ratio: float  # code bytes / the float32 flat index's (4 × the encoder's dimensions)
     metrics: dict[str, dict[str, float]]  # system -> metric -> mean
     delta: dict[str, dict[str, float]]  # system -> metric -> mean − float32 flat's mean
-    marks: dict[str, dict[str, str]] = field(default_factory=dict)  # "†": differs from flat (metrics.SIGNIFICANCE_LEVEL)
+    # "†": differs from flat (metrics.SIGNIFICANCE_LEVEL)
+    marks: dict[str, dict[str, str]] = field(default_factory=dict)
     hybrid_lambda: float | None = None  # λ_test of this variant's hybrid (tuned with its own index)
 
     def to_dict(self) -> dict:

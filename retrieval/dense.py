@@ -39,13 +39,11 @@ def index_kind_for(n_docs: int, kind: str = "auto") -> str:
     """The index kind "auto" stands for: exact ``flat`` below ``HNSW_FROM`` documents, ``hnsw``
     from there on; any other kind is returned as it is.
 
-    Why 500,000 (``bench/scale.py --docs 100000``, 2 CPU cores, 384 dimensions): a flat search
-    scans every vector, 6.6 ms per query per 100,000 documents (FAISS alone, top 100), so at
-    500,000 the scan alone takes ~33 ms, a third of the 100 ms an interactive search should take
-    end to end, and evaluating a split of 300 queries spends 10 s in it. HNSW (M 32, efSearch 128)
-    answers in 0.6 ms at 100,000 and grows slowly, but costs a build (10 s per 100,000 documents),
-    256 more bytes per document and recall: it finds 96.4 % of flat's top 10 at 100,000. Below
-    500,000 exactness is affordable, above it speed is worth the 4 %.
+    Why 500,000: a flat search scans every vector, so its time grows with the corpus, and around
+    500,000 documents the scan alone takes a third of the 100 ms an interactive search should take
+    end to end; HNSW (M 32, efSearch 128) answers far faster and grows slowly, but costs a build,
+    256 more bytes per document and a few percent of recall. Below that size exactness is
+    affordable, above it speed is worth the loss (the figures: ``bench/README.md``, ``scale.py``).
     """
     if kind != "auto":
         if kind not in INDEX_KINDS:
@@ -184,8 +182,8 @@ def pca_projection(embeddings: np.ndarray, dims: int) -> faiss.LinearTransform:
     ``faiss.PCAMatrix``. The mean is *not* subtracted (no bias): ⟨q, d⟩ = ⟨q, μ⟩ + ⟨q, d − μ⟩ and
     ⟨q, μ⟩ is the same for every document, so ⟨A·q, A·d⟩ ranks like ⟨q, d⟩ up to the residual
     qᵀ(I − AᵀA)(d − μ), which PCA minimises; centring both sides (``PCAMatrix.apply``) adds the
-    document-dependent term −⟨A·μ, A·(d − μ)⟩ instead. On SciFact with all-MiniLM-L6-v2 at 128
-    of 384 dimensions: dense nDCG@10 0.632 without centring, 0.592 with (0.648 unreduced).
+    document-dependent term −⟨A·μ, A·(d − μ)⟩ instead, which costs quality (``bench/README.md``,
+    ``index_compression.py``).
     """
     d = embeddings.shape[1]
     pca = faiss.PCAMatrix(d, dims)

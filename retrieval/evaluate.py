@@ -97,7 +97,9 @@ def is_incomplete_metric(metric: str) -> bool:
 
 def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
     """metric -> query id -> value, by ranx, over the queries with a relevant label."""
-    from ranx import Qrels as RQrels, Run as RRun, evaluate
+    from ranx import Qrels as RQrels
+    from ranx import Run as RRun
+    from ranx import evaluate
 
     evaluated = positive_qrels(qrels)
     if not evaluated or not metrics:

@@ -4,9 +4,10 @@ and builds the gallery's cards.
 
 For each query with at least one relevant label (queries without one are skipped), from the ranks
 of BM25, dense and the CLEAR hybrid (and, optionally, a fine-tuned encoder's dense and hybrid).
-Notation: R_s(d) is the 1-based rank of document d in system s's list, ∞ when s did not retrieve d within the depth (shown as "—"); *relevant*
-means a graded label > 0 (the evaluation's convention), *non-relevant* a label ≤ 0 or no label
-(the TREC convention: unjudged counts as not relevant; the card says which). Thresholds:
+Notation: R_s(d) is the 1-based rank of document d in system s's list, ∞ when s did not retrieve d
+within the depth (shown as "—"); *relevant* means a graded label > 0 (the evaluation's convention),
+*non-relevant* a label ≤ 0 or no label (the TREC convention: unjudged counts as not relevant; the
+card says which). Thresholds:
 ``top`` (default 10), ``low`` (100), ``fp_top`` (3).
 
 * **vocabulary mismatch** — a relevant d with R_dense(d) ≤ top and R_bm25(d) > low: exact

@@ -124,7 +124,8 @@ class Hybrid:
         """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
         return rank_candidates(cands, lam, self.doc_ids, k)
 
-    def exact_scores(self, lam: float, doc_rows: dict[str, list[int]], queries: dict[str, str]) -> dict[str, dict[str, float]]:
+    def exact_scores(self, lam: float, doc_rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]]:
         """λ·s_lex + s_emb for chosen documents (judged ones, for PNR), retrieved or not."""
         qvecs = self.dense.encode_queries({q: queries[q] for q in doc_rows})
         out = {}
@@ -132,7 +133,7 @@ class Hybrid:
             rows_a = np.asarray(rows, dtype=np.int64)
             lex = self.lexical_scores(queries[qid], rows_a)
             emb = self.dense.index.scores(qvecs[i], rows_a)
-            out[qid] = {self.doc_ids[r]: float(lam * l + e) for r, l, e in zip(rows_a, lex, emb)}
+            out[qid] = {self.doc_ids[r]: float(lam * lx + e) for r, lx, e in zip(rows_a, lex, emb)}
         return out
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
@@ -226,7 +227,8 @@ def lambda_table(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str],
 def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
               weights: tuple[float, ...] = (0.5, 0.5)) -> Run:
     """Reciprocal-rank fusion or min-max normalized weighted sum of runs, computed by ranx."""
-    from ranx import Run as RRun, fuse
+    from ranx import Run as RRun
+    from ranx import fuse
 
     if method not in ("rrf", "wsum"):
         raise ValueError(f"unknown fusion {method!r}; choose 'rrf' or 'wsum'")

@@ -27,12 +27,12 @@ f = 1 − cos (eq. 4). UMAP's ``metric="cosine"`` is that same distance, 1 − c
 its k-nearest-neighbour graph is built from.
 
 Speed. For fewer than 4,096 points umap-learn computes all pairwise distances with its numba
-cosine called once per pair through scikit-learn (4 of its 6.5 s on 2,000 points here). We compute
-the same exact k-nearest neighbours with one matrix product (``cosine_knn``) and hand them to
-UMAP as ``precomputed_knn`` with ``metric="cosine"``; the fuzzy graph it builds is the same (to
-float32 rounding) and the fit takes about 2.5 s instead of 7. Duplicate texts (a document that is
-a hard negative of one query and an easy negative of another) are fitted once and share their
-place. The first fit in a process compiles numba code (``umap_is_warm``, ``warm_up``).
+cosine called once per pair through scikit-learn, most of a fit's time. We compute the same exact
+k-nearest neighbours with one matrix product (``cosine_knn``) and hand them to UMAP as
+``precomputed_knn`` with ``metric="cosine"``; the fuzzy graph it builds is the same (to float32
+rounding) and the fit takes a third of the time (``bench/README.md``, ``projection_speed.py``).
+Duplicate texts (a document that is a hard negative of one query and an easy negative of another)
+are fitted once and share their place. The first fit in a process compiles numba code (``umap_is_warm``, ``warm_up``).
 """
 from __future__ import annotations
 

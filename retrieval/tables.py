@@ -69,8 +69,9 @@ def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, syste
 
 def per_query_table(ws: Workspace, split: str, systems=BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict]:
     """Each evaluated query's ``metric`` under every system: ``{"query", "text", "values": {system:
-    value}, "disagreement": 1 − mean pairwise RBO of the systems' top 10}``, ordered by how much the best of the other systems gains over the first (largest
-    first): where dense and hybrid win and lose against BM25."""
+    value}, "disagreement": 1 − mean pairwise RBO of the systems' top 10}``, ordered by how much the
+    best of the other systems gains over the first (largest first): where dense and hybrid win and
+    lose against BM25."""
     per = {s: ws.evaluate(s, split).per_query.get(metric, {}) for s in systems}
     runs = {s: ws.run(s, split) for s in systems}
     first, others = systems[0], systems[1:]

@@ -194,7 +194,8 @@ class Workspace:
         with self._lock:
             if self._lexical is None:
                 self._lexical = self.engine.lexical(self.corpus, self.tokenizer, self.bm25_args, self.store,
-                                                    progress=counting(progress, "indexing {done}/{total} documents for BM25"))
+                                                    progress=counting(progress,
+                                                                      "indexing {done}/{total} documents for BM25"))
             return self._lexical
 
     @property

@@ -36,7 +36,10 @@ def shared_dataset(name: str) -> Path:
 def bench_module(name: str):
     """``bench/<name>.py`` imported as a module (the bench folder is scripts, not a package)."""
     import importlib.util
+    import sys
 
+    if str(ROOT / "bench") not in sys.path:  # as when the script runs: its folder first, for ``_common``
+        sys.path.insert(0, str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -111,6 +114,14 @@ def toy_dataset():
     qrels = {"train": {"q1": {"d1": 2, "d4": 0, "d5": 1}, "q2": {"d3": 2, "d6": 1}},
              "test": {"q3": {"d7": 2, "d2": 1, "d8": 0}, "q4": {"d5": 2, "d1": 1, "d4": 0}}}
     return Dataset("toy", docs, queries, qrels)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where browser tests save their screenshots: ``$RANKSCOPE_SCREENSHOTS``, else a temporary folder."""
+    folder = Path(os.environ.get("RANKSCOPE_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")

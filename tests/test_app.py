@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import html
-from html import unescape as html_unescape
 import json
 import time
 import zipfile
+from html import unescape as html_unescape
 
 import pytest
 from gradio_client import Client, handle_file
@@ -159,7 +159,6 @@ def test_failures_endpoint_and_the_offline_report(client):
 
 
 def test_project_endpoint_base_beside_fine_tuned(client, running_app, tmp_path):
-    registry = running_app[1]
     status, figure, hist, summary = client.predict("test", 10, "", "", api_name="/project")
     counts = summary["counts"]
     assert counts["query"] == 10 and counts["hard negative"] == 30 and counts["easy negative"] == 30
@@ -338,7 +337,8 @@ def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     assert "Judged 0 of" in progress and shown["query_id"] and shown["doc_id"] and "judge-pair" in html
     pooled = shown["pooled"]
     progress, _, nxt = client.predict("bea", shown["query_id"], shown["doc_id"], 2, 2, False, api_name="/judge")
-    assert f"Judged 1 of {pooled}" in progress and (nxt["query_id"], nxt["doc_id"]) != (shown["query_id"], shown["doc_id"])
+    assert f"Judged 1 of {pooled}" in progress
+    assert (nxt["query_id"], nxt["doc_id"]) != (shown["query_id"], shown["doc_id"])
     client.predict("bea", shown["query_id"], shown["doc_id"], 1, 2, False, api_name="/judge")  # changed later
     path = client.predict("trec", False, api_name="/export_qrels")
     assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 1}}

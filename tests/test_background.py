@@ -21,9 +21,9 @@ from ui import data as data_view
 from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view
 from ui import failures as failures_view
+from ui.present.search import side_by_side_html
 from ui.registry import Registry
 from ui.search import default_columns, metrics_rows, shown_systems
-from ui.present.search import side_by_side_html
 
 PART = 64  # documents per committed part (embed_corpus's commit_every)
 
@@ -160,7 +160,8 @@ def test_the_app_loads_a_big_corpus_at_once_and_the_banner_follows_the_encoding(
     assert "bg" in summary
 
     banner, polling = data_view.encoding_banner(ws)
-    assert polling and banner.startswith("**Encoding the corpus in the background**") and f"of {3 * PART:,} documents" in banner
+    assert polling and banner.startswith("**Encoding the corpus in the background**")
+    assert f"of {3 * PART:,} documents" in banner
     gated.gate.set()
     ws.wait_dense(30)
     ready, polling = data_view.encoding_banner(ws, shown=banner)
@@ -193,7 +194,8 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": d.title, "text": d.text}) + "\n"
                                                  for i, d in ds.docs.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in ds.queries.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                                  for q, t in ds.queries.items()))
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td5\t2\nq2\td2\t1\n")
     gated = GatedEncoder(tiny_encoder)
     app, registry = rankscope_app.create(folder, model=gated, store_path=str(tmp_path / "s.sqlite3"), foreground_s=0)

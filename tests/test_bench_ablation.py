@@ -84,4 +84,5 @@ def test_wise_scores_interpolations_with_the_base_beside_the_trials(tmp_path, ti
     assert f"hybrid nDCG@10 {wise['0']['hybrid']:.4f} " in reference and f"dense {wise['0']['dense']:.4f}," in reference
     assert all(wise["1"][k] == trial[k] for k in ("hybrid", "dense", "dense_recall@100", "lambda_test"))
     assert trial["dense"] != wise["0"]["dense"]  # trained at a high rate: the trial moved away from the base
-    assert res.stdout.count("interpolated with the base at α") == 2 + 3  # the recorded trial's two, then all three once 0.5 is added
+    # the recorded trial's two, then all three once 0.5 is added
+    assert res.stdout.count("interpolated with the base at α") == 2 + 3

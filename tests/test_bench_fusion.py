@@ -2,7 +2,6 @@
 bench's own query-max convex combination at α = 0.5, and nothing is tuned on the reported labels."""
 from __future__ import annotations
 
-
 import pytest
 
 from .conftest import DEMO, bench_module

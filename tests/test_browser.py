@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -57,13 +56,6 @@ def page(url, tmp_path_factory):
         pg.get_by_role("tab", name="Search").wait_for()
         yield pg
         browser.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = Path(os.environ.get("RANKSCOPE_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def open_tab(page, name: str) -> None:

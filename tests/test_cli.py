@@ -54,7 +54,7 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
     assert any(line.startswith("hybrid λ_test = ") and "tuned on train" in line for line in lines)
     n_test = 32  # the demo's test split, as the stderr line above says
     for label in ("Dense", "Hybrid (CLEAR λ)"):  # per-query deltas against BM25, one line each
-        line = next(l for l in lines if l.startswith(f"{label} vs BM25, nDCG@10 per query:"))
+        line = next(ln for ln in lines if ln.startswith(f"{label} vs BM25, nDCG@10 per query:"))
         wins, losses, ties = (int(line.split(f" {w}")[0].rsplit(" ", 1)[1]) for w in ("wins", "losses", "ties"))
         assert wins + losses + ties == n_test
 

@@ -124,7 +124,7 @@ def test_an_interrupted_bm25_load_resumes(demo, tmp_path, monkeypatch):
 
     monkeypatch.setattr(engine.client, "insert", crashing)
     with pytest.raises(ConnectionError):
-        Workspace(demo, None, engine=engine).lexical
+        Workspace(demo, None, engine=engine).build_lexical()
     monkeypatch.setattr(engine.client, "insert", insert)
     seen = []
     lexical = Workspace(demo, None, engine=engine).build_lexical(lambda f, what: seen.append(what))
@@ -135,11 +135,11 @@ def test_an_interrupted_bm25_load_resumes(demo, tmp_path, monkeypatch):
 
 def test_a_collection_of_another_corpus_is_refused(demo, tmp_path):
     engine = open_engine(f"milvus:{tmp_path / 'foreign.db'}")
-    Workspace(demo, None, engine=engine).lexical
+    Workspace(demo, None, engine=engine).build_lexical()
     name = engine.collections(demo.corpus_hash)[0]["name"]
     engine.client.alter_collection_properties(name, properties={"rankscope.corpus": "another"})
     with pytest.raises(EngineError, match=f"collection {name} .* holds something else"):
-        Workspace(demo, None, engine=engine).lexical
+        Workspace(demo, None, engine=engine).build_lexical()
 
 
 def test_drop_removes_the_corpus_collections(demo, tmp_path, tiny_encoder):

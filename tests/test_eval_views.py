@@ -7,15 +7,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from ranx import Qrels as RQrels, Run as RRun, evaluate as ranx_evaluate
+from ranx import Qrels as RQrels
+from ranx import Run as RRun
+from ranx import evaluate as ranx_evaluate
 
 from retrieval.evaluate import compare, evaluate_run, positive_qrels
 from retrieval.history import compare_runs, list_runs, params_summary
-from retrieval.tables import RECALL_KS, metrics_table, recall_at_ks
 from retrieval.readers import load_dataset
 from retrieval.store import Store
+from retrieval.tables import RECALL_KS, metrics_table, recall_at_ks
 from retrieval.workspace import Workspace
-
 from ui.present.figures import lambda_sweep, per_query_scatter, recall_curves
 from ui.present.tables import table_cells
 

@@ -92,7 +92,9 @@ def test_bpref_and_judged_at_k_hand_computed():
 
 
 def test_bpref_defined_where_ranx_gives_nan():
-    from ranx import Qrels as RQrels, Run as RRun, evaluate
+    from ranx import Qrels as RQrels
+    from ranx import Run as RRun
+    from ranx import evaluate
 
     qrels = {"q": {"a": 1, "c": 1}}  # relevant labels only, as BEIR qrels often are
     run = {"q": [("b", 0.9), ("a", 0.8), ("c", 0.5)]}

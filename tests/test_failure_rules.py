@@ -48,7 +48,8 @@ def test_queries_without_a_relevant_label_are_skipped_and_every_category_is_coun
     assert found.skipped == ["none"] and found.query_categories == {"q": []}
     assert found.categories == [c for c in CATEGORIES if "finetuning" not in c]
     assert set(found.counts.values()) == {0}
-    assert classify(labels, {**ranks, "tuned_dense": {}, "tuned_hybrid": {}}, finetuning=True).categories == list(CATEGORIES)
+    tuned = {**ranks, "tuned_dense": {}, "tuned_hybrid": {}}
+    assert classify(labels, tuned, finetuning=True).categories == list(CATEGORIES)
 
 
 def test_tuned_system_must_be_dense_or_hybrid():

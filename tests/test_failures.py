@@ -33,7 +33,6 @@ from retrieval.readers import load_dataset
 from retrieval.run import ranks
 from retrieval.store import Store
 from retrieval.workspace import Workspace
-
 from ui.present.figures import counts_figure
 from ui.present.report import card_html, gallery_html, write_gallery
 
@@ -252,8 +251,8 @@ def test_an_empty_category_and_the_card_cap(toy):
     ws = Workspace(only_q3, toy.store, model=toy.ws.encoder)
     ws.fix_lambda(LAMBDA, "fixed for the test", "test")
     g = failure_gallery(ws, "test", **THRESHOLDS)
-    assert g.counts == {"vocabulary_mismatch": 0, "exact_match_miss": 0, "semantic_false_positive": 0, "lexical_trap": 1,
-                        "both_fail": 0, "fixed_by_hybrid": 0}
+    assert g.counts == {"vocabulary_mismatch": 0, "exact_match_miss": 0, "semantic_false_positive": 0,
+                        "lexical_trap": 1, "both_fail": 0, "fixed_by_hybrid": 0}
     assert g.cards["vocabulary_mismatch"] == [] and g.skipped == []
     assert "No query in this category." in gallery_html(g, counts=False)
     capped = failure_gallery(toy.ws, "test", max_cards_per_category=1, **THRESHOLDS)

@@ -17,7 +17,6 @@ from training.finetune import plan_splits, run_training
 from training.pairs import labelled_pairs
 from training.trainer import Cancelled, TrainConfig
 
-
 # ---- split planning ------------------------------------------------------------------------
 
 def test_plan_uses_the_train_split_and_evaluates_on_test(demo):
@@ -176,8 +175,8 @@ def test_cold_start_run_trains_on_one_half(demo, tiny_model_dir, tmp_path):
 def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
     """Multi-stage (Baidu §4): ICT+BFS pseudo pairs first, then the labelled loss, one exported model."""
     from retrieval.readers import load_dataset
-    from training.pairs import pseudo_pairs
     from training.finetune import run_training
+    from training.pairs import pseudo_pairs
     from training.trainer import TrainConfig
 
     from .conftest import DEMO
@@ -195,8 +194,9 @@ def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
 
 
 def test_unlabelled_corpus_trains_on_pseudo_pairs_only(tiny_model_dir, store, tmp_path, toy_dataset):
-    from retrieval.dataset import Dataset
     from sentence_transformers import SentenceTransformer
+
+    from retrieval.dataset import Dataset
     from training.finetune import run_training
     from training.trainer import TrainConfig
 

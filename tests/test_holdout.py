@@ -4,7 +4,6 @@ the best one, and a run whose every epoch is worse exports the base encoder unch
 from __future__ import annotations
 
 import html
-
 from pathlib import Path
 
 import pytest
@@ -135,7 +134,8 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
 
     shown = result.to_json()
     assert shown["per_query"]["hybrid"] and per_query_change_rows(shown, demo.queries) == []
-    assert per_query_change_caption(shown).endswith("no query's score changed — the held-out check kept the base encoder.")
+    caption = per_query_change_caption(shown)
+    assert caption.endswith("no query's score changed — the held-out check kept the base encoder.")
 
 
 def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):

@@ -386,7 +386,8 @@ def test_the_cli_says_a_bad_store_in_one_line(tmp_path):
 # ---- Milvus specs --------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec,problem", [
     ("milvusx:a.db", "unknown engine"), ("MILVUS:a.db", "unknown engine"), ("milvus+http://h:1", "unknown engine"),
-    ("milvus:a.txt", "ending in .db"), ("milvus:.db", "ending in .db"), ("milvus:/no/such/folder/a.db", "does not exist"),
+    ("milvus:a.txt", "ending in .db"), ("milvus:.db", "ending in .db"),
+    ("milvus:/no/such/folder/a.db", "does not exist"),
     ("milvus://", "HOST:PORT"), ("milvus://h:99999", "HOST:PORT"), ("milvus://h:1/path", "HOST:PORT"),
     ("milvus://bad host:1", "HOST:PORT"), ("milvus+https://", "HOST:PORT"),
 ])
@@ -892,7 +893,8 @@ def test_two_clients_one_imports_and_loads_twenty_times_the_other_keeps_searchin
         statuses = []
         for i in range(20):
             if i % 4 == 3:
-                statuses.append(loader.predict([handle_file(str(small_corpus(tmp_path, i)))], api_name="/load_dataset")[0])
+                corpus = handle_file(str(small_corpus(tmp_path, i)))
+                statuses.append(loader.predict([corpus], api_name="/load_dataset")[0])
                 statuses.append(loader.predict(api_name="/load_demo")[0])
             else:
                 run = write(tmp_path / f"run{i}.trec", f"{q} Q0 {d} 1 1.0 r{i}\n")
@@ -925,7 +927,7 @@ def test_the_encoder_endpoint_refuses_paths_alike_whether_they_exist_or_not(shar
     hub = error_of(lambda: client.predict("sentence-transformers/all-mpnet-base-v2", api_name="/use_encoder"))
     assert "is not one this server offers" in hub
     for endpoint, args in (("/failures", ("test", str(ROOT))), ("/project", ("test", 5, "", str(ROOT)))):
-        assert "is not one this server offers" in error_of(lambda: client.predict(*args, api_name=endpoint))
+        assert "is not one this server offers" in error_of(lambda a=args, e=endpoint: client.predict(*a, api_name=e))
     # /evaluate's extras are a checkbox group: Gradio itself refuses a value it does not list
     assert "is not in the list of choices" in error_of(lambda: client.predict("test", [str(ROOT)],
                                                                               api_name="/evaluate"))

@@ -26,7 +26,7 @@ except ImportError:  # skipped below
 
 import app as rankscope_app
 
-from .test_browser import ARGS, CHROMIUM, open_tab, shots, upload  # noqa: F401 - shots is a fixture
+from .test_browser import ARGS, CHROMIUM, open_tab, upload
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed")]
@@ -93,7 +93,8 @@ class Watch:
 
         def on_request(request):
             parsed = urlparse(request.url)
-            if parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in (host, "localhost", "127.0.0.1"):
+            here = (host, "localhost", "127.0.0.1")
+            if parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in here:
                 self.foreign.append(request.url)
 
         page.on("dialog", on_dialog)
@@ -111,7 +112,8 @@ class Watch:
                     if (a.name.startsWith('on') && /alert/.test(v)) found.push(el.tagName + ' ' + a.name);
                     const fetches = ['src', 'href', 'srcset', 'action', 'formaction', 'xlink:href', 'poster', 'data',
                                      'style', 'background'].includes(a.name);
-                    if (fetches && /evil\\.invalid|^javascript:/i.test(v)) found.push(el.tagName + ' ' + a.name + '=' + v);
+                    if (fetches && /evil\\.invalid|^javascript:/i.test(v))
+                        found.push(el.tagName + ' ' + a.name + '=' + v);
                 }
                 if (el.tagName === 'IMG' && el.getAttribute('src') === 'x') found.push('img src=x');
                 if (el.tagName === 'SCRIPT' && /alert\\(3\\)/.test(el.textContent)) found.push('script');

@@ -10,8 +10,16 @@ import pytest
 
 from retrieval.dense import DenseIndex, DenseRetriever
 from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import (LAMBDA_GRID, Candidates, Hybrid, LambdaFit, default_lambda, fit_lambda, fuse_runs,
-                              tune_lambda)
+from retrieval.hybrid import (
+    LAMBDA_GRID,
+    Candidates,
+    Hybrid,
+    LambdaFit,
+    default_lambda,
+    fit_lambda,
+    fuse_runs,
+    tune_lambda,
+)
 from retrieval.lexical import BM25Index
 from retrieval.readers import load_dataset
 
@@ -86,7 +94,7 @@ def test_rank_orders_by_lambda_weighted_sum(demo, parts):
     for lam in (0.0, 0.05, 0.7):
         run = h.rank(cands, lam, k=15)
         for qid, c in cands.items():
-            combined = {demo.doc_ids[r]: lam * l + e for r, l, e in zip(c.rows, c.s_lex, c.s_emb)}
+            combined = {demo.doc_ids[r]: lam * lx + e for r, lx, e in zip(c.rows, c.s_lex, c.s_emb)}
             expected = sorted(combined, key=lambda d: -combined[d])[:15]
             assert [d for d, _ in run[qid]] == expected
             for d, s in run[qid]:

@@ -16,8 +16,19 @@ import pytest
 
 from retrieval.errors import DataError
 from retrieval.evaluate import evaluate_run
-from retrieval.judgments import (GRADES, disagreement, disagreements, judged_pairs, judgments_to_qrels,
-                                 merge_labels, order_queries, pool, queue, rbo, write_qrels)
+from retrieval.judgments import (
+    GRADES,
+    disagreement,
+    disagreements,
+    judged_pairs,
+    judgments_to_qrels,
+    merge_labels,
+    order_queries,
+    pool,
+    queue,
+    rbo,
+    write_qrels,
+)
 from retrieval.metrics import JUDGING_METRICS
 from retrieval.readers import load_dataset, read_qrels
 from retrieval.store import Store
@@ -280,7 +291,9 @@ def test_judging_real_runs_end_to_end(demo_runs):
 
 def test_bpref_matches_ranx_and_judged_at_10_matches_ir_measures_on_real_runs(demo_runs):
     import ir_measures
-    from ranx import Qrels as RQrels, Run as RRun, evaluate
+    from ranx import Qrels as RQrels
+    from ranx import Run as RRun
+    from ranx import evaluate
 
     ws, runs, _ = demo_runs
     qids = list(ws.dataset.split_queries("test"))

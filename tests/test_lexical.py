@@ -148,7 +148,7 @@ def test_reopening_a_corpus_reads_its_bm25_index_from_the_store(toy_dataset, tmp
     again = Workspace(more_queries, Store(path), tokenizer=CountingTokenizer()).bm25
     assert CountingTokenizer.texts == len(toy_dataset.docs)  # read back, not tokenized again
     np.testing.assert_array_equal(again.scores("tidal energy storage"), first.scores("tidal energy storage"))
-    Workspace(toy_dataset, Store(path), tokenizer=CountingTokenizer(), k1=1.5).bm25  # other settings: built
+    assert Workspace(toy_dataset, Store(path), tokenizer=CountingTokenizer(), k1=1.5).bm25  # other settings: built
     assert CountingTokenizer.texts == 2 * len(toy_dataset.docs)
 
 

@@ -8,8 +8,14 @@ import re
 import pytest
 import torch
 
-from training.losses import (QuadrupletLoss, ResidualMarginLoss, cosine_distance, inbatch_loss, suggest_scale,
-                             triplet_loss)
+from training.losses import (
+    QuadrupletLoss,
+    ResidualMarginLoss,
+    cosine_distance,
+    inbatch_loss,
+    suggest_scale,
+    triplet_loss,
+)
 
 
 def e(degrees: float, length: float = 1.0) -> list[float]:

@@ -169,7 +169,8 @@ def test_the_folders_copy_of_the_module_is_never_run(exported, tmp_path):
     enc = load_encoder(str(copy), device="cpu", precision="fp32")
     assert not marker.exists()
     assert type(enc.model[1]).__module__ == "retrieval.poly_attention"
-    np.testing.assert_allclose(enc.for_queries().encode(QUERIES), model.encode_query(QUERIES, normalize_embeddings=True),
+    np.testing.assert_allclose(enc.for_queries().encode(QUERIES),
+                               model.encode_query(QUERIES, normalize_embeddings=True),
                                atol=1e-6)
 
 

@@ -13,14 +13,26 @@ import numpy as np
 import pytest
 
 from retrieval.encoder import load_encoder
-from retrieval.projection import (DOC_ROLES, EASY, HARD, POSITIVE, QUERY, ROLES, cosine_knn, project, sample_points,
-                                  sample_ranks, similarities, umap_is_warm, umap_layout, warm_up)
+from retrieval.projection import (
+    DOC_ROLES,
+    EASY,
+    HARD,
+    POSITIVE,
+    QUERY,
+    ROLES,
+    cosine_knn,
+    project,
+    sample_points,
+    sample_ranks,
+    similarities,
+    umap_is_warm,
+    umap_layout,
+    warm_up,
+)
 from retrieval.readers import load_dataset
 from retrieval.store import Store
 from retrieval.workspace import Workspace
-
-from ui.present.embeddings import (ROLE_STYLE, projection_figure, rank_line, side_by_side_figure,
-                                  similarity_histogram)
+from ui.present.embeddings import ROLE_STYLE, projection_figure, rank_line, side_by_side_figure, similarity_histogram
 
 from .conftest import DEMO, build_tiny_encoder
 

@@ -32,7 +32,7 @@ def test_examples_never_use_the_pairs_own_document_as_negative(toy_dataset):
     pool = trainer.pool("random")
     negatives: dict[str, set[str]] = {}
     for _ in range(200):
-        for (q, p, n), _label in trainer.examples([pool]):
+        for (q, _p, n), _label in trainer.examples([pool]):
             negatives.setdefault(q, set()).add(text_id[n])
     # the pseudo pair has no query id, hence no known positives: only its own document is barred
     assert negatives["warm mat by the fire"] == set(toy_dataset.doc_ids) - {"d1"}

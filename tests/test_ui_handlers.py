@@ -180,7 +180,9 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
 
 
 def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_state, tmp_path):
-    from ranx import Qrels as RQrels, Run as RRun, evaluate as ranx_evaluate
+    from ranx import Qrels as RQrels
+    from ranx import Run as RRun
+    from ranx import evaluate as ranx_evaluate
 
     from retrieval.run import write_trec
 
@@ -232,7 +234,8 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     corpus.write_text((DEMO / "corpus.jsonl").read_text())
     loaded = data.load_files(registry, "", [str(corpus)])
     log = tmp_path / "log.txt"
-    log.write_text("\n".join(json.loads(line)["text"] for line in (DEMO / "queries.jsonl").read_text().splitlines()[:8]))
+    lines = (DEMO / "queries.jsonl").read_text().splitlines()[:8]
+    log.write_text("\n".join(json.loads(line)["text"] for line in lines))
     key = data.add_queries(registry, loaded.key, [str(log)]).key
     ws = registry.get(key)
     assert ws.dataset.qrels == {} and "No relevance labels" in data.dataset_summary(ws)

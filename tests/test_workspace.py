@@ -14,8 +14,8 @@ import pytest
 
 from retrieval.dataset import Dataset, Document
 from retrieval.encoder import Encoder, load_encoder
-from retrieval.metrics import METRICS
 from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Hybrid, default_lambda, tune_lambda
+from retrieval.metrics import METRICS
 from retrieval.readers import load_dataset
 from retrieval.store import Store
 from retrieval.systems import SYSTEMS

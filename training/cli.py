@@ -7,8 +7,8 @@ folder then works with ``python -m retrieval evaluate DATASET --model DIR``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import sys
+from pathlib import Path
 
 from retrieval.errors import DataError
 from retrieval.metrics import SUMMARY_METRICS

@@ -31,9 +31,9 @@ from retrieval.store import Store
 from retrieval.systems import ENCODER_SYSTEMS
 from retrieval.workspace import Workspace
 
+from .holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from .poly import has_poly_attention, make_portable
-from .holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, load_trainable
 
 
@@ -133,6 +133,8 @@ def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: FineTuneRes
         for system, m in systems.items():
             rows.append(f"| {label} | {system} | " + " | ".join(cell(m.get(k)) for k in SUMMARY_METRICS) + " |")
     p = result.significance
+    source = {"quadruplet": " (QuadrupletBERT, two stages)", "residual": " (CLEAR residual margin)"}.get(cfg.loss, "")
+    negatives = cfg.negatives if cfg.loss != "quadruplet" else "random n + model hard negatives"
     return f"""---
 library_name: sentence-transformers
 tags: [sentence-transformers, retrieval, rankscope]
@@ -142,7 +144,7 @@ base_model: {base_name}
 
 Fine-tuned with RankScope from `{base_name}`.
 
-- Loss: **{cfg.loss}**{' (QuadrupletBERT, two stages)' if cfg.loss == 'quadruplet' else ''}{' (CLEAR residual margin)' if cfg.loss == 'residual' else ''}; negatives: {cfg.negatives if cfg.loss != 'quadruplet' else 'random n + model hard negatives'}
+- Loss: **{cfg.loss}**{source}; negatives: {negatives}
 - Stages: {'; '.join(result.stages)}
 - Parameters: `{json.dumps(asdict(cfg), sort_keys=True)}`
 - Data: {plan.note} (data set `{plan.dataset.name}`, content hash `{plan.dataset.content_hash[:12]}`)

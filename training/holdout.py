@@ -12,9 +12,10 @@ divided by the query's largest possible BM25 score, as the app's hybrid does for
 The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
 the base encoder itself. The kept epoch's λ, chosen there as the app chooses λ with labels (the
 grid's best only where it beats the label-free λ significantly), goes with the exported encoder
-(``retrieval.encoder.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it. Re-ranking a fixed candidate set reads the fine-tuned dense model only
-where BM25 or the base looked: enough to choose among epochs, not a measurement of dense recall.
-With ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
+(``retrieval.encoder.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
+Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
+looked: enough to choose among epochs, not a measurement of dense recall. With
+``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
 (``training.finetune``).
 """
 from __future__ import annotations
@@ -50,7 +51,8 @@ def split_holdout(dataset: Dataset, split: str, fraction: float, seed: int = 42,
         raise ValueError("the held-out fraction must be between 0 and 1")
     qids = sorted(dataset.qrels[split])
     if len(qids) < MIN_LABELLED:
-        raise ValueError(f"a held-out selection needs at least {MIN_LABELLED} labelled queries in '{split}', not {len(qids)}")
+        raise ValueError(f"a held-out selection needs at least {MIN_LABELLED} labelled queries in '{split}', "
+                         f"not {len(qids)}")
     random.Random(seed).shuffle(qids)
     n = min(len(qids) - 1, max_queries, max(1, round(len(qids) * fraction)))
     held = {q: dataset.qrels[split][q] for q in qids[:n]}

@@ -27,8 +27,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 try:  # sentence-transformers ≥ 6
-    from sentence_transformers.sentence_transformer.losses import (MultipleNegativesRankingLoss,
-                                                                   TripletDistanceMetric, TripletLoss)
+    from sentence_transformers.sentence_transformer.losses import (
+        MultipleNegativesRankingLoss,
+        TripletDistanceMetric,
+        TripletLoss,
+    )
 except ImportError:  # pragma: no cover - older releases
     from sentence_transformers.losses import MultipleNegativesRankingLoss, TripletDistanceMetric, TripletLoss
 
@@ -116,7 +119,7 @@ class QuadrupletLoss(_EmbeddingLoss):
     url = "https://aclanthology.org/2021.naacl-main.292",
     doi = "10.18653/v1/2021.naacl-main.292"
 }
-"""
+"""  # noqa: E501 - the proceedings' full title
 
 
 class ResidualMarginLoss(_EmbeddingLoss):

@@ -74,11 +74,9 @@ class TrainConfig:
     KDD 2021, arXiv:2106.03373, §3.3–3.4), lr 1e-4, 5 epochs, with the held-out check and refit
     (``holdout``, ``refit``): a fifth of the training queries (500 at most) is set aside, the best epoch
     on them is kept, or the base encoder when no epoch beats it, and the kept number of epochs is
-    trained again on all of train. On SciFact it keeps epoch 4 (held-out hybrid nDCG@10 0.8579, base
-    0.7700) and the refit gives test nDCG@10 dense 0.7514 / hybrid 0.7936 at the held-out check's λ 0.5
-    (base 0.6477 / 0.7340); CLEAR's residual margin, the default before 2026-11-25, gave 0.6544 / 0.7619
-    with the same check, and on NFCorpus fell below the base at every epoch, where in-batch keeps epoch
-    5 (held-out 0.3774, base 0.3544) (README, "Measured"; ``bench/README.md``). ξ = 0.3 and λ_train =
+    trained again on all of train. It was chosen over CLEAR's residual margin (the default before
+    2026-11-25) on the held-out part of SciFact's and NFCorpus's training queries, where in-batch was
+    better at every epoch (the figures: README, "Measured"; ``bench/README.md``). ξ = 0.3 and λ_train =
     0.019 (residual loss only) are CLEAR's margin rescaled for a normalizing encoder
     (``losses.suggest_scale`` on the BM25 score gaps of SciFact's training pairs), not the paper's ξ =
     1, λ_train = 0.1 for unnormalized dot products. ``max_seq_length`` applies to training inputs only:
@@ -377,7 +375,8 @@ class Trainer:
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
         warmup = int(total * cfg.warmup_ratio)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
+            optimizer,
+            lambda s: (s + 1) / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
         use_amp = self.device == "cuda"
         amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
         scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
@@ -486,7 +485,8 @@ class Trainer:
             self._run_epochs(model, QuadrupletLoss(model, cfg.margin, stage=1), [easy], "stage 1",
                              cfg.stage1_max_epochs, result, until_converged=True)
             hard = self._mined["hard"] = self._saved_pool("hard") or self.pool("model", model)
-            result.stages.append(f"stage 2: full loss (q, p, random n, hn from the stage-1 model's top {cfg.model_depth})")
+            result.stages.append(f"stage 2: full loss (q, p, random n, hn from the stage-1 model's "
+                                 f"top {cfg.model_depth})")
             self._run_epochs(model, QuadrupletLoss(model, cfg.margin, stage=2), [easy, hard], "stage 2",
                              cfg.epochs, result)
         else:

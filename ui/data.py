@@ -9,15 +9,15 @@ from pathlib import Path
 import gradio as gr
 
 from retrieval import DataError, Workspace, load_dataset
-from retrieval.dataset import Dataset
 from retrieval.background import duration
+from retrieval.dataset import Dataset
 from retrieval.diagnostics import label_health, language_check
 from retrieval.judgments import judgments_to_qrels
 from retrieval.labels import with_judgments
 from retrieval.progress import Progress
 from retrieval.readers import load_uploads
-from retrieval.readers.decode import count
 from retrieval.readers.assembly import add_queries as add_queries_file
+from retrieval.readers.decode import count
 from retrieval.readers.queries import stable_query_id
 from retrieval.readers.runs import read_run
 
@@ -39,7 +39,8 @@ def dataset_summary(ws: Workspace) -> str:
     splits = ", ".join(f"{text(s)}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
     line = (f"**{text(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
-            f"encoder {code(ws.encoder.name)} ({ws.encoder.compute}); BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
+            f"encoder {code(ws.encoder.name)} ({ws.encoder.compute}); "
+            f"BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
             f"content hash `{ds.content_hash[:12]}`")
     where = getattr(ws.engine, "where", None)
     if where:
@@ -54,7 +55,8 @@ def warnings(ws: Workspace) -> list[str]:
     lang = language_check(ws)
     if lang.mismatch:
         out.append(f"Most of this corpus is in `{lang.guess.code}` ({lang.guess.share:.0%} of a "
-                   f"{lang.guess.sampled}-document sample), but {code(lang.encoder)} was trained on English only: dense "
+                   f"{lang.guess.sampled}-document sample), but {code(lang.encoder)} was trained on English only: "
+                   "dense "
                    "and hybrid results will be poor. Open it with a multilingual encoder (`--model` with a "
                    "Hugging Face id or a folder, e.g. `sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2`).")
     split = ws.dataset.default_split()

@@ -56,7 +56,8 @@ def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, t
         raise refuse(err) from err
     counts = sample.counts()
     shown = [(name, p) for name, p in (("base", base), ("fine-tuned", done)) if p is not None]
-    timing = "; ".join(f"{name}: {'from the cache' if p.cached else f'fitted in {p.seconds:.1f} s'}" for name, p in shown)
+    timing = "; ".join(f"{name}: {'from the cache' if p.cached else f'fitted in {p.seconds:.1f} s'}"
+                       for name, p in shown)
     compiled = not was_warm and not all(p.cached for _, p in shown)
     status = (f"{len(sample.points)} points ({', '.join(f'{n} {r}' for r, n in counts.items())}) · {timing}"
               + (f" · note: {COMPILE_NOTE}" if compiled else ""))

@@ -96,7 +96,8 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
         export_btn = gr.Button("Export HTML report", elem_id="export-button", scale=1)
     with gr.Row():
         pair_a = gr.Dropdown(choices=pair_choices(ws), value="", label="Compare two systems: A", elem_id="pair-a")
-        pair_b = gr.Dropdown(choices=pair_choices(ws), value="", label="…and B (adds “B finds, A misses” and the reverse)",
+        pair_b = gr.Dropdown(choices=pair_choices(ws), value="",
+                             label="…and B (adds “B finds, A misses” and the reverse)",
                              elem_id="pair-b")
         pair = gr.State(None)
     with gr.Row():

@@ -12,8 +12,21 @@ from dataclasses import dataclass
 import gradio as gr
 
 from retrieval import Store, Workspace
-from retrieval.judgments import (DEPTH, FORMATS, MAX_DEPTH, Queue, check_depth, check_judge, disagreements,
-                                 judged_pairs, judgments_to_qrels, merge_labels, parse_grade, queue, write_qrels)
+from retrieval.judgments import (
+    DEPTH,
+    FORMATS,
+    MAX_DEPTH,
+    Queue,
+    check_depth,
+    check_judge,
+    disagreements,
+    judged_pairs,
+    judgments_to_qrels,
+    merge_labels,
+    parse_grade,
+    queue,
+    write_qrels,
+)
 from retrieval.names import file_name
 from retrieval.run import Run
 from retrieval.systems import label

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from retrieval import DenseNotReady, Store, Workspace
-from retrieval import footprint
+from retrieval import DenseNotReady, Store, Workspace, footprint
 from retrieval.dataset import Dataset
 from retrieval.language import corpus_tokenizer
 from retrieval.model_policy import ModelPolicy
@@ -35,7 +34,6 @@ from retrieval.progress import Progress
 from training.job import JobQueue
 
 from .notify import refuse
-
 
 FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goes on in the background
 ANONYMOUS = ""  # the session of a caller that gave none (tests, the start-up load)

@@ -37,7 +37,8 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
         raise refuse(err) from err
     c = res.comparison
     summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
-    note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} − {c.mean_a:.4f} = {c.mean_b - c.mean_a:+.4f} · "
+    note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} − {c.mean_a:.4f} = "
+            f"{c.mean_b - c.mean_a:+.4f} · "
             f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · paired permutation "
             f"test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
             f"A: {text(summaries[key_a])} · B: {text(summaries[key_b])}")

@@ -24,7 +24,6 @@ from .present.search import side_by_side_html
 from .present.tables import table_cells
 from .registry import ANONYMOUS, Context, Registry, session_of
 
-
 # ---- handlers --------------------------------------------------------------------------------
 MAX_COLUMNS = 4
 
@@ -90,7 +89,8 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
         " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
         "tuned λ replaces it where it does significantly better.")
-    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} ({text(lam.how)}).{untuned} "
+    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} "
+            f"({text(lam.how)}).{untuned} "
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
             "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
             "leaves unlabelled documents out.")
@@ -110,7 +110,8 @@ def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
     """The base encoder, every fine-tuned encoder trained on this data set that still exists, and
     the encoders the operator allowed (``--allow-model``): what the model policy offers."""
     out = [(f"base: {registry.model if isinstance(registry.model, str) else DEFAULT_MODEL}", "")]
-    out += [(f"fine-tuned: {e.loss} ({e.job_id})", e.path) for e in trained_encoders(registry.store, ws.dataset.content_hash)]
+    out += [(f"fine-tuned: {e.loss} ({e.job_id})", e.path)
+            for e in trained_encoders(registry.store, ws.dataset.content_hash)]
     out += [(f"allowed: {m}", m) for m in registry.policy.offered()]
     if ws.model_name:
         out.append((ws.model_name, ws.model_name))
@@ -129,7 +130,8 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = A
     registry.hold(session, key)
     ws = registry.get(key)
     split = ws.dataset.default_split()
-    return key, dataset_summary(ws), metrics_caption(ws, split), metrics_rows(ws, split, shown_systems(ws)) if split else []
+    rows = metrics_rows(ws, split, shown_systems(ws)) if split else []
+    return key, dataset_summary(ws), metrics_caption(ws, split), rows
 
 
 # ---- the view --------------------------------------------------------------------------------
@@ -157,7 +159,8 @@ class SearchView:
         split = ws.dataset.default_split()
         chosen = list(default_columns(ws))
         return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
-                metrics_rows(ws, split, shown_systems(ws)) if split else [], "", gr.update(choices=system_choices(ws), value=chosen),
+                metrics_rows(ws, split, shown_systems(ws)) if split else [], "",
+                gr.update(choices=system_choices(ws), value=chosen),
                 chosen)
 
 

@@ -11,7 +11,6 @@ from .notify import inform
 from .pools import HEAVY, LIGHT, SEARCH
 from .registry import Context, Registry, session_of
 
-
 BANNER_EVERY_S = 2.0
 
 

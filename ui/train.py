@@ -133,7 +133,8 @@ def build(ctx: Context) -> None:
         xi = gr.Number(d.xi, label="ξ (residual; paper 1.0 for unnormalized BERT)")
         lam = gr.Number(d.lambda_train, label="λ_train (residual; 0 = constant margin)")
         device = gr.Dropdown(DEVICES, value=d.device, label="Device")
-        cold = gr.Slider(0.05, 0.95, value=0.8, step=0.05, label="Cold-start train fraction (only without a train split)")
+        cold = gr.Slider(0.05, 0.95, value=0.8, step=0.05,
+                         label="Cold-start train fraction (only without a train split)")
         pretrain = gr.Dropdown([(texts.PRETRAIN_HELP[t], t) for t in ("", *PRETRAIN_TASKS)], value="",
                                label="First stage on pseudo pairs (ICT/BFS)")
     with gr.Row():

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from .local import InProcess, Indexed
+from .local import Indexed, InProcess
 
 ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
 TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"

@@ -118,7 +118,8 @@ class Milvus:
             try:
                 import milvus_lite  # noqa: F401 - pymilvus starts it for a .db path
             except ImportError as err:
-                raise EngineError("milvus:PATH.db runs Milvus Lite, which is not installed: pip install milvus-lite") from err
+                raise EngineError("milvus:PATH.db runs Milvus Lite, which is not installed: "
+                                  "pip install milvus-lite") from err
         try:
             client = MilvusClient(uri=spec.uri, token=spec.token, timeout=30)
             client.list_collections()
@@ -174,7 +175,8 @@ class Milvus:
                 progress=None) -> "MilvusBM25":
         """The corpus's BM25 collection, loaded (or its interrupted load resumed) first."""
         if bm25_args.get("method", "lucene") != "lucene":
-            raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25_args['method']!r} is in-process only")
+            raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25_args['method']!r} "
+                              f"is in-process only")
         k1, b = float(bm25_args.get("k1", 0.9)), float(bm25_args.get("b", 0.4))
         name, props = self._collection("bm25", corpus, {"k1": k1, "b": b, "tokenizer": tokenizer.config})
 
@@ -193,7 +195,8 @@ class Milvus:
             index = self.client.prepare_index_params()
             tuning = {"bm25_k1": k1, "bm25_b": b}
             # flat keys for the server, the JSON "params" key for Milvus Lite: each reads its own
-            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params={**tuning, "params": tuning})
+            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                            params={**tuning, "params": tuning})
             self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
 
         truncated = 0
@@ -296,7 +299,8 @@ class Milvus:
             props = self.client.describe_collection(name).get("properties", {})
             if corpus_hash is None or props.get("rankscope.corpus") == corpus_hash:
                 out.append({"name": name, "kind": props.get("rankscope.kind"), "corpus": props.get("rankscope.corpus"),
-                            "docs": int(props.get("rankscope.docs", 0)), "complete": props.get("rankscope.complete") == "1"})
+                            "docs": int(props.get("rankscope.docs", 0)),
+                            "complete": props.get("rankscope.complete") == "1"})
         return out
 
     def drop(self, corpus_hash: str) -> int:
@@ -363,7 +367,8 @@ class MilvusBM25:
         for query, hits in zip(queries, self._search(texts, k)):
             hits.sort(key=lambda h: (-h[1], h[0]))  # ties by document order, like the in-process engine
             self._recent.put(query, (k, hits))
-            out.append((np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)))
+            out.append((np.array([r for r, _ in hits], dtype=np.int64),
+                        np.array([s for _, s in hits], dtype=np.float32)))
         return out
 
     def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:

@@ -21,8 +21,7 @@ from .decode import PathLike, Text, count, decode, read_file, suffix, verb_for
 from .documents import read_docs
 from .qrels import attach_qrels, parse_qrels, split_key
 from .queries import read_queries
-from .records import (EXAMPLES, QUERY_ID_COLUMNS, RecordSink, Skipped, column, int_like,
-                      looks_like_qrels_header)
+from .records import EXAMPLES, QUERY_ID_COLUMNS, RecordSink, Skipped, column, int_like, looks_like_qrels_header
 from .safezip import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, SafeZip
 from .trees import CORPUS_NAMES, QUERY_NAMES, FolderTree, Tree, ZipTree, beir_root, first_file, join
 

@@ -4,8 +4,19 @@ from __future__ import annotations
 from ..dataset import Document
 from ..errors import DataError, LoadReport
 from .decode import Text, suffix
-from .records import (DOC_ID_COLUMNS, DOC_TEXT_COLUMNS, RecordSink, Skipped, column, first_row,
-                      id_value, jsonl_id_text, not_qrels, table_rows, text_value)
+from .records import (
+    DOC_ID_COLUMNS,
+    DOC_TEXT_COLUMNS,
+    RecordSink,
+    Skipped,
+    column,
+    first_row,
+    id_value,
+    jsonl_id_text,
+    not_qrels,
+    table_rows,
+    text_value,
+)
 
 
 def _docs_jsonl(text: Text, sink: RecordSink) -> None:

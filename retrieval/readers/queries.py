@@ -12,8 +12,19 @@ import hashlib
 
 from ..errors import DataError, LoadReport
 from .decode import Text, suffix
-from .records import (EXAMPLES, QUERY_ID_COLUMNS, QUERY_TEXT_COLUMNS, RecordSink, Skipped, column,
-                      first_row, id_value, jsonl_id_text, not_qrels, table_rows)
+from .records import (
+    EXAMPLES,
+    QUERY_ID_COLUMNS,
+    QUERY_TEXT_COLUMNS,
+    RecordSink,
+    Skipped,
+    column,
+    first_row,
+    id_value,
+    jsonl_id_text,
+    not_qrels,
+    table_rows,
+)
 
 
 def stable_query_id(text: str) -> str:

@@ -56,7 +56,8 @@ def per_query_change_caption(result: dict) -> str:
     if not evaluated:
         return f"{head}: nothing was evaluated."
     if not changed:
-        why = " — the held-out check kept the base encoder" if "the base is kept" in (result.get("verdict") or "") else ""
+        kept = "the base is kept" in (result.get("verdict") or "")
+        why = " — the held-out check kept the base encoder" if kept else ""
         return f"{head}: no query's score changed{why}."
     better = sum(hybrid.get(q, [0, 0])[1] > hybrid.get(q, [0, 0])[0] for q in changed)
     worse = sum(hybrid.get(q, [0, 0])[1] < hybrid.get(q, [0, 0])[0] for q in changed)

@@ -2,7 +2,7 @@
 """Embedding compression: quality, bytes per document and search time of float32, int8 (FAISS 8-bit
 scalar quantizer, Baidu ERNIE §5.1 / appendix 9.2), PCA-reduced and PCA + int8 indexes.
 
-    python bench/compression.py [DATASET] [--split test] [--dims 128] [--model PATH_OR_ID]
+    python bench/index_compression.py [DATASET] [--split test] [--dims 128] [--model PATH_OR_ID]
         [--store PATH] [--k 1000] [--repeat 3] [--json FILE]
 
 DATASET defaults to the bundled data/demo. Quality (dense and CLEAR hybrid: nDCG@10, Recall@100,
@@ -17,17 +17,11 @@ the top ``--k``, on one FAISS thread; best of ``--repeat``.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import faiss  # noqa: E402
 
+from _common import DEMO, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval.compression import compression_table, variant_workspace  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
@@ -49,11 +43,11 @@ def search_ms_per_query(index, qvecs, k: int, repeat: int) -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dataset", nargs="?", default=str(ROOT / "data" / "demo"))
+    ap.add_argument("dataset", nargs="?", default=str(DEMO))
     ap.add_argument("--split", default="test")
     ap.add_argument("--dims", type=int, default=128, help="PCA dimensions of the reduced variants")
     ap.add_argument("--model", default=None)
-    ap.add_argument("--store", default=None, help="cache file (default: the usual store)")
+    store_arg(ap)
     ap.add_argument("--k", type=int, default=1000, help="depth of the timed searches")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None)
@@ -95,7 +89,7 @@ def main(argv=None) -> None:
     print(f"\n× = ratio to the float32 flat index; † = differs from it at p < 0.05 (paired permutation "
           f"test); search: top {args.k}, one query per call, one thread, best of {args.repeat}.")
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_json(args.json, out)
 
 
 if __name__ == "__main__":
