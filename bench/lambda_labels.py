@@ -33,15 +33,8 @@ import numpy as np  # noqa: E402
 
 from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.hybrid import (  # noqa: E402
-    LABEL_FREE_LAMBDA,
-    LAMBDA_GRID,
-    QUERY_MAX_GRID,
-    Candidates,
-    Hybrid,
-    fit_lambda,
-    lambda_table,
-)
+from retrieval.hybrid import Candidates, Hybrid, fit_lambda, lambda_table
+from retrieval.lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID
 from retrieval.store import default_store_path  # noqa: E402
 
 SETS = {"demo": ROOT / "data" / "demo", "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus"}

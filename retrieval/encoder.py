@@ -19,17 +19,13 @@ import copy
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import EncoderLoadError
-
-if TYPE_CHECKING:
-    from .hybrid import LambdaFit
+from .lambdas import TrainedOn
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -37,34 +33,6 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TRAINING_RECORD = "rankscope_training.json"  # written beside a model RankScope fine-tuned (``training.finetune``)
 _cache: dict[tuple[str, str, str], "Encoder"] = {}
 _cache_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class TrainedOn:
-    """The labelled queries a fine-tuned encoder was trained on, and the hybrid's λ fitted for it on
-    held-out queries it never saw.
-
-    A λ tuned on the encoder's own training queries favours the encoder, which ranks those queries
-    better than any new one: on SciFact and NFCorpus such a λ came out at 0.3 and 0.1 where the
-    held-out queries chose 0.5 and 0.3 (``Workspace.lambda_for`` uses this instead).
-    """
-
-    split: str  # the split whose queries it trained on
-    queries: str  # ``dataset.queries_fingerprint`` of that split's labelled queries
-    fit: "LambdaFit | None" = None  # λ fitted on the held-out queries (None: no held-out check was made)
-    per_query_max: bool = True  # the λ space: BM25 over the query's largest possible score, or raw
-
-    def to_json(self) -> dict:
-        return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
-                "fit": self.fit.to_json() if self.fit else None}
-
-    @classmethod
-    def from_json(cls, obj: Mapping) -> "TrainedOn":
-        from .hybrid import LambdaFit  # hybrid imports dense, which imports this module
-
-        fit = obj.get("fit")
-        return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None,
-                   obj.get("per_query_max", True))
 
 
 def read_trained_on(folder: str | Path) -> TrainedOn | None:

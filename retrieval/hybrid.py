@@ -14,11 +14,11 @@ equally: a convex combination of scores normalized by a theoretical bound, after
 Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 42(1), 2023,
 arXiv:2210.11934, §4–5 (their TMM normalization bounds by the theoretical minimum and the list's
 maximum; here both bounds are theoretical, so a query whose terms barely match gets little BM25
-weight). Without labels λ = 1 (``LABEL_FREE_LAMBDA``); ``bench/fusion_nolabels.py`` compares it with
+weight). Without labels λ = 1 (``lambdas.LABEL_FREE_LAMBDA``); ``bench/fusion_nolabels.py`` compares it with
 the other label-free fusions.
 
 With labelled (training) queries λ_test is tuned on a grid, as the paper tuned it on 500 training
-queries (``QUERY_MAX_GRID`` in this normalized space; ``LAMBDA_GRID`` for raw BM25 scores), and
+queries (``lambdas.QUERY_MAX_GRID`` in this normalized space; ``LAMBDA_GRID`` for raw BM25 scores), and
 ``fit_lambda`` keeps the label-free λ = 1 unless the grid's best beats it on those queries by a
 paired permutation test at the 0.05 level: tuned on a few judged queries the grid's best is noise
 (on 5–20 SciFact or NFCorpus train queries it falls below λ = 1 on test, ``bench/lambda_labels.py``).
@@ -38,16 +38,11 @@ import numpy as np
 from .dataset import Qrels
 from .dense import DenseRetriever
 from .evaluate import compare, evaluate_run
+from .lambdas import LAMBDA_GRID, LambdaFit
 from .lexical import BM25Index
-from .metrics import SIGNIFICANCE_LEVEL
 from .numba_guard import NUMBA_LOCK
 from .run import Run
 
-LAMBDA_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
-               0.2, 0.3, 0.5, 0.75, 1.0)
-QUERY_MAX_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0,
-                  4.0, 5.0)  # λ over BM25 / its query's largest possible score
-LABEL_FREE_LAMBDA = 1.0  # the query-max space's equal weights: the default without labels
 FUSIONS = ("clear", "rrf", "wsum")
 
 
@@ -163,32 +158,6 @@ def default_lambda(cands: dict[str, Candidates]) -> float:
     ratios = [c.s_emb.std() / c.s_lex.std() for c in cands.values()
               if len(c.rows) > 1 and c.s_lex.std() > 0]
     return float(np.median(ratios)) if ratios else 0.0
-
-
-@dataclass
-class LambdaFit:
-    """λ_test tuned on labelled queries: the grid's best, and whether it beat the prior."""
-
-    best: float  # the grid's best λ (the smaller on a tie)
-    grid: list[tuple[float, float]]  # (λ, metric) over the grid
-    queries: int  # labelled queries tuned on
-    prior: float | None = None  # the λ kept unless ``best`` beats it significantly (None: no prior)
-    p_value: float | None = None  # paired permutation test, ``best`` vs ``prior`` on those queries
-
-    @property
-    def chosen(self) -> float:
-        """``best`` where there is no prior or it beats the prior at the 0.05 level, else the prior."""
-        if self.prior is None or (self.p_value is not None and self.p_value < SIGNIFICANCE_LEVEL):
-            return self.best
-        return self.prior
-
-    def to_json(self) -> dict:
-        return {"best": self.best, "grid": [list(r) for r in self.grid], "queries": self.queries,
-                "prior": self.prior, "p_value": self.p_value}
-
-    @classmethod
-    def from_json(cls, obj: dict) -> "LambdaFit":
-        return cls(obj["best"], [tuple(r) for r in obj["grid"]], obj["queries"], obj["prior"], obj["p_value"])
 
 
 def tune_lambda(hybrid: Hybrid, queries: dict[str, str], qrels: Qrels, metric: str = "ndcg@10",

@@ -13,18 +13,19 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import lambdas
 from .background import BackgroundBuild, EncodingStatus
 from .dataset import Dataset, queries_fingerprint
 from .dense import DenseRetriever, index_kind_for
-from .encoder import Encoder, TrainedOn, load_encoder
+from .encoder import Encoder, load_encoder
 from .engines import Corpus, InProcess
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
-from .hybrid import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, Hybrid, LambdaFit, default_lambda, tune_lambda
+from .hybrid import Hybrid, default_lambda, tune_lambda
+from .lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, LambdaChoice, LambdaFit
 from .lexical import BM25Index
 from .metrics import EVALUATED
 from .progress import Progress, counting
@@ -36,30 +37,6 @@ from .tokenize import Tokenizer
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
-
-
-NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
-
-
-def _against_prior(fit: LambdaFit) -> str:
-    """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not."""
-    p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
-    if fit.chosen == fit.best != fit.prior:
-        return f": λ {fit.best:g} beats the label-free λ {fit.prior:g} ({p})"
-    return (f": the grid's best λ {fit.best:g} does not beat the label-free λ {fit.prior:g} significantly ({p}), "
-            f"so λ {fit.prior:g} is kept")
-
-
-@dataclass
-class LambdaChoice:
-    value: float
-    how: str  # "tuned on <split> …", or NO_LABELS, or "scale-matched default (no training labels)"
-    grid: list[tuple[float, float]] = field(default_factory=list)
-    per_query_max: bool = False  # BM25 divided by each query's largest possible score (cosine scores)
-
-    @property
-    def formula(self) -> str:
-        return "λ·BM25/BM25max(q) + cosine" if self.per_query_max else "λ·BM25 + cosine"
 
 
 class Workspace:
@@ -319,51 +296,26 @@ class Workspace:
         return self.encoder.normalize
 
     def lambda_for(self, eval_split: str | None) -> LambdaChoice:
-        """λ_test tuned on the training split (never the split being evaluated), else a default.
-
-        With cosine scores the tuned λ replaces the label-free λ = 1 only where it beats it on the
-        training queries significantly (``hybrid.fit_lambda``). An encoder fine-tuned on those very
-        queries is not tuned for on them: it takes the λ its training chose on held-out queries, or
-        the label-free λ when none was (``_lambda_of_trained``)."""
+        """λ_test for evaluating ``eval_split``: the training split's (never the split evaluated),
+        chosen by ``lambdas.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the
+        training split against the label-free prior, else the label-free λ — and kept."""
         with self._lock:
             if eval_split not in self._lambda:
                 train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
                 normalized = self.query_max_space
-                trained = self._lambda_of_trained(train, normalized) if train else None
-                if trained is not None:
-                    self._lambda[eval_split] = trained
-                elif train:
-                    fit = self.lambda_fit(train)
-                    how = f"tuned on {train} (nDCG@10, {fit.queries} queries)"
-                    if fit.prior is not None:
-                        how += _against_prior(fit)
-                    self._lambda[eval_split] = LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
-                elif normalized:
-                    self._lambda[eval_split] = LambdaChoice(LABEL_FREE_LAMBDA, NO_LABELS, per_query_max=True)
-                else:
-                    h = Hybrid(self.lexical, self.dense, depth=self.depth)
+
+                def trained(split: str) -> LambdaChoice | None:
+                    fingerprint = queries_fingerprint(self.dataset.split_queries(split))
+                    return lambdas.of_trained(self.encoder.trained_on, split, fingerprint, normalized)
+
+                def scale() -> float:
                     queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
                     sample = dict(list(queries.items())[:200])
-                    lam = default_lambda(h.candidates(sample)) if sample else 0.0
-                    self._lambda[eval_split] = LambdaChoice(lam, "scale-matched default (no training labels)")
-            return self._lambda[eval_split]
+                    h = Hybrid(self.lexical, self.dense, depth=self.depth)
+                    return default_lambda(h.candidates(sample)) if sample else 0.0
 
-    def _lambda_of_trained(self, train: str, normalized: bool) -> LambdaChoice | None:
-        """λ for an encoder fine-tuned on ``train``'s queries (its ``TrainedOn`` matches them), else None."""
-        seen: TrainedOn | None = self.encoder.trained_on
-        if seen is None or seen.split != train or seen.per_query_max != normalized or \
-                seen.queries != queries_fingerprint(self.dataset.split_queries(train)):
-            return None
-        if seen.fit is not None:
-            fit = seen.fit
-            how = f"chosen on {fit.queries} held-out {train} queries the encoder was not trained on"
-            if fit.prior is not None and fit.p_value is not None:
-                how += _against_prior(fit)
-            return LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
-        if normalized:
-            return LambdaChoice(LABEL_FREE_LAMBDA, f"the encoder was trained on the {train} queries, so λ is not "
-                                f"tuned on them: {NO_LABELS}", per_query_max=True)
-        return None
+                self._lambda[eval_split] = lambdas.choose(train, normalized, trained, self.lambda_fit, scale)
+            return self._lambda[eval_split]
 
     def lambda_fit(self, split: str) -> LambdaFit:
         """λ_test tuned on a labelled split over the grid of the hybrid's score space, with the
@@ -396,7 +348,7 @@ class Workspace:
         """Use λ_test = ``value`` when evaluating ``eval_split`` (chosen elsewhere, e.g. on a held-out
         split, in the space ``lambda_fit`` tunes in)."""
         with self._lock:
-            self._lambda[eval_split] = LambdaChoice(float(value), how, per_query_max=self.query_max_space)
+            self._lambda[eval_split] = lambdas.fixed(value, how, self.query_max_space)
 
     def system(self, name: str, eval_split: str | None = None):
         """The retriever behind a built-in system key (its ``search(queries, k) -> Run``)."""

@@ -10,16 +10,8 @@ import pytest
 
 from retrieval.dense import DenseIndex, DenseRetriever
 from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import (
-    LAMBDA_GRID,
-    Candidates,
-    Hybrid,
-    LambdaFit,
-    default_lambda,
-    fit_lambda,
-    fuse_runs,
-    tune_lambda,
-)
+from retrieval.hybrid import Candidates, Hybrid, default_lambda, fit_lambda, fuse_runs, tune_lambda
+from retrieval.lambdas import LAMBDA_GRID, LambdaFit
 from retrieval.lexical import BM25Index
 from retrieval.readers import load_dataset
 

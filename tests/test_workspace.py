@@ -14,12 +14,13 @@ import pytest
 
 from retrieval.dataset import Dataset, Document
 from retrieval.encoder import Encoder, load_encoder
-from retrieval.hybrid import LAMBDA_GRID, QUERY_MAX_GRID, Hybrid, default_lambda, tune_lambda
+from retrieval.hybrid import Hybrid, default_lambda, tune_lambda
+from retrieval.lambdas import LAMBDA_GRID, NO_LABELS, QUERY_MAX_GRID
 from retrieval.metrics import METRICS
 from retrieval.readers import load_dataset
 from retrieval.store import Store
 from retrieval.systems import SYSTEMS
-from retrieval.workspace import NO_LABELS, Workspace
+from retrieval.workspace import Workspace
 
 from .conftest import DEMO, build_tiny_encoder
 from .test_dense import CountingEncoder

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from retrieval.dataset import Dataset, queries_fingerprint
-from retrieval.encoder import TRAINING_RECORD, Encoder, TrainedOn, load_encoder
+from retrieval.encoder import TRAINING_RECORD, Encoder, load_encoder
 from retrieval.evaluate import compare
-from retrieval.hybrid import LambdaFit
+from retrieval.lambdas import LambdaFit, TrainedOn
 from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store

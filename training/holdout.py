@@ -12,7 +12,7 @@ divided by the query's largest possible BM25 score, as the app's hybrid does for
 The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
 the base encoder itself. The kept epoch's λ, chosen there as the app chooses λ with labels (the
 grid's best only where it beats the label-free λ significantly), goes with the exported encoder
-(``retrieval.encoder.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
+(``retrieval.lambdas.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
 Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
 looked: enough to choose among epochs, not a measurement of dense recall. With
 ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
@@ -30,7 +30,8 @@ import numpy as np
 from retrieval.dataset import Dataset, Qrels
 from retrieval.encoder import Encoder
 from retrieval.evaluate import Evaluation, compare, evaluate_run
-from retrieval.hybrid import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, Candidates, fit_lambda, rank_candidates
+from retrieval.hybrid import Candidates, fit_lambda, rank_candidates
+from retrieval.lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID
 from retrieval.lexical import BM25Index
 from retrieval.metrics import SIGNIFICANCE_LEVEL
 
@@ -68,7 +69,7 @@ class Selection:
     scores: list[dict] = field(default_factory=list)  # {"stage", "epoch", "hybrid", "dense", "lambda"}
     chosen: dict | None = None
     p_value: float | None = None  # paired permutation test of the kept epoch's held-out hybrid against the base's
-    lambda_fit: dict | None = None  # the kept epoch's λ on the held-out queries (``hybrid.LambdaFit.to_json``)
+    lambda_fit: dict | None = None  # the kept epoch's λ on the held-out queries (``lambdas.LambdaFit.to_json``)
 
 
 class HeldOutSelector:

@@ -1,0 +1,156 @@
+"""λ, the CLEAR hybrid's weight on BM25 (λ·s_lex + s_emb): the grids it is tuned on, a fit on
+labelled queries, the choice a view shows with its reason, and the policy that makes that choice.
+
+Plain data and rules, no retrieval: the fitting itself (ranking candidates at every λ of a grid,
+``retrieval.hybrid.fit_lambda``) and the caching (``Workspace.lambda_fit``) live elsewhere, so that
+this module depends on nothing but the significance level, and anything may import it.
+
+The policy (``choose``), for one evaluated split:
+
+* an encoder fine-tuned on the training split's very queries (``TrainedOn`` matches them) takes the
+  λ its training chose on held-out queries it never saw (``of_trained``) — a λ tuned on its own
+  training queries would favour it — or, without such a fit, the label-free λ;
+* else, with a training split, λ is tuned there (``tuned``): in the query-max space (cosine
+  scores) the grid's best replaces the label-free λ = 1 only where it beats it significantly
+  (``LambdaFit.chosen``);
+* else, in the query-max space, the label-free λ = 1 (``label_free``); for raw scores, scale
+  matching (``scale_matched``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from .metrics import SIGNIFICANCE_LEVEL
+
+LAMBDA_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+               0.2, 0.3, 0.5, 0.75, 1.0)
+QUERY_MAX_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0,
+                  4.0, 5.0)  # λ over BM25 / its query's largest possible score
+LABEL_FREE_LAMBDA = 1.0  # the query-max space's equal weights: the default without labels
+NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
+
+
+@dataclass
+class LambdaFit:
+    """λ_test tuned on labelled queries: the grid's best, and whether it beat the prior."""
+
+    best: float  # the grid's best λ (the smaller on a tie)
+    grid: list[tuple[float, float]]  # (λ, metric) over the grid
+    queries: int  # labelled queries tuned on
+    prior: float | None = None  # the λ kept unless ``best`` beats it significantly (None: no prior)
+    p_value: float | None = None  # paired permutation test, ``best`` vs ``prior`` on those queries
+
+    @property
+    def chosen(self) -> float:
+        """``best`` where there is no prior or it beats the prior at the 0.05 level, else the prior."""
+        if self.prior is None or (self.p_value is not None and self.p_value < SIGNIFICANCE_LEVEL):
+            return self.best
+        return self.prior
+
+    def to_json(self) -> dict:
+        return {"best": self.best, "grid": [list(r) for r in self.grid], "queries": self.queries,
+                "prior": self.prior, "p_value": self.p_value}
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> LambdaFit:
+        return cls(obj["best"], [tuple(r) for r in obj["grid"]], obj["queries"], obj["prior"], obj["p_value"])
+
+
+@dataclass
+class LambdaChoice:
+    """The λ a hybrid uses, and why, in words a user reads."""
+
+    value: float
+    how: str  # "tuned on <split> …", or NO_LABELS, or "scale-matched default (no training labels)"
+    grid: list[tuple[float, float]] = field(default_factory=list)  # the sweep it was chosen on, if any
+    per_query_max: bool = False  # BM25 divided by each query's largest possible score (cosine scores)
+
+    @property
+    def formula(self) -> str:
+        return "λ·BM25/BM25max(q) + cosine" if self.per_query_max else "λ·BM25 + cosine"
+
+
+@dataclass(frozen=True)
+class TrainedOn:
+    """The labelled queries a fine-tuned encoder was trained on, and the hybrid's λ fitted for it on
+    held-out queries it never saw (written beside the model, ``encoder.TRAINING_RECORD``).
+
+    A λ tuned on the encoder's own training queries favours the encoder, which ranks those queries
+    better than any new one, so ``choose`` uses this instead.
+    """
+
+    split: str  # the split whose queries it trained on
+    queries: str  # ``dataset.queries_fingerprint`` of that split's labelled queries
+    fit: LambdaFit | None = None  # λ fitted on the held-out queries (None: no held-out check was made)
+    per_query_max: bool = True  # the λ space: BM25 over the query's largest possible score, or raw
+
+    def to_json(self) -> dict:
+        return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
+                "fit": self.fit.to_json() if self.fit else None}
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> TrainedOn:
+        fit = obj.get("fit")
+        return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None,
+                   obj.get("per_query_max", True))
+
+
+def against_prior(fit: LambdaFit) -> str:
+    """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not."""
+    p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
+    if fit.chosen == fit.best != fit.prior:
+        return f": λ {fit.best:g} beats the label-free λ {fit.prior:g} ({p})"
+    return (f": the grid's best λ {fit.best:g} does not beat the label-free λ {fit.prior:g} significantly ({p}), "
+            f"so λ {fit.prior:g} is kept")
+
+
+def tuned(fit: LambdaFit, split: str, normalized: bool) -> LambdaChoice:
+    """λ tuned on ``split``'s labelled queries (the grid's best, or the prior it did not beat)."""
+    how = f"tuned on {split} (nDCG@10, {fit.queries} queries)"
+    if fit.prior is not None:
+        how += against_prior(fit)
+    return LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
+
+
+def of_trained(seen: TrainedOn | None, split: str, fingerprint: str, normalized: bool) -> LambdaChoice | None:
+    """λ for an encoder fine-tuned on ``split``'s queries (``seen`` names that split, those queries
+    — by ``fingerprint`` — and this λ space), else None."""
+    if seen is None or seen.split != split or seen.per_query_max != normalized or seen.queries != fingerprint:
+        return None
+    if seen.fit is not None:
+        fit = seen.fit
+        how = f"chosen on {fit.queries} held-out {split} queries the encoder was not trained on"
+        if fit.prior is not None and fit.p_value is not None:
+            how += against_prior(fit)
+        return LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
+    if normalized:
+        return LambdaChoice(LABEL_FREE_LAMBDA, f"the encoder was trained on the {split} queries, so λ is not "
+                            f"tuned on them: {NO_LABELS}", per_query_max=True)
+    return None
+
+
+def label_free() -> LambdaChoice:
+    """The query-max space's equal weights, without labels."""
+    return LambdaChoice(LABEL_FREE_LAMBDA, NO_LABELS, per_query_max=True)
+
+
+def scale_matched(value: float) -> LambdaChoice:
+    """Raw scores without labels: λ matching the two scores' spreads (``hybrid.default_lambda``)."""
+    return LambdaChoice(value, "scale-matched default (no training labels)")
+
+
+def fixed(value: float, how: str, normalized: bool) -> LambdaChoice:
+    """A λ chosen elsewhere (e.g. on a held-out split), in the space the hybrid scores in."""
+    return LambdaChoice(float(value), how, per_query_max=normalized)
+
+
+def choose(train: str | None, normalized: bool, trained: Callable[[str], LambdaChoice | None],
+           fit: Callable[[str], LambdaFit], scale: Callable[[], float]) -> LambdaChoice:
+    """The policy (module docstring): ``train`` the training split (None: there is none),
+    ``normalized`` whether the hybrid scores in the query-max space; ``trained(train)`` the choice a
+    fine-tuned encoder brings, ``fit(train)`` the λ tuned there, ``scale()`` the scale-matched λ —
+    each called only when the policy needs it."""
+    if train:
+        return trained(train) or tuned(fit(train), train, normalized)
+    return label_free() if normalized else scale_matched(scale())
