@@ -16,7 +16,7 @@ from pathlib import Path
 
 from retrieval import Store, load_dataset
 from retrieval.encoder import PRECISIONS
-from retrieval.engines import InProcess, open_engine
+from retrieval.engines import open_engine
 from retrieval.model_policy import ModelPolicy
 from retrieval.terminal import terminal_safe
 from training.job import JobQueue
@@ -41,7 +41,7 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     ``allow_models`` (any, with ``trust_clients``, except on Hugging Face Spaces)."""
     store = Store(store_path) if store_path else Store()
     index_engine = open_engine(engine, allow_insecure_token=allow_insecure_token)
-    if not isinstance(index_engine, InProcess):
+    if index_engine.where:
         print(f"engine: {index_engine.name} at {index_engine.where}", file=sys.stderr)
     policy = ModelPolicy.create(model, store.models_dir, allow_models, trust_clients)
     if trust_clients and not policy.trust_clients:

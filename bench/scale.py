@@ -48,7 +48,7 @@ from _common import ROOT, SHARED, percentile_ms, timed  # first: it puts the che
 from retrieval.cli import engine_arg  # noqa: E402
 from retrieval.dense import DenseIndex  # noqa: E402
 from retrieval.encoder import load_encoder  # noqa: E402
-from retrieval.engines import InProcess, open_engine  # noqa: E402
+from retrieval.engines import open_engine  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
@@ -167,7 +167,7 @@ def main(argv=None) -> None:
         cut = f", inputs cut to {args.max_seq_length} word pieces" if args.max_seq_length else ""
         print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded in {t_embed:.0f} s "
               f"({rate:.1f} docs/s on {enc.compute}{cut})")
-        if isinstance(engine, InProcess):  # another engine keeps the vectors itself
+        if engine.capabilities.index_variants:  # FAISS's own: another engine keeps the vectors itself
             flat, t_faiss = timed(lambda: DenseIndex(ds.doc_ids, dense.index.embeddings))
             print(f"FAISS flat index over {len(ds.docs):,} vectors: {t_faiss:.1f} s")
             flat_vs_hnsw(ds, dense, flat, args.queries)

@@ -134,6 +134,24 @@ class BackgroundBuild(Generic[T]):
         self._thread.join(timeout)
         return self.finished
 
+    def follow(self, timeout: float | None, report: Callable[[int, int], None] | None, poll: float) -> bool:
+        """``wait`` for at most ``timeout`` seconds (None: until done), telling ``report(done,
+        total)`` every ``poll`` seconds while documents are encoded; True when the build is done."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shown = 0
+        while True:
+            status = self.status()
+            if report and status.state == "encoding" and status.done > shown:
+                report(status.done, status.total)
+                shown = status.done
+            left = None if deadline is None else deadline - time.monotonic()
+            if self.wait(poll if left is None else max(0.0, min(poll, left))):
+                if report and shown:
+                    report(status.total, status.total)
+                return True
+            if left is not None and left <= poll:
+                return False
+
     def result(self) -> T:
         if not self.finished:
             raise DenseNotReady(self.status())

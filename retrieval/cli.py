@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .dataset import Dataset
 from .encoder import PRECISIONS
-from .engines import ENGINE_SPECS, InProcess, open_engine
+from .engines import ENGINE_SPECS, open_engine
 from .evaluate import compare, significance_marks
 from .language import corpus_tokenizer
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
@@ -33,7 +33,7 @@ from .names import file_name
 from .readers import load_dataset, read_run
 from .run import write_trec
 from .store import Store, default_store_path
-from .systems import SYSTEMS, label
+from .systems import BM25, DENSE, HYBRID, SYSTEMS, label
 from .terminal import safe_output
 from .workspace import Workspace
 
@@ -58,7 +58,7 @@ def _open(args) -> tuple[Dataset, Workspace]:
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
                    device=args.device, tokenizer=tokenizer, precision=args.precision, engine=engine)
-    if not isinstance(engine, InProcess):
+    if engine.where:
         print(f"engine: {engine.name} at {engine.where}", file=sys.stderr)
         ws.build_lexical(progress=_progress)
     return ds, ws
@@ -117,7 +117,7 @@ def cmd_evaluate(args) -> int:
     systems = evaluated_systems(args, ws)
     n_q = len(ds.split_queries(split))
     print(f"{ds.name}: {len(ds.docs)} documents, {n_q} {split} queries", file=sys.stderr)
-    if any(s in SYSTEMS and s != "bm25" for s in systems):
+    if any(ws.system(s).needs.vectors for s in systems):
         _build_dense(ws)
     evals, results, timings = {}, {}, {}
     for s in systems:
@@ -135,7 +135,7 @@ def cmd_evaluate(args) -> int:
             print(f"{label(s)} vs {label(base)}, nDCG@10 per query: "
                   f"{c.delta:+.4f} mean, {len(c.wins)} wins, {len(c.losses)} losses, {c.ties} ties, "
                   f"p = {c.p_value:.4f}")
-    if "hybrid" in systems:
+    if HYBRID in systems:
         lam = ws.lambda_for(split)
         print(f"hybrid λ_test = {lam.value:g} ({lam.how})")
     print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
@@ -145,7 +145,7 @@ def cmd_evaluate(args) -> int:
         Path(args.json).write_text(json.dumps(clean, indent=2))  # NaN (no positive labels) → null
     if args.run_dir:  # each file named by a slug and hash of data set, split and system: inside --run-dir
         for s in systems:
-            tag = f"rankscope-{s}" if s in SYSTEMS else s  # an imported run keeps its own name
+            tag = s if ws.system(s).needs.run else f"rankscope-{s}"  # an imported run keeps its own name
             path = write_trec(ws.run(s, split), Path(args.run_dir) / file_name(ds.name, split, s, suffix=".trec"), tag)
             print(f"run: {path}", file=sys.stderr)
     return 0
@@ -172,10 +172,11 @@ def cmd_search(args) -> int:
 
 
 def cmd_failures(args) -> int:
-    from ui.present.figures import bm25_dense_scatter, recall_curves
+    from ui.present.figures import per_query_scatter, recall_curves
     from ui.present.report import write_gallery
 
     from .failures import failure_gallery
+    from .tables import recall_at_ks, versus
 
     ds, ws = _open(args)
     split = ws.require_split(args.split or ds.default_split())
@@ -183,7 +184,9 @@ def cmd_failures(args) -> int:
     tuned = ws.with_model(args.tuned) if args.tuned else None
     gallery = failure_gallery(ws, split, tuned_ws=tuned)
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
-    path = write_gallery(gallery, args.html, [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)])
+    figures = [recall_curves(recall_at_ks(workspaces, split), split),
+               per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
+    path = write_gallery(gallery, args.html, figures)
     for category, count in gallery.counts.items():
         print(f"{category:<26}{count:>6}")
     print(f"report: {path}", file=sys.stderr)

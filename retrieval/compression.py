@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .evaluate import Evaluation, compare
 from .metrics import SIGNIFICANT, SUMMARY_METRICS
-from .systems import ENCODER_SYSTEMS
+from .systems import ENCODER_SYSTEMS, HYBRID
 from .workspace import Workspace
 
 DEFAULT_VARIANTS = (("flat", None), ("sq8", None), ("flat", 128), ("sq8", 128))
@@ -96,7 +96,7 @@ def _row(ws: Workspace, ev: dict[str, Evaluation], reference: dict[str, Evaluati
         metrics={s: {m: e.mean[m] for m in metrics} for s, e in ev.items()},
         delta={s: {m: e.mean[m] - reference[s].mean[m] for m in metrics} for s, e in ev.items()},
         marks={s: {m: SIGNIFICANT for m in metrics if compare(reference[s], e, m).significant} for s, e in ev.items()},
-        hybrid_lambda=ws.lambda_for(split).value if "hybrid" in ev else None)
+        hybrid_lambda=ws.lambda_for(split).value if HYBRID in ev else None)
 
 
 def variant_workspace(ws: Workspace, kind: str, dims: int | None) -> Workspace:

@@ -51,9 +51,25 @@ class Dataset:
     report: LoadReport = field(default_factory=LoadReport)
     _hash: str | None = field(default=None, repr=False, compare=False)
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
+    _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
+
+    def find_query(self, text: str) -> tuple[str | None, str | None]:
+        """(query id, split) of the query with exactly this text (surrounding spaces aside), else
+        (None, None); the split is the first that labels it (None if none does)."""
+        if self._by_text is None:
+            index: dict[str, str] = {}
+            for qid, qtext in self.queries.items():
+                index.setdefault(qtext.strip(), qid)
+            self._by_text = index  # built once: a data set's queries never change (``with_queries`` copies)
+        qid = self._by_text.get(text.strip())
+        return (qid, self.query_split(qid)) if qid is not None else (None, None)
+
+    def query_split(self, query_id: str) -> str | None:
+        """The first split whose labels hold ``query_id`` (None: an unlabelled query)."""
+        return next((split for split, qrels in self.qrels.items() if query_id in qrels), None)
 
     @property
     def splits(self) -> list[str]:

@@ -50,6 +50,11 @@ class UnknownSplit(ValueError):
                          f"(it has: {', '.join(self.splits) or 'none'})")
 
 
+class EngineError(ValueError):
+    """An index engine cannot do what was asked: a bad spec, unreachable, not installed, a foreign
+    collection (``retrieval.engines``)."""
+
+
 class EncoderLoadError(ValueError):
     """A sentence-transformers model (by id or folder) that could not be loaded."""
 

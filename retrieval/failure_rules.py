@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .systems import ENCODER_SYSTEMS, short
+from .systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, TUNED_OF, short
 
 NOT_RETRIEVED = "—"
 CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap", "both_fail",
@@ -71,7 +71,7 @@ class Thresholds:
     low: int = 100
     fp_top: int = 3
     depth: int = DEPTH  # the runs' depth: a document beyond it counts as rank depth + 1
-    tuned_system: str = "dense"  # what the fine-tuning categories compare: "dense" or "hybrid"
+    tuned_system: str = DENSE  # what the fine-tuning categories compare: "dense" or "hybrid"
 
     def __post_init__(self) -> None:
         if self.tuned_system not in ENCODER_SYSTEMS:
@@ -106,19 +106,19 @@ class QueryRanks:
     def gap(self, category: str, doc: str, tuned_system: str) -> int:
         r = lambda s: self.rank(s, doc)  # noqa: E731
         if category in ("vocabulary_mismatch", "semantic_false_positive"):
-            return r("bm25") - r("dense")
+            return r(BM25) - r(DENSE)
         if category == "exact_match_miss":
-            return r("dense") - r("bm25")
+            return r(DENSE) - r(BM25)
         if category in PAIR_CATEGORIES:
             missed_by, found_by = _pair_order(category, self.pair)
             return r(missed_by) - r(found_by)
         if category == "lexical_trap":
-            return r("dense") - r("bm25")
+            return r(DENSE) - r(BM25)
         if category == "both_fail":
-            return min(r("bm25"), r("dense"))
+            return min(r(BM25), r(DENSE))
         if category == "fixed_by_hybrid":
-            return min(r("bm25"), r("dense")) - r("hybrid")
-        base, tuned = tuned_system, f"tuned_{tuned_system}"
+            return min(r(BM25), r(DENSE)) - r(HYBRID)
+        base, tuned = tuned_system, TUNED_OF[tuned_system]
         return r(base) - r(tuned) if category == "fixed_by_finetuning" else r(tuned) - r(base)
 
     def _order(self, doc: str) -> tuple:
@@ -134,12 +134,12 @@ class QueryRanks:
 
 # ---- the categories: each returns the card's document, or None -----------------------------
 def _vocabulary_mismatch(q: QueryRanks, t: Thresholds) -> str | None:
-    docs = [d for d in q.relevant if q.rank("dense", d) <= t.top and q.rank("bm25", d) > t.low]
+    docs = [d for d in q.relevant if q.rank(DENSE, d) <= t.top and q.rank(BM25, d) > t.low]
     return q.most_dramatic(docs, "vocabulary_mismatch", t.tuned_system)
 
 
 def _exact_match_miss(q: QueryRanks, t: Thresholds) -> str | None:
-    docs = [d for d in q.relevant if q.rank("bm25", d) <= t.top and q.rank("dense", d) > t.low]
+    docs = [d for d in q.relevant if q.rank(BM25, d) <= t.top and q.rank(DENSE, d) > t.low]
     return q.most_dramatic(docs, "exact_match_miss", t.tuned_system)
 
 
@@ -158,37 +158,37 @@ def _pair_finds(category: str):
 
 
 def _semantic_false_positive(q: QueryRanks, t: Thresholds) -> str | None:
-    docs = [d for d, r in q.ranks["dense"].items()
-            if r <= t.fp_top and not q.is_relevant(d) and q.rank("bm25", d) > t.low]
+    docs = [d for d, r in q.ranks[DENSE].items()
+            if r <= t.fp_top and not q.is_relevant(d) and q.rank(BM25, d) > t.low]
     return q.most_dramatic(docs, "semantic_false_positive", t.tuned_system)
 
 
 def _lexical_trap(q: QueryRanks, t: Thresholds) -> str | None:
-    first = q.first["bm25"]
-    return first if first is not None and not q.is_relevant(first) and q.rank("dense", first) > t.top else None
+    first = q.first[BM25]
+    return first if first is not None and not q.is_relevant(first) and q.rank(DENSE, first) > t.top else None
 
 
 def _both_fail(q: QueryRanks, t: Thresholds) -> str | None:
-    if q.finds("bm25", t.top) or q.finds("dense", t.top):
+    if q.finds(BM25, t.top) or q.finds(DENSE, t.top):
         return None
-    return q.best_ranked(q.relevant, lambda d: min(q.rank("bm25", d), q.rank("dense", d)))
+    return q.best_ranked(q.relevant, lambda d: min(q.rank(BM25, d), q.rank(DENSE, d)))
 
 
 def _fixed_by_hybrid(q: QueryRanks, t: Thresholds) -> str | None:
-    if _both_fail(q, t) is None or not q.finds("hybrid", t.top):
+    if _both_fail(q, t) is None or not q.finds(HYBRID, t.top):
         return None
-    return q.best_ranked(q.relevant, lambda d: q.rank("hybrid", d))
+    return q.best_ranked(q.relevant, lambda d: q.rank(HYBRID, d))
 
 
 def _fixed_by_finetuning(q: QueryRanks, t: Thresholds) -> str | None:
-    base, tuned = t.tuned_system, f"tuned_{t.tuned_system}"
+    base, tuned = t.tuned_system, TUNED_OF[t.tuned_system]
     if q.finds(base, t.top) or not q.finds(tuned, t.top):
         return None
     return q.best_ranked(q.relevant, lambda d: q.rank(tuned, d))
 
 
 def _broken_by_finetuning(q: QueryRanks, t: Thresholds) -> str | None:
-    base, tuned = t.tuned_system, f"tuned_{t.tuned_system}"
+    base, tuned = t.tuned_system, TUNED_OF[t.tuned_system]
     if not q.finds(base, t.top) or q.finds(tuned, t.top):
         return None
     return q.best_ranked(q.relevant, lambda d: q.rank(base, d))
@@ -214,21 +214,21 @@ def _headline_systems(category: str, tuned_system: str,
         missed_by, found_by = _pair_order(category, pair)
         return (missed_by,), found_by
     if category in ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap"):
-        return ("bm25",), "dense"
+        return (BM25,), DENSE
     if category == "exact_match_miss":
-        return ("dense",), "bm25"
+        return (DENSE,), BM25
     if category == "both_fail":
-        return ("bm25", "dense"), None
+        return (BM25, DENSE), None
     if category == "fixed_by_hybrid":
-        return ("bm25", "dense"), "hybrid"
-    return (tuned_system,), f"tuned_{tuned_system}"
+        return (BM25, DENSE), HYBRID
+    return (tuned_system,), TUNED_OF[tuned_system]
 
 
 def rank_text(rank: int | None) -> str:
     return NOT_RETRIEVED if rank is None else str(rank)
 
 
-def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str = "dense",
+def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str = DENSE,
              pair: tuple[str, str] | None = None) -> str:
     """"BM25 989 → dense 3", "BM25 — · dense 52 → hybrid 4", "BM25 37 · dense 52" (both fail)."""
     sources, target = _headline_systems(category, tuned_system, pair)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .failure_rules import Thresholds, classify, headline
 from .run import rank_maps
-from .systems import BASE_SYSTEMS, ENCODER_SYSTEMS, TUNED_SYSTEMS
+from .systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, TUNED_OF, TUNED_SYSTEMS
 from .workspace import EVAL_DEPTH, Workspace
 
 
@@ -101,7 +101,7 @@ def dense_similarities(ws: Workspace, pairs: list[tuple[str, str, str]]) -> list
 # ---- the gallery ---------------------------------------------------------------------------
 def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None, top: int = 10,
                     low: int = 100, max_cards_per_category: int = 12, fp_top: int = 3,
-                    tuned_system: str = "dense", pair: tuple[str, str] | None = None) -> Gallery:
+                    tuned_system: str = DENSE, pair: tuple[str, str] | None = None) -> Gallery:
     """Classify every labelled query of ``split`` (``failure_rules.classify``) and build the cards.
 
     ``tuned_ws``: the same data set with a fine-tuned encoder (``ws.with_model(encoder)``); adds
@@ -115,7 +115,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     t = Thresholds(top, low, fp_top, EVAL_DEPTH, tuned_system)
     runs = {s: ws.run(s, split) for s in BASE_SYSTEMS}
     if tuned_ws is not None:
-        runs.update({f"tuned_{s}": tuned_ws.run(s, split) for s in ENCODER_SYSTEMS})
+        runs.update({TUNED_OF[s]: tuned_ws.run(s, split) for s in ENCODER_SYSTEMS})
     runs.update({s: ws.run(s, split) for s in pair or () if s not in runs})
     qrels = ws.dataset.qrels[split]
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}

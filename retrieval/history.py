@@ -17,6 +17,7 @@ from .dataset import Dataset, Qrels
 from .errors import UnknownRun
 from .evaluate import Comparison, compare, evaluate_run
 from .store import Store
+from .systems import BM25
 
 
 def list_runs(store: Store, dataset_hash: str | None = None) -> list[dict]:
@@ -39,7 +40,7 @@ def params_summary(system: str, params: dict, model_names: dict[str, str] | None
     """A human-readable line for a run's parameters (model fingerprints shown by name)."""
     parts = [system]
     bm25 = params.get("bm25")
-    if system == "bm25" and bm25:
+    if system == BM25 and bm25:
         parts.append(f"k1 {bm25.get('k1')}, b {bm25.get('b')}")
     if "model" in params:
         fp = params["model"]

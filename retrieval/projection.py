@@ -48,7 +48,7 @@ from .numba_guard import NUMBA_LOCK
 from .progress import Progress, counting
 from .run import rank_maps
 from .store import cache_key, text_hash
-from .systems import BASE_SYSTEMS
+from .systems import BASE_SYSTEMS, DENSE
 from .workspace import Workspace
 
 QUERY, POSITIVE, HARD, EASY = "query", "positive", "hard negative", "easy negative"
@@ -117,7 +117,7 @@ def sample_points(ws: Workspace, split: str, n_queries: int = 50, hard_per_query
     queries = ds.split_queries(split)
     qrels = {q: {d: v for d, v in labels.items() if d in ds.docs} for q, labels in ds.qrels[split].items()}
     runs = _runs(ws, split)
-    dense = runs["dense"]
+    dense = runs[DENSE]
     rng = np.random.default_rng(seed)
     if query_id is None:
         labelled = [q for q in queries if any(v > 0 for v in qrels[q].values())]

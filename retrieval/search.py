@@ -8,7 +8,7 @@ did this rank here".
 One pass (``Workspace.search_one``): the query is tokenized, BM25-scored, encoded and searched in
 FAISS once, each distinct document on show is explained once, and nothing is written to the store.
 A labelled query is given by id; free text that equals a labelled query's text is looked up in a
-dictionary (``Workspace.find_query``), so it gets its labels too.
+dictionary (``Dataset.find_query``), so it gets its labels too.
 """
 from __future__ import annotations
 
@@ -60,9 +60,9 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     if query_id is not None:
         if query_id not in ws.dataset.queries:
             raise KeyError(f"no query {query_id!r} in data set {ws.dataset.name!r}")
-        text, qid, split = ws.dataset.queries[query_id], query_id, ws.query_split(query_id)
+        text, qid, split = ws.dataset.queries[query_id], query_id, ws.dataset.query_split(query_id)
     else:
-        qid, split = ws.find_query(text)
+        qid, split = ws.dataset.find_query(text)
     text = text.strip()
     if not text:
         raise ValueError("type a query first")

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
-from .evaluate import evaluate_run, significance_marks
+from .evaluate import compare, evaluate_run, significance_marks
 from .judgments import DEPTH, disagreement
 from .metrics import METRICS, PRIMARY
-from .systems import BASE_SYSTEMS, label
+from .systems import BASE_SYSTEMS, BM25, DENSE, label
 from .workspace import Workspace
 
 RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
@@ -33,12 +33,12 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
     named = workspaces if isinstance(workspaces, dict) else {"": workspaces}
     entries, seen = [], set()
     for ws_label, ws in named.items():
-        for s in ("bm25", *[s for s in systems if s != "bm25"]):
+        for s in (BM25, *[s for s in systems if s != BM25]):
             key = json.dumps([s, ws.system_params(s, split)], sort_keys=True, default=str)
             if key in seen:
                 continue
             seen.add(key)
-            entries.append((label(s) if s == "bm25" or not ws_label else f"{label(s)} · {ws_label}", ws, s))
+            entries.append((label(s) if s == BM25 or not ws_label else f"{label(s)} · {ws_label}", ws, s))
     return entries
 
 
@@ -65,6 +65,13 @@ def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, syste
         ev = evaluate_run(ws.run(s, split), ws.dataset.qrels[split], metrics=metrics)
         out[name] = [ev.mean[m] for m in metrics]
     return out
+
+
+def versus(ws: Workspace, split: str, a: str = BM25, b: str = DENSE, metric: str = PRIMARY):
+    """(A's evaluation, B's, their paired comparison on ``metric``): the per-query scatter's data
+    (``ui.present.figures.per_query_scatter``), BM25 against dense unless told otherwise."""
+    eval_a, eval_b = ws.evaluate(a, split), ws.evaluate(b, split)
+    return eval_a, eval_b, compare(eval_a, eval_b, metric)
 
 
 def per_query_table(ws: Workspace, split: str, systems=BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict]:

@@ -4,35 +4,32 @@ This is the one object the CLI, the app and the benchmarks share. Everything exp
 lazily and cached: embeddings in the store by (model fingerprint, text hash); runs and metrics by
 (data set hash, system, parameters, split, depth).
 
-Its systems are the built-in ``SYSTEMS`` and the runs imported from files (``add_run``): an
-imported run is listed, run, evaluated and searched like the others under its name, from the
-lists it holds (it has no retriever, so a query it never ran gets an empty list).
+Its systems (``retrieval.systems``) are the built-in ``SYSTEMS`` and the runs imported from files
+(``add_run``): each is an object that ranks over this workspace's data and indexes, and the
+workspace caches what it gives; nothing here depends on which system it is.
 """
 from __future__ import annotations
 
 import copy
 import threading
-import time
 
-import numpy as np
-
-from . import lambdas
+from . import systems
 from .background import BackgroundBuild, EncodingStatus
-from .dataset import Dataset, queries_fingerprint
+from .dataset import Dataset
 from .dense import DenseRetriever, index_kind_for
 from .encoder import Encoder, load_encoder
 from .engines import Corpus, InProcess
 from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
-from .hybrid import Hybrid, default_lambda, tune_lambda
-from .lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, LambdaChoice, LambdaFit
+from .lambdas import LambdaChoice, LambdaFit
 from .lexical import BM25Index
 from .metrics import EVALUATED
 from .progress import Progress, counting
 from .readers.runs import ImportedRun, match_dataset
 from .run import Run
 from .store import Store, cache_key
-from .systems import BASE_SYSTEMS, NAMES, SYSTEMS
+from .systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
+from .systems import hybrid as hybrid_system
 from .tokenize import Tokenizer
 
 EVAL_DEPTH = 1000
@@ -62,7 +59,6 @@ class Workspace:
         self._dense: DenseRetriever | None = None
         self._lambda: dict[str | None, LambdaChoice] = {}
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
-        self._query_by_text: dict[str, str] | None = None
         self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
         if store is not None:
             store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
@@ -80,7 +76,7 @@ class Workspace:
         """The same data set and encoder over another dense index (``kind``, optionally reduced to
         ``dims`` dimensions), sharing BM25, the encoder and the corpus embeddings; its runs, metrics
         and λ are cached under its own parameters. In-process only (the variants are FAISS's)."""
-        if not isinstance(self.engine, InProcess):
+        if not self.engine.capabilities.index_variants:
             raise ValueError(f"index variants (int8, PCA) are built in-process; the {self.engine.name} engine "
                              f"serves its own flat or HNSW index only")
         other = self._sibling(self._model_arg, kind, dims)
@@ -104,7 +100,7 @@ class Workspace:
         if dataset.corpus_hash != self.dataset.corpus_hash:
             raise ValueError("with_dataset needs the same documents (corpus hash)")
         other = copy.copy(self)
-        other.dataset, other._lambda, other._query_by_text = dataset, {}, None
+        other.dataset, other._lambda = dataset, {}
         other._imported = dict(self._imported)
         if self.store is not None:
             self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
@@ -131,17 +127,11 @@ class Workspace:
         """Every system this workspace can run: the built-in ``SYSTEMS``, then the imported runs."""
         return (*SYSTEMS, *self._imported)
 
-    def require_system(self, name: str) -> str:
-        """``name`` itself when it is one of ``system_names``, else a ValueError listing them."""
-        if name not in SYSTEMS and name not in self._imported:
-            raise ValueError(f"unknown system {name!r}; choose from {', '.join(self.system_names)}")
-        return name
-
     def add_run(self, imported: ImportedRun) -> str:
         """Register an imported run as a system under its name (matched to this data set's ids
         first when it was read without it); a name already taken is a ValueError."""
         name = imported.name
-        if name in NAMES:
+        if systems.is_reserved(name):
             raise ValueError(f"an imported run cannot be named {name!r}: a built-in system has that name")
         with self._lock:
             if name in self._imported:
@@ -153,12 +143,8 @@ class Workspace:
 
     # ---- components (lazy) ---------------------------------------------------------------
     @property
-    def texts(self) -> list[str]:
-        return [d.full_text for d in self.dataset.docs.values()]
-
-    @property
     def corpus(self) -> Corpus:
-        return Corpus(self.dataset.corpus_hash, self.dataset.doc_ids, self.texts)
+        return Corpus(self.dataset.corpus_hash, self.dataset.doc_ids, [d.full_text for d in self.dataset.docs.values()])
 
     @property
     def lexical(self):
@@ -180,7 +166,7 @@ class Workspace:
         """BM25 in this process, for what an engine does not answer: per-term explanations, document
         lengths, training margins. The in-process engine's own index; beside another engine, the
         same index over the same analyzed terms, built (or read from the store) on first use."""
-        if isinstance(self.engine, InProcess):
+        if self.engine.capabilities.explains:  # the engine's own index is RankScope's BM25Index
             return self.lexical
         with self._lock:
             if self._bm25 is None:
@@ -239,23 +225,7 @@ class Workspace:
         build, reporting it to ``progress`` every ``POLL_S``; True when the dense index is ready or
         nothing builds it in the background."""
         build = self._building
-        if build is None:
-            return True
-        deadline = None if timeout is None else time.monotonic() + timeout
-        report = counting(progress, "encoding {done}/{total} documents")
-        shown = 0
-        while True:
-            status = build.status()
-            if report and status.state == "encoding" and status.done > shown:
-                report(status.done, status.total)
-                shown = status.done
-            left = None if deadline is None else deadline - time.monotonic()
-            if build.wait(POLL_S if left is None else max(0.0, min(POLL_S, left))):
-                if report and shown:
-                    report(status.total, status.total)
-                return True
-            if left is not None and left <= POLL_S:
-                return False
+        return build is None or build.follow(timeout, counting(progress, "encoding {done}/{total} documents"), POLL_S)
 
     def _failed(self) -> bool:
         return self._building is not None and self._building.finished and self._building.status().state == "failed"
@@ -265,12 +235,12 @@ class Workspace:
         """Where the background dense build stands (None: there was none)."""
         return self._building.status() if self._building is not None else None
 
-    def pending(self, systems) -> list[str]:
-        """Those of ``systems`` that cannot answer yet: the dense index they need is still being
-        built in the background (BM25 and imported runs never wait)."""
+    def pending(self, names) -> list[str]:
+        """Those of the systems ``names`` that cannot answer yet: the dense index they need is still
+        being built in the background (BM25 and imported runs never wait)."""
         if self._dense is not None or self._building is None or self._building.finished:
             return []
-        return [s for s in systems if s in SYSTEMS and s != "bm25"]
+        return [s for s in names if self.system(s).needs.vectors]
 
     @property
     def dense(self) -> DenseRetriever:
@@ -280,111 +250,33 @@ class Workspace:
             self._dense = self._building.result()
         return self._dense if self._dense is not None else self.build_dense()
 
-    def hybrid(self, fusion: str = "clear", eval_split: str | None = None) -> Hybrid:
-        h = Hybrid(self.lexical, self.dense, depth=self.depth, fusion=fusion)
-        if fusion == "clear":
-            choice = self.lambda_for(eval_split)
-            h.lam = choice.value
-            if choice.per_query_max:
-                h.lex_norm = self.bm25.max_score
-        return h
-
+    # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``lambdas``) ---------------------
     @property
     def query_max_space(self) -> bool:
-        """Whether the hybrid divides BM25 by each query's largest possible score: the encoder's
-        scores are cosines (``retrieval.hybrid``), so λ lives on ``QUERY_MAX_GRID``."""
-        return self.encoder.normalize
+        return hybrid_system.query_max_space(self)
 
     def lambda_for(self, eval_split: str | None) -> LambdaChoice:
-        """λ_test for evaluating ``eval_split``: the training split's (never the split evaluated),
-        chosen by ``lambdas.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the
-        training split against the label-free prior, else the label-free λ — and kept."""
-        with self._lock:
-            if eval_split not in self._lambda:
-                train = "train" if "train" in self.dataset.qrels and eval_split != "train" else None
-                normalized = self.query_max_space
-
-                def trained(split: str) -> LambdaChoice | None:
-                    fingerprint = queries_fingerprint(self.dataset.split_queries(split))
-                    return lambdas.of_trained(self.encoder.trained_on, split, fingerprint, normalized)
-
-                def scale() -> float:
-                    queries = self.dataset.split_queries(eval_split) if eval_split else self.dataset.queries
-                    sample = dict(list(queries.items())[:200])
-                    h = Hybrid(self.lexical, self.dense, depth=self.depth)
-                    return default_lambda(h.candidates(sample)) if sample else 0.0
-
-                self._lambda[eval_split] = lambdas.choose(train, normalized, trained, self.lambda_fit, scale)
-            return self._lambda[eval_split]
+        return hybrid_system.lambda_for(self, eval_split)
 
     def lambda_fit(self, split: str) -> LambdaFit:
-        """λ_test tuned on a labelled split over the grid of the hybrid's score space, with the
-        label-free λ as the prior in the query-max space; cached in the store.
-
-        ``lambda_for`` calls this on the training split to choose λ; on any other split it is only a
-        view of how λ would have done there.
-        """
-        with self._lock:
-            normalized = self.query_max_space
-            params = {**self.system_params("hybrid"), "metric": "ndcg@10"}
-            if normalized:
-                params.update(bm25_scale="query max", prior=LABEL_FREE_LAMBDA)
-            key = self._key("lambda", params, split)
-            cached = self.store.get_metrics(key) if self.store else None
-            if cached:
-                return LambdaFit.from_json(cached[1]["fit"])
-            h = Hybrid(self.lexical, self.dense, depth=self.depth,
-                       lex_norm=self.bm25.max_score if normalized else None)
-            fit = tune_lambda(h, self.dataset.split_queries(split), self.dataset.qrels[split],
-                              grid=QUERY_MAX_GRID if normalized else LAMBDA_GRID,
-                              prior=LABEL_FREE_LAMBDA if normalized else None)
-            if self.store:
-                self.store.put_metrics(key, dataset=self.dataset.content_hash, system="lambda", params=params,
-                                       split=split, metrics={"best": fit.best, "chosen": fit.chosen},
-                                       per_query={"fit": fit.to_json()})
-            return fit
+        return hybrid_system.lambda_fit(self, split)
 
     def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
-        """Use λ_test = ``value`` when evaluating ``eval_split`` (chosen elsewhere, e.g. on a held-out
-        split, in the space ``lambda_fit`` tunes in)."""
-        with self._lock:
-            self._lambda[eval_split] = lambdas.fixed(value, how, self.query_max_space)
+        hybrid_system.fix_lambda(self, value, how, eval_split)
 
-    def system(self, name: str, eval_split: str | None = None):
-        """The retriever behind a built-in system key (its ``search(queries, k) -> Run``)."""
+    # ---- systems ---------------------------------------------------------------------------
+    def system(self, name: str) -> System:
+        """The system ``name`` names: a built-in (``retrieval.systems``) or an imported run."""
         if name in self._imported:
-            raise ValueError(f"{name!r} is an imported run: an imported run has no retriever; it only "
-                             f"holds the lists of the queries it ran")
-        if self.require_system(name) == "bm25":
-            return self.lexical
-        if name == "dense":
-            return self.dense
-        if name == "hybrid":
-            return self.hybrid("clear", eval_split)
-        return self.hybrid(name)  # rrf, wsum
+            return Imported(self._imported[name])
+        found = systems.builtin(name)
+        if found is None:
+            raise ValueError(f"unknown system {name!r}; choose from {', '.join(self.system_names)}")
+        return found
 
     def system_params(self, name: str, eval_split: str | None = None) -> dict:
         """What a system's runs and metrics are cached under (beside the data set, split and depth)."""
-        if self.require_system(name) in self._imported:
-            return {"imported": name, "hash": self._imported[name].content_hash}
-        p: dict = dict(self.engine.key)  # {} in-process; another engine's runs are its own
-        if name in ("bm25", "hybrid", "rrf", "wsum"):
-            p["bm25"] = {**self.bm25_args, "tokenizer": self.tokenizer.config}
-        if name in ("dense", "hybrid", "rrf", "wsum"):
-            p["model"] = self.encoder.fingerprint
-            p["index"] = self.index_kind
-            if self.index_dims is not None:
-                p["dims"] = self.index_dims
-            if self.index_kind == "sq8" or self.index_dims is not None:
-                p["scores"] = "decoded"  # re-scored with the compressed vectors, not the float32 ones
-        if name != "bm25" and name != "dense":
-            p["depth"] = self.depth
-        if name == "hybrid" and eval_split is not None:
-            choice = self.lambda_for(eval_split)
-            p["lambda"] = choice.value
-            if choice.per_query_max:
-                p["bm25_scale"] = "query max"
-        return p
+        return self.system(name).params(self, eval_split)
 
     def _key(self, system: str, params: dict, split: str | None, k: int = 0) -> str:
         return cache_key(dataset=self.dataset.content_hash, system=system, params=params, split=split, k=k)
@@ -399,34 +291,22 @@ class Workspace:
             cached = self.store.get_run(key)
             if cached is not None:
                 return cached
-        queries = self.dataset.split_queries(split)
-        if system in self._imported:
-            lists = self._imported[system].run
-            run = {q: lists.get(q, [])[:k] for q in queries}
-        else:
-            run = self.system(system, split).search(queries, k)
+        run = self.search(system, self.dataset.split_queries(split), k, split)
         if self.store is not None:
             self.store.put_run(key, dataset=self.dataset.content_hash, system=system, params=params,
                                split=split, k=k, run=run)
         return run
 
+    def search(self, system: str, queries: dict[str, str], k: int, split: str | None = None) -> Run:
+        """``system``'s ranked lists of ``queries`` (not cached; ``split``: the split evaluated)."""
+        return self.system(system).search(self, queries, k, split)
+
     def _exact_scores(self, system: str, split: str) -> dict | None:
         """Exact scores of every judged document (for PNR) where the system defines one."""
-        qrels = self.dataset.qrels[split]
         queries = self.dataset.split_queries(split)
-        rows = {q: [self.doc_row[d] for d in docs if d in self.doc_row] for q, docs in qrels.items() if q in queries}
-        if system == "bm25":
-            return {q: {self.dataset.doc_ids[r]: float(s) for r, s in
-                        zip(rs, self.lexical.scores_at(queries[q], np.asarray(rs, dtype=np.int64)))}
-                    for q, rs in rows.items()}
-        if system == "dense":
-            qv = self.dense.encode_queries({q: queries[q] for q in rows})
-            return {q: {self.dataset.doc_ids[r]: float(s) for r, s in
-                        zip(rs, self.dense.index.scores(qv[i], np.asarray(rs, dtype=np.int64)))}
-                    for i, (q, rs) in enumerate(rows.items())}
-        if system == "hybrid":
-            return self.hybrid("clear", split).exact_scores(self.lambda_for(split).value, rows, queries)
-        return None
+        rows = {q: [self.doc_row[d] for d in docs if d in self.doc_row]
+                for q, docs in self.dataset.qrels[split].items() if q in queries}
+        return self.system(system).exact_scores(self, split, rows, queries)
 
     def evaluate(self, system: str, split: str) -> Evaluation:
         self.require_split(split)
@@ -452,58 +332,15 @@ class Workspace:
             raise UnknownSplit(self.dataset.name, split, self.dataset.splits)
         return split
 
-    def find_query(self, text: str) -> tuple[str | None, str | None]:
-        """(query id, split) of the data set's query with exactly this text (surrounding spaces
-        aside), else (None, None); the split is the first that labels it (None if none does)."""
-        with self._lock:
-            if self._query_by_text is None:
-                index: dict[str, str] = {}
-                for qid, qtext in self.dataset.queries.items():
-                    index.setdefault(qtext.strip(), qid)
-                self._query_by_text = index
-        qid = self._query_by_text.get(text.strip())
-        return (qid, self.query_split(qid)) if qid is not None else (None, None)
-
-    def query_split(self, query_id: str) -> str | None:
-        """The first split whose labels hold ``query_id`` (None: an unlabelled query)."""
-        return next((split for split, qrels in self.dataset.qrels.items() if query_id in qrels), None)
-
     def search_one(self, text: str, systems=BASE_SYSTEMS, k: int = 10, eval_split: str | None = None,
                    query_id: str | None = None) -> dict[str, list[tuple[str, float]]]:
-        """Ranked lists of every system for one free-text query, in one pass (not cached).
-
-        The query is searched by the engine's BM25 once and encoded once (not written to the store)
-        and searched in the vector index once, to ``max(k, depth)``; BM25's and the dense list are
-        cut from those, the CLEAR hybrid unions both (``Hybrid.union``) and RRF /
-        weighted sum fuse them. The lists are those each system's ``search`` gives. An imported run
-        gives its list of the data set's query ``query_id`` (default: the one with exactly this text,
-        ``find_query``), else ``[]``.
-        """
-        built_in = [s for s in systems if self.require_system(s) in SYSTEMS]
-        lex: list[tuple[str, float]] = []
-        if any(s != "dense" for s in built_in):
-            lex = self.lexical.search({"q": text}, max(k, self.depth))["q"]
-        qvec = dense_rows = None
-        dense: list[tuple[str, float]] = []
-        if any(s != "bm25" for s in built_in):
-            qvec = self.dense.encode_query(text)
-            scores, rows = self.dense.index.search_vectors(qvec[None], max(k, self.depth))
-            dense_rows = rows[0]
-            ids = self.dense.index.doc_ids
-            dense = [(ids[j], float(v)) for j, v in zip(rows[0], scores[0]) if j >= 0]
-        if query_id is None and any(s in self._imported for s in systems):
-            query_id = self.find_query(text)[0]
-        out: dict[str, list[tuple[str, float]]] = {}
-        for s in systems:
-            if s in self._imported:
-                out[s] = self._imported[s].run.get(query_id, [])[:k] if query_id is not None else []
-            elif s == "bm25":
-                out[s] = lex[:k]
-            elif s == "dense":
-                out[s] = dense[:k]
-            elif s == "hybrid":
-                h = self.hybrid("clear", eval_split)
-                out[s] = h.rank({"q": h.union(text, qvec, dense_rows)}, h.lam, k)["q"]
-            else:
-                out[s] = self.hybrid(s).fuse({"q": lex[:self.depth]}, {"q": dense[:self.depth]}, k)["q"]
-        return out
+        """Ranked lists of every system for one free-text query, in one pass (not cached): the query
+        goes through one ``systems.Probe`` (BM25 searched, the query encoded and the vector index
+        searched, each once, to ``max(k, depth)``, and only when a system asks) and each system cuts
+        or fuses its list from it. An imported run gives its list of the data set's query
+        ``query_id`` (default: the one with exactly this text, ``Dataset.find_query``), else ``[]``."""
+        chosen = [self.system(s) for s in systems]
+        if query_id is None and any(s.needs.run for s in chosen):
+            query_id = self.dataset.find_query(text)[0]
+        probe = Probe(self, text, max(k, self.depth), query_id)
+        return {s.key: s.one(self, probe, k, eval_split) for s in chosen}

@@ -21,9 +21,10 @@ from ui import data as data_view
 from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view
 from ui import failures as failures_view
+from ui.common import metrics_rows, shown_systems
 from ui.present.search import side_by_side_html
 from ui.registry import Registry
-from ui.search import default_columns, metrics_rows, shown_systems
+from ui.search import default_columns
 
 PART = 64  # documents per committed part (embed_corpus's commit_every)
 
@@ -86,7 +87,7 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     status = ws.encoding
     assert status.state == "encoding" and status.fraction == pytest.approx(1 / 3)
     assert status.rate and status.rate > 0 and status.seconds_left and status.seconds_left > 0
-    assert len(store.get_embeddings(gated.fingerprint, [text_hash(t) for t in ws.texts])) == PART  # committed
+    assert len(store.get_embeddings(gated.fingerprint, [text_hash(t) for t in ws.corpus.texts])) == PART  # committed
     assert ws.pending(BASE_SYSTEMS) == ["dense", "hybrid"] and ws.pending(["bm25"]) == []
     with pytest.raises(DenseNotReady, match=f"{PART:,} of {3 * PART:,} documents encoded"):
         ws.dense  # noqa: B018

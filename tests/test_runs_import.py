@@ -267,9 +267,10 @@ def test_names_clash_and_siblings_keep_imported_runs(tmp_path, demo, workspace, 
     assert workspace.imported["prod"].dataset == demo.content_hash
     with pytest.raises(ValueError, match="already there"):
         workspace.add_run(read_run(path, demo))
-    assert workspace.system_names[-1] == "prod" and workspace.require_system("prod") == "prod"
-    with pytest.raises(ValueError, match="an imported run has no retriever"):
-        workspace.system("prod")
+    assert workspace.system_names[-1] == "prod" and workspace.system("prod").key == "prod"
+    system = workspace.system("prod")  # a system like the others, its needs only its lists
+    assert system.needs.run and not system.needs.lexical and system.label == "prod"
+    assert system.exact_scores(workspace, "test", {}, {}) is None
     with pytest.raises(ValueError, match="unknown system 'nope'; choose from bm25, .*, prod"):
         workspace.evaluate("nope", "test")
     assert "prod" in workspace.with_index("sq8").imported

@@ -79,7 +79,7 @@ def test_the_single_pass_gives_each_systems_own_lists(demo_ws):
     res = side_by_side(demo_ws, text, k=10)
     runs = {"bm25": demo_ws.bm25.search({"q": text}, 10)["q"],
             "dense": demo_ws.dense.search({"q": text}, 10)["q"],
-            "hybrid": demo_ws.hybrid("clear", demo_ws.dataset.default_split()).search({"q": text}, 10)["q"]}
+            "hybrid": demo_ws.search("hybrid", {"q": text}, 10, demo_ws.dataset.default_split())["q"]}
     for system, hits in runs.items():
         assert [h.doc_id for h in res.systems[system]] == [d for d, _ in hits]
         assert [h.score for h in res.systems[system]] == pytest.approx([s for _, s in hits], rel=1e-5)

@@ -28,7 +28,7 @@ from retrieval.lambdas import LambdaFit, TrainedOn
 from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
-from retrieval.systems import ENCODER_SYSTEMS
+from retrieval.systems import ENCODER_SYSTEMS, HYBRID
 from retrieval.workspace import Workspace
 
 from .holdout import MIN_LABELLED, HeldOutSelector, split_holdout
@@ -117,7 +117,7 @@ def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
             metrics[label][system] = {m: ev.mean.get(m) for m in (*SUMMARY_METRICS, PNR) if m in ev.mean}
-        metrics[label]["hybrid"]["lambda"] = ws.lambda_for(eval_split).value
+        metrics[label][HYBRID]["lambda"] = ws.lambda_for(eval_split).value
     per_query: dict = {}
     for system in ENCODER_SYSTEMS:
         before, after = evals[("base", system)], evals[("fine-tuned", system)]

@@ -13,7 +13,9 @@ A ``Workspace`` asks its engine for two indexes and never looks inside them:
   products), the shape of ``retrieval.dense.DenseIndex``;
 
 and ``drop(corpus_hash)`` removes what it holds for a corpus. ``key`` goes into every cached
-run's parameters, so a run one engine computed is never served as another's.
+run's parameters, so a run one engine computed is never served as another's; ``where`` names where
+it keeps them (None: this process), ``capabilities`` what it does beyond that (``base``: the
+``typing.Protocol``s and ``Capabilities``).
 
 Engines: ``InProcess`` (bm25s + FAISS, BM25 index and embeddings cached in the SQLite store; the
 default) and ``Milvus`` (``retrieval.engines.milvus``: Milvus Lite embedded in a file, or a Milvus
@@ -26,15 +28,13 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from .local import Indexed, InProcess
+from ..errors import EngineError
+from .base import Capabilities, Corpus, Engine, Indexed, LexicalIndex, VectorIndex
+from .local import InProcess
 
 ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
 TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"
 _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?")
-
-
-class EngineError(ValueError):
-    """An engine cannot do what was asked: a bad spec, unreachable, not installed, a foreign collection."""
 
 
 class MilvusSpec(NamedTuple):
@@ -80,15 +80,6 @@ def parse_milvus(spec: str, *, allow_insecure_token: bool = False, create: bool 
     return MilvusSpec(str(path), str(path), True)
 
 
-class Corpus(NamedTuple):
-    """What an engine indexes: the documents' ids and texts (title and body), and the corpus hash
-    (``Dataset.corpus_hash``) that keys what it stores."""
-
-    hash: str
-    doc_ids: list[str]
-    texts: list[str]
-
-
 def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create: bool = True):
     """The engine a spec names: None, "" or "in-process" → ``InProcess``; ``milvus:PATH.db`` →
     Milvus Lite embedded in that file; ``milvus://HOST:PORT`` (or ``milvus+https://HOST:PORT``) →
@@ -103,4 +94,5 @@ def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create:
     return Milvus.connect(where)
 
 
-__all__ = ["Corpus", "ENGINE_SPECS", "EngineError", "InProcess", "Indexed", "MilvusSpec", "open_engine", "parse_milvus"]
+__all__ = ["Capabilities", "Corpus", "ENGINE_SPECS", "Engine", "EngineError", "InProcess", "Indexed", "LexicalIndex",
+           "MilvusSpec", "VectorIndex", "open_engine", "parse_milvus"]

@@ -3,8 +3,6 @@
 reopening a corpus neither re-tokenizes nor re-encodes it."""
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from ..dense import DenseIndex, embed_corpus
@@ -12,14 +10,7 @@ from ..encoder import Encoder
 from ..lexical import BM25Index
 from ..store import Store, cache_key
 from ..tokenize import Tokenizer
-
-
-class Indexed(NamedTuple):
-    """An engine's vector index over a corpus and how its vectors were obtained."""
-
-    index: object  # DenseIndex or an engine's equivalent (doc_ids, search_vectors, scores)
-    from_store: int  # distinct texts whose vectors were already stored (the store or the engine)
-    encoded: int  # distinct texts encoded now
+from .base import Capabilities, Indexed
 
 
 class InProcess:
@@ -27,6 +18,8 @@ class InProcess:
 
     name = "in-process"
     key: dict = {}  # nothing added to cached runs' parameters: the engine they always had
+    where = None  # in this process
+    capabilities = Capabilities(index_variants=True, explains=True, bm25_methods=BM25Index.METHODS)
 
     def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None,
                 progress=None) -> BM25Index:

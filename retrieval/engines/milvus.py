@@ -35,11 +35,11 @@ import numpy as np
 
 from ..dense import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
 from ..encoder import Encoder
+from ..errors import EngineError
 from ..run import Run
 from ..store import Store, text_hash
 from ..tokenize import Tokenizer
-from . import EngineError
-from .local import Indexed
+from .base import Capabilities, Indexed
 
 PREFIX = "rankscope_"
 MAX_TERMS_BYTES = 65_535  # Milvus's VARCHAR limit: longer analyzed texts are cut at a term boundary
@@ -100,6 +100,8 @@ class Milvus:
 
     name = "milvus"
     key = {"engine": "milvus"}  # Milvus's runs are cached apart from the in-process engine's
+    # Lucene's BM25 only; FAISS's index variants and RankScope's own BM25 stay in-process
+    capabilities = Capabilities(index_variants=False, explains=False, bm25_methods=("lucene",))
 
     def __init__(self, client, where: str, lite: bool):
         self.client, self.where, self.lite = _Client(client, where), where, lite

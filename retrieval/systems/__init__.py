@@ -1,0 +1,71 @@
+"""Retrieval systems as objects, and the registry of the built-in ones.
+
+Each system is one module of this package implementing ``base.System`` (key, labels, what it
+needs, its cache parameters, search, exact scores, one typed query, an explanation): ``bm25``,
+``dense``, ``hybrid`` (CLEAR, RRF, weighted sum), ``imported`` (a run file's lists). The built-ins
+register here, in the order views list them; a new system is a new module and one ``register``
+line. Nothing outside this package tests a system's key: it asks the system (``needs``,
+``params``) or names it through the constants below.
+
+``SYSTEMS`` are the built-in keys a ``Workspace`` can run; ``BASE_SYSTEMS`` the three every view
+puts side by side; ``ENCODER_SYSTEMS`` those an encoder changes; ``TUNED_SYSTEMS`` a fine-tuned
+encoder's dense and hybrid, as the failure gallery names them beside the base ones.
+"""
+from __future__ import annotations
+
+from .base import Hits, Needs, Probe, System
+from .bm25 import BM25 as _BM25
+from .dense import Dense as _Dense
+from .hybrid import HYBRID as _HYBRID
+from .hybrid import RRF as _RRF
+from .hybrid import WeightedSum as _WeightedSum
+from .imported import Imported
+
+_REGISTRY: dict[str, System] = {}
+
+
+def register(system: System) -> System:
+    """Make ``system`` a built-in, listed after those registered before it."""
+    if system.key in _REGISTRY:
+        raise ValueError(f"a system {system.key!r} is registered already")
+    _REGISTRY[system.key] = system
+    return system
+
+
+def builtin(key: str) -> System | None:
+    """The built-in system of that key, or None."""
+    return _REGISTRY.get(key)
+
+
+BM25, DENSE, HYBRID, RRF, WSUM = (register(s).key for s in (_BM25(), _Dense(), _HYBRID, _RRF(), _WeightedSum()))
+TUNED_DENSE, TUNED_HYBRID = "tuned_dense", "tuned_hybrid"  # a fine-tuned encoder's, in the failure gallery
+_ROLES = {TUNED_DENSE: ("Fine-tuned dense", "fine-tuned dense"),
+          TUNED_HYBRID: ("Fine-tuned hybrid", "fine-tuned hybrid")}
+
+SYSTEMS = tuple(_REGISTRY)
+BASE_SYSTEMS = (BM25, DENSE, HYBRID)
+ENCODER_SYSTEMS = (DENSE, HYBRID)  # the systems an encoder changes (a fine-tuned one gives new ones)
+TUNED_SYSTEMS = (TUNED_DENSE, TUNED_HYBRID)
+TUNED_OF = dict(zip(ENCODER_SYSTEMS, TUNED_SYSTEMS))  # a base system -> the fine-tuned encoder's same system
+
+
+def is_reserved(name: str) -> bool:
+    """Whether ``name`` belongs to a built-in system or a role (an imported run cannot take it)."""
+    return name in _REGISTRY or name in _ROLES
+
+
+def label(key: str) -> str:
+    """The long label of a system key (the key itself when unknown, e.g. an imported run's name)."""
+    system = _REGISTRY.get(key)
+    return system.label if system else _ROLES.get(key, (key,))[0]
+
+
+def short(key: str) -> str:
+    """The short label of a system key (the key itself when unknown)."""
+    system = _REGISTRY.get(key)
+    return system.short if system else _ROLES.get(key, (key, key))[1]
+
+
+__all__ = ["BASE_SYSTEMS", "BM25", "DENSE", "ENCODER_SYSTEMS", "HYBRID", "Hits", "Imported", "Needs", "Probe", "RRF",
+           "SYSTEMS", "System", "TUNED_DENSE", "TUNED_HYBRID", "TUNED_OF", "TUNED_SYSTEMS", "WSUM", "builtin",
+           "is_reserved", "label", "register", "short"]

@@ -1,0 +1,93 @@
+"""What a retrieval system is: the ``System`` protocol every built-in and imported system meets,
+and the ``Probe`` a typed query is searched through, once, for every system on show.
+
+A system is an object with a key (what runs and metrics are cached under, what the API and the
+CLI name), a long and a short label, what it needs (``Needs``: BM25, the dense index, its own
+sparse vectors, or nothing but its run file), and four behaviours, each given the ``Workspace``
+whose data and indexes it ranks:
+
+* ``params(ws, split)`` — everything its results depend on, the cache key beside the data set,
+  split and depth (an encoder's fingerprint, λ and how it was chosen, BM25's settings, an engine);
+* ``search(ws, queries, k, split)`` — a ``Run`` for a query set (``split``: the split evaluated,
+  which a hybrid's λ is chosen for);
+* ``exact_scores(ws, split, rows, queries)`` — the system's score of chosen documents, retrieved
+  or not (the judged ones, for PNR), or None where it has none;
+* ``one(ws, probe, k, split)`` — one typed query's ranked list from what the probe already
+  computed (the Search view searches each index once for all its columns);
+
+and ``explain(ws, probe, row)``, what made it rank a document (its terms and their weights), or
+None where BM25's per-term explanation, which every hit carries, is all there is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..run import Run
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+Hits = list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a system reads to answer: the engine's BM25, the dense index (and its encoder), its
+    own sparse index, an imported run's lists."""
+
+    lexical: bool = False
+    vectors: bool = False
+    sparse: bool = False
+    run: bool = False
+
+
+@runtime_checkable
+class System(Protocol):
+    key: str
+    label: str  # "Hybrid (CLEAR λ)"
+    short: str  # "hybrid", in rank lines such as "BM25 — → dense 3"
+    needs: Needs
+
+    def params(self, ws: Workspace, split: str | None) -> dict: ...  # noqa: E704
+
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run: ...  # noqa: E704
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],  # noqa: E704
+                     queries: dict[str, str]) -> dict[str, dict[str, float]] | None: ...
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits: ...  # noqa: E704
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[tuple[str, float]] | None: ...  # noqa: E704
+
+
+class Probe:
+    """One typed query, searched once: BM25's list, the query's vector and the dense index's rows
+    to ``depth``, each computed the first time a system asks and shared by the rest (not cached in
+    the store: a typed query is seldom typed again)."""
+
+    def __init__(self, ws: Workspace, text: str, depth: int, query_id: str | None = None):
+        self.ws, self.text, self.depth, self.query_id = ws, text, depth, query_id
+
+    @cached_property
+    def lexical(self) -> Hits:
+        return self.ws.lexical.search({"q": self.text}, self.depth)["q"]
+
+    @cached_property
+    def vector(self) -> np.ndarray:
+        return self.ws.dense.encode_query(self.text)
+
+    @cached_property
+    def dense_rows(self) -> np.ndarray:
+        """The dense index's top ``depth`` rows (``-1``: no hit), with their scores (``dense_scores``)."""
+        scores, rows = self.ws.dense.index.search_vectors(self.vector[None], self.depth)
+        self.dense_scores = scores[0]
+        return rows[0]
+
+    @cached_property
+    def dense(self) -> Hits:
+        rows, ids = self.dense_rows, self.ws.dense.index.doc_ids
+        return [(ids[j], float(v)) for j, v in zip(rows, self.dense_scores) if j >= 0]

@@ -1,0 +1,41 @@
+"""BM25 as a system: the engine's lexical index (``retrieval.lexical``, or Milvus's), its settings
+and tokenizer in the cache key, its exact score of any document for PNR."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..run import Run
+from .base import Hits, Needs, Probe
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+
+def lexical_params(ws: Workspace) -> dict:
+    """What BM25's scores depend on: k1, b, the method and the tokenizer (stemmer, stopwords)."""
+    return {"bm25": {**ws.bm25_args, "tokenizer": ws.tokenizer.config}}
+
+
+class BM25:
+    key, label, short = "bm25", "BM25", "BM25"
+    needs = Needs(lexical=True)
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        return {**ws.engine.key, **lexical_params(ws)}
+
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+        return ws.lexical.search(queries, k)
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]]:
+        ids = ws.dataset.doc_ids
+        scores = {q: ws.lexical.scores_at(queries[q], np.asarray(rs, dtype=np.int64)) for q, rs in rows.items()}
+        return {q: {ids[r]: float(s) for r, s in zip(rs, scores[q])} for q, rs in rows.items()}
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        return probe.lexical[:k]
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+        return None  # every hit carries BM25's per-term contributions already (``retrieval.search``)

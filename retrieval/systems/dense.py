@@ -1,0 +1,49 @@
+"""The dense encoder as a system: FAISS (or the engine's) index over the corpus's vectors. A
+fine-tuned encoder, an int8 or a PCA-reduced index are this same system over a sibling workspace
+(``Workspace.with_model``, ``with_index``): parameters of it, told apart by its cache key."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..run import Run
+from .base import Hits, Needs, Probe
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+
+def dense_params(ws: Workspace) -> dict:
+    """What the dense scores depend on: the encoder's fingerprint (weights, precision, route), the
+    index kind and, for a compressed index, its dimensions and that scores come from its codes."""
+    p: dict = {"model": ws.encoder.fingerprint, "index": ws.index_kind}
+    if ws.index_dims is not None:
+        p["dims"] = ws.index_dims
+    if ws.index_kind == "sq8" or ws.index_dims is not None:
+        p["scores"] = "decoded"  # re-scored with the compressed vectors, not the float32 ones
+    return p
+
+
+class Dense:
+    key, label, short = "dense", "Dense", "dense"
+    needs = Needs(vectors=True)
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        return {**ws.engine.key, **dense_params(ws)}
+
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+        return ws.dense.search(queries, k)
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]]:
+        ids = ws.dataset.doc_ids
+        qv = ws.dense.encode_queries({q: queries[q] for q in rows})
+        scores = [ws.dense.index.scores(qv[i], np.asarray(rs, dtype=np.int64)) for i, rs in enumerate(rows.values())]
+        return {q: {ids[r]: float(s) for r, s in zip(rs, scores[i])} for i, (q, rs) in enumerate(rows.items())}
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        return probe.dense[:k]
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+        return None  # a cosine has no parts to show

@@ -1,0 +1,146 @@
+"""The hybrids as systems: CLEAR's λ·s_lex + s_emb over the union of both candidate lists (its λ
+chosen by ``retrieval.lambdas``' policy, tuned and cached here), reciprocal-rank fusion and the
+min-max weighted sum (``retrieval.hybrid`` computes them all)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import lambdas
+from ..dataset import queries_fingerprint
+from ..hybrid import Hybrid, default_lambda, tune_lambda
+from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, LambdaChoice, LambdaFit
+from ..run import Run
+from ..store import cache_key
+from .base import Hits, Needs, Probe
+from .bm25 import lexical_params
+from .dense import dense_params
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+
+def query_max_space(ws: Workspace) -> bool:
+    """Whether the CLEAR hybrid divides BM25 by each query's largest possible score: the encoder's
+    scores are cosines, so λ lives on ``QUERY_MAX_GRID``."""
+    return ws.encoder.normalize
+
+
+def make(ws: Workspace, fusion: str = "clear", split: str | None = None) -> Hybrid:
+    """The fusion of ``ws``'s BM25 and dense index; CLEAR's with the λ chosen for ``split``."""
+    h = Hybrid(ws.lexical, ws.dense, depth=ws.depth, fusion=fusion)
+    if fusion == "clear":
+        choice = lambda_for(ws, split)
+        h.lam = choice.value
+        if choice.per_query_max:
+            h.lex_norm = ws.bm25.max_score
+    return h
+
+
+def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
+    """λ_test for evaluating ``split``: the training split's (never the split evaluated), chosen by
+    ``lambdas.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the training split
+    against the label-free prior, else the label-free λ — and kept on the workspace."""
+    with ws._lock:
+        if split not in ws._lambda:
+            train = "train" if "train" in ws.dataset.qrels and split != "train" else None
+            normalized = query_max_space(ws)
+
+            def trained(on: str) -> LambdaChoice | None:
+                fingerprint = queries_fingerprint(ws.dataset.split_queries(on))
+                return lambdas.of_trained(ws.encoder.trained_on, on, fingerprint, normalized)
+
+            def scale() -> float:
+                queries = ws.dataset.split_queries(split) if split else ws.dataset.queries
+                sample = dict(list(queries.items())[:200])
+                if not sample:
+                    return 0.0
+                return default_lambda(Hybrid(ws.lexical, ws.dense, depth=ws.depth).candidates(sample))
+
+            ws._lambda[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale)
+        return ws._lambda[split]
+
+
+def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
+    """λ_test tuned on a labelled split over the grid of the hybrid's score space, with the
+    label-free λ as the prior in the query-max space; cached in the store. ``lambda_for`` calls it
+    on the training split to choose λ; on any other split it only shows how λ would have done."""
+    with ws._lock:
+        normalized = query_max_space(ws)
+        params = {**HYBRID.params(ws, None), "metric": "ndcg@10"}
+        if normalized:
+            params.update(bm25_scale="query max", prior=LABEL_FREE_LAMBDA)
+        key = cache_key(dataset=ws.dataset.content_hash, system="lambda", params=params, split=split, k=0)
+        cached = ws.store.get_metrics(key) if ws.store else None
+        if cached:
+            return LambdaFit.from_json(cached[1]["fit"])
+        h = Hybrid(ws.lexical, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None)
+        fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split],
+                          grid=QUERY_MAX_GRID if normalized else LAMBDA_GRID,
+                          prior=LABEL_FREE_LAMBDA if normalized else None)
+        if ws.store:
+            ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="lambda", params=params,
+                                 split=split, metrics={"best": fit.best, "chosen": fit.chosen},
+                                 per_query={"fit": fit.to_json()})
+        return fit
+
+
+def fix_lambda(ws: Workspace, value: float, how: str, split: str | None = None) -> None:
+    """Use λ_test = ``value`` when evaluating ``split`` (chosen elsewhere, e.g. on a held-out split,
+    in the space ``lambda_fit`` tunes in)."""
+    with ws._lock:
+        ws._lambda[split] = lambdas.fixed(value, how, query_max_space(ws))
+
+
+class _Fusion:
+    """What the three hybrids share: both indexes, their parameters and the candidate depth."""
+
+    key = label = short = fusion = ""
+    needs = Needs(lexical=True, vectors=True)
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        return {**ws.engine.key, **lexical_params(ws), **dense_params(ws), "depth": ws.depth}
+
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+        return make(ws, self.fusion, split).search(queries, k)
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
+        return None  # a fused rank or a normalized sum scores a list, not a document
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        return make(ws, self.fusion).fuse({"q": probe.lexical[:ws.depth]}, {"q": probe.dense[:ws.depth]}, k)["q"]
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+        return None
+
+
+class Clear(_Fusion):
+    key, label, short, fusion = "hybrid", "Hybrid (CLEAR λ)", "hybrid", "clear"
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        p = super().params(ws, split)
+        if split is not None:
+            choice = lambda_for(ws, split)
+            p["lambda"] = choice.value
+            if choice.per_query_max:
+                p["bm25_scale"] = "query max"
+        return p
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]]:
+        return make(ws, "clear", split).exact_scores(lambda_for(ws, split).value, rows, queries)
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        h = make(ws, "clear", split)
+        return h.rank({"q": h.union(probe.text, probe.vector, probe.dense_rows)}, h.lam, k)["q"]
+
+
+class RRF(_Fusion):
+    key, label, short, fusion = "rrf", "Hybrid (RRF)", "RRF", "rrf"
+
+
+class WeightedSum(_Fusion):
+    key, label, short, fusion = "wsum", "Hybrid (weighted sum)", "weighted sum", "wsum"
+
+
+HYBRID = Clear()

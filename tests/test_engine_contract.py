@@ -1,0 +1,107 @@
+"""The contracts of the two seams, held against every implementation: each engine (in-process,
+and Milvus Lite where it is installed) meets ``engines.base``'s protocols and answers consistently
+through them; each system (every built-in, an imported run) meets ``systems.base.System`` over each
+engine — its parameters a stable cache key, its search ranked and cut to k, its one-query path the
+same as its search, its exact scores the scores it ranked with."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from retrieval import Workspace
+from retrieval.engines import Capabilities, Engine, LexicalIndex, VectorIndex, open_engine
+from retrieval.readers.runs import ImportedRun, run_hash
+from retrieval.systems import SYSTEMS, Probe, System
+
+ENGINES = ["in-process", "milvus-lite"]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def ws(request, demo, tiny_encoder, tmp_path_factory):
+    """The demo over one engine, with an imported run beside the built-in systems."""
+    if request.param == "milvus-lite":
+        pytest.importorskip("pymilvus")
+        pytest.importorskip("milvus_lite")
+        engine = open_engine(f"milvus:{tmp_path_factory.mktemp('contract') / 'engine.db'}")
+    else:
+        engine = open_engine(None)
+    workspace = Workspace(demo, None, model=tiny_encoder, engine=engine)
+    test = demo.split_queries("test")
+    lists = workspace.search("bm25", test, 20)
+    run = {q: [(d, float(len(hits) - i)) for i, (d, _) in enumerate(hits)] for q, hits in lists.items()}
+    workspace.add_run(ImportedRun("vendor", run, "vendor.trec", run_hash(run), dataset=demo.content_hash))
+    return workspace
+
+
+def test_the_engine_meets_its_protocol(ws):
+    engine = ws.engine
+    assert isinstance(engine, Engine) and isinstance(engine.capabilities, Capabilities)
+    assert isinstance(engine.key, dict) and (engine.where is None) == engine.capabilities.index_variants
+    assert "lucene" in engine.capabilities.bm25_methods
+    assert isinstance(ws.lexical, LexicalIndex) and isinstance(ws.dense.index, VectorIndex)
+    assert ws.lexical.doc_ids == ws.dataset.doc_ids == ws.dense.index.doc_ids
+
+
+def test_the_lexical_index_answers_alike_through_each_call(ws):
+    for text in list(ws.dataset.queries.values())[:8]:
+        rows, scores = ws.lexical.top(text, 30)
+        assert len(rows) == len(scores) <= 30 and np.all(np.diff(scores) <= 1e-9) and np.all(scores > 0)
+        np.testing.assert_allclose(ws.lexical.scores_at(text, rows), scores, rtol=1e-5)
+        hits = ws.lexical.search({"q": text}, 30)["q"]
+        assert [d for d, _ in hits] == [ws.dataset.doc_ids[r] for r in rows.tolist()]
+
+
+def test_the_vector_index_answers_alike_through_each_call(ws):
+    queries = dict(list(ws.dataset.queries.items())[:6])
+    qvecs = ws.dense.encode_queries(queries)
+    scores, rows = ws.dense.index.search_vectors(qvecs, 25)
+    assert scores.shape == rows.shape == (len(queries), 25)
+    for i in range(len(queries)):
+        assert np.all(np.diff(scores[i]) <= 1e-6)
+        np.testing.assert_allclose(ws.dense.index.scores(qvecs[i], rows[i]), scores[i], atol=1e-5)
+
+
+def systems_of(ws) -> list[System]:
+    return [ws.system(name) for name in ws.system_names]
+
+
+def test_every_system_meets_the_protocol(ws):
+    names = ws.system_names
+    assert names[:len(SYSTEMS)] == SYSTEMS and names[-1] == "vendor"
+    for system in systems_of(ws):
+        assert isinstance(system, System) and system.key and system.label and system.short
+        first, again = system.params(ws, "test"), system.params(ws, "test")
+        assert first == again and json.loads(json.dumps(first, default=str)) is not None  # a stable cache key
+        assert system.needs.run == (system.key == "vendor")
+
+
+@pytest.mark.parametrize("name", [*SYSTEMS, "vendor"])
+def test_each_systems_search_is_ranked_cut_and_matches_its_one_query_path(ws, name):
+    system = ws.system(name)
+    queries = dict(list(ws.dataset.split_queries("test").items())[:5])
+    run = system.search(ws, queries, 10, "test")
+    assert set(run) == set(queries)
+    for qid, text in queries.items():
+        hits = run[qid]
+        assert len(hits) <= 10 and all(isinstance(d, str) and isinstance(s, float) for d, s in hits)
+        assert all(a[1] >= b[1] - 1e-6 for a, b in zip(hits, hits[1:]))
+        one = system.one(ws, Probe(ws, text, max(10, ws.depth), qid), 10, "test")
+        assert [d for d, _ in one][:3] == [d for d, _ in hits][:3], name  # near-ties aside, the same list
+        np.testing.assert_allclose([s for _, s in one], [s for _, s in hits], atol=1e-4)
+
+
+@pytest.mark.parametrize("name", [*SYSTEMS, "vendor"])
+def test_exact_scores_are_the_scores_a_system_ranks_with(ws, name):
+    system = ws.system(name)
+    queries = dict(list(ws.dataset.split_queries("test").items())[:4])
+    run = system.search(ws, queries, 5, "test")
+    rows = {q: [ws.doc_row[d] for d, _ in hits] for q, hits in run.items()}
+    exact = system.exact_scores(ws, "test", rows, queries)
+    if exact is None:  # fused ranks, a normalized sum, a run file: no score of a document alone
+        assert system.key in ("rrf", "wsum", "vendor")
+        return
+    for q, hits in run.items():
+        for d, s in hits:
+            assert exact[q][d] == pytest.approx(s, abs=1e-4), (name, q, d)
