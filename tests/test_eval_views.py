@@ -15,7 +15,7 @@ from retrieval.evaluate import compare, evaluate_run, positive_qrels
 from retrieval.history import compare_runs, list_runs, params_summary
 from retrieval.readers import load_dataset
 from retrieval.store import Store
-from retrieval.tables import RECALL_KS, metrics_table, recall_at_ks
+from retrieval.tables import RECALL_KS, metrics_table, recall_at_ks, versus
 from retrieval.workspace import Workspace
 from ui.present.figures import lambda_sweep, per_query_scatter, recall_curves
 from ui.present.tables import table_cells
@@ -59,8 +59,9 @@ def test_metrics_table_lists_every_workspace_with_marks_against_bm25(demo):
 # ---- per-query scatter ----------------------------------------------------------------------
 def test_scatter_has_one_point_per_query_and_counts_outcomes(demo):
     ws, ds = demo.ws, demo.ds
-    a, b = ws.evaluate("bm25", "test"), ws.evaluate("dense", "test")
-    fig = per_query_scatter(a, b, "BM25", "Dense", query_text=ds.queries)
+    a, b, cmp = versus(ws, "test")
+    assert (a.mean, b.mean) == (ws.evaluate("bm25", "test").mean, ws.evaluate("dense", "test").mean)
+    fig = per_query_scatter(a, b, cmp, "BM25", "Dense", query_text=ds.queries)
     points = fig.data[0]
     qids = list(a.per_query["ndcg@10"])
     assert len(points.x) == len(qids) == 32
@@ -90,7 +91,7 @@ def test_recall_curves_are_monotone_and_equal_ranx(demo):
         assert [got[1], got[10], got[100]] == pytest.approx(
             [expected[m] for m in ("recall@1", "recall@10", "recall@100")])
     assert curves["Dense"][-1] == 1.0  # the dense index returns all 384 documents at k = 1000
-    fig = recall_curves(ws, "test", SYSTEMS)
+    fig = recall_curves(curves, "test")
     assert [t.name for t in fig.data] == list(curves)
     assert list(fig.data[1].y) == curves["Dense"] and list(fig.data[1].x) == list(RECALL_KS)
 
@@ -99,7 +100,7 @@ def test_recall_curves_are_monotone_and_equal_ranx(demo):
 def test_lambda_sweep_shows_the_tuned_grid_and_the_test_split_apart(demo):
     ws = demo.ws
     choice = ws.lambda_for("test")
-    fig = lambda_sweep(ws, "test")
+    fig = lambda_sweep(choice, "test", ws.lambda_fit("test").grid)
     tuned, chosen, insight = fig.data
     assert list(tuned.x) == [lam for lam, _ in choice.grid] and list(tuned.y) == [v for _, v in choice.grid]
     assert list(chosen.x) == [choice.value] and chosen.y[0] == dict(choice.grid)[choice.value]
@@ -108,7 +109,7 @@ def test_lambda_sweep_shows_the_tuned_grid_and_the_test_split_apart(demo):
     assert list(insight.x) == [lam for lam, _ in test_grid] and list(insight.y) == [v for _, v in test_grid]
     assert "not used to choose λ" in insight.name
     assert test_grid != choice.grid  # a different split: different values
-    assert len(lambda_sweep(ws, "test", show_eval_split=False).data) == 2
+    assert len(lambda_sweep(choice, "test").data) == 2
 
 
 # ---- runs history ---------------------------------------------------------------------------

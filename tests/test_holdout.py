@@ -210,7 +210,7 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     assert choice.value == fit.chosen and choice.per_query_max
     assert choice.how.startswith(f"chosen on {sel['queries']} held-out train queries the encoder was not trained on")
     assert choice.grid == fit.grid  # the Evaluate tab's sweep draws the held-out curve λ was chosen on
-    from ui.search import metrics_caption
+    from ui.common import metrics_caption
     assert "λ is the label-free default" not in metrics_caption(ws_tuned, "test")
     assert result.metrics["fine-tuned"]["hybrid"]["lambda"] == fit.chosen  # the job's own evaluation used it
     # other train queries (one dropped): not the ones it trained on, so λ is tuned on them as for any encoder
@@ -228,6 +228,6 @@ def test_without_a_check_the_trained_on_queries_give_the_label_free_lambda(demo,
     ws_tuned = Workspace(demo, None, model=exported)
     choice = ws_tuned.lambda_for("test")
     assert choice.value == 1.0 and "trained on the train queries, so λ is not tuned on them" in choice.how
-    from ui.search import metrics_caption
+    from ui.common import metrics_caption
     caption = metrics_caption(ws_tuned, "test")  # says why λ is not tuned, not that train queries would tune it
     assert "so λ is not tuned on them" in caption and "labelled train queries (a train split" not in caption

@@ -630,9 +630,9 @@ def test_the_judge_panel_escapes_every_payload(hostile, tmp_path):
 def test_status_lines_and_notices_escape_every_payload(hostile):
     import gradio as gr
 
+    from ui.common import metrics_caption
     from ui.data import dataset_summary, failed
     from ui.notify import refuse
-    from ui.search import metrics_caption
 
     for markdown in (dataset_summary(hostile), metrics_caption(hostile, "te<i>st"),
                      failed("k", "Could not load", DataError(PAYLOADS[1], PAYLOADS[0] + ".jsonl", 3), "kept").status):
@@ -668,14 +668,15 @@ def assert_plot_inert(figure) -> None:
 
 def test_the_figures_escape_every_payload(hostile):
     from retrieval.projection import project, sample_points
+    from retrieval.tables import recall_at_ks, versus
     from ui.present.embeddings import projection_figure
-    from ui.present.figures import bm25_dense_scatter, recall_curves
+    from ui.present.figures import per_query_scatter, recall_curves
 
-    for figure in (recall_curves(hostile, "te<i>st", ("bm25", *hostile.imported)),
-                   bm25_dense_scatter(hostile, "te<i>st")):
+    curves = recall_curves(recall_at_ks(hostile, "te<i>st", ("bm25", *hostile.imported)), "te<i>st")
+    scatter = per_query_scatter(*versus(hostile, "te<i>st"), "BM25", "<b>x</b>", query_text=hostile.dataset.queries)
+    for figure in (curves, scatter):
         assert_plot_inert(figure)
-    assert any("evil.invalid/t.png" in html.unescape(s) for s in plot_strings(
-        recall_curves(hostile, "te<i>st", ("bm25", *hostile.imported)).to_plotly_json()))
+    assert any("evil.invalid/t.png" in html.unescape(s) for s in plot_strings(curves.to_plotly_json()))
     sample = sample_points(hostile, "te<i>st", n_queries=3, hard_per_query=1, easy_per_query=1)
     assert_plot_inert(projection_figure(project(hostile, sample), sample, "<img src=x>"))
 

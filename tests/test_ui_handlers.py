@@ -9,7 +9,7 @@ import pytest
 
 from retrieval.store import Store
 from training.job import JobQueue
-from ui import data, evaluate, failures, runs, search, train
+from ui import common, data, evaluate, failures, runs, search, train
 from ui.registry import Registry
 
 
@@ -40,7 +40,7 @@ def test_search_free_text_and_by_id(ws):
     text, html, result = search.search_by_id(ws, "q01")
     assert text == ws.dataset.queries["q01"] and result["query_id"] == "q01"
     assert "Labelled documents for q01" in html
-    assert ("[" + result["split"] + "] q01: " + text, "q01") in search.query_choices(ws)
+    assert ("[" + result["split"] + "] q01: " + text, "q01") in common.query_choices(ws)
     with pytest.raises(gr.Error, match="type a query"):
         search.search(ws, "  ")
 

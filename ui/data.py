@@ -20,6 +20,7 @@ from retrieval.readers.assembly import add_queries as add_queries_file
 from retrieval.readers.decode import count
 from retrieval.readers.queries import stable_query_id
 from retrieval.readers.runs import read_run
+from retrieval.systems import DENSE
 
 from . import texts
 from .notify import refuse
@@ -111,7 +112,7 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     """Where the corpus's vectors came from in a load that started at ``since`` (monotonic):
     "345 embeddings from the store, 0 encoded (cpu, bf16 …)", or already in memory, or how far
     the encoding that goes on in the background is."""
-    if ws.pending(("dense",)):
+    if ws.pending((DENSE,)):
         status = ws.encoding
         return (f"BM25 is ready. The corpus is being encoded in the background ({ws.encoder.compute}): "
                 f"{status.done:,} of {status.total:,} documents so far; dense and the hybrids join when it is done.")

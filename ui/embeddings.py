@@ -12,12 +12,12 @@ from retrieval.progress import Progress, scaled
 from retrieval.projection import project, sample_points, sample_ranks, similarities, umap_is_warm, warm_up
 
 from . import texts
+from .common import SplitView, query_choices, require_dense, split_dropdown
 from .failures import tuned_choices, tuned_dropdown
 from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.embeddings import COMPILE_NOTE, projection_figure, side_by_side_figure, similarity_histogram
-from .registry import Context, SplitView, require_dense, split_dropdown
-from .search import query_choices
+from .registry import Context
 
 
 def _compile_noted(progress: Progress | None) -> Progress | None:
@@ -35,7 +35,7 @@ def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, t
         raise refuse("this data set has no relevance labels: projections need labelled queries")
     qid = None
     if query_text:  # one query: its own split's labels
-        qid, qsplit = ws.find_query(query_text)
+        qid, qsplit = ws.dataset.find_query(query_text)
         split = qsplit or split
     require_dense(ws)
     was_warm = umap_is_warm()  # the first fit in a process compiles numba code: say so

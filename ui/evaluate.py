@@ -7,17 +7,25 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
-from retrieval.systems import BASE_SYSTEMS, label
-from retrieval.tables import per_query_table
+from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
+from retrieval.tables import per_query_table, recall_at_ks, versus
 
 from . import texts
+from .common import (
+    SplitView,
+    encoder_choices,
+    metrics_caption,
+    metrics_rows,
+    require_dense,
+    shown_systems,
+    split_dropdown,
+)
 from .data import warnings
 from .notify import refuse
 from .pools import HEAVY, LIGHT
-from .present.figures import bm25_dense_scatter, lambda_sweep, recall_curves
+from .present.figures import lambda_sweep, per_query_scatter, recall_curves
 from .present.tables import rounded
-from .registry import Context, Registry, SplitView, require_dense, split_dropdown
-from .search import encoder_choices, metrics_caption, metrics_rows, shown_systems
+from .registry import Context, Registry
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
 INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders
@@ -32,7 +40,7 @@ def _require_labels(split: str | None) -> str:
 def _ready(ws: Workspace, extras: list[str] | None) -> list[str]:
     """The variants to add (int8, PCA, fine-tuned encoders): none while the base's dense index is
     still being built (each would wait for it, or encode the corpus again)."""
-    return [] if ws.pending(("dense",)) else list(extras or [])
+    return [] if ws.pending((DENSE,)) else list(extras or [])
 
 
 def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, list[list], list[list]]:
@@ -54,10 +62,12 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    curves = recall_curves(comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws))
-    if ws.pending(("dense",)):  # encoding in the background: BM25 (and imported runs) only for now
+    curves = recall_curves(recall_at_ks(comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws)),
+                           split)
+    if ws.pending((DENSE,)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
-    return bm25_dense_scatter(ws, split), curves, lambda_sweep(ws, split)
+    scatter = per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)
+    return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
 
 
 def compression(ws: Workspace, split: str) -> dict:

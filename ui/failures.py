@@ -12,16 +12,18 @@ from retrieval import Workspace
 from retrieval.failures import Gallery, failure_gallery
 from retrieval.history import trained_encoders
 from retrieval.names import file_name
-from retrieval.systems import label
+from retrieval.systems import BM25, DENSE, label
+from retrieval.tables import recall_at_ks, versus
 
 from . import texts
+from .common import SplitView, require_dense, split_dropdown
 from .exports import export_folder
 from .notify import refuse
 from .pools import HEAVY, LIGHT
-from .present.figures import bm25_dense_scatter, counts_figure, recall_curves
+from .present.figures import counts_figure, per_query_scatter, recall_curves
 from .present.report import gallery_fragment, write_gallery
 from .present.vocabulary import category_label
-from .registry import Context, Registry, SplitView, require_dense, split_dropdown
+from .registry import Context, Registry
 
 # A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
 CARD_CLICK_JS = ("element.addEventListener('click', (e) => { const card = e.target.closest('.rs-card'); "
@@ -74,7 +76,8 @@ def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None =
     """The gallery with its plots as one HTML file that opens offline; returns its path."""
     found = gallery(ws, split, tuned, pair)
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
-    figures = [recall_curves(workspaces, split), bm25_dense_scatter(ws, split)]
+    figures = [recall_curves(recall_at_ks(workspaces, split), split),
+               per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
     return str(write_gallery(found, export_folder() / name, figures))
 

@@ -32,13 +32,13 @@ from retrieval.run import Run
 from retrieval.systems import label
 
 from . import texts
+from .common import shown_systems
 from .exports import export_folder
 from .notify import refuse
 from .pools import LIGHT
 from .present.escape import text as esc
 from .present.search import highlight
 from .registry import Context
-from .search import shown_systems
 
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
 # keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus
@@ -76,11 +76,8 @@ def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...]) -> dict[str, Run
     queries = ws.dataset.queries
     split = ws.dataset.default_split()
     out = {}
-    for system in systems:
-        if system in ws.imported:
-            out[system] = {q: hits[:k] for q, hits in ws.imported[system].run.items() if q in queries}
-        else:
-            out[system] = ws.system(system, split).search(queries, k)
+    for system in systems:  # an imported run gives its lists, [] for a query it did not run
+        out[system] = ws.search(system, queries, k, split)
     return out
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from retrieval import DenseNotReady, Store, Workspace, footprint
+from retrieval import Store, Workspace, footprint
 from retrieval.dataset import Dataset
 from retrieval.language import corpus_tokenizer
 from retrieval.model_policy import ModelPolicy
@@ -320,29 +320,3 @@ class Context:
             return self.registry.allowed_model(choice)
         except ValueError as err:
             raise refuse(err) from err
-
-
-def require_dense(ws: Workspace) -> None:
-    """For a view that needs the dense index: while it is being built in the background, a message
-    saying how far it is, before any work starts."""
-    if ws.pending(("dense",)):
-        raise refuse(DenseNotReady(ws.encoding))
-
-
-def split_dropdown(ws: Workspace) -> gr.Dropdown:
-    """A view's split picker: the workspace's labelled splits, its default split chosen."""
-    return gr.Dropdown(choices=ws.dataset.splits, value=ws.dataset.default_split(), label="Split", scale=1)
-
-
-@dataclass
-class SplitView:
-    """A view whose only data-set-dependent input is its split picker (``refresh`` on a new data set)."""
-
-    split: gr.Dropdown
-
-    def outputs(self) -> list:
-        return [self.split]
-
-    def refresh(self, ws: Workspace) -> tuple:
-        """The new workspace's labelled splits, its default chosen."""
-        return (gr.update(choices=ws.dataset.splits, value=ws.dataset.default_split()),)

@@ -7,33 +7,20 @@ from dataclasses import dataclass
 import gradio as gr
 
 from retrieval import Workspace
-from retrieval.encoder import DEFAULT_MODEL
 from retrieval.errors import EncoderLoadError
-from retrieval.history import trained_encoders
-from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
+from retrieval.metrics import VIEW_METRICS
 from retrieval.search import side_by_side
 from retrieval.systems import BASE_SYSTEMS, label
-from retrieval.tables import metrics_table
 
-from . import texts
-from .data import QUERY_CHARS, dataset_summary, waiting_note
+from .common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
+from .data import QUERY_CHARS, dataset_summary
 from .notify import refuse, warn
 from .pools import HEAVY, LIGHT, SEARCH
-from .present.escape import text
 from .present.search import side_by_side_html
-from .present.tables import table_cells
 from .registry import ANONYMOUS, Context, Registry, session_of
 
 # ---- handlers --------------------------------------------------------------------------------
 MAX_COLUMNS = 4
-
-
-def shown_systems(ws: Workspace) -> tuple[str, ...]:
-    """The systems every view shows by default: BM25, dense, hybrid, then the imported runs (dense
-    and hybrid only once their index is built: ``Workspace.pending``)."""
-    systems = (*BASE_SYSTEMS, *ws.imported)
-    waiting = ws.pending(systems)
-    return tuple(s for s in systems if s not in waiting)
 
 
 def default_columns(ws: Workspace) -> tuple[str, ...]:
@@ -68,54 +55,9 @@ def search_by_id(ws: Workspace, query_id: str, systems: list[str] | None = None)
     return res.query, side_by_side_html(res, ws.tokenizer), res.to_json()
 
 
-def query_choices(ws: Workspace) -> list[tuple[str, str]]:
-    """Every labelled query as (label "[split] id: text", query id), each query once."""
-    out: dict[str, str] = {}
-    for split, qrels in ws.dataset.qrels.items():
-        for qid in qrels:
-            if qid in ws.dataset.queries and qid not in out:
-                out[qid] = f"[{split}] {qid}: {ws.dataset.queries[qid]}"
-    return [(text, qid) for qid, text in out.items()]
-
-
-def metrics_caption(ws: Workspace, split: str | None) -> str:
-    if not split:
-        return texts.NO_LABELS
-    if ws.pending(("hybrid",)):
-        return (f"Split **{text(split)}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
-                "Unjudged documents count as not relevant.")
-    lam = ws.lambda_for(split)
-    n = len(ws.dataset.split_queries(split))
-    untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
-        " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
-        "tuned λ replaces it where it does significantly better.")
-    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} "
-            f"({text(lam.how)}).{untuned} "
-            f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
-            "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
-            "leaves unlabelled documents out.")
-
-
-def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:
-    """The metrics table (``systems`` of every workspace given), † = differs from BM25."""
-    return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS), VIEW_METRICS)
-
-
 def system_choices(ws: Workspace) -> list[tuple[str, str]]:
     """Every system of the workspace as (label, key), for the columns picker."""
     return [(label(s), s) for s in ws.system_names]
-
-
-def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
-    """The base encoder, every fine-tuned encoder trained on this data set that still exists, and
-    the encoders the operator allowed (``--allow-model``): what the model policy offers."""
-    out = [(f"base: {registry.model if isinstance(registry.model, str) else DEFAULT_MODEL}", "")]
-    out += [(f"fine-tuned: {e.loss} ({e.job_id})", e.path)
-            for e in trained_encoders(registry.store, ws.dataset.content_hash)]
-    out += [(f"allowed: {m}", m) for m in registry.policy.offered()]
-    if ws.model_name:
-        out.append((ws.model_name, ws.model_name))
-    return list({value: (name, value) for name, value in reversed(out)}.values())[::-1]  # each value once, first kept
 
 
 def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = ANONYMOUS) -> tuple[str, str, str, list]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from . import data, embeddings, evaluate, failures, judge, runs, search, texts, train
+from . import common, data, embeddings, evaluate, failures, judge, runs, search, texts, train
+from .common import View
 from .notify import inform
 from .pools import HEAVY, LIGHT, SEARCH
 from .registry import Context, Registry, session_of
@@ -99,8 +100,8 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
     def on_arrival(key: str):
         ws = ctx.workspace(key)
         split = ws.dataset.default_split()
-        return (data.dataset_summary(ws), search.metrics_caption(ws, split),
-                search.metrics_rows(ws, split, search.shown_systems(ws)) if split else [])
+        return (data.dataset_summary(ws), common.metrics_caption(ws, split),
+                common.metrics_rows(ws, split, common.shown_systems(ws)) if split else [])
 
     banner.timer.tick(on_tick, [ctx.key, banner.shown, banner.arrived],
                       [banner.text, banner.shown, banner.timer, banner.arrived], api_visibility="private",
@@ -110,7 +111,7 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
 
 
 def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, judge_view,
-                     views: list, banner: Banner) -> None:
+                     views: list[View], banner: Banner) -> None:
     """Loading uploaded files or the demo, or adding queries (from the Data view, or the Search box's
     query with one click), switches the session's workspace and refreshes every view (a failed load
     changes nothing but the status)."""

@@ -3,6 +3,8 @@
 * ``per_query_scatter`` — one point per query, x = system A's value, y = system B's; points above
   the diagonal are queries B wins.
 * ``recall_curves`` — Recall@k against k (log axis) for each system (``tables.recall_at_ks``).
+
+Each draws the data it is given; none computes an evaluation (the views and the CLI do).
 * ``lambda_sweep`` — nDCG@10 of the CLEAR hybrid λ_test·s_lex + s_emb over the λ grid on the split
   λ was tuned on, the chosen λ marked; optionally the same sweep on the evaluated split, shown for
   insight only (choosing λ there would tune on the test queries).
@@ -12,11 +14,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from retrieval.evaluate import Evaluation, compare
+from retrieval.evaluate import Comparison, Evaluation
 from retrieval.failures import Gallery
-from retrieval.systems import BASE_SYSTEMS
-from retrieval.tables import RECALL_KS, recall_at_ks
-from retrieval.workspace import Workspace
+from retrieval.lambdas import LambdaChoice
+from retrieval.tables import RECALL_KS
 
 from .escape import label as esc
 from .vocabulary import category_label
@@ -24,14 +25,14 @@ from .vocabulary import category_label
 OUTCOME_COLORS = {"win": "#2ca02c", "tie": "#7f7f7f", "loss": "#d62728"}
 
 
-def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, label_a: str, label_b: str,
-                      metric: str = "ndcg@10", query_text: dict[str, str] | None = None) -> go.Figure:
-    """x = A's per-query ``metric``, y = B's, one point per query both were evaluated on.
+def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, label_a: str, label_b: str,
+                      query_text: dict[str, str] | None = None) -> go.Figure:
+    """x = A's per-query metric (``cmp.metric``), y = B's, one point per query both were evaluated on.
 
     Green: B wins, red: B loses, grey: tie; the title counts them and gives the paired
-    permutation test's p (``evaluate.compare``).
+    permutation test's p (``cmp``: ``evaluate.compare(eval_a, eval_b, metric)``).
     """
-    cmp = compare(eval_a, eval_b, metric)
+    metric = cmp.metric
     label_a, label_b = esc(label_a), esc(label_b)
     qa, qb = eval_a.per_query[metric], eval_b.per_query[metric]
     qids = [q for q in qa if q in qb]
@@ -54,27 +55,20 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, label_a: str, labe
     return fig
 
 
-def bm25_dense_scatter(ws: Workspace, split: str) -> go.Figure:
-    """Per-query nDCG@10, BM25 (x) against dense (y): the Evaluate view's and the report's scatter."""
-    return per_query_scatter(ws.evaluate("bm25", split), ws.evaluate("dense", split), "BM25", "Dense",
-                             query_text=ws.dataset.queries)
-
-
-def recall_curves(workspaces: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                  ks=RECALL_KS) -> go.Figure:
-    """Recall@k against k (log axis) for each system."""
+def recall_curves(recall: dict[str, list[float]], split: str, ks=RECALL_KS) -> go.Figure:
+    """Recall@k against k (log axis), one line per system of ``recall`` (``tables.recall_at_ks``)."""
     fig = go.Figure()
-    for label, values in recall_at_ks(workspaces, split, systems, ks).items():
-        fig.add_trace(go.Scatter(x=list(ks), y=values, mode="lines+markers", name=esc(label)))
+    for name, values in recall.items():
+        fig.add_trace(go.Scatter(x=list(ks), y=values, mode="lines+markers", name=esc(name)))
     fig.update_layout(title=f"Recall@k on {esc(split)}", xaxis=dict(type="log", title="k"),
                       yaxis=dict(title="Recall@k", range=[0, 1.02]))
     return fig
 
 
-def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.Figure:
-    """nDCG@10 against λ_test: on the split λ was tuned on (the chosen λ starred) and, if asked, on
-    ``split`` itself — labelled as not used for choosing λ."""
-    choice = ws.lambda_for(split)
+def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, float]] | None = None) -> go.Figure:
+    """nDCG@10 against λ_test: on the split λ was tuned on (``choice``'s grid, the chosen λ starred)
+    and, when given, ``split``'s own sweep (``eval_grid``: ``Workspace.lambda_fit(split).grid``) —
+    labelled as not used for choosing λ."""
     fig = go.Figure()
     if choice.grid:
         lams, values = zip(*choice.grid)
@@ -86,8 +80,8 @@ def lambda_sweep(ws: Workspace, split: str, show_eval_split: bool = True) -> go.
     else:
         fig.add_annotation(text=f"λ = {choice.value:g}: {esc(choice.how)} — no sweep to choose it from",
                            showarrow=False, xref="paper", yref="paper", x=0.5, y=1.05)
-    if show_eval_split:
-        lams, values = zip(*ws.lambda_fit(split).grid)
+    if eval_grid:
+        lams, values = zip(*eval_grid)
         fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers",
                                  name=f"{esc(split)} — shown for insight, not used to choose λ",
                                  line=dict(dash="dash"), opacity=0.7))

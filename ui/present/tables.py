@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from retrieval.metrics import METRICS, SUMMARY_METRICS, cell, significance_mark
+from retrieval.systems import DENSE, HYBRID
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
@@ -35,7 +36,7 @@ def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:
     with the changes, biggest hybrid gains first; a query scored alike by both encoders is left out
     (when the held-out check kept the base, every query)."""
     pq = result.get("per_query") or {}
-    dense, hybrid = pq.get("dense", {}), pq.get("hybrid", {})
+    dense, hybrid = pq.get(DENSE, {}), pq.get(HYBRID, {})
     rows = []
     for q in sorted(set(dense) | set(hybrid)):
         d, h = dense.get(q, [0.0, 0.0]), hybrid.get(q, [0.0, 0.0])
@@ -49,7 +50,7 @@ def per_query_change_caption(result: dict) -> str:
     """What the per-query table lists: how many evaluated queries changed, how many of them the
     hybrid ranks better and worse; or that none changed, and why when the base encoder was kept."""
     pq = result.get("per_query") or {}
-    dense, hybrid = pq.get("dense", {}), pq.get("hybrid", {})
+    dense, hybrid = pq.get(DENSE, {}), pq.get(HYBRID, {})
     evaluated = set(dense) | set(hybrid)
     changed = [q for q in evaluated if any(v[0] != v[1] for v in (dense.get(q, [0, 0]), hybrid.get(q, [0, 0])))]
     head = "Per query (nDCG@10 on the evaluated split)"

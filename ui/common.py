@@ -1,0 +1,111 @@
+"""What several views show or need: the systems on show, the labelled queries, the metrics caption
+and table, the encoders the policy offers, the split picker, and the ``View`` protocol the shell
+refreshes every view through when a session opens another data set."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import gradio as gr
+
+from retrieval import DenseNotReady, Workspace
+from retrieval.encoder import DEFAULT_MODEL
+from retrieval.history import trained_encoders
+from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
+from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID
+from retrieval.tables import metrics_table
+
+from . import texts
+from .data import waiting_note
+from .notify import refuse
+from .present.escape import text
+from .present.tables import table_cells
+from .registry import Registry
+
+
+class View(Protocol):
+    """A tab whose components depend on the open data set: ``outputs()`` lists them, ``refresh(ws)``
+    gives their updates for a newly opened workspace, in that order."""
+
+    def outputs(self) -> list: ...  # noqa: E704
+
+    def refresh(self, ws: Workspace) -> tuple: ...  # noqa: E704
+
+
+def shown_systems(ws: Workspace) -> tuple[str, ...]:
+    """The systems every view shows by default: BM25, dense, hybrid, then the imported runs (dense
+    and hybrid only once their index is built: ``Workspace.pending``)."""
+    systems = (*BASE_SYSTEMS, *ws.imported)
+    waiting = ws.pending(systems)
+    return tuple(s for s in systems if s not in waiting)
+
+
+def query_choices(ws: Workspace) -> list[tuple[str, str]]:
+    """Every labelled query as (label "[split] id: text", query id), each query once."""
+    out: dict[str, str] = {}
+    for split, qrels in ws.dataset.qrels.items():
+        for qid in qrels:
+            if qid in ws.dataset.queries and qid not in out:
+                out[qid] = f"[{split}] {qid}: {ws.dataset.queries[qid]}"
+    return [(text, qid) for qid, text in out.items()]
+
+
+def metrics_caption(ws: Workspace, split: str | None) -> str:
+    if not split:
+        return texts.NO_LABELS
+    if ws.pending((HYBRID,)):
+        return (f"Split **{text(split)}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
+                "Unjudged documents count as not relevant.")
+    lam = ws.lambda_for(split)
+    n = len(ws.dataset.split_queries(split))
+    untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
+        " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
+        "tuned λ replaces it where it does significantly better.")
+    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} "
+            f"({text(lam.how)}).{untuned} "
+            f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
+            "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
+            "leaves unlabelled documents out.")
+
+
+def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:
+    """The metrics table (``systems`` of every workspace given), † = differs from BM25."""
+    return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS), VIEW_METRICS)
+
+
+def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """The base encoder, every fine-tuned encoder trained on this data set that still exists, and
+    the encoders the operator allowed (``--allow-model``): what the model policy offers."""
+    out = [(f"base: {registry.model if isinstance(registry.model, str) else DEFAULT_MODEL}", "")]
+    out += [(f"fine-tuned: {e.loss} ({e.job_id})", e.path)
+            for e in trained_encoders(registry.store, ws.dataset.content_hash)]
+    out += [(f"allowed: {m}", m) for m in registry.policy.offered()]
+    if ws.model_name:
+        out.append((ws.model_name, ws.model_name))
+    return list({value: (name, value) for name, value in reversed(out)}.values())[::-1]  # each value once, first kept
+
+
+def require_dense(ws: Workspace) -> None:
+    """For a view that needs the dense index: while it is being built in the background, a message
+    saying how far it is, before any work starts."""
+    if ws.pending((DENSE,)):
+        raise refuse(DenseNotReady(ws.encoding))
+
+
+def split_dropdown(ws: Workspace) -> gr.Dropdown:
+    """A view's split picker: the workspace's labelled splits, its default split chosen."""
+    return gr.Dropdown(choices=ws.dataset.splits, value=ws.dataset.default_split(), label="Split", scale=1)
+
+
+@dataclass
+class SplitView:
+    """A view whose only data-set-dependent input is its split picker (``refresh`` on a new data set)."""
+
+    split: gr.Dropdown
+
+    def outputs(self) -> list:
+        return [self.split]
+
+    def refresh(self, ws: Workspace) -> tuple:
+        """The new workspace's labelled splits, its default chosen."""
+        return (gr.update(choices=ws.dataset.splits, value=ws.dataset.default_split()),)
