@@ -4,16 +4,42 @@ Encoding a corpus takes minutes to hours (100,000 passages: about 20 minutes on 
 BM25 is ready in seconds. ``Workspace.start_dense`` hands the dense build to a ``BackgroundBuild``:
 BM25 answers at once, and whatever needs the dense index meanwhile gets ``DenseNotReady`` (with
 the build's ``EncodingStatus``: documents done, rate, time left) instead of waiting.
+
+A process that exits while a build runs stops it first: at exit every running build is told to
+stop at its next progress report (between two batches) and joined, so no model is left computing
+while the interpreter tears down (which aborts the process).
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+_RUNNING: weakref.WeakSet = weakref.WeakSet()
+_STOPPING = threading.Event()
+STOP_WAIT_S = 60.0  # at exit, how long a build may take to reach its next progress report
+
+
+class BuildStopped(RuntimeError):
+    """The process is exiting: a background build stops between two batches."""
+
+
+def check_stopping() -> None:
+    """``BuildStopped`` once the process is exiting (a build calls it between its steps)."""
+    if _STOPPING.is_set():
+        raise BuildStopped("the process is exiting")
+
+
+@atexit.register
+def _stop_builds() -> None:
+    _STOPPING.set()
+    for build in list(_RUNNING):
+        build.wait(STOP_WAIT_S)
 
 STATES = ("encoding", "indexing", "ready", "failed")
 
@@ -92,9 +118,11 @@ class BackgroundBuild(Generic[T]):
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        _RUNNING.add(self)
         self._thread.start()
 
     def _progress(self, done: int, total: int) -> None:
+        check_stopping()
         now = time.monotonic()
         with self._lock:
             self._done, self.total = done, total

@@ -24,6 +24,11 @@ card says which). Thresholds:
 * **lexical trap** — BM25's first document is non-relevant and R_dense(d) > top: it shares the
   query's words, not its meaning (CLEAR §5.3: BM25's false positives "share surface text
   similarity with the query").
+* **bridged by expansion** (only when the learned sparse system's ranks are given) — a relevant d
+  with R_splade(d) ≤ top and R_bm25(d) > low: the vocabulary mismatch exact matching suffers,
+  bridged by the terms a learned sparse model adds to the query and the document (Formal,
+  Piwowarski, Clinchant, "SPLADE: Sparse Lexical and Expansion Model for First Stage Ranking",
+  SIGIR 2021, §3: expansion), without an embedding; its card shows the terms that scored it.
 * **both fail** — neither BM25's nor dense's top ``top`` holds a relevant document.
 * **fixed by hybrid** — both fail, and the hybrid's top ``top`` holds a relevant document
   (a subset of *both fail*: the interpolation λ·s_lex + s_emb, CLEAR §3.4 eq. 8, rescues it).
@@ -38,7 +43,8 @@ A query may fall in several categories; ``counts`` counts queries per category. 
 query) gets one card, for one document:
 
 * vocabulary mismatch, semantic false positive: the qualifying document with the largest gap
-  R_bm25(d) − R_dense(d); exact-match miss: the one with the largest R_dense(d) − R_bm25(d);
+  R_bm25(d) − R_dense(d); bridged by expansion: the largest R_bm25(d) − R_splade(d);
+  exact-match miss: the one with the largest R_dense(d) − R_bm25(d);
 * lexical trap: BM25's first document; gap R_dense(d) − 1;
 * both fail: the relevant document with the best min(R_bm25(d), R_dense(d)) (the nearest miss);
   gap that minimum;
@@ -55,11 +61,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, TUNED_OF, short
+from .systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, SPLADE, TUNED_OF, short
 
 NOT_RETRIEVED = "—"
-CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap", "both_fail",
-              "fixed_by_hybrid", "fixed_by_finetuning", "broken_by_finetuning")
+CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap",
+              "bridged_by_expansion", "both_fail", "fixed_by_hybrid", "fixed_by_finetuning", "broken_by_finetuning")
+SPARSE_CATEGORIES = ("bridged_by_expansion",)  # evaluated when the learned sparse system's ranks are given
 FINETUNING_CATEGORIES = ("fixed_by_finetuning", "broken_by_finetuning")
 PAIR_CATEGORIES = ("pair_b_finds", "pair_a_finds")  # for a chosen pair (A, B): B finds what A misses; the reverse
 DEPTH = 1000  # the runs' depth (``Workspace``'s evaluation depth): a document beyond it ranks depth + 1
@@ -107,6 +114,8 @@ class QueryRanks:
         r = lambda s: self.rank(s, doc)  # noqa: E731
         if category in ("vocabulary_mismatch", "semantic_false_positive"):
             return r(BM25) - r(DENSE)
+        if category == "bridged_by_expansion":
+            return r(BM25) - r(SPLADE)
         if category == "exact_match_miss":
             return r(DENSE) - r(BM25)
         if category in PAIR_CATEGORIES:
@@ -157,6 +166,11 @@ def _pair_finds(category: str):
     return rule
 
 
+def _bridged_by_expansion(q: QueryRanks, t: Thresholds) -> str | None:
+    docs = [d for d in q.relevant if q.rank(SPLADE, d) <= t.top and q.rank(BM25, d) > t.low]
+    return q.most_dramatic(docs, "bridged_by_expansion", t.tuned_system)
+
+
 def _semantic_false_positive(q: QueryRanks, t: Thresholds) -> str | None:
     docs = [d for d, r in q.ranks[DENSE].items()
             if r <= t.fp_top and not q.is_relevant(d) and q.rank(BM25, d) > t.low]
@@ -199,6 +213,7 @@ _CLASSIFIERS = {
     "exact_match_miss": _exact_match_miss,
     "semantic_false_positive": _semantic_false_positive,
     "lexical_trap": _lexical_trap,
+    "bridged_by_expansion": _bridged_by_expansion,
     "both_fail": _both_fail,
     "fixed_by_hybrid": _fixed_by_hybrid,
     "fixed_by_finetuning": _fixed_by_finetuning,
@@ -217,6 +232,8 @@ def _headline_systems(category: str, tuned_system: str,
         return (BM25,), DENSE
     if category == "exact_match_miss":
         return (DENSE,), BM25
+    if category == "bridged_by_expansion":
+        return (BM25,), SPLADE
     if category == "both_fail":
         return (BM25, DENSE), None
     if category == "fixed_by_hybrid":
@@ -258,7 +275,8 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
     """Classify every query of ``labels`` (query id -> doc id -> graded label, in the order given)
     from ``ranks`` (system -> query id -> doc id -> 1-based rank within ``thresholds.depth``; the
     base systems, plus ``tuned_dense`` / ``tuned_hybrid`` when ``finetuning``, plus both systems of
-    ``pair`` (A, B) when given, which adds the pair categories).
+    ``pair`` (A, B) when given, which adds the pair categories; the learned sparse system's ranks,
+    when given, add ``SPARSE_CATEGORIES``).
 
     Each (category, query) names one document, ordered by its gap, largest first, then query id and
     document id (module docstring).
@@ -266,7 +284,8 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
     t = thresholds
     if pair is not None and (len(pair) != 2 or pair[0] == pair[1]):
         raise ValueError(f"a pair is two different systems, not {pair!r}")
-    categories = [c for c in CATEGORIES if finetuning or c not in FINETUNING_CATEGORIES]
+    categories = [c for c in CATEGORIES if (finetuning or c not in FINETUNING_CATEGORIES)
+                  and (SPLADE in ranks or c not in SPARSE_CATEGORIES)]
     categories += list(PAIR_CATEGORIES) if pair is not None else []
     found: dict[str, list[tuple[str, str, int]]] = {c: [] for c in categories}
     query_categories: dict[str, list[str]] = {}

@@ -1,8 +1,9 @@
 """The failure gallery: the failure rules (``retrieval.failure_rules``, where every category is
-defined) applied to a workspace's cached depth-1000 runs of BM25, dense and the CLEAR hybrid
-(``Workspace.run``), and one card per (category, query) with the evidence why: the document's rank
-under each system, the query terms it lacks, each matched term's BM25 contribution and the dense
-similarity. Relevant means a graded label > 0; unjudged documents count as not relevant (the TREC
+defined) applied to a workspace's cached depth-1000 runs of BM25, dense, the CLEAR hybrid and
+learned sparse (``Workspace.run``), and one card per (category, query) with the evidence why: the
+document's rank under each system, the query terms it lacks, each matched term's BM25 contribution,
+the dense similarity and the learned sparse terms (expansions marked) that scored it. Relevant
+means a graded label > 0; unjudged documents count as not relevant (the TREC
 convention; each card says which).
 """
 from __future__ import annotations
@@ -14,7 +15,8 @@ import numpy as np
 
 from .failure_rules import Thresholds, classify, headline
 from .run import rank_maps
-from .systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, TUNED_OF, TUNED_SYSTEMS
+from .sparse import TermScore
+from .systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS
 from .workspace import EVAL_DEPTH, Workspace
 
 
@@ -38,6 +40,7 @@ class FailureCard:
     term_words: dict[str, str]  # query term (stem) -> the query word(s) it came from, for display
     dense_similarity: float  # s_emb(q, d) under the workspace's encoder (cosine when normalized)
     tuned_similarity: float | None = None  # the same under the fine-tuned encoder, when given
+    sparse_terms: list[TermScore] = field(default_factory=list)  # learned sparse: the terms that scored it
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -101,19 +104,22 @@ def dense_similarities(ws: Workspace, pairs: list[tuple[str, str, str]]) -> list
 # ---- the gallery ---------------------------------------------------------------------------
 def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None, top: int = 10,
                     low: int = 100, max_cards_per_category: int = 12, fp_top: int = 3,
-                    tuned_system: str = DENSE, pair: tuple[str, str] | None = None) -> Gallery:
+                    tuned_system: str = DENSE, pair: tuple[str, str] | None = None,
+                    sparse: bool = True) -> Gallery:
     """Classify every labelled query of ``split`` (``failure_rules.classify``) and build the cards.
 
     ``tuned_ws``: the same data set with a fine-tuned encoder (``ws.with_model(encoder)``); adds
     the fine-tuning categories and the fine-tuned dense and hybrid ranks. ``tuned_system``:
     "dense" or "hybrid", what those categories compare. ``pair``: two systems of ``ws`` (A, B; e.g.
-    BM25 and an imported run) for the categories "B finds, A misses" and the reverse.
+    BM25 and an imported run) for the categories "B finds, A misses" and the reverse. ``sparse``:
+    learned sparse's ranks and terms too, and its category, unless its index is still being built.
     """
     ws.require_split(split)
     if tuned_ws is not None and tuned_ws.dataset.content_hash != ws.dataset.content_hash:
         raise ValueError("the fine-tuned workspace must hold the same data set")
     t = Thresholds(top, low, fp_top, EVAL_DEPTH, tuned_system)
-    runs = {s: ws.run(s, split) for s in BASE_SYSTEMS}
+    base = [*BASE_SYSTEMS, *([SPLADE] if sparse and not ws.pending([SPLADE]) else [])]
+    runs = {s: ws.run(s, split) for s in base}
     if tuned_ws is not None:
         runs.update({TUNED_OF[s]: tuned_ws.run(s, split) for s in ENCODER_SYSTEMS})
     runs.update({s: ws.run(s, split) for s in pair or () if s not in runs})
@@ -121,10 +127,12 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}
     maps = rank_maps(runs)
     found = classify(labels, maps, t, finetuning=tuned_ws is not None, pair=pair)
-    systems = list(dict.fromkeys([*BASE_SYSTEMS, *(TUNED_SYSTEMS if tuned_ws is not None else ()), *(pair or ())]))
+    systems = list(dict.fromkeys([*base, *(TUNED_SYSTEMS if tuned_ws is not None else ()), *(pair or ())]))
     cards = {c: [_card(ws, qid, c, doc, gap, labels[qid], maps, t, systems, found.pair)
                  for qid, doc, gap in found.found[c][:max_cards_per_category]] for c in found.categories}
     _fill_similarities(ws, tuned_ws, [card for cs in cards.values() for card in cs])
+    if SPLADE in base:
+        _fill_sparse_terms(ws, [card for cs in cards.values() for card in cs])
     return Gallery(ws.dataset.name, split, systems, asdict(t), found.counts, cards, found.query_categories,
                    found.skipped, found.pair)
 
@@ -147,3 +155,12 @@ def _fill_similarities(ws: Workspace, tuned_ws: Workspace | None, cards: list[Fa
     if tuned_ws is not None:
         for c, s in zip(cards, dense_similarities(tuned_ws, pairs)):
             c.tuned_similarity = s
+
+
+def _fill_sparse_terms(ws: Workspace, cards: list[FailureCard]) -> None:
+    """Each card's learned sparse terms: what of the query's vector the document's vector shares."""
+    queries = list(dict.fromkeys(c.query for c in cards))
+    vectors = dict(zip(queries, ws.sparse.model.encode(queries, query=True)))
+    for c in cards:
+        row = ws.doc_row[c.doc_id]
+        c.sparse_terms = ws.sparse.explain(vectors[c.query], row, ws.corpus.texts[row])

@@ -26,6 +26,7 @@ PER_LABEL = 120
 PER_TERM = 200  # a BM25 vocabulary entry and its document frequency
 PER_RUN_ROW = 120  # an imported run's (doc id, score) tuple in its list
 PER_BM25_DOC = 300  # BM25's share of vocabulary and lengths a document, before it is built
+SPARSE_DOC = 1_600  # a learned sparse vector in the index (about 150 terms × 8 bytes, and slack), before it is built
 DENSE_COPIES = 2  # a flat index: the float32 matrix RankScope keeps, and FAISS's own copy
 
 _text_bytes: dict[str, int] = {}  # corpus hash -> bytes of its texts (computed once per corpus)
@@ -88,14 +89,18 @@ def parts(ws) -> Parts:
         index = getattr(ws, attr, None)
         if index is not None:
             out[("bm25", id(index))] = lexical_bytes(index)
-    dense, building = getattr(ws, "_dense", None), getattr(ws, "_building", None)
-    if dense is not None or building is not None:  # keyed by the build siblings share
-        key = ("dense", id(building if building is not None else dense))
-        if dense is not None:
-            out[key] = dense_bytes(dense)
+    build = getattr(ws, "_dense_build", None)
+    if build is not None and (build.built is not None or build.status is not None):  # keyed by the shared build
+        if build.built is not None:  # another engine keeps the vectors itself
+            out[("dense", build.identity)] = dense_bytes(build.built) if ws.engine.where is None else 0
         else:  # being encoded: counted at the size it will have
             encoder = getattr(ws, "_encoder", None)
-            out[key] = DENSE_COPIES * 4 * (encoder.dim if encoder is not None else 384) * len(ws.dataset.docs)
+            out[("dense", build.identity)] = DENSE_COPIES * 4 * (encoder.dim if encoder is not None else 384) \
+                * len(ws.dataset.docs)
+    sparse = getattr(ws, "_sparse_build", None)
+    if sparse is not None and (sparse.built is not None or sparse.status is not None):
+        index = sparse.built.index if sparse.built is not None else None
+        out[("sparse", sparse.identity)] = index.nbytes if index is not None else SPARSE_DOC * len(ws.dataset.docs)
     for imported in (getattr(ws, "_imported", None) or {}).values():
         out[("run", id(imported.run))] = PER_RUN_ROW * sum(len(h) for h in imported.run.values())
     return out
@@ -111,8 +116,8 @@ def total(parts_by_holder: Mapping[object, Parts]) -> int:
 
 def estimate_new(dataset, dim: int = 384) -> int:
     """What opening a workspace on ``dataset`` would add if nothing were shared: documents, BM25
-    (its score matrix and vocabulary: about the texts' size, plus ``PER_BM25_DOC`` a document) and
-    a flat dense index of ``dim`` dimensions."""
+    (its score matrix and vocabulary: about the texts' size, plus ``PER_BM25_DOC`` a document), a
+    flat dense index of ``dim`` dimensions and the learned sparse index."""
     docs = sum(dataset_parts(dataset).values())
     n = len(dataset.docs)
-    return docs + _texts_size(dataset) + PER_BM25_DOC * n + DENSE_COPIES * 4 * dim * n
+    return docs + _texts_size(dataset) + PER_BM25_DOC * n + DENSE_COPIES * 4 * dim * n + SPARSE_DOC * n

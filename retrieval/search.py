@@ -18,7 +18,8 @@ from .evaluate import evaluate_run
 from .judgments import disagreement
 from .metrics import SUMMARY_METRICS
 from .run import ranks
-from .systems import BASE_SYSTEMS
+from .sparse import TermScore
+from .systems import BASE_SYSTEMS, Probe
 from .workspace import Workspace
 
 
@@ -34,6 +35,7 @@ class Hit:
     matched_terms: list[str]  # query terms (stems) the document contains
     missing_terms: list[str]  # query terms it lacks
     bm25_terms: list[tuple[str, float]]  # per-term BM25 contributions (sum = its BM25 score)
+    system_terms: list[TermScore] = field(default_factory=list)  # the ranking system's own terms (SPLADE)
 
 
 @dataclass
@@ -46,7 +48,7 @@ class SideBySide:
     relevant: list[dict] = field(default_factory=list)  # every labelled doc with its rank per system
     per_query_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     disagreement: float = 0.0  # 1 − mean pairwise rank-biased overlap of the systems' top k (judgments)
-    waiting: list[str] = field(default_factory=list)  # systems asked for whose dense index is still being built
+    waiting: list[str] = field(default_factory=list)  # systems asked for whose index is still being built
     encoding: dict | None = None  # then: where that build stands (``EncodingStatus.to_json``)
 
     def to_json(self) -> dict:
@@ -56,7 +58,9 @@ class SideBySide:
 def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, systems=BASE_SYSTEMS,
                  query_id: str | None = None) -> SideBySide:
     """Every system's top ``k`` for ``text``, or for the data set's query ``query_id``. Systems whose
-    dense index is still being built in the background are listed in ``waiting``, not searched."""
+    index is still being built in the background are listed in ``waiting``, not searched. Every hit
+    carries BM25's per-term contributions and, where its system has its own (SPLADE's expansion
+    terms), those too."""
     if query_id is not None:
         if query_id not in ws.dataset.queries:
             raise KeyError(f"no query {query_id!r} in data set {ws.dataset.name!r}")
@@ -69,17 +73,19 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     waiting = ws.pending(systems)
     systems = [s for s in systems if s not in waiting]
     lam_split = split if split and split != "train" else ws.dataset.default_split()
-    full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split, query_id=qid)
+    probe = Probe(ws, text, max(depth, ws.depth), qid)
+    full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split, query_id=qid, probe=probe)
     rank_maps = {s: ranks(hits) for s, hits in full.items()}
     labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid else {}
     query_terms = ws.bm25.query_terms(text)
     terms = query_terms.names
     result = SideBySide(text, qid, split, terms,
                         disagreement=disagreement({s: {"q": hits[:k]} for s, hits in full.items()}, "q", k),
-                        waiting=waiting, encoding=ws.encoding.to_json() if waiting else None)
+                        waiting=waiting,
+                        encoding=ws.encoding.to_json() if any(ws.system(s).needs.vectors for s in waiting) else None)
     evidence: dict[str, tuple[list[str], list[str], list[tuple[str, float]]]] = {}
     for s, hits in full.items():
-        rows = []
+        rows, system = [], ws.system(s)
         for rank, (doc_id, score) in enumerate(hits[:k], 1):
             if doc_id not in evidence:  # each distinct document explained once
                 contributions = ws.bm25.explain(query_terms, ws.doc_row[doc_id])
@@ -87,8 +93,9 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
                 evidence[doc_id] = ([t for t in terms if t in matched], [t for t in terms if t not in matched],
                                     [(c.term, round(c.score, 4)) for c in contributions if c.score > 0])
             doc = ws.dataset.docs[doc_id]
+            own = system.explain(ws, probe, ws.doc_row[doc_id]) or []  # e.g. SPLADE's term contributions
             rows.append(Hit(rank, doc_id, doc.title, doc.text, score, labels.get(doc_id),
-                            {o: rank_maps[o].get(doc_id) for o in systems}, *evidence[doc_id]))
+                            {o: rank_maps[o].get(doc_id) for o in systems}, *evidence[doc_id], own))
         result.systems[s] = rows
     for doc_id, label in sorted(labels.items(), key=lambda kv: -kv[1]):
         if doc_id in ws.dataset.docs:

@@ -96,6 +96,8 @@ class Store:
                 db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
             db["embeddings"].create({"model": str, "text_hash": str, "dim": int, "vector": bytes},
                                     pk=("model", "text_hash"), if_not_exists=True)
+            db["sparse_vectors"].create({"model": str, "text_hash": str, "terms": bytes, "weights": bytes},
+                                        pk=("model", "text_hash"), if_not_exists=True)
             db["models"].create({"fingerprint": str, "name": str, "dim": int, "info": str,
                                  "created": float}, pk="fingerprint", if_not_exists=True)
             db["datasets"].create({"hash": str, "name": str, "summary": str, "created": float},
@@ -166,6 +168,27 @@ class Store:
         with self._lock, self.db.conn:
             self.db.conn.executemany(
                 "insert or replace into embeddings (model, text_hash, dim, vector) values (?, ?, ?, ?)", rows)
+
+    def get_sparse(self, model: str, hashes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Learned sparse vectors stored by ``put_sparse``: text hash -> (term ids, weights)."""
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        with self._lock:
+            for i in range(0, len(hashes), _CHUNK):
+                chunk = hashes[i:i + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self.db.execute(f"select text_hash, terms, weights from sparse_vectors where model = ? and "
+                                       f"text_hash in ({marks})", [model, *chunk])
+                for h, terms, weights in rows:
+                    out[h] = (np.frombuffer(terms, dtype=np.int32), np.frombuffer(weights, dtype=np.float32))
+        return out
+
+    def put_sparse(self, model: str, vectors: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Keep learned sparse vectors (term ids and their weights) by model fingerprint and text hash."""
+        rows = [(model, h, np.ascontiguousarray(t, dtype=np.int32).tobytes(),
+                 np.ascontiguousarray(w, dtype=np.float32).tobytes()) for h, (t, w) in vectors.items()]
+        with self._lock, self.db.conn:
+            self.db.conn.executemany("insert or replace into sparse_vectors (model, text_hash, terms, weights) "
+                                     "values (?, ?, ?, ?)", rows)
 
     def count_embeddings(self, model: str | None = None) -> int:
         with self._lock:

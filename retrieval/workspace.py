@@ -14,7 +14,8 @@ import copy
 import threading
 
 from . import systems
-from .background import BackgroundBuild, EncodingStatus
+from .background import EncodingStatus
+from .builds import IndexBuild
 from .dataset import Dataset
 from .dense import DenseRetriever, index_kind_for
 from .encoder import Encoder, load_encoder
@@ -27,6 +28,7 @@ from .metrics import EVALUATED
 from .progress import Progress, counting
 from .readers.runs import ImportedRun, match_dataset
 from .run import Run
+from .sparse import SparseIndex, SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
 from .store import Store, cache_key
 from .systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
 from .systems import hybrid as hybrid_system
@@ -41,7 +43,7 @@ class Workspace:
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
                  tokenizer: Tokenizer | None = None, index_kind: str = "auto", depth: int = 1000,
                  device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto",
-                 engine=None):
+                 engine=None, sparse_model: str | None = None):
         self.dataset, self.store = dataset, store
         self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.engines)
         self._model_arg, self._device, self._precision = model, device, precision
@@ -51,12 +53,14 @@ class Workspace:
         self.index_dims, self.depth = index_dims, depth
         self._embeddings_from: Workspace | None = None  # with_index: reuse that one's embeddings
         self._lock = threading.RLock()
-        self._dense_lock = threading.Lock()  # taken after _lock, never before it
-        self._building: BackgroundBuild[DenseRetriever] | None = None  # start_dense's build
+        n = len(dataset.docs)
+        self._dense_build = IndexBuild(lambda: self.encoder, self._build_dense, n, "rankscope-dense-build")
+        self.sparse_model = sparse_model  # None: the bundled SPLADE-tiny (``retrieval.sparse``)
+        self._sparse_build = IndexBuild(lambda: load_sparse_model(sparse_model), self._build_sparse, n,
+                                        "rankscope-sparse-build")
         self._bm25: BM25Index | None = None  # in-process: explanations, training (the engine's own when in-process)
         self._lexical = None  # the engine's BM25 (what ranks)
         self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
-        self._dense: DenseRetriever | None = None
         self._lambda: dict[str | None, LambdaChoice] = {}
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
         self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
@@ -113,6 +117,8 @@ class Workspace:
                           depth=self.depth, device=self._device, index_dims=index_dims,
                           precision=self._precision, engine=self.engine)
         other._bm25, other._lexical = self._bm25, self.lexical
+        if other.sparse_model == self.sparse_model:  # the same corpus and sparse model: the same index
+            other._sparse_build = self._sparse_build
         other._imported = self._imported  # the same data set: the same imported runs
         return other
 
@@ -183,14 +189,7 @@ class Workspace:
     def build_dense(self, progress: Progress | None = None) -> DenseRetriever:
         """Embed the corpus (from the store where cached) and index it; reports progress. A build
         under way in the background (``start_dense``) is waited for instead."""
-        if self._building is not None:
-            self._building.wait()
-            return self.dense
-        enc = self.encoder  # takes _lock: before _dense_lock, the order every caller keeps
-        with self._dense_lock:
-            if self._dense is None:
-                self._dense = self._build_dense(enc, counting(progress, "encoding {done}/{total} documents"))
-            return self._dense
+        return self._dense_build.get(counting(progress, "encoding {done}/{total} documents"))
 
     def _build_dense(self, enc: Encoder, progress=None, indexing=None) -> DenseRetriever:
         if self.store is not None:
@@ -204,51 +203,53 @@ class Workspace:
                                     progress=progress, indexing=indexing)
         return DenseRetriever(enc, built.index, self.store, built.from_store, built.encoded)
 
+    def _build_sparse(self, model: SparseModel, progress=None, indexing=None) -> SparseRetriever:
+        emb = embed_sparse_corpus(model, self.corpus.texts, self.store, progress)
+        if indexing:
+            indexing()
+        return SparseRetriever(model, SparseIndex(self.dataset.doc_ids, emb.vectors, model.vocab_size),
+                               emb.from_store, emb.encoded)
+
     def start_dense(self) -> EncodingStatus | None:
         """Build the dense index in a background thread (``retrieval.background``) unless it is
         built or being built; returns where that build stands (None: built already, in the
         foreground). Meanwhile ``dense`` and the systems that need it raise ``DenseNotReady``,
         and BM25 answers."""
-        with self._lock:
-            if self._dense is None and (self._building is None or self._failed()):
-                enc = self.encoder
+        return self._dense_build.start()
 
-                def build(progress, indexing) -> DenseRetriever:
-                    with self._dense_lock:  # after a foreground build_dense under way, if any
-                        return self._dense or self._build_dense(enc, progress, indexing)
-
-                self._building = BackgroundBuild(build, total=len(self.dataset.docs))
-            return self.encoding
+    def start_sparse(self) -> EncodingStatus | None:
+        """The learned sparse index's build, in the background (as ``start_dense``), once a dense
+        build under way is over: one encoder at a time has the cores."""
+        return self._sparse_build.start(after=lambda: self._dense_build.follow(None, None, POLL_S))
 
     def wait_dense(self, timeout: float | None = None, progress: Progress | None = None) -> bool:
         """Wait at most ``timeout`` seconds (None: as long as it takes) for the background dense
         build, reporting it to ``progress`` every ``POLL_S``; True when the dense index is ready or
         nothing builds it in the background."""
-        build = self._building
-        return build is None or build.follow(timeout, counting(progress, "encoding {done}/{total} documents"), POLL_S)
-
-    def _failed(self) -> bool:
-        return self._building is not None and self._building.finished and self._building.status().state == "failed"
+        return self._dense_build.follow(timeout, counting(progress, "encoding {done}/{total} documents"), POLL_S)
 
     @property
     def encoding(self) -> EncodingStatus | None:
         """Where the background dense build stands (None: there was none)."""
-        return self._building.status() if self._building is not None else None
+        return self._dense_build.status
 
     def pending(self, names) -> list[str]:
-        """Those of the systems ``names`` that cannot answer yet: the dense index they need is still
-        being built in the background (BM25 and imported runs never wait)."""
-        if self._dense is not None or self._building is None or self._building.finished:
-            return []
-        return [s for s in names if self.system(s).needs.vectors]
+        """Those of the systems ``names`` that cannot answer yet: an index they need (dense, or the
+        learned sparse one) is still being built in the background (BM25 and imported runs never wait)."""
+        dense, sparse = self._dense_build.pending, self._sparse_build.pending
+        needs = {s: self.system(s).needs for s in names}
+        return [s for s in names if (dense and needs[s].vectors) or (sparse and needs[s].sparse)]
 
     @property
     def dense(self) -> DenseRetriever:
         """The dense retriever, built now when nothing builds it in the background; while a
         background build runs, ``DenseNotReady`` (a failed one raises its error)."""
-        if self._dense is None and self._building is not None:
-            self._dense = self._building.result()
-        return self._dense if self._dense is not None else self.build_dense()
+        return self._dense_build.value
+
+    @property
+    def sparse(self) -> SparseRetriever:
+        """The learned sparse retriever (SPLADE, ``retrieval.sparse``), built as ``dense`` is."""
+        return self._sparse_build.value
 
     # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``lambdas``) ---------------------
     @property
@@ -333,7 +334,7 @@ class Workspace:
         return split
 
     def search_one(self, text: str, systems=BASE_SYSTEMS, k: int = 10, eval_split: str | None = None,
-                   query_id: str | None = None) -> dict[str, list[tuple[str, float]]]:
+                   query_id: str | None = None, probe: Probe | None = None) -> dict[str, list[tuple[str, float]]]:
         """Ranked lists of every system for one free-text query, in one pass (not cached): the query
         goes through one ``systems.Probe`` (BM25 searched, the query encoded and the vector index
         searched, each once, to ``max(k, depth)``, and only when a system asks) and each system cuts
@@ -342,5 +343,5 @@ class Workspace:
         chosen = [self.system(s) for s in systems]
         if query_id is None and any(s.needs.run for s in chosen):
             query_id = self.dataset.find_query(text)[0]
-        probe = Probe(self, text, max(k, self.depth), query_id)
+        probe = probe or Probe(self, text, max(k, self.depth), query_id)
         return {s.key: s.one(self, probe, k, eval_split) for s in chosen}

@@ -6,6 +6,7 @@ back, so the test sees the build half way, every time, however fast the machine.
 from __future__ import annotations
 
 import threading
+import time
 
 import gradio as gr
 import pytest
@@ -16,7 +17,7 @@ from retrieval.diagnostics import label_health
 from retrieval.encoder import Encoder
 from retrieval.search import side_by_side
 from retrieval.store import text_hash
-from retrieval.systems import BASE_SYSTEMS
+from retrieval.systems import BASE_SYSTEMS, SPLADE
 from ui import data as data_view
 from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view
@@ -100,11 +101,13 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     assert res.encoding["done"] == PART and res.encoding["total"] == 3 * PART
     html = side_by_side_html(res, ws.tokenizer)
     assert html.count("Waiting for the dense index") == 2 and f"{PART:,} of {3 * PART:,}" in html
-    assert shown_systems(ws) == ("bm25",) and default_columns(ws) == BASE_SYSTEMS  # columns wait, tables don't
-    assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == ["BM25"]
+    # columns wait, tables don't; learned sparse has its own index and does not wait for the dense one
+    assert shown_systems(ws) == ("bm25", SPLADE) and default_columns(ws) == (*BASE_SYSTEMS, SPLADE)
+    assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == ["BM25", "Learned sparse (SPLADE)"]
     assert label_health(ws, "test").queries == 2  # from BM25 alone meanwhile
     caption, rows, wins = evaluate_view.evaluate(ws, "test", ["int8", "pca"])  # variants wait too
-    assert [r[0] for r in rows] == ["BM25"] and wins["headers"][2:] == ["BM25", "disagreement"]
+    assert [r[0] for r in rows] == ["BM25", "Learned sparse (SPLADE)"]
+    assert wins["headers"][2:] == ["BM25", "Learned sparse (SPLADE)", "disagreement"]
     assert "left out until the corpus is encoded" in caption
     with pytest.raises(gr.Error, match="still being built"):
         failures_view.failures(ws, "test", "")
@@ -117,7 +120,7 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     assert ws.dense.encoded == 3 * PART and ws.dense.from_store == 0
     res = side_by_side(ws, "how do glaciers carve valleys")
     assert list(res.systems) == list(BASE_SYSTEMS) and res.waiting == [] and res.encoding is None
-    assert shown_systems(ws) == BASE_SYSTEMS
+    assert shown_systems(ws) == (*BASE_SYSTEMS, SPLADE)
 
 
 def test_the_parts_encoded_before_a_crash_are_kept_and_a_new_start_resumes(tiny_encoder, store):
@@ -216,15 +219,21 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             expect(table).not_to_contain_text("Hybrid")
             page.locator("#query-box textarea").fill("how do glaciers carve valleys")
             page.locator("#search-button").click()
-            expect(page.locator("#results .col.waiting")).to_have_count(2)
+            # dense, hybrid and learned sparse (whose build follows the dense one's) wait
+            expect(page.locator("#results .col.waiting")).to_have_count(3)
             expect(page.locator("#results")).to_contain_text("Glacier")  # BM25's first hit
 
             gated.gate.set()
             expect(banner).to_contain_text("Dense index ready")
             expect(table).to_contain_text("Hybrid")  # the metrics computed again with every system
-            page.locator("#search-button").click()
+            deadline = time.monotonic() + 120
+            while True:  # the learned sparse index takes a few seconds more
+                page.locator("#search-button").click()
+                page.wait_for_timeout(1000)
+                if page.locator("#results .col.waiting").count() == 0 or time.monotonic() > deadline:
+                    break
             expect(page.locator("#results .col.waiting")).to_have_count(0)
-            expect(page.locator("#results .sbs .col")).to_have_count(3)
+            expect(page.locator("#results .sbs .col")).to_have_count(4)
             browser.close()
     finally:
         gated.gate.set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.failure_rules import CATEGORIES, Thresholds, classify, headline
+from retrieval.failure_rules import CATEGORIES, SPARSE_CATEGORIES, Thresholds, classify, headline
 
 
 def ranks_of(**lists):
@@ -46,10 +46,23 @@ def test_queries_without_a_relevant_label_are_skipped_and_every_category_is_coun
     ranks = ranks_of(bm25=[("q", ["a"])], dense=[("q", ["a"])], hybrid=[("q", ["a"])])
     found = classify(labels, ranks)
     assert found.skipped == ["none"] and found.query_categories == {"q": []}
-    assert found.categories == [c for c in CATEGORIES if "finetuning" not in c]
+    assert found.categories == [c for c in CATEGORIES if "finetuning" not in c and c not in SPARSE_CATEGORIES]
     assert set(found.counts.values()) == {0}
-    tuned = {**ranks, "tuned_dense": {}, "tuned_hybrid": {}}
+    tuned = {**ranks, "tuned_dense": {}, "tuned_hybrid": {}, "splade": {}}
     assert classify(labels, tuned, finetuning=True).categories == list(CATEGORIES)
+
+
+def test_expansion_bridges_what_exact_matching_misses_when_learned_sparse_is_given():
+    labels = {"words": {"leak": 2, "drip": 1}, "both": {"a": 1}}
+    ranks = ranks_of(bm25=[("words", padded({250: "leak", 120: "drip"}, 300)), ("both", ["a"])],
+                     dense=[("words", padded({40: "leak"}, 300)), ("both", ["a"])],
+                     hybrid=[("words", padded({30: "leak"}, 300)), ("both", ["a"])],
+                     splade=[("words", padded({7: "leak", 3: "drip"}, 300)), ("both", ["a"])])
+    found = classify(labels, ranks)
+    assert found.found["bridged_by_expansion"] == [("words", "leak", 243)]  # the largest move: 250 → 7, not 120 → 3
+    assert found.query_categories == {"words": ["bridged_by_expansion", "both_fail"], "both": []}
+    assert headline("bridged_by_expansion", {"bm25": 250, "splade": 7}) == "BM25 250 → SPLADE 7"
+    assert headline("bridged_by_expansion", {"bm25": None, "splade": 7}) == "BM25 — → SPLADE 7"
 
 
 def test_tuned_system_must_be_dense_or_hybrid():

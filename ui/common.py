@@ -12,7 +12,7 @@ from retrieval import DenseNotReady, Workspace
 from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
 from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
-from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID
+from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
 from retrieval.tables import metrics_table
 
 from . import texts
@@ -33,9 +33,9 @@ class View(Protocol):
 
 
 def shown_systems(ws: Workspace) -> tuple[str, ...]:
-    """The systems every view shows by default: BM25, dense, hybrid, then the imported runs (dense
-    and hybrid only once their index is built: ``Workspace.pending``)."""
-    systems = (*BASE_SYSTEMS, *ws.imported)
+    """The systems every view shows by default: BM25, dense, hybrid, learned sparse (SPLADE), then the
+    imported runs (each only once its index is built: ``Workspace.pending``)."""
+    systems = (*BASE_SYSTEMS, SPLADE, *ws.imported)
     waiting = ws.pending(systems)
     return tuple(s for s in systems if s not in waiting)
 

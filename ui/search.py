@@ -10,7 +10,7 @@ from retrieval import Workspace
 from retrieval.errors import EncoderLoadError
 from retrieval.metrics import VIEW_METRICS
 from retrieval.search import side_by_side
-from retrieval.systems import BASE_SYSTEMS, label
+from retrieval.systems import BASE_SYSTEMS, SPLADE, label
 
 from .common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
 from .data import QUERY_CHARS, dataset_summary
@@ -24,9 +24,10 @@ MAX_COLUMNS = 4
 
 
 def default_columns(ws: Workspace) -> tuple[str, ...]:
-    """The columns a newly opened workspace starts with: BM25, dense, hybrid, then imported runs
-    (dense and hybrid too while their index is being built: they show as waiting, then fill)."""
-    return (*BASE_SYSTEMS, *ws.imported)[:MAX_COLUMNS]
+    """The columns a newly opened workspace starts with: BM25, dense, hybrid, then the imported runs,
+    then learned sparse (SPLADE), four at most (those whose index is being built show as waiting,
+    then fill)."""
+    return (*BASE_SYSTEMS, *ws.imported, SPLADE)[:MAX_COLUMNS]
 
 
 def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
@@ -118,10 +119,10 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                              elem_id="query-picker", scale=3)
         encoder = gr.Dropdown(choices=encoder_choices(ctx.registry, ws), value="", label="Dense encoder",
                               elem_id="encoder-picker", scale=1, allow_custom_value=True)
-    systems = gr.CheckboxGroup(choices=system_choices(ws), value=list(BASE_SYSTEMS), elem_id="search-systems",
+    systems = gr.CheckboxGroup(choices=system_choices(ws), value=list(default_columns(ws)), elem_id="search-systems",
                                label=f"Systems side by side (up to {MAX_COLUMNS}; imported runs show their lists "
                                      "for the queries they ran)")
-    chosen = gr.State(list(BASE_SYSTEMS))
+    chosen = gr.State(list(default_columns(ws)))
     results = gr.HTML(elem_id="results")
     with gr.Accordion("Raw results (JSON)", open=False):
         raw = gr.JSON()

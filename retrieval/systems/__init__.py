@@ -2,7 +2,8 @@
 
 Each system is one module of this package implementing ``base.System`` (key, labels, what it
 needs, its cache parameters, search, exact scores, one typed query, an explanation): ``bm25``,
-``dense``, ``hybrid`` (CLEAR, RRF, weighted sum), ``imported`` (a run file's lists). The built-ins
+``dense``, ``hybrid`` (CLEAR, RRF, weighted sum), ``sparse`` (learned sparse, SPLADE),
+``imported`` (a run file's lists). The built-ins
 register here, in the order views list them; a new system is a new module and one ``register``
 line. Nothing outside this package tests a system's key: it asks the system (``needs``,
 ``params``) or names it through the constants below.
@@ -20,6 +21,7 @@ from .hybrid import HYBRID as _HYBRID
 from .hybrid import RRF as _RRF
 from .hybrid import WeightedSum as _WeightedSum
 from .imported import Imported
+from .sparse import Splade as _Splade
 
 _REGISTRY: dict[str, System] = {}
 
@@ -37,7 +39,8 @@ def builtin(key: str) -> System | None:
     return _REGISTRY.get(key)
 
 
-BM25, DENSE, HYBRID, RRF, WSUM = (register(s).key for s in (_BM25(), _Dense(), _HYBRID, _RRF(), _WeightedSum()))
+BM25, DENSE, HYBRID, RRF, WSUM, SPLADE = (register(s).key for s in (_BM25(), _Dense(), _HYBRID, _RRF(),
+                                                                     _WeightedSum(), _Splade()))
 TUNED_DENSE, TUNED_HYBRID = "tuned_dense", "tuned_hybrid"  # a fine-tuned encoder's, in the failure gallery
 _ROLES = {TUNED_DENSE: ("Fine-tuned dense", "fine-tuned dense"),
           TUNED_HYBRID: ("Fine-tuned hybrid", "fine-tuned hybrid")}
@@ -67,5 +70,5 @@ def short(key: str) -> str:
 
 
 __all__ = ["BASE_SYSTEMS", "BM25", "DENSE", "ENCODER_SYSTEMS", "HYBRID", "Hits", "Imported", "Needs", "Probe", "RRF",
-           "SYSTEMS", "System", "TUNED_DENSE", "TUNED_HYBRID", "TUNED_OF", "TUNED_SYSTEMS", "WSUM", "builtin",
+           "SPLADE", "SYSTEMS", "System", "TUNED_DENSE", "TUNED_HYBRID", "TUNED_OF", "TUNED_SYSTEMS", "WSUM", "builtin",
            "is_reserved", "label", "register", "short"]

@@ -29,6 +29,7 @@ import numpy as np
 from ..run import Run
 
 if TYPE_CHECKING:
+    from ..sparse import TermScore
     from ..workspace import Workspace
 
 Hits = list[tuple[str, float]]
@@ -61,7 +62,7 @@ class System(Protocol):
 
     def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits: ...  # noqa: E704
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[tuple[str, float]] | None: ...  # noqa: E704
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None: ...  # noqa: E704
 
 
 class Probe:
@@ -86,6 +87,11 @@ class Probe:
         scores, rows = self.ws.dense.index.search_vectors(self.vector[None], self.depth)
         self.dense_scores = scores[0]
         return rows[0]
+
+    @cached_property
+    def sparse(self):
+        """The query's learned sparse vector (``retrieval.sparse``: term ids and weights)."""
+        return self.ws.sparse.encode_query(self.text)
 
     @cached_property
     def dense(self) -> Hits:

@@ -21,13 +21,14 @@ import plotly.graph_objects as go
 
 from retrieval.failure_rules import Thresholds, rank_text
 from retrieval.failures import FailureCard, Gallery
-from retrieval.systems import short
+from retrieval.systems import SPLADE, short
 
 from .escape import text as _e
 from .figures import counts_figure
 from .vocabulary import category_label, describe
 
 SNIPPET_CHARS = 280
+EXPANSION_SPAN = '<span class="rs-term rs-term-expansion" title="added by the model: not in the document">'
 PLOTLY_CONFIG = {"displaylogo": False}
 GALLERY_CSS = Path(__file__).with_name("gallery.css").read_text(encoding="utf-8")
 
@@ -77,6 +78,15 @@ def _similarity_html(card: FailureCard) -> str:
     return f'<p class="rs-sim">{_e(text)}</p>'
 
 
+def _sparse_html(card: FailureCard) -> str:
+    """Learned sparse's terms for the document (expansions, which its text lacks, marked)."""
+    if not card.sparse_terms:
+        return ""
+    terms = " · ".join((EXPANSION_SPAN if t.expansion else '<span class="rs-term">')
+                       + f"{_e(t.term)}</span> {t.score:.2f}" for t in card.sparse_terms)
+    return f'<p class="rs-terms">{_e(short(SPLADE))} terms: {terms}</p>'
+
+
 def card_html(card: FailureCard, pair: tuple[str, str] | None = None) -> str:
     """One card as an HTML fragment (``rs-`` classes; ``data-query-id`` opens the Search view)."""
     snippet = textwrap.shorten(card.text, SNIPPET_CHARS, placeholder=" …")
@@ -89,7 +99,7 @@ def card_html(card: FailureCard, pair: tuple[str, str] | None = None) -> str:
         f'<div class="rs-doc"><span class="rs-title">{_e(card.title or card.doc_id)}</span>'
         f'<span class="rs-docid">{_e(card.doc_id)}</span>{_label_html(card.label)}'
         f'<p class="rs-snippet">{_e(snippet)}</p></div>'
-        f"{_ranks_html(card.ranks)}{_terms_html(card)}{_bm25_html(card)}{_similarity_html(card)}"
+        f"{_ranks_html(card.ranks)}{_terms_html(card)}{_bm25_html(card)}{_similarity_html(card)}{_sparse_html(card)}"
         "</article>")
 
 

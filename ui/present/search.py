@@ -1,6 +1,7 @@
 """The Search view's HTML: one column per system, each hit with its label badge, its rank in the
-other lists, the query terms it matches highlighted, its per-term BM25 contributions and the query
-terms it lacks; for a labelled query, a table of every labelled document's rank per system."""
+other lists, the query terms it matches highlighted, its per-term BM25 contributions, its system's
+own terms (SPLADE's, expansions marked) and the query terms it lacks; for a labelled query, a
+table of every labelled document's rank per system."""
 from __future__ import annotations
 
 from retrieval.failure_rules import NOT_RETRIEVED
@@ -13,6 +14,7 @@ from .escape import text as esc
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
                0: ("rel-0", "judged not relevant (0)")}
 SNIPPET_CHARS = 420
+EXPANSION = ' class="expansion" title="not in the document: added by the model"'
 
 
 def highlight(text: str, tokenizer: Tokenizer, terms: set[str], limit: int = SNIPPET_CHARS) -> str:
@@ -39,11 +41,24 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
     why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
     missing = (f'<div class="missing">no exact match: {esc(", ".join(hit.missing_terms))}</div>'
                if hit.missing_terms and res.terms else "")
+    own = _system_terms_html(hit, system)
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
             f'<span class="title">{esc(hit.title or hit.doc_id)}</span>'
             f'<span class="score">{hit.score:.3f}</span></div>'
             f'<div class="meta">{esc(hit.doc_id)}{f" · also: {elsewhere}" if elsewhere else ""}</div>'
-            f'<div class="snippet">{highlight(hit.text, tokenizer, set(res.terms))}</div>{why}{missing}</div>')
+            f'<div class="snippet">{highlight(hit.text, tokenizer, set(res.terms))}</div>{why}{own}{missing}</div>')
+
+
+def _system_terms_html(hit: Hit, system: str) -> str:
+    """The ranking system's own account of the score (SPLADE: the terms and their w(q)·w(d)); a term
+    the document's text lacks is an expansion the model added, shown apart."""
+    return f'<div class="why">{esc(short(system))} terms: {term_scores_html(hit.system_terms)}</div>' \
+        if hit.system_terms else ""
+
+
+def term_scores_html(terms) -> str:
+    """Learned sparse term contributions, "term 1.23 · …", expansions marked (``TermScore``)."""
+    return " · ".join(f'<span{EXPANSION if t.expansion else ""}>{esc(t.term)}</span> {t.score:.2f}' for t in terms)
 
 
 def _labelled_table(res: SideBySide) -> str:
@@ -58,9 +73,9 @@ def _labelled_table(res: SideBySide) -> str:
 
 
 def _waiting_text(encoding: dict | None) -> str:
-    """What a column says while the dense index it needs is being built."""
+    """What a column says while the index it needs is being built (the dense one's progress shown)."""
     if not encoding:
-        return "waiting for the dense index"
+        return "waiting for its index: search again in a moment"
     if encoding["state"] == "indexing":
         return "All documents are encoded; the dense index is being built. Search again in a moment."
     return (f"Waiting for the dense index: {encoding['done']:,} of {encoding['total']:,} documents encoded so far. "

@@ -12,6 +12,7 @@ CATEGORY_LABELS = {
     "exact_match_miss": "Exact-match miss",
     "semantic_false_positive": "Semantic false positive",
     "lexical_trap": "Lexical trap",
+    "bridged_by_expansion": "Bridged by expansion",
     "both_fail": "Both fail",
     "fixed_by_hybrid": "Fixed by hybrid",
     "fixed_by_finetuning": "Fixed by fine-tuning",
@@ -27,6 +28,8 @@ CATEGORY_DEFINITIONS = {
                                "BM25 ranks below {low} or does not retrieve (CLEAR Table 4)",
     "lexical_trap": "BM25's first document is not relevant and dense ranks it below {top}: shared words, "
                     "wrong meaning",
+    "bridged_by_expansion": "a relevant document learned sparse (SPLADE) ranks in its top {top} that BM25 ranks "
+                            "below {low} or does not retrieve: the terms the model added matched",
     "both_fail": "neither BM25's nor dense's top {top} holds a relevant document",
     "fixed_by_hybrid": "both fail, but the hybrid's top {top} holds a relevant document",
     "fixed_by_finetuning": "the base {tuned_system}'s top {top} holds no relevant document, the "

@@ -1,0 +1,42 @@
+"""Learned sparse retrieval (SPLADE, ``retrieval.sparse``) as a system: the third family beside BM25
+and the dense encoder. Its cache key is the sparse model's fingerprint; its scores are exact dot
+products of term weights, so it has exact scores for PNR; and a hit is explained by the terms that
+made its score — the query's terms and the expansion terms the model added to either side.
+
+The index lives in this process whatever the engine (the vectors are cached in the store).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..run import Run
+from ..sparse import TermScore
+from .base import Hits, Needs, Probe
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+
+class Splade:
+    key, label, short = "splade", "Learned sparse (SPLADE)", "SPLADE"
+    needs = Needs(sparse=True)
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        return {"sparse_model": ws.sparse.model.fingerprint}
+
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+        return ws.sparse.search(queries, k)
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]]:
+        ids, sparse = ws.dataset.doc_ids, ws.sparse
+        vecs = dict(zip(rows, sparse.model.encode([queries[q] for q in rows], query=True)))
+        return {q: {ids[r]: float(s) for r, s in zip(rs, sparse.index.scores(vecs[q], rs))} for q, rs in rows.items()}
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        rows, scores = ws.sparse.index.top(probe.sparse, k)
+        ids = ws.dataset.doc_ids
+        return [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
+        return ws.sparse.explain(probe.sparse, row, ws.corpus.texts[row])
