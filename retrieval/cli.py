@@ -27,6 +27,7 @@ from .dataset import Dataset
 from .encoder import PRECISIONS
 from .engines import ENGINE_SPECS, open_engine
 from .evaluate import compare, significance_marks
+from .lambdas import shown
 from .language import corpus_tokenizer
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
 from .names import file_name
@@ -137,7 +138,7 @@ def cmd_evaluate(args) -> int:
                   f"p = {c.p_value:.4f}")
     if HYBRID in systems:
         lam = ws.lambda_for(split)
-        print(f"hybrid λ_test = {lam.value:g} ({lam.how})")
+        print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
     print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from .dataset import Dataset, Qrels
 from .errors import UnknownRun
 from .evaluate import Comparison, compare, evaluate_run
+from .lambdas import shown
 from .store import Store
 from .systems import BM25
 
@@ -48,7 +49,7 @@ def params_summary(system: str, params: dict, model_names: dict[str, str] | None
     if "index" in params:
         parts.append(params["index"] + (f" · {params['dims']} dims" if params.get("dims") else ""))
     if "lambda" in params:
-        parts.append(f"λ {params['lambda']:g}")
+        parts.append(f"λ {shown(params['lambda'])}")
     if "imported" in params:
         parts.append(f"imported run {params['hash'][:12]}")
     return " · ".join(parts)

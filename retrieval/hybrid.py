@@ -31,6 +31,7 @@ normalized weighted sum) fuse the two runs through ranx.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,7 +129,7 @@ class Hybrid:
             rows_a = np.asarray(rows, dtype=np.int64)
             lex = self.lexical_scores(queries[qid], rows_a)
             emb = self.dense.index.scores(qvecs[i], rows_a)
-            out[qid] = {self.doc_ids[r]: float(lam * lx + e) for r, lx, e in zip(rows_a, lex, emb)}
+            out[qid] = {self.doc_ids[r]: float(fused(lam, lx, e)) for r, lx, e in zip(rows_a, lex, emb)}
         return out
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
@@ -147,10 +148,16 @@ def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str]
     """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8); ``doc_ids`` names the rows."""
     run: Run = {}
     for qid, c in cands.items():
-        s = lam * c.s_lex + c.s_emb
-        order = np.argsort(-s, kind="stable")[:k]
+        s = fused(lam, c.s_lex, c.s_emb)
+        order = (np.lexsort((-c.s_emb, -s)) if math.isinf(lam) else np.argsort(-s, kind="stable"))[:k]
         run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
     return run
+
+
+def fused(lam: float, s_lex, s_emb):
+    """λ·s_lex + s_emb; for λ = ∞ (``lambdas.LEX_ONLY``: the encoder left out) s_lex alone, the
+    cosine only breaking ties (``rank_candidates``)."""
+    return s_lex + 0 * s_emb if math.isinf(lam) else lam * s_lex + s_emb
 
 
 def default_lambda(cands: dict[str, Candidates]) -> float:

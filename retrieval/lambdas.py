@@ -14,21 +14,34 @@ The policy (``choose``), for one evaluated split:
   scores) the grid's best replaces the label-free λ = 1 only where it beats it significantly
   (``LambdaFit.chosen``);
 * else, in the query-max space, the label-free λ = 1 (``label_free``); for raw scores, scale
-  matching (``scale_matched``).
+  matching (``scale_matched``) — unless the encoder cannot be trusted on this corpus
+  (``reliability``: a language it was not trained on, or documents it maps almost alike): then
+  ``LEX_ONLY``, the hybrid is BM25 alone, and the reason says so (``unreliable``).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .metrics import SIGNIFICANCE_LEVEL
+
+if TYPE_CHECKING:
+    from .reliability import DenseReliability
 
 LAMBDA_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
                0.2, 0.3, 0.5, 0.75, 1.0)
 QUERY_MAX_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0,
                   4.0, 5.0)  # λ over BM25 / its query's largest possible score
 LABEL_FREE_LAMBDA = 1.0  # the query-max space's equal weights: the default without labels
+LEX_ONLY = math.inf  # λ → ∞: BM25 alone decides (the dense score only breaks its ties)
 NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
+
+
+def shown(value: float) -> str:
+    """λ as written: "1", "0.3", "∞" (``LEX_ONLY``)."""
+    return "∞" if math.isinf(value) else f"{value:g}"
 
 
 @dataclass
@@ -68,7 +81,13 @@ class LambdaChoice:
 
     @property
     def formula(self) -> str:
+        if self.lexical_only:
+            return "BM25 alone (cosine only breaks ties)"
         return "λ·BM25/BM25max(q) + cosine" if self.per_query_max else "λ·BM25 + cosine"
+
+    @property
+    def lexical_only(self) -> bool:
+        return math.isinf(self.value)
 
 
 @dataclass(frozen=True)
@@ -135,6 +154,19 @@ def label_free() -> LambdaChoice:
     return LambdaChoice(LABEL_FREE_LAMBDA, NO_LABELS, per_query_max=True)
 
 
+def unreliable(check: DenseReliability, normalized: bool) -> LambdaChoice:
+    """BM25 alone, because the dense encoder cannot be trusted on this corpus (``check`` says why)."""
+    why = []
+    if check.language_mismatch:
+        why.append(f"the encoder {check.encoder} was trained on English and {check.language_share:.0%} of a sample "
+                   f"of this corpus is detected as {check.language!r}")
+    if check.collapsed:
+        why.append(f"the encoder maps this corpus's documents almost alike (spread {check.spread:.2f} against "
+                   f"{check.reference_spread:.2f} on English text: 1 − mean cosine between documents)")
+    return LambdaChoice(LEX_ONLY, f"no training labels, and {'; and '.join(why)}: its cosines would only pull "
+                        "BM25 down, so the hybrid is BM25 alone", per_query_max=normalized)
+
+
 def scale_matched(value: float) -> LambdaChoice:
     """Raw scores without labels: λ matching the two scores' spreads (``hybrid.default_lambda``)."""
     return LambdaChoice(value, "scale-matched default (no training labels)")
@@ -146,11 +178,16 @@ def fixed(value: float, how: str, normalized: bool) -> LambdaChoice:
 
 
 def choose(train: str | None, normalized: bool, trained: Callable[[str], LambdaChoice | None],
-           fit: Callable[[str], LambdaFit], scale: Callable[[], float]) -> LambdaChoice:
+           fit: Callable[[str], LambdaFit], scale: Callable[[], float],
+           reliability: Callable[[], DenseReliability] | None = None) -> LambdaChoice:
     """The policy (module docstring): ``train`` the training split (None: there is none),
     ``normalized`` whether the hybrid scores in the query-max space; ``trained(train)`` the choice a
-    fine-tuned encoder brings, ``fit(train)`` the λ tuned there, ``scale()`` the scale-matched λ —
-    each called only when the policy needs it."""
+    fine-tuned encoder brings, ``fit(train)`` the λ tuned there, ``scale()`` the scale-matched λ,
+    ``reliability()`` the dense encoder's checks on this corpus — each called only when the policy
+    needs it."""
     if train:
         return trained(train) or tuned(fit(train), train, normalized)
+    check = reliability() if reliability is not None else None
+    if check is not None and not check.reliable:
+        return unreliable(check, normalized)
     return label_free() if normalized else scale_matched(scale())

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from retrieval.errors import DataError
+from retrieval.lambdas import shown
 from retrieval.metrics import SUMMARY_METRICS
 from retrieval.readers import load_dataset
 from retrieval.store import Store, default_store_path
@@ -131,7 +132,7 @@ def _main(argv=None) -> int:
     for label, systems in result.metrics.items():
         for system, m in systems.items():
             cells = "  ".join(f"{k} {m[k]:.4f}" for k in SUMMARY_METRICS if isinstance(m.get(k), float))
-            lam = f"  (λ {m['lambda']:g})" if "lambda" in m else ""
+            lam = f"  (λ {shown(m['lambda'])})" if "lambda" in m else ""
             print(f"{label:<11} {system:<7} {cells}{lam}")
     for system, ps in result.significance.items():
         print(f"p (fine-tuned vs base, {system}): " + ", ".join(f"{k} {v:.4f}" for k, v in ps.items()))

@@ -11,6 +11,7 @@ import gradio as gr
 from retrieval import DenseNotReady, Workspace
 from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
+from retrieval.lambdas import shown
 from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
 from retrieval.tables import metrics_table
@@ -61,7 +62,7 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
         " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
         "tuned λ replaces it where it does significantly better.")
-    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {lam.value:g} "
+    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {shown(lam.value)} "
             f"({text(lam.how)}).{untuned} "
             f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
             "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "

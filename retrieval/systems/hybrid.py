@@ -9,6 +9,7 @@ from .. import lambdas
 from ..dataset import queries_fingerprint
 from ..hybrid import Hybrid, default_lambda, tune_lambda
 from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, LambdaChoice, LambdaFit
+from ..reliability import dense_reliability
 from ..run import Run
 from ..store import cache_key
 from .base import Hits, Needs, Probe
@@ -56,7 +57,8 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
                     return 0.0
                 return default_lambda(Hybrid(ws.lexical, ws.dense, depth=ws.depth).candidates(sample))
 
-            ws._lambda[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale)
+            ws._lambda[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale,
+                                               lambda: dense_reliability(ws))
         return ws._lambda[split]
 
 

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from retrieval.evaluate import Comparison, Evaluation
 from retrieval.failures import Gallery
-from retrieval.lambdas import LambdaChoice
+from retrieval.lambdas import LambdaChoice, shown
 from retrieval.tables import RECALL_KS
 
 from .escape import label as esc
@@ -75,10 +75,11 @@ def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, 
         fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers", name=esc(choice.how)))
         chosen = dict(choice.grid).get(choice.value)
         if chosen is not None:
-            fig.add_trace(go.Scatter(x=[choice.value], y=[chosen], mode="markers", name=f"chosen λ = {choice.value:g}",
+            fig.add_trace(go.Scatter(x=[choice.value], y=[chosen], mode="markers",
+                                     name=f"chosen λ = {shown(choice.value)}",
                                      marker=dict(symbol="star", size=16, color="#d62728")))
     else:
-        fig.add_annotation(text=f"λ = {choice.value:g}: {esc(choice.how)} — no sweep to choose it from",
+        fig.add_annotation(text=f"λ = {shown(choice.value)}: {esc(choice.how)} — no sweep to choose it from",
                            showarrow=False, xref="paper", yref="paper", x=0.5, y=1.05)
     if eval_grid:
         lams, values = zip(*eval_grid)

@@ -2,6 +2,7 @@
 ``retrieval.metrics.cell``: 4 decimals and the significance mark)."""
 from __future__ import annotations
 
+from retrieval.lambdas import shown
 from retrieval.metrics import METRICS, SUMMARY_METRICS, cell, significance_mark
 from retrieval.systems import DENSE, HYBRID
 
@@ -26,7 +27,7 @@ def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str
         for system, values in systems.items():
             marks = [significance_mark(pvalues.get(system, {}).get(m, 1.0)) if encoder == "fine-tuned" else ""
                      for m in metrics]
-            name = f"{system} (λ {values['lambda']:g})" if values.get("lambda") is not None else system
+            name = f"{system} (λ {shown(values['lambda'])})" if values.get("lambda") is not None else system
             rows.append([encoder, name, *(cell(values.get(m), mark) for m, mark in zip(metrics, marks))])
     return rows
 

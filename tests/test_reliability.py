@@ -1,0 +1,68 @@
+"""The label-free hybrid does not let an encoder that cannot read the corpus pull BM25 down: with the
+real all-MiniLM-L6-v2 (offline), demo passages written in Greek letters are a language it was not
+trained on and a corpus it maps almost alike, so without labels the hybrid is BM25 alone and the
+caption says why; the same passages in English keep the equal-weights hybrid."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from retrieval import Workspace
+from retrieval.dataset import Dataset, Document
+from retrieval.lambdas import LABEL_FREE_LAMBDA, LEX_ONLY
+from retrieval.reliability import COLLAPSE_RATIO, dense_reliability, spread
+from ui.common import metrics_caption
+
+GREEK = str.maketrans(dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπϙρστθωςχυζ")))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from retrieval.encoder import load_encoder
+
+    return load_encoder(None, device="cpu", precision="fp32")
+
+
+def small(demo, translate=None, n: int = 60) -> Dataset:
+    """The demo's first ``n`` passages and the test queries about them (optionally transliterated)."""
+    t = (lambda s: s.translate(translate)) if translate else (lambda s: s)
+    docs = {i: Document(i, t(d.title), t(d.text)) for i, d in list(demo.docs.items())[:n]}
+    qrels = {q: {d: g for d, g in labels.items() if d in docs} for q, labels in demo.qrels["test"].items()}
+    qrels = {q: labels for q, labels in qrels.items() if labels}
+    return Dataset("small" + ("-greek" if translate else ""), docs, {q: t(demo.queries[q]) for q in qrels},
+                   {"test": qrels})
+
+
+def test_spread_is_one_minus_the_mean_cosine_between_distinct_rows():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(7, 5))
+    unit = v / np.linalg.norm(v, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    assert spread(v) == pytest.approx(1 - (cos.sum() - 7) / 42)
+    assert spread(np.ones((4, 3))) == pytest.approx(0.0)
+
+
+def test_a_corpus_the_encoder_cannot_read_leaves_the_hybrid_to_bm25(demo, minilm, store):
+    greek = Workspace(small(demo, GREEK), store, model=minilm)
+    check = dense_reliability(greek)
+    assert check.language == "el" and check.language_mismatch
+    assert check.collapsed and check.spread < COLLAPSE_RATIO * check.reference_spread
+    choice = greek.lambda_for("test")
+    assert choice.value == LEX_ONLY and choice.lexical_only and "BM25 alone" in choice.how
+    assert "'el'" in choice.how and "almost alike" in choice.how
+    hybrid, bm25 = greek.run("hybrid", "test"), greek.run("bm25", "test")
+    for qid, hits in bm25.items():  # BM25's order; cosine only breaks BM25's ties and orders what it scores 0
+        score = dict(hits)
+        assert [score.get(d, 0.0) for d, _ in hybrid[qid][:len(hits)]] == pytest.approx([s for _, s in hits])
+    assert greek.system_params("hybrid", "test")["lambda"] == math.inf  # in the cache key
+    caption = metrics_caption(greek, "test")
+    assert "λ = ∞" in caption and "BM25 alone" in caption
+
+
+def test_a_corpus_it_reads_keeps_equal_weights(demo, minilm, store):
+    english = Workspace(small(demo), store, model=minilm)
+    check = dense_reliability(english)
+    assert check.reliable and check.language == "en" and check.spread > 0.5 * check.reference_spread
+    assert english.lambda_for("test").value == LABEL_FREE_LAMBDA
