@@ -30,6 +30,7 @@ import numpy as np
 from .encoder import Encoder
 from .run import Run
 from .store import Store, text_hash
+from .through_store import COMMIT_EVERY, encode_through_store
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 HNSW_FROM = 500_000  # "auto" picks HNSW from this many documents on (bench/scale.py: see index_kind_for)
@@ -52,7 +53,6 @@ def index_kind_for(n_docs: int, kind: str = "auto") -> str:
     return "hnsw" if n_docs >= HNSW_FROM else "flat"
 
 
-COMMIT_EVERY = 1024  # texts encoded between two commits to the store: a crash loses at most these
 
 
 class Embedded(NamedTuple):
@@ -72,35 +72,18 @@ def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
     stopped, redoing at most one part (``commit_every`` defaults to ``COMMIT_EVERY``).
     ``progress(texts done, texts total)`` counts stored ones as done.
     """
-    commit_every = commit_every or COMMIT_EVERY
     if store is None:
         return Embedded(encoder.encode(texts, progress=progress), 0, len(texts))
     out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
-    hashes = [text_hash(t) for t in texts]
-    rows: dict[str, list[int]] = {}
-    for i, h in enumerate(hashes):
-        rows.setdefault(h, []).append(i)
-    cached = store.get_embeddings(encoder.fingerprint, list(rows))
-    for h, vec in cached.items():
-        out[rows[h]] = vec
-    missing = sorted((h for h in rows if h not in cached), key=lambda h: -len(texts[rows[h][0]]))
-    done = len(texts) - sum(len(rows[h]) for h in missing)
-    if progress:  # before encoding starts: the stored ones (a rate is measured from here)
-        progress(done, len(texts))
-    for start in range(0, len(missing), commit_every):
-        part = missing[start:start + commit_every]
-        before = done
 
-        def report(n: int, _total: int, before=before, part=part) -> None:
-            if progress:
-                progress(before + sum(len(rows[h]) for h in part[:n]), len(texts))
+    def sink(rows: list[int], vec) -> None:
+        out[rows] = vec
 
-        vecs = encoder.encode([texts[rows[h][0]] for h in part], progress=report)
-        store.put_embeddings(encoder.fingerprint, dict(zip(part, vecs)))
-        for h, vec in zip(part, vecs):
-            out[rows[h]] = vec
-        done = before + sum(len(rows[h]) for h in part)
-    return Embedded(out, len(cached), len(missing))
+    from_store, encoded = encode_through_store(
+        texts, lambda hashes: store.get_embeddings(encoder.fingerprint, hashes),
+        lambda vecs: store.put_embeddings(encoder.fingerprint, vecs), encoder.encode, sink, progress,
+        commit_every or COMMIT_EVERY)
+    return Embedded(out, from_store, encoded)
 
 
 def embed_texts(encoder: Encoder, texts: list[str], store: Store | None = None,

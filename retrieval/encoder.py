@@ -146,6 +146,13 @@ def open_model(target: str, device: str):
     return SentenceTransformer._load_with_module_classes(source, {POLY_REF: PolyAttention}, device=device)
 
 
+def hash_weights(h, model) -> None:
+    """Feed every weight tensor of ``model`` (a torch module), by name, to the hash ``h``."""
+    for key, tensor in model.state_dict().items():
+        h.update(key.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+
+
 class Encoder:
     """A SentenceTransformer plus what is needed to cache its output."""
 
@@ -215,9 +222,7 @@ class Encoder:
                 h.update(f";precision={self.precision}".encode())
             if self.task:
                 h.update(f";task={self.task}".encode())
-            for key, tensor in self.model.state_dict().items():
-                h.update(key.encode())
-                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            hash_weights(h, self.model)
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 

@@ -33,10 +33,11 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .dense import COMMIT_EVERY
+from .encoder import hash_weights
 from .errors import EncoderLoadError
 from .run import Run
-from .store import Store, text_hash
+from .store import Store
+from .through_store import COMMIT_EVERY, encode_through_store
 
 BUNDLED = "splade-tiny"
 MAX_SEQ_LENGTH = 256
@@ -87,9 +88,7 @@ class SparseModel:
             h = hashlib.sha256()
             h.update(repr([type(m).__name__ for m in self.model]).encode())
             h.update(f"sparse;max_seq_length={self.max_seq_length}".encode())
-            for key, tensor in self.model.state_dict().items():
-                h.update(key.encode())
-                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            hash_weights(h, self.model)
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
@@ -174,35 +173,17 @@ def embed_sparse_corpus(model: SparseModel, texts: list[str], store: Store | Non
     """Every text's sparse vector: from the store where cached (model fingerprint × text hash),
     encoded otherwise, ``commit_every`` at a time, each part committed before the next, so a killed
     run resumes; a text repeated in the corpus is encoded once."""
-    hashes = [text_hash(t) for t in texts]
-    rows: dict[str, list[int]] = {}
-    for i, h in enumerate(hashes):
-        rows.setdefault(h, []).append(i)
-    cached = store.get_sparse(model.fingerprint, list(rows)) if store is not None else {}
     out: list[SparseVector | None] = [None] * len(texts)
-    for h, vec in cached.items():
-        for i in rows[h]:
+
+    def sink(rows: list[int], vec: SparseVector) -> None:
+        for i in rows:
             out[i] = vec
-    missing = [h for h in rows if h not in cached]
-    done = len(texts) - sum(len(rows[h]) for h in missing)
-    if progress:
-        progress(done, len(texts))
-    for start in range(0, len(missing), commit_every):
-        part = missing[start:start + commit_every]
-        before = done
 
-        def report(n: int, _total: int, before=before, part=part) -> None:
-            if progress:
-                progress(before + sum(len(rows[h]) for h in part[:n]), len(texts))
-
-        vecs = model.encode([texts[rows[h][0]] for h in part], progress=report)
-        if store is not None:
-            store.put_sparse(model.fingerprint, dict(zip(part, vecs)))
-        for h, vec in zip(part, vecs):
-            for i in rows[h]:
-                out[i] = vec
-        done = before + sum(len(rows[h]) for h in part)
-    return Embedded(out, len(cached), len(missing))  # type: ignore[arg-type]
+    from_store, encoded = encode_through_store(
+        texts, lambda hashes: store.get_sparse(model.fingerprint, hashes) if store is not None else {},
+        lambda vecs: store.put_sparse(model.fingerprint, vecs) if store is not None else None,
+        model.encode, sink, progress, commit_every)
+    return Embedded(out, from_store, encoded)  # type: ignore[arg-type]
 
 
 class SparseIndex:
