@@ -28,7 +28,7 @@ from .metrics import EVALUATED
 from .progress import Progress, counting
 from .readers.runs import ImportedRun, match_dataset
 from .run import Run
-from .sparse import SparseIndex, SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
+from .sparse import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
 from .store import Store, cache_key
 from .systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
 from .systems import hybrid as hybrid_system
@@ -207,7 +207,7 @@ class Workspace:
         emb = embed_sparse_corpus(model, self.corpus.texts, self.store, progress)
         if indexing:
             indexing()
-        return SparseRetriever(model, SparseIndex(self.dataset.doc_ids, emb.vectors, model.vocab_size),
+        return SparseRetriever(model, self.engine.sparse(self.corpus, model.fingerprint, emb.vectors, model.vocab_size),
                                emb.from_store, emb.encoded)
 
     def start_dense(self) -> EncodingStatus | None:

@@ -1,8 +1,9 @@
 """The contracts of the two seams, held against every implementation: each engine (in-process,
-and Milvus Lite where it is installed) meets ``engines.base``'s protocols and answers consistently
-through them; each system (every built-in, an imported run) meets ``systems.base.System`` over each
-engine — its parameters a stable cache key, its search ranked and cut to k, its one-query path the
-same as its search, its exact scores the scores it ranked with."""
+and Milvus Lite where it is installed) meets ``engines.base``'s protocols (BM25, vectors, learned
+sparse vectors) and answers consistently through them; each system (every built-in, an imported
+run) meets ``systems.base.System`` over each engine — its parameters a stable cache key, its search
+ranked and cut to k, its one-query path the same as its search, its exact scores the scores it
+ranked with."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from retrieval import Workspace
-from retrieval.engines import Capabilities, Engine, LexicalIndex, VectorIndex, open_engine
+from retrieval.engines import Capabilities, Engine, LexicalIndex, SparseVectorIndex, VectorIndex, open_engine
 from retrieval.readers.runs import ImportedRun, run_hash
 from retrieval.systems import SYSTEMS, Probe, System
 
@@ -42,6 +43,8 @@ def test_the_engine_meets_its_protocol(ws):
     assert "lucene" in engine.capabilities.bm25_methods
     assert isinstance(ws.lexical, LexicalIndex) and isinstance(ws.dense.index, VectorIndex)
     assert ws.lexical.doc_ids == ws.dataset.doc_ids == ws.dense.index.doc_ids
+    assert isinstance(ws.sparse.index, SparseVectorIndex) and ws.sparse.index.doc_ids == ws.dataset.doc_ids
+    assert (ws.sparse.index.nbytes > 0) == (ws.engine.where is None)  # another engine keeps the vectors itself
 
 
 def test_the_lexical_index_answers_alike_through_each_call(ws):
@@ -61,6 +64,23 @@ def test_the_vector_index_answers_alike_through_each_call(ws):
     for i in range(len(queries)):
         assert np.all(np.diff(scores[i]) <= 1e-6)
         np.testing.assert_allclose(ws.dense.index.scores(qvecs[i], rows[i]), scores[i], atol=1e-5)
+
+
+def test_the_sparse_index_answers_alike_through_each_call(ws):
+    index = ws.sparse.index
+    texts = list(ws.dataset.queries.values())[:6]
+    for vec in ws.sparse.model.encode(texts, query=True):
+        rows, scores = index.top(vec, 30)
+        assert len(rows) == len(scores) == 30 and np.all(np.diff(scores) <= 0) and np.all(scores > 0)
+        np.testing.assert_allclose(index.scores(vec, rows), scores, rtol=1e-5)
+        everyone = index.scores(vec)
+        assert everyone.shape == (len(ws.dataset.doc_ids),) and everyone.max() == pytest.approx(scores[0], rel=1e-5)
+        parts = index.contributions(vec, int(rows[0]))
+        assert [c for *_, c in parts] == sorted((c for *_, c in parts), reverse=True)
+        assert sum(c for *_, c in parts) == pytest.approx(float(scores[0]), rel=1e-4)
+    empty = (np.zeros(0, np.int32), np.zeros(0, np.float32))  # a query with no term finds nothing
+    assert index.top(empty, 10)[0].size == 0 and index.contributions(empty, 0) == []
+    assert not index.scores(empty).any() and index.scores(empty, np.arange(5)).tolist() == [0.0] * 5
 
 
 def systems_of(ws) -> list[System]:

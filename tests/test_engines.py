@@ -1,7 +1,8 @@
 """The index-engine seam with a real Milvus Lite (embedded, in a temporary .db file): the Milvus
 engine answers what the in-process engine answers (BM25 top-k and candidate scores, dense top-k,
-the CLEAR hybrid, metrics), resumes an interrupted load, refuses a collection holding another
-corpus, and says so when a server cannot be reached. Skipped where Milvus Lite is not installed."""
+the CLEAR hybrid, metrics, learned sparse top-k, scores and explanations with the real SPLADE-tiny),
+resumes an interrupted load, reuses a complete one, refuses a collection holding another corpus,
+and says so when a server cannot be reached. Skipped where Milvus Lite is not installed."""
 from __future__ import annotations
 
 import html
@@ -13,9 +14,11 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from retrieval import Workspace  # noqa: E402
-from retrieval.engines import InProcess, open_engine  # noqa: E402
+from retrieval.engines import Corpus, InProcess, open_engine  # noqa: E402
 from retrieval.engines import milvus as milvus_engine  # noqa: E402
-from retrieval.engines.milvus import EngineError  # noqa: E402
+from retrieval.engines.milvus import EngineError, MilvusSparse  # noqa: E402
+from retrieval.sparse import SparseIndex, load_sparse_model  # noqa: E402
+from retrieval.store import Store  # noqa: E402
 
 from .conftest import DEMO  # noqa: E402
 from .test_cli import cli  # noqa: E402
@@ -74,6 +77,91 @@ def same_up_to_near_ties(got, expected, tol=1e-5):
     assert {d for d, s in got if s > cut} == {d for d, s in expected if s > cut}
     for (d, s), (e, t) in zip(got, expected):
         assert d == e or abs(s - t) < tol, (got, expected)  # a swap only between near-equal scores
+
+
+@pytest.fixture(scope="module")
+def sparse_store(tmp_path_factory):
+    """A store the SPLADE tests share: the demo's sparse vectors are encoded once for all of them."""
+    store = Store(tmp_path_factory.mktemp("sparse") / "store.sqlite3")
+    yield store
+    store.close()
+
+
+def test_splade_through_milvus_matches_the_in_process_engine(demo, lite, sparse_store):
+    local = Workspace(demo, sparse_store)
+    remote = Workspace(demo, sparse_store, engine=lite)
+    assert isinstance(remote.sparse.index, MilvusSparse) and isinstance(local.sparse.index, SparseIndex)
+    assert remote.sparse.index.nbytes == 0  # the vectors live in Milvus
+    kept = [c for c in lite.collections(demo.corpus_hash) if c["kind"] == "sparse"]
+    assert len(kept) == 1 and kept[0]["complete"] and kept[0]["docs"] == len(demo.doc_ids)
+    texts = list(demo.queries.values())[:8]
+    for text, vec in zip(texts, local.sparse.model.encode(texts, query=True)):
+        rows_l, scores_l = local.sparse.index.top(vec, 50)
+        rows_m, scores_m = remote.sparse.index.top(vec, 50)
+        ids = demo.doc_ids
+        same_up_to_near_ties([(ids[r], s) for r, s in zip(rows_m.tolist(), scores_m.tolist())],
+                             [(ids[r], s) for r, s in zip(rows_l.tolist(), scores_l.tolist())], tol=1e-4)
+        some = np.arange(0, len(ids), 5)  # mostly documents outside the top 50, some sharing no term
+        np.testing.assert_allclose(remote.sparse.index.scores(vec, some), local.sparse.index.scores(vec, some),
+                                   atol=1e-4)
+        for row in rows_l[:5].tolist():  # the same terms explain each score
+            doc = local.corpus.texts[row]
+            assert remote.sparse.explain(vec, row, doc) == local.sparse.explain(vec, row, doc), (text, row)
+    split = "test"  # the system's run and metrics through each engine
+    run_l, run_m = local.run("splade", split, 100), remote.run("splade", split, 100)
+    assert run_m.keys() == run_l.keys()
+    for q in run_l:
+        same_up_to_near_ties(run_m[q][:10], run_l[q][:10], tol=1e-4)
+    assert remote.evaluate("splade", split).mean["ndcg@10"] == pytest.approx(
+        local.evaluate("splade", split).mean["ndcg@10"], abs=1e-6)
+
+
+def test_a_reopened_sparse_collection_is_reused(demo, sparse_store, tmp_path):
+    path = tmp_path / "sparse.db"
+    first = open_engine(f"milvus:{path}")
+    inserted = []
+    insert = first.client.insert
+
+    def counting(name, rows, *args, **kwargs):
+        inserted.extend(rows)
+        return insert(name, rows, *args, **kwargs)
+
+    first.client.insert = counting
+    built = Workspace(demo, sparse_store, engine=first).sparse
+    assert len(inserted) == len(demo.doc_ids)  # every demo passage has a term: none left out
+    again = open_engine(f"milvus:{path}")  # the same file, opened anew
+    again.client.insert = counting
+    before = len(inserted)
+    reopened = Workspace(demo, sparse_store, engine=again).sparse
+    assert len(inserted) == before  # the complete collection is searched as it is: nothing re-inserted
+    vec = reopened.encode_query("how do I stop my nose running in winter")
+    rows, scores = reopened.index.top(vec, 10)
+    assert rows.tolist() == built.index.top(vec, 10)[0].tolist() and scores.size == 10
+
+
+def test_empty_sparse_vectors_are_left_out_and_score_zero(tmp_path):
+    model = load_sparse_model()
+    texts = ["The cat sat on the warm mat.", "Stock markets fell after the rate decision.", "",
+             "A puppy should be trained with patience."]
+    vecs = model.encode(texts)
+    vecs[2] = (np.zeros(0, np.int32), np.zeros(0, np.float32))  # a document with no term at all
+    ids = ["a", "b", "empty", "c"]
+    engine = open_engine(f"milvus:{tmp_path / 'empty.db'}")
+    corpus = Corpus("e" * 64, ids, texts)
+    remote = engine.sparse(corpus, model.fingerprint, vecs, model.vocab_size)
+    local = SparseIndex(ids, vecs, model.vocab_size)
+    assert engine.sparse(corpus, model.fingerprint, vecs, model.vocab_size).doc_ids == ids  # reopened as it is
+    empty = (np.zeros(0, np.int32), np.zeros(0, np.float32))
+    for query in ("cat on a mat", "why did stocks fall", "training a young dog"):
+        q = model.encode([query], query=True)[0]
+        rows, scores = remote.top(q, 4)
+        assert 2 not in rows.tolist() and rows.tolist() == local.top(q, 4)[0].tolist()
+        np.testing.assert_allclose(scores, local.top(q, 4)[1], rtol=1e-5)
+        np.testing.assert_allclose(remote.scores(q), local.scores(q), rtol=1e-5)
+        assert remote.scores(q, np.array([2]))[0] == 0 and remote.contributions(q, 2) == []
+        assert remote.contributions(q, int(rows[0])) == local.contributions(q, int(rows[0]))
+    assert remote.top(empty, 4)[0].size == 0 and not remote.scores(empty).any()  # an empty query
+    assert remote.contributions(empty, 0) == [] and remote.scores(empty, np.arange(4)).tolist() == [0.0] * 4
 
 
 def test_runs_of_each_engine_are_cached_apart(pair):
@@ -204,7 +292,8 @@ def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
         for system in ("bm25", "dense", "hybrid"):
             assert [h["doc_id"] for h in result["systems"][system]] == [d for d, _ in expected[system]], system
         assert registry.engine.where == str(db)
-        assert {c["kind"] for c in registry.engine.collections()} == {"bm25", "dense"}
+        kinds = {c["kind"] for c in registry.engine.collections()}
+        assert {"bm25", "dense"} <= kinds <= {"bm25", "dense", "sparse"}  # SPLADE's once its background build ends
     finally:
         app.close()
 

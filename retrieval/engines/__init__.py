@@ -1,6 +1,7 @@
-"""Index engines: where a corpus's BM25 index and document vectors live and are searched.
+"""Index engines: where a corpus's BM25 index, document vectors and learned sparse vectors live
+and are searched.
 
-A ``Workspace`` asks its engine for two indexes and never looks inside them:
+A ``Workspace`` asks its engine for three indexes and never looks inside them:
 
 * ``lexical(corpus, tokenizer, bm25_args, store, progress)`` — BM25 over the corpus, with
   ``doc_ids``, ``top(query, k) -> (rows, scores)`` (best first, zero scores left out),
@@ -11,15 +12,23 @@ A ``Workspace`` asks its engine for two indexes and never looks inside them:
   an ``Indexed(index, from_store, encoded)`` whose index has ``doc_ids``,
   ``search_vectors(qvecs, k) -> (scores, rows)`` and ``scores(qvec, rows)`` (exact inner
   products), the shape of ``retrieval.dense.DenseIndex``;
+* ``sparse(corpus, fingerprint, vectors, vocab_size)`` — the learned sparse (SPLADE) document
+  vectors of the model of ``fingerprint`` (computed, or read from the store, by the caller), with
+  ``doc_ids``, ``nbytes`` (what it holds in this process), ``top(query, k) -> (rows, scores)``
+  (best first, zero scores left out, ties by row), ``scores(query, rows)`` (exact dot products)
+  and ``contributions(query, row)`` (the shared terms' products, for explanations), the shape of
+  ``retrieval.sparse.SparseIndex``;
 
 and ``drop(corpus_hash)`` removes what it holds for a corpus. ``key`` goes into every cached
 run's parameters, so a run one engine computed is never served as another's; ``where`` names where
 it keeps them (None: this process), ``capabilities`` what it does beyond that (``base``: the
 ``typing.Protocol``s and ``Capabilities``).
 
-Engines: ``InProcess`` (bm25s + FAISS, BM25 index and embeddings cached in the SQLite store; the
-default) and ``Milvus`` (``retrieval.engines.milvus``: Milvus Lite embedded in a file, or a Milvus
-server or cluster by URI). ``open_engine(spec)`` turns a command-line spec into one.
+Engines: ``InProcess`` (bm25s + FAISS + a sparse inverted index in memory, the BM25 index and
+both kinds of vectors cached in the SQLite store; the default) and ``Milvus``
+(``retrieval.engines.milvus``: Milvus Lite embedded in a file, or a Milvus server or cluster by
+URI; the learned sparse vectors in a SPARSE_FLOAT_VECTOR collection). ``open_engine(spec)`` turns
+a command-line spec into one.
 """
 from __future__ import annotations
 
@@ -29,7 +38,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import EngineError
-from .base import Capabilities, Corpus, Engine, Indexed, LexicalIndex, VectorIndex
+from .base import Capabilities, Corpus, Engine, Indexed, LexicalIndex, SparseVectorIndex, VectorIndex
 from .local import InProcess
 
 ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
@@ -95,4 +104,4 @@ def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create:
 
 
 __all__ = ["Capabilities", "Corpus", "ENGINE_SPECS", "Engine", "EngineError", "InProcess", "Indexed", "LexicalIndex",
-           "MilvusSpec", "VectorIndex", "open_engine", "parse_milvus"]
+           "MilvusSpec", "SparseVectorIndex", "VectorIndex", "open_engine", "parse_milvus"]

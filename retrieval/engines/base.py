@@ -1,6 +1,7 @@
-"""The engine seam, typed: what a lexical index, a vector index and an engine must offer, and what
-each engine supports beyond that (``Capabilities``), so that callers ask an engine what it can do
-instead of testing which class it is. ``tests/test_engine_contract.py`` holds every engine to it.
+"""The engine seam, typed: what a lexical index, a vector index, a learned sparse index and an
+engine must offer, and what each engine supports beyond that (``Capabilities``), so that callers
+ask an engine what it can do instead of testing which class it is. ``tests/test_engine_contract.py``
+holds every engine to it.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..run import Run
 if TYPE_CHECKING:
     from ..encoder import Encoder
     from ..progress import Progress
+    from ..sparse import SparseVector
     from ..store import Store
     from ..tokenize import Tokenizer
 
@@ -56,6 +58,27 @@ class VectorIndex(Protocol):
         ...
 
 
+@runtime_checkable
+class SparseVectorIndex(Protocol):
+    """Learned sparse document vectors (SPLADE, ``retrieval.sparse``), searchable by inner product,
+    rows aligned with ``doc_ids``; a query is a ``SparseVector`` (term ids, weights), and one with no
+    terms scores 0 everywhere and finds nothing."""
+
+    doc_ids: list[str]
+
+    @property
+    def nbytes(self) -> int: ...  # noqa: E704 - what it holds in this process (0: the engine keeps it)
+
+    def scores(self, query: SparseVector, rows: np.ndarray | None = None) -> np.ndarray:  # noqa: E704 - exact
+        ...
+
+    def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: E704 - (rows, scores)
+        ...  # best first, zero scores left out, ties by row
+
+    def contributions(self, query: SparseVector, row: int) -> list[tuple[int, float, float, float]]:  # noqa: E704
+        ...  # (term id, query weight, document weight, product) of the shared terms, largest product first
+
+
 class Indexed(NamedTuple):
     """An engine's vector index and how the corpus's vectors were obtained."""
 
@@ -85,5 +108,8 @@ class Engine(Protocol):
 
     def vectors(self, corpus: Corpus, encoder: Encoder, store: Store | None, kind: str,  # noqa: E704
                 dims: int | None, progress=None, indexing=None, embeddings=None) -> Indexed: ...
+
+    def sparse(self, corpus: Corpus, fingerprint: str, vectors: list[SparseVector],  # noqa: E704
+               vocab_size: int) -> SparseVectorIndex: ...
 
     def drop(self, corpus_hash: str) -> int: ...  # noqa: E704 - what it held for a corpus, removed; how many

@@ -1,6 +1,8 @@
-"""The in-process engine: bm25s for BM25 and FAISS for the vectors, both cached in the SQLite store
-(the BM25 index by corpus and settings, the embeddings by encoder fingerprint and text hash), so
-reopening a corpus neither re-tokenizes nor re-encodes it."""
+"""The in-process engine: bm25s for BM25, FAISS for the vectors and a compressed-sparse-column
+matrix for the learned sparse (SPLADE) vectors (``retrieval.sparse.SparseIndex``), the BM25 index
+and both kinds of vectors cached in the SQLite store (the BM25 index by corpus and settings, the
+vectors by model fingerprint and text hash), so reopening a corpus neither re-tokenizes nor
+re-encodes it."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,13 +10,14 @@ import numpy as np
 from ..dense import DenseIndex, embed_corpus
 from ..encoder import Encoder
 from ..lexical import BM25Index
+from ..sparse import SparseIndex, SparseVector
 from ..store import Store, cache_key
 from ..tokenize import Tokenizer
 from .base import Capabilities, Indexed
 
 
 class InProcess:
-    """bm25s + FAISS in this process (the default engine)."""
+    """bm25s + FAISS + a sparse inverted index in this process (the default engine)."""
 
     name = "in-process"
     key: dict = {}  # nothing added to cached runs' parameters: the engine they always had
@@ -47,6 +50,11 @@ class InProcess:
         if indexing:
             indexing()
         return Indexed(DenseIndex(corpus.doc_ids, embeddings, kind=kind, dims=dims), from_store, encoded)
+
+    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> SparseIndex:
+        """The learned sparse vectors as an inverted index in memory (built from ``vectors``, which
+        the store caches: nothing else is kept)."""
+        return SparseIndex(corpus.doc_ids, vectors, vocab_size)
 
     def drop(self, corpus_hash: str) -> int:
         """Nothing to drop: the store's rows are keyed by content and cost nothing when unused."""

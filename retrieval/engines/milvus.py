@@ -1,8 +1,8 @@
-"""The Milvus engine: BM25 and the document vectors in Milvus (Milvus Lite embedded in a file, or a
-Milvus server or cluster by URI), searched through ``pymilvus``.
+"""The Milvus engine: BM25, the document vectors and the learned sparse vectors in Milvus (Milvus
+Lite embedded in a file, or a Milvus server or cluster by URI), searched through ``pymilvus``.
 
-What lives where. Two collections per corpus, each named after what it holds, so a changed corpus,
-BM25 setting or encoder never reads another's rows:
+What lives where. Up to three collections per corpus, each named after what it holds, so a changed
+corpus, BM25 setting, encoder or sparse model never reads another's rows:
 
 * ``rankscope_bm25_<corpus>_<settings>`` — ``doc_id`` (primary key), ``terms`` (the document's
   text analyzed by RankScope's own tokenizer: lowercased, stopwords dropped, stemmed, joined by
@@ -11,6 +11,13 @@ BM25 setting or encoder never reads another's rows:
   stem differently); queries are analyzed the same way before they are sent.
 * ``rankscope_dense_<corpus>_<encoder>`` — ``doc_id`` and ``vector`` (inner product; a FLAT index,
   or HNSW from ``HNSW_FROM`` documents like the in-process engine).
+* ``rankscope_sparse_<corpus>_<model>`` — ``doc_id`` and ``sparse``, the document's learned sparse
+  vector (SPLADE: Formal, Piwowarski, Clinchant, "SPLADE: Sparse Lexical and Expansion Model for
+  First Stage Ranking", SIGIR 2021; ``retrieval.sparse``) as a SPARSE_FLOAT_VECTOR {term id:
+  weight}, in a SPARSE_INVERTED_INDEX searched by inner product (exact: no weights dropped). The
+  workspace hands the vectors over (encoded, or read from the SQLite store's cache); they are
+  inserted once. A document whose vector has no term is left out (Milvus refuses empty sparse
+  rows) and scores 0, as it would anyway.
 
 Each collection's properties record the full corpus hash, the settings or encoder fingerprint,
 the document count and ``rankscope.complete``. A load inserts in batches and sets ``complete``
@@ -22,6 +29,8 @@ which is ``(k1 + 1)`` times RankScope's ``lucene`` BM25 (``retrieval.lexical``);
 by ``(k1 + 1)`` so both engines report the same scale. Milvus Lite reports BM25 distances negated
 (the server, positive): the magnitude is taken. Milvus Lite computes idf and avgdl per segment
 (one segment per flush), the server over the whole collection; the load flushes once, at the end.
+Learned sparse scores are the in-process inverted index's dot products (float32 weights, summed by
+Milvus: equal to float noise).
 The SQLite store keeps caching runs, metrics, judgments and jobs.
 """
 from __future__ import annotations
@@ -37,6 +46,7 @@ from ..dense import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in t
 from ..encoder import Encoder
 from ..errors import EngineError
 from ..run import Run
+from ..sparse import SparseVector
 from ..store import Store, text_hash
 from ..tokenize import Tokenizer
 from .base import Capabilities, Indexed
@@ -60,6 +70,12 @@ def _digest(obj) -> str:
 def _in(ids) -> str:
     """A filter selecting these primary keys (JSON string escaping is Milvus's)."""
     return "doc_id in " + json.dumps(list(ids), ensure_ascii=False)
+
+
+def _terms(vec: SparseVector) -> dict[int, float]:
+    """A learned sparse vector as Milvus takes it: {term id: weight}, its zero weights left out."""
+    terms, weights = vec
+    return {t: w for t, w in zip(np.asarray(terms).tolist(), np.asarray(weights, dtype=np.float32).tolist()) if w}
 
 
 def analyzed(tokenizer: Tokenizer, text: str) -> str:
@@ -96,7 +112,7 @@ class _Client:
 
 
 class Milvus:
-    """BM25 and vectors in Milvus, through one ``pymilvus.MilvusClient``."""
+    """BM25, vectors and learned sparse vectors in Milvus, through one ``pymilvus.MilvusClient``."""
 
     name = "milvus"
     key = {"engine": "milvus"}  # Milvus's runs are cached apart from the in-process engine's
@@ -291,6 +307,40 @@ class Milvus:
         index = MilvusVectors(self.client, name, corpus.doc_ids, kind, encoder.dim)
         return Indexed(index, from_store, encoded)
 
+    # ---- learned sparse vectors ------------------------------------------------------------
+    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> "MilvusSparse":
+        """The corpus's learned sparse collection for the model of ``fingerprint``: a complete one is
+        searched as it is; otherwise the documents it lacks are inserted from ``vectors`` (aligned
+        with ``corpus.doc_ids``), ``INSERT_BATCH`` a request, those without a term left out."""
+        if len(vectors) != len(corpus.doc_ids):
+            raise ValueError("doc_ids and vectors differ in length")
+        name, props = self._collection("sparse", corpus, {"model": fingerprint})
+
+        def create(name: str, properties: dict) -> None:
+            from pymilvus import DataType
+
+            schema = self.client.create_schema(auto_id=False, description="RankScope learned sparse vectors")
+            self._fields(schema, corpus.doc_ids)
+            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+            index = self.client.prepare_index_params()
+            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+            self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
+
+        if not self._open(name, props, create):
+            present = self._present(name, corpus.doc_ids)
+            batch = []
+            for doc_id, vec in zip(corpus.doc_ids, vectors):
+                terms = _terms(vec)
+                if terms and doc_id not in present:
+                    batch.append({"doc_id": doc_id, "sparse": terms})
+                if len(batch) == INSERT_BATCH:
+                    self.client.insert(name, batch)
+                    batch = []
+            if batch:
+                self.client.insert(name, batch)
+            self._complete(name)
+        return MilvusSparse(self.client, name, corpus.doc_ids, vocab_size)
+
     # ---- housekeeping --------------------------------------------------------------------
     def collections(self, corpus_hash: str | None = None) -> list[dict]:
         """RankScope's collections here (of one corpus, when given): name, kind, corpus, docs, complete."""
@@ -464,3 +514,80 @@ class MilvusVectors:
             for hit in self.client.get(self.name, ids=ids[start:start + IDS_PER_FILTER], output_fields=["vector"]):
                 out[where[hit["doc_id"]]] = np.asarray(hit["vector"], dtype=np.float32)
         return out
+
+
+class MilvusSparse:
+    """Learned sparse top-k, exact scores and term contributions from a Milvus sparse collection, in
+    the shape of ``retrieval.sparse.SparseIndex`` (``doc_ids``, ``nbytes``, ``scores``, ``top``,
+    ``contributions``). Milvus sums the products of the query's and the document's weights; a query
+    with no term is never sent (it matches nothing)."""
+
+    def __init__(self, client, name: str, doc_ids: list[str], vocab_size: int):
+        self.client, self.name, self.doc_ids, self.vocab_size = client, name, doc_ids, vocab_size
+        self.row = {d: i for i, d in enumerate(doc_ids)}
+        self._recent = _Recent()
+
+    @property
+    def nbytes(self) -> int:
+        return 0  # the vectors live in Milvus
+
+    def _search(self, query: dict[int, float], limit: int, where: str = "") -> dict[int, float]:
+        """{row: score} of the ``limit`` best documents (among those ``where`` selects) that share a
+        term with the query."""
+        hits = self.client.search(self.name, data=[query], anns_field="sparse", limit=limit, filter=where,
+                                  output_fields=["doc_id"], search_params={"metric_type": "IP"})[0]
+        return {self.row[h["doc_id"]]: float(h["distance"]) for h in hits if float(h["distance"]) > 0}
+
+    def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the ``k`` best documents (at most ``MAX_LIMIT``), best first; zero scores
+        left out, ties by row."""
+        terms = _terms(query)
+        k = min(k, len(self.doc_ids), MAX_LIMIT)
+        if not terms or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        found = self._search(terms, k)
+        hits = sorted(found.items(), key=lambda h: (-h[1], h[0]))
+        # every document that scores above 0 is among the hits when fewer than k came back
+        self._recent.put(_key(query), (found, len(hits) < k))
+        return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
+
+    def scores(self, query: SparseVector, rows: np.ndarray | None = None) -> np.ndarray:
+        """Σ_j w_j(q)·w_j(d) of every document (or of those at ``rows``): from the last search of this
+        query where it returned them (or returned every match), else from searches filtered to the
+        others (0 where they share no term)."""
+        rows = np.arange(len(self.doc_ids)) if rows is None else np.asarray(rows, dtype=np.int64)
+        terms = _terms(query)
+        if not terms:
+            return np.zeros(len(rows), dtype=np.float32)
+        known, whole = self._recent.get(_key(query)) or ({}, False)
+        ask = [] if whole else [int(r) for r in dict.fromkeys(rows.tolist()) if int(r) not in known]
+        if len(ask) > IDS_PER_FILTER:  # many documents: one unfiltered search may find every match
+            limit = min(len(self.doc_ids), MAX_LIMIT)
+            found = self._search(terms, limit)
+            known, whole = {**known, **found}, len(found) < limit
+            ask = [] if whole else [r for r in ask if r not in known]
+        known = dict(known)
+        for start in range(0, len(ask), IDS_PER_FILTER):
+            part = ask[start:start + IDS_PER_FILTER]
+            known.update(self._search(terms, len(part), _in(self.doc_ids[r] for r in part)))
+        return np.array([known.get(int(r), 0.0) for r in rows], dtype=np.float32)
+
+    def contributions(self, query: SparseVector, row: int) -> list[tuple[int, float, float, float]]:
+        """The terms a document shares with the query: (term id, query weight, document weight,
+        their product), largest product first; the document's vector read back from Milvus."""
+        terms, weights = query
+        if len(terms) == 0:
+            return []
+        stored = self.client.get(self.name, ids=[self.doc_ids[row]], output_fields=["sparse"])
+        doc = {int(t): w for t, w in stored[0]["sparse"].items()} if stored else {}
+        out = []
+        for t, w in zip(np.asarray(terms).tolist(), np.asarray(weights, dtype=np.float32)):
+            d = np.float32(doc.get(t, 0.0))
+            if d > 0:
+                out.append((int(t), float(w), float(d), float(w * d)))
+        return sorted(out, key=lambda c: -c[3])
+
+
+def _key(query: SparseVector) -> bytes:
+    terms, weights = query
+    return np.asarray(terms, dtype=np.int64).tobytes() + b"|" + np.asarray(weights, dtype=np.float32).tobytes()

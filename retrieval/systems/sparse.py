@@ -3,7 +3,8 @@ and the dense encoder. Its cache key is the sparse model's fingerprint; its scor
 products of term weights, so it has exact scores for PNR; and a hit is explained by the terms that
 made its score — the query's terms and the expansion terms the model added to either side.
 
-The index lives in this process whatever the engine (the vectors are cached in the store).
+The vectors are cached in the store; the engine keeps the index (in-process: a sparse matrix;
+Milvus: a collection with a sparse vector field, searched by inner product).
 """
 from __future__ import annotations
 
