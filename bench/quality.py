@@ -24,10 +24,13 @@ from _common import dataset_arg, timed, write_json  # first: it puts the checkou
 from retrieval import cli  # noqa: E402
 from retrieval.engines import open_engine  # noqa: E402
 from retrieval.evaluate import evaluate_run, significance_marks  # noqa: E402
+from retrieval.failure_rules import Thresholds  # noqa: E402
+from retrieval.lambdas import shown  # noqa: E402
 from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.run import rank_maps  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
-from retrieval.systems import SYSTEMS, label  # noqa: E402
+from retrieval.systems import BM25, DENSE, SPLADE, SYSTEMS, label  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 
 
@@ -68,6 +71,24 @@ class CountingStore(Store):
         return "from cache" if not self.misses else "partly from cache"
 
 
+def vocabulary_bridges(ws: Workspace, split: str, t: Thresholds = Thresholds()) -> dict[str, int]:
+    """How many vocabulary-mismatch cases (``failure_rules``: a relevant document in dense's top
+    ``top`` and beyond BM25's ``low``) learned sparse bridges: it ranks the document in its top ``top``."""
+    maps = rank_maps({s: ws.run(s, split) for s in (BM25, DENSE, SPLADE)})
+    far = t.depth + 1
+    out = dict(queries=0, bridged=0, pairs=0, pairs_bridged=0)
+    for qid, labels in ws.dataset.qrels[split].items():
+        r = {s: maps[s].get(qid, {}) for s in maps}
+        cases = [d for d, g in labels.items()
+                 if g > 0 and r[DENSE].get(d, far) <= t.top and r[BM25].get(d, far) > t.low]
+        hit = [d for d in cases if r[SPLADE].get(d, far) <= t.top]
+        out["queries"] += bool(cases)
+        out["bridged"] += bool(hit)
+        out["pairs"] += len(cases)
+        out["pairs_bridged"] += len(hit)
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     dataset_arg(p)
@@ -104,6 +125,8 @@ def main(argv=None) -> int:
     _, setup["bm25 index"] = timed(lambda: ws.bm25)
     if any(s != "bm25" for s in systems):
         _, setup["dense index"] = timed(ws.build_dense)
+    if SPLADE in systems:
+        _, setup["sparse index"] = timed(lambda: ws.sparse)
         emb = f" ({store.emb_cached:,} of {store.emb_asked:,} document embeddings from the store)"
     else:
         emb = ""
@@ -123,12 +146,19 @@ def main(argv=None) -> int:
     lam = None
     if "hybrid" in systems:
         lam = ws.lambda_for(args.split)
-        line = f"hybrid λ_test = {lam.value:g} ({lam.how}"
+        line = f"hybrid λ_test = {shown(lam.value)} ({lam.how}"
         if lam.grid:
             score = dict(lam.grid).get(lam.value)
             line += f"; grid of {len(lam.grid)} values {min(g for g, _ in lam.grid):g}..{max(g for g, _ in lam.grid):g}"
             line += f", train nDCG@10 {score:.4f} at λ_test" if score is not None else ""
         print(line + ")")
+    bridges = None
+    if {BM25, DENSE, SPLADE} <= set(systems):
+        bridges = vocabulary_bridges(ws, args.split)
+        print(f"vocabulary mismatch (a relevant document in dense's top {Thresholds.top}, beyond BM25's "
+              f"{Thresholds.low}): {bridges['queries']} queries; SPLADE ranks such a document in its top "
+              f"{Thresholds.top} for {bridges['bridged']} of them ({bridges['pairs_bridged']} of "
+              f"{bridges['pairs']} query-document pairs)")
     print()
     print("setup seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in setup.items()) + emb)
     print("evaluate seconds: " + ", ".join(f"{s} {seconds[s]:.2f} ({provenance[s]})" for s in systems))
@@ -136,6 +166,7 @@ def main(argv=None) -> int:
     if args.json:
         out = {"dataset": ds.name, "split": args.split, "metrics": results,
                "significant": marks, "seconds": {**setup, **seconds}, "provenance": provenance,
+               "vocabulary_bridges": bridges,
                "lambda": {"value": lam.value, "how": lam.how, "grid": lam.grid} if lam else None}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         write_json(args.json, out)
