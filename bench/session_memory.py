@@ -100,23 +100,29 @@ def rss(trim: bool = True) -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def settled(ws) -> None:
+    """Wait for ``ws``'s background builds: the learned sparse index follows the dense one."""
+    from retrieval.systems import SPLADE
+
+    while ws.pending([SPLADE]):
+        time.sleep(0.5)
+    ws.sparse  # noqa: B018
+
+
 def measure(data: str, model: str, store: str, warm_up: str) -> dict:
     """In this process: the encoder loaded and a small corpus opened first (every library imported,
     every pool and buffer a first search or encoding allocates), the corpus read; then the growth of
     resident memory, and of the registry's estimate, as the workspace opens."""
     from retrieval.readers import load_dataset
     from retrieval.store import Store
-    from retrieval.systems import SPLADE
     from ui.registry import Registry
 
     registry = Registry(Store(store), model, precision="fp32", foreground_s=None)
-    registry.open(load_dataset(warm_up), budgeted=False)
+    warm = registry.get(registry.open(load_dataset(warm_up), budgeted=False))
+    settled(warm)  # the learned sparse model loaded and a first sparse encoding done: the process's too
     dataset = load_dataset(data)
     before, estimated = rss(), registry.memory()["bytes"]
-    ws = registry.get(registry.open(dataset, budgeted=False))
-    while ws.pending([SPLADE]):  # the learned sparse index follows the dense one in the background
-        time.sleep(0.5)
-    ws.sparse  # noqa: B018
+    settled(registry.get(registry.open(dataset, budgeted=False)))
     untrimmed = rss(trim=False)
     return {"docs": len(dataset.docs), "held": rss() - before, "untrimmed": untrimmed - before,
             "estimated": registry.memory()["bytes"] - estimated}
