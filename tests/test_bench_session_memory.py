@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import ROOT
 
 
@@ -15,7 +17,11 @@ def test_a_small_run_measures_held_and_untrimmed_memory_against_the_estimate(tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
     row = next(line for line in lines if line.startswith("synthetic 400"))
-    estimated, held, _, untrimmed, _ = (float(x) for x in row.split()[3:])
-    assert 0 < held <= untrimmed and estimated > 0
-    last = re.fullmatch(r"held_over_estimated_max=([\d.]+) untrimmed_over_estimated_max=([\d.]+)", lines[-1])
-    assert last and 0 < float(last[1]) <= float(last[2])
+    estimated, held, held_ratio, untrimmed, untrimmed_ratio = (float(x) for x in row.split()[3:])
+    # a 400-passage workspace holds a few MiB, within the noise of what the allocator returns after
+    # the warm-up's learned sparse encoding: held may come out near 0, never above untrimmed
+    assert held <= untrimmed and untrimmed > 0 and estimated > 0
+    assert held_ratio == pytest.approx(held / estimated, rel=0.02, abs=0.03)  # MiB printed to 0.1
+    assert untrimmed_ratio == pytest.approx(untrimmed / estimated, rel=0.02, abs=0.03)
+    last = re.fullmatch(r"held_over_estimated_max=(-?[\d.]+) untrimmed_over_estimated_max=(-?[\d.]+)", lines[-1])
+    assert last and float(last[1]) == held_ratio and float(last[2]) == untrimmed_ratio
