@@ -146,11 +146,16 @@ def open_model(target: str, device: str):
     return SentenceTransformer._load_with_module_classes(source, {POLY_REF: PolyAttention}, device=device)
 
 
-def hash_weights(h, model) -> None:
-    """Feed every weight tensor of ``model`` (a torch module), by name, to the hash ``h``."""
+def model_fingerprint(model, settings: str) -> str:
+    """sha256 over ``model``'s module stack (a sentence-transformers model), ``settings`` (what else
+    changes its output) and every weight tensor by name: the store's key for what it encodes."""
+    h = hashlib.sha256()
+    h.update(repr([type(m).__name__ for m in model]).encode())
+    h.update(settings.encode())
     for key, tensor in model.state_dict().items():
         h.update(key.encode())
         h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 class Encoder:
@@ -215,15 +220,12 @@ class Encoder:
     def fingerprint(self) -> str:
         """sha256 over every weight tensor, the module stack, max_seq_length and normalization."""
         if self._fingerprint is None:
-            h = hashlib.sha256()
-            h.update(repr([type(m).__name__ for m in self.model]).encode())
-            h.update(f"max_seq_length={self.max_seq_length};normalize={self.normalize}".encode())
+            settings = f"max_seq_length={self.max_seq_length};normalize={self.normalize}"
             if self.precision != "fp32":  # fp32 keeps the fingerprint (and the cache) it always had
-                h.update(f";precision={self.precision}".encode())
+                settings += f";precision={self.precision}"
             if self.task:
-                h.update(f";task={self.task}".encode())
-            hash_weights(h, self.model)
-            self._fingerprint = h.hexdigest()
+                settings += f";task={self.task}"
+            self._fingerprint = model_fingerprint(self.model, settings)
         return self._fingerprint
 
     def encode(self, texts: list[str], progress: Callable[[int, int], None] | None = None,

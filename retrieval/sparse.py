@@ -23,7 +23,6 @@ vocabulary), i.e. an inverted index: a query reads only the columns (posting lis
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import threading
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .encoder import hash_weights
+from .encoder import model_fingerprint
 from .errors import EncoderLoadError
 from .run import Run
 from .store import Store
@@ -89,11 +88,7 @@ class SparseModel:
     def fingerprint(self) -> str:
         """sha256 over every weight, the module stack and the input length: the store's key."""
         if self._fingerprint is None:
-            h = hashlib.sha256()
-            h.update(repr([type(m).__name__ for m in self.model]).encode())
-            h.update(f"sparse;max_seq_length={self.max_seq_length}".encode())
-            hash_weights(h, self.model)
-            self._fingerprint = h.hexdigest()
+            self._fingerprint = model_fingerprint(self.model, f"sparse;max_seq_length={self.max_seq_length}")
         return self._fingerprint
 
     def encode(self, texts: list[str], query: bool = False, progress: Callable[[int, int], None] | None = None,
