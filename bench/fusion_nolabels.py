@@ -103,6 +103,12 @@ def agreement(cands: dict[str, Scored]) -> dict[str, float]:
     return {s: np.mean([v for k, v in mean.items() if s in k]) for s in ("bm25", "dense", "splade")}
 
 
+def chosen_alpha(agree: dict[str, float]) -> float:
+    """Dense's share of the BM25–dense pair's agreement (0.5 where neither agrees with anything)."""
+    pair = agree["bm25"] + agree["dense"]
+    return agree["dense"] / pair if pair > 0 else 0.5
+
+
 def fusions(agree: dict[str, float]) -> dict[str, Callable[[Scored], np.ndarray]]:
     """Label-free fusions as functions of one query's scored candidates."""
     def mm(x):
@@ -122,15 +128,14 @@ def fusions(agree: dict[str, float]) -> dict[str, Callable[[Scored], np.ndarray]
 
     total = sum(agree.values()) or 1.0
     w = {s: v / total for s, v in agree.items()}
-    pair = agree["bm25"] + agree["dense"]
-    a_agree = agree["dense"] / pair if pair > 0 else 0.5
+    a_agree = chosen_alpha(agree)
     out = {"query max α 0.5, no reliability check": lambda c: 0.5 * c.s_emb + 0.5 * c.lex(),
            "CLEAR λ 0.5 (paper)": lambda c: 0.5 * c.s_lex + c.s_emb, "RRF k 60": rrf,
            "RRF k 60, three systems": lambda c: rrf(c, three=True),
            "z-score sum": lambda c: z(c.s_emb) + z(c.s_lex),
            "min-max α 0.5": lambda c: 0.5 * mm(c.s_emb) + 0.5 * mm(c.s_lex),
            "TMM α 0.5": lambda c: 0.5 * (c.s_emb + 1) / (c.s_emb.max() + 1) + 0.5 * c.lex() / max(c.lex().max(), 1e-9),
-           f"agreement-chosen α ({a_agree:.2f})": lambda c: a_agree * c.s_emb + (1 - a_agree) * c.lex(),
+           "agreement-chosen α": lambda c: a_agree * c.s_emb + (1 - a_agree) * c.lex(),
            "agreement-weighted, three systems": lambda c: w["bm25"] * c.lex() + w["dense"] * c.s_emb
            + w["splade"] * c.sparse()}
     for a in ALPHAS:
@@ -161,11 +166,12 @@ def one(ws: Workspace, split: str) -> dict[str, float]:
             s = score(c)
             order = np.argsort(-s, kind="stable")[:100]
             run[qid] = [(ids[c.rows[j]], float(s[j])) for j in order]
-        row[fusion.split(" (")[0] if fusion.startswith("agreement-chosen") else fusion] = ndcg(run)
+        row[fusion] = ndcg(run)
     check, choice = dense_reliability(ws), ws.lambda_for(split)
     spread = f"{check.spread:.2f}/{check.reference_spread:.2f}" if check.reference_spread else "n/a"
     print(f"  language {check.language} ({check.language_share:.0%}), spread {spread}; agreement "
           + ", ".join(f"{s} {v:.2f}" for s, v in agree.items())
+          + f" (agreement-chosen α {chosen_alpha(agree):.2f})"
           + f"; hybrid λ = {shown(choice.value)}: {choice.how}", file=sys.stderr)
     return row
 
