@@ -1,16 +1,26 @@
 """Command line: ``python -m retrieval evaluate|info|search|failures ...``.
 
     python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid]
-        [--run FILE[=NAME] ...] [--model PATH_OR_ID] [--json FILE] [--run-dir DIR]
+        [--run FILE[=NAME] ...] [--model PATH_OR_ID] [--json FILE] [--run-dir DIR] [--no-ci]
 
-prints a metrics table (with a paired permutation test of each system against the first),
-writes ``{system: {metric: value}}`` as JSON and one TREC run file per system. ``--run`` adds a
+prints a metrics table, each mean with its 95% interval over the queries (percentile bootstrap,
+``retrieval.intervals``; ``--no-ci`` leaves them out), a paired permutation test of each system
+against the first, and every pair of systems in words ("Hybrid beats BM25 by 0.053 [0.029, 0.078]
+ndcg@10" or "not separable yet"); writes the metrics, their intervals and the comparisons as JSON
+(``metrics_json``) and one TREC run file per system. ``--run`` adds a
 run file of another system (TREC or ranx JSON, named NAME, else after its TREC tag or file stem)
 beside the built-in ones; what reading it found goes to stderr as warnings.
 
     python -m retrieval failures DATASET [--split test] [--tuned MODEL] --html REPORT.html
 
 writes the failure gallery as one self-contained HTML file (the app's *Export HTML report*).
+
+    python -m retrieval judges DATASET [--store FILE] [--export QRELS --rule median|majority|min|max|JUDGE]
+
+prints how far the judges of the corpus agree (per pair weighted κ with its interval and their
+confusion matrix, Krippendorff's α over all) and the pairs to adjudicate; writes the qrels merged
+by the rule.
+
 Every command that searches takes ``--engine milvus:PATH.db`` (Milvus Lite) or ``--engine
 milvus://HOST:PORT`` to put BM25 and the vectors in Milvus; ``python -m retrieval drop DATASET
 --engine SPEC`` removes them there.
@@ -27,9 +37,10 @@ from .dataset import Dataset
 from .encoder import PRECISIONS
 from .engines import ENGINE_SPECS, open_engine
 from .evaluate import compare, significance_marks
+from .intervals import LEVEL
 from .lambdas import shown
 from .language import corpus_tokenizer
-from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell
+from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, conclusion, interval_text
 from .names import file_name
 from .readers import load_dataset, read_run
 from .run import write_trec
@@ -65,14 +76,37 @@ def _open(args) -> tuple[Dataset, Workspace]:
     return ds, ws
 
 
-def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str, str]]) -> str:
+def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str, str]],
+                 intervals: dict[str, dict] | None = None) -> str:
+    """One row per system, one column per metric: "0.6804†", or with ``intervals`` (``{system:
+    {metric: Interval}}``) "0.6804 [0.652, 0.709]†"."""
     metrics = [m for m in TABLE_METRICS if any(m in r for r in results.values())]
-    header = f"{'system':<24}" + "".join(f"{m:>13}" for m in metrics)
+    width = 24 if intervals else 13
+    header = f"{'system':<24}" + "".join(f"{m:>{width}}" for m in metrics)
     lines = [header, "-" * len(header)]
     for system, row in results.items():
-        cells = "".join(f"{cell(row.get(m), marks.get(system, {}).get(m, '')):>13}" for m in metrics)
+        bounds = (intervals or {}).get(system, {})
+        cells = "".join(f"{cell(row.get(m), marks.get(system, {}).get(m, ''), bounds.get(m)):>{width}}"
+                        for m in metrics)
         lines.append(f"{label(system):<24}{cells}")
     return "\n".join(lines)
+
+
+def metrics_json(split: str, evals: dict, results: dict[str, dict[str, float]], pairs: list[dict]) -> dict:
+    """What ``evaluate --json`` writes: each system's metrics with their 95% intervals, and every
+    pair of systems compared on nDCG@10 (NaN, a metric no query has, written as null)."""
+    def num(v):
+        return None if v != v else v
+
+    return {"split": split, "level": LEVEL, "interval": "percentile bootstrap over queries",
+            "systems": {s: {"queries": len(evals[s].per_query.get(PRIMARY, {})),
+                            "metrics": {m: num(v) for m, v in row.items()},
+                            "intervals": {m: evals[s].interval(m).to_json() for m in row}}
+                        for s, row in results.items()},
+            "comparisons": [{"a": r["a"], "b": r["b"], "metric": r["comparison"].metric,
+                             "delta": r["comparison"].delta, "interval": r["comparison"].interval.to_json(),
+                             "p_value": r["comparison"].p_value, "outcome": r["comparison"].outcome}
+                            for r in pairs]}
 
 
 def run_arg(value: str) -> tuple[str, str | None]:
@@ -106,6 +140,18 @@ def evaluated_systems(args, ws: Workspace) -> list[str]:
     return systems
 
 
+def system_pairs(evals: dict, systems: list[str]) -> list[dict]:
+    """Every pair of ``systems`` compared on nDCG@10, B the better on the mean (``tables.comparisons``'
+    order: the separable pairs first)."""
+    rows = []
+    for i, a in enumerate(systems):
+        for b in systems[i + 1:]:
+            c = compare(evals[a], evals[b], PRIMARY)
+            rows.append({"a": a, "b": b, "comparison": c} if c.delta >= 0
+                        else {"a": b, "b": a, "comparison": c.flipped()})
+    return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
+
+
 def cmd_evaluate(args) -> int:
     ds, ws = _open(args)
     split = args.split or ds.default_split()
@@ -128,22 +174,28 @@ def cmd_evaluate(args) -> int:
         results[s] = {m: evals[s].mean[m] for m in TABLE_METRICS if m in evals[s].mean}
     base = systems[0]
     marks = significance_marks(evals, base)
-    print(format_table(results, marks))
+    print(format_table(results, marks, {s: {m: evals[s].interval(m) for m in results[s]} for s in systems}
+                       if args.ci else None))
+    if args.ci:
+        print(f"[low, high]: 95% interval over the {split} queries (percentile bootstrap)")
+    pairs = system_pairs(evals, systems)
     if len(systems) > 1:
         print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
         for s in systems[1:]:
             c = compare(evals[base], evals[s], PRIMARY)
             print(f"{label(s)} vs {label(base)}, nDCG@10 per query: "
-                  f"{c.delta:+.4f} mean, {len(c.wins)} wins, {len(c.losses)} losses, {c.ties} ties, "
-                  f"p = {c.p_value:.4f}")
+                  f"{c.delta:+.4f} mean {interval_text(c.interval)}, {len(c.wins)} wins, {len(c.losses)} losses, "
+                  f"{c.ties} ties, p = {c.p_value:.4f}")
+        print("conclusions:")
+        for r in pairs:
+            print(f"  {conclusion(label(r['a']), label(r['b']), r['comparison'])}")
     if HYBRID in systems:
         lam = ws.lambda_for(split)
         print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
     print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        clean = {s: {m: (None if v != v else v) for m, v in row.items()} for s, row in results.items()}
-        Path(args.json).write_text(json.dumps(clean, indent=2))  # NaN (no positive labels) → null
+        Path(args.json).write_text(json.dumps(metrics_json(split, evals, results, pairs), indent=2))
     if args.run_dir:  # each file named by a slug and hash of data set, split and system: inside --run-dir
         for s in systems:
             tag = s if ws.system(s).needs.run else f"rankscope-{s}"  # an imported run keeps its own name
@@ -157,6 +209,37 @@ def cmd_info(args) -> int:
     print(json.dumps(ds.summary(), indent=2))
     for w in ds.report.warnings:
         print(f"warning: {w}")
+    return 0
+
+
+def cmd_judges(args) -> int:
+    """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
+    from .agreement import agreement, merged_qrels
+    from .judgments import write_qrels
+
+    ds = load_dataset(args.dataset)
+    store = Store(args.store or default_store_path())
+    rows = store.judgments(ds.corpus_hash)
+    if not rows:
+        print(f"error: nobody has judged {ds.name}'s corpus in {store.path} yet", file=sys.stderr)
+        return 2
+    result = agreement(rows)
+    print(f"{len(rows):,} judgments by {len(result.judges)} judge(s): {', '.join(result.judges)}")
+    a = f"{result.alpha:.3f} {interval_text(result.alpha_interval)}" if result.alpha == result.alpha else "—"
+    print(f"Krippendorff's alpha (ordinal), over the {result.items:,} pairs two or more judges graded: {a}")
+    for pa in result.pairs:
+        k = f"{pa.kappa:.3f} {interval_text(pa.interval)}" if pa.kappa == pa.kappa else "—"
+        print(f"{pa.judge_a} / {pa.judge_b}: {pa.shared:,} pairs both graded, weighted kappa {k}, "
+              f"same grade on {pa.exact:.0%}")
+        print("    " + f"{pa.judge_a} \\ {pa.judge_b}".ljust(24) + "".join(f"{g:>6}" for g in range(3)))
+        for g, counts in enumerate(pa.confusion):
+            print("    " + str(g).ljust(24) + "".join(f"{c:>6}" for c in counts))
+    print(f"{len(result.adjudicate):,} pair(s) to adjudicate (graded differently), the widest spread first:")
+    for qid, doc, grades in result.adjudicate[:args.top]:
+        print(f"  {qid}  {doc}  " + ", ".join(f"{j}: {g}" for j, g in grades.items()))
+    if args.export:
+        path = write_qrels(merged_qrels(rows, args.rule), args.export, fmt=args.format, split="judged")
+        print(f"qrels ({args.rule}): {path}", file=sys.stderr)
     return 0
 
 
@@ -175,9 +258,11 @@ def cmd_search(args) -> int:
 def cmd_failures(args) -> int:
     from ui.present.figures import per_query_scatter, recall_curves
     from ui.present.report import write_gallery
+    from ui.present.tables import report_summary, segment_cells
 
     from .failures import failure_gallery
-    from .tables import recall_at_ks, versus
+    from .segments import segment_table
+    from .tables import comparisons, metrics_table, recall_at_ks, versus
 
     ds, ws = _open(args)
     split = ws.require_split(args.split or ds.default_split())
@@ -187,7 +272,10 @@ def cmd_failures(args) -> int:
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
     figures = [recall_curves(recall_at_ks(workspaces, split), split),
                per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
-    path = write_gallery(gallery, args.html, figures)
+    by_kind = {label(s): ws.evaluate(s, split) for s in (BM25, DENSE, HYBRID)}
+    summary = report_summary(metrics_table(workspaces, split), comparisons(workspaces, split),
+                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)))
+    path = write_gallery(gallery, args.html, figures, summary=summary)
     for category, count in gallery.counts.items():
         print(f"{category:<26}{count:>6}")
     print(f"report: {path}", file=sys.stderr)
@@ -242,13 +330,27 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--run", action="append", metavar="FILE[=NAME]",
                     help="a run file of another system (TREC 'qid Q0 docid rank score tag' or ranx JSON), "
                          "evaluated beside the others under NAME (default: its TREC tag or file stem); repeatable")
-    ev.add_argument("--json", default=None, help="write {system: {metric: value}} here")
+    ev.add_argument("--json", default=None, help="write each system's metrics with their 95%% intervals and "
+                    "every pair's comparison here")
+    ev.add_argument("--ci", action=argparse.BooleanOptionalAction, default=True,
+                    help="each metric with its 95%% interval over the queries (percentile bootstrap; default on)")
     ev.add_argument("--run-dir", default=None, help="write one TREC run file per system here")
     ev.set_defaults(func=cmd_evaluate)
 
     info = sub.add_parser("info", help="load a data set and report its contents and warnings")
     common(info, store=False)
     info.set_defaults(func=cmd_info)
+
+    ju = sub.add_parser("judges", help="how far the judges agree (weighted kappa, Krippendorff's alpha), the "
+                                       "pairs to adjudicate, and the judgments as qrels")
+    common(ju, store=False)
+    ju.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
+    ju.add_argument("--top", type=int, default=20, help="pairs to adjudicate to list")
+    ju.add_argument("--export", default=None, help="write the judgments as qrels here")
+    ju.add_argument("--rule", default="median", help="how several judges' grades of a pair are merged: median (the "
+                    "lower median), majority, min, max, or a judge's name (that judge's grades alone)")
+    ju.add_argument("--format", default="trec", choices=("trec", "beir"))
+    ju.set_defaults(func=cmd_judges)
 
     se = sub.add_parser("search", help="one query, every system side by side")
     common(se)

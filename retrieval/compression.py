@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .evaluate import Evaluation, compare
-from .metrics import SIGNIFICANT, SUMMARY_METRICS
+from .intervals import Interval
+from .metrics import SIGNIFICANT, SUMMARY_METRICS, interval_text
 from .systems import ENCODER_SYSTEMS, HYBRID
 from .workspace import Workspace
 
@@ -52,17 +53,22 @@ class CompressionRow:
     delta: dict[str, dict[str, float]]  # system -> metric -> mean − float32 flat's mean
     # "†": differs from flat (metrics.SIGNIFICANCE_LEVEL)
     marks: dict[str, dict[str, str]] = field(default_factory=dict)
+    intervals: dict[str, dict[str, Interval]] = field(default_factory=dict)  # of each mean (95%)
+    delta_intervals: dict[str, dict[str, Interval]] = field(default_factory=dict)  # of each Δ (paired, 95%)
     hybrid_lambda: float | None = None  # λ_test of this variant's hybrid (tuned with its own index)
 
     def to_dict(self) -> dict:
-        """A flat row for a table: sizes, then "<system> <metric>" and its "Δ" column."""
+        """A flat row for a table: sizes, then "<system> <metric>", its 95% interval, its "Δ" column
+        and the Δ's paired 95% interval (``[low, high]`` text; "" where there is none)."""
         row = {"index": self.label, "dims": self.dims, "λ_test": self.hybrid_lambda,
                "bytes/doc (codes)": self.code_bytes,
                "bytes/doc (index)": round(self.index_bytes_per_doc, 1), "× flat bytes": self.bytes_ratio}
         for system, values in self.metrics.items():
             for m, v in values.items():
                 row[f"{system} {m}"] = v
+                row[f"{system} {m} 95%"] = interval_text(self.intervals.get(system, {}).get(m))
                 row[f"{system} {m} Δ"] = self.delta[system][m]
+                row[f"{system} {m} Δ 95%"] = interval_text(self.delta_intervals.get(system, {}).get(m))
         return row
 
 
@@ -75,8 +81,9 @@ def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
                       systems=ENCODER_SYSTEMS, metrics=SUMMARY_METRICS) -> list[CompressionRow]:
     """Quality (dense and hybrid) and bytes per document of each (index kind, dims) variant.
 
-    Deltas and "†" marks (paired permutation test, ``evaluate.compare``) are against the float32
-    flat index over the full embedding, computed in the same call. Variants asking for at least as
+    Deltas with their paired 95% intervals and "†" marks (paired permutation test,
+    ``evaluate.compare``) are against the float32 flat index over the full embedding, computed in the
+    same call; each mean carries its own 95% interval. Variants asking for at least as
     many dimensions as the encoder has are left out.
     """
     dim = ws.encoder.dim
@@ -90,13 +97,16 @@ def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
 def _row(ws: Workspace, ev: dict[str, Evaluation], reference: dict[str, Evaluation], split: str,
          metrics) -> CompressionRow:
     index = ws.dense.index
+    compared = {s: {m: compare(reference[s], e, m) for m in metrics} for s, e in ev.items()}
     return CompressionRow(
         variant_label(ws.index_kind, ws.index_dims), ws.index_kind, index.stored.shape[1], index.bytes_per_doc,
         index.index_bytes / max(1, len(index.doc_ids)), index.bytes_per_doc / (4 * index.embeddings.shape[1]),
         metrics={s: {m: e.mean[m] for m in metrics} for s, e in ev.items()},
         delta={s: {m: e.mean[m] - reference[s].mean[m] for m in metrics} for s, e in ev.items()},
-        marks={s: {m: SIGNIFICANT for m in metrics if compare(reference[s], e, m).significant} for s, e in ev.items()},
-        hybrid_lambda=ws.lambda_for(split).value if HYBRID in ev else None)
+        marks={s: {m: SIGNIFICANT for m in metrics if compared[s][m].significant} for s in ev},
+        hybrid_lambda=ws.lambda_for(split).value if HYBRID in ev else None,
+        intervals={s: {m: e.interval(m) for m in metrics} for s, e in ev.items()},
+        delta_intervals={s: {m: compared[s][m].interval for m in metrics} for s in ev})
 
 
 def variant_workspace(ws: Workspace, kind: str, dims: int | None) -> Workspace:

@@ -49,6 +49,7 @@ class Dataset:
     queries: dict[str, str] = field(default_factory=dict)
     qrels: dict[str, Qrels] = field(default_factory=dict)
     report: LoadReport = field(default_factory=LoadReport)
+    query_fields: dict[str, dict[str, str]] = field(default_factory=dict)  # qid -> segment fields of its file
     _hash: str | None = field(default=None, repr=False, compare=False)
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
     _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
@@ -111,15 +112,30 @@ class Dataset:
             self._hash = h.hexdigest()
         return self._hash
 
-    def with_queries(self, queries: dict[str, str], report: LoadReport | None = None) -> "Dataset":
-        """A copy with ``queries`` added (its documents, labels and warnings shared, ``report``'s
-        warnings appended). A query id already present must come with the same text."""
+    def with_queries(self, queries: dict[str, str], report: LoadReport | None = None,
+                     fields: dict[str, dict[str, str]] | None = None) -> "Dataset":
+        """A copy with ``queries`` (and their segment ``fields``) added (its documents, labels and
+        warnings shared, ``report``'s warnings appended). A query id already present must come with
+        the same text."""
         for qid, text in queries.items():
             if qid in self.queries and self.queries[qid].strip() != text.strip():
                 raise ValueError(f"query id {qid!r} is already in {self.name!r} with another text "
                                  f"({self.queries[qid]!r})")
         merged = LoadReport(list(self.report.warnings) + list(report.warnings if report else []))
-        copy = Dataset(self.name, self.docs, {**self.queries, **queries}, self.qrels, merged)
+        copy = Dataset(self.name, self.docs, {**self.queries, **queries}, self.qrels, merged,
+                       {**self.query_fields, **(fields or {})})
+        copy._corpus_hash = self._corpus_hash
+        return copy
+
+    def without_queries(self, ids) -> "Dataset":
+        """A copy without the queries ``ids`` (their labels too); the same object when none is there."""
+        gone = set(ids) & set(self.queries)
+        if not gone:
+            return self
+        qrels = {split: {q: labels for q, labels in split_qrels.items() if q not in gone}
+                 for split, split_qrels in self.qrels.items()}
+        copy = Dataset(self.name, self.docs, {q: t for q, t in self.queries.items() if q not in gone}, qrels,
+                       self.report, {q: f for q, f in self.query_fields.items() if q not in gone})
         copy._corpus_hash = self._corpus_hash
         return copy
 

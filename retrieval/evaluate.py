@@ -44,6 +44,7 @@ import numpy as np
 from scipy import stats
 
 from .dataset import Qrels
+from .intervals import Interval, mean_interval
 from .metrics import BPREF, METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
 from .numba_guard import NUMBA_LOCK
 from .run import Run
@@ -57,6 +58,14 @@ class Evaluation:
 
     mean: dict[str, float]
     per_query: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> qid -> value
+    _intervals: dict[str, Interval] = field(default_factory=dict, repr=False, compare=False)
+
+    def interval(self, metric: str) -> Interval:
+        """The 95% interval of the mean ``metric`` over the evaluated queries (``intervals``:
+        percentile bootstrap over queries, seeded); undefined with fewer than 2 queries."""
+        if metric not in self._intervals:
+            self._intervals[metric] = mean_interval(self.per_query.get(metric, {}).values())
+        return self._intervals[metric]
 
     def to_json(self) -> dict:
         return {"mean": self.mean, "per_query": self.per_query}
@@ -181,19 +190,39 @@ class Comparison:
     wins: list[str]  # queries where B beats A
     losses: list[str]  # queries where A beats B
     ties: int
+    interval: Interval = field(default_factory=Interval.undefined)  # of the mean per-query B − A
 
     @property
     def significant(self) -> bool:
         return bool(self.p_value < SIGNIFICANCE_LEVEL)
 
+    @property
+    def queries(self) -> int:
+        return len(self.wins) + len(self.losses) + self.ties
+
+    def flipped(self) -> "Comparison":
+        """The same comparison as A − B (the p-value is two-sided: unchanged)."""
+        iv = self.interval
+        return Comparison(self.metric, self.mean_b, self.mean_a, -self.delta, self.p_value, self.test,
+                          list(self.losses), list(self.wins), self.ties, Interval(-iv.high, -iv.low, iv.level))
+
+    @property
+    def outcome(self) -> str:
+        """``"b"`` when B is better (significant, its interval above 0), ``"a"`` when A is, else
+        ``"open"``: not separable on these queries yet."""
+        if self.significant and self.interval.excludes(0.0):
+            return "b" if self.delta > 0 else "a"
+        return "open"
+
 
 def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "permutation",
             n_resamples: int = 10_000, seed: int = 0) -> Comparison:
-    """Paired significance test of B − A over the queries both were evaluated on.
+    """Paired significance test of B − A over the queries both were evaluated on, with the 95%
+    interval of the mean difference (``intervals``: paired percentile bootstrap, seeded).
 
     ``permutation``: paired randomization test of the mean difference (the test CLEAR uses,
     Gao et al., "Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021,
-    arXiv:2004.13969, §4), via ``scipy.stats.permutation_test``;
+    arXiv:2004.13969, §4), ``paired_permutation_p``;
     ``ttest``: paired two-sided Student t-test (``scipy.stats.ttest_rel``).
     """
     qa, qb = a.per_query.get(metric, {}), b.per_query.get(metric, {})
@@ -206,16 +235,43 @@ def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "
     elif test == "ttest":
         p = float(stats.ttest_rel(xb, xa).pvalue)
     elif test == "permutation":
-        res = stats.permutation_test((xb, xa), lambda x, y, axis: np.mean(x - y, axis=axis),
-                                     permutation_type="samples", n_resamples=n_resamples,
-                                     alternative="two-sided", random_state=seed, vectorized=True)
-        p = float(res.pvalue)
+        p = paired_permutation_p(diff, n_resamples, seed)
     else:
         raise ValueError(f"unknown test {test!r}; choose 'permutation' or 'ttest'")
     return Comparison(metric, float(xa.mean()) if len(xa) else float("nan"),
                       float(xb.mean()) if len(xb) else float("nan"), float(diff.mean()) if len(diff) else 0.0,
                       p, test, [q for q, d in zip(qids, diff) if d > 0],
-                      [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)))
+                      [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)), mean_interval(diff))
+
+
+def paired_permutation_p(diff, n_resamples: int = 10_000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired randomization test of the mean difference: each query's
+    difference keeps or flips its sign at random (swapping its two systems), and p is the share of
+    the ``n_resamples`` sign patterns whose mean is at least as far from 0 as the observed one, as
+    ``scipy.stats.permutation_test(..., permutation_type="samples")`` computes it — every pattern
+    when there are at most ``n_resamples`` (exact), else random ones with the +1 adjustment, and
+    twice the smaller tail. Written out because scipy's general routine takes 0.2–0.4 s a call and
+    every table makes dozens (``tests/test_evaluate.py`` checks the two agree)."""
+    d = np.asarray(diff, dtype=np.float64)
+    n = len(d)
+    observed = d.mean()
+    if 2 ** n <= n_resamples:  # exact: all 2^n sign patterns
+        bits = (np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1
+        null = ((1 - 2 * bits) * d).mean(axis=1)
+        adjustment, total = 0, 2 ** n
+    else:
+        rng = np.random.default_rng(seed)
+        null = np.empty(n_resamples)
+        step = max(1, 4_000_000 // n)
+        for start in range(0, n_resamples, step):
+            stop = min(n_resamples, start + step)
+            signs = 1 - 2 * rng.integers(0, 2, size=(stop - start, n), dtype=np.int8)
+            null[start:stop] = signs @ d / n
+        adjustment, total = 1, n_resamples
+    gamma = abs(observed) * np.finfo(np.float64).eps * 100
+    less = ((null <= observed + gamma).sum() + adjustment) / (total + adjustment)
+    greater = ((null >= observed - gamma).sum() + adjustment) / (total + adjustment)
+    return float(min(1.0, 2 * min(less, greater)))
 
 
 def significance_marks(evals: dict[str, Evaluation], base: str,

@@ -40,6 +40,6 @@ def with_judgments(dataset: Dataset, judged: Qrels, prefer: str = "imported", tu
         qrels = {JUDGED: {**qrels.get(JUDGED, {}), **reported}, **{s: v for s, v in qrels.items() if s != JUDGED}}
         if tune:
             qrels["train"] = {q: judged[q] for q in sorted(tune)}
-    copy = Dataset(dataset.name, dataset.docs, dataset.queries, qrels, dataset.report)
+    copy = Dataset(dataset.name, dataset.docs, dataset.queries, qrels, dataset.report, dataset.query_fields)
     copy._corpus_hash = dataset._corpus_hash
     return copy

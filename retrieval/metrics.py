@@ -1,5 +1,5 @@
 """The metric vocabulary: which metrics are computed and shown where, and how a value is written
-with its significance mark.
+with its 95% interval and significance mark, and what a comparison of two systems lets one conclude.
 
 Metric names follow ranx / trec_eval (``ndcg@10``, ``recall@100``, ``map``, ``p@10``); ``pnr`` is
 the positive-negative ratio of Liu et al., "Pre-trained Language Model for Web-scale Retrieval in
@@ -33,8 +33,47 @@ def significance_mark(p_value: float) -> str:
     return SIGNIFICANT if p_value < SIGNIFICANCE_LEVEL else ""
 
 
-def cell(value, mark: str = "") -> str:
-    """A metric value as shown in every table: 4 decimals, then its mark; "—" when undefined."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+def _undefined(value) -> bool:
+    return not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value)
+
+
+def interval_text(interval) -> str:
+    """``[0.701, 0.765]`` (3 decimals) for an ``intervals.Interval``, or a [low, high] pair; "" when
+    there is none (fewer than 2 queries)."""
+    if interval is None:
+        return ""
+    low, high = (interval.low, interval.high) if hasattr(interval, "low") else interval
+    if _undefined(low) or _undefined(high):
+        return ""
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def cell(value, mark: str = "", interval=None) -> str:
+    """A metric value as shown in every table: 4 decimals, its 95% interval when given, then its
+    mark ("0.7338 [0.701, 0.765]†"); "—" when undefined."""
+    if _undefined(value):
         return "—"
-    return f"{value:.4f}{mark}"
+    bounds = interval_text(interval)
+    return f"{value:.4f}{' ' + bounds if bounds else ''}{mark}"
+
+
+def p_text(p_value: float) -> str:
+    """"p < 0.001" or "p = 0.012"."""
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
+
+
+def conclusion(label_a: str, label_b: str, cmp) -> str:
+    """What a stakeholder can conclude from ``evaluate.compare(A, B)`` (B − A), in words:
+    "Hybrid beats BM25 by 0.053 [0.029, 0.078] nDCG@10 (p < 0.001, 300 queries)", or
+    "Dense and BM25: not separable yet (Δ −0.032 [−0.071, 0.009], p = 0.121, 300 queries)"."""
+    n = cmp.queries
+    if n < 2:
+        return f"{label_b} and {label_a}: too few queries to compare ({n} with labels)"
+    basis = f"{p_text(cmp.p_value)}, {n} queries"
+    if cmp.outcome == "b":
+        return f"{label_b} beats {label_a} by {cmp.delta:.3f} {interval_text(cmp.interval)} {cmp.metric} ({basis})"
+    if cmp.outcome == "a":
+        flipped = (-cmp.interval.high, -cmp.interval.low)
+        return f"{label_a} beats {label_b} by {-cmp.delta:.3f} {interval_text(flipped)} {cmp.metric} ({basis})"
+    return (f"{label_b} and {label_a}: not separable yet (Δ {cmp.delta:+.3f} {interval_text(cmp.interval)} "
+            f"{cmp.metric}, {basis})")

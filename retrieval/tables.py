@@ -2,10 +2,13 @@
 many depths, and each query's metric under each system (the wins and losses against BM25).
 
 * ``metrics_table`` — every system of one or more workspaces (base, fine-tuned, compressed
-  indexes), with "†" where a system differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``,
-  paired permutation test, ``evaluate.significance_marks``).
+  indexes), each mean with its 95% interval over queries (``intervals``), and "†" where a system
+  differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``, paired permutation test,
+  ``evaluate.significance_marks``).
+* ``comparisons`` — every pair of those systems on one metric: the paired difference, its interval
+  and p-value (``evaluate.compare``), the separable pairs first.
 * ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
-  1 to 1000, computed by ranx from the cached runs.
+  1 to 1000, computed by ranx from the cached runs, with 95% intervals.
 * ``per_query_table`` — each query's nDCG@10 under each system, the queries where another system
   gains most over the first listed first.
 """
@@ -44,7 +47,8 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
 
 def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                   metrics=METRICS) -> list[dict]:
-    """One row per system: ``{"label", "system", "metrics": {m: mean}, "marks": {m: "†"}}``.
+    """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
+    "marks": {m: "†"}, "queries": evaluated queries}``.
 
     BM25 always comes first: it is the base of the significance marks.
     """
@@ -53,17 +57,41 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     base = entries[0][0]
     marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
     return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
-             "marks": marks.get(name, {})} for name, _, s in entries]
+             "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
+             "queries": len(evals[name].per_query.get(PRIMARY, {}))} for name, _, s in entries]
+
+
+def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
+    """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``:
+    ``{"a", "b", "comparison": evaluate.Comparison}`` with B the better on the mean; the separable
+    pairs (significant, the interval of B − A above 0) first, then by the size of the difference."""
+    entries = system_entries(ws_by_label, split, systems)
+    evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
+    names = list(evals)
+    wanted = pairs or [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    rows = []
+    for a, b in wanted:
+        if a not in evals or b not in evals:
+            raise KeyError(f"no system labelled {a if a not in evals else b!r} on this split")
+        cmp = compare(evals[a], evals[b], metric)
+        if cmp.delta < 0:
+            a, b, cmp = b, a, cmp.flipped()
+        rows.append({"a": a, "b": b, "comparison": cmp})
+    return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
 
 
 def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                 ks=RECALL_KS) -> dict[str, list[float]]:
-    """``{label: [mean Recall@k for k in ks]}`` from each system's cached run, by ranx."""
+                 ks=RECALL_KS) -> dict[str, dict[str, list[float]]]:
+    """``{label: {"mean": [mean Recall@k for k in ks], "low": [...], "high": [...]}}`` from each
+    system's cached run, by ranx, with each mean's 95% interval over the queries (``intervals``)."""
     metrics = tuple(f"recall@{k}" for k in ks)
     out = {}
     for name, ws, s in system_entries(workspaces, split, systems):
         ev = evaluate_run(ws.run(s, split), ws.dataset.qrels[split], metrics=metrics)
-        out[name] = [ev.mean[m] for m in metrics]
+        bounds = [ev.interval(m) for m in metrics]
+        out[name] = {"mean": [ev.mean[m] for m in metrics], "low": [b.low for b in bounds],
+                     "high": [b.high for b in bounds]}
     return out
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 import zipfile
 from html import unescape as html_unescape
@@ -89,13 +90,25 @@ def test_empty_query_is_a_clear_error(client):
         client.predict("   ", api_name="/search")
 
 
+def test_segments_endpoint(client):
+    table = client.predict("test", api_name="/segments")
+    assert table["headers"][:3] == ["kind", "segment", "queries"] and "BM25" in table["headers"]
+    kinds = {row[0] for row in table["data"]}
+    assert {"length", "form"} <= kinds  # the demo's test queries: every kind with 5 queries or more
+    for row in table["data"]:
+        assert row[2] >= 5 and re.fullmatch(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", row[3])
+
+
 def test_evaluate_endpoint(client):
     caption, table, wins = client.predict("test", [], api_name="/evaluate")
     rows = {r[0]: r for r in table["data"]}
     assert set(rows) == {"BM25", "Dense", "Hybrid (CLEAR λ)"}
     assert "tuned on train" in caption
-    for row in rows.values():
-        assert 0.0 <= float(row[1].rstrip("†")) <= 1.0
+    for row in rows.values():  # "0.5776 [0.420, 0.733]†": the mean, its 95% interval, the mark
+        value, low, high = map(float, re.fullmatch(r"(\S+) \[(\S+), (\S+)\]†?", row[1]).groups())
+        assert 0.0 <= low <= value + 5e-4 and value <= high + 5e-4 <= 1.0005
+    assert "What the table lets you conclude" in caption  # every pair of systems, in words
+    assert sum(" beats " in line or "not separable yet" in line for line in caption.splitlines()) == 3
     n_test = len((DEMO / "qrels" / "test.tsv").read_text().splitlines()) - 1
     assert 0 < len(wins["data"]) <= n_test
 
@@ -322,7 +335,8 @@ def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app,
     assert "Imported run vendor:" in shown(out[0])
     caption, table, wins = client.predict("test", [], api_name="/evaluate")
     vendor = next(r for r in table["data"] if r[0] == "vendor")
-    assert vendor[1] == "1.0000†" and wins["headers"][-2:] == ["vendor", "disagreement"]  # the ideal nDCG@10
+    assert vendor[1] == "1.0000 [1.000, 1.000]†"  # the ideal nDCG@10 on every query: no spread
+    assert wins["headers"][-2:] == ["vendor", "disagreement"]
     _, result = client.predict(demo.queries["q02"], api_name="/search")
     assert list(result["systems"]) == ["bm25", "dense", "hybrid", "vendor"]  # put beside them after import
     assert [h["doc_id"] for h in result["systems"]["vendor"]] == [d for d, _ in oracle["q02"]]
@@ -340,7 +354,14 @@ def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     assert f"Judged 1 of {pooled}" in progress
     assert (nxt["query_id"], nxt["doc_id"]) != (shown["query_id"], shown["doc_id"])
     client.predict("bea", shown["query_id"], shown["doc_id"], 1, 2, False, api_name="/judge")  # changed later
-    path = client.predict("trec", False, api_name="/export_qrels")
+    path = client.predict("trec", False, "median", api_name="/export_qrels")
     assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 1}}
     out = client.predict("imported", api_name="/use_judgments")
     assert "Every view now uses 1 judgment of 1 query" in html_unescape(out[0])
+    note, rules = client.predict(api_name="/agreement")
+    assert "1 judge so far" in note
+    client.predict("cal", shown["query_id"], shown["doc_id"], 0, 2, False, api_name="/judge")  # a second judge
+    note, rules = client.predict(api_name="/agreement")
+    assert "bea / cal" in note and "Krippendorff" in note and "1 pair(s) graded differently" in note
+    path = client.predict("trec", False, "cal", api_name="/export_qrels")  # one judge's grades alone
+    assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 0}}

@@ -111,7 +111,10 @@ def test_evaluate_tab_fills_the_metrics_table(page, shots):
     expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
     text = table.inner_text()
     assert "BM25" in text and "Dense" in text
-    assert "λ" in page.locator("#eval-note").inner_text()  # how λ_test was chosen is said
+    note = page.locator("#eval-note").inner_text()
+    assert "λ" in note  # how λ_test was chosen is said
+    assert "What the table lets you conclude" in note and ("not separable yet" in note or " beats " in note)
+    assert re.search(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", text)  # each figure with its interval
     for plot in ("#eval-scatter", "#eval-recall", "#eval-sweep"):  # the three figures are drawn
         page.locator(f"{plot} .js-plotly-plot").wait_for()
     expect(page.locator("#eval-recall")).to_contain_text("Recall@k")
@@ -311,6 +314,23 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
         expect(progress).to_contain_text(f"Judged {n} of {pooled}")
     expect(progress).to_contain_text("every pooled pair is judged")
     page.screenshot(path=str(shots / "judge.png"), full_page=False)
+
+    # a second judge grades the same pool, and the tab says how far the two agree
+    page.locator("#judge-name textarea").fill("cy")
+    page.locator("#judge-panel").click()
+    page.locator("#judge-start").click()
+    expect(progress).to_contain_text("Judged 0 of")
+    page.locator("body").click(position={"x": 5, "y": 5})
+    for n in range(1, pooled + 1):
+        page.keyboard.press("2" if n % 2 else ("1" if n % 4 == 0 else "0"))  # ana's grades, but a 1 for some 0s
+        expect(progress).to_contain_text(f"Judged {n} of {pooled}")
+    page.get_by_text("Export the judgments; judges who disagree").click()
+    page.locator("#judge-agreement-button").click()
+    agreement = page.locator("#judge-agreement")
+    expect(agreement).to_contain_text("Krippendorff's α (ordinal)")
+    expect(agreement).to_contain_text("ana / cy")
+    assert re.search(r"ana / cy\s+" + str(pooled) + r"\s+\d\.\d{3} \[", agreement.inner_text())  # κ [interval]
+    page.screenshot(path=str(shots / "judge-agreement.png"), full_page=True)
     page.locator("#judge-apply").click()
     expect(page.locator("#dataset-summary")).to_contain_text("judged:")
 
@@ -318,10 +338,10 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     page.locator("#evaluate-button").click()
     expect(page.locator("#eval-table")).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
     assert "tuned on train" in page.locator("#eval-note").inner_text()
+    assert re.search(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", page.locator("#eval-table").inner_text())
 
     open_tab(page, "Judge")
-    page.get_by_text("Export the judgments; judges who disagree").click()
-    page.locator("#export-qrels").click()
+    page.locator("#export-qrels").click()  # the accordion is open since the agreement
     expect(page.locator("#qrels-file")).to_contain_text(".qrels")
 
     run = {stable_query_id(q): [("home-001", 2.0), ("fin-001", 1.0)] for q in queries}  # the ids the app gave
@@ -334,6 +354,43 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     page.locator("#query-box textarea").fill(queries[0])
     page.locator("#search-button").click()
     expect(page.locator("#results .sbs .col")).to_have_count(4)
+
+
+def test_added_queries_come_back_after_a_reload_and_in_a_second_browser(page, url):
+    """Queries added to a corpus are kept with it: a reload and another browser get them back; the
+    Data tab lists the set and removes it."""
+    def queries_of(pg) -> int:
+        found = re.search(r"([\d,]+) queries", pg.locator("#dataset-summary").inner_text())
+        return int(found.group(1).replace(",", ""))
+
+    browser = page.context.browser
+    first = browser.new_context().new_page()
+    first.goto(url)
+    first.get_by_role("tab", name="Search").wait_for()
+    open_tab(first, "Data")  # the demo, with every query kept with its corpus so far: a settled count to start from
+    first.get_by_role("button", name="Load the bundled demo").click()
+    expect(first.locator("#load-status")).to_contain_text("Loaded demo")
+    n = queries_of(first)
+    first.locator("#query-text textarea").fill("kept query about limescale\nkept query about grout")
+    first.locator("#add-queries-button").click()
+    expect(first.locator("#load-status")).to_contain_text("Kept with the corpus")
+    expect(first.locator("#dataset-summary")).to_contain_text(f"{n + 2} queries")
+
+    first.reload()  # a new session on the start page: the queries come back with it
+    expect(first.locator("#dataset-summary")).to_contain_text(f"{n + 2} queries")
+    second = browser.new_context().new_page()  # another browser
+    second.goto(url)
+    expect(second.locator("#dataset-summary")).to_contain_text(f"{n + 2} queries")
+    open_tab(second, "Data")
+    second.get_by_text("Query sets kept with this corpus").click()
+    expect(second.locator("#query-sets")).to_contain_text("typed")
+    second.locator("#query-set-pick input").click()
+    second.get_by_role("option").filter(has_text="(2 queries)").first.click()
+    second.locator("#remove-query-set").click()
+    expect(second.locator("#load-status")).to_contain_text("Removed a query set: 2 queries fewer")
+    expect(second.locator("#dataset-summary")).to_contain_text(f"{n} queries")
+    first.context.close()
+    second.context.close()
 
 
 def test_keys_pressed_faster_than_the_pair_changes_never_regrade_it(page):

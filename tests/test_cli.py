@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -34,23 +35,40 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
     assert res.returncode == 0, res.stderr
     assert "demo: 384 documents, 32 test queries" in res.stderr
 
-    # JSON: {system: {metric: value}}
-    results = json.loads(out_json.read_text())
+    # JSON: each system's metrics with their 95% intervals, and every pair compared
+    out = json.loads(out_json.read_text())
+    assert out["split"] == "test" and out["level"] == 0.95
+    results = {s: row["metrics"] for s, row in out["systems"].items()}
     assert list(results) == ["bm25", "dense", "hybrid"]
     for system, row in results.items():
         assert list(row) == TABLE_METRICS, system
         assert all(0.0 <= row[m] <= 1.0 for m in TABLE_METRICS if m != "pnr")
         assert row["pnr"] >= 0.0
+        assert out["systems"][system]["queries"] == 32
+        for m in TABLE_METRICS:  # every mean inside its own interval (a point where every query scores alike)
+            low, high = out["systems"][system]["intervals"][m]
+            assert low <= row[m] <= high, (system, m)
+        low, high = out["systems"][system]["intervals"]["ndcg@10"]
+        assert high - low > 0.05  # 32 queries: nDCG@10 is far from settled
+    assert len(out["comparisons"]) == 3  # every pair, the better one as b
+    for c in out["comparisons"]:
+        assert c["delta"] >= 0 and c["interval"][0] <= c["delta"] <= c["interval"][1]
+        assert c["outcome"] in ("b", "open") and (c["outcome"] == "b") == (c["p_value"] < 0.05 and c["interval"][0] > 0)
 
-    # the table: a header, then one row per system whose cells are the JSON values to 4 decimals
+    # the table: a header, then one row per system whose cells are the JSON values to 4 decimals and
+    # their intervals
     lines = res.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("system"))
     assert lines[header].split()[1:] == TABLE_METRICS
-    rows = {line[:24].strip(): line[24:].split() for line in lines[header + 2:header + 5]}
+    rows = {line[:24].strip(): line[24:] for line in lines[header + 2:header + 5]}
     assert set(rows) == set(SYSTEM_ROWS.values())
     for system, label in SYSTEM_ROWS.items():
-        cells = [float(c.rstrip("†")) for c in rows[label]]
-        assert cells == pytest.approx([results[system][m] for m in TABLE_METRICS], abs=5.1e-5)
+        cells = re.findall(r"(\d\.\d{4}) \[(\d\.\d{3}), (\d\.\d{3})\]", rows[label])
+        assert [float(v) for v, _, _ in cells] == pytest.approx([results[system][m] for m in TABLE_METRICS], abs=5.1e-5)
+        for (_, low, high), m in zip(cells, TABLE_METRICS):
+            assert [float(low), float(high)] == pytest.approx(out["systems"][system]["intervals"][m], abs=5.1e-4)
+    conclusions = lines[lines.index("conclusions:") + 1:lines.index("conclusions:") + 4]
+    assert all(" beats " in c or "not separable yet" in c for c in conclusions)
     assert any(line.startswith("hybrid λ_test = ") and "tuned on train" in line for line in lines)
     n_test = 32  # the demo's test split, as the stderr line above says
     for label in ("Dense", "Hybrid (CLEAR λ)"):  # per-query deltas against BM25, one line each
@@ -106,3 +124,29 @@ def test_info_prints_the_summary(tmp_path):
     assert summary["name"] == "demo" and summary["documents"] == 384 and summary["queries"] == 71
     assert summary["splits"] == {"test": {"queries": 32, "labels": 66}, "train": {"queries": 39, "labels": 90}}
     assert summary["warnings"] == 0
+
+
+def test_judges_reports_agreement_and_exports_merged_qrels(tmp_path):
+    from retrieval import Store
+    from retrieval.readers import read_qrels
+
+    ds = load_dataset(DEMO)
+    store = Store(tmp_path / "s.sqlite3")
+    qid = next(iter(ds.queries))
+    docs = ds.doc_ids[:6]
+    for i, d in enumerate(docs):
+        store.put_judgment(ds.corpus_hash, qid, ds.queries[qid], d, i % 3, "ann")
+        store.put_judgment(ds.corpus_hash, qid, ds.queries[qid], d, (i % 3) if i < 4 else 0, "bob")
+    store.close()
+    out = tmp_path / "merged.qrels"
+    res = cli("judges", DEMO, "--store", tmp_path / "s.sqlite3", "--export", out, "--rule", "max", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "12 judgments by 2 judge(s): ann, bob"
+    assert lines[1].startswith("Krippendorff's alpha (ordinal), over the 6 pairs two or more judges graded: 0.")
+    assert re.match(r"ann / bob: 6 pairs both graded, weighted kappa 0\.\d{3} \[-?\d\.\d{3}, \d\.\d{3}\], "
+                    r"same grade on 67%", lines[2])
+    assert "2 pair(s) to adjudicate (graded differently), the widest spread first:" in res.stdout
+    assert read_qrels(out) == {qid: {d: i % 3 for i, d in enumerate(docs)}}  # max: ann's higher grades win
+    empty = cli("judges", DEMO, "--store", tmp_path / "none.sqlite3", tmp_path=tmp_path)
+    assert empty.returncode == 2 and "nobody has judged" in empty.stderr

@@ -147,6 +147,11 @@ def test_compression_table_rows_are_cached_under_their_own_keys(demo):
         row = r.to_dict()
         assert row["dense ndcg@10"] == r.metrics["dense"]["ndcg@10"]
         assert row["hybrid recall@100 Δ"] == r.delta["hybrid"]["recall@100"]
+        iv = evals["dense"].interval("ndcg@10")  # each mean with its interval, each Δ with its paired one
+        assert row["dense ndcg@10 95%"] == f"[{iv.low:.3f}, {iv.high:.3f}]"
+        d = r.delta_intervals["hybrid"]["ndcg@10"]
+        assert d.low <= r.delta["hybrid"]["ndcg@10"] <= d.high
+        assert row["hybrid ndcg@10 Δ 95%"] == f"[{d.low:.3f}, {d.high:.3f}]"
     # each variant's runs, metrics and λ sit under their own keys ...
     dense_params = [r for r in store.runs(ws.dataset.content_hash) if r["system"] == "dense"]
     assert len(dense_params) == 4 and len({r["params"] for r in dense_params}) == 4

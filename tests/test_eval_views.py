@@ -51,7 +51,11 @@ def test_metrics_table_lists_every_workspace_with_marks_against_bm25(demo):
     cells = table_cells(rows, metrics)
     marked = next(r for r in rows if r["marks"])
     m = next(iter(marked["marks"]))
-    assert cells[rows.index(marked)][1 + metrics.index(m)] == f"{marked['metrics'][m]:.4f}†"
+    iv = marked["intervals"][m]  # each mean with its 95% interval, then the mark
+    assert iv.low <= marked["metrics"][m] <= iv.high
+    assert cells[rows.index(marked)][1 + metrics.index(m)] == \
+        f"{marked['metrics'][m]:.4f} [{iv.low:.3f}, {iv.high:.3f}]†"
+    assert rows[0]["intervals"] == {m: bm25.interval(m) for m in metrics}
     # one workspace: plain labels, BM25 first even when not asked for
     assert [r["label"] for r in metrics_table(ws, "test", ("dense",), metrics)] == ["BM25", "Dense"]
 
@@ -72,6 +76,7 @@ def test_scatter_has_one_point_per_query_and_counts_outcomes(demo):
     d = np.array(points.y) - np.array(points.x)
     wins, ties, losses = int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())
     assert f"{wins} wins, {ties} ties, {losses} losses" in fig.layout.title.text
+    assert f"Δ {cmp.delta:+.3f} [{cmp.interval.low:.3f}, {cmp.interval.high:.3f}]" in fig.layout.title.text
     assert list(fig.data[1].x) == [0, 1] == list(fig.data[1].y)  # the diagonal
 
 
@@ -81,8 +86,10 @@ def test_recall_curves_are_monotone_and_equal_ranx(demo):
     curves = recall_at_ks(ws, "test", SYSTEMS)
     assert list(curves) == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
     judged = positive_qrels(demo.qrels)
-    for (label, values), s in zip(curves.items(), SYSTEMS):
+    for (label, curve), s in zip(curves.items(), SYSTEMS):
+        values = curve["mean"]
         assert len(values) == len(RECALL_KS)
+        assert all(lo <= v <= hi for lo, v, hi in zip(curve["low"], values, curve["high"])), label
         assert all(x <= y + 1e-12 for x, y in zip(values, values[1:])), label
         run = ws.run(s, "test")
         expected = ranx_evaluate(RQrels(judged), RRun({q: dict(run[q]) for q in judged}),
@@ -90,10 +97,15 @@ def test_recall_curves_are_monotone_and_equal_ranx(demo):
         got = dict(zip(RECALL_KS, values))
         assert [got[1], got[10], got[100]] == pytest.approx(
             [expected[m] for m in ("recall@1", "recall@10", "recall@100")])
-    assert curves["Dense"][-1] == 1.0  # the dense index returns all 384 documents at k = 1000
-    fig = recall_curves(curves, "test")
-    assert [t.name for t in fig.data] == list(curves)
-    assert list(fig.data[1].y) == curves["Dense"] and list(fig.data[1].x) == list(RECALL_KS)
+    assert curves["Dense"]["mean"][-1] == 1.0  # the dense index returns all 384 documents at k = 1000
+    assert curves["Dense"]["low"][-1] == curves["Dense"]["high"][-1] == 1.0  # every query: no spread
+    assert curves["BM25"]["high"][1] - curves["BM25"]["low"][1] > 0.05  # Recall@2 on 32 queries: wide
+    fig = recall_curves(curves, "test")  # per system a band (its interval), then its line
+    assert [t.name for t in fig.data][1::2] == list(curves)
+    assert [t.name for t in fig.data][0::2] == [f"{c} 95% interval" for c in curves]
+    line, band = fig.data[3], fig.data[2]
+    assert list(line.y) == curves["Dense"]["mean"] and list(line.x) == list(RECALL_KS)
+    assert list(band.y) == curves["Dense"]["high"] + curves["Dense"]["low"][::-1]
 
 
 # ---- λ sweep --------------------------------------------------------------------------------

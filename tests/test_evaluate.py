@@ -225,3 +225,37 @@ def test_identical_systems_have_p_one(test):
 def test_unknown_test_raises():
     with pytest.raises(ValueError, match="unknown test"):
         compare(_ev({"q1": 0.1, "q2": 0.2}), _ev({"q1": 0.5, "q2": 0.3}), test="wilcoxon")
+
+
+# ---- the paired permutation test, written out -------------------------------------------------
+def test_the_permutation_test_agrees_with_scipy():
+    from scipy import stats
+
+    from retrieval.evaluate import paired_permutation_p
+
+    def scipy_p(x, y):
+        return stats.permutation_test((y, x), lambda a, b, axis: np.mean(a - b, axis=axis), permutation_type="samples",
+                                      n_resamples=10_000, alternative="two-sided", random_state=0,
+                                      vectorized=True).pvalue
+
+    for n in (3, 8, 13):  # at most 10,000 sign patterns: both enumerate them all, the same p exactly
+        rng = np.random.default_rng(n)
+        x, y = rng.random(n), rng.random(n) + 0.2
+        assert paired_permutation_p(y - x) == pytest.approx(scipy_p(x, y), abs=1e-12)
+    for n, shift in ((40, 0.05), (300, 0.0), (300, 0.05)):  # random patterns: within Monte Carlo error
+        rng = np.random.default_rng(n)
+        x, y = rng.random(n), np.clip(rng.random(n) + shift, 0, 1)
+        p, ref = paired_permutation_p(y - x), scipy_p(x, y)
+        assert abs(p - ref) < 4 * 2 * np.sqrt(max(ref, 0.01) * (1 - ref) / 10_000) + 1e-4, (n, p, ref)
+    assert paired_permutation_p(np.full(50, 0.1)) == pytest.approx(2 / 10_001)  # nothing as far as all +0.1
+
+
+def test_a_flipped_comparison_is_the_same_test_the_other_way():
+    rng = np.random.default_rng(1)
+    a = Evaluation({}, {"ndcg@10": {str(i): float(v) for i, v in enumerate(rng.random(30))}})
+    b = Evaluation({}, {"ndcg@10": {str(i): float(v) for i, v in enumerate(rng.random(30))}})
+    ab, ba = compare(a, b), compare(b, a)
+    flipped = ab.flipped()
+    assert (flipped.wins, flipped.losses, flipped.p_value) == (ba.wins, ba.losses, ab.p_value)
+    assert (flipped.delta, flipped.interval.low, flipped.interval.high) == \
+        pytest.approx((ba.delta, ba.interval.low, ba.interval.high), abs=1e-12)

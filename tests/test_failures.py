@@ -29,12 +29,13 @@ from retrieval.dataset import Dataset, Document
 from retrieval.encoder import Encoder, load_encoder
 from retrieval.failure_rules import CATEGORIES, SPARSE_CATEGORIES, headline
 from retrieval.failures import FailureCard, failure_gallery
+from retrieval.intervals import proportion_interval
 from retrieval.readers import load_dataset
 from retrieval.run import ranks
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from ui.present.figures import counts_figure
-from ui.present.report import card_html, gallery_html, write_gallery
+from ui.present.report import Summary, card_html, gallery_html, write_gallery
 
 from .conftest import DEMO, build_tiny_encoder
 
@@ -369,6 +370,30 @@ def test_counts_figure_has_one_bar_per_category(toy):
     assert list(fig.data[0].x) == ["Vocabulary mismatch", "Exact-match miss", "Semantic false positive", "Lexical trap",
                                    "Both fail", "Fixed by hybrid", "Fixed by fine-tuning", "Broken by fine-tuning"]
     assert list(fig.data[0].y) == [1, 0, 1, 2, 2, 1, 1, 1]
+    # error bars: the 95% (Wilson) interval of each category's share of the analysed queries, in queries
+    n = len(toy.gallery.query_categories)
+    for k, up, down in zip(fig.data[0].y, fig.data[0].error_y.array, fig.data[0].error_y.arrayminus):
+        iv = proportion_interval(k, n)
+        assert (k + up, k - down) == pytest.approx((iv.high * n, iv.low * n))
+
+
+def test_the_report_opens_with_the_systems_metrics_intervals_and_conclusions(toy):
+    summary = Summary(["system", "ndcg@10"], [["BM25", "0.5776 [0.420, 0.733]"], ["<b>prod</b>", "0.6 [0.5, 0.7]"]],
+                      ["<b>prod</b> and BM25: not separable yet (Δ +0.022 [-0.100, 0.140] ndcg@10, p = 0.700, "
+                       "32 queries)"],
+                      {"headers": ["kind", "segment", "queries", "BM25", "significantly worse"],
+                       "data": [["field <i>tier</i>", "gold", 7, "0.2000 [0.100, 0.300]", "<b>prod</b> below BM25"]]},
+                      note="Means over the 32 labelled queries")
+    doc = gallery_html(toy.gallery, counts=False, summary=summary)
+    parsed = parse(doc)
+    assert [a.get("id") for t, a in parsed.tags if t == "section"][0] == "rs-summary"  # before the categories
+    assert "<b>prod</b>" not in doc and "&#60;b&#62;prod&#60;/b&#62; and BM25" in doc
+    text = unescape("".join(parsed.text))
+    assert "0.5776 [0.420, 0.733]" in text and "not separable yet (Δ +0.022 [-0.100, 0.140]" in text
+    assert "By kind of query" in text and "field <i>tier</i>" in text and "<i>tier</i>" not in doc
+    n = len(toy.gallery.query_categories)  # and the counts table gives each share with its interval
+    iv = proportion_interval(2, n)
+    assert f"{2 / n:.1%} [{iv.low:.1%}, {iv.high:.1%}]" in text
 
 
 def test_without_figures_no_plotly_is_embedded(toy):

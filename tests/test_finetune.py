@@ -126,6 +126,17 @@ def test_run_reports_base_and_fine_tuned_metrics(demo_run, demo):
         assert 0.0 <= result.metrics[label]["hybrid"]["lambda"] <= 1.0
     assert set(result.significance) == {"dense", "hybrid"}
     assert all(0.0 <= p <= 1.0 for ps in result.significance.values() for p in ps.values())
+    # every figure with its 95% interval, and the difference with its paired one
+    for label in ("base", "fine-tuned"):
+        for system in ("dense", "hybrid"):
+            m = result.metrics[label][system]
+            assert all(m["intervals"][k][0] <= m[k] <= m["intervals"][k][1] for k in SUMMARY_METRICS)
+    for system in ("dense", "hybrid"):
+        for k in SUMMARY_METRICS:
+            d = result.differences[system][k]
+            after, before = result.metrics["fine-tuned"][system][k], result.metrics["base"][system][k]
+            assert d["delta"] == pytest.approx(after - before, abs=1e-9)
+            assert d["interval"][0] <= d["delta"] <= d["interval"][1]
     # the exported folder, loaded afresh and evaluated without the cache, gives the reported numbers
     reloaded = Workspace(demo, None, model=Encoder(load_encoder(str(out), device="cpu").model))
     ev = reloaded.evaluate("dense", "test")
@@ -152,7 +163,9 @@ def test_run_writes_a_model_card_and_the_config(demo_run):
     for label in ("base", "fine-tuned"):
         for system in ("dense", "hybrid"):
             m = result.metrics[label][system]
-            assert f"| {label} | {system} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | {m['mrr@10']:.4f} |" in card
+            cells = " | ".join(f"{m[k]:.4f} [{m['intervals'][k][0]:.3f}, {m['intervals'][k][1]:.3f}]"
+                               for k in ("ndcg@10", "recall@100", "mrr@10"))
+            assert f"| {label} | {system} | {cells} |" in card
     saved = json.loads((out / "rankscope_training.json").read_text())
     assert saved["config"]["loss"] == "residual" and saved["config"]["xi"] == 0.3
     assert saved["result"]["metrics"] == json.loads(json.dumps(result.metrics))

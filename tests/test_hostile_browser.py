@@ -208,7 +208,9 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     expect(page.locator("#eval-table")).to_contain_text(TIGHT, timeout=60_000)
     for plot in ("#eval-scatter", "#eval-recall", "#eval-sweep"):
         page.locator(f"{plot} .js-plotly-plot").wait_for()
-    box = page.locator("#eval-scatter .js-plotly-plot .scatterlayer .point").first.bounding_box()
+    point = page.locator("#eval-scatter .js-plotly-plot .scatterlayer .point").first
+    point.scroll_into_view_if_needed()  # below the table and its conclusions: the mouse reaches the viewport only
+    box = point.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # a hover label: the query's text
     expect(page.locator("#eval-scatter .hoverlayer")).to_contain_text("q", timeout=10_000)
     watch.check(page, "Evaluate")

@@ -291,7 +291,7 @@ def test_cli_evaluates_a_run_file_beside_bm25(tmp_path, bm25_run):
     assert f"warning: {path}: 1 row names a document that is not in the corpus (e.g. 'ghost'); left out" in res.stderr
     assert any(line.startswith("prod ") for line in res.stdout.splitlines())
     assert "prod vs BM25, nDCG@10 per query:" in res.stdout
-    results = json.loads(out_json.read_text())
+    results = {s: row["metrics"] for s, row in json.loads(out_json.read_text())["systems"].items()}
     assert list(results) == ["bm25", "prod"] and results["prod"]["ndcg@10"] < results["bm25"]["ndcg@10"]
     lines = (run_dir / file_name("demo", "test", "prod", suffix=".trec")).read_text().splitlines()
     assert lines and all(line.split()[5] == "prod" for line in lines)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict
@@ -36,13 +37,15 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
     lines = lines[:1] + lines[2:]
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in lines[1:5]}
     assert set(rows) == {("base", "dense"), ("base", "hybrid"), ("fine-tuned", "dense"), ("fine-tuned", "hybrid")}
-    for (_, system), cells in rows.items():  # "ndcg@10 0.1234  recall@100 0.5678  mrr@10 0.9012"
+    for (_, system), cells in rows.items():  # "ndcg@10 0.1234 [0.080, 0.170]  recall@100 0.5678 [...]  ..."
         if system == "hybrid":  # and the λ it ran at: "(λ 0.5)"
             assert cells[-2] == "(λ" and cells[-1].endswith(")") and float(cells[-1][:-1]) >= 0, cells
             cells = cells[:-2]
-        assert cells[0::2] == ["ndcg@10", "recall@100", "mrr@10"]
-        assert all(0.0 <= float(v) <= 1.0 for v in cells[1::2])
-    assert lines[5].startswith("p (fine-tuned vs base, dense): ndcg@10 ")
+        found = re.findall(r"(\S+) (\d\.\d{4}) \[(\d\.\d{3}), (\d\.\d{3})\]", " ".join(cells))
+        assert [m for m, *_ in found] == ["ndcg@10", "recall@100", "mrr@10"], cells
+        assert all(0.0 <= float(low) <= float(v) + 5e-4 and float(v) <= float(high) + 5e-4 <= 1.0005
+                   for _, v, low, high in found)
+    assert lines[5].startswith("p (fine-tuned vs base, dense): ndcg@10 ") and " (Δ " in lines[5]
     assert lines[6].startswith("p (fine-tuned vs base, hybrid): ndcg@10 ")
     assert "3/3" in res.stderr  # the progress bar reached the last of the 3 steps
     assert (out / "modules.json").exists() and "Loss: **triplet**" in (out / "README.md").read_text()

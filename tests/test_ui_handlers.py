@@ -198,7 +198,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     prod = next(r for r in rows if r[0] == "prod")
     qrels = {q: dict(v) for q, v in mine.dataset.qrels["test"].items()}
     expected = ranx_evaluate(RQrels(qrels), RRun.from_file(str(path), kind="trec"), "ndcg@10")
-    assert float(prod[1].rstrip("†")) == pytest.approx(expected, abs=1e-4)
+    assert float(prod[1].split()[0]) == pytest.approx(expected, abs=1e-4)
     assert wins["headers"][-2:] == ["prod", "disagreement"]
     text, html, result = search.search_by_id(mine, "q02", ["bm25", "dense", "hybrid", "prod"])
     assert list(result["systems"]) == ["bm25", "dense", "hybrid", "prod"] and html.count('class="col"') == 4

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retrieval.errors import DataError
 from retrieval.lambdas import shown
-from retrieval.metrics import SUMMARY_METRICS
+from retrieval.metrics import SUMMARY_METRICS, interval_text
 from retrieval.readers import load_dataset
 from retrieval.store import Store, default_store_path
 from retrieval.terminal import safe_output
@@ -131,9 +131,16 @@ def _main(argv=None) -> int:
         print(result.verdict)
     for label, systems in result.metrics.items():
         for system, m in systems.items():
-            cells = "  ".join(f"{k} {m[k]:.4f}" for k in SUMMARY_METRICS if isinstance(m.get(k), float))
+            bounds = m.get("intervals", {})
+            cells = "  ".join(f"{k} {m[k]:.4f} {interval_text(bounds.get(k))}".rstrip() for k in SUMMARY_METRICS
+                              if isinstance(m.get(k), float))
             lam = f"  (λ {shown(m['lambda'])})" if "lambda" in m else ""
             print(f"{label:<11} {system:<7} {cells}{lam}")
     for system, ps in result.significance.items():
-        print(f"p (fine-tuned vs base, {system}): " + ", ".join(f"{k} {v:.4f}" for k, v in ps.items()))
+        diff = result.differences.get(system, {})
+        print(f"p (fine-tuned vs base, {system}): " + ", ".join(
+            f"{k} {v:.4f}" + (f" (Δ {diff[k]['delta']:+.4f} {interval_text(diff[k]['interval'])})" if k in diff else "")
+            for k, v in ps.items()))
+    if result.metrics:
+        print("[low, high]: 95% intervals over the evaluated queries (percentile bootstrap; Δ paired)")
     return 0

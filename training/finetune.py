@@ -77,6 +77,7 @@ class FineTuneResult:
     eval_split: str
     metrics: dict = field(default_factory=dict)  # {"base": {system: {metric}}, "fine-tuned": {...}}
     significance: dict = field(default_factory=dict)  # {system: {metric: p}}
+    differences: dict = field(default_factory=dict)  # {system: {metric: {"delta", "interval": [low, high]}}}
     per_query: dict = field(default_factory=dict)  # {system: {query id: [base nDCG@10, fine-tuned nDCG@10]}}
     losses: list = field(default_factory=list)
     epoch_losses: list = field(default_factory=list)
@@ -101,37 +102,46 @@ def finished_run(out_dir: str | Path, cfg: TrainConfig | None = None) -> FineTun
 
 
 def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
-                          progress: Progress | None = None) -> tuple[dict, dict, dict]:
-    """Dense and hybrid metrics of both encoders on ``eval_split``, the permutation-test p, and
-    each query's nDCG@10 under both (``{system: {query id: [base, fine-tuned]}}``).
+                          progress: Progress | None = None) -> tuple[dict, dict, dict, dict]:
+    """Dense and hybrid metrics of both encoders on ``eval_split`` with their 95% intervals (under
+    each system's ``"intervals"``), the permutation-test p, the fine-tuned − base difference with
+    its paired 95% interval (``{system: {metric: {"delta", "interval"}}}``), and each query's
+    nDCG@10 under both (``{system: {query id: [base, fine-tuned]}}``).
 
     ``progress(fraction, what)`` is called while each encoder's corpus embeddings are built (from
     the store when cached); it may raise to stop (the job's cancel), before anything is stored.
     """
     metrics: dict = {"base": {}, "fine-tuned": {}}
     pvalues: dict = {}
+    differences: dict = {}
     evals = {}
     for label, ws in (("base", ws_base), ("fine-tuned", ws_base.with_model(tuned))):
         ws.build_dense(progress=scaled(progress, 0.0, 1.0, f"{label}: "))
         for system in ENCODER_SYSTEMS:
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
-            metrics[label][system] = {m: ev.mean.get(m) for m in (*SUMMARY_METRICS, PNR) if m in ev.mean}
+            shown = [m for m in (*SUMMARY_METRICS, PNR) if m in ev.mean]
+            metrics[label][system] = {m: ev.mean.get(m) for m in shown}
+            metrics[label][system]["intervals"] = {m: ev.interval(m).to_json() for m in shown}
         metrics[label][HYBRID]["lambda"] = ws.lambda_for(eval_split).value
     per_query: dict = {}
     for system in ENCODER_SYSTEMS:
         before, after = evals[("base", system)], evals[("fine-tuned", system)]
-        pvalues[system] = {m: compare(before, after, m).p_value for m in SUMMARY_METRICS}
+        cmps = {m: compare(before, after, m) for m in SUMMARY_METRICS}
+        pvalues[system] = {m: c.p_value for m, c in cmps.items()}
+        differences[system] = {m: {"delta": c.delta, "interval": c.interval.to_json()} for m, c in cmps.items()}
         b, a = before.per_query.get(PRIMARY, {}), after.per_query.get(PRIMARY, {})
         per_query[system] = {q: [round(b.get(q, 0.0), 4), round(a.get(q, 0.0), 4)] for q in sorted(set(b) | set(a))}
-    return metrics, pvalues, per_query
+    return metrics, pvalues, differences, per_query
 
 
 def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: FineTuneResult) -> str:
     rows = []
     for label, systems in result.metrics.items():
         for system, m in systems.items():
-            rows.append(f"| {label} | {system} | " + " | ".join(cell(m.get(k)) for k in SUMMARY_METRICS) + " |")
+            bounds = m.get("intervals", {})
+            rows.append(f"| {label} | {system} | " + " | ".join(cell(m.get(k), "", bounds.get(k))
+                                                                  for k in SUMMARY_METRICS) + " |")
     p = result.significance
     source = {"quadruplet": " (QuadrupletBERT, two stages)", "residual": " (CLEAR residual margin)"}.get(cfg.loss, "")
     negatives = cfg.negatives if cfg.loss != "quadruplet" else "random n + model hard negatives"
@@ -315,7 +325,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         encoding = _share_progress("evaluating — {what}", on_progress, cancel,
                                    f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")
         encoding(0.0, "starting")
-        result.metrics, result.significance, result.per_query = evaluate_against_base(
+        result.metrics, result.significance, result.differences, result.per_query = evaluate_against_base(
             ws_base, plan.eval_split, tuned, encoding)
     if store is not None:
         store.register_model(tuned.fingerprint, str(out_dir), tuned.dim,

@@ -12,15 +12,15 @@ from retrieval import DenseNotReady, Workspace
 from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
 from retrieval.lambdas import shown
-from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
+from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
-from retrieval.tables import metrics_table
+from retrieval.tables import comparisons, metrics_table
 
 from . import texts
 from .data import waiting_note
 from .notify import refuse
 from .present.escape import text
-from .present.tables import table_cells
+from .present.tables import conclusion_lines, table_cells
 from .registry import Registry
 
 
@@ -64,14 +64,26 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
         "tuned λ replaces it where it does significantly better.")
     return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {shown(lam.value)} "
             f"({text(lam.how)}).{untuned} "
-            f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged documents "
-            "count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
+            "Each figure is the mean over the split's labelled queries with its 95% interval (bootstrap over "
+            f"queries); {SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged "
+            "documents count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
             "leaves unlabelled documents out.")
 
 
 def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:
     """The metrics table (``systems`` of every workspace given), † = differs from BM25."""
     return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS), VIEW_METRICS)
+
+
+def conclusions_note(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                     metric: str = PRIMARY) -> str:
+    """Every pair of the shown systems compared on ``metric``, in words (Markdown, escaped): what the
+    table lets one conclude, the separable pairs first."""
+    lines = conclusion_lines(comparisons(ws, split, systems, metric))
+    if not lines:
+        return ""
+    return (f"**What the table lets you conclude** ({text(metric)}, Δ with its 95% interval, paired permutation "
+            "test):\n\n" + "\n".join(f"- {text(line)}" for line in lines))
 
 
 def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:

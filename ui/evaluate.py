@@ -7,12 +7,14 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
+from retrieval.segments import segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
 from retrieval.tables import per_query_table, recall_at_ks, versus
 
 from . import texts
 from .common import (
     SplitView,
+    conclusions_note,
     encoder_choices,
     metrics_caption,
     metrics_rows,
@@ -24,7 +26,7 @@ from .data import warnings
 from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.figures import lambda_sweep, per_query_scatter, recall_curves
-from .present.tables import rounded
+from .present.tables import rounded, segment_cells
 from .registry import Context, Registry
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
@@ -49,13 +51,16 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, 
     systems = shown_systems(ws)
     extras = _ready(ws, extras)
     try:
-        rows = metrics_rows(comparison_workspaces(ws, extras), split, systems)
+        shown = comparison_workspaces(ws, extras)
+        rows = metrics_rows(shown, split, systems)
+        verdicts = conclusions_note(shown, split, systems)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
         raise refuse(err) from err
     wins = {"headers": ["query", "text", *(label(s) for s in systems), "disagreement"],
             "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems),
                       round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
-    return metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)), rows, wins
+    note = metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
+    return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
 
 
 def plots(ws: Workspace, split: str, extras: list[str] | None):
@@ -68,6 +73,16 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
         return None, curves, None
     scatter = per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)
     return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
+
+
+def segments(ws: Workspace, split: str) -> dict:
+    """nDCG@10 of every shown system by kind of query (length, digits, question or keywords,
+    language, the queries file's own fields), each with its interval, the segments where one system
+    is significantly worse first (``retrieval.segments``); systems still being built are left out."""
+    _require_labels(split)
+    systems = [s for s in shown_systems(ws) if not ws.pending((s,))]
+    evals = {label(s): ws.evaluate(s, split) for s in systems}
+    return segment_cells(segment_table(evals, ws.dataset), list(evals))
 
 
 def compression(ws: Workspace, split: str) -> dict:
@@ -101,6 +116,10 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
     sweep = gr.Plot(label="Hybrid λ sweep", elem_id="eval-sweep")
     gr.Markdown(texts.EVALUATE_INTRO)
     wins = gr.Dataframe(headers=WINS_HEADERS, interactive=False)
+    with gr.Accordion("By kind of query (nDCG@10 with 95% intervals; where a system is significantly worse first)",
+                      open=True):
+        gr.Markdown(texts.SEGMENTS_HELP)
+        by_kind = gr.Dataframe(interactive=False, elem_id="eval-segments")
     with gr.Accordion("Embedding compression (Baidu §5: int8 codes, fewer dimensions)", open=False):
         compress = gr.Button("Compare index sizes and quality", elem_id="compress-button")
         compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
@@ -117,8 +136,12 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
     def on_compression(split_: str, key: str):
         return compression(ctx.workspace(key), split_)
 
+    def on_segments(split_: str, key: str):
+        return segments(ctx.workspace(key), split_)
+
     button.click(on_evaluate, [split, extras, ctx.key], [note, table, wins], api_name="evaluate", **HEAVY).then(
-        on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY)
+        on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
+        on_segments, [split, ctx.key], by_kind, api_name="segments", **HEAVY)
     compress.click(on_compression, [split, ctx.key], compress_table, api_name="compression", **HEAVY)
     tab.select(lambda key: gr.update(choices=extras_choices(ctx.registry, ctx.workspace(key))), ctx.key, extras,
                api_visibility="private", **LIGHT)

@@ -12,8 +12,9 @@ from retrieval import Workspace
 from retrieval.failures import Gallery, failure_gallery
 from retrieval.history import trained_encoders
 from retrieval.names import file_name
-from retrieval.systems import BM25, DENSE, label
-from retrieval.tables import recall_at_ks, versus
+from retrieval.segments import segment_table
+from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
+from retrieval.tables import comparisons, metrics_table, recall_at_ks, versus
 
 from . import texts
 from .common import SplitView, require_dense, split_dropdown
@@ -22,6 +23,7 @@ from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.figures import counts_figure, per_query_scatter, recall_curves
 from .present.report import gallery_fragment, write_gallery
+from .present.tables import report_summary, segment_cells
 from .present.vocabulary import category_label
 from .registry import Context, Registry
 
@@ -78,8 +80,11 @@ def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None =
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
     figures = [recall_curves(recall_at_ks(workspaces, split), split),
                per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
+    by_kind = {label(s): ws.evaluate(s, split) for s in BASE_SYSTEMS}
+    summary = report_summary(metrics_table(workspaces, split), comparisons(workspaces, split),
+                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)))
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
-    return str(write_gallery(found, export_folder() / name, figures))
+    return str(write_gallery(found, export_folder() / name, figures, summary=summary))
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The Runs view: every run the store holds for this data set, and any two compared query by query
-(paired permutation test)."""
+(paired permutation test, 95% intervals of both means and of their difference)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -7,7 +7,8 @@ import gradio as gr
 from retrieval import Store, Workspace
 from retrieval.errors import UnknownRun
 from retrieval.history import compare_stored, list_runs
-from retrieval.metrics import COMPARE_METRICS, PRIMARY
+from retrieval.intervals import mean_interval
+from retrieval.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
 
 from . import texts
 from .notify import refuse
@@ -37,10 +38,12 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
         raise refuse(err) from err
     c = res.comparison
     summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
-    note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} − {c.mean_a:.4f} = "
-            f"{c.mean_b - c.mean_a:+.4f} · "
-            f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · paired permutation "
-            f"test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
+    iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
+    note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} {interval_text(iv_b)} − {c.mean_a:.4f} "
+            f"{interval_text(iv_a)} = {c.delta:+.4f} {interval_text(c.interval)} (95% intervals, bootstrap over "
+            f"the {c.queries} queries) · {len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · "
+            f"paired permutation test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
+            f"{text(conclusion('A', 'B', c))}.\n\n"
             f"A: {text(summaries[key_a])} · B: {text(summaries[key_b])}")
     rows = [[r["query"], ws.dataset.queries.get(r["query"], "")[:80], round(r["a"], 4), round(r["b"], 4),
              round(r["delta"], 4)] for r in res.per_query]

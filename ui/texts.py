@@ -46,6 +46,16 @@ ADD_QUERIES_HELP = ("Real queries from your logs, with or without labels: JSONL 
                     "`query` (or `text`) column and an optional id column, or .txt with one query per line. "
                     "Queries without ids get stable ids from their text (`q-` and a hash), so the same query "
                     "keeps its id in every upload.")
+SEGMENTS_HELP = ("Each row is one kind of query: its length, whether it has digits (codes, part numbers, years), "
+                 "a question or keywords, its detected language, and every extra field of your queries file "
+                 "(a JSONL record's other values or `metadata`, a CSV/TSV file's other columns) that takes 2 to 20 "
+                 "values. Segments with fewer than 5 queries are left out. A difference counts as significant when "
+                 "its paired test stays below 0.05 after the Benjamini–Hochberg correction over every test in the "
+                 "table, and its 95% interval excludes 0.")
+QUERY_SETS_HELP = ("Queries added to a corpus are kept with it in the store, and come back whenever the corpus "
+                   "is opened again: after a reload, a restart, or in another browser. Removing a set takes its "
+                   "queries out of this data set (labelled ones stay); judgments made on them stay in the store "
+                   "and come back if the queries are added again.")
 IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API, a reranker) for this data "
                    "set's queries: TREC lines `qid Q0 docid rank score tag`, or the JSON `{qid: {docid: score}}` "
                    "ranx writes. It becomes a system like BM25, dense and hybrid: in Search's columns, in "

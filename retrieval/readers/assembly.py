@@ -41,6 +41,7 @@ class _Parts:
         self.skipped_docs = skipped_docs
         self.display = display
         self.queries: dict[str, str] = {}
+        self.query_fields: dict[str, dict[str, str]] = {}
         self.skipped_queries: Skipped = {}
         self.qrels: dict[str, tuple[str, Qrels]] = {}  # split -> (file display, labels)
 
@@ -60,7 +61,7 @@ class _Parts:
             if kept:
                 qrels[split] = kept
         return Dataset(name=display_name(name), docs=self.docs, queries=self.queries, qrels=qrels,
-                       report=report)
+                       report=report, query_fields=self.query_fields)
 
 
 def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None) -> _Parts:
@@ -73,7 +74,7 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
         parts = _Parts(*read_docs(tree.text(corpus, progress), corpus, report), cdisp)
         qfile = first_file(tree, root, QUERY_NAMES)
         if qfile:
-            parts.queries, parts.skipped_queries = read_queries(tree.text(qfile), qfile, report)
+            parts.queries, parts.skipped_queries, parts.query_fields = read_queries(tree.text(qfile), qfile, report)
         qdir = join(root, "qrels")
         for f in tree.children(qdir)[1]:
             if suffix(f) in QRELS_SUFFIXES:
@@ -195,7 +196,8 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
     parts = _read_path(p, display, report, max_bytes, max_entries, progress)
     if queries is not None:
         qp, qdisp = _existing(queries, displays)
-        parts.queries, parts.skipped_queries = read_queries(Text.of_file(qp, qdisp), qp.name, report)
+        parts.queries, parts.skipped_queries, parts.query_fields = read_queries(Text.of_file(qp, qdisp), qp.name,
+                                                                                 report)
     if qrels is not None:
         parts.qrels = {}
         for split, path in _qrels_items(qrels):
@@ -213,11 +215,11 @@ def add_queries(dataset: Dataset, queries: PathLike, display: str | None = None)
     already has with another text is a DataError naming the file; what was loaded stays loaded."""
     qp, qdisp = _existing(queries, {str(queries): display} if display else None)
     report = LoadReport()
-    found, _ = read_queries(Text.of_file(qp, qdisp), qp.name, report)
+    found, _, fields = read_queries(Text.of_file(qp, qdisp), qp.name, report)
     if not found:
         raise DataError("no query found (every line is empty)", qdisp)
     try:
-        return dataset.with_queries(found, report)
+        return dataset.with_queries(found, report, fields)
     except ValueError as err:
         raise DataError(str(err), qdisp) from None
 

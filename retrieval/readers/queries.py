@@ -5,6 +5,10 @@ Queries that come without ids (a .txt file, a CSV/TSV whose header names only a 
 ``text`` column) get stable ids from their text (``stable_query_id``): the same query has the same
 id in every upload, whatever its line, so judgments made on it stay attached. A query repeated in
 such a file is kept once, with a warning counting the repeats.
+
+Besides id and text, a query may carry fields an analyst segments by (``retrieval.segments``): a
+JSONL record's other scalar values and those of its ``metadata`` object, a CSV/TSV file's other
+columns. They are kept as text (at most ``FIELD_CHARS`` characters each, ``MAX_FIELDS`` fields).
 """
 from __future__ import annotations
 
@@ -25,6 +29,21 @@ from .records import (
     not_qrels,
     table_rows,
 )
+
+FIELD_CHARS = 100
+MAX_FIELDS = 20
+_NOT_FIELDS = {*QUERY_ID_COLUMNS, *QUERY_TEXT_COLUMNS, "title", "metadata"}
+
+
+def _scalar_fields(obj: dict) -> dict[str, str]:
+    """A JSONL query's segment fields: its other scalar values, then its ``metadata``'s."""
+    out: dict[str, str] = {}
+    meta = obj.get("metadata")
+    for source in (obj, meta if isinstance(meta, dict) else {}):
+        for k, v in source.items():
+            if (source is meta or k not in _NOT_FIELDS) and isinstance(v, (str, int, float, bool)) and str(k).strip():
+                out.setdefault(str(k).strip()[:FIELD_CHARS], str(v).strip()[:FIELD_CHARS])
+    return dict(list(out.items())[:MAX_FIELDS])
 
 
 def stable_query_id(text: str) -> str:
@@ -54,7 +73,8 @@ class _TextSink:
                         f"once (e.g. line {lines_})", self.sink.display)
 
 
-def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadReport) -> None:
+def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadReport,
+                   fields: dict[str, dict[str, str]]) -> None:
     display = text.display
     rows = table_rows(text, delimiter)
     first_line, first = first_row(rows, display)
@@ -71,8 +91,10 @@ def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadRep
         return
     if id_col is not None and text_col is not None:
         width, pending = len(first), []
+        extra = [(i, name.strip()[:FIELD_CHARS]) for i, name in enumerate(first)
+                 if i not in (id_col, text_col) and name.strip()][:MAX_FIELDS]
     elif len(first) == 2:  # no header: id, text (MS MARCO style)
-        id_col, text_col, width, pending = 0, 1, 2, [(first_line, first)]
+        id_col, text_col, width, pending, extra = 0, 1, 2, [(first_line, first)], []
     else:
         raise DataError(f"missing required columns: the header row names a text column "
                         f"({', '.join(QUERY_TEXT_COLUMNS)}) and optionally an id "
@@ -83,19 +105,28 @@ def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadRep
             raise DataError(f"expected {width} columns, found {len(row)}", display, lineno)
         ident = id_value(row[id_col], "id", display, lineno)
         sink.add(ident, lineno, row[text_col], not row[text_col].strip())
+        values = {name: row[i].strip()[:FIELD_CHARS] for i, name in extra if row[i].strip()}
+        if values and ident in sink.items:
+            fields[ident] = values
 
 
-def read_queries(text: Text, filename: str, report: LoadReport) -> tuple[dict[str, str], Skipped]:
-    """Queries from one file, by its extension (JSONL when an unknown one starts with '{')."""
+def read_queries(text: Text, filename: str, report: LoadReport
+                 ) -> tuple[dict[str, str], Skipped, dict[str, dict[str, str]]]:
+    """Queries from one file, by its extension (JSONL when an unknown one starts with '{'): their
+    texts, the ids skipped for empty text, and each query's segment fields (module docstring)."""
     display = text.display
     kind = suffix(filename)
     sink = RecordSink(display, "query")
+    fields: dict[str, dict[str, str]] = {}
     if kind in (".jsonl", ".ndjson", ".json") or (kind not in (".csv", ".tsv", ".txt")
                                                    and text.head() == "{"):
-        for lineno, _, ident, qtext in jsonl_id_text(text, QUERY_TEXT_COLUMNS):
+        for lineno, obj, ident, qtext in jsonl_id_text(text, QUERY_TEXT_COLUMNS):
             sink.add(ident, lineno, qtext, not qtext.strip())
+            values = _scalar_fields(obj)
+            if values and qtext.strip():
+                fields[ident] = values
     elif kind in (".csv", ".tsv"):
-        _table_queries(text, "," if kind == ".csv" else "\t", sink, report)
+        _table_queries(text, "," if kind == ".csv" else "\t", sink, report, fields)
     elif kind == ".txt":
         texts = _TextSink(sink)
         for lineno, line in text.lines():
@@ -105,4 +136,4 @@ def read_queries(text: Text, filename: str, report: LoadReport) -> tuple[dict[st
         raise DataError(f"cannot read queries from a '{kind or 'no extension'}' file; expected "
                         f".jsonl, .csv, .tsv or .txt (one query per line)", display)
     sink.warn_skipped(report)
-    return sink.items, sink.skipped
+    return sink.items, sink.skipped, fields

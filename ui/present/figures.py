@@ -16,21 +16,25 @@ import plotly.graph_objects as go
 
 from retrieval.evaluate import Comparison, Evaluation
 from retrieval.failures import Gallery
+from retrieval.intervals import proportion_interval
 from retrieval.lambdas import LambdaChoice, shown
+from retrieval.metrics import interval_text
 from retrieval.tables import RECALL_KS
 
 from .escape import label as esc
 from .vocabulary import category_label
 
 OUTCOME_COLORS = {"win": "#2ca02c", "tie": "#7f7f7f", "loss": "#d62728"}
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 
 
 def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, label_a: str, label_b: str,
                       query_text: dict[str, str] | None = None) -> go.Figure:
     """x = A's per-query metric (``cmp.metric``), y = B's, one point per query both were evaluated on.
 
-    Green: B wins, red: B loses, grey: tie; the title counts them and gives the paired
-    permutation test's p (``cmp``: ``evaluate.compare(eval_a, eval_b, metric)``).
+    Green: B wins, red: B loses, grey: tie; the title gives the mean difference with its 95%
+    interval, counts them and gives the paired permutation test's p (``cmp``:
+    ``evaluate.compare(eval_a, eval_b, metric)``).
     """
     metric = cmp.metric
     label_a, label_b = esc(label_a), esc(label_b)
@@ -48,21 +52,36 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, l
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="y = x", hoverinfo="skip",
                              line=dict(color="#999", dash="dot")))
     fig.update_layout(
-        title=(f"{label_b} vs {label_a}, per-query {metric}: {len(cmp.wins)} wins, {cmp.ties} ties, "
-               f"{len(cmp.losses)} losses (p = {cmp.p_value:.3g})"),
+        title=(f"{label_b} vs {label_a}, per-query {metric}: Δ {cmp.delta:+.3f} {interval_text(cmp.interval)}, "
+               f"{len(cmp.wins)} wins, {cmp.ties} ties, {len(cmp.losses)} losses (p = {cmp.p_value:.3g})"),
         xaxis_title=f"{label_a} {metric}", yaxis_title=f"{label_b} {metric}", showlegend=False,
         xaxis=dict(range=[-0.02, 1.02]), yaxis=dict(range=[-0.02, 1.02], scaleanchor="x"))
     return fig
 
 
-def recall_curves(recall: dict[str, list[float]], split: str, ks=RECALL_KS) -> go.Figure:
-    """Recall@k against k (log axis), one line per system of ``recall`` (``tables.recall_at_ks``)."""
+def recall_curves(recall: dict[str, dict[str, list[float]]], split: str, ks=RECALL_KS) -> go.Figure:
+    """Recall@k against k (log axis), one line per system of ``recall`` (``tables.recall_at_ks``),
+    each in a shaded band: its 95% interval over the queries."""
     fig = go.Figure()
-    for name, values in recall.items():
-        fig.add_trace(go.Scatter(x=list(ks), y=values, mode="lines+markers", name=esc(name)))
-    fig.update_layout(title=f"Recall@k on {esc(split)}", xaxis=dict(type="log", title="k"),
-                      yaxis=dict(title="Recall@k", range=[0, 1.02]))
+    for i, (name, curve) in enumerate(recall.items()):
+        color = PALETTE[i % len(PALETTE)]
+        band = [v if v == v else None for v in curve["high"]] + [v if v == v else None for v in curve["low"]][::-1]
+        fig.add_trace(go.Scatter(x=list(ks) + list(ks)[::-1], y=band, fill="toself", fillcolor=_tint(color),
+                                 line=dict(width=0), hoverinfo="skip", showlegend=False,
+                                 name=f"{esc(name)} 95% interval"))
+        fig.add_trace(go.Scatter(
+            x=list(ks), y=curve["mean"], mode="lines+markers", name=esc(name), line=dict(color=color),
+            customdata=list(zip(curve["low"], curve["high"])),
+            hovertemplate=f"{esc(name)}: Recall@%{{x}} %{{y:.3f}} [%{{customdata[0]:.3f}}, "
+                          "%{customdata[1]:.3f}]<extra></extra>"))
+    fig.update_layout(title=f"Recall@k on {esc(split)} (bands: 95% intervals over queries)",
+                      xaxis=dict(type="log", title="k"), yaxis=dict(title="Recall@k", range=[0, 1.02]))
     return fig
+
+
+def _tint(hex_color: str, alpha: float = 0.15) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
 
 
 def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, float]] | None = None) -> go.Figure:
@@ -93,13 +112,21 @@ def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, 
 
 
 def counts_figure(gallery: Gallery) -> go.Figure:
-    """Bar chart: number of queries per failure category."""
+    """Bar chart: number of queries per failure category, with the 95% interval (Wilson) of each
+    category's share of the analysed queries as error bars."""
     labels = [esc(category_label(c, gallery.pair)) for c in gallery.categories]
     counts = [gallery.counts[c] for c in gallery.categories]
+    n = len(gallery.query_categories)
+    bounds = [proportion_interval(k, n) for k in counts]
+    low = [k - b.low * n if b.defined else 0 for k, b in zip(counts, bounds)]
+    high = [b.high * n - k if b.defined else 0 for k, b in zip(counts, bounds)]
+    shares = [f"{k / n:.1%} [{b.low:.1%}, {b.high:.1%}]" if n and b.defined else "" for k, b in zip(counts, bounds)]
     fig = go.Figure(go.Bar(x=labels, y=counts, text=counts, textposition="outside", marker_color="#6366f1",
-                           hovertemplate="%{x}: %{y} queries<extra></extra>"))
+                           error_y=dict(type="data", symmetric=False, array=high, arrayminus=low, color="#444"),
+                           customdata=shares,
+                           hovertemplate="%{x}: %{y} queries, %{customdata} of the analysed<extra></extra>"))
     fig.update_layout(title=(f"Failure categories on {esc(gallery.dataset)} ({esc(gallery.split)}): "
-                             f"{len(gallery.query_categories)} labelled queries"),
+                             f"{n} labelled queries (bars: 95% interval of the share)"),
                       yaxis=dict(title="queries", rangemode="tozero"), margin=dict(t=60, b=40))
     return fig
 

@@ -1,11 +1,12 @@
 """The failure gallery as HTML: card fragments for the app, and one self-contained report file.
 
 ``gallery_html`` writes a single document a stakeholder can open offline: the stylesheet inline,
-the counts table, the plotly figures with plotly.js inlined once (the first figure carries it,
-``include_plotlyjs=True``; the others reuse it), then the cards of every category. Nothing points
-outside the file: no ``<script src>``, no ``<link href>``, no web fonts. Every text from the data
-(queries, titles, documents, terms, ids, system, data set and split names) goes through
-``escape.text``.
+the systems' metrics with their 95% intervals and what they let one conclude (``Summary``), the
+counts table (each category's share of the queries with its interval), the plotly figures with
+plotly.js inlined once (the first figure carries it, ``include_plotlyjs=True``; the others reuse
+it), then the cards of every category. Nothing points outside the file: no ``<script src>``, no
+``<link href>``, no web fonts. Every text from the data (queries, titles, documents, terms, ids,
+system, data set and split names) goes through ``escape.text``.
 
 The fragments use classes prefixed ``rs-`` (the stylesheet is ``gallery.css`` beside this module,
 ``GALLERY_CSS``), so the app can show the same cards under its own CSS; each card carries
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from retrieval.failure_rules import Thresholds, rank_text
 from retrieval.failures import FailureCard, Gallery
+from retrieval.intervals import proportion_interval
 from retrieval.systems import SPLADE, short
 
 from .escape import text as _e
@@ -31,6 +34,18 @@ SNIPPET_CHARS = 280
 EXPANSION_SPAN = '<span class="rs-term rs-term-expansion" title="added by the model: not in the document">'
 PLOTLY_CONFIG = {"displaylogo": False}
 GALLERY_CSS = Path(__file__).with_name("gallery.css").read_text(encoding="utf-8")
+
+
+@dataclass
+class Summary:
+    """The report's systems section: the metrics table's cells (``tables.table_cells``) and the
+    comparisons in words (``tables.conclusion_lines``), with a note on how they were computed."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    conclusions: list[str]
+    segments: dict | None = None  # ``tables.segment_cells``: {"headers", "data"}
+    note: str = ""
 
 
 
@@ -104,12 +119,39 @@ def card_html(card: FailureCard, pair: tuple[str, str] | None = None) -> str:
 
 
 def _counts_table(gallery: Gallery, thresholds: Thresholds) -> str:
+    n = len(gallery.query_categories)
+
+    def share(k: int) -> str:
+        b = proportion_interval(k, n)
+        return f"{k / n:.1%} [{b.low:.1%}, {b.high:.1%}]" if n and b.defined else "—"
+
     rows = "".join(
         f'<tr><td><a href="#rs-cat-{_e(c)}">{_e(category_label(c, gallery.pair))}</a></td>'
-        f'<td class="rs-count">{gallery.counts[c]}</td><td>{_e(describe(c, thresholds, gallery.pair))}</td></tr>'
+        f'<td class="rs-count">{gallery.counts[c]}</td><td class="rs-count">{share(gallery.counts[c])}</td>'
+        f"<td>{_e(describe(c, thresholds, gallery.pair))}</td></tr>"
         for c in gallery.categories)
-    return (f'<table class="rs-counts"><thead><tr><th>category</th><th>queries</th><th>definition</th></tr>'
-            f"</thead><tbody>{rows}</tbody></table>")
+    return (f'<table class="rs-counts"><thead><tr><th>category</th><th>queries</th>'
+            f"<th>share of the {n} [95% interval]</th><th>definition</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _summary_html(summary: Summary | None) -> str:
+    """The systems' metrics with their intervals, and what they let one conclude."""
+    if summary is None:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in summary.headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in summary.rows)
+    lines = "".join(f"<li>{_e(line)}</li>" for line in summary.conclusions)
+    segments = ""
+    if summary.segments and summary.segments["data"]:
+        shead = "".join(f"<th>{_e(h)}</th>" for h in summary.segments["headers"])
+        sbody = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
+                        for row in summary.segments["data"])
+        segments = (f"<h3>By kind of query (nDCG&#64;10; where one system is significantly worse first)</h3>"
+                    f'<table class="rs-counts rs-segments"><thead><tr>{shead}</tr></thead>'
+                    f"<tbody>{sbody}</tbody></table>")
+    return (f'<section class="rs-summary" id="rs-summary"><h2>Systems</h2><p class="rs-meta">{_e(summary.note)}</p>'
+            f'<table class="rs-counts"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            f"{f'<ul class=rs-conclusions>{lines}</ul>' if lines else ''}{segments}</section>")
 
 
 def _figures_html(figures: Sequence[go.Figure]) -> str:
@@ -133,7 +175,7 @@ def _category_html(gallery: Gallery, category: str) -> str:
 
 
 def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str | None = None,
-                 counts: bool = True) -> str:
+                 counts: bool = True, summary: Summary | None = None) -> str:
     """The whole gallery as one self-contained HTML document (opens offline).
 
     ``counts``: put ``counts_figure`` first; ``figures``: more plotly figures after it (e.g. from
@@ -152,7 +194,7 @@ def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{GALLERY_CSS}</style></head>"
         f'<body><main class="rs-gallery"><h1>{_e(title)}</h1><p class="rs-meta">{_e(meta)}</p>'
-        f"{_counts_table(gallery, t)}{_figures_html(figs)}"
+        f"{_summary_html(summary)}{_counts_table(gallery, t)}{_figures_html(figs)}"
         f'{"".join(_category_html(gallery, c) for c in gallery.categories)}'
         "</main></body></html>\n")
 
@@ -166,9 +208,9 @@ def gallery_fragment(gallery: Gallery) -> str:
 
 
 def write_gallery(gallery: Gallery, path: str | Path, figures: Sequence[go.Figure] = (),
-                  title: str | None = None) -> Path:
+                  title: str | None = None, summary: Summary | None = None) -> Path:
     """Write ``gallery_html`` to ``path`` (UTF-8); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(gallery_html(gallery, figures, title), encoding="utf-8")
+    path.write_text(gallery_html(gallery, figures, title, summary=summary), encoding="utf-8")
     return path

@@ -1,15 +1,57 @@
 """Table cells: the library's rows written as the app shows them (every metric through
-``retrieval.metrics.cell``: 4 decimals and the significance mark)."""
+``retrieval.metrics.cell``: 4 decimals, the 95% interval and the significance mark), and the
+comparisons of systems in words (``retrieval.metrics.conclusion``)."""
 from __future__ import annotations
 
 from retrieval.lambdas import shown
-from retrieval.metrics import METRICS, SUMMARY_METRICS, cell, significance_mark
+from retrieval.metrics import (
+    METRICS,
+    SIGNIFICANCE_LEVEL,
+    SIGNIFICANT,
+    SUMMARY_METRICS,
+    cell,
+    conclusion,
+    interval_text,
+    significance_mark,
+)
 from retrieval.systems import DENSE, HYBRID
+
+from .report import Summary
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
-    """Rows of ``tables.metrics_table`` as text cells: label, then "0.6804†" per metric."""
-    return [[r["label"], *(cell(r["metrics"][m], r["marks"].get(m, "")) for m in metrics)] for r in rows]
+    """Rows of ``tables.metrics_table`` as text cells: label, then "0.6804 [0.652, 0.709]†" per metric."""
+    return [[r["label"], *(cell(r["metrics"][m], r["marks"].get(m, ""), r.get("intervals", {}).get(m))
+                           for m in metrics)] for r in rows]
+
+
+def report_summary(rows: list[dict], compared: list[dict], metrics=METRICS, segments: dict | None = None) -> Summary:
+    """The report's systems section from ``tables.metrics_table`` rows, ``tables.comparisons`` and
+    (``segment_cells``) the metrics by kind of query."""
+    n = max((r.get("queries", 0) for r in rows), default=0)
+    return Summary(["system", *metrics], table_cells(rows, metrics), conclusion_lines(compared), segments,
+                   f"Means over the {n} labelled queries with their 95% intervals (bootstrap over queries); "
+                   f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25 (paired permutation test). Unjudged "
+                   "documents count as not relevant.")
+
+
+def segment_cells(rows: list, labels: list[str]) -> dict:
+    """``segments.segment_table`` as a table: kind, segment, queries, each system's mean with its 95%
+    interval, then the significant differences there ("Dense below Hybrid by 0.105 [0.050, 0.160],
+    adjusted p = 0.001"), the segments with one first."""
+    data = []
+    for r in rows:
+        worse = "; ".join(f"{d.worse} below {d.better} by {d.comparison.delta:.3f} "
+                          f"{interval_text(d.comparison.interval)}, adjusted p = {d.adjusted_p:.3g}"
+                          for d in r.differences)
+        data.append([r.kind, r.value, r.queries, *(cell(r.means[lb], "", r.intervals[lb]) for lb in labels), worse])
+    return {"headers": ["kind", "segment", "queries", *labels, "significantly worse (Benjamini–Hochberg)"],
+            "data": data}
+
+
+def conclusion_lines(rows: list[dict]) -> list[str]:
+    """``tables.comparisons`` in words, one line per pair (the separable ones first)."""
+    return [conclusion(r["a"], r["b"], r["comparison"]) for r in rows]
 
 
 def rounded(value, digits: int = 4):
@@ -18,18 +60,28 @@ def rounded(value, digits: int = 4):
 
 
 def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str]]:
-    """A finished job's base and fine-tuned metrics: [encoder, system, *metrics], † on the fine-tuned
-    rows where the paired permutation test against the base is significant; a hybrid row names the
-    λ it was scored at (each encoder's own, ``Workspace.lambda_for``)."""
+    """A finished job's base and fine-tuned metrics, each with its 95% interval: [encoder, system,
+    *metrics], † on the fine-tuned rows where the paired permutation test against the base is
+    significant, then per system the difference "fine-tuned − base" with its paired interval; a
+    hybrid row names the λ it was scored at (each encoder's own, ``Workspace.lambda_for``)."""
     pvalues = result.get("significance") or {}
     rows = []
     for encoder, systems in (result.get("metrics") or {}).items():
         for system, values in systems.items():
             marks = [significance_mark(pvalues.get(system, {}).get(m, 1.0)) if encoder == "fine-tuned" else ""
                      for m in metrics]
+            bounds = values.get("intervals") or {}
             name = f"{system} (λ {shown(values['lambda'])})" if values.get("lambda") is not None else system
-            rows.append([encoder, name, *(cell(values.get(m), mark) for m, mark in zip(metrics, marks))])
+            rows.append([encoder, name, *(cell(values.get(m), mark, bounds.get(m)) for m, mark in zip(metrics, marks))])
+    for system, diffs in (result.get("differences") or {}).items():
+        rows.append(["fine-tuned − base", system,
+                     *(cell_signed(diffs[m]["delta"], diffs[m]["interval"]) if m in diffs else "—" for m in metrics)])
     return rows
+
+
+def cell_signed(delta: float, interval) -> str:
+    """A difference with its sign and interval: "+0.0123 [-0.010, 0.034]"."""
+    return f"{delta:+.4f} {interval_text(interval)}".rstrip()
 
 
 def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:

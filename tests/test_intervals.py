@@ -1,0 +1,89 @@
+"""95% intervals: the bootstrap over queries covers what it should, is seeded, and the words a
+comparison is written in follow from its interval and p-value."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from retrieval.evaluate import Evaluation, compare
+from retrieval.intervals import (
+    BUDGET,
+    MIN_RESAMPLES,
+    RESAMPLES,
+    Interval,
+    mean_interval,
+    paired_interval,
+    proportion_interval,
+    resamples_for,
+)
+from retrieval.metrics import cell, conclusion, interval_text
+
+
+def test_the_interval_covers_the_true_mean_about_95_times_in_100():
+    rng = np.random.default_rng(7)
+    trials, covered = 300, 0
+    for _ in range(trials):
+        sample = rng.beta(2, 5, size=60)  # skewed, bounded like a metric; true mean 2/7
+        iv = mean_interval(sample)
+        covered += iv.low <= 2 / 7 <= iv.high
+    assert 0.90 <= covered / trials <= 0.99
+
+
+def test_the_interval_is_seeded_and_narrows_with_more_queries():
+    rng = np.random.default_rng(0)
+    small, large = rng.random(30), rng.random(3000)
+    assert mean_interval(small) == mean_interval(list(small))  # the same values, the same interval
+    assert mean_interval(small).low <= small.mean() <= mean_interval(small).high
+    assert mean_interval(large).width < mean_interval(small).width / 5
+
+
+def test_too_few_queries_have_no_interval_and_constant_values_a_point():
+    assert not mean_interval([]).defined and not mean_interval([0.5]).defined
+    assert mean_interval([1.0, 1.0, 1.0]) == Interval(1.0, 1.0)
+    assert mean_interval([0.2, float("nan"), 0.4]).defined  # NaN values are left out
+    assert Interval.undefined().to_json() == [None, None]
+    assert cell(0.5, "", Interval.undefined()) == "0.5000" and interval_text(None) == ""
+
+
+def test_resamples_shrink_with_many_queries_within_the_budget():
+    assert resamples_for(100) == RESAMPLES
+    assert resamples_for(5_000) == BUDGET // 5_000
+    assert resamples_for(10_000_000) == MIN_RESAMPLES
+
+
+def test_paired_interval_sees_a_small_consistent_gain_that_unpaired_ones_miss():
+    rng = np.random.default_rng(3)
+    a = rng.random(80)  # queries vary a lot; B is A plus a small gain on every query
+    b = np.clip(a + 0.03 + rng.normal(0, 0.01, 80), 0, 1)
+    qa, qb = dict(enumerate(a)), dict(enumerate(b))
+    diff = paired_interval(qa, qb)
+    assert diff.excludes(0.0) and diff.low > 0
+    assert mean_interval(a).high > mean_interval(b).low  # the two means' intervals overlap
+    cmp = compare(Evaluation({}, {"ndcg@10": qa}), Evaluation({}, {"ndcg@10": qb}))
+    assert cmp.interval == diff and cmp.outcome == "b" and cmp.queries == 80
+    assert conclusion("BM25", "Hybrid", cmp) == (
+        f"Hybrid beats BM25 by {cmp.delta:.3f} [{diff.low:.3f}, {diff.high:.3f}] ndcg@10 (p < 0.001, 80 queries)")
+    flipped = compare(Evaluation({}, {"ndcg@10": qb}), Evaluation({}, {"ndcg@10": qa}))
+    assert flipped.outcome == "a"
+    assert conclusion("Hybrid", "BM25", flipped).startswith(f"Hybrid beats BM25 by {cmp.delta:.3f} [{diff.low:.3f}, ")
+
+
+def test_noise_is_not_separable_and_says_so():
+    rng = np.random.default_rng(5)
+    qa, qb = dict(enumerate(rng.random(40))), dict(enumerate(rng.random(40)))
+    cmp = compare(Evaluation({}, {"ndcg@10": qa}), Evaluation({}, {"ndcg@10": qb}))
+    assert cmp.outcome == "open" and cmp.interval.low < 0 < cmp.interval.high
+    line = conclusion("prod", "Hybrid", cmp)
+    assert line.startswith("Hybrid and prod: not separable yet (Δ ") and "40 queries)" in line
+    one = compare(Evaluation({}, {"ndcg@10": {"q": 0.2}}), Evaluation({}, {"ndcg@10": {"q": 0.9}}))
+    assert conclusion("A", "B", one) == "B and A: too few queries to compare (1 with labels)"
+
+
+def test_wilson_interval_of_a_share():
+    none = proportion_interval(0, 10)  # no failure seen in 10 queries: up to 28% is still possible
+    assert none.low == 0.0 and none.high == pytest.approx(0.2775, abs=1e-4)
+    half = proportion_interval(50, 100)
+    assert half.low == pytest.approx(0.4038, abs=1e-4) and half.high == pytest.approx(0.5962, abs=1e-4)
+    assert math.isnan(proportion_interval(0, 0).low)
