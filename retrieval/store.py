@@ -120,6 +120,8 @@ class Store:
             db["judgments"].create({"corpus": str, "query_id": str, "doc_id": str, "judge": str,
                                     "grade": int, "query_text": str, "time": float},
                                    pk=("corpus", "query_id", "doc_id", "judge"), if_not_exists=True)
+            db["query_sets"].create({"corpus": str, "id": str, "name": str, "queries": bytes, "n": int,
+                                     "created": float}, pk=("corpus", "id"), if_not_exists=True)
 
     @property
     def models_dir(self) -> Path:
@@ -302,6 +304,25 @@ class Store:
             cur = self.db.execute("delete from judgments where corpus = ? and query_id = ? and doc_id = ? "
                                   "and judge = ?", [corpus, query_id, doc_id, judge])
             return cur.rowcount > 0
+
+    # ---- query sets added to a corpus ---------------------------------------------------------
+    def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str]) -> None:
+        """Keep queries added to the corpus ``corpus`` (a ``Dataset.corpus_hash``) as one named set;
+        the same ``set_id`` again replaces it."""
+        with self._lock, self.db.conn:
+            self.db["query_sets"].upsert({"corpus": corpus, "id": set_id, "name": name, "queries": _pack(queries),
+                                          "n": len(queries), "created": time.time()}, pk=("corpus", "id"))
+
+    def query_sets(self, corpus: str) -> list[dict]:
+        """The corpus's query sets (``id, name, n, created, queries``), oldest first."""
+        with self._lock:
+            rows = list(self.db["query_sets"].rows_where("corpus = ?", [corpus], order_by="created, id"))
+        return [{**{k: r[k] for k in ("id", "name", "n", "created")}, "queries": _unpack(r["queries"])} for r in rows]
+
+    def delete_query_set(self, corpus: str, set_id: str) -> bool:
+        """Forget one query set of the corpus; True when there was one."""
+        with self._lock, self.db.conn:
+            return self.db.execute("delete from query_sets where corpus = ? and id = ?", [corpus, set_id]).rowcount > 0
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

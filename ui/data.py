@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import DataError, Workspace, load_dataset
+from retrieval import DataError, Workspace, load_dataset, query_sets
 from retrieval.background import duration
 from retrieval.dataset import Dataset
 from retrieval.diagnostics import label_health, language_check
@@ -101,10 +101,15 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     if progress:
         progress(0.0, "indexing")
     started = time.monotonic()
+    before = len(dataset.queries)
+    dataset = query_sets.restore(registry.store, dataset)  # queries added to this corpus before come back
+    back = len(dataset.queries) - before
     key = registry.open(dataset, progress=progress, session=session)
     warn = "".join(f"\n- ⚠️ {text(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
     vectors = embeddings_line(registry.get(key), started)
     done = done or f"Loaded {dataset.name}."
+    if back:
+        done += f" {count(back, 'query', 'queries')} added to this corpus before came back (Data → query sets)."
     return Loaded(key, f"✅ {text(done)} {vectors}{warn}", True, done)
 
 
@@ -198,12 +203,60 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
         dataset = dataset.with_queries(typed)
         registry.count_query_set(session)
         added = len(dataset.queries) - before
-        loaded = open_dataset(registry, dataset, progress,
-                              done=f"Added {count(added, 'query', 'queries')} to {dataset.name}.", session=session)
+        names = [Path(p).name for p in paths or []] + (["typed"] if typed else [])
+        kept = query_sets.keep(registry.store, before_ws.dataset, dataset, ", ".join(names))
+        also = " Kept with the corpus: they come back on the next visit (Data → query sets)." if kept else ""
+        loaded = open_dataset(registry, dataset, progress, session=session,
+                              done=f"Added {count(added, 'query', 'queries')} to {dataset.name}.{also}")
         loaded.key = registry.carry_runs(loaded.key, before_ws, session)
     except (DataError, ValueError) as err:  # SessionLimit and ServerBusy among them
         return failed(key, "Could not add the queries", err, "The data set is unchanged.")
     return loaded
+
+
+def query_set_rows(registry: Registry, ws: Workspace) -> tuple[list[list], dict]:
+    """The query sets kept with the session's corpus (name, queries, added, id) and the remove
+    picker's choices."""
+    sets = query_sets.listed(registry.store, ws.dataset.corpus_hash)
+    rows = [[qs["name"], qs["n"], time.strftime("%Y-%m-%d %H:%M", time.localtime(qs["created"])), qs["id"]]
+            for qs in sets]
+    return rows, gr.update(choices=[(f"{qs['name']} ({count(qs['n'], 'query', 'queries')})", qs["id"]) for qs in sets],
+                           value=None)
+
+
+def remove_query_set(registry: Registry, key: str, set_id: str | None, session: str = ANONYMOUS) -> Loaded:
+    """Forget a query set kept with the session's corpus, and reopen the data set without the
+    queries only it had (their judgments stay in the store and come back with the queries)."""
+    if not set_id:
+        raise refuse("pick a query set to remove")
+    ws = registry.get(key)
+    try:
+        dataset = query_sets.drop(registry.store, ws.dataset, set_id)
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    gone = len(ws.dataset.queries) - len(dataset.queries)
+    try:
+        loaded = open_dataset(registry, dataset, session=session,
+                              done=f"Removed a query set: {count(gone, 'query', 'queries')} fewer.")
+    except ServerBusy as err:
+        return failed(key, "Could not reopen the data set", err, "The query set is no longer kept.")
+    loaded.key = registry.carry_runs(loaded.key, ws, session)
+    return loaded
+
+
+def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Loaded | None:
+    """A new page's workspace with the query sets kept with its corpus, or None when none were kept
+    (the page stays on ``key``)."""
+    ws = registry.get(key)
+    if not query_sets.listed(registry.store, ws.dataset.corpus_hash):
+        return None
+    restored = query_sets.restore(registry.store, ws.dataset)
+    if restored is ws.dataset:
+        return None
+    try:
+        return open_dataset(registry, ws.dataset, session=session)  # which adds them back, and says so
+    except ServerBusy as err:
+        return failed(key, "Could not restore the queries kept with this corpus", err, "The data set is unchanged.")
 
 
 def typed_queries(text: str | None) -> dict[str, str]:
@@ -270,6 +323,9 @@ class DataView:
     run_name: gr.Textbox
     import_run: gr.Button
     status: gr.Markdown
+    sets: gr.Dataframe
+    set_pick: gr.Dropdown
+    remove_set: gr.Button
 
 
 def build() -> DataView:
@@ -284,6 +340,12 @@ def build() -> DataView:
             query_files = gr.File(label="Queries files", file_count="multiple", elem_id="query-upload", scale=2)
             query_text = gr.Textbox(label="…or type them, one per line", lines=4, elem_id="query-text", scale=2)
         add = gr.Button("Add queries", elem_id="add-queries-button")
+    with gr.Accordion("Query sets kept with this corpus", open=False):
+        gr.Markdown(texts.QUERY_SETS_HELP)
+        sets = gr.Dataframe(headers=["name", "queries", "added", "id"], interactive=False, elem_id="query-sets")
+        with gr.Row():
+            set_pick = gr.Dropdown(choices=[], label="Query set", elem_id="query-set-pick", scale=3)
+            remove_set = gr.Button("Remove this query set", elem_id="remove-query-set", scale=1)
     with gr.Accordion("Import a run of your own system (TREC or ranx JSON)", open=True):
         gr.Markdown(texts.IMPORT_RUN_HELP)
         with gr.Row():
@@ -291,4 +353,5 @@ def build() -> DataView:
             run_name = gr.Textbox(label="Name (default: its TREC tag or file name)", elem_id="run-name", scale=1)
         import_btn = gr.Button("Import run", elem_id="import-run-button")
     status = gr.Markdown(elem_id="load-status")
-    return DataView(files, load, demo, query_files, query_text, add, run_file, run_name, import_btn, status)
+    return DataView(files, load, demo, query_files, query_text, add, run_file, run_name, import_btn, status, sets,
+                    set_pick, remove_set)

@@ -42,7 +42,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
             with gr.Tab("Data", id="data"):
                 data_view = data.build()
         _open_cards_in_search(ctx, failures_view, search_view, tabs)
-        _refresh_on_load(ctx, data_view, summary, search_view, judge_view,
+        _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
                          [search_view, evaluate_view, failures_view, embeddings_view], banner)
         _follow_encoding(ctx, banner, summary, search_view)
 
@@ -110,12 +110,14 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
                           api_visibility="private", show_progress="hidden", **HEAVY)
 
 
-def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view, judge_view,
-                     views: list[View], banner: Banner) -> None:
-    """Loading uploaded files or the demo, or adding queries (from the Data view, or the Search box's
-    query with one click), switches the session's workspace and refreshes every view (a failed load
-    changes nothing but the status)."""
-    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer]
+def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view,
+                     judge_view, views: list[View], banner: Banner) -> None:
+    """Loading uploaded files or the demo, or adding or removing queries (from the Data view, or the
+    Search box's query with one click), switches the session's workspace and refreshes every view (a
+    failed load changes nothing but the status); a new page whose corpus has query sets kept with it
+    opens with them."""
+    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer,
+               data_view.sets, data_view.set_pick]
 
     def show(loaded: data.Loaded, request: gr.Request | None, fresh: bool = False):
         if not loaded.ok:
@@ -123,7 +125,21 @@ def _refresh_on_load(ctx: Context, data_view: data.DataView, summary: gr.Markdow
         ctx.registry.hold(session_of(request), loaded.key, fresh)
         ws = ctx.workspace(loaded.key)
         return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
-                gr.Timer(active=True))
+                gr.Timer(active=True), *data.query_set_rows(ctx.registry, ws))
+
+    def on_page(key, request: gr.Request):
+        loaded = data.restored_start(ctx.registry, key, session_of(request))
+        if loaded is None:
+            return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-2]),
+                    *data.query_set_rows(ctx.registry, ctx.workspace(key)))
+        return show(loaded, request)
+
+    def on_remove_set(set_id, key, request: gr.Request):
+        return show(data.remove_query_set(ctx.registry, key, set_id, session_of(request)), request)
+
+    app.load(on_page, [ctx.key], outputs, api_visibility="private", **LIGHT)
+    data_view.remove_set.click(on_remove_set, [data_view.set_pick, ctx.key], outputs, api_name="remove_query_set",
+                               **HEAVY)
 
     def on_load(paths, key, request: gr.Request, progress=gr.Progress()):
         loaded = data.load_files(ctx.registry, key, paths, lambda f, what: progress(f, desc=what), session_of(request))
