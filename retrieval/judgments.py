@@ -240,7 +240,7 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
 
 
 # ---- judgments as relevance labels -------------------------------------------------------------
-def _grades_by_judge(rows: list[dict], judge: str | None = None) -> dict[Pair, dict[str, int]]:
+def grades_by_pair(rows: list[dict], judge: str | None = None) -> dict[Pair, dict[str, int]]:
     """(query id, doc id) -> {judge: grade} from store rows (``Store.judgments``), in row order, so
     a later row of the same judge and pair replaces an earlier one."""
     grades: dict[Pair, dict[str, int]] = {}
@@ -259,16 +259,18 @@ def judgments_to_qrels(rows: list[dict], judge: str | None = None) -> Qrels:
     order the grades were made in.
     """
     qrels: Qrels = {}
-    for (qid, doc), by_judge in _grades_by_judge(rows, judge).items():
+    for (qid, doc), by_judge in grades_by_pair(rows, judge).items():
         qrels.setdefault(qid, {})[doc] = median_low(by_judge.values())
     return qrels
 
 
 def disagreements(rows: list[dict]) -> list[tuple[str, str, dict[str, int]]]:
-    """``[(query id, doc id, {judge: grade})]`` for the pairs judges graded differently, sorted by
-    query id, then document id."""
-    return sorted((qid, doc, by_judge) for (qid, doc), by_judge in _grades_by_judge(rows).items()
-                  if len(set(by_judge.values())) > 1)
+    """``[(query id, doc id, {judge: grade})]`` for the pairs judges graded differently: the ones to
+    adjudicate, the widest spread of grades first (a 0 against a 2 before a 1 against a 2), then by
+    query id and document id."""
+    return sorted(((qid, doc, by_judge) for (qid, doc), by_judge in grades_by_pair(rows).items()
+                   if len(set(by_judge.values())) > 1),
+                  key=lambda t: (min(t[2].values()) - max(t[2].values()), t[0], t[1]))
 
 
 def judged_pairs(qrels: Qrels) -> dict[Pair, int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from retrieval import Store, Workspace
+from retrieval.agreement import MERGE_RULES, agreement, merged_qrels
 from retrieval.judgments import (
     DEPTH,
     FORMATS,
@@ -27,6 +28,7 @@ from retrieval.judgments import (
     queue,
     write_qrels,
 )
+from retrieval.metrics import interval_text
 from retrieval.names import file_name
 from retrieval.run import Run
 from retrieval.systems import label
@@ -149,20 +151,51 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
     return q, q.next_unjudged(after)
 
 
-def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool = False) -> str:
-    """Every judge's judgments (a pair graded by several: the lower median) as a qrels file, merged
+def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool = False, rule: str = "median") -> str:
+    """Every judge's judgments as a qrels file, a pair graded by several merged by ``rule``
+    (``agreement.MERGE_RULES``: the lower median by default; or one judge's grades alone), merged
     with the data set's own labels when asked (those win a pair both have)."""
-    judged = judgments_to_qrels(store.judgments(ws.dataset.corpus_hash))
+    try:
+        judged = merged_qrels(store.judgments(ws.dataset.corpus_hash), rule or "median")
+    except ValueError as err:
+        raise refuse(err) from err
     if not judged:
         raise refuse("nothing judged yet")
     if with_data_labels:
         for qrels in ws.dataset.qrels.values():
             judged = merge_labels(qrels, judged)
-    target = export_folder() / file_name(ws.dataset.name, "judged", suffix=".qrels" if fmt == "trec" else "")
+    target = export_folder() / file_name(ws.dataset.name, "judged", rule or "median",
+                                         suffix=".qrels" if fmt == "trec" else "")
     try:
         return str(write_qrels(judged, target, fmt=fmt, split="judged"))
     except ValueError as err:  # an unknown format, an id no qrels file can hold
         raise refuse(err) from err
+
+
+def agreement_note(ws: Workspace, store: Store) -> tuple[str, dict]:
+    """How far the judges agree, as Markdown (α over all, κ per pair with its interval, each pair's
+    confusion matrix), and the export's merge rules (the judges' names among them)."""
+    result = agreement(store.judgments(ws.dataset.corpus_hash))
+    rules = gr.update(choices=[*MERGE_RULES, *result.judges])
+    if len(result.judges) < 2:
+        return (f"{len(result.judges)} judge so far: agreement needs a second judge grading some of the same "
+                "pairs.", rules)
+    alpha = (f"{result.alpha:.3f} {interval_text(result.alpha_interval)}" if result.alpha == result.alpha
+             else "— (no pair graded by two judges with some spread yet)")
+    lines = [f"**Krippendorff's α (ordinal)** over the {result.items:,} pairs two or more judges graded: {alpha}. "
+             "1 is perfect agreement, 0 what chance gives; below about 0.67 the labels are not yet a safe basis "
+             "for a verdict (Krippendorff).", "",
+             "| judges | pairs both graded | weighted κ [95%] | same grade |", "|---|---:|---:|---:|"]
+    for pa in result.pairs:
+        kappa = f"{pa.kappa:.3f} {interval_text(pa.interval)}" if pa.kappa == pa.kappa else "—"
+        lines.append(f"| {esc(pa.judge_a)} / {esc(pa.judge_b)} | {pa.shared:,} | {kappa} | {pa.exact:.0%} |")
+    for pa in result.pairs:
+        lines += ["", f"{esc(pa.judge_a)} (rows) against {esc(pa.judge_b)} (columns):", "",
+                  "| | 0 | 1 | 2 |", "|---|---:|---:|---:|"]
+        lines += [f"| **{g}** | " + " | ".join(str(c) for c in row) + " |" for g, row in enumerate(pa.confusion)]
+    lines += ["", f"{len(result.adjudicate):,} pair(s) graded differently: the table below lists them, the widest "
+                  "spread of grades first — adjudicate those first."]
+    return "\n".join(lines), rules
 
 
 def disagreement_rows(ws: Workspace, store: Store) -> list[list]:
@@ -202,7 +235,12 @@ def build(ctx: Context) -> JudgeView:
         api_grade, api_go = gr.Textbox(label="grade (0, 1 or 2)"), gr.Button("judge")  # checked, not rounded
     with gr.Accordion("Export the judgments; judges who disagree", open=False):
         with gr.Row():
+            agree_btn = gr.Button("How far do the judges agree?", elem_id="judge-agreement-button", scale=1)
+        agreement_md = gr.Markdown(elem_id="judge-agreement")
+        with gr.Row():
             fmt = gr.Radio(list(FORMATS), value="trec", label="Format (TREC qrels, or a BEIR qrels/judged.tsv)")
+            rule = gr.Dropdown(list(MERGE_RULES), value="median", elem_id="judge-rule",
+                               label="A pair several judges graded: lower median, majority, min, max, or one judge's")
             with_data = gr.Checkbox(False, label="Merge with the data set's own labels (they win a pair both have)")
             export_btn = gr.Button("Export qrels", elem_id="export-qrels")
         export_file = gr.File(label="Qrels", elem_id="qrels-file")
@@ -247,8 +285,13 @@ def build(ctx: Context) -> JudgeView:
           api_visibility="private", trigger_mode="once", **LIGHT)
     api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key], outputs,
                  api_name="judge", **LIGHT)
-    export_btn.click(lambda fmt_, with_, key: export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_),
-                     [fmt, with_data, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
+    agree_btn.click(lambda key: agreement_note(ctx.workspace(key), ctx.registry.store), ctx.key, [agreement_md, rule],
+                    api_name="agreement", **LIGHT).then(
+        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
+        api_visibility="private", **LIGHT)
+    export_btn.click(lambda fmt_, with_, rule_, key: export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_,
+                                                                  rule_),
+                     [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
         api_visibility="private", **LIGHT)
     return JudgeView(apply, prefer)
