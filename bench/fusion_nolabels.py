@@ -27,7 +27,9 @@ Fusion in Information Retrieval", Springer 2012, ch. 5: weights from such estima
 agreement is its mean rank-biased overlap (Webber, Moffat, Zobel, TOIS 2010; p = 0.9, depth 20)
 with the other two over the queries; "agreement-weighted" fuses the three normalized scores with
 weights proportional to it; "agreement-chosen α" gives dense the share of the BM25–dense pair's
-agreement that is dense's. SPLADE's own row is its own top 100; on the fusions it contributes its
+agreement that is dense's. "cosine floored" counts a cosine no higher than the query's 95th percentile over 1,000 seeded
+random documents as that level (what an unrelated document reaches is no evidence). SPLADE's own
+row is its own top 100; on the fusions it contributes its
 scores on the candidates.
 
 How the default was chosen without the reported labels: ``--select`` prints the same table on
@@ -59,14 +61,16 @@ SETS = {"demo": (DEMO, "test", "train"), "scifact": (SHARED / "scifact", "test",
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT = "default (the app's hybrid)"
 RBO_P, RBO_DEPTH = 0.9, 20
+FLOOR_Q, FLOOR_SAMPLE = 0.95, 1000
 
 
 class Scored(Candidates):
     """One query's candidates with the learned sparse score too, and the query's BM25 maximum."""
 
-    def __init__(self, c: Candidates, s_sparse: np.ndarray, lex_max: float):
+    def __init__(self, c: Candidates, s_sparse: np.ndarray, lex_max: float, background: float):
         super().__init__(c.rows, c.s_lex, c.s_emb)
         self.s_sparse, self.lex_max = s_sparse, max(lex_max, 1e-9)
+        self.background = background  # the FLOOR_Q quantile of the query's cosines to random documents
 
     def lex(self) -> np.ndarray:  # the query-max space
         return self.s_lex / self.lex_max
@@ -136,11 +140,22 @@ def fusions(agree: dict[str, float]) -> dict[str, Callable[[Scored], np.ndarray]
            "min-max α 0.5": lambda c: 0.5 * mm(c.s_emb) + 0.5 * mm(c.s_lex),
            "TMM α 0.5": lambda c: 0.5 * (c.s_emb + 1) / (c.s_emb.max() + 1) + 0.5 * c.lex() / max(c.lex().max(), 1e-9),
            "agreement-chosen α": lambda c: a_agree * c.s_emb + (1 - a_agree) * c.lex(),
+           "α 0.5, cosine floored at random docs' q95": lambda c: 0.5 * np.maximum(c.s_emb, c.background)
+           + 0.5 * c.lex(),
            "agreement-weighted, three systems": lambda c: w["bm25"] * c.lex() + w["dense"] * c.s_emb
            + w["splade"] * c.sparse()}
     for a in ALPHAS:
         out[f"query max α {a}"] = lambda c, a=a: a * c.s_emb + (1 - a) * c.lex()
     return out
+
+
+def random_doc_cosines(ws: Workspace, queries: dict[str, str]) -> dict[str, float]:
+    """{query: the FLOOR_Q quantile of its cosines to FLOOR_SAMPLE seeded random documents}: the
+    cosine a document unrelated to the query still reaches (the floor row counts nothing below it)."""
+    n = len(ws.dataset.doc_ids)
+    rows = np.sort(np.random.default_rng(0).choice(n, min(FLOOR_SAMPLE, n), replace=False))
+    qvecs = ws.dense.encode_queries(queries)
+    return {qid: float(np.quantile(ws.dense.index.scores(qvecs[i], rows), FLOOR_Q)) for i, qid in enumerate(queries)}
 
 
 def one(ws: Workspace, split: str) -> dict[str, float]:
@@ -151,8 +166,9 @@ def one(ws: Workspace, split: str) -> dict[str, float]:
     sparse = ws.sparse
     plain = Hybrid(ws.lexical, ws.dense, depth=ws.depth).candidates(queries)
     qvecs = dict(zip(queries, sparse.model.encode(list(queries.values()), query=True)))
+    background = random_doc_cosines(ws, queries)
     cands = {qid: Scored(c, np.asarray(sparse.index.scores(qvecs[qid], c.rows)) if len(c.rows) else np.zeros(0),
-                         ws.bm25.max_score(queries[qid])) for qid, c in plain.items()}
+                         ws.bm25.max_score(queries[qid]), background[qid]) for qid, c in plain.items()}
 
     def ndcg(run):
         return evaluate_run(run, qrels, metrics=("ndcg@10",)).mean["ndcg@10"]
