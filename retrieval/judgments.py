@@ -168,7 +168,8 @@ class Queue:
     """
 
     def __init__(self, runs: dict[str, Run], order: list[tuple[str, float]],
-                 pools: dict[str, list[str]], judged: dict[Pair, int]):
+                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None):
+        self.sample = sample  # the ``sampling.Sample`` of queries the pool was drawn from, if any
         self.pairs: list[Pair] = [(qid, doc) for qid, _ in order for doc in pools[qid]]
         self.disagreement: dict[str, float] = dict(order)  # query id -> disagreement
         self._runs = runs
@@ -232,11 +233,12 @@ class Queue:
 
 
 def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
-          p: float = PERSISTENCE) -> Queue:
+          p: float = PERSISTENCE, sample=None) -> Queue:
     """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
-    order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels)."""
+    order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels);
+    ``sample``: the ``sampling.Sample`` the query ids are, when they are one."""
     query_ids = list(query_ids)
-    return Queue(runs, order_queries(runs, query_ids, k, p), pool(runs, query_ids, k), judged)
+    return Queue(runs, order_queries(runs, query_ids, k, p), pool(runs, query_ids, k), judged, sample)
 
 
 # ---- judgments as relevance labels -------------------------------------------------------------

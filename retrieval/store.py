@@ -122,6 +122,8 @@ class Store:
                                    pk=("corpus", "query_id", "doc_id", "judge"), if_not_exists=True)
             db["query_sets"].create({"corpus": str, "id": str, "name": str, "queries": bytes, "n": int,
                                      "created": float}, pk=("corpus", "id"), if_not_exists=True)
+            db["judging_samples"].create({"corpus": str, "id": str, "method": str, "seed": int, "query_ids": bytes,
+                                          "created": float}, pk=("corpus", "id"), if_not_exists=True)
 
     @property
     def models_dir(self) -> Path:
@@ -323,6 +325,21 @@ class Store:
         """Forget one query set of the corpus; True when there was one."""
         with self._lock, self.db.conn:
             return self.db.execute("delete from query_sets where corpus = ? and id = ?", [corpus, set_id]).rowcount > 0
+
+    # ---- samples of queries to judge ---------------------------------------------------------
+    def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str]) -> None:
+        """Keep a sample of a corpus's queries drawn for judging (``retrieval.sampling``)."""
+        with self._lock, self.db.conn:
+            self.db["judging_samples"].upsert({"corpus": corpus, "id": sample_id, "method": method, "seed": int(seed),
+                                               "query_ids": _pack(list(query_ids)), "created": time.time()},
+                                              pk=("corpus", "id"))
+
+    def samples(self, corpus: str) -> list[dict]:
+        """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first."""
+        with self._lock:
+            rows = list(self.db["judging_samples"].rows_where("corpus = ?", [corpus], order_by="created desc, id"))
+        return [{**{k: r[k] for k in ("id", "method", "seed", "created")}, "query_ids": _unpack(r["query_ids"])}
+                for r in rows]
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

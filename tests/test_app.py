@@ -358,6 +358,8 @@ def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 1}}
     out = client.predict("imported", api_name="/use_judgments")
     assert "Every view now uses 1 judgment of 1 query" in html_unescape(out[0])
+    settled = client.predict(2, "auto", 200, 0, api_name="/settled")  # one judged query: nothing settles yet
+    assert "Which comparisons are settled" in settled and "too few queries to compare" in settled
     note, rules = client.predict(api_name="/agreement")
     assert "1 judge so far" in note
     client.predict("cal", shown["query_id"], shown["doc_id"], 0, 2, False, api_name="/judge")  # a second judge

@@ -313,6 +313,9 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
         page.keyboard.press("2" if n % 2 else "0")
         expect(progress).to_contain_text(f"Judged {n} of {pooled}")
     expect(progress).to_contain_text("every pooled pair is judged")
+    settled = page.locator("#judge-settled")  # after every grade: which comparisons the judgments settle
+    expect(settled).to_contain_text("Which comparisons are settled")
+    expect(settled).to_contain_text(re.compile(r"beats|not separable yet|too few queries"))
     page.screenshot(path=str(shots / "judge.png"), full_page=False)
 
     # a second judge grades the same pool, and the tab says how far the two agree

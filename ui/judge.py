@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from retrieval import Store, Workspace
+from retrieval import Store, Workspace, sampling
 from retrieval.agreement import MERGE_RULES, agreement, merged_qrels
 from retrieval.judgments import (
     DEPTH,
@@ -20,6 +20,7 @@ from retrieval.judgments import (
     Queue,
     check_depth,
     check_judge,
+    disagreement,
     disagreements,
     judged_pairs,
     judgments_to_qrels,
@@ -28,9 +29,12 @@ from retrieval.judgments import (
     queue,
     write_qrels,
 )
-from retrieval.metrics import interval_text
+from retrieval.metrics import conclusion, interval_text
 from retrieval.names import file_name
 from retrieval.run import Run
+from retrieval.sampling import DEFAULT_SIZE, Sample
+from retrieval.settling import standings
+from retrieval.store import cache_key
 from retrieval.systems import label
 
 from . import texts
@@ -54,44 +58,85 @@ KEYS_JS = ("document.addEventListener('keydown', (e) => {"
            " const b = document.getElementById(id); if (b) { e.preventDefault(); b.click(); } });")
 
 
-_POOLS: "weakref.WeakKeyDictionary[Workspace, dict]" = weakref.WeakKeyDictionary()
-_POOLS_LOCK = threading.Lock()
+_CACHE: "weakref.WeakKeyDictionary[Workspace, dict]" = weakref.WeakKeyDictionary()
+_CACHE_LOCK = threading.Lock()
 
 
-def pool_runs(ws: Workspace, k: int) -> dict[str, Run]:
-    """Every system on show's top ``k`` for every query of the data set (built-in systems searched
-    once per workspace, depth and systems on show: dense and hybrid join once their index is built).
-    The pools live as long as their workspace: a closed workspace takes them with it."""
-    systems = shown_systems(ws)
-    with _POOLS_LOCK:
-        cached = _POOLS.setdefault(ws, {})
-        found = cached.get((k, systems))
+def _cached(ws: Workspace, kind: str, key, make):
+    """``make()``'s value for (``kind``, ``key``) in ``ws``'s cache: the samples, pools and queues
+    live as long as their workspace (a closed workspace takes them with it)."""
+    with _CACHE_LOCK:
+        found = _CACHE.setdefault(ws, {}).setdefault(kind, {}).get(key)
     if found is None:
-        found = _pool_runs(ws, k, systems)
-        with _POOLS_LOCK:
-            cached.clear()  # one depth and set of systems at a time per workspace
-            cached[(k, systems)] = found
+        found = make()
+        with _CACHE_LOCK:
+            per_kind = _CACHE.setdefault(ws, {}).setdefault(kind, {})
+            if len(per_kind) >= 16:  # a few depths, samples and judges at a time
+                per_kind.pop(next(iter(per_kind)))
+            found = per_kind.setdefault(key, found)
     return found
 
 
-def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...]) -> dict[str, Run]:
-    queries = ws.dataset.queries
+def pool_runs(ws: Workspace, k: int, query_ids: list[str] | None = None) -> dict[str, Run]:
+    """Every system on show's top ``k`` for the queries (default: all of the data set's), each
+    built-in system searched once per workspace, depth, systems on show and queries (dense and
+    hybrid join once their index is built)."""
+    systems = shown_systems(ws)
+    ids = tuple(query_ids) if query_ids is not None else tuple(ws.dataset.queries)
+    return _cached(ws, "pools", (k, systems, cache_key(ids=ids)), lambda: _pool_runs(ws, k, systems, ids))
+
+
+def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...], query_ids) -> dict[str, Run]:
+    queries = {q: ws.dataset.queries[q] for q in query_ids}
     split = ws.dataset.default_split()
-    out = {}
-    for system in systems:  # an imported run gives its lists, [] for a query it did not run
-        out[system] = ws.search(system, queries, k, split)
-    return out
+    return {system: ws.search(system, queries, k, split) for system in systems}  # imported: [] where it did not run
 
 
-def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH) -> Queue:
-    """The judge's queue over every query of the data set: their own grades count as judged. A
-    judge's name or a depth out of range (``judgments.check_judge``, ``check_depth``) is refused."""
+def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
+                   k: int = DEPTH) -> Sample:
+    """The queries to judge (``retrieval.sampling``: every query, or a random, frequency-weighted or
+    disagreement-stratified sample), drawn once and stored with the corpus."""
+    method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
+    try:
+        size = max(1, int(size or DEFAULT_SIZE))
+        seed = int(seed or 0)
+
+        def disagreements_of(ids: list[str]) -> dict[str, float]:
+            runs = pool_runs(ws, k, ids)
+            return {q: disagreement(runs, q, k) for q in ids}
+
+        def drawn() -> Sample:
+            sample = sampling.draw(ws.dataset, method, size, seed, disagreements_of)
+            sampling.keep(store, ws.dataset, sample)  # once, when drawn
+            return sample
+
+        return _cached(ws, "samples", (method, size, seed, k), drawn)
+    except (TypeError, ValueError) as err:
+        raise refuse(err) from err
+
+
+def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, method: str = "auto",
+                  size: int = DEFAULT_SIZE, seed: int = 0, fresh: bool = False) -> Queue:
+    """The judge's queue over the sampled queries (``judging_sample``): their own grades count as
+    judged. Built once per judge, depth and sample, then kept up to date grade by grade
+    (``grade_pair``): ``fresh`` rebuilds it from the store (starting to judge). A judge's name or a
+    depth out of range (``judgments.check_judge``, ``check_depth``) is refused."""
     try:
         judge, k = check_judge(judge), check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
-    rows = store.judgments(ws.dataset.corpus_hash, judge)
-    return queue(pool_runs(ws, k), list(ws.dataset.queries), judged_pairs(judgments_to_qrels(rows)), k)
+    sample = judging_sample(ws, store, method, size, seed, k)
+
+    def build() -> Queue:
+        rows = store.judgments(ws.dataset.corpus_hash, judge)
+        return queue(pool_runs(ws, k, sample.query_ids), sample.query_ids, judged_pairs(judgments_to_qrels(rows)), k,
+                     sample=sample)
+
+    key = (judge, k, sample.id, shown_systems(ws))
+    if fresh:
+        with _CACHE_LOCK:
+            _CACHE.setdefault(ws, {}).setdefault("queues", {}).pop(key, None)
+    return _cached(ws, "queues", key, build)
 
 
 @dataclass
@@ -109,6 +154,10 @@ class Shown:
 def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) -> tuple[str, str, dict]:
     """Progress line, the pair's HTML and its JSON for ``position`` (None: all judged)."""
     progress = f"**Judged {q.judged_count} of {q.pooled_count} pooled pairs**"
+    total = len(ws.dataset.queries)
+    if q.sample is not None and q.sample.method != "all":
+        progress += (f" — from a {q.sample.method} sample of {q.sample.size:,} of the {total:,} queries "
+                     f"(seed {q.sample.seed}; kept with the corpus)")
     if position is None:
         return progress + " — every pooled pair is judged.", "", Shown(None, None, None, q.judged_count,
                                                                           q.pooled_count, None).__dict__
@@ -128,10 +177,11 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
             pair_html, Shown(position, qid, doc_id, q.judged_count, q.pooled_count, grade).__dict__)
 
 
-def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade,
-               k: int = DEPTH) -> tuple[Queue, int | None]:
-    """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), and give the
-    queue and the next unjudged position; anything else is refused and nothing is stored."""
+def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade, k: int = DEPTH,
+               method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0) -> tuple[Queue, int | None]:
+    """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), note it in the
+    judge's queue (never rebuilt per grade) and give the queue and the next unjudged position;
+    anything else is refused and nothing is stored."""
     if not (judge or "").strip():
         raise refuse("type your name as the judge first")
     try:
@@ -143,7 +193,8 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
         shown = tuple(str(v)[:80] for v in (query_id, doc_id))
         raise refuse(f"no pair {shown!r} in this data set")
     store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, grade, judge)
-    q = judging_queue(ws, store, judge, k)
+    q = judging_queue(ws, store, judge, k, method, size, seed)
+    q.record(query_id, doc_id, grade)
     try:
         after = q.position(query_id, doc_id)
     except KeyError:  # graded through the API outside the pool: start from the top
@@ -170,6 +221,38 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
         return str(write_qrels(judged, target, fmt=fmt, split="judged"))
     except ValueError as err:  # an unknown format, an id no qrels file can hold
         raise refuse(err) from err
+
+
+def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "auto", size: int = DEFAULT_SIZE,
+                 seed: int = 0) -> str:
+    """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
+    queries of the sample, every judge's grades merged by the lower median), and about how many more
+    judgments the others need (``retrieval.settling``)."""
+    try:
+        k = check_depth(k)
+    except ValueError as err:
+        raise refuse(err) from err
+    sample = judging_sample(ws, store, method, size, seed, k)
+    ids = set(sample.query_ids)
+    judged = {q: docs for q, docs in merged_qrels(store.judgments(ws.dataset.corpus_hash)).items() if q in ids}
+    runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
+    rows = standings(runs, judged)
+    if not rows:
+        return "No comparison can be made yet: judge until some query has a relevant document."
+    n = rows[0].comparison.queries
+    head = (f"**Which comparisons are settled** (nDCG@10 on the {n} judged quer{'y' if n == 1 else 'ies'} with a "
+            f"relevant document, each system's top {k}; unjudged documents count as not relevant):")
+    lines = [head, ""]
+    for r in rows:
+        line = conclusion(r.a, r.b, r.comparison)
+        if r.settled:
+            lines.append(f"- ✅ {esc(line)}")
+        elif r.more_queries is None:
+            lines.append(f"- ⏳ {esc(line)} — out of reach so far: the two score alike on these queries")
+        else:
+            lines.append(f"- ⏳ {esc(line)} — about {r.more_judgments:,} more judgments (≈ {r.more_queries:,} "
+                         "queries) if the difference holds")
+    return "\n".join(lines)
 
 
 def agreement_note(ws: Workspace, store: Store) -> tuple[str, dict]:
@@ -217,8 +300,18 @@ def build(ctx: Context) -> JudgeView:
                           scale=1)
         reveal = gr.Checkbox(False, label="Show which systems retrieved it", elem_id="judge-reveal", scale=1)
         start = gr.Button("Start judging", variant="primary", elem_id="judge-start", scale=1)
+    with gr.Accordion("Which queries (a sample when there are many)", open=False):
+        gr.Markdown(texts.SAMPLE_HELP)
+        with gr.Row():
+            method = gr.Radio([("automatic", "auto"), ("every query", "all"), ("random", "random"),
+                               ("by frequency (count column)", "frequency"), ("stratified by disagreement",
+                                                                              "stratified")],
+                              value="auto", label="Queries to judge", elem_id="judge-method", scale=3)
+            size = gr.Number(DEFAULT_SIZE, label="Sample size", precision=0, minimum=1, elem_id="judge-size", scale=1)
+            seed = gr.Number(0, label="Seed", precision=0, elem_id="judge-seed", scale=1)
     progress = gr.Markdown(elem_id="judge-progress")
     pair = gr.HTML(elem_id="judge-panel", js_on_load=KEYS_JS)
+    settled = gr.Markdown(elem_id="judge-settled")
     with gr.Row():
         grades = [gr.Button(f"{g} · {GRADE_NAMES[g]}", elem_id=f"judge-{g}", variant="primary" if g else "secondary")
                   for g in (0, 1, 2)]
@@ -250,13 +343,13 @@ def build(ctx: Context) -> JudgeView:
     def render(key, q: Queue, position, reveal_):
         return show(ctx.workspace(key), q, position, bool(reveal_))
 
-    def on_start(judge_, k, reveal_, key):
+    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0):
         if not (judge_ or "").strip():
             raise refuse("type your name as the judge first")
-        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k)
+        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k, method_, size_, seed_, fresh=True)
         return render(key, q, q.next_unjudged(), reveal_)
 
-    def on_key(judge_, k, reveal_, shown_, key, evt: gr.EventData):
+    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, evt: gr.EventData):
         """A grade (0/1/2), skip, previous or next: one event for all of them, so a key pressed
         again before the pair on screen has changed is dropped, never applied to that pair."""
         if not shown_ or shown_.get("position") is None:
@@ -264,27 +357,35 @@ def build(ctx: Context) -> JudgeView:
         action = evt.target.elem_id.removeprefix("judge-")
         ws = ctx.workspace(key)
         if action in ("0", "1", "2"):
-            q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k)
+            q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k,
+                               method_, size_, seed_)
         else:
-            q = judging_queue(ws, ctx.registry.store, judge_, k)
+            q = judging_queue(ws, ctx.registry.store, judge_, k, method_, size_, seed_)
             here = shown_["position"]
             to = (q.next_unjudged(here) if action == "skip"
                   else min(max(here + (1 if action == "next" else -1), 0), len(q) - 1))
         return render(key, q, to, reveal_)
 
-    def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key):
-        q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k)
+    def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0):
+        q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k, method_, size_,
+                            seed_)
         return render(key, q, nxt, reveal_)
 
-    inputs = [judge, depth, reveal, shown, ctx.key]
+    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed]
     outputs = [progress, pair, shown]
-    start.click(on_start, [judge, depth, reveal, ctx.key], outputs, api_name="judge_queue", **LIGHT).then(
+    def on_settled(k, key, method_, size_, seed_):
+        return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_)
+
+    settle_inputs = [depth, ctx.key, method, size, seed]
+    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed], outputs, api_name="judge_queue",
+                **LIGHT).then(on_settled, settle_inputs, settled, api_name="settled", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
         api_visibility="private", **LIGHT)
     gr.on([b.click for b in (*grades, skip, prev_btn, next_btn)], on_key, inputs, outputs,
-          api_visibility="private", trigger_mode="once", **LIGHT)
-    api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key], outputs,
-                 api_name="judge", **LIGHT)
+          api_visibility="private", trigger_mode="once", **LIGHT).then(
+        on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
+    api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method, size, seed],
+                 outputs, api_name="judge", **LIGHT)
     agree_btn.click(lambda key: agreement_note(ctx.workspace(key), ctx.registry.store), ctx.key, [agreement_md, rule],
                     api_name="agreement", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,

@@ -46,6 +46,11 @@ ADD_QUERIES_HELP = ("Real queries from your logs, with or without labels: JSONL 
                     "`query` (or `text`) column and an optional id column, or .txt with one query per line. "
                     "Queries without ids get stable ids from their text (`q-` and a hash), so the same query "
                     "keeps its id in every upload.")
+SAMPLE_HELP = ("With more than 1,000 queries (a query log), *automatic* judges a random sample of the size below "
+               "instead of every query. *By frequency* draws head queries more often, weighted by the queries "
+               "file's count column (`count`, `frequency`, `clicks`…); *stratified* draws equally from queries the "
+               "systems agree on and those they disagree on. A sample is kept with the corpus, so the same seed "
+               "gives every judge the same queries.")
 SEGMENTS_HELP = ("Each row is one kind of query: its length, whether it has digits (codes, part numbers, years), "
                  "a question or keywords, its detected language, and every extra field of your queries file "
                  "(a JSONL record's other values or `metadata`, a CSV/TSV file's other columns) that takes 2 to 20 "

@@ -1,0 +1,77 @@
+"""While judging: which comparisons of the systems on show the judgments made so far settle, and
+about how many more judgments the others need.
+
+Each pair of systems is compared on the judged queries (``evaluate.compare``: the paired
+permutation test and the paired bootstrap interval of the difference in nDCG@10, unjudged documents
+counting as not relevant, as everywhere). A comparison is settled when one system is the better at
+p < 0.05 with an interval above 0 (``Comparison.outcome``).
+
+For one that is not, the projection: if the mean difference Δ and the spread s of the per-query
+differences hold, a paired test at the 0.05 level finds a difference of Δ with 80% power after
+about n* = ((z₀.₉₇₅ + z₀.₈)·s / |Δ|)² judged queries (the usual sample size of a paired
+comparison; at n* the interval's half-width, 1.96·s/√n*, is well under |Δ|); the missing n* − n
+queries times the judgments a query has taken so far is the estimate shown. It is a planning
+figure, not a promise: Δ moves as judging goes on, and a Δ near 0 (the systems score alike so far)
+puts the comparison out of reach.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dataset import Qrels
+from .evaluate import Comparison, compare, evaluate_run
+from .metrics import PRIMARY
+from .run import Run
+
+Z = 1.959963984540054 + 0.8416212335729143  # the 97.5th and the 80th percentiles of the standard normal
+OUT_OF_REACH = 100_000  # more judged queries than this: "out of reach"
+
+
+@dataclass
+class Standing:
+    a: str  # the worse on the mean
+    b: str  # the better on the mean
+    comparison: Comparison  # b − a
+    settled: bool
+    more_queries: int | None  # judged queries still needed, about; None: out of reach (Δ near 0)
+    more_judgments: int | None
+
+
+def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY) -> list[Standing]:
+    """Every pair of the systems' ``runs`` compared on the ``judged`` queries (those with a
+    relevant label), the settled ones first, then the nearest to settling."""
+    relevant = {q: docs for q, docs in judged.items() if any(g > 0 for g in docs.values())}
+    if not relevant:
+        return []
+    evals = {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(metric,))
+             for name, run in runs.items()}
+    per_query = sum(len(docs) for docs in judged.values()) / max(1, len(judged))
+    names = list(runs)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            cmp = compare(evals[a], evals[b], metric)
+            if cmp.delta < 0:
+                a_, b_, cmp = b, a, cmp.flipped()
+            else:
+                a_, b_ = a, b
+            settled = cmp.outcome != "open"
+            more_q = None if settled else _more_queries(evals[a_], evals[b_], metric, cmp)
+            more_j = None if more_q is None else math.ceil(more_q * per_query)
+            out.append(Standing(a_, b_, cmp, settled, 0 if settled else more_q, 0 if settled else more_j))
+    return sorted(out, key=lambda s: (not s.settled, s.more_queries if s.more_queries is not None else math.inf,
+                                      -s.comparison.delta))
+
+
+def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison) -> int | None:
+    qa, qb = ev_a.per_query.get(metric, {}), ev_b.per_query.get(metric, {})
+    diff = np.array([qb[q] - qa[q] for q in qa if q in qb])
+    n = len(diff)
+    if n < 2 or abs(cmp.delta) < 1e-9 or diff.std(ddof=1) == 0:
+        return None
+    needed = (Z * diff.std(ddof=1) / abs(cmp.delta)) ** 2
+    more = max(1, math.ceil(needed - n))
+    return more if more <= OUT_OF_REACH else None
