@@ -52,8 +52,8 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, l
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="y = x", hoverinfo="skip",
                              line=dict(color="#999", dash="dot")))
     fig.update_layout(
-        title=(f"{label_b} vs {label_a}, per-query {metric}: Δ {cmp.delta:+.3f} {interval_text(cmp.interval)}, "
-               f"{len(cmp.wins)} wins, {cmp.ties} ties, {len(cmp.losses)} losses (p = {cmp.p_value:.3g})"),
+        title=(f"{label_b} vs {label_a}, per-query {metric}<br><sup>Δ {cmp.delta:+.3f} {interval_text(cmp.interval)}, "
+               f"{len(cmp.wins)} wins, {cmp.ties} ties, {len(cmp.losses)} losses (p = {cmp.p_value:.3g})</sup>"),
         xaxis_title=f"{label_a} {metric}", yaxis_title=f"{label_b} {metric}", showlegend=False,
         xaxis=dict(range=[-0.02, 1.02]), yaxis=dict(range=[-0.02, 1.02], scaleanchor="x"))
     return fig
