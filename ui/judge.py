@@ -246,11 +246,11 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     for r in rows:
         line = conclusion(r.a, r.b, r.comparison)
         if r.settled:
-            lines.append(f"- ✅ {esc(line)}")
+            lines.append(f"- **settled:** {esc(line)}")
         elif r.more_queries is None:
-            lines.append(f"- ⏳ {esc(line)} — out of reach so far: the two score alike on these queries")
+            lines.append(f"- **open:** {esc(line)} — out of reach so far: the two score alike on these queries")
         else:
-            lines.append(f"- ⏳ {esc(line)} — about {r.more_judgments:,} more judgments (≈ {r.more_queries:,} "
+            lines.append(f"- **open:** {esc(line)} — about {r.more_judgments:,} more judgments (≈ {r.more_queries:,} "
                          "queries) if the difference holds")
     return "\n".join(lines)
 
