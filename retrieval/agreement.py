@@ -1,7 +1,7 @@
 """How far judges agree: per pair of judges Cohen's weighted κ with its 95% interval and their
 confusion matrix, over all judges Krippendorff's α (ordinal) with its interval, the pairs to
-adjudicate (judges gave them different grades, the widest spread first), and qrels merged by a
-rule the user picks.
+adjudicate (judges gave them different grades, the widest spread first). The rules that merge
+several judges' grades into qrels are ``judgments.MERGE_RULES``.
 
 * Weighted κ (Cohen, "Weighted kappa", Psychological Bulletin 70(4), 1968) with quadratic weights
   — grades 0 < 1 < 2 are ordered, and a 0 against a 2 is a worse disagreement than a 1 against a 2
@@ -11,29 +11,19 @@ rule the user picks.
 * Krippendorff's α, ordinal (Krippendorff, "Content Analysis", 4th ed., Sage 2018, ch. 12; the
   ``krippendorff`` package), over every pair any two judges graded (pairs one judge graded carry
   no information on agreement and are left out); interval: percentile bootstrap over those pairs.
-
-Merging several judges' grades of a pair (``MERGE_RULES``): ``median`` (the lower median,
-``judgments.judgments_to_qrels``'s rule), ``majority`` (the most frequent grade, the lower on a
-tie), ``min`` (strict: any judge's "not relevant" wins), ``max`` (lenient), or one judge's grades
-alone.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
-from statistics import median_low
 
 import numpy as np
 
-from .dataset import Qrels
-from .intervals import Interval
-from .judgments import GRADES, disagreements, grades_by_pair
+from .intervals import Interval, percentile_interval
+from .judgments import GRADES, Pair, disagreements, grades_by_pair
 
 INTERVAL_RESAMPLES = 2_000
 ALPHA_RESAMPLES = 1_000  # each resample runs the krippendorff package once
 SEED = 0
-MERGE_RULES = ("median", "majority", "min", "max")
-Pair = tuple[str, str]  # (query id, document id)
 
 
 @dataclass
@@ -90,11 +80,7 @@ def pair_agreement(a: str, b: str, grades: dict[Pair, dict[str, int]], seed: int
         rng = np.random.default_rng(seed)
         idx = rng.integers(0, len(shared), size=(INTERVAL_RESAMPLES, len(shared)))
         boot = np.apply_along_axis(np.bincount, 1, cells[idx], minlength=k * k).reshape(-1, k, k)
-        values = kappa_from_counts(boot)
-        values = values[~np.isnan(values)]
-        if len(values):
-            low, high = np.percentile(values, [2.5, 97.5])
-            interval = Interval(float(low), float(high))
+        interval = percentile_interval(kappa_from_counts(boot))
     exact = float(np.mean(x == y)) if len(shared) else float("nan")
     return PairAgreement(a, b, len(shared), kappa, interval, exact, confusion.astype(int).tolist())
 
@@ -123,45 +109,6 @@ def agreement(rows: list[dict], seed: int = SEED) -> Agreement:
         alpha = alpha_of(matrix)
         if not np.isnan(alpha):
             rng = np.random.default_rng(seed)
-            boot = [alpha_of(matrix[:, rng.integers(0, len(multi), len(multi))]) for _ in range(ALPHA_RESAMPLES)]
-            boot = [v for v in boot if not np.isnan(v)]
-            if boot:
-                low, high = np.percentile(boot, [2.5, 97.5])
-                interval = Interval(float(low), float(high))
+            interval = percentile_interval([alpha_of(matrix[:, rng.integers(0, len(multi), len(multi))])
+                                            for _ in range(ALPHA_RESAMPLES)])
     return Agreement(judges, pairs, alpha, interval, len(multi), disagreements(rows))
-
-
-def merged_grade(grades: list[int], rule: str = "median") -> int:
-    """One grade from several judges' grades of a pair, by ``rule`` (``MERGE_RULES``)."""
-    ordered = sorted(grades)
-    if rule == "median":
-        return median_low(ordered)
-    if rule == "majority":
-        counts = Counter(ordered)
-        top = max(counts.values())
-        return min(g for g, c in counts.items() if c == top)
-    if rule == "min":
-        return ordered[0]
-    if rule == "max":
-        return ordered[-1]
-    raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name")
-
-
-def merged_qrels(rows: list[dict], rule: str = "median") -> Qrels:
-    """Stored judgments as qrels: every judge's grades merged by ``rule``, or, when ``rule`` names a
-    judge, that judge's grades alone."""
-    grades = grades_by_pair(rows)
-    judges = {j for g in grades.values() for j in g}
-    qrels: Qrels = {}
-    for (q, d), g in grades.items():
-        if rule in MERGE_RULES:
-            grade = merged_grade(list(g.values()), rule)
-        elif rule in judges:
-            if rule not in g:
-                continue
-            grade = g[rule]
-        else:
-            raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name "
-                             f"({', '.join(sorted(judges)) or 'none yet'})")
-        qrels.setdefault(q, {})[d] = grade
-    return qrels

@@ -36,7 +36,7 @@ from pathlib import Path
 from .dataset import Dataset
 from .encoder import PRECISIONS
 from .engines import ENGINE_SPECS, open_engine
-from .evaluate import compare, significance_marks
+from .evaluate import significance_marks
 from .intervals import LEVEL
 from .lambdas import shown
 from .language import corpus_tokenizer
@@ -46,6 +46,7 @@ from .readers import load_dataset, read_run
 from .run import write_trec
 from .store import Store, default_store_path
 from .systems import BM25, DENSE, HYBRID, SYSTEMS, label
+from .tables import compared_pairs
 from .terminal import safe_output
 from .workspace import Workspace
 
@@ -140,18 +141,6 @@ def evaluated_systems(args, ws: Workspace) -> list[str]:
     return systems
 
 
-def system_pairs(evals: dict, systems: list[str]) -> list[dict]:
-    """Every pair of ``systems`` compared on nDCG@10, B the better on the mean (``tables.comparisons``'
-    order: the separable pairs first)."""
-    rows = []
-    for i, a in enumerate(systems):
-        for b in systems[i + 1:]:
-            c = compare(evals[a], evals[b], PRIMARY)
-            rows.append({"a": a, "b": b, "comparison": c} if c.delta >= 0
-                        else {"a": b, "b": a, "comparison": c.flipped()})
-    return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
-
-
 def cmd_evaluate(args) -> int:
     ds, ws = _open(args)
     split = args.split or ds.default_split()
@@ -178,11 +167,12 @@ def cmd_evaluate(args) -> int:
                        if args.ci else None))
     if args.ci:
         print(f"[low, high]: 95% interval over the {split} queries (percentile bootstrap)")
-    pairs = system_pairs(evals, systems)
+    pairs = compared_pairs(evals)
     if len(systems) > 1:
         print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
-        for s in systems[1:]:
-            c = compare(evals[base], evals[s], PRIMARY)
+        by_pair = {(r["a"], r["b"]): r["comparison"] for r in pairs}
+        for s in systems[1:]:  # s − base: the pair's comparison, turned round where base was the better
+            c = by_pair[(base, s)] if (base, s) in by_pair else by_pair[(s, base)].flipped()
             print(f"{label(s)} vs {label(base)}, nDCG@10 per query: "
                   f"{c.delta:+.4f} mean {interval_text(c.interval)}, {len(c.wins)} wins, {len(c.losses)} losses, "
                   f"{c.ties} ties, p = {c.p_value:.4f}")
@@ -214,8 +204,8 @@ def cmd_info(args) -> int:
 
 def cmd_judges(args) -> int:
     """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
-    from .agreement import agreement, merged_qrels
-    from .judgments import write_qrels
+    from .agreement import agreement
+    from .judgments import merged_qrels, write_qrels
 
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())

@@ -244,6 +244,18 @@ def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "
                       [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)), mean_interval(diff))
 
 
+def compare_pairs(evals: dict[str, Evaluation], metric: str = "ndcg@10",
+                  pairs: list[tuple[str, str]] | None = None) -> list[tuple[str, str, Comparison]]:
+    """Every pair of ``evals`` (or the ``pairs`` of their names asked for) compared on ``metric``
+    (``compare``), as (worse, better, better − worse): B the better on the mean, A first on a tie."""
+    names = list(evals)
+    out = []
+    for a, b in pairs or [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]:
+        cmp = compare(evals[a], evals[b], metric)
+        out.append((a, b, cmp) if cmp.delta >= 0 else (b, a, cmp.flipped()))
+    return out
+
+
 def paired_permutation_p(diff, n_resamples: int = 10_000, seed: int = 0) -> float:
     """Two-sided p-value of the paired randomization test of the mean difference: each query's
     difference keeps or flips its sign at random (swapping its two systems), and p is the share of

@@ -88,9 +88,18 @@ def mean_interval(values, level: float = LEVEL, seed: int = SEED) -> Interval:
         return Interval.undefined()
     if np.all(x == x[0]):
         return Interval(float(x[0]), float(x[0]), level)
-    means = bootstrap_means(x, seed)
+    return percentile_interval(bootstrap_means(x, seed), level)
+
+
+def percentile_interval(estimates, level: float = LEVEL) -> Interval:
+    """The percentile interval of bootstrap ``estimates`` (NaN ones left out): their (1 − level)/2
+    and (1 + level)/2 quantiles; undefined when none is left."""
+    x = np.asarray(estimates, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if not len(x):
+        return Interval.undefined()
     tail = (1 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
+    low, high = np.percentile(x, [tail, 100 - tail])
     return Interval(float(low), float(high), level)
 
 
@@ -104,9 +113,3 @@ def proportion_interval(k: int, n: int, level: float = LEVEL) -> Interval:
 
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return Interval(float(ci.low), float(ci.high), level)
-
-
-def paired_interval(a: dict[str, float], b: dict[str, float], level: float = LEVEL, seed: int = SEED) -> Interval:
-    """The interval of the mean per-query difference B − A over the queries both have (paired)."""
-    qids = [q for q in a if q in b]
-    return mean_interval([b[q] - a[q] for q in qids], level, seed)

@@ -20,6 +20,7 @@ keyed by ``Dataset.corpus_hash``, so judgments outlive added queries).
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from pathlib import Path
 from statistics import median_low
 
@@ -29,6 +30,7 @@ from .readers.records import require_id
 from .run import Run, ranks
 
 GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
+MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
 DEPTH = 10  # pool depth: each system's top k
 MAX_DEPTH = 100  # the deepest pool a judge may ask for
 PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
@@ -252,18 +254,48 @@ def grades_by_pair(rows: list[dict], judge: str | None = None) -> dict[Pair, dic
     return grades
 
 
-def judgments_to_qrels(rows: list[dict], judge: str | None = None) -> Qrels:
+def judgments_to_qrels(rows: list[dict], judge: str | None = None, rule: str = "median") -> Qrels:
     """Relevance labels (query id -> doc id -> grade) from judgment rows (``Store.judgments``).
 
-    With ``judge``, that judge's grades. Without, a pair judged by several judges gets the lower
-    median of their grades (``statistics.median_low``): the highest grade that more than half of
-    them give at least, so a pair counts as relevant only when a majority says so, whatever the
-    order the grades were made in.
+    With ``judge``, that judge's grades. Without, a pair judged by several judges gets one grade by
+    ``rule`` (``merged_grade``); the default, the lower median (``statistics.median_low``), is the
+    highest grade that more than half of them give at least, so a pair counts as relevant only when
+    a majority says so, whatever the order the grades were made in.
     """
     qrels: Qrels = {}
     for (qid, doc), by_judge in grades_by_pair(rows, judge).items():
-        qrels.setdefault(qid, {})[doc] = median_low(by_judge.values())
+        qrels.setdefault(qid, {})[doc] = merged_grade(list(by_judge.values()), rule)
     return qrels
+
+
+def merged_grade(grades: list[int], rule: str = "median") -> int:
+    """One grade from several judges' grades of a pair, by ``rule`` (``MERGE_RULES``): ``median``
+    (the lower median), ``majority`` (the most frequent grade, the lower on a tie), ``min`` (strict:
+    any judge's "not relevant" wins), ``max`` (lenient)."""
+    ordered = sorted(grades)
+    if rule == "median":
+        return median_low(ordered)
+    if rule == "majority":
+        counts = Counter(ordered)
+        top = max(counts.values())
+        return min(g for g, c in counts.items() if c == top)
+    if rule == "min":
+        return ordered[0]
+    if rule == "max":
+        return ordered[-1]
+    raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name")
+
+
+def merged_qrels(rows: list[dict], rule: str = "median") -> Qrels:
+    """Stored judgments as qrels: every judge's grades merged by ``rule`` (``MERGE_RULES``), or,
+    when ``rule`` names a judge, that judge's grades alone (``judgments_to_qrels``)."""
+    if rule in MERGE_RULES:
+        return judgments_to_qrels(rows, rule=rule)
+    judges = sorted({r["judge"] for r in rows})
+    if rule not in judges:
+        raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name "
+                         f"({', '.join(judges) or 'none yet'})")
+    return judgments_to_qrels(rows, judge=rule)
 
 
 def disagreements(rows: list[dict]) -> list[tuple[str, str, dict[str, int]]]:

@@ -17,7 +17,8 @@ Methods (``METHODS``):
   systems agree on are judged too, not only the contested ones.
 
 A sample is keyed by the corpus and its id (a hash of method, size, seed and the query ids it was
-drawn from), so drawing it again gives the same queries.
+drawn from); a judge asking for the same method, size and seed gets the stored sample back
+(``sample_for``), even after queries were added to the corpus.
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ class Sample:
     size: int
     seed: int
     query_ids: list[str]
+    drawn: int = 0  # how many queries were drawn (``size`` counts those the data set still has)
+
+    def __post_init__(self):
+        self.drawn = self.drawn or self.size
 
 
 def default_method(dataset: Dataset) -> str:
@@ -114,6 +119,20 @@ def keep(store: Store | None, dataset: Dataset, sample: Sample) -> None:
         store.put_sample(dataset.corpus_hash, sample.id, sample.method, sample.seed, sample.query_ids)
 
 
+def sample_for(store: Store | None, dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
+               disagreement: Callable[[list[str]], dict[str, float]] | None = None) -> Sample:
+    """The sample a judge gets: the newest one stored for the corpus with this method, seed and
+    size (its queries the data set still has), so queries added since do not reshuffle it; else a
+    new draw (``draw``), stored (``keep``)."""
+    if method != "all":
+        for kept in stored(store, dataset):
+            if (kept.method, kept.seed, kept.drawn) == (method, seed, size):
+                return kept
+    sample = draw(dataset, method, size, seed, disagreement)
+    keep(store, dataset, sample)
+    return sample
+
+
 def stored(store: Store | None, dataset: Dataset) -> list[Sample]:
     """The corpus's stored samples whose queries the data set still has, newest first."""
     if store is None:
@@ -122,5 +141,5 @@ def stored(store: Store | None, dataset: Dataset) -> list[Sample]:
     for row in store.samples(dataset.corpus_hash):
         qids = [q for q in row["query_ids"] if q in dataset.queries]
         if qids:
-            out.append(Sample(row["id"], row["method"], len(qids), row["seed"], qids))
+            out.append(Sample(row["id"], row["method"], len(qids), row["seed"], qids, len(row["query_ids"])))
     return out

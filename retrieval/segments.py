@@ -30,7 +30,7 @@ import numpy as np
 from scipy.stats import false_discovery_control
 
 from .dataset import Dataset
-from .evaluate import Comparison, Evaluation, compare
+from .evaluate import Comparison, Evaluation, compare_pairs
 from .intervals import Interval, mean_interval
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL
 
@@ -118,14 +118,7 @@ def segment_table(evals: dict[str, Evaluation], dataset: Dataset, metric: str = 
             row = SegmentRow(kind, value, len(qids),
                              {label: float(np.mean([per[label][q] for q in qids])) for label in per},
                              {label: mean_interval([per[label][q] for q in qids]) for label in per})
-            labels = list(per)
-            for i, a in enumerate(labels):
-                for b in labels[i + 1:]:
-                    cmp = compare(sub[a], sub[b], metric)
-                    if cmp.delta >= 0:
-                        tests.append((row, a, b, cmp))
-                    else:
-                        tests.append((row, b, a, cmp.flipped()))
+            tests += [(row, worse, better, cmp) for worse, better, cmp in compare_pairs(sub, metric)]
             rows.append(row)
     if tests:
         adjusted = false_discovery_control([t[3].p_value for t in tests], method="bh")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dataset import Qrels
-from .evaluate import Comparison, compare, evaluate_run
+from .evaluate import Comparison, compare_pairs, evaluate_run
 from .metrics import PRIMARY
 from .run import Run
 
@@ -49,19 +49,12 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY) -> lis
     evals = {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(metric,))
              for name, run in runs.items()}
     per_query = sum(len(docs) for docs in judged.values()) / max(1, len(judged))
-    names = list(runs)
     out = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            cmp = compare(evals[a], evals[b], metric)
-            if cmp.delta < 0:
-                a_, b_, cmp = b, a, cmp.flipped()
-            else:
-                a_, b_ = a, b
-            settled = cmp.outcome != "open"
-            more_q = None if settled else _more_queries(evals[a_], evals[b_], metric, cmp)
-            more_j = None if more_q is None else math.ceil(more_q * per_query)
-            out.append(Standing(a_, b_, cmp, settled, 0 if settled else more_q, 0 if settled else more_j))
+    for a, b, cmp in compare_pairs(evals, metric):
+        settled = cmp.outcome != "open"
+        more_q = None if settled else _more_queries(evals[a], evals[b], metric, cmp)
+        more_j = None if more_q is None else math.ceil(more_q * per_query)
+        out.append(Standing(a, b, cmp, settled, 0 if settled else more_q, 0 if settled else more_j))
     return sorted(out, key=lambda s: (not s.settled, s.more_queries if s.more_queries is not None else math.inf,
                                       -s.comparison.delta))
 

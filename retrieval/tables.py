@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from .evaluate import compare, evaluate_run, significance_marks
+from .evaluate import compare, compare_pairs, evaluate_run, significance_marks
 from .judgments import DEPTH, disagreement
 from .metrics import METRICS, PRIMARY
 from .systems import BASE_SYSTEMS, BM25, DENSE, label
@@ -68,16 +68,17 @@ def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, syste
     pairs (significant, the interval of B − A above 0) first, then by the size of the difference."""
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
-    names = list(evals)
-    wanted = pairs or [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    rows = []
-    for a, b in wanted:
-        if a not in evals or b not in evals:
-            raise KeyError(f"no system labelled {a if a not in evals else b!r} on this split")
-        cmp = compare(evals[a], evals[b], metric)
-        if cmp.delta < 0:
-            a, b, cmp = b, a, cmp.flipped()
-        rows.append({"a": a, "b": b, "comparison": cmp})
+    for pair in pairs or []:
+        missing = [n for n in pair if n not in evals]
+        if missing:
+            raise KeyError(f"no system labelled {missing[0]!r} on this split")
+    return compared_pairs(evals, metric, pairs)
+
+
+def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
+    """``evaluate.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
+    then by the size of the difference (what ``comparisons`` and the CLI show)."""
+    rows = [{"a": a, "b": b, "comparison": cmp} for a, b, cmp in compare_pairs(evals, metric, pairs)]
     return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
 
 

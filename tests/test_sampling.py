@@ -85,3 +85,15 @@ def test_the_judge_queue_is_kept_up_to_date_grade_by_grade(tmp_path, tiny_encode
     progress, _, _ = judge.show(ws, rebuilt, nxt)
     assert "from a random sample of 10 of the 71 queries (seed 0; kept with the corpus)" in progress
     assert [s.query_ids for s in sampling.stored(store, ds)] == [q.sample.query_ids]
+
+
+def test_the_stored_sample_comes_back_after_queries_were_added(tmp_path):
+    ds = log(5000)
+    store = Store(tmp_path / "s.sqlite3")
+    first = sampling.sample_for(store, ds, "random", 30, seed=2)
+    grown = ds.with_queries({f"new-{i}": f"a new query {i}" for i in range(500)})
+    assert sampling.draw(grown, "random", 30, seed=2).query_ids != first.query_ids  # a fresh draw would differ
+    again = sampling.sample_for(store, grown, "random", 30, seed=2)
+    assert again.query_ids == first.query_ids and again.id == first.id  # the stored one: the same queries
+    other = sampling.sample_for(store, grown, "random", 30, seed=3)
+    assert other.query_ids != first.query_ids and len(sampling.stored(store, grown)) == 2

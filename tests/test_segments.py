@@ -84,3 +84,9 @@ def test_segment_fields_come_from_the_queries_file(tmp_path):
     values = segment_values(both, ["l1", "l2", "c1", "c2"])
     assert values["field market"] == {"l1": "fr", "l2": "de"} and values["field segment"] == {"c1": "pro", "c2": "home"}
     assert both.without_queries(["c1"]).query_fields.keys() == {"l1", "l2", "c2"}
+    log = tmp_path / "log-without-ids.csv"  # a query log: the text and a count, no id column
+    log.write_text("query,count\nkettle limescale,120\nsofa stains,3\nkettle limescale,5\n")
+    counted = add_queries(ds, log)
+    from retrieval.readers.queries import stable_query_id
+    assert counted.query_fields[stable_query_id("kettle limescale")] == {"count": "120"}  # the first, kept once
+    assert counted.query_fields[stable_query_id("sofa stains")] == {"count": "3"}

@@ -248,10 +248,7 @@ def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Lo
     """A new page's workspace with the query sets kept with its corpus, or None when none were kept
     (the page stays on ``key``)."""
     ws = registry.get(key)
-    if not query_sets.listed(registry.store, ws.dataset.corpus_hash):
-        return None
-    restored = query_sets.restore(registry.store, ws.dataset)
-    if restored is ws.dataset:
+    if query_sets.restore(registry.store, ws.dataset) is ws.dataset:  # nothing kept, or all of it there
         return None
     try:
         return open_dataset(registry, ws.dataset, session=session)  # which adds them back, and says so

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 import gradio as gr
 
 from retrieval import Store, Workspace, sampling
-from retrieval.agreement import MERGE_RULES, agreement, merged_qrels
+from retrieval.agreement import agreement
 from retrieval.judgments import (
     DEPTH,
     FORMATS,
     MAX_DEPTH,
+    MERGE_RULES,
     Queue,
     check_depth,
     check_judge,
@@ -25,6 +26,7 @@ from retrieval.judgments import (
     judged_pairs,
     judgments_to_qrels,
     merge_labels,
+    merged_qrels,
     parse_grade,
     queue,
     write_qrels,
@@ -95,7 +97,7 @@ def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...], query_ids) -> di
 def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
                    k: int = DEPTH) -> Sample:
     """The queries to judge (``retrieval.sampling``: every query, or a random, frequency-weighted or
-    disagreement-stratified sample), drawn once and stored with the corpus."""
+    disagreement-stratified sample): the one stored with the corpus, else drawn and stored."""
     method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
     try:
         size = max(1, int(size or DEFAULT_SIZE))
@@ -105,12 +107,8 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
             runs = pool_runs(ws, k, ids)
             return {q: disagreement(runs, q, k) for q in ids}
 
-        def drawn() -> Sample:
-            sample = sampling.draw(ws.dataset, method, size, seed, disagreements_of)
-            sampling.keep(store, ws.dataset, sample)  # once, when drawn
-            return sample
-
-        return _cached(ws, "samples", (method, size, seed, k), drawn)
+        return _cached(ws, "samples", (method, size, seed, k),
+                       lambda: sampling.sample_for(store, ws.dataset, method, size, seed, disagreements_of))
     except (TypeError, ValueError) as err:
         raise refuse(err) from err
 
@@ -204,7 +202,7 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
 
 def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool = False, rule: str = "median") -> str:
     """Every judge's judgments as a qrels file, a pair graded by several merged by ``rule``
-    (``agreement.MERGE_RULES``: the lower median by default; or one judge's grades alone), merged
+    (``judgments.MERGE_RULES``: the lower median by default; or one judge's grades alone), merged
     with the data set's own labels when asked (those win a pair both have)."""
     try:
         judged = merged_qrels(store.judgments(ws.dataset.corpus_hash), rule or "median")

@@ -81,20 +81,27 @@ def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadRep
     not_qrels(first, display, first_line, "queries")
     id_col = column(first, QUERY_ID_COLUMNS)
     text_col = column(first, QUERY_TEXT_COLUMNS)
+    extra = [(i, name.strip()[:FIELD_CHARS]) for i, name in enumerate(first)
+             if i not in (id_col, text_col) and name.strip()][:MAX_FIELDS]
+
+    def keep_fields(ident: str, row: list[str]) -> None:  # a query kept (not skipped, not a repeat): its fields
+        values = {name: row[i].strip()[:FIELD_CHARS] for i, name in extra if row[i].strip()}
+        if values and ident in sink.items and ident not in fields:
+            fields[ident] = values
+
     if id_col is None and text_col is not None:  # a header with the queries only: stable ids
         texts = _TextSink(sink)
         for lineno, row in rows:
             if len(row) != len(first):
                 raise DataError(f"expected {len(first)} columns, found {len(row)}", display, lineno)
             texts.add(lineno, row[text_col])
+            keep_fields(stable_query_id(row[text_col]), row)
         texts.warn_repeats(report)
         return
     if id_col is not None and text_col is not None:
         width, pending = len(first), []
-        extra = [(i, name.strip()[:FIELD_CHARS]) for i, name in enumerate(first)
-                 if i not in (id_col, text_col) and name.strip()][:MAX_FIELDS]
     elif len(first) == 2:  # no header: id, text (MS MARCO style)
-        id_col, text_col, width, pending, extra = 0, 1, 2, [(first_line, first)], []
+        id_col, text_col, width, pending, extra = 0, 1, 2, [(first_line, first)], []  # no header: no fields
     else:
         raise DataError(f"missing required columns: the header row names a text column "
                         f"({', '.join(QUERY_TEXT_COLUMNS)}) and optionally an id "
@@ -105,9 +112,7 @@ def _table_queries(text: Text, delimiter: str, sink: RecordSink, report: LoadRep
             raise DataError(f"expected {width} columns, found {len(row)}", display, lineno)
         ident = id_value(row[id_col], "id", display, lineno)
         sink.add(ident, lineno, row[text_col], not row[text_col].strip())
-        values = {name: row[i].strip()[:FIELD_CHARS] for i, name in extra if row[i].strip()}
-        if values and ident in sink.items:
-            fields[ident] = values
+        keep_fields(ident, row)
 
 
 def read_queries(text: Text, filename: str, report: LoadReport
