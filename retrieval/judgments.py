@@ -20,6 +20,7 @@ keyed by ``Dataset.corpus_hash``, so judgments outlive added queries).
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 from pathlib import Path
 from statistics import median_low
@@ -162,21 +163,31 @@ def order_queries(runs: dict[str, Run], query_ids, k: int = DEPTH,
 
 
 class Queue:
-    """The pooled pairs in judging order: queries by disagreement (most first), each query's pool
-    in pool order. A position is an index into ``pairs``.
+    """The pooled pairs of the sampled queries in judging order. A position is an index into
+    ``pairs``: positions below ``handed`` hold the pairs in the order the judge got them (the grades
+    made before first, so ← goes back through them); ``next_unjudged`` past them asks the judging
+    order (``judging_order``: by default the pair expected to move the comparisons of the systems
+    on show most) and puts its pair at the next position. The rest wait in pool order (queries the
+    systems disagree on most first).
 
     A pair is ``(query id, document id)`` only: which systems retrieved it, and where, is left out
-    so the judge is not swayed by it, and given only when asked (``retrieved_by``).
+    so the judge is not swayed by it, and given only when asked (``retrieved_by``). Several sessions
+    of one judge may share a queue: its methods hold a lock.
     """
 
     def __init__(self, runs: dict[str, Run], order: list[tuple[str, float]],
-                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None):
+                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None, strategy=None):
         self.sample = sample  # the ``sampling.Sample`` of queries the pool was drawn from, if any
-        self.pairs: list[Pair] = [(qid, doc) for qid, _ in order for doc in pools[qid]]
-        self.disagreement: dict[str, float] = dict(order)  # query id -> disagreement
-        self._runs = runs
+        pooled = [(qid, doc) for qid, _ in order for doc in pools[qid]]
         self._grades: dict[Pair, int] = dict(judged)
+        done = [pair for pair in pooled if pair in self._grades]
+        self.pairs: list[Pair] = done + [pair for pair in pooled if pair not in self._grades]
+        self.handed = len(done)
+        self.disagreement: dict[str, float] = dict(order)  # query id -> disagreement
+        self.strategy = strategy  # a ``judging_order`` strategy; None: pool order
+        self._runs = runs
         self._position = {pair: i for i, pair in enumerate(self.pairs)}
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -206,25 +217,64 @@ class Queue:
         return self.pairs[position] in self._grades
 
     def next_unjudged(self, after: int = -1, wrap: bool = True) -> int | None:
-        """The first unjudged position after ``after`` (-1: from the start); with ``wrap``, when
-        none is left after it, the first unjudged one from the start (pairs skipped earlier).
-        None when every pooled pair is judged."""
-        for i in range(after + 1, len(self.pairs)):
-            if self.pairs[i] not in self._grades:
-                return i
-        if wrap:
-            for i in range(0, min(after + 1, len(self.pairs))):
+        """The first unjudged position after ``after`` (-1: from the start) among the pairs handed
+        out, else the judging order's next pair; with ``wrap``, when none is left, the first
+        unjudged one from the start (pairs skipped earlier). None when every pooled pair is judged."""
+        with self._lock:
+            for i in range(after + 1, self.handed):
                 if self.pairs[i] not in self._grades:
                     return i
-        return None
+            found = self._hand_out()
+            if found is not None:
+                return found
+            if wrap:
+                for i in range(0, min(after + 1, len(self.pairs))):
+                    if self.pairs[i] not in self._grades:
+                        return i
+            return None
+
+    def step(self, position: int, forward: bool) -> int:
+        """The position after (``forward``) or before ``position``: → past the pairs handed out
+        asks the judging order, as ``next_unjudged`` does; it stays put at either end."""
+        with self._lock:
+            if not forward:
+                return max(position - 1, 0)
+            if position + 1 < self.handed:
+                return position + 1
+            found = self._hand_out()
+            return position if found is None else found
+
+    def _hand_out(self) -> int | None:
+        """The judging order's next pair (pool order without one), moved to position ``handed``."""
+        if self.strategy is None:
+            pair = next((p for p in self.pairs[self.handed:] if p not in self._grades), None)
+        else:
+            pair = self.strategy.next()
+            while pair is not None and (pair not in self._position or self._position[pair] < self.handed
+                                        or pair in self._grades):
+                self.strategy.hand_out(pair)  # a pair already handed or graded elsewhere: never again
+                pair = self.strategy.next()
+        if pair is None:
+            return None
+        if self.strategy is not None:
+            self.strategy.hand_out(pair)
+        at, to = self._position[pair], self.handed
+        self.pairs[at], self.pairs[to] = self.pairs[to], self.pairs[at]
+        self._position[self.pairs[at]], self._position[pair] = at, to
+        self.handed += 1
+        return to
 
     def record(self, query_id: str, doc_id: str, grade: int) -> None:
         """Note a grade just stored (``Store.put_judgment``), so the queue need not be rebuilt."""
-        self._grades[(query_id, doc_id)] = grade
+        with self._lock:
+            self._grades[(query_id, doc_id)] = grade
+            if self.strategy is not None:
+                self.strategy.record((query_id, doc_id), grade)
 
     def forget(self, query_id: str, doc_id: str) -> None:
         """Note a grade just deleted (``Store.delete_judgment``): the pair is unjudged again."""
-        self._grades.pop((query_id, doc_id), None)
+        with self._lock:
+            self._grades.pop((query_id, doc_id), None)
 
     def retrieved_by(self, position: int) -> dict[str, int]:
         """``{system: 1-based rank}`` of the systems whose whole list for the query holds the pair's
@@ -235,12 +285,22 @@ class Queue:
 
 
 def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
-          p: float = PERSISTENCE, sample=None) -> Queue:
+          p: float = PERSISTENCE, sample=None, order: str | None = None,
+          interest: list[tuple[str, str]] | None = None) -> Queue:
     """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
     order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels);
-    ``sample``: the ``sampling.Sample`` the query ids are, when they are one."""
+    ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
+    ``judging_order`` strategy that picks the next pair (default ``judging_order.DEFAULT``; "pool"
+    for pool order), aimed at the ``interest`` pairs of systems (default: every pair)."""
+    from . import judging_order  # it builds on this module's pools
+
     query_ids = list(query_ids)
-    return Queue(runs, order_queries(runs, query_ids, k, p), pool(runs, query_ids, k), judged, sample)
+    ordered = order_queries(runs, query_ids, k, p)
+    strategy = None
+    if order != "pool":
+        strategy = judging_order.make(order or judging_order.DEFAULT, runs, [q for q, _ in ordered], k, judged,
+                                      interest)
+    return Queue(runs, ordered, pool(runs, query_ids, k), judged, sample, strategy)
 
 
 # ---- judgments as relevance labels -------------------------------------------------------------

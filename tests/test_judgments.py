@@ -105,30 +105,54 @@ def test_order_queries_most_disagreement_first_ties_by_query_id():
 RUNS = {"bm25": _run(q1="abc", q2="abc"), "dense": _run(q1="abc", q2="cxa")}
 
 
-def test_queue_order_progress_and_next_unjudged():
-    qu = queue(RUNS, ["q1", "q2"], judged={("q2", "x"): 1, ("q9", "zz"): 2}, k=3)
-    # q2 disagrees, q1 does not: q2's pool (best rank, then id: a, c, b, x) first, then q1's
-    assert qu.pairs == [("q2", "a"), ("q2", "c"), ("q2", "b"), ("q2", "x"),
+def test_queue_in_pool_order_progress_and_next_unjudged():
+    qu = queue(RUNS, ["q1", "q2"], judged={("q2", "x"): 1, ("q9", "zz"): 2}, k=3, order="pool")
+    # the grade made before first (← goes back to it); then q2's pool (q2 disagrees, q1 does not;
+    # best rank, then id: a, c, b), then q1's
+    assert qu.pairs == [("q2", "x"), ("q2", "a"), ("q2", "c"), ("q2", "b"),
                         ("q1", "a"), ("q1", "b"), ("q1", "c")]
+    assert qu.handed == 1
     assert qu.disagreement["q1"] == pytest.approx(0.0) and qu.disagreement["q2"] > 0
     assert (qu.judged_count, qu.pooled_count, len(qu)) == (1, 7, 7)  # ("q9", "zz") is not pooled
-    assert qu.is_judged(3) and qu.grade(3) == 1 and qu.grade(0) is None
-    assert qu.next_unjudged() == 0
-    assert qu.next_unjudged(2) == 4  # position 3 is judged
+    assert qu.is_judged(0) and qu.grade(0) == 1 and qu.grade(1) is None
+    assert qu.next_unjudged() == 1 and qu.next_unjudged(1) == 2 and qu.handed == 3
+    assert qu.step(2, forward=False) == 1 and qu.step(0, forward=False) == 0
+    assert qu.step(2, forward=True) == 3 and qu.handed == 4  # → past the pairs handed out takes the next
     qu.record("q1", "a", 0)
     qu.record("q1", "b", 2)
     qu.record("q1", "c", 1)
-    assert qu.next_unjudged(3) == 0  # none left after: back to the start (pairs skipped earlier)
+    assert qu.next_unjudged(3) == 1  # none left after: back to the start (pairs skipped earlier)
     assert qu.next_unjudged(3, wrap=False) is None
     for d in "acb":
         qu.record("q2", d, 0)
     assert qu.judged_count == 7 and qu.next_unjudged() is None
     qu.forget("q2", "c")
-    assert qu.judged_count == 6 and qu.next_unjudged(5) == 1
-    assert qu.position("q2", "c") == 1
-    assert queue(RUNS, (q for q in ("q1", "q2")), {}, k=3).pairs == qu.pairs  # any iterable of ids
+    assert qu.judged_count == 6 and qu.next_unjudged(5) == 2
+    assert qu.position("q2", "c") == 2
+    assert queue(RUNS, (q for q in ("q1", "q2")), {}, k=3, order="pool").pairs == \
+        queue(RUNS, ["q1", "q2"], {}, k=3, order="pool").pairs  # any iterable of ids
     with pytest.raises(KeyError, match="not in the judging pool"):
         qu.position("q1", "x")
+
+
+RUNS3 = {"bm25": _run(q1="abc", q2="abc"), "dense": _run(q1="abc", q2="cxa"), "splade": _run(q1="xyz", q2="abc")}
+
+
+def _hand_out_all(qu) -> list:
+    out, at = [], -1
+    while (at := qu.next_unjudged(at, wrap=False)) is not None:
+        out.append(qu.pairs[at])
+        qu.record(*qu.pairs[at], 0)
+    return out
+
+
+def test_the_default_order_aims_at_the_comparisons_picked():
+    # bm25 and dense rank q1 alike: for that one comparison q1's documents tell nothing, so q2's
+    # four come first; over every pair (splade differs on q1) some of q1's come before q2's last
+    aimed = _hand_out_all(queue(RUNS3, ["q1", "q2"], {}, k=3, interest=[("bm25", "dense")]))
+    assert [q for q, _ in aimed[:4]] == ["q2"] * 4 and len(aimed) == 10 == len(set(aimed))
+    every = _hand_out_all(queue(RUNS3, ["q1", "q2"], {}, k=3))
+    assert sorted(every) == sorted(aimed) and [q for q, _ in every[:4]] != ["q2"] * 4
 
 
 def test_queue_names_systems_only_when_asked():
