@@ -23,7 +23,7 @@ import numpy as np
 
 from .dataset import Qrels
 from .evaluate import Comparison, compare_pairs, evaluate_run
-from .metrics import PRIMARY
+from .metrics import JUDGED_AT_10, PRIMARY
 from .run import Run
 
 Z = 1.959963984540054 + 0.8416212335729143  # the 97.5th and the 80th percentiles of the standard normal
@@ -57,6 +57,17 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY) -> lis
         out.append(Standing(a, b, cmp, settled, 0 if settled else more_q, 0 if settled else more_j))
     return sorted(out, key=lambda s: (not s.settled, s.more_queries if s.more_queries is not None else math.inf,
                                       -s.comparison.delta))
+
+
+def judged_at_10(runs: dict[str, Run], judged: Qrels) -> dict[str, float]:
+    """Each system's judged@10 over the ``judged`` queries with a relevant label (the ones its
+    comparisons use): the share of its top 10 that has a grade — how far the comparisons rest on
+    judged documents rather than on unjudged ones counted as not relevant."""
+    relevant = {q: docs for q, docs in judged.items() if any(g > 0 for g in docs.values())}
+    if not relevant:
+        return {}
+    return {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(JUDGED_AT_10,)).mean[
+        JUDGED_AT_10] for name, run in runs.items()}
 
 
 def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison) -> int | None:

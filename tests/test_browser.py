@@ -316,6 +316,7 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     settled = page.locator("#judge-settled")  # after every grade: which comparisons the judgments settle
     expect(settled).to_contain_text("Which comparisons are settled")
     expect(settled).to_contain_text(re.compile(r"beats|not separable yet|too few queries"))
+    expect(settled).to_contain_text("Judged@10")  # how much of each system's top 10 the comparisons rest on
     page.screenshot(path=str(shots / "judge.png"), full_page=False)
 
     # a second judge grades the same pool, and the tab says how far the two agree

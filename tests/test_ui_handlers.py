@@ -3,6 +3,7 @@ tiny BERT, FAISS, SQLite; the same functions the app's events call)."""
 from __future__ import annotations
 
 import html
+import re
 
 import gradio as gr
 import pytest
@@ -223,6 +224,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
 def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
     import json
 
+    from retrieval.judging_order import discounts
     from retrieval.readers import read_qrels
     from ui import judge
 
@@ -241,6 +243,14 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     assert ws.dataset.qrels == {} and "No relevance labels" in data.dataset_summary(ws)
     q = judge.judging_queue(ws, store, "ana", k=2)
     assert q.judged_count == 0 and 8 <= q.pooled_count <= 8 * 3 * 2
+    # aimed at one comparison: the first pair handed out is a document BM25 and dense rank differently
+    assert judge.aim_choices(ws)[:2] == [("every pair of the systems on show", ""), ("BM25 vs Dense", "bm25|dense")]
+    aimed = judge.judging_queue(ws, store, "ana", k=2, aim="bm25|dense")
+    qid, doc = aimed.pairs[aimed.next_unjudged()]
+    runs = judge.pool_runs(ws, 2, aimed.sample.query_ids)
+    assert discounts(runs["bm25"], qid, 2).get(doc, 0) != discounts(runs["dense"], qid, 2).get(doc, 0)
+    with pytest.raises(Exception, match="no pair of systems on show called"):
+        judge.judging_queue(ws, store, "ana", k=2, aim="bm25|nope")
     first = {}
     for qid, doc in q.pairs:
         first.setdefault(qid, doc)
@@ -249,6 +259,12 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
         qid, doc = q.pairs[position]
         q, position = judge.grade_pair(ws, store, "ana", qid, doc, 2 if first[qid] == doc else 0, k=2)
     assert position is None and q.judged_count == q.pooled_count
+    note = judge.settled_note(ws, store, 2)
+    assert "Which comparisons are settled" in note and "Judged@10" in note
+    assert 20 <= int(re.search(r"BM25 (\d+)%", note).group(1)) < 100  # its top 2 of 10, and others' top 2 in it
+    first = next(line for line in judge.settled_note(ws, store, 2, aim="dense|hybrid").splitlines()
+                 if line.startswith("- "))
+    assert "Dense" in first and "Hybrid" in first and "BM25" not in first  # the comparison aimed at first
     progress, html, shown = judge.show(ws, q, None)
     assert f"Judged {q.pooled_count} of {q.pooled_count}" in progress and shown["position"] is None
     assert len(store.judgments(ws.dataset.corpus_hash, "ana")) == q.pooled_count  # each written when made

@@ -1,6 +1,7 @@
 """The Judge view: relevance labels made in the app. Every system on show pools its top k for each
-query; the pairs come one at a time, queries the systems disagree on most first, the system names
-hidden unless asked; grades 0 / 1 / 2 (keys 0, 1, 2), skip (s), previous / next (← →). Each grade
+query; the pairs come one at a time, each the one expected to move the comparisons of the systems on
+show (or of the pair aimed at) most (``retrieval.judging_order``), the system names hidden unless
+asked; grades 0 / 1 / 2 (keys 0, 1, 2), skip (s), previous / next (← →). Each grade
 is written to the store the moment it is given; the judgments export as TREC or BEIR qrels, and
 once applied every view evaluates with them."""
 from __future__ import annotations
@@ -35,7 +36,7 @@ from retrieval.metrics import conclusion, interval_text
 from retrieval.names import file_name
 from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
-from retrieval.settling import standings
+from retrieval.settling import judged_at_10, standings
 from retrieval.store import cache_key
 from retrieval.systems import label
 
@@ -113,24 +114,45 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
         raise refuse(err) from err
 
 
+def aim_choices(ws: Workspace) -> list[tuple[str, str]]:
+    """What the judging can aim at: every pair of the systems on show (""), or one pair ("a|b")."""
+    systems = shown_systems(ws)
+    return [("every pair of the systems on show", "")] + [
+        (f"{label(a)} vs {label(b)}", f"{a}|{b}") for i, a in enumerate(systems) for b in systems[i + 1:]]
+
+
+def aimed_pair(ws: Workspace, aim: str | None) -> tuple[str, str] | None:
+    """The pair of systems ``aim`` names ("a|b", both on show), None for every pair; anything else
+    is refused."""
+    if not aim:
+        return None
+    pair = tuple(str(aim).split("|"))
+    if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(shown_systems(ws)):
+        raise refuse(f"no pair of systems on show called {str(aim)[:80]!r}")
+    return pair
+
+
 def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, method: str = "auto",
-                  size: int = DEFAULT_SIZE, seed: int = 0, fresh: bool = False) -> Queue:
+                  size: int = DEFAULT_SIZE, seed: int = 0, fresh: bool = False, aim: str | None = None) -> Queue:
     """The judge's queue over the sampled queries (``judging_sample``): their own grades count as
-    judged. Built once per judge, depth and sample, then kept up to date grade by grade
-    (``grade_pair``): ``fresh`` rebuilds it from the store (starting to judge). A judge's name or a
-    depth out of range (``judgments.check_judge``, ``check_depth``) is refused."""
+    judged; the next pair is the one expected to move the comparisons of the systems on show most
+    (``retrieval.judging_order``), or of the one pair ``aim`` names. Built once per judge, depth,
+    sample and aim, then kept up to date grade by grade (``grade_pair``): ``fresh`` rebuilds it from
+    the store (starting to judge). A judge's name or a depth out of range
+    (``judgments.check_judge``, ``check_depth``) is refused."""
     try:
         judge, k = check_judge(judge), check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
     sample = judging_sample(ws, store, method, size, seed, k)
+    interest = aimed_pair(ws, aim)
 
     def build() -> Queue:
         rows = store.judgments(ws.dataset.corpus_hash, judge)
         return queue(pool_runs(ws, k, sample.query_ids), sample.query_ids, judged_pairs(judgments_to_qrels(rows)), k,
-                     sample=sample)
+                     sample=sample, interest=[interest] if interest else None)
 
-    key = (judge, k, sample.id, shown_systems(ws))
+    key = (judge, k, sample.id, shown_systems(ws), interest)
     if fresh:
         with _CACHE_LOCK:
             _CACHE.setdefault(ws, {}).setdefault("queues", {}).pop(key, None)
@@ -176,7 +198,8 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
 
 
 def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade, k: int = DEPTH,
-               method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0) -> tuple[Queue, int | None]:
+               method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
+               aim: str | None = None) -> tuple[Queue, int | None]:
     """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), note it in the
     judge's queue (never rebuilt per grade) and give the queue and the next unjudged position;
     anything else is refused and nothing is stored."""
@@ -191,7 +214,7 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
         shown = tuple(str(v)[:80] for v in (query_id, doc_id))
         raise refuse(f"no pair {shown!r} in this data set")
     store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, grade, judge)
-    q = judging_queue(ws, store, judge, k, method, size, seed)
+    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim)
     q.record(query_id, doc_id, grade)
     try:
         after = q.position(query_id, doc_id)
@@ -222,25 +245,28 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
 
 
 def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "auto", size: int = DEFAULT_SIZE,
-                 seed: int = 0) -> str:
+                 seed: int = 0, aim: str | None = None) -> str:
     """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
     queries of the sample, every judge's grades merged by the lower median), and about how many more
-    judgments the others need (``retrieval.settling``)."""
+    judgments the others need (``retrieval.settling``); the pair ``aim`` names first."""
     try:
         k = check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
+    aimed = {label(s) for s in aimed_pair(ws, aim) or ()}
     sample = judging_sample(ws, store, method, size, seed, k)
     ids = set(sample.query_ids)
     judged = {q: docs for q, docs in merged_qrels(store.judgments(ws.dataset.corpus_hash)).items() if q in ids}
     runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
-    rows = standings(runs, judged)
+    rows = sorted(standings(runs, judged), key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
     if not rows:
         return "No comparison can be made yet: judge until some query has a relevant document."
     n = rows[0].comparison.queries
     head = (f"**Which comparisons are settled** (nDCG@10 on the {n} judged quer{'y' if n == 1 else 'ies'} with a "
             f"relevant document, each system's top {k}; unjudged documents count as not relevant):")
     lines = [head, ""]
+    tens = runs if k >= 10 else {label(s): run for s, run in pool_runs(ws, 10, sample.query_ids).items()}
+    coverage = judged_at_10(tens, judged)
     for r in rows:
         line = conclusion(r.a, r.b, r.comparison)
         if r.settled:
@@ -250,6 +276,9 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
         else:
             lines.append(f"- **open:** {esc(line)} — about {r.more_judgments:,} more judgments (≈ {r.more_queries:,} "
                          "queries) if the difference holds")
+    lines += ["", "Judged@10 (the share of each system's top 10 on these queries that has a grade; unjudged "
+                  "documents count as not relevant): "
+              + ", ".join(f"{esc(name)} {share:.0%}" for name, share in coverage.items())]
     return "\n".join(lines)
 
 
@@ -297,6 +326,8 @@ def build(ctx: Context) -> JudgeView:
         depth = gr.Number(DEPTH, label="Pool depth (each system's top k)", precision=0, minimum=1, maximum=MAX_DEPTH,
                           scale=1)
         reveal = gr.Checkbox(False, label="Show which systems retrieved it", elem_id="judge-reveal", scale=1)
+        aim = gr.Dropdown([("every pair of the systems on show", "")], value="", elem_id="judge-aim", scale=2,
+                          label="Aim the judging at (the next pair is the one expected to settle these most)")
         start = gr.Button("Start judging", variant="primary", elem_id="judge-start", scale=1)
     with gr.Accordion("Which queries (a sample when there are many)", open=False):
         gr.Markdown(texts.SAMPLE_HELP)
@@ -341,13 +372,14 @@ def build(ctx: Context) -> JudgeView:
     def render(key, q: Queue, position, reveal_):
         return show(ctx.workspace(key), q, position, bool(reveal_))
 
-    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0):
+    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0, aim_=""):
         if not (judge_ or "").strip():
             raise refuse("type your name as the judge first")
-        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k, method_, size_, seed_, fresh=True)
+        q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k, method_, size_, seed_, fresh=True,
+                          aim=aim_)
         return render(key, q, q.next_unjudged(), reveal_)
 
-    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, evt: gr.EventData):
+    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, aim_, evt: gr.EventData):
         """A grade (0/1/2), skip, previous or next: one event for all of them, so a key pressed
         again before the pair on screen has changed is dropped, never applied to that pair."""
         if not shown_ or shown_.get("position") is None:
@@ -356,33 +388,35 @@ def build(ctx: Context) -> JudgeView:
         ws = ctx.workspace(key)
         if action in ("0", "1", "2"):
             q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k,
-                               method_, size_, seed_)
+                               method_, size_, seed_, aim_)
         else:
-            q = judging_queue(ws, ctx.registry.store, judge_, k, method_, size_, seed_)
+            q = judging_queue(ws, ctx.registry.store, judge_, k, method_, size_, seed_, aim=aim_)
             here = shown_["position"]
-            to = (q.next_unjudged(here) if action == "skip"
-                  else min(max(here + (1 if action == "next" else -1), 0), len(q) - 1))
+            to = q.next_unjudged(here) if action == "skip" else q.step(here, action == "next")
         return render(key, q, to, reveal_)
 
-    def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0):
+    def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0,
+                     aim_=""):
         q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k, method_, size_,
-                            seed_)
+                            seed_, aim_)
         return render(key, q, nxt, reveal_)
 
-    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed]
+    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim]
     outputs = [progress, pair, shown]
-    def on_settled(k, key, method_, size_, seed_):
-        return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_)
+    def on_settled(k, key, method_, size_, seed_, aim_=""):
+        return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_, aim_)
 
-    settle_inputs = [depth, ctx.key, method, size, seed]
-    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed], outputs, api_name="judge_queue",
+    settle_inputs = [depth, ctx.key, method, size, seed, aim]
+    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed, aim], outputs, api_name="judge_queue",
                 **LIGHT).then(on_settled, settle_inputs, settled, api_name="settled", **LIGHT).then(
+        lambda key, aim_: gr.update(choices=aim_choices(ctx.workspace(key)), value=aim_), [ctx.key, aim], aim,
+        api_visibility="private", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
         api_visibility="private", **LIGHT)
     gr.on([b.click for b in (*grades, skip, prev_btn, next_btn)], on_key, inputs, outputs,
           api_visibility="private", trigger_mode="once", **LIGHT).then(
         on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
-    api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method, size, seed],
+    api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method, size, seed, aim],
                  outputs, api_name="judge", **LIGHT)
     agree_btn.click(lambda key: agreement_note(ctx.workspace(key), ctx.registry.store), ctx.key, [agreement_md, rule],
                     api_name="agreement", **LIGHT).then(

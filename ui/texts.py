@@ -68,8 +68,10 @@ IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API
                    "left out; a run for another data set is refused. Its name (default: its TREC tag) is one "
                    "word of at most 100 characters; up to 8 runs stand side by side.")
 JUDGE_HELP = ("Make relevance labels here. Every system on show (BM25, dense, hybrid, your imported runs) "
-              "pools its top k for each query; the pairs come one at a time, the queries the systems "
-              "disagree on most first, with the system names hidden so they do not sway you. Keys: **0**, "
+              "pools its top k for each query; the pairs come one at a time, each the one expected to settle "
+              "the comparisons of the systems on show most (or of the pair you aim at): documents the "
+              "systems rank differently, of the kind that has turned out relevant so far. System names "
+              "stay hidden so they do not sway you. Keys: **0**, "
               "**1**, **2** grade, **s** skips, **←** / **→** move. Each grade is saved the moment you give "
               "it and can be changed later; *Use the judgments* makes every view evaluate with them "
               "(unjudged documents count as not relevant).")
