@@ -239,6 +239,9 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     lines = (DEMO / "queries.jsonl").read_text().splitlines()[:8]
     log.write_text("\n".join(json.loads(line)["text"] for line in lines))
     key = data.add_queries(registry, loaded.key, [str(log)]).key
+    again = data.add_queries(registry, key, [str(log)])  # the same file twice: nothing new, and it says so
+    assert "No new queries for corpus: every one given is there already." in shown(again.status)
+    key = again.key
     ws = registry.get(key)
     assert ws.dataset.qrels == {} and "No relevance labels" in data.dataset_summary(ws)
     q = judge.judging_queue(ws, store, "ana", k=2)
@@ -261,12 +264,18 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     assert position is None and q.judged_count == q.pooled_count
     note = judge.settled_note(ws, store, 2)
     assert "Which comparisons are settled" in note and "Judged@10" in note
+    ws.pending = lambda names: [s for s in names if s != "bm25"]  # as while the corpus is still being encoded
+    alone = judge.settled_note(ws, store, 2)
+    assert alone.replace("&#40;", "(").replace("&#41;", ")") == (
+        "Only BM25 on show so far: a comparison needs two systems (Dense, Hybrid (CLEAR λ), Learned sparse (SPLADE) "
+        "join once the corpus is encoded).")
+    del ws.pending
     assert 20 <= int(re.search(r"BM25 (\d+)%", note).group(1)) < 100  # its top 2 of 10, and others' top 2 in it
     first = next(line for line in judge.settled_note(ws, store, 2, aim="dense|hybrid").splitlines()
                  if line.startswith("- "))
     assert "Dense" in first and "Hybrid" in first and "BM25" not in first  # the comparison aimed at first
-    progress, html, shown = judge.show(ws, q, None)
-    assert f"Judged {q.pooled_count} of {q.pooled_count}" in progress and shown["position"] is None
+    progress, _, at = judge.show(ws, q, None)
+    assert f"Judged {q.pooled_count} of {q.pooled_count}" in progress and at["position"] is None
     assert len(store.judgments(ws.dataset.corpus_hash, "ana")) == q.pooled_count  # each written when made
     trec = judge.export_qrels(ws, store, "trec")
     assert sum(len(v) for v in read_qrels(trec).values()) == q.pooled_count

@@ -207,7 +207,8 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
         kept = query_sets.keep(registry.store, before_ws.dataset, dataset, ", ".join(names))
         also = " Kept with the corpus: they come back on the next visit (Data → query sets)." if kept else ""
         loaded = open_dataset(registry, dataset, progress, session=session,
-                              done=f"Added {count(added, 'query', 'queries')} to {dataset.name}.{also}")
+                              done=(f"Added {count(added, 'query', 'queries')} to {dataset.name}.{also}" if added
+                                    else f"No new queries for {dataset.name}: every one given is there already."))
         loaded.key = registry.carry_runs(loaded.key, before_ws, session)
     except (DataError, ValueError) as err:  # SessionLimit and ServerBusy among them
         return failed(key, "Could not add the queries", err, "The data set is unchanged.")

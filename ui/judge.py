@@ -38,7 +38,7 @@ from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
 from retrieval.settling import judged_at_10, standings
 from retrieval.store import cache_key
-from retrieval.systems import label
+from retrieval.systems import BASE_SYSTEMS, SPLADE, label
 
 from . import texts
 from .common import shown_systems
@@ -259,6 +259,10 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     judged = {q: docs for q, docs in merged_qrels(store.judgments(ws.dataset.corpus_hash)).items() if q in ids}
     runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
     rows = sorted(standings(runs, judged), key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
+    if len(runs) < 2:
+        waiting = ", ".join(label(s) for s in ws.pending((*BASE_SYSTEMS, SPLADE)))
+        return (f"Only {esc(', '.join(runs)) or 'no system'} on show so far: a comparison needs two systems"
+                + (f" ({esc(waiting)} join once the corpus is encoded)." if waiting else "."))
     if not rows:
         return "No comparison can be made yet: judge until some query has a relevant document."
     n = rows[0].comparison.queries
