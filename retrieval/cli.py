@@ -289,6 +289,82 @@ def cmd_drop(args) -> int:
     return 0
 
 
+def _split_of(ds: Dataset, wanted: str | None) -> str:
+    split = wanted or ds.default_split()
+    if split is None:
+        raise ValueError(f"{ds.name} has no relevance labels")
+    if split not in ds.qrels:
+        raise ValueError(f"no split {split!r} in {ds.name} (it has: {', '.join(ds.splits)})")
+    return split
+
+
+def cmd_snapshot(args) -> int:
+    from . import snapshots
+
+    ds, ws = _open(args)
+    if ws.store is None:
+        raise ValueError("snapshots are kept in the store: drop --no-store")
+    if args.list or args.mark_baseline:
+        if args.mark_baseline:
+            try:
+                snapshots.mark_baseline(ws.store, ds.corpus_hash, args.mark_baseline)
+            except KeyError as err:
+                raise ValueError(err.args[0]) from None
+        for snap in snapshots.listed(ws.store, ds.corpus_hash):
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(snap.created))
+            print(f"{'*' if snap.baseline else ' '} {snap.name}  {when}  {snap.split}  "
+                  f"{', '.join(snap.runs)}  {snap.note}")
+        return 0
+    if not args.name:
+        raise ValueError("name the snapshot: --name NAME (or --list, --mark-baseline NAME)")
+    split = _split_of(ds, args.split)
+    systems = evaluated_systems(args, ws)
+    if any(ws.system(s).needs.vectors for s in systems):
+        _build_dense(ws)
+    snap = snapshots.take(ws, split, systems, args.name, args.note)
+    snapshots.save(ws.store, snap)
+    if args.baseline:
+        snapshots.mark_baseline(ws.store, ds.corpus_hash, snap.name)
+    print(f"snapshot {snap.name!r} of {ds.name} ({split}): {', '.join(systems)}"
+          + ("; the baseline" if args.baseline else ""))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from . import check_report, snapshots
+
+    ds, ws = _open(args)
+    if ws.store is None:
+        raise ValueError("the baseline is kept in the store: drop --no-store")
+    try:
+        snap = (snapshots.load(ws.store, ds.corpus_hash, args.baseline) if args.baseline
+                else snapshots.baseline(ws.store, ds.corpus_hash))
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
+    if snap is None:
+        raise ValueError("no baseline marked for this corpus: --baseline NAME, or snapshot --mark-baseline NAME")
+    split = _split_of(ds, args.split or snap.split)
+    imported = import_runs(ws, args.run or [])
+    listed = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else \
+        [s for s in snap.runs if s in ws.system_names]
+    systems = listed + [name for name in imported if name not in listed]
+    unknown = [s for s in systems if s not in ws.system_names]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ws.system_names)}")
+    if any(ws.system(s).needs.vectors for s in systems):
+        _build_dense(ws)
+    result = snapshots.check(ws, snap, systems, args.metric, args.max_drop, split)
+    print(check_report.text_report(result))
+    if args.junit:
+        Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.junit).write_bytes(check_report.junit_xml(result))
+    if args.summary:
+        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.summary, "a", encoding="utf-8") as out:  # GitHub's $GITHUB_STEP_SUMMARY is appended to
+            out.write(check_report.markdown_summary(result))
+    return 1 if result.regressed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -353,6 +429,33 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--tuned", default=None, help="a fine-tuned encoder to compare (adds fixed/broken by fine-tuning)")
     fa.add_argument("--html", required=True, help="write the report here")
     fa.set_defaults(func=cmd_failures)
+    sn = sub.add_parser("snapshot", help="keep the systems' runs of a labelled split as a named snapshot "
+                                         "(or list the snapshots, or mark one the baseline)")
+    common(sn)
+    sn.add_argument("--name", default=None, help="the snapshot's name (the same name again replaces it)")
+    sn.add_argument("--note", default="", help="a note kept with it (what changed)")
+    sn.add_argument("--split", default=None, help="labels split (default: test, else the first)")
+    sn.add_argument("--systems", default="bm25,dense,hybrid", help=f"comma-separated: {','.join(SYSTEMS)}")
+    sn.add_argument("--run", action="append", metavar="FILE[=NAME]", help="a run file to keep too (repeatable)")
+    sn.add_argument("--baseline", action="store_true", help="mark this snapshot the corpus's baseline")
+    sn.add_argument("--list", action="store_true", help="list the corpus's snapshots (* the baseline)")
+    sn.add_argument("--mark-baseline", default=None, metavar="NAME", help="mark an existing snapshot the baseline")
+    sn.set_defaults(func=cmd_snapshot)
+    ck = sub.add_parser("check", help="the regression gate: the systems now against a baseline snapshot, query by "
+                                      "query; exit 0 nothing regressed, 1 something did, 2 could not run")
+    common(ck)
+    ck.add_argument("--baseline", default=None, metavar="NAME", help="the snapshot to hold against (default: the "
+                                                                      "one marked the baseline)")
+    ck.add_argument("--split", default=None, help="labels split (default: the baseline's)")
+    ck.add_argument("--systems", default=None, help="comma-separated (default: the baseline's systems)")
+    ck.add_argument("--run", action="append", metavar="FILE[=NAME]",
+                    help="a run file, checked against the baseline's run of the same name (repeatable)")
+    ck.add_argument("--metric", default=PRIMARY, help="the metric compared (default: ndcg@10)")
+    ck.add_argument("--max-drop", type=float, default=0.01, help="a drop larger than this, and significant, fails")
+    ck.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML here")
+    ck.add_argument("--summary", default=None, metavar="FILE", help="append a Markdown summary here "
+                                                                   "(e.g. $GITHUB_STEP_SUMMARY)")
+    ck.set_defaults(func=cmd_check)
     dr = sub.add_parser("drop", help="remove what an engine holds for a data set's corpus "
                                      "(its BM25 and vector collections)")
     common(dr, store=False)

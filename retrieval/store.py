@@ -124,6 +124,8 @@ class Store:
                                      "created": float}, pk=("corpus", "id"), if_not_exists=True)
             db["judging_samples"].create({"corpus": str, "id": str, "method": str, "seed": int, "query_ids": bytes,
                                           "created": float}, pk=("corpus", "id"), if_not_exists=True)
+            db["snapshots"].create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
+                                    "created": float}, pk=("corpus", "name"), if_not_exists=True)
 
     @property
     def models_dir(self) -> Path:
@@ -340,6 +342,28 @@ class Store:
             rows = list(self.db["judging_samples"].rows_where("corpus = ?", [corpus], order_by="created desc, id"))
         return [{**{k: r[k] for k in ("id", "method", "seed", "created")}, "query_ids": _unpack(r["query_ids"])}
                 for r in rows]
+
+    # ---- snapshots of runs (retrieval.snapshots) ---------------------------------------------
+    def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict) -> None:
+        """Keep a snapshot of the corpus: ``meta`` (JSON) and its runs; the same name replaces it,
+        keeping its baseline mark."""
+        with self._lock, self.db.conn:
+            was = self.db.execute("select baseline from snapshots where corpus = ? and name = ?",
+                                  [corpus, name]).fetchone()
+            self.db["snapshots"].upsert({"corpus": corpus, "name": name, "meta": json.dumps(meta), "runs": _pack(runs),
+                                         "baseline": int(bool(was and was[0])), "created": float(meta["created"])},
+                                        pk=("corpus", "name"))
+
+    def snapshots(self, corpus: str) -> list[dict]:
+        """The corpus's snapshots (``name, meta, runs, baseline``), oldest first."""
+        with self._lock:
+            rows = list(self.db["snapshots"].rows_where("corpus = ?", [corpus], order_by="created, name"))
+        return [{**r, "runs": _unpack(r["runs"])} for r in rows]
+
+    def mark_baseline(self, corpus: str, name: str) -> None:
+        """Make the snapshot ``name`` the corpus's only baseline."""
+        with self._lock, self.db.conn:
+            self.db.execute("update snapshots set baseline = (name = ?) where corpus = ?", [name, corpus])
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

@@ -1,0 +1,170 @@
+"""Snapshots of a data set's runs, a baseline among them, and the regression check against it.
+
+A snapshot is a named, timestamped set of runs of one labelled split — each system's whole ranked
+lists, kept in the store with the snapshot so that no cache eviction or re-run can change it —
+with what they depend on: the data set's content hash, each system's parameters (encoder
+fingerprint, BM25 settings, λ, …: ``Workspace.system_params``), the hash of the split's labels,
+and a note. Snapshots are kept per corpus (``Dataset.corpus_hash``: adding queries or labels does
+not lose them); one per corpus may be marked its baseline.
+
+``check`` holds the systems as they are now against a snapshot, query by query, on the labels of
+now (the baseline's lists are re-evaluated on them, so a labels change is never mixed into the
+difference; it is reported as ``labels_changed``): per system the paired difference now −
+baseline in the metric with its interval and permutation p-value (``evaluate.compare``), and a
+system has regressed when its mean dropped by more than ``max_drop`` and the drop is significant
+(p < 0.05). The queries that moved most come with both lists.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from .dataset import Qrels
+from .evaluate import Comparison, compare, evaluate_run
+from .metrics import PRIMARY, SIGNIFICANCE_LEVEL
+from .names import check_name
+from .run import Run
+from .store import Store, cache_key
+from .workspace import Workspace
+
+MAX_DROP = 0.01  # the default: a drop larger than this, and significant, is a regression
+SHOWN_QUERIES = 10  # the queries that moved most, per system, in a check's report
+
+
+def labels_hash(qrels: Qrels) -> str:
+    """A hash of a split's labels (every query, document and grade)."""
+    return cache_key(qrels=sorted((q, sorted(docs.items())) for q, docs in qrels.items()))
+
+
+@dataclass
+class Snapshot:
+    name: str
+    corpus: str  # Dataset.corpus_hash
+    dataset: str  # Dataset.content_hash when taken
+    dataset_name: str
+    split: str
+    labels: str  # labels_hash of the split's labels when taken
+    systems: dict[str, dict]  # system -> its parameters
+    runs: dict[str, Run]
+    note: str = ""
+    created: float = field(default_factory=time.time)
+    baseline: bool = False
+
+
+def take(ws: Workspace, split: str, systems: list[str], name: str, note: str = "") -> Snapshot:
+    """The systems' runs of ``split`` now, as a snapshot called ``name`` (not yet stored)."""
+    name = check_name(name, "snapshot name")
+    ds = ws.dataset
+    if split not in ds.qrels:
+        raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
+    return Snapshot(name=name, corpus=ds.corpus_hash, dataset=ds.content_hash, dataset_name=ds.name, split=split,
+                    labels=labels_hash(ds.qrels[split]), note=str(note or ""),
+                    systems={s: ws.system_params(s, split) for s in systems},
+                    runs={s: ws.run(s, split) for s in systems})
+
+
+def save(store: Store, snap: Snapshot) -> None:
+    """Keep the snapshot in the store (the same name again replaces it, keeping its baseline mark)."""
+    store.put_snapshot(snap.corpus, snap.name, {
+        "dataset": snap.dataset, "dataset_name": snap.dataset_name, "split": snap.split, "labels": snap.labels,
+        "systems": snap.systems, "note": snap.note, "created": snap.created}, snap.runs)
+
+
+def _of(row: dict) -> Snapshot:
+    meta = json.loads(row["meta"])
+    return Snapshot(name=row["name"], corpus=row["corpus"], runs=row["runs"], baseline=bool(row["baseline"]),
+                    **{k: meta[k] for k in ("dataset", "dataset_name", "split", "labels", "systems", "note",
+                                            "created")})
+
+
+def listed(store: Store, corpus: str) -> list[Snapshot]:
+    """The corpus's snapshots, oldest first."""
+    return [_of(row) for row in store.snapshots(corpus)]
+
+
+def load(store: Store, corpus: str, name: str) -> Snapshot:
+    """The corpus's snapshot called ``name``; a KeyError naming the ones there are when none is."""
+    found = {s.name: s for s in listed(store, corpus)}
+    if name not in found:
+        there = ", ".join(found) or "none yet"
+        raise KeyError(f"no snapshot {name!r} of this corpus (there are: {there})")
+    return found[name]
+
+
+def mark_baseline(store: Store, corpus: str, name: str) -> Snapshot:
+    """Make ``name`` the corpus's baseline (the mark leaves the one before)."""
+    snap = load(store, corpus, name)
+    store.mark_baseline(corpus, name)
+    snap.baseline = True
+    return snap
+
+
+def baseline(store: Store, corpus: str) -> Snapshot | None:
+    """The corpus's baseline snapshot, None without one."""
+    return next((s for s in listed(store, corpus) if s.baseline), None)
+
+
+@dataclass
+class Moved:
+    """One query's metric before and now, and both top lists."""
+
+    query_id: str
+    before: float
+    now: float
+    before_top: list[str]
+    now_top: list[str]
+
+
+@dataclass
+class SystemCheck:
+    system: str
+    comparison: Comparison | None  # now − baseline; None: the baseline has no run of this system
+    regressed: bool
+    moved: list[Moved]  # the queries that dropped most first
+    params_before: dict | None
+    params_now: dict
+
+
+@dataclass
+class CheckResult:
+    baseline: Snapshot
+    split: str
+    metric: str
+    max_drop: float
+    labels_changed: bool
+    corpus_changed: bool
+    systems: list[SystemCheck]
+
+    @property
+    def regressed(self) -> list[SystemCheck]:
+        return [s for s in self.systems if s.regressed]
+
+
+def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMARY, max_drop: float = MAX_DROP,
+          split: str | None = None) -> CheckResult:
+    """Each of ``systems`` now against ``snap``'s run of the same name (module docstring)."""
+    split = split or snap.split
+    ds = ws.dataset
+    if split not in ds.qrels:
+        raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
+    qrels = ds.qrels[split]
+    out = []
+    for s in systems:
+        now_run = ws.run(s, split)
+        now = evaluate_run(now_run, qrels, metrics=(metric,))
+        params = ws.system_params(s, split)
+        if s not in snap.runs:
+            out.append(SystemCheck(s, None, False, [], None, params))
+            continue
+        before_run = snap.runs[s]
+        before = evaluate_run({q: before_run.get(q, []) for q in now_run}, qrels, metrics=(metric,))
+        cmp = compare(before, now, metric)
+        regressed = cmp.delta < -max_drop and cmp.p_value < SIGNIFICANCE_LEVEL
+        a, b = before.per_query.get(metric, {}), now.per_query.get(metric, {})
+        moved = sorted((Moved(q, a[q], b[q], [d for d, _ in before_run.get(q, [])[:10]],
+                              [d for d, _ in now_run.get(q, [])[:10]]) for q in a if q in b and a[q] != b[q]),
+                       key=lambda m: (m.now - m.before, m.query_id))
+        out.append(SystemCheck(s, cmp, regressed, moved, snap.systems.get(s), params))
+    return CheckResult(snap, split, metric, max_drop, labels_hash(qrels) != snap.labels,
+                       ds.corpus_hash != snap.corpus, out)

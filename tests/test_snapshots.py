@@ -1,0 +1,84 @@
+"""Snapshots and the regression gate (``retrieval.snapshots``, ``python -m retrieval snapshot`` /
+``check``): snapshots kept whole in a real store, one baseline per corpus, a labels change reported
+and never mixed in; and through the CLI on the demo, a harmful BM25 change fails with exit 1 naming
+the queries (JUnit XML and a Markdown summary written), no change passes with 0, and what cannot
+run exits 2."""
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from retrieval import snapshots
+from retrieval.readers import load_dataset
+from retrieval.store import Store
+from retrieval.workspace import Workspace
+
+from .conftest import DEMO
+from .test_cli import cli
+
+HARMFUL = ("--k1", "5", "--b", "1", "--language", "none")  # BM25 mis-set: saturation off, no stemming
+
+
+def test_snapshots_are_kept_whole_with_one_baseline_per_corpus(tmp_path, tiny_encoder):
+    store = Store(tmp_path / "s.sqlite3")
+    ws = Workspace(load_dataset(DEMO), store, model=tiny_encoder)
+    first = snapshots.take(ws, "test", ["bm25", "dense"], "first", note="the defaults")
+    snapshots.save(store, first)
+    snapshots.save(store, snapshots.take(ws, "test", ["bm25"], "second"))
+    got = snapshots.load(Store(tmp_path / "s.sqlite3"), ws.dataset.corpus_hash, "first")  # a reopened store
+    assert {s: {q: [d for d, _ in hits] for q, hits in run.items()} for s, run in got.runs.items()} == \
+        {s: {q: [d for d, _ in hits] for q, hits in run.items()} for s, run in first.runs.items()}
+    assert (got.note, got.split, got.labels, got.systems["bm25"]["bm25"]["b"]) == \
+        ("the defaults", "test", snapshots.labels_hash(ws.dataset.qrels["test"]), 0.4)
+    assert [s.name for s in snapshots.listed(store, ws.dataset.corpus_hash)] == ["first", "second"]
+    assert snapshots.baseline(store, ws.dataset.corpus_hash) is None
+    snapshots.mark_baseline(store, ws.dataset.corpus_hash, "first")
+    snapshots.mark_baseline(store, ws.dataset.corpus_hash, "second")  # the mark moves: one baseline
+    assert [s.name for s in snapshots.listed(store, ws.dataset.corpus_hash) if s.baseline] == ["second"]
+    snapshots.save(store, snapshots.take(ws, "test", ["bm25"], "second", note="again"))  # replaced, still marked
+    assert snapshots.baseline(store, ws.dataset.corpus_hash).note == "again"
+    with pytest.raises(KeyError, match="no snapshot 'third' of this corpus \\(there are: first, second\\)"):
+        snapshots.load(store, ws.dataset.corpus_hash, "third")
+    # now against the first: nothing changed; the same corpus with other labels is said so, evaluated on today's
+    same = snapshots.check(ws, got, ["bm25", "dense"])
+    assert not same.regressed and not same.labels_changed and all(s.comparison.delta == 0 for s in same.systems)
+    ds = ws.dataset
+    relabelled = type(ds)(ds.name, ds.docs, ds.queries, {"test": dict(list(ds.qrels["test"].items())[:20])})
+    other = snapshots.check(Workspace(relabelled, store, model=tiny_encoder), got, ["bm25"])
+    assert other.labels_changed and not other.corpus_changed and other.systems[0].comparison.queries == 20
+    store.close()
+
+
+@pytest.fixture()
+def demo_copy(tmp_path):
+    folder = tmp_path / "demo"
+    shutil.copytree(DEMO, folder)
+    return folder
+
+
+def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
+    store = tmp_path / "gate.sqlite3"
+    made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--note", "defaults", "--baseline",
+               "--store", store, tmp_path=tmp_path)
+    assert made.returncode == 0, made.stderr
+    listed = cli("snapshot", demo_copy, "--list", "--store", store, tmp_path=tmp_path)
+    assert listed.stdout.startswith("* before ") and "defaults" in listed.stdout
+    same = cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "BM25: ok: +0.0000" in same.stdout and "0 of 1 system(s) regressed" in same.stdout
+    junit, summary = tmp_path / "out" / "check.xml", tmp_path / "out" / "summary.md"
+    bad = cli("check", demo_copy, "--baseline", "before", *HARMFUL, "--junit", junit, "--summary", summary,
+              "--store", store, tmp_path=tmp_path)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "BM25: REGRESSED: -0.09" in bad.stdout and "changed: bm25.b 0.4 → 1.0; bm25.k1 0.9 → 5.0" in bad.stdout
+    assert "the queries that dropped most" in bad.stdout and "q58: 1.0000 → 0.3562" in bad.stdout  # named, lists beside
+    case = ET.parse(junit).getroot().find("testcase")
+    assert case.get("name") == "bm25" and "q58: 1.0000 -> 0.3562" in case.find("failure").text
+    text = summary.read_text()
+    assert text.startswith("### RankScope check: ❌ regression") and "| BM25 | 0.5776 | 0.4792 | -0.0984" in text
+    for args, said in ((("--baseline", "nope"), "no snapshot 'nope' of this corpus (there are: before)"),
+                       (("--systems", "bm25,nope"), "unknown system(s) nope")):
+        failed = cli("check", demo_copy, *args, "--store", store, tmp_path=tmp_path)
+        assert failed.returncode == 2 and f"error: {said}" in failed.stderr, (args, failed.stderr)
