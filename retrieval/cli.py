@@ -209,6 +209,13 @@ def cmd_judges(args) -> int:
 
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())
+    if args.import_file:  # every row checked before any is stored
+        from .readers import judgments as judgment_files
+
+        found = judgment_files.read(args.import_file, ds, args.judge)
+        for j in found:
+            store.put_judgment(ds.corpus_hash, j.query_id, j.query_text, j.doc_id, j.grade, j.judge)
+        print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}", file=sys.stderr)
     rows = store.judgments(ds.corpus_hash)
     if not rows:
         print(f"error: nobody has judged {ds.name}'s corpus in {store.path} yet", file=sys.stderr)
@@ -227,7 +234,12 @@ def cmd_judges(args) -> int:
     print(f"{len(result.adjudicate):,} pair(s) to adjudicate (graded differently), the widest spread first:")
     for qid, doc, grades in result.adjudicate[:args.top]:
         print(f"  {qid}  {doc}  " + ", ".join(f"{j}: {g}" for j, g in grades.items()))
-    if args.export:
+    if args.export and args.format in ("csv", "tsv"):  # each judge's grades, as a spreadsheet
+        from .readers import judgments as judgment_files
+
+        path = judgment_files.write(rows, args.export, delimiter="\t" if args.format == "tsv" else ",")
+        print(f"judgments, each judge's: {path}", file=sys.stderr)
+    elif args.export:
         path = write_qrels(merged_qrels(rows, args.rule), args.export, fmt=args.format, split="judged")
         print(f"qrels ({args.rule}): {path}", file=sys.stderr)
     return 0
@@ -415,7 +427,12 @@ def build_parser() -> argparse.ArgumentParser:
     ju.add_argument("--export", default=None, help="write the judgments as qrels here")
     ju.add_argument("--rule", default="median", help="how several judges' grades of a pair are merged: median (the "
                     "lower median), majority, min, max, or a judge's name (that judge's grades alone)")
-    ju.add_argument("--format", default="trec", choices=("trec", "beir"))
+    ju.add_argument("--format", default="trec", choices=("trec", "beir", "csv", "tsv"),
+                    help="trec or beir: qrels merged by --rule; csv or tsv: every judge's grades, one a row")
+    ju.add_argument("--import", dest="import_file", default=None, metavar="FILE",
+                    help="add the judgments of a CSV/TSV (query_id or query, doc_id or docid, grade or rating, judge; "
+                         "or Quepid's exports) first; nothing is stored unless every row maps")
+    ju.add_argument("--judge", default="imported", help="the judge of an imported file without a judge column")
     ju.set_defaults(func=cmd_judges)
 
     se = sub.add_parser("search", help="one query, every system side by side")
