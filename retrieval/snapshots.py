@@ -168,3 +168,68 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
         out.append(SystemCheck(s, cmp, regressed, moved, snap.systems.get(s), params))
     return CheckResult(snap, split, metric, max_drop, labels_hash(qrels) != snap.labels,
                        ds.corpus_hash != snap.corpus, out)
+
+
+# ---- history across snapshots, and two snapshots side by side ------------------------------------
+@dataclass
+class Point:
+    """One system's metric in one snapshot, on today's labels, with its 95% interval."""
+
+    snapshot: str
+    created: float
+    note: str
+    system: str
+    mean: float
+    interval: object  # intervals.Interval
+    queries: int
+
+
+def history(store: Store, ws: Workspace, split: str, metric: str = PRIMARY) -> list[Point]:
+    """Every system of every snapshot of the corpus taken on ``split``, oldest first, evaluated on
+    today's labels of that split (so a labels change moves every point alike)."""
+    qrels = ws.dataset.qrels.get(split, {})
+    out = []
+    for snap in listed(store, ws.dataset.corpus_hash):
+        if snap.split != split or not qrels:
+            continue
+        for system, run in snap.runs.items():
+            ev = evaluate_run({q: run.get(q, []) for q in qrels}, qrels, metrics=(metric,))
+            out.append(Point(snap.name, snap.created, snap.note, system, ev.mean[metric], ev.interval(metric),
+                             len(ev.per_query.get(metric, {}))))
+    return out
+
+
+@dataclass
+class QueryDiff:
+    """A query in two snapshots of one system: the metric in each, and what entered and left the top 10."""
+
+    query_id: str
+    a: float
+    b: float
+    entered: list[str]  # in B's top 10, not in A's
+    left: list[str]  # in A's top 10, not in B's
+    top_a: list[str]
+    top_b: list[str]
+
+
+def diff(a: Snapshot, b: Snapshot, system: str, qrels: Qrels, metric: str = PRIMARY,
+         k: int = 10) -> tuple[Comparison, list[QueryDiff]]:
+    """``system`` in snapshot ``b`` against ``a``, query by query on ``qrels``: the paired comparison
+    (B − A) and every query whose metric or top ``k`` changed, the largest move first (then the most
+    documents swapped), in the spirit of DiffIR's contrastive ranking of queries (Jose, Nguyen,
+    MacAvaney, Dalton and Yates, SIGIR 2021 demo)."""
+    if system not in a.runs or system not in b.runs:
+        missing = a.name if system not in a.runs else b.name
+        raise ValueError(f"snapshot {missing!r} has no run of {system!r}")
+    ra, rb = a.runs[system], b.runs[system]
+    ea = evaluate_run({q: ra.get(q, []) for q in qrels}, qrels, metrics=(metric,))
+    eb = evaluate_run({q: rb.get(q, []) for q in qrels}, qrels, metrics=(metric,))
+    pa, pb = ea.per_query.get(metric, {}), eb.per_query.get(metric, {})
+    out = []
+    for q in qrels:
+        ta, tb = [d for d, _ in ra.get(q, [])[:k]], [d for d, _ in rb.get(q, [])[:k]]
+        va, vb = pa.get(q, 0.0), pb.get(q, 0.0)
+        if ta != tb or va != vb:
+            out.append(QueryDiff(q, va, vb, [d for d in tb if d not in ta], [d for d in ta if d not in tb], ta, tb))
+    out.sort(key=lambda d: (-abs(d.b - d.a), -len(d.entered), d.query_id))
+    return compare(ea, eb, metric), out

@@ -227,6 +227,29 @@ def test_runs_tab_lists_runs_and_compares_two(page, shots):
     page.screenshot(path=str(shots / "runs.png"), full_page=True)
 
 
+def test_runs_tab_shows_a_metrics_history_over_three_snapshots_and_diffs_two(page, shots):
+    open_tab(page, "Runs")
+    page.get_by_text("Snapshots: a baseline, a metric's history, two snapshots side by side").click()
+    status = page.locator("#snapshot-status")
+    for name, note in (("s1", "first"), ("s2", "second"), ("s3", "third")):
+        page.locator("#snapshot-name textarea").fill(name)
+        page.locator("#snapshot-note textarea").fill(note)
+        page.locator("#snapshot-button").click()
+        expect(status).to_contain_text(f"Snapshot {name} kept")
+    history = page.locator("#snapshot-history")
+    expect(history).to_contain_text("across snapshots")
+    xs = "() => Array.from(document.querySelector('#snapshot-history .js-plotly-plot')?.data || []).map(t => t.x)"
+    page.wait_for_function(f"({xs})().length > 0 && ({xs})().every(x => x.length === 3)", timeout=60_000)
+    assert page.evaluate(xs)[0] == ["s1", "s2", "s3"]  # every system: one point per snapshot, in order
+    for box, name in (("#snapshot-a", "s1"), ("#snapshot-b", "s3")):
+        page.locator(f"{box} input").click()
+        page.locator(box).get_by_role("option", name=name, exact=True).click()
+    page.locator("#snapshot-diff-button").click()
+    expect(page.locator("#snapshot-diff-note")).to_contain_text("s3 − s1")
+    expect(page.locator("#snapshot-diff-note")).to_contain_text("0 queries changed their top 10")
+    page.screenshot(path=str(shots / "runs-snapshots.png"), full_page=True)
+
+
 def test_data_tab_reports_a_broken_file_and_keeps_the_data_set(page, shots, tmp_path):
     open_tab(page, "Data")
     bad = tmp_path / "corpus.jsonl"

@@ -82,3 +82,32 @@ def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
                        (("--systems", "bm25,nope"), "unknown system(s) nope")):
         failed = cli("check", demo_copy, *args, "--store", store, tmp_path=tmp_path)
         assert failed.returncode == 2 and f"error: {said}" in failed.stderr, (args, failed.stderr)
+
+
+def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_path, tiny_encoder):
+    from ui import runs
+
+    store = Store(tmp_path / "v.sqlite3")
+    ds = load_dataset(DEMO)
+    ws = Workspace(ds, store, model=tiny_encoder)
+    ws.build_dense()
+    assert "marked the baseline" in runs.take_snapshot(store, ws, "v1", "the defaults", baseline=True)
+    changed = Workspace(ds, store, model=tiny_encoder, k1=5.0, b=1.0)  # BM25 mis-set, the rest alike
+    changed.build_dense()
+    runs.take_snapshot(store, changed, "v2", "k1 5, b 1")
+    runs.take_snapshot(store, ws, "v3", "back to the defaults")
+    rows, fig, _, _, _, systems = runs.snapshot_view(store, ws)
+    assert [r[:2] for r in rows] == [["★", "v1"], ["", "v2"], ["", "v3"]] and rows[1][-1] == "k1 5, b 1"
+    bm25 = next(t for t in fig.data if t.name == "bm25")
+    assert list(bm25.x) == ["v1", "v2", "v3"] and bm25.y[0] == bm25.y[2] > bm25.y[1]  # the dip, and back
+    assert all(len(t.error_y.array) == 3 for t in fig.data) and "k1 5, b 1" in bm25.customdata[1][2]
+    note, moved = runs.snapshot_diff(store, ws, "v1", "v2", "bm25")
+    assert "BM25, <code>v2</code> − <code>v1</code>" in note and moved
+    assert abs(moved[0][4]) == max(abs(r[4]) for r in moved)  # the largest move first
+    assert any(r[5] and r[6] for r in moved)  # documents that entered and left the top 10
+    assert "0 queries changed" in runs.snapshot_diff(store, ws, "v1", "v3", "dense")[0]
+    assert "is the baseline" in runs.mark_baseline(store, ws, "v3")
+    assert runs.snapshot_view(store, ws)[0][2][0] == "★"
+    with pytest.raises(Exception, match="no snapshot"):
+        runs.snapshot_diff(store, ws, "v1", "nope", "bm25")
+    store.close()

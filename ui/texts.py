@@ -39,6 +39,10 @@ FAILURES_INTRO = ("Where and why retrieval fails, query by query: vocabulary mis
                   "encoder — fixed or broken by fine-tuning.")
 RUNS_INTRO = ("Every run computed on this data set, from the store (nothing is computed twice). "
               "Pick two to compare them query by query on their split's labels.")
+SNAPSHOTS_HELP = ("A snapshot keeps the runs of the systems on show (on the labelled split) with a note, so that a "
+                  "later change can be held against it: here as a metric's history and as two snapshots side by "
+                  "side, and in CI with `python -m retrieval check` against the snapshot marked the baseline. "
+                  "Every point is evaluated on today's labels, with its 95% interval.")
 DATA_INTRO = ("Load a BEIR folder as a .zip, or separate files: documents (JSONL, CSV/TSV "
               "with id/title/text, or .txt), queries (JSONL) and labels (BEIR .tsv or TREC qrels). "
               "A broken file is reported with its line; the current data set stays loaded.")

@@ -9,6 +9,8 @@ Each draws the data it is given; none computes an evaluation (the views and the 
   λ was tuned on, the chosen λ marked; optionally the same sweep on the evaluated split, shown for
   insight only (choosing λ there would tune on the test queries).
 * ``counts_figure`` — queries per failure category; ``loss_figure`` — a training job's loss curve.
+* ``history_figure`` — a metric of each system across the snapshots, with 95% error bars and each
+  snapshot's note on hover.
 """
 from __future__ import annotations
 
@@ -140,4 +142,27 @@ def loss_figure(losses: list) -> go.Figure:
     for stage, points in by_stage.items():
         fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines", name=esc(stage)))
     fig.update_layout(xaxis_title="step", yaxis_title="training loss", height=300, margin=dict(l=40, r=10, t=10, b=40))
+    return fig
+
+
+def history_figure(points, metric: str) -> go.Figure:
+    """``snapshots.history``'s points: one line per system over the snapshots (oldest first), each
+    mean with its 95% interval as an error bar, the snapshot's note on hover."""
+    fig = go.Figure()
+    order = list(dict.fromkeys(p.snapshot for p in points))
+    systems = list(dict.fromkeys(p.system for p in points))
+    for i, system in enumerate(systems):
+        mine = sorted((p for p in points if p.system == system), key=lambda p: order.index(p.snapshot))
+        fig.add_trace(go.Scatter(
+            x=[esc(p.snapshot) for p in mine], y=[p.mean for p in mine], mode="lines+markers", name=esc(system),
+            line=dict(color=PALETTE[i % len(PALETTE)]),
+            error_y=dict(type="data", symmetric=False, array=[p.interval.high - p.mean for p in mine],
+                         arrayminus=[p.mean - p.interval.low for p in mine]),
+            customdata=[[p.interval.low, p.interval.high, esc(p.note or "(no note)"), p.queries] for p in mine],
+            hovertemplate=(f"{esc(system)} · %{{x}}<br>{esc(metric)} %{{y:.4f}} [%{{customdata[0]:.3f}}, "
+                           "%{customdata[1]:.3f}] over %{customdata[3]} queries<br>%{customdata[2]}<extra></extra>")))
+    fig.update_layout(title=f"{esc(metric)} across snapshots (bars: 95% intervals over queries; today's labels)",
+                      xaxis=dict(title="snapshot", type="category", categoryorder="array",
+                                 categoryarray=[esc(n) for n in order]),
+                      yaxis=dict(title=esc(metric)))
     return fig
