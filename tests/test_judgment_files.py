@@ -5,6 +5,8 @@ cell is written inert and read back, and a row that cannot be mapped is refused 
 before anything is stored."""
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from retrieval.errors import DataError
@@ -88,3 +90,27 @@ def test_the_cli_imports_all_or_nothing_and_exports_each_judge(tmp_path, demo):
     assert "imported 2 judgments by cy" in done.stderr and "2 judgments by 1 judge(s): cy" in done.stdout
     text = demo.queries[q]
     assert out.read_text().splitlines()[1:] == [f"{q},{text},{d[0]},2,cy", f"{q},{text},{d[1]},0,cy"]
+
+
+def test_the_judge_tab_imports_and_exports_each_judges_grades(tmp_path, demo, monkeypatch):
+    from retrieval.workspace import Workspace
+    from ui import judge
+
+    monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path / "home"))  # where exports go
+    store = Store(tmp_path / "ui.sqlite3")
+    ws = Workspace(demo, store)
+    q, d = list(demo.queries)[0], list(demo.docs)[:2]
+    upload = tmp_path / "upload-123" / "ratings.csv"  # as Gradio hands an upload over
+    upload.parent.mkdir()
+    upload.write_text(f"query,docid,Ann,Bob\n{demo.queries[q]},{d[0]},2,1\n{demo.queries[q]},{d[1]},,0\n")
+    assert judge.import_judgments(ws, store, str(upload)) == "Imported 3 judgments by Ann, Bob."
+    broken = upload.parent / "broken.csv"
+    broken.write_text(f"query_id,doc_id,grade\n{q},{d[0]},7\n")
+    with pytest.raises(Exception) as err:  # the file's own name and line, not the upload path
+        judge.import_judgments(ws, store, str(broken), "cy")
+    assert html.unescape(str(err.value)).startswith("'broken.csv:2: a grade is 0, 1 or 2")
+    assert len(store.judgments(demo.corpus_hash)) == 3  # nothing of the broken file
+    path = judge.export_qrels(ws, store, "tsv")
+    assert path.endswith(".tsv") and files.read(path, demo)[0].judge in ("Ann", "Bob")
+    assert _triples(store.judgments(demo.corpus_hash)) == {(j.query_id, j.doc_id, j.judge, j.grade)
+                                                          for j in files.read(path, demo)}

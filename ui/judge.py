@@ -9,11 +9,13 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
 from retrieval import Store, Workspace, sampling
 from retrieval.agreement import agreement
+from retrieval.errors import DataError
 from retrieval.judgments import (
     DEPTH,
     FORMATS,
@@ -34,6 +36,7 @@ from retrieval.judgments import (
 )
 from retrieval.metrics import conclusion, interval_text
 from retrieval.names import file_name
+from retrieval.readers import judgments as judgment_files
 from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
 from retrieval.settling import judged_at_10, standings
@@ -49,6 +52,7 @@ from .present.escape import text as esc
 from .present.search import highlight
 from .registry import Context
 
+SHEETS = ("csv", "tsv")  # export formats that keep every judge's grades
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
 # keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus
 KEYS_JS = ("document.addEventListener('keydown', (e) => {"
@@ -236,12 +240,34 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
     if with_data_labels:
         for qrels in ws.dataset.qrels.values():
             judged = merge_labels(qrels, judged)
+    if fmt in SHEETS:  # every judge's own grades, one a row: nothing merged
+        path = export_folder() / file_name(ws.dataset.name, "judgments", suffix=f".{fmt}")
+        return str(judgment_files.write(store.judgments(ws.dataset.corpus_hash), path,
+                                        delimiter="\t" if fmt == "tsv" else ","))
     target = export_folder() / file_name(ws.dataset.name, "judged", rule or "median",
                                          suffix=".qrels" if fmt == "trec" else "")
     try:
         return str(write_qrels(judged, target, fmt=fmt, split="judged"))
     except ValueError as err:  # an unknown format, an id no qrels file can hold
         raise refuse(err) from err
+
+
+def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str = "") -> str:
+    """The judgments of an uploaded CSV/TSV (``retrieval.readers.judgments``: RankScope's own
+    export, a spreadsheet's, Quepid's) added to the corpus's, each with its judge (``judge`` for a
+    file without a judge column); a row that cannot be mapped is refused with its line, and then
+    nothing is stored."""
+    if not path:
+        raise refuse("upload a CSV or TSV of judgments first")
+    try:
+        found = judgment_files.read(path, ws.dataset, (judge or "").strip() or "imported",
+                                    display=Path(path).name)
+    except (DataError, ValueError) as err:
+        raise refuse(err) from err
+    for j in found:
+        store.put_judgment(ws.dataset.corpus_hash, j.query_id, j.query_text, j.doc_id, j.grade, j.judge)
+    judges = sorted({j.judge for j in found})
+    return f"Imported {len(found):,} judgments by {', '.join(esc(j) for j in judges)}."
 
 
 def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "auto", size: int = DEFAULT_SIZE,
@@ -364,12 +390,19 @@ def build(ctx: Context) -> JudgeView:
             agree_btn = gr.Button("How far do the judges agree?", elem_id="judge-agreement-button", scale=1)
         agreement_md = gr.Markdown(elem_id="judge-agreement")
         with gr.Row():
-            fmt = gr.Radio(list(FORMATS), value="trec", label="Format (TREC qrels, or a BEIR qrels/judged.tsv)")
+            fmt = gr.Radio([*FORMATS, *SHEETS], value="trec", elem_id="judge-format",
+                           label="Format (TREC qrels or BEIR judged.tsv, merged by the rule; CSV or TSV: every "
+                                 "judge's grades)")
             rule = gr.Dropdown(list(MERGE_RULES), value="median", elem_id="judge-rule",
                                label="A pair several judges graded: lower median, majority, min, max, or one judge's")
             with_data = gr.Checkbox(False, label="Merge with the data set's own labels (they win a pair both have)")
             export_btn = gr.Button("Export qrels", elem_id="export-qrels")
         export_file = gr.File(label="Qrels", elem_id="qrels-file")
+        with gr.Row():
+            import_file = gr.File(label="Import judgments: CSV/TSV with query, document, grade (and judge) columns, "
+                                        "or Quepid's exports", elem_id="judgments-upload", scale=3)
+            import_btn = gr.Button("Import", elem_id="judgments-import", scale=1)
+        import_status = gr.Markdown(elem_id="judgments-import-status")
         disagree = gr.Dataframe(headers=["query", "text", "document", "grades"], interactive=False,
                                 elem_id="judge-disagreements")
 
@@ -429,6 +462,10 @@ def build(ctx: Context) -> JudgeView:
     export_btn.click(lambda fmt_, with_, rule_, key: export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_,
                                                                   rule_),
                      [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
+        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
+        api_visibility="private", **LIGHT)
+    import_btn.click(lambda path, judge_, key: import_judgments(ctx.workspace(key), ctx.registry.store, path, judge_),
+                     [import_file, judge, ctx.key], import_status, api_name="import_judgments", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
         api_visibility="private", **LIGHT)
     return JudgeView(apply, prefer)
