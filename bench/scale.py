@@ -3,7 +3,7 @@
 reopen, and SciFact's quality under distractors.
 
     python bench/scale.py --docs 100000 [--seed 0] [--work DIR] [--store FILE]
-        [--max-seq-length T] [--queries 100] [--skip-dense] [--engine milvus:PATH.db|milvus://HOST:PORT]
+        [--max-seq-length T] [--queries 100] [--index auto|flat|hnsw] [--skip-dense] [--engine milvus:PATH.db|milvus://HOST:PORT]
 
 The corpus (seeded, written once to ``WORK/scale-<N>-seed<S>/`` in BEIR format and reused):
 SciFact's 5,183 abstracts, whose train and test labels still hold, plus N − 5,183 distractors.
@@ -23,8 +23,9 @@ the app's Search view calls: BM25 scoring, query encoding, FAISS search, hybrid 
 system per call, p50 / p95 in ms; every query is encoded (the store's query vectors from an
 earlier run are not used). Flat against HNSW on the same vectors and queries: build time,
 FAISS-only latency, recall of flat's top 10 and top 100. Quality: BM25, dense and CLEAR hybrid nDCG@10 on SciFact's test
-split. Reopen: a fresh process loads the folder, builds BM25 and reads every vector back from the
-store. Peak RSS of this process (``ru_maxrss``); store size on disk.
+split. Reopen: a fresh process loads the folder, reads BM25 from the store and the built dense
+index from the file kept beside the store; then the same without that file (every vector read back
+from the store, the index built again), for the ratio. Peak RSS of this process (``ru_maxrss``); store size on disk.
 
 Last line: ``docs=<N> load_bm25_s=<x> encode_docs_per_s=<x> search_p95_ms=<x> peak_rss_gb=<x>
 reopen_s=<x> scifact_hybrid_ndcg10=<x>`` (p95 the worst of the three systems).
@@ -122,7 +123,7 @@ from retrieval.encoder import load_encoder
 enc = load_encoder(None)
 if int(sys.argv[3]):
     enc.model.max_seq_length = int(sys.argv[3])
-ws = Workspace(load_dataset(sys.argv[1]), Store(sys.argv[2]), model=enc)
+ws = Workspace(load_dataset(sys.argv[1]), Store(sys.argv[2]), model=enc, index_kind=sys.argv[4])
 ws.bm25
 dense = ws.build_dense()
 print(time.perf_counter() - t, dense.encoded)
@@ -137,6 +138,8 @@ def main(argv=None) -> None:
     p.add_argument("--store", default=None)
     p.add_argument("--max-seq-length", type=int, default=0, help="cut encoder inputs to this many word pieces")
     p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--index", default="auto", choices=("auto", "flat", "hnsw"),
+                   help="the dense index (auto: flat below 500,000 documents, HNSW from there)")
     p.add_argument("--skip-dense", action="store_true", help="BM25 only (no encoding, no dense or hybrid)")
     engine_arg(p)
     args = p.parse_args(argv)
@@ -153,7 +156,7 @@ def main(argv=None) -> None:
     if args.max_seq_length:
         enc.model.max_seq_length = args.max_seq_length
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
-    ws = Workspace(ds, Store(store_path), model=enc, engine=engine)
+    ws = Workspace(ds, Store(store_path), model=enc, engine=engine, index_kind=args.index)
     _, t_bm25 = timed(lambda: ws.build_lexical())
     print(f"{len(ds.docs):,} documents: load {t_load:.1f} s, BM25 index {t_bm25:.1f} s")
     systems = ["bm25"] if args.skip_dense else ["bm25", "dense", "hybrid"]
@@ -193,11 +196,28 @@ def main(argv=None) -> None:
     size = sum(f.stat().st_size for f in store_path.parent.glob(store_path.name + "*"))
     reopen = float("nan")
     if not args.skip_dense:
-        res = subprocess.run([sys.executable, "-c", REOPEN, str(folder), str(store_path), str(args.max_seq_length)],
-                             capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        reopen, encoded = res.stdout.split()[-2:] if res.returncode == 0 else ("nan", "?")
-        reopen = float(reopen)
-        print(f"reopen in a new process (load, BM25, vectors from the store; {encoded} encoded): {reopen:.1f} s")
+        kept = store_path.parent / "indexes"
+        size += sum(f.stat().st_size for f in kept.glob("*.faiss"))
+
+        def reopened() -> tuple[float, str]:
+            res = subprocess.run([sys.executable, "-c", REOPEN, str(folder), str(store_path),
+                                  str(args.max_seq_length), args.index], capture_output=True, text=True, cwd=ROOT,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+            seconds, encoded = res.stdout.split()[-2:] if res.returncode == 0 else ("nan", "?")
+            return float(seconds), encoded
+
+        reopen, encoded = reopened()
+        print(f"reopen in a new process (load, BM25, the kept {ws.index_kind} index read back; {encoded} encoded): "
+              f"{reopen:.1f} s")
+        aside = kept.with_name("indexes-aside")
+        shutil.rmtree(aside, ignore_errors=True)
+        if kept.exists():
+            kept.rename(aside)  # the same reopen without the kept index: vectors from the store, index rebuilt
+            rebuilt, _ = reopened()
+            shutil.rmtree(kept, ignore_errors=True)
+            aside.rename(kept)
+            print(f"reopen without the kept index (vectors read from the store, the index built again): "
+                  f"{rebuilt:.1f} s; kept / rebuilt {reopen / rebuilt:.2f}")
     print(f"peak RSS {peak:.2f} GB; store {size / 1024 ** 3:.2f} GB")
     worst = max(p95 for _, p95 in latency.values())
     print(f"docs={len(ds.docs)} load_bm25_s={t_load + t_bm25:.1f} encode_docs_per_s={rate:.1f} "

@@ -20,8 +20,10 @@ hybrid re-scoring then uses.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import faiss
@@ -33,6 +35,7 @@ from .store import Store, text_hash
 from .through_store import COMMIT_EVERY, encode_through_store
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
+KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)
 HNSW_FROM = 500_000  # "auto" picks HNSW from this many documents on (bench/scale.py: see index_kind_for)
 
 
@@ -116,6 +119,33 @@ class DenseIndex:
         # the vectors the index holds, as floats (decoded where it keeps codes): what scores() uses
         self.stored = vecs if kind != "sq8" else index.reconstruct_n(0, len(vecs))
         self.index = index if self.projection is None else faiss.IndexPreTransform(self.projection, index)
+
+    @classmethod
+    def from_faiss(cls, doc_ids: list[str], index: faiss.Index, kind: str, ef_search: int = 128) -> "DenseIndex":
+        """A ``flat`` or ``hnsw`` index read back (``read``): its float32 vectors are the
+        embeddings, so nothing is re-encoded, read from the store or rebuilt."""
+        if kind not in KEPT_KINDS:
+            raise ValueError(f"only {', '.join(KEPT_KINDS)} indexes are read back whole, not {kind!r}")
+        if index.ntotal != len(doc_ids):
+            raise ValueError(f"the index holds {index.ntotal:,} vectors, the corpus {len(doc_ids):,} documents")
+        self = cls.__new__(cls)
+        if kind == "hnsw":
+            index.hnsw.efSearch = ef_search
+        self.doc_ids, self.kind, self.dims, self.projection, self.index = list(doc_ids), kind, None, None, index
+        self.embeddings = index.reconstruct_n(0, index.ntotal)
+        self.stored = self.embeddings
+        return self
+
+    def write(self, path) -> None:
+        """Keep the built index in ``path`` (written aside, then moved into place: a crash never
+        leaves half a file under the name)."""
+        if self.kind not in KEPT_KINDS or self.dims is not None:
+            raise ValueError(f"only {', '.join(KEPT_KINDS)} indexes without dims are kept")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + f".{os.getpid()}.part")
+        faiss.write_index(self.index, str(partial))
+        os.replace(partial, path)
 
     @property
     def bytes_per_doc(self) -> int:

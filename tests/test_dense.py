@@ -169,3 +169,28 @@ def test_auto_index_is_flat_for_small_corpora_and_hnsw_past_the_threshold(toy_da
     assert big.index_kind == "hnsw" and big.dense.index.kind == "hnsw"
     ids = lambda run: {q: [d for d, _ in hits] for q, hits in run.items()}  # noqa: E731
     assert ids(big.run("dense", "test", k=3)) == ids(small.run("dense", "test", k=3))  # a tiny graph is exact
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_a_built_index_is_kept_beside_the_store_and_read_back_on_reopen(toy_dataset, tiny_encoder, tmp_path, kind):
+    from retrieval.workspace import Workspace
+
+    path = tmp_path / "store.sqlite3"
+    first = Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind=kind)
+    built = first.build_dense()
+    kept = list((tmp_path / "indexes").glob("*.faiss"))
+    assert len(kept) == 1 and built.encoded > 0 and not list((tmp_path / "indexes").glob("*.part"))
+    counting = CountingEncoder(tiny_encoder)
+    again = Workspace(toy_dataset, Store(path), model=counting, index_kind=kind)  # a new process, in effect
+    reopened = again.build_dense()
+    distinct = len({d.full_text for d in toy_dataset.docs.values()})
+    assert (reopened.from_store, reopened.encoded, counting.encoded) == (distinct, 0, 0)
+    np.testing.assert_array_equal(reopened.index.embeddings, built.index.embeddings)
+    queries = toy_dataset.split_queries("test")
+    assert reopened.search(queries, 5) == built.search(queries, 5)  # the graph read back answers alike
+    kept[0].write_bytes(b"not a faiss index")  # damaged: built again from the store, the file replaced
+    third = Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind=kind).build_dense()
+    np.testing.assert_array_equal(third.index.embeddings, built.index.embeddings)
+    assert kept[0].stat().st_size > 100
+    other = Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind="sq8").build_dense()
+    assert other.index.kind == "sq8" and len(list((tmp_path / "indexes").glob("*.faiss"))) == 1  # sq8 is not kept

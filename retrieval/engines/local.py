@@ -5,15 +5,35 @@ vectors by model fingerprint and text hash), so reopening a corpus neither re-to
 re-encodes it."""
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
+import faiss
 import numpy as np
 
-from ..dense import DenseIndex, embed_corpus
+from ..dense import KEPT_KINDS, DenseIndex, embed_corpus
 from ..encoder import Encoder
 from ..lexical import BM25Index
 from ..sparse import SparseIndex, SparseVector
 from ..store import Store, cache_key
 from ..tokenize import Tokenizer
 from .base import Capabilities, Indexed
+
+log = logging.getLogger(__name__)
+
+
+def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = 32,
+               ef_search: int = 128) -> Path | None:
+    """Where a built ``flat`` or ``hnsw`` index of this corpus and encoder is kept: ``indexes/``
+    beside the store file, named by a hash of corpus, encoder fingerprint, kind and graph settings
+    (a file, not a store row: a million vectors pass SQLite's 1 GB value limit). None without a
+    store or for a kind that is not kept."""
+    if store is None or kind not in KEPT_KINDS:
+        return None
+    key = cache_key(dataset=corpus.hash, system="faiss-index", params={"model": encoder.fingerprint, "kind": kind,
+                                                                       "hnsw_m": hnsw_m, "ef_search": ef_search,
+                                                                       "faiss": faiss.__version__}, split=None, k=0)
+    return store.path.parent / "indexes" / f"{key}.faiss"
 
 
 class InProcess:
@@ -41,7 +61,19 @@ class InProcess:
     def vectors(self, corpus, encoder: Encoder, store: Store | None, kind: str, dims: int | None,
                 progress=None, indexing=None, embeddings: np.ndarray | None = None) -> Indexed:
         """Embed the corpus (from the store where cached; ``embeddings`` when given, e.g. another
-        index's over the same corpus) and build a FAISS index of ``kind``."""
+        index's over the same corpus) and build a FAISS index of ``kind``. A ``flat`` or ``hnsw``
+        index is kept in a file beside the store once built (``index_file``) and read back on the
+        next open instead: its vectors are the embeddings, so a reopen neither reads them from the
+        store nor rebuilds the graph. A file that cannot be read is built again and replaced."""
+        kept = index_file(store, corpus, encoder, kind) if dims is None and embeddings is None else None
+        if kept is not None and kept.exists():
+            try:
+                index = DenseIndex.from_faiss(corpus.doc_ids, faiss.read_index(str(kept)), kind)
+                if progress:
+                    progress(len(corpus.doc_ids), len(corpus.doc_ids))
+                return Indexed(index, len(set(corpus.texts)), 0)  # each distinct text's vector, as from the store
+            except (RuntimeError, ValueError) as err:  # a damaged or foreign file: build and replace it
+                log.warning("the kept index %s cannot be used (%s); building it again", kept.name, err)
         if embeddings is None:
             emb = embed_corpus(encoder, corpus.texts, store, progress=progress)
             embeddings, from_store, encoded = emb
@@ -49,7 +81,13 @@ class InProcess:
             from_store = encoded = 0
         if indexing:
             indexing()
-        return Indexed(DenseIndex(corpus.doc_ids, embeddings, kind=kind, dims=dims), from_store, encoded)
+        index = DenseIndex(corpus.doc_ids, embeddings, kind=kind, dims=dims)
+        if kept is not None:
+            try:
+                index.write(kept)
+            except (OSError, RuntimeError) as err:  # a full or read-only disk: the index still serves
+                log.warning("could not keep the index in %s (%s)", kept, err)
+        return Indexed(index, from_store, encoded)
 
     def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> SparseIndex:
         """The learned sparse vectors as an inverted index in memory (built from ``vectors``, which
