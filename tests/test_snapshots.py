@@ -105,6 +105,7 @@ def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_pat
     assert "BM25, <code>v2</code> − <code>v1</code>" in note and moved
     assert abs(moved[0][4]) == max(abs(r[4]) for r in moved)  # the largest move first
     assert any(r[5] and r[6] for r in moved)  # documents that entered and left the top 10
+    assert all(len(r[7].split()) <= 5 for r in moved) and any(r[7] != r[8] for r in moved)  # both top 5s
     assert "0 queries changed" in runs.snapshot_diff(store, ws, "v1", "v3", "dense")[0]
     assert "is the baseline" in runs.mark_baseline(store, ws, "v3")
     assert runs.snapshot_view(store, ws)[0][2][0] == "★"

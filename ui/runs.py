@@ -58,7 +58,7 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
 
 
 SNAPSHOT_HEADERS = ["", "snapshot", "when", "split", "systems", "note"]
-DIFF_HEADERS = ["query", "text", "A", "B", "B − A", "entered the top 10", "left the top 10"]
+DIFF_HEADERS = ["query", "text", "A", "B", "B − A", "entered the top 10", "left the top 10", "A's top 5", "B's top 5"]
 
 
 def _split(ws: Workspace) -> str:
@@ -123,7 +123,8 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
             f"{len(moved)} queries changed their top 10 or their score; the largest moves first.\n\n"
             f"{text(conclusion(a, b, cmp))}.")
     rows = [[d.query_id, ws.dataset.queries.get(d.query_id, "")[:80], round(d.a, 4), round(d.b, 4),
-             round(d.b - d.a, 4), " ".join(d.entered), " ".join(d.left)] for d in moved]
+             round(d.b - d.a, 4), " ".join(d.entered), " ".join(d.left), " ".join(d.top_a[:5]), " ".join(d.top_b[:5])]
+            for d in moved]
     return note, rows
 
 
