@@ -360,6 +360,10 @@ def cmd_check(args) -> int:
     listed = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else \
         [s for s in snap.runs if s in ws.system_names]
     systems = listed + [name for name in imported if name not in listed]
+    for name in snap.runs:
+        if name not in ws.system_names:  # an imported run of the baseline's not given now
+            print(f"warning: the baseline's run {name!r} is not checked: give it with --run FILE={name}",
+                  file=sys.stderr)
     unknown = [s for s in systems if s not in ws.system_names]
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ws.system_names)}")
