@@ -98,7 +98,7 @@ def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_pat
     runs.take_snapshot(store, ws, "v3", "back to the defaults")
     rows, fig, _, _, _, systems = runs.snapshot_view(store, ws)
     assert [r[:2] for r in rows] == [["★", "v1"], ["", "v2"], ["", "v3"]] and rows[1][-1] == "k1 5, b 1"
-    bm25 = next(t for t in fig.data if t.name == "bm25")
+    bm25 = next(t for t in fig.data if t.name == "BM25")
     assert list(bm25.x) == ["v1", "v2", "v3"] and bm25.y[0] == bm25.y[2] > bm25.y[1]  # the dip, and back
     assert all(len(t.error_y.array) == 3 for t in fig.data) and "k1 5, b 1" in bm25.customdata[1][2]
     note, moved = runs.snapshot_diff(store, ws, "v1", "v2", "bm25")

@@ -5,6 +5,7 @@ history across them with intervals, and two snapshots of a system diffed query b
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import gradio as gr
 
@@ -95,13 +96,15 @@ def snapshot_view(store: Store, ws: Workspace, metric: str = PRIMARY):
     choices of the snapshot pickers and the system picker."""
     found = snapshots.listed(store, ws.dataset.corpus_hash)
     rows = [["★" if s.baseline else "", s.name, time.strftime("%Y-%m-%d %H:%M", time.localtime(s.created)), s.split,
-             ", ".join(s.runs), s.note] for s in found]
+             ", ".join(label(r) for r in s.runs), s.note] for s in found]
     split = ws.dataset.default_split()
-    points = snapshots.history(store, ws, split, metric or PRIMARY) if split else []
+    points = [replace(p, system=label(p.system)) for p in snapshots.history(store, ws, split, metric or PRIMARY)] \
+        if split else []
     names = [s.name for s in found]
     systems = list(dict.fromkeys(r for s in found for r in s.runs))
     return (rows, history_figure(points, metric or PRIMARY), gr.update(choices=names), gr.update(choices=names),
-            gr.update(choices=names), gr.update(choices=systems, value=systems[0] if systems else None))
+            gr.update(choices=names), gr.update(choices=[(label(r), r) for r in systems],
+                                                value=systems[0] if systems else None))
 
 
 def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metric: str = PRIMARY):
