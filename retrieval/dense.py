@@ -36,6 +36,7 @@ from .through_store import COMMIT_EVERY, encode_through_store
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)
+HNSW_M, EF_SEARCH = 32, 128  # HNSW's links per node and its search breadth
 HNSW_FROM = 500_000  # "auto" picks HNSW from this many documents on (bench/scale.py: see index_kind_for)
 
 
@@ -99,7 +100,7 @@ class DenseIndex:
     """FAISS index over document embeddings (rows aligned with ``doc_ids``)."""
 
     def __init__(self, doc_ids: list[str], embeddings: np.ndarray, kind: str = "flat",
-                 hnsw_m: int = 32, ef_search: int = 128, dims: int | None = None):
+                 hnsw_m: int = HNSW_M, ef_search: int = EF_SEARCH, dims: int | None = None):
         if kind not in INDEX_KINDS:
             raise ValueError(f"unknown index kind {kind!r}; choose from {INDEX_KINDS}")
         if len(doc_ids) != len(embeddings):
@@ -121,7 +122,8 @@ class DenseIndex:
         self.index = index if self.projection is None else faiss.IndexPreTransform(self.projection, index)
 
     @classmethod
-    def from_faiss(cls, doc_ids: list[str], index: faiss.Index, kind: str, ef_search: int = 128) -> "DenseIndex":
+    def from_faiss(cls, doc_ids: list[str], index: faiss.Index, kind: str,
+                   ef_search: int = EF_SEARCH) -> "DenseIndex":
         """A ``flat`` or ``hnsw`` index read back (``read``): its float32 vectors are the
         embeddings, so nothing is re-encoded, read from the store or rebuilt."""
         if kind not in KEPT_KINDS:

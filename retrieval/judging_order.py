@@ -73,12 +73,13 @@ def all_pairs(systems: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def weights(runs: dict[str, Run], query_ids, k: int = DEPTH,
-            interest: list[tuple[str, str]] | None = None) -> dict[Pair, float]:
+            interest: list[tuple[str, str]] | None = None,
+            pools: dict[str, list[str]] | None = None) -> dict[Pair, float]:
     """MTC's weight of every pooled pair: Σ over the ``interest`` pairs of systems (default: all)
-    of |w_a(d) − w_b(d)| (module docstring)."""
+    of |w_a(d) − w_b(d)| (module docstring); ``pools``: the queries' pools when already made."""
     interest = all_pairs(runs) if interest is None else interest
     out: dict[Pair, float] = {}
-    pools = pool(runs, query_ids, k)
+    pools = pool(runs, query_ids, k) if pools is None else pools
     for qid in query_ids:
         w = {name: discounts(run, qid, k) for name, run in runs.items()}
         for doc in pools[qid]:
@@ -135,10 +136,9 @@ def depth_order(runs, query_ids, k=DEPTH, judged=None) -> Static:
 def mtc_order(runs, query_ids, k=DEPTH, judged=None, interest=None) -> Static:
     """The pooled pairs by MTC weight, the largest first; ties in the queries' order, then pool order."""
     base = Static(runs, query_ids, k, judged)
-    w = weights(runs, base.query_ids, k, interest)
+    w = weights(runs, base.query_ids, k, interest, base.pools)
     place = {pair: i for i, pair in enumerate(base.order)}
     base.order = sorted(base.order, key=lambda pair: (-round(w[pair], 12), place[pair]))
-    base.weight = w
     return base
 
 
@@ -244,7 +244,7 @@ class ExpectedMTC(_Order):
             self._learn(pair, grade)
 
     def _weights(self) -> np.ndarray:
-        w = weights(self.runs, self.query_ids, self.k, self.interest)
+        w = weights(self.runs, self.query_ids, self.k, self.interest, self.pools)
         return np.array([w[pair] for pair in self.pairs])
 
     def rate(self) -> np.ndarray:

@@ -300,7 +300,8 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
     if order != "pool":
         strategy = judging_order.make(order or judging_order.DEFAULT, runs, [q for q, _ in ordered], k, judged,
                                       interest)
-    return Queue(runs, ordered, pool(runs, query_ids, k), judged, sample, strategy)
+    pools = strategy.pools if strategy is not None else pool(runs, query_ids, k)  # made once
+    return Queue(runs, ordered, pools, judged, sample, strategy)
 
 
 # ---- judgments as relevance labels -------------------------------------------------------------

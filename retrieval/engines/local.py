@@ -11,7 +11,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..dense import KEPT_KINDS, DenseIndex, embed_corpus
+from ..dense import EF_SEARCH, HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
 from ..encoder import Encoder
 from ..lexical import BM25Index
 from ..sparse import SparseIndex, SparseVector
@@ -22,8 +22,8 @@ from .base import Capabilities, Indexed
 log = logging.getLogger(__name__)
 
 
-def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = 32,
-               ef_search: int = 128) -> Path | None:
+def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = HNSW_M,
+               ef_search: int = EF_SEARCH) -> Path | None:
     """Where a built ``flat`` or ``hnsw`` index of this corpus and encoder is kept: ``indexes/``
     beside the store file, named by a hash of corpus, encoder fingerprint, kind and graph settings
     (a file, not a store row: a million vectors pass SQLite's 1 GB value limit). None without a
