@@ -141,15 +141,20 @@ def evaluated_systems(args, ws: Workspace) -> list[str]:
     return systems
 
 
+def _split_of(ds: Dataset, wanted: str | None) -> str:
+    """The labelled split asked for (default: test, else the first); a ValueError naming the ones
+    there are (``main`` prints it and exits 2)."""
+    split = wanted or ds.default_split()
+    if split is None:
+        raise ValueError(f"{ds.name} has no relevance labels; nothing to evaluate")
+    if split not in ds.qrels:
+        raise ValueError(f"no split {split!r} in {ds.name} (it has: {', '.join(ds.splits)})")
+    return split
+
+
 def cmd_evaluate(args) -> int:
     ds, ws = _open(args)
-    split = args.split or ds.default_split()
-    if split is None:
-        print(f"error: {ds.name} has no relevance labels; nothing to evaluate", file=sys.stderr)
-        return 2
-    if split not in ds.qrels:
-        print(f"error: no split {split!r} in {ds.name} (it has: {', '.join(ds.splits)})", file=sys.stderr)
-        return 2
+    split = _split_of(ds, args.split)
     systems = evaluated_systems(args, ws)
     n_q = len(ds.split_queries(split))
     print(f"{ds.name}: {len(ds.docs)} documents, {n_q} {split} queries", file=sys.stderr)
@@ -206,15 +211,13 @@ def cmd_judges(args) -> int:
     """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
     from .agreement import agreement
     from .judgments import merged_qrels, write_qrels
+    from .readers import judgments as judgment_files
 
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())
     if args.import_file:  # every row checked before any is stored
-        from .readers import judgments as judgment_files
-
         found = judgment_files.read(args.import_file, ds, args.judge)
-        for j in found:
-            store.put_judgment(ds.corpus_hash, j.query_id, j.query_text, j.doc_id, j.grade, j.judge)
+        store.put_judgments(ds.corpus_hash, [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
         print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}", file=sys.stderr)
     rows = store.judgments(ds.corpus_hash)
     if not rows:
@@ -234,10 +237,8 @@ def cmd_judges(args) -> int:
     print(f"{len(result.adjudicate):,} pair(s) to adjudicate (graded differently), the widest spread first:")
     for qid, doc, grades in result.adjudicate[:args.top]:
         print(f"  {qid}  {doc}  " + ", ".join(f"{j}: {g}" for j, g in grades.items()))
-    if args.export and args.format in ("csv", "tsv"):  # each judge's grades, as a spreadsheet
-        from .readers import judgments as judgment_files
-
-        path = judgment_files.write(rows, args.export, delimiter="\t" if args.format == "tsv" else ",")
+    if args.export and args.format in judgment_files.FORMATS:  # each judge's grades, as a spreadsheet
+        path = judgment_files.write(rows, args.export, args.format)
         print(f"judgments, each judge's: {path}", file=sys.stderr)
     elif args.export:
         path = write_qrels(merged_qrels(rows, args.rule), args.export, fmt=args.format, split="judged")
@@ -299,15 +300,6 @@ def cmd_drop(args) -> int:
     dropped = engine.drop(ds.corpus_hash)
     print(f"{ds.name}: {dropped} collection(s) dropped from the {engine.name} engine", file=sys.stderr)
     return 0
-
-
-def _split_of(ds: Dataset, wanted: str | None) -> str:
-    split = wanted or ds.default_split()
-    if split is None:
-        raise ValueError(f"{ds.name} has no relevance labels")
-    if split not in ds.qrels:
-        raise ValueError(f"no split {split!r} in {ds.name} (it has: {', '.join(ds.splits)})")
-    return split
 
 
 def cmd_snapshot(args) -> int:

@@ -85,11 +85,11 @@ def listed(store: Store, corpus: str) -> list[Snapshot]:
 
 def load(store: Store, corpus: str, name: str) -> Snapshot:
     """The corpus's snapshot called ``name``; a KeyError naming the ones there are when none is."""
-    found = {s.name: s for s in listed(store, corpus)}
-    if name not in found:
-        there = ", ".join(found) or "none yet"
+    found = store.snapshots(corpus, name=name)
+    if not found:
+        there = ", ".join(store.snapshot_names(corpus)) or "none yet"
         raise KeyError(f"no snapshot {name!r} of this corpus (there are: {there})")
-    return found[name]
+    return _of(found[0])
 
 
 def mark_baseline(store: Store, corpus: str, name: str) -> Snapshot:
@@ -102,7 +102,8 @@ def mark_baseline(store: Store, corpus: str, name: str) -> Snapshot:
 
 def baseline(store: Store, corpus: str) -> Snapshot | None:
     """The corpus's baseline snapshot, None without one."""
-    return next((s for s in listed(store, corpus) if s.baseline), None)
+    found = store.snapshots(corpus, baseline=True)
+    return _of(found[0]) if found else None
 
 
 @dataclass

@@ -283,15 +283,22 @@ class Store:
                      judge: str) -> None:
         """Store one judge's grade of a (query, document) pair of the corpus ``corpus`` (a
         ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade."""
-        if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
-            raise ValueError(f"a grade is one of {', '.join(map(str, GRADES))}, not {grade!r}")
-        if not judge:
-            raise ValueError("a judgment needs the judge's name")
-        judge = check_judge(judge)
+        self.put_judgments(corpus, [(query_id, query_text, doc_id, grade, judge)])
+
+    def put_judgments(self, corpus: str, judgments) -> None:
+        """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus in one
+        transaction (an import): every one is checked first, so a bad one stores none."""
+        now = time.time()
+        rows = []
+        for query_id, query_text, doc_id, grade, judge in judgments:
+            if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
+                raise ValueError(f"a grade is one of {', '.join(map(str, GRADES))}, not {grade!r}")
+            if not judge:
+                raise ValueError("a judgment needs the judge's name")
+            rows.append({"corpus": corpus, "query_id": query_id, "doc_id": doc_id, "judge": check_judge(judge),
+                         "grade": int(grade), "query_text": query_text, "time": now})
         with self._lock, self.db.conn:
-            self.db["judgments"].upsert({"corpus": corpus, "query_id": query_id, "doc_id": doc_id,
-                                         "judge": judge, "grade": int(grade), "query_text": query_text,
-                                         "time": time.time()}, pk=("corpus", "query_id", "doc_id", "judge"))
+            self.db["judgments"].upsert_all(rows, pk=("corpus", "query_id", "doc_id", "judge"))
 
     def judgments(self, corpus: str, judge: str | None = None) -> list[dict]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
@@ -354,11 +361,23 @@ class Store:
                                          "baseline": int(bool(was and was[0])), "created": float(meta["created"])},
                                         pk=("corpus", "name"))
 
-    def snapshots(self, corpus: str) -> list[dict]:
-        """The corpus's snapshots (``name, meta, runs, baseline``), oldest first."""
+    def snapshots(self, corpus: str, name: str | None = None, baseline: bool = False) -> list[dict]:
+        """The corpus's snapshots (``name, meta, runs, baseline``), oldest first: all, the one
+        called ``name``, or the baseline (only those rows' runs are read and unpacked)."""
+        where, args = "corpus = ?", [corpus]
+        if name is not None:
+            where, args = where + " and name = ?", args + [name]
+        if baseline:
+            where += " and baseline = 1"
         with self._lock:
-            rows = list(self.db["snapshots"].rows_where("corpus = ?", [corpus], order_by="created, name"))
+            rows = list(self.db["snapshots"].rows_where(where, args, order_by="created, name"))
         return [{**r, "runs": _unpack(r["runs"])} for r in rows]
+
+    def snapshot_names(self, corpus: str) -> list[str]:
+        """The names of the corpus's snapshots, oldest first (no runs read)."""
+        with self._lock:
+            return [r["name"] for r in self.db["snapshots"].rows_where("corpus = ?", [corpus], select="name",
+                                                                        order_by="created, name")]
 
     def mark_baseline(self, corpus: str, name: str) -> None:
         """Make the snapshot ``name`` the corpus's only baseline."""

@@ -34,8 +34,7 @@ def test_each_judges_grades_round_trip(tmp_path, demo, suffix):
     d1, d2 = list(demo.docs)[:2]
     for q, d, g, judge in ((q1, d1, 2, "ann"), (q1, d1, 1, "=bob"), (q1, d2, 0, "ann"), (q2, d2, 1, "bob, jr")):
         store.put_judgment(demo.corpus_hash, q, demo.queries[q], d, g, judge)
-    path = files.write(store.judgments(demo.corpus_hash), tmp_path / f"judged{suffix}",
-                       delimiter="\t" if suffix == ".tsv" else ",")
+    path = files.write(store.judgments(demo.corpus_hash), tmp_path / f"judged{suffix}", suffix[1:])
     text = path.read_text()
     assert text.splitlines()[0] == ("\t" if suffix == ".tsv" else ",").join(files.COLUMNS)
     assert "'=bob" in text  # a spreadsheet would run "=bob" as a formula

@@ -52,7 +52,6 @@ from .present.escape import text as esc
 from .present.search import highlight
 from .registry import Context
 
-SHEETS = ("csv", "tsv")  # export formats that keep every judge's grades
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
 # keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus
 KEYS_JS = ("document.addEventListener('keydown', (e) => {"
@@ -240,10 +239,9 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
     if with_data_labels:
         for qrels in ws.dataset.qrels.values():
             judged = merge_labels(qrels, judged)
-    if fmt in SHEETS:  # every judge's own grades, one a row: nothing merged
+    if fmt in judgment_files.FORMATS:  # every judge's own grades, one a row: nothing merged
         path = export_folder() / file_name(ws.dataset.name, "judgments", suffix=f".{fmt}")
-        return str(judgment_files.write(store.judgments(ws.dataset.corpus_hash), path,
-                                        delimiter="\t" if fmt == "tsv" else ","))
+        return str(judgment_files.write(store.judgments(ws.dataset.corpus_hash), path, fmt))
     target = export_folder() / file_name(ws.dataset.name, "judged", rule or "median",
                                          suffix=".qrels" if fmt == "trec" else "")
     try:
@@ -264,8 +262,7 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
                                     display=Path(path).name)
     except (DataError, ValueError) as err:
         raise refuse(err) from err
-    for j in found:
-        store.put_judgment(ws.dataset.corpus_hash, j.query_id, j.query_text, j.doc_id, j.grade, j.judge)
+    store.put_judgments(ws.dataset.corpus_hash, [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
     judges = sorted({j.judge for j in found})
     return f"Imported {len(found):,} judgments by {', '.join(esc(j) for j in judges)}."
 
@@ -390,7 +387,7 @@ def build(ctx: Context) -> JudgeView:
             agree_btn = gr.Button("How far do the judges agree?", elem_id="judge-agreement-button", scale=1)
         agreement_md = gr.Markdown(elem_id="judge-agreement")
         with gr.Row():
-            fmt = gr.Radio([*FORMATS, *SHEETS], value="trec", elem_id="judge-format",
+            fmt = gr.Radio([*FORMATS, *judgment_files.FORMATS], value="trec", elem_id="judge-format",
                            label="Format (TREC qrels or BEIR judged.tsv, merged by the rule; CSV or TSV: every "
                                  "judge's grades)")
             rule = gr.Dropdown(list(MERGE_RULES), value="median", elem_id="judge-rule",

@@ -112,12 +112,18 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     return out
 
 
-def write(rows: list[dict], path: str | Path, delimiter: str = ",") -> Path:
-    """The store's judgment rows (``Store.judgments``) as the long layout, one judge's grade a row."""
+FORMATS = ("csv", "tsv")  # what ``write`` writes
+
+
+def write(rows: list[dict], path: str | Path, fmt: str = "csv") -> Path:
+    """The store's judgment rows (``Store.judgments``) as the long layout, one judge's grade a row,
+    comma- (``csv``) or tab-separated (``tsv``)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown judgments format {fmt!r}; choose from {', '.join(FORMATS)}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
-    out = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
+    out = csv.writer(buf, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
     out.writerow(COLUMNS)
     for r in sorted(rows, key=lambda r: (r["query_id"], r["doc_id"], r["judge"])):
         out.writerow([_safe(r["query_id"]), _safe(r.get("query_text") or ""), _safe(r["doc_id"]), int(r["grade"]),
