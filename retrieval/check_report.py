@@ -15,6 +15,11 @@ def verdict(s: SystemCheck, result: CheckResult) -> str:
     if s.comparison is None:
         return "new: the baseline has no run of this system"
     c = s.comparison
+    means = f" ({c.mean_a:.4f} {interval_text(s.intervals[0])} → {c.mean_b:.4f} {interval_text(s.intervals[1])})"
+    return _verdict(s, result, c) + means
+
+
+def _verdict(s: SystemCheck, result: CheckResult, c) -> str:
     if s.regressed:
         return f"REGRESSED: {c.delta:+.4f} {interval_text(c.interval)}, p = {c.p_value:.4f}"
     if c.delta < -result.max_drop:
@@ -99,13 +104,14 @@ def markdown_summary(result: CheckResult, shown: int = 10) -> str:
              f"a system regresses when its mean {result.metric} drops by more than {result.max_drop:g} and the "
              "drop is significant (paired permutation test, p < 0.05).", ""]
     lines += [f"> ⚠️ {text(w)}" for w in warnings(result)]
-    lines += ["| system | baseline | now | Δ [95%] | p | verdict |", "|---|---:|---:|---:|---:|---|"]
+    lines += ["| system | baseline [95%] | now [95%] | Δ [95%] | p | verdict |", "|---|---:|---:|---:|---:|---|"]
     for s in result.systems:
         c = s.comparison
         if c is None:
             lines.append(f"| {text(label(s.system))} | — | — | — | — | new |")
             continue
-        lines.append(f"| {text(label(s.system))} | {c.mean_a:.4f} | {c.mean_b:.4f} | {c.delta:+.4f} "
+        lines.append(f"| {text(label(s.system))} | {c.mean_a:.4f} {interval_text(s.intervals[0])} | "
+                     f"{c.mean_b:.4f} {interval_text(s.intervals[1])} | {c.delta:+.4f} "
                      f"{interval_text(c.interval)} | {c.p_value:.4f} | "
                      f"{'**regressed**' if s.regressed else 'ok'} |")
     for s in regressed:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .dataset import Qrels
 from .evaluate import Comparison, compare_pairs, evaluate_run
+from .intervals import Interval
 from .metrics import JUDGED_AT_10, PRIMARY
 from .run import Run
 
@@ -59,15 +60,17 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY) -> lis
                                       -s.comparison.delta))
 
 
-def judged_at_10(runs: dict[str, Run], judged: Qrels) -> dict[str, float]:
+def judged_at_10(runs: dict[str, Run], judged: Qrels) -> dict[str, tuple[float, Interval]]:
     """Each system's judged@10 over the ``judged`` queries with a relevant label (the ones its
-    comparisons use): the share of its top 10 that has a grade — how far the comparisons rest on
-    judged documents rather than on unjudged ones counted as not relevant."""
+    comparisons use), with its 95% interval over those queries: the share of its top 10 that has a
+    grade — how far the comparisons rest on judged documents rather than on unjudged ones counted
+    as not relevant."""
     relevant = {q: docs for q, docs in judged.items() if any(g > 0 for g in docs.values())}
-    if not relevant:
-        return {}
-    return {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(JUDGED_AT_10,)).mean[
-        JUDGED_AT_10] for name, run in runs.items()}
+    out = {}
+    for name, run in (runs.items() if relevant else ()):
+        ev = evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(JUDGED_AT_10,))
+        out[name] = (ev.mean[JUDGED_AT_10], ev.interval(JUDGED_AT_10))
+    return out
 
 
 def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison) -> int | None:

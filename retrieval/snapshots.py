@@ -121,6 +121,7 @@ class Moved:
 class SystemCheck:
     system: str
     comparison: Comparison | None  # now − baseline; None: the baseline has no run of this system
+    intervals: tuple | None  # the 95% intervals of the baseline's and today's means (None with no baseline run)
     regressed: bool
     moved: list[Moved]  # the queries that dropped most first
     params_before: dict | None
@@ -156,7 +157,7 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
         now = evaluate_run(now_run, qrels, metrics=(metric,))
         params = ws.system_params(s, split)
         if s not in snap.runs:
-            out.append(SystemCheck(s, None, False, [], None, params))
+            out.append(SystemCheck(s, None, None, False, [], None, params))
             continue
         before_run = snap.runs[s]
         before = evaluate_run({q: before_run.get(q, []) for q in now_run}, qrels, metrics=(metric,))
@@ -166,7 +167,8 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
         moved = sorted((Moved(q, a[q], b[q], [d for d, _ in before_run.get(q, [])[:10]],
                               [d for d, _ in now_run.get(q, [])[:10]]) for q in a if q in b and a[q] != b[q]),
                        key=lambda m: (m.now - m.before, m.query_id))
-        out.append(SystemCheck(s, cmp, regressed, moved, snap.systems.get(s), params))
+        out.append(SystemCheck(s, cmp, (before.interval(metric), now.interval(metric)), regressed, moved,
+                               snap.systems.get(s), params))
     return CheckResult(snap, split, metric, max_drop, labels_hash(qrels) != snap.labels,
                        ds.corpus_hash != snap.corpus, out)
 
@@ -214,11 +216,11 @@ class QueryDiff:
 
 
 def diff(a: Snapshot, b: Snapshot, system: str, qrels: Qrels, metric: str = PRIMARY,
-         k: int = 10) -> tuple[Comparison, list[QueryDiff]]:
+         k: int = 10) -> tuple[Comparison, tuple, list[QueryDiff]]:
     """``system`` in snapshot ``b`` against ``a``, query by query on ``qrels``: the paired comparison
-    (B − A) and every query whose metric or top ``k`` changed, the largest move first (then the most
-    documents swapped), in the spirit of DiffIR's contrastive ranking of queries (Jose, Nguyen,
-    MacAvaney, Dalton and Yates, SIGIR 2021 demo)."""
+    (B − A), the 95% intervals of A's and B's means, and every query whose metric or top ``k``
+    changed, the largest move first (then the most documents swapped), in the spirit of DiffIR's
+    contrastive ranking of queries (Jose, Nguyen, MacAvaney, Dalton and Yates, SIGIR 2021 demo)."""
     if system not in a.runs or system not in b.runs:
         missing = a.name if system not in a.runs else b.name
         raise ValueError(f"snapshot {missing!r} has no run of {system!r}")
@@ -233,4 +235,4 @@ def diff(a: Snapshot, b: Snapshot, system: str, qrels: Qrels, metric: str = PRIM
         if ta != tb or va != vb:
             out.append(QueryDiff(q, va, vb, [d for d in tb if d not in ta], [d for d in ta if d not in tb], ta, tb))
     out.sort(key=lambda d: (-abs(d.b - d.a), -len(d.entered), d.query_id))
-    return compare(ea, eb, metric), out
+    return compare(ea, eb, metric), (ea.interval(metric), eb.interval(metric)), out

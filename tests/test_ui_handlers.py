@@ -270,7 +270,9 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
         "Only BM25 on show so far: a comparison needs two systems (Dense, Hybrid (CLEAR λ), Learned sparse (SPLADE) "
         "join once the corpus is encoded).")
     del ws.pending
-    assert 20 <= int(re.search(r"BM25 (\d+)%", note).group(1)) < 100  # its top 2 of 10, and others' top 2 in it
+    share = re.search(r"BM25 (\d+)% \[(\d+)%, (\d+)%\]", note)  # with its 95% interval over the judged queries
+    assert 20 <= int(share.group(1)) < 100  # its top 2 of 10, and others' top 2 in it
+    assert int(share.group(2)) <= int(share.group(1)) <= int(share.group(3))
     first = next(line for line in judge.settled_note(ws, store, 2, aim="dense|hybrid").splitlines()
                  if line.startswith("- "))
     assert "Dense" in first and "Hybrid" in first and "BM25" not in first  # the comparison aimed at first

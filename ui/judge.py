@@ -305,8 +305,13 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                          "queries) if the difference holds")
     lines += ["", "Judged@10 (the share of each system's top 10 on these queries that has a grade; unjudged "
                   "documents count as not relevant): "
-              + ", ".join(f"{esc(name)} {share:.0%}" for name, share in coverage.items())]
+              + ", ".join(f"{esc(name)} {share:.0%} {_percent(iv)}" for name, (share, iv) in coverage.items())]
     return "\n".join(lines)
+
+
+def _percent(iv) -> str:
+    """A share's 95% interval in percent, "[35%, 47%]" ("" when undefined: one query)."""
+    return f"[{iv.low:.0%}, {iv.high:.0%}]" if iv.low == iv.low else ""
 
 
 def agreement_note(ws: Workspace, store: Store) -> tuple[str, dict]:

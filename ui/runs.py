@@ -115,13 +115,14 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
     split = _split(ws)
     try:
         sa, sb = (snapshots.load(store, ws.dataset.corpus_hash, n) for n in (a, b))
-        cmp, moved = snapshots.diff(sa, sb, system, ws.dataset.qrels[split], metric or PRIMARY)
+        cmp, (iv_a, iv_b), moved = snapshots.diff(sa, sb, system, ws.dataset.qrels[split], metric or PRIMARY)
     except KeyError as err:
         raise refuse(err.args[0]) from None
     except ValueError as err:
         raise refuse(err) from err
     note = (f"**{text(label(system))}, {code(b)} − {code(a)}** on {text(split)} ({cmp.metric}, today's labels): "
-            f"{cmp.mean_b:.4f} − {cmp.mean_a:.4f} = {cmp.delta:+.4f} {interval_text(cmp.interval)} · "
+            f"{cmp.mean_b:.4f} {interval_text(iv_b)} − {cmp.mean_a:.4f} {interval_text(iv_a)} = {cmp.delta:+.4f} "
+            f"{interval_text(cmp.interval)} (95% intervals, bootstrap over queries) · "
             f"{len(cmp.wins)} queries better, {len(cmp.losses)} worse, {cmp.ties} tied · p = {cmp.p_value:.3g} · "
             f"{len(moved)} queries changed their top 10 or their score; the largest moves first.\n\n"
             f"{text(conclusion(a, b, cmp))}.")
