@@ -320,3 +320,31 @@ def test_one_search_asks_milvus_for_the_bm25_list_once(pair, monkeypatch):
     monkeypatch.setattr(client, "search", counting)
     remote.search_one("why does bread go stale so fast", systems=("bm25", "hybrid"), k=10, eval_split="test")
     assert len(unfiltered) == 1
+
+
+def test_a_hybrid_query_asks_milvus_at_most_twice(pair, monkeypatch):
+    """CLEAR on Milvus: the dense list is one search, the vectors of the BM25 candidates it lacks one
+    lookup (BM25 scored by RankScope's own index in this process); one query or many, typed or
+    evaluated, and the ranking is still the in-process engine's."""
+    local, remote = pair
+    queries = dict(list(remote.dataset.split_queries("test").items())[:5])
+    remote.lambda_for("test"), remote.bm25  # λ chosen and BM25 read before counting
+    client, calls = remote.dense.index.client, []
+    for method in ("search", "get", "query", "hybrid_search"):
+        real = getattr(client, method)
+
+        def counted(*args, _real=real, _method=method, **kwargs):
+            calls.append(_method)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(client, method, counted)
+    for text in list(queries.values())[:3]:
+        calls.clear()
+        hits = remote.search_one(text, systems=("hybrid",), k=10, eval_split="test")["hybrid"]
+        assert 1 <= len(calls) <= 2, calls
+        same_up_to_near_ties(hits, local.search_one(text, systems=("hybrid",), k=10, eval_split="test")["hybrid"])
+    calls.clear()
+    run = remote.system("hybrid").search(remote, queries, 10, "test")
+    assert len(calls) <= 1 + len(queries), calls  # one batched dense search, one lookup a query
+    for q, hits in run.items():
+        same_up_to_near_ties(hits, local.system("hybrid").search(local, queries, 10, "test")[q])

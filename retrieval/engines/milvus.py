@@ -28,7 +28,13 @@ Scores. Milvus scores BM25 as Σ idf·tf·(k1 + 1)/(tf + k1·(1 − b + b·|d|/a
 which is ``(k1 + 1)`` times RankScope's ``lucene`` BM25 (``retrieval.lexical``); scores are divided
 by ``(k1 + 1)`` so both engines report the same scale. Milvus Lite reports BM25 distances negated
 (the server, positive): the magnitude is taken. Milvus Lite computes idf and avgdl per segment
-(one segment per flush), the server over the whole collection; the load flushes once, at the end.
+(a flush ends one; Lite 3.2 also cuts a load into segments of 48,000 rows, so on larger corpora its
+BM25 scores drift from the in-process engine's), the server over the whole collection; the load
+flushes once, at the end.
+A CLEAR hybrid query asks Milvus at most twice: its BM25 list and candidate scores come from
+RankScope's own index in this process (``systems.hybrid.lexical_half``), the dense list is one
+search, and the vectors of the candidates that list lacks one lookup by primary key, multiplied
+here (``MilvusVectors.scores``).
 Learned sparse scores are the in-process inverted index's dot products (float32 weights, summed by
 Milvus: equal to float noise).
 The SQLite store keeps caching runs, metrics, judgments and jobs.
@@ -55,7 +61,8 @@ PREFIX = "rankscope_"
 MAX_TERMS_BYTES = 65_535  # Milvus's VARCHAR limit: longer analyzed texts are cut at a term boundary
 INSERT_BATCH = 2_000  # documents per insert request
 SEARCH_BATCH = 64  # queries per search request
-IDS_PER_FILTER = 1_000  # ids per "doc_id in [...]" filter or get request
+IDS_PER_FILTER = 1_000  # ids per "doc_id in [...]" filter
+IDS_PER_GET = 4_096  # ids per lookup by primary key (a candidate list of depth ≤ 4,096 in one request)
 MAX_LIMIT = 16_384  # Milvus's largest top-k
 HNSW = {"M": 32, "efConstruction": 200}
 HNSW_EF = 128
@@ -171,8 +178,8 @@ class Milvus:
     def _present(self, name: str, doc_ids: list[str]) -> set[str]:
         """Which of ``doc_ids`` a collection holds already (a load that was interrupted)."""
         present: set[str] = set()
-        for start in range(0, len(doc_ids), IDS_PER_FILTER):
-            rows = self.client.get(name, ids=doc_ids[start:start + IDS_PER_FILTER], output_fields=["doc_id"])
+        for start in range(0, len(doc_ids), IDS_PER_GET):
+            rows = self.client.get(name, ids=doc_ids[start:start + IDS_PER_GET], output_fields=["doc_id"])
             present.update(r["doc_id"] for r in rows)
         return present
 
@@ -484,20 +491,15 @@ class MilvusVectors:
 
     def scores(self, qvec: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Inner products of one query vector with the documents at ``rows``: from the last search
-        of this vector where it returned them, else from a search filtered to the others."""
+        of this vector where it returned them; the others' stored vectors fetched by primary key
+        (one request per ``IDS_PER_GET`` documents: a lookup, not a filtered search, which Milvus
+        Lite evaluates row by row) and multiplied here, as the engine multiplies them."""
         q = np.asarray(qvec, dtype=np.float32)
         rows = np.arange(len(self.doc_ids)) if rows is None else np.asarray(rows, dtype=np.int64)
         known = dict(self._recent.get(q.tobytes()) or {})
-        ask = [int(r) for r in rows if int(r) not in known]
-        for start in range(0, len(ask), IDS_PER_FILTER):  # Milvus scores them (no vectors sent back)
-            part = ask[start:start + IDS_PER_FILTER]
-            hits = self.client.search(self.name, data=[q.tolist()], anns_field="vector", limit=len(part),
-                                      filter=_in(self.doc_ids[r] for r in part), output_fields=["doc_id"],
-                                      search_params=self._params(len(part)))[0]
-            known.update((self.row[h["doc_id"]], float(h["distance"])) for h in hits)
-        left = np.array([r for r in ask if r not in known], dtype=np.int64)
-        if len(left):  # an approximate index may skip some: their vectors, multiplied here
-            known.update(zip(left.tolist(), (self.vectors_of(left) @ q).tolist()))
+        ask = np.array(sorted({int(r) for r in rows if int(r) not in known}), dtype=np.int64)
+        if len(ask):
+            known.update(zip(ask.tolist(), (self.vectors_of(ask) @ q).tolist()))
         return np.array([known[int(r)] for r in rows], dtype=np.float32)
 
     def _params(self, k: int) -> dict:
@@ -510,8 +512,8 @@ class MilvusVectors:
         for j, r in enumerate(rows.tolist()):
             where.setdefault(self.doc_ids[r], []).append(j)
         ids = list(where)
-        for start in range(0, len(ids), IDS_PER_FILTER):
-            for hit in self.client.get(self.name, ids=ids[start:start + IDS_PER_FILTER], output_fields=["vector"]):
+        for start in range(0, len(ids), IDS_PER_GET):
+            for hit in self.client.get(self.name, ids=ids[start:start + IDS_PER_GET], output_fields=["vector"]):
                 out[where[hit["doc_id"]]] = np.asarray(hit["vector"], dtype=np.float32)
         return out
 

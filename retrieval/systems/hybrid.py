@@ -26,9 +26,20 @@ def query_max_space(ws: Workspace) -> bool:
     return ws.encoder.normalize
 
 
+def lexical_half(ws: Workspace, fusion: str = "clear"):
+    """The BM25 a hybrid fuses. RRF and the weighted sum fuse the engine's BM25 list as the BM25
+    system ranks it. CLEAR scores every candidate of the union by BM25 exactly, so it takes
+    RankScope's own index in this process (``Workspace.bm25``: the engine's own in-process; beside
+    Milvus, the same index the query-max normalization and the Search view's explanations read):
+    its BM25 list and candidate scores cost no engine call, and use the whole corpus's statistics
+    (Milvus Lite scores BM25 per segment). A CLEAR query then asks a vector engine twice: the dense
+    list, and the vectors of the candidates that list lacks (``MilvusVectors.scores``)."""
+    return ws.bm25 if fusion == "clear" else ws.lexical
+
+
 def make(ws: Workspace, fusion: str = "clear", split: str | None = None) -> Hybrid:
     """The fusion of ``ws``'s BM25 and dense index; CLEAR's with the λ chosen for ``split``."""
-    h = Hybrid(ws.lexical, ws.dense, depth=ws.depth, fusion=fusion)
+    h = Hybrid(lexical_half(ws, fusion), ws.dense, depth=ws.depth, fusion=fusion)
     if fusion == "clear":
         choice = lambda_for(ws, split)
         h.lam = choice.value
@@ -55,7 +66,7 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
                 sample = dict(list(queries.items())[:200])
                 if not sample:
                     return 0.0
-                return default_lambda(Hybrid(ws.lexical, ws.dense, depth=ws.depth).candidates(sample))
+                return default_lambda(Hybrid(lexical_half(ws), ws.dense, depth=ws.depth).candidates(sample))
 
             ws._lambda[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale,
                                                lambda: dense_reliability(ws))
@@ -75,7 +86,7 @@ def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
         cached = ws.store.get_metrics(key) if ws.store else None
         if cached:
             return LambdaFit.from_json(cached[1]["fit"])
-        h = Hybrid(ws.lexical, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None)
+        h = Hybrid(lexical_half(ws), ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None)
         fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split],
                           grid=QUERY_MAX_GRID if normalized else LAMBDA_GRID,
                           prior=LABEL_FREE_LAMBDA if normalized else None)
@@ -121,6 +132,8 @@ class Clear(_Fusion):
 
     def params(self, ws: Workspace, split: str | None) -> dict:
         p = super().params(ws, split)
+        if not ws.engine.capabilities.explains:  # candidates scored by the in-process BM25 (lexical_half)
+            p["bm25_scores"] = "in-process"
         if split is not None:
             choice = lambda_for(ws, split)
             p["lambda"] = choice.value
