@@ -4,11 +4,12 @@ run: quality (nDCG@10 of BM25, dense and the CLEAR hybrid; dense top-10 lists co
 search latency and peak memory.
 
     python bench/engine_compare.py [DATASET ...] [--engine milvus:PATH.db] [--queries 100]
-        [--store FILE] [--no-eval] [--work DIR]
+        [--store FILE] [--no-eval] [--work DIR] [--max-seq-length N]
 
 DATASET defaults to ``../shared/datasets/scifact`` and ``../shared/datasets/nfcorpus`` (test
 split); any BEIR folder works, e.g. the 100,000-document corpus ``bench/scale.py`` writes (with
-``--store`` set to its store, so its vectors are not encoded again, and ``--no-eval``).
+``--store`` set to its store, so its vectors are not encoded again, ``--max-seq-length`` as that run
+cut its inputs, and ``--no-eval``).
 ``--engine`` defaults to Milvus Lite in a fresh ``WORK/<data set>.db`` (removed first, so the load
 is measured); a ``milvus://HOST:PORT`` server is measured as it is (its collections are dropped
 first).
@@ -45,7 +46,7 @@ SYSTEMS = ("bm25", "dense", "hybrid")
 
 
 def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evaluate: bool, reopen: bool,
-           out: str) -> None:
+           out: str, max_seq_length: int = 0) -> None:
     """One engine over one data set; writes its figures (and dense top-10 lists) as JSON to ``out``.
     First (``reopen`` False): BM25 built anew (the in-process index is not read from the store),
     searches timed, the evaluation; reopening: what opening the data set again costs."""
@@ -57,9 +58,15 @@ def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evalu
     t_read = time.perf_counter() - t0
     engine = open_engine(engine_spec)
     store = Store(store_path)
+    enc = None
+    if max_seq_length:  # the vectors bench/scale.py --max-seq-length stored (the cut is in the encoder's fingerprint)
+        from retrieval.encoder import load_encoder
+
+        enc = load_encoder(None)
+        enc.model.max_seq_length = max_seq_length
     if reopen:  # the in-process BM25 index saved in the store (Milvus: its collection, complete already)
-        Workspace(ds, store, engine=engine).build_lexical()
-    ws = Workspace(ds, store if reopen else None, engine=engine)
+        Workspace(ds, store, model=enc, engine=engine).build_lexical()
+    ws = Workspace(ds, store if reopen else None, model=enc, engine=engine)
     t = time.perf_counter()
     ws.build_lexical()
     t_bm25 = time.perf_counter() - t
@@ -101,7 +108,8 @@ def run_worker(folder: Path, spec: str, store: Path, args, evaluate: bool, reope
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [sys.executable, __file__, "--worker", str(folder), "--engine", spec, "--store", str(store),
-           "--queries", str(args.queries), "--out", out] + ([] if evaluate else ["--no-eval"]) \
+           "--queries", str(args.queries), "--out", out, "--max-seq-length", str(args.max_seq_length)] \
+        + ([] if evaluate else ["--no-eval"]) \
         + (["--reopen"] if reopen else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -133,12 +141,15 @@ def main(argv=None) -> None:
     p.add_argument("--store", default=None, help="the cache holding (or receiving) the document vectors")
     p.add_argument("--no-eval", action="store_true", help="load and latency only (no nDCG, no λ tuning)")
     p.add_argument("--work", default=str(ROOT / ".bench-engines"))
+    p.add_argument("--max-seq-length", type=int, default=0,
+                   help="cut encoder inputs to this many word pieces (as bench/scale.py did for --store's vectors)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     p.add_argument("--reopen", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.engine, args.store, args.queries, not args.no_eval, args.reopen, args.out)
+        worker(args.worker, args.engine, args.store, args.queries, not args.no_eval, args.reopen, args.out,
+               args.max_seq_length)
         return
     folders = [Path(d) for d in args.datasets] or [SHARED / "scifact", SHARED / "nfcorpus"]
     missing = [str(f) for f in folders if not f.exists()]

@@ -194,3 +194,34 @@ def test_a_built_index_is_kept_beside_the_store_and_read_back_on_reopen(toy_data
     assert kept[0].stat().st_size > 100
     other = Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind="sq8").build_dense()
     assert other.index.kind == "sq8" and len(list((tmp_path / "indexes").glob("*.faiss"))) == 1  # sq8 is not kept
+
+
+def test_kept_indexes_beyond_three_per_corpus_go_least_recently_used_first(toy_dataset, tiny_encoder, tmp_path):
+    import os
+
+    from retrieval.engines.local import evict
+    from retrieval.workspace import Workspace
+
+    path = tmp_path / "store.sqlite3"
+    Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind="flat").build_dense()
+    (flat,) = (tmp_path / "indexes").glob("*.faiss")
+    assert flat.name.startswith(toy_dataset.corpus_hash[:16] + "-")
+    os.utime(flat, (1, 1))  # unused since long ago: a reopen that reads it renews it
+    Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind="flat").build_dense()
+    assert flat.stat().st_mtime > 1
+    corpus = flat.name.split("-", 1)[0]
+    older = []
+    for i, age in enumerate((400, 300, 200)):  # other encoders' indexes of this corpus, oldest first
+        f = flat.with_name(f"{corpus}-other{i}.faiss")
+        f.write_bytes(b"x")
+        os.utime(f, (flat.stat().st_mtime - age,) * 2)
+        older.append(f)
+    foreign = flat.with_name("0123456789abcdef-another-corpus.faiss")
+    foreign.write_bytes(b"x")
+    os.utime(foreign, (1, 1))
+    gone = evict(flat)
+    assert gone == [older[0]]  # the least recently used; three of the corpus stay
+    assert flat.exists() and older[1].exists() and older[2].exists() and foreign.exists()
+    Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind="hnsw").build_dense()  # a new kept index
+    left = sorted(f.name for f in (tmp_path / "indexes").glob(f"{corpus}-*.faiss"))
+    assert len(left) == 3 and older[2].name in left and flat.name in left and not older[1].exists()

@@ -6,6 +6,7 @@ re-encodes it."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import faiss
@@ -20,20 +21,34 @@ from ..tokenize import Tokenizer
 from .base import Capabilities, Indexed
 
 log = logging.getLogger(__name__)
+KEPT_PER_CORPUS = 3  # kept indexes of one corpus (encoders, kinds) beyond which the least recently used goes
 
 
 def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = HNSW_M,
                ef_search: int = EF_SEARCH) -> Path | None:
     """Where a built ``flat`` or ``hnsw`` index of this corpus and encoder is kept: ``indexes/``
     beside the store file, named by a hash of corpus, encoder fingerprint, kind and graph settings
-    (a file, not a store row: a million vectors pass SQLite's 1 GB value limit). None without a
-    store or for a kind that is not kept."""
+    (a file, not a store row: a million vectors pass SQLite's 1 GB value limit), after the corpus's
+    hash so one corpus's files are found by name. None without a store or for a kind that is not kept."""
     if store is None or kind not in KEPT_KINDS:
         return None
     key = cache_key(dataset=corpus.hash, system="faiss-index", params={"model": encoder.fingerprint, "kind": kind,
                                                                        "hnsw_m": hnsw_m, "ef_search": ef_search,
                                                                        "faiss": faiss.__version__}, split=None, k=0)
-    return store.path.parent / "indexes" / f"{key}.faiss"
+    return store.path.parent / "indexes" / f"{corpus.hash[:16]}-{key}.faiss"
+
+
+def evict(kept: Path, keep: int = KEPT_PER_CORPUS) -> list[Path]:
+    """Remove the least recently used kept indexes of ``kept``'s corpus beyond the ``keep`` most
+    recent (by modification time, which a read renews), never ``kept`` itself: every fine-tuned
+    encoder or index kind leaves one, and at a million documents each is 1.6 GB. Returns those removed."""
+    corpus = kept.name.split("-", 1)[0]
+    files = sorted((f for f in kept.parent.glob(f"{corpus}-*.faiss") if f != kept),
+                   key=lambda f: f.stat().st_mtime, reverse=True)
+    gone = files[max(keep - 1, 0):]
+    for f in gone:
+        f.unlink(missing_ok=True)
+    return gone
 
 
 class InProcess:
@@ -64,11 +79,13 @@ class InProcess:
         index's over the same corpus) and build a FAISS index of ``kind``. A ``flat`` or ``hnsw``
         index is kept in a file beside the store once built (``index_file``) and read back on the
         next open instead: its vectors are the embeddings, so a reopen neither reads them from the
-        store nor rebuilds the graph. A file that cannot be read is built again and replaced."""
+        store nor rebuilds the graph. A file that cannot be read is built again and replaced; past
+        ``KEPT_PER_CORPUS`` files for the corpus, the least recently used goes (``evict``)."""
         kept = index_file(store, corpus, encoder, kind) if dims is None and embeddings is None else None
         if kept is not None and kept.exists():
             try:
                 index = DenseIndex.from_faiss(corpus.doc_ids, faiss.read_index(str(kept)), kind)
+                os.utime(kept)  # used now: the last to be evicted
                 if progress:
                     progress(len(corpus.doc_ids), len(corpus.doc_ids))
                 return Indexed(index, len(set(corpus.texts)), 0)  # each distinct text's vector, as from the store
@@ -85,6 +102,7 @@ class InProcess:
         if kept is not None:
             try:
                 index.write(kept)
+                evict(kept)
             except (OSError, RuntimeError) as err:  # a full or read-only disk: the index still serves
                 log.warning("could not keep the index in %s (%s)", kept, err)
         return Indexed(index, from_store, encoded)
