@@ -53,6 +53,7 @@ class Dataset:
     _hash: str | None = field(default=None, repr=False, compare=False)
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
     _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _docs_sha: object = field(default=None, repr=False, compare=False)  # hashlib state after the documents
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
@@ -94,17 +95,14 @@ class Dataset:
         """A hash of the documents alone: what stays the same when queries or labels are added
         (judgments made on a corpus are kept under it)."""
         if self._corpus_hash is None:
-            h = hashlib.sha256()
-            self._hash_documents(h)
-            self._corpus_hash = h.hexdigest()
+            self._corpus_hash = self._documents_hashed().hexdigest()
         return self._corpus_hash
 
     @property
     def content_hash(self) -> str:
         """A hash of the documents, queries and labels: what cached runs and metrics are keyed by."""
         if self._hash is None:
-            h = hashlib.sha256()
-            self._hash_documents(h)
+            h = self._documents_hashed()
             h.update(b"\x00queries")
             _hash_queries(h, self.queries)
             h.update(b"\x00qrels")
@@ -124,7 +122,7 @@ class Dataset:
         merged = LoadReport(list(self.report.warnings) + list(report.warnings if report else []))
         copy = Dataset(self.name, self.docs, {**self.queries, **queries}, self.qrels, merged,
                        {**self.query_fields, **(fields or {})})
-        copy._corpus_hash = self._corpus_hash
+        copy._corpus_hash, copy._docs_sha = self._corpus_hash, self._docs_sha
         return copy
 
     def without_queries(self, ids) -> "Dataset":
@@ -136,12 +134,20 @@ class Dataset:
                  for split, split_qrels in self.qrels.items()}
         copy = Dataset(self.name, self.docs, {q: t for q, t in self.queries.items() if q not in gone}, qrels,
                        self.report, {q: f for q, f in self.query_fields.items() if q not in gone})
-        copy._corpus_hash = self._corpus_hash
+        copy._corpus_hash, copy._docs_sha = self._corpus_hash, self._docs_sha
         return copy
 
-    def _hash_documents(self, h) -> None:
-        for d in self.docs.values():
-            h.update(json.dumps([d.id, d.title, d.text], ensure_ascii=False).encode())
+    def _documents_hashed(self):
+        """A SHA-256 that has read every document (id, title, text as a JSON array each): one pass
+        over the corpus, copied for each hash that starts with it (a million documents take seconds)."""
+        if self._docs_sha is None:
+            h = hashlib.sha256()
+            dumps = json.JSONEncoder(ensure_ascii=False).encode
+            docs = list(self.docs.values())
+            for start in range(0, len(docs), 4096):
+                h.update("".join([dumps([d.id, d.title, d.text]) for d in docs[start:start + 4096]]).encode())
+            self._docs_sha = h
+        return self._docs_sha.copy()
 
     def summary(self) -> dict:
         return {

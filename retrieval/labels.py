@@ -41,5 +41,5 @@ def with_judgments(dataset: Dataset, judged: Qrels, prefer: str = "imported", tu
         if tune:
             qrels["train"] = {q: judged[q] for q in sorted(tune)}
     copy = Dataset(dataset.name, dataset.docs, dataset.queries, qrels, dataset.report, dataset.query_fields)
-    copy._corpus_hash = dataset._corpus_hash
+    copy._corpus_hash, copy._docs_sha = dataset._corpus_hash, dataset._docs_sha
     return copy

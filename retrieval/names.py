@@ -41,8 +41,13 @@ def describe_char(c: str) -> str:
     return f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')})"
 
 
+_PLAIN_ID = re.compile(r"[!-~]+")  # visible ASCII only: nothing to check character by character
+
+
 def id_problem(ident: str) -> str | None:
     """Why ``ident`` cannot be an id (whitespace, a control or invisible character), or None."""
+    if _PLAIN_ID.fullmatch(ident):
+        return None
     if any(c.isspace() for c in ident):
         return "contains whitespace, which TREC run and qrels files cannot hold"
     c = hidden_char(ident)
