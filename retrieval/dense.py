@@ -20,6 +20,7 @@ hybrid re-scoring then uses.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from collections.abc import Callable
@@ -96,6 +97,25 @@ def embed_texts(encoder: Encoder, texts: list[str], store: Store | None = None,
     return embed_corpus(encoder, texts, store, progress).vectors
 
 
+def held_vectors(index: faiss.Index) -> np.ndarray:
+    """The float32 vectors a flat or HNSW (flat storage) index holds, as a read-only array over
+    FAISS's own memory: no copy (1.5 GB less, and seconds, at a million 384-dimensional vectors). The
+    array keeps the index alive; nothing adds to a built index, which would move its memory. Any
+    other index: its vectors decoded into a copy."""
+    try:
+        flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
+        if not isinstance(flat, faiss.IndexFlat) or index.ntotal == 0:
+            raise TypeError("not flat storage")
+        n, d = index.ntotal, index.d
+        memory = (ctypes.c_float * (n * d)).from_address(int(flat.get_xb()))
+        memory.owner = index  # the buffer, and so every array over it, holds the index
+        out = np.frombuffer(memory, dtype=np.float32).reshape(n, d)
+        out.flags.writeable = False
+        return out
+    except (AttributeError, TypeError):
+        return index.reconstruct_n(0, index.ntotal)
+
+
 class DenseIndex:
     """FAISS index over document embeddings (rows aligned with ``doc_ids``)."""
 
@@ -134,7 +154,7 @@ class DenseIndex:
         if kind == "hnsw":
             index.hnsw.efSearch = ef_search
         self.doc_ids, self.kind, self.dims, self.projection, self.index = list(doc_ids), kind, None, None, index
-        self.embeddings = index.reconstruct_n(0, index.ntotal)
+        self.embeddings = held_vectors(index)
         self.stored = self.embeddings
         return self
 

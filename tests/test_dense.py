@@ -225,3 +225,28 @@ def test_kept_indexes_beyond_three_per_corpus_go_least_recently_used_first(toy_d
     Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind="hnsw").build_dense()  # a new kept index
     left = sorted(f.name for f in (tmp_path / "indexes").glob(f"{corpus}-*.faiss"))
     assert len(left) == 3 and older[2].name in left and flat.name in left and not older[1].exists()
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_vectors_read_back_are_the_index_memory_and_keep_it_alive(kind, tmp_path):
+    import gc
+
+    import faiss
+
+    from retrieval.dense import DenseIndex, held_vectors
+
+    vecs = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)  # unit vectors: each its own best inner product
+    DenseIndex([f"d{i}" for i in range(300)], vecs, kind=kind).write(tmp_path / "i.faiss")
+    index = faiss.read_index(str(tmp_path / "i.faiss"))
+    held = held_vectors(index)
+    assert not held.flags.writeable and not held.flags.owndata  # FAISS's memory, not a copy
+    with pytest.raises(ValueError):
+        held[0, 0] = 1.0  # read-only: writing would change what the index searches
+    part = held[100:110]
+    del index, held
+    gc.collect()
+    np.testing.assert_array_equal(part, vecs[100:110])  # the index is alive while a slice of it is
+    read = DenseIndex.from_faiss([f"d{i}" for i in range(300)], faiss.read_index(str(tmp_path / "i.faiss")), kind)
+    np.testing.assert_array_equal(read.embeddings, vecs)
+    assert read.search_vectors(vecs[:3], 1)[1][:, 0].tolist() == [0, 1, 2]
