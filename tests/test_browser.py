@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -33,8 +35,12 @@ pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not insta
 
 
 @pytest.fixture(scope="module")
-def url(tiny_model_dir, tmp_path_factory):
-    store = tmp_path_factory.mktemp("browser-store") / "store.sqlite3"
+def store(tmp_path_factory):
+    return tmp_path_factory.mktemp("browser-store") / "store.sqlite3"
+
+
+@pytest.fixture(scope="module")
+def url(tiny_model_dir, store):
     # RANKSCOPE_BROWSER_MODEL=default (or a model folder) shows a real encoder, for the README's screenshots
     chosen = os.environ.get("RANKSCOPE_BROWSER_MODEL")
     model = None if chosen == "default" else (chosen or str(tiny_model_dir))
@@ -227,26 +233,40 @@ def test_runs_tab_lists_runs_and_compares_two(page, shots):
     page.screenshot(path=str(shots / "runs.png"), full_page=True)
 
 
-def test_runs_tab_shows_a_metrics_history_over_three_snapshots_and_diffs_two(page, shots):
+def test_runs_tab_shows_a_metrics_history_over_three_snapshots_and_diffs_two(page, shots, store):
+    """s1 and s3 taken in the app; between them a CI job's snapshot of BM25 with other settings,
+    written to the same store by the command line: the history shows BM25's drop at s2, and the
+    diff of s1 and s2 the queries whose top 10 changed."""
     open_tab(page, "Runs")
     page.get_by_text("Snapshots: a baseline, a metric's history, two snapshots side by side").click()
     status = page.locator("#snapshot-status")
-    for name, note in (("s1", "first"), ("s2", "second"), ("s3", "third")):
+
+    def take(name: str, note: str) -> None:
         page.locator("#snapshot-name textarea").fill(name)
         page.locator("#snapshot-note textarea").fill(note)
         page.locator("#snapshot-button").click()
         expect(status).to_contain_text(f"Snapshot {name} kept")
+
+    take("s1", "the defaults")
+    subprocess.run([sys.executable, "-m", "retrieval", "snapshot", str(DEMO), "--store", str(store), "--k1", "5",
+                    "--b", "1", "--language", "none", "--systems", "bm25", "--name", "s2",
+                    "--note", "BM25 k1 5, b 1, no stemming"], check=True, capture_output=True, timeout=300)
+    take("s3", "the defaults again")
     history = page.locator("#snapshot-history")
     expect(history).to_contain_text("across snapshots")
-    xs = "() => Array.from(document.querySelector('#snapshot-history .js-plotly-plot')?.data || []).map(t => t.x)"
-    page.wait_for_function(f"({xs})().length > 0 && ({xs})().every(x => x.length === 3)", timeout=60_000)
-    assert page.evaluate(xs)[0] == ["s1", "s2", "s3"]  # every system: one point per snapshot, in order
-    for box, name in (("#snapshot-a", "s1"), ("#snapshot-b", "s3")):
+    traces = "() => Array.from(document.querySelector('#snapshot-history .js-plotly-plot')?.data || [])" \
+             ".map(t => [t.name, t.x, t.y])"
+    page.wait_for_function(f"({traces})().some(t => t[1].length === 3)", timeout=60_000)
+    bm25 = next(t for t in page.evaluate(traces) if t[0] == "BM25")
+    assert bm25[1] == ["s1", "s2", "s3"] and bm25[2][1] < bm25[2][0] == bm25[2][2]  # the drop, then back
+    for box, name in (("#snapshot-a", "s1"), ("#snapshot-b", "s2")):
         page.locator(f"{box} input").click()
         page.locator(box).get_by_role("option", name=name, exact=True).click()
     page.locator("#snapshot-diff-button").click()
-    expect(page.locator("#snapshot-diff-note")).to_contain_text("s3 − s1")
-    expect(page.locator("#snapshot-diff-note")).to_contain_text("0 queries changed their top 10")
+    note = page.locator("#snapshot-diff-note")
+    expect(note).to_contain_text("s2 − s1")
+    assert int(re.search(r"(\d+) queries changed their top 10", note.inner_text()).group(1)) > 0
+    expect(page.locator("#snapshot-diff-table tbody tr").first).to_contain_text("q")  # the queries that moved, listed
     page.screenshot(path=str(shots / "runs-snapshots.png"), full_page=True)
 
 
