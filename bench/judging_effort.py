@@ -250,8 +250,17 @@ def show(results: dict, strategies: list[str]) -> dict:
             if s == DEFAULT:
                 worst = {**{key: max(worst[key], ratio) for key, ratio in ratios.items()},
                          "to_lambda": max(worst["to_lambda"], r["to_lambda"])}
-    print("\nJudgments: the median over the file's query order and seeded shuffles; a criterion never met "
-          "counts as the whole pool.")
+        for s in strategies[1:]:  # the spread over the query orders, each order's ratio to depth pooling in it
+            cells = []
+            for key, label in (("to_tau", "to τ 0.9"), ("to_tau_separable", "told apart"), ("to_lambda", "to λ")):
+                mine = [pooled if e[key] is None else e[key] for e in res["strategies"][s]["each"]]
+                theirs = [pooled if e[key] is None else e[key] for e in base["each"]]
+                ratio = [m / max(1, t) for m, t in zip(mine, theirs)]
+                cells.append(f"{label} {min(mine):,}–{max(mine):,} judgments, ratio {min(ratio):.2f}–{max(ratio):.2f}")
+            print(f"  {s:<8} over {len(mine)} query orders: " + "; ".join(cells))
+    print("\nJudgments: the median over the file's query order and seeded shuffles (their range below each "
+          "table, with each order's ratio to depth pooling in the same order); a criterion never met counts as "
+          "the whole pool.")
     return worst
 
 
