@@ -36,6 +36,23 @@ class Document:
         return f"{self.title}. {self.text}" if self.title else self.text
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _plain(value: str) -> bool:
+    """Whether JSON writes ``value`` as it is between quotes: printable throughout (no control
+    character, no lone surrogate), no quote, no backslash."""
+    return value.isprintable() and '"' not in value and "\\" not in value
+
+
+def _as_json(d: Document) -> str:
+    """``json.dumps([id, title, text], ensure_ascii=False)``, the same characters; built directly
+    where nothing needs escaping (twice as fast, and a million documents are hashed on every open)."""
+    if _plain(d.id) and _plain(d.title) and _plain(d.text):
+        return f'["{d.id}", "{d.title}", "{d.text}"]'
+    return _dumps([d.id, d.title, d.text])
+
+
 @dataclass
 class Dataset:
     """Documents, optional queries and optional relevance labels (``qrels[split][qid][docid]``).
@@ -142,10 +159,9 @@ class Dataset:
         over the corpus, copied for each hash that starts with it (a million documents take seconds)."""
         if self._docs_sha is None:
             h = hashlib.sha256()
-            dumps = json.JSONEncoder(ensure_ascii=False).encode
             docs = list(self.docs.values())
             for start in range(0, len(docs), 4096):
-                h.update("".join([dumps([d.id, d.title, d.text]) for d in docs[start:start + 4096]]).encode())
+                h.update("".join([_as_json(d) for d in docs[start:start + 4096]]).encode())
             self._docs_sha = h
         return self._docs_sha.copy()
 

@@ -643,3 +643,23 @@ def test_shared_cranfield_skips_its_two_empty_documents():
     assert any("corpus.jsonl:995:" in x and "'995'" in x for x in w), w
     assert any("test.tsv" in x and "1 label points to documents skipped" in x for x in w), w
     assert len(w) == 3
+
+
+def test_the_corpus_hash_is_the_sha256_of_each_documents_json_whatever_its_characters():
+    """Documents are hashed as JSON arrays (id, title, text); the fast path that skips the encoder
+    where nothing needs escaping gives the same bytes as json.dumps on every kind of text."""
+    import hashlib
+    import json
+
+    from retrieval.dataset import Dataset, Document
+
+    texts = ["plain words", 'a "quoted" word', "back\\slash", "two\nlines\tand a tab", "bell \x07 and \x1f",
+             "delete \x7f", "café, 東京, emoji 🎉", "line\u2028separator", "nbsp\u00a0here", "zero\u200bwidth", ""]
+    docs = {f"d{i}": Document(f"d{i}", f"title {i} \"q\"" if i % 3 == 0 else f"title {i}", t)
+            for i, t in enumerate(texts)}
+    ds = Dataset("tricky", docs)
+    h = hashlib.sha256()
+    for d in docs.values():
+        h.update(json.dumps([d.id, d.title, d.text], ensure_ascii=False).encode())
+    assert ds.corpus_hash == h.hexdigest()
+    assert ds.content_hash != ds.corpus_hash and Dataset("tricky", docs).content_hash == ds.content_hash
