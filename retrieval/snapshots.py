@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .dataset import Qrels
 from .evaluate import Comparison, compare, evaluate_run
+from .judgments import rbo
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL
 from .names import check_name
 from .run import Run
@@ -204,7 +205,8 @@ def history(store: Store, ws: Workspace, split: str, metric: str = PRIMARY) -> l
 
 @dataclass
 class QueryDiff:
-    """A query in two snapshots of one system: the metric in each, and what entered and left the top 10."""
+    """A query in two snapshots of one system: the metric in each, what entered and left the top 10,
+    and how alike the two top 10s are (rank-biased overlap: 1 the same list, 0 nothing shared)."""
 
     query_id: str
     a: float
@@ -213,14 +215,19 @@ class QueryDiff:
     left: list[str]  # in A's top 10, not in B's
     top_a: list[str]
     top_b: list[str]
+    overlap: float  # RBO_EXT of the two top 10s (p 0.9, ``judgments.rbo``)
 
 
 def diff(a: Snapshot, b: Snapshot, system: str, qrels: Qrels, metric: str = PRIMARY,
          k: int = 10) -> tuple[Comparison, tuple, list[QueryDiff]]:
     """``system`` in snapshot ``b`` against ``a``, query by query on ``qrels``: the paired comparison
     (B − A), the 95% intervals of A's and B's means, and every query whose metric or top ``k``
-    changed, the largest move first (then the most documents swapped), in the spirit of DiffIR's
-    contrastive ranking of queries (Jose, Nguyen, MacAvaney, Dalton and Yates, SIGIR 2021 demo)."""
+    changed, the largest move first, then the least alike lists: DiffIR's contrastive ranking of
+    queries (Jose, Nguyen, MacAvaney, Dalton and Yates, SIGIR 2021 demo), supervised by the metric
+    and, where it did not move (unjudged documents swapped), unsupervised by the lists' rank-biased
+    overlap (Webber, Moffat and Zobel, TOIS 2010). DiffIR's unsupervised contrast is a rank
+    correlation (τ_AP, Yilmaz, Aslam and Robertson, SIGIR 2008); RBO is used here because it is
+    defined for top-k lists that share only part of their documents."""
     if system not in a.runs or system not in b.runs:
         missing = a.name if system not in a.runs else b.name
         raise ValueError(f"snapshot {missing!r} has no run of {system!r}")
@@ -233,6 +240,7 @@ def diff(a: Snapshot, b: Snapshot, system: str, qrels: Qrels, metric: str = PRIM
         ta, tb = [d for d, _ in ra.get(q, [])[:k]], [d for d, _ in rb.get(q, [])[:k]]
         va, vb = pa.get(q, 0.0), pb.get(q, 0.0)
         if ta != tb or va != vb:
-            out.append(QueryDiff(q, va, vb, [d for d in tb if d not in ta], [d for d in ta if d not in tb], ta, tb))
-    out.sort(key=lambda d: (-abs(d.b - d.a), -len(d.entered), d.query_id))
+            out.append(QueryDiff(q, va, vb, [d for d in tb if d not in ta], [d for d in ta if d not in tb], ta, tb,
+                                 rbo(ta, tb)))
+    out.sort(key=lambda d: (-abs(d.b - d.a), d.overlap, d.query_id))
     return compare(ea, eb, metric), (ea.interval(metric), eb.interval(metric)), out

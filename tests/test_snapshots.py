@@ -108,8 +108,11 @@ def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_pat
     assert "BM25, <code>v2</code> − <code>v1</code>" in note and moved
     assert re.search(r"0\.\d{4} \[0\.\d{3}, 0\.\d{3}\] − 0\.\d{4} \[0\.\d{3}, 0\.\d{3}\] = ", note)  # both means
     assert abs(moved[0][4]) == max(abs(r[4]) for r in moved)  # the largest move first
-    assert any(r[5] and r[6] for r in moved)  # documents that entered and left the top 10
-    assert all(len(r[7].split()) <= 5 for r in moved) and any(r[7] != r[8] for r in moved)  # both top 5s
+    assert any(r[6] and r[7] for r in moved)  # documents that entered and left the top 10
+    assert all(len(r[8].split()) <= 5 for r in moved) and any(r[8] != r[9] for r in moved)  # both top 5s
+    assert all(0 <= r[5] < 1 for r in moved) and min(r[5] for r in moved) < 0.8  # how alike the two top 10s are
+    still = [r for r in moved if r[4] == 0]  # the metric did not move: the least alike lists first
+    assert [r[5] for r in still] == sorted(r[5] for r in still)
     assert "0 queries changed" in runs.snapshot_diff(store, ws, "v1", "v3", "dense")[0]
     assert "is the baseline" in runs.mark_baseline(store, ws, "v3")
     assert runs.snapshot_view(store, ws)[0][2][0] == "★"

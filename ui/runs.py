@@ -59,7 +59,8 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
 
 
 SNAPSHOT_HEADERS = ["", "snapshot", "when", "split", "systems", "note"]
-DIFF_HEADERS = ["query", "text", "A", "B", "B − A", "entered the top 10", "left the top 10", "A's top 5", "B's top 5"]
+DIFF_HEADERS = ["query", "text", "A", "B", "B − A", "top 10s alike (RBO)", "entered the top 10", "left the top 10",
+                "A's top 5", "B's top 5"]
 
 
 def _split(ws: Workspace) -> str:
@@ -124,10 +125,12 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
             f"{cmp.mean_b:.4f} {interval_text(iv_b)} − {cmp.mean_a:.4f} {interval_text(iv_a)} = {cmp.delta:+.4f} "
             f"{interval_text(cmp.interval)} (95% intervals, bootstrap over queries) · "
             f"{len(cmp.wins)} queries better, {len(cmp.losses)} worse, {cmp.ties} tied · p = {cmp.p_value:.3g} · "
-            f"{len(moved)} queries changed their top 10 or their score; the largest moves first.\n\n"
+            f"{len(moved)} queries changed their top 10 or their score; the largest moves first, then the least "
+            f"alike top 10s (rank-biased overlap, 1 = the same list).\n\n"
             f"{text(conclusion(a, b, cmp))}.")
     rows = [[d.query_id, ws.dataset.queries.get(d.query_id, "")[:80], round(d.a, 4), round(d.b, 4),
-             round(d.b - d.a, 4), " ".join(d.entered), " ".join(d.left), " ".join(d.top_a[:5]), " ".join(d.top_b[:5])]
+             round(d.b - d.a, 4), round(d.overlap, 3), " ".join(d.entered), " ".join(d.left), " ".join(d.top_a[:5]),
+             " ".join(d.top_b[:5])]
             for d in moved]
     return note, rows
 
