@@ -6,8 +6,9 @@
 
 Speed: the first ``--docs`` documents of the first DATASET (``title. text``, corpus order), encoded
 in one run by stock ``SentenceTransformer.encode`` (fp32, its default batch size, normalized) and
-by RankScope's ``Encoder`` at its automatic precision (``retrieval.encoder.pick_precision``: bf16
-on a CPU with AVX-512 BF16 or AMX, fp16 on CUDA, else fp32; longest texts first). One warm-up
+by RankScope's ``Encoder`` at its automatic precision (``retrieval.encoder``: fp16 on CUDA, bf16
+on a CPU with AVX-512 BF16 or AMX where measured faster than fp32 there, else fp32; longest texts
+first). One warm-up
 batch each first; documents per second and the ratio; the cosine between the two vectors of each
 document (minimum and mean).
 

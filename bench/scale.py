@@ -3,7 +3,8 @@
 reopen, and SciFact's quality under distractors.
 
     python bench/scale.py --docs 100000 [--seed 0] [--work DIR] [--store FILE]
-        [--max-seq-length T] [--queries 100] [--index auto|flat|hnsw] [--skip-dense] [--engine milvus:PATH.db|milvus://HOST:PORT]
+        [--max-seq-length T] [--queries 100] [--index auto|flat|hnsw] [--skip-dense] [--precision auto|fp32|bf16]
+        [--engine milvus:PATH.db|milvus://HOST:PORT]
 
 The corpus (seeded, written once to ``WORK/scale-<N>-seed<S>/`` in BEIR format and reused):
 SciFact's 5,183 abstracts, whose train and test labels still hold, plus N − 5,183 distractors.
@@ -48,7 +49,7 @@ import numpy as np  # noqa: E402
 from _common import ROOT, SHARED, percentile_ms, timed  # first: it puts the checkout on sys.path
 from retrieval.cli import engine_arg  # noqa: E402
 from retrieval.dense import DenseIndex  # noqa: E402
-from retrieval.encoder import load_encoder  # noqa: E402
+from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
 from retrieval.engines import open_engine  # noqa: E402
 from retrieval.readers import load_dataset  # noqa: E402
 from retrieval.store import Store  # noqa: E402
@@ -120,7 +121,7 @@ import sys, time
 t = time.perf_counter()
 from retrieval import Store, Workspace, load_dataset
 from retrieval.encoder import load_encoder
-enc = load_encoder(None)
+enc = load_encoder(None, precision=sys.argv[5])
 if int(sys.argv[3]):
     enc.model.max_seq_length = int(sys.argv[3])
 ws = Workspace(load_dataset(sys.argv[1]), Store(sys.argv[2]), model=enc, index_kind=sys.argv[4])
@@ -141,6 +142,8 @@ def main(argv=None) -> None:
     p.add_argument("--index", default="auto", choices=("auto", "flat", "hnsw"),
                    help="the dense index (auto: flat below 500,000 documents, HNSW from there)")
     p.add_argument("--skip-dense", action="store_true", help="BM25 only (no encoding, no dense or hybrid)")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="the encoder's arithmetic (auto: as the app picks it; vectors are stored per precision)")
     engine_arg(p)
     args = p.parse_args(argv)
     if not (SHARED / "scifact" / "corpus.jsonl").exists():
@@ -152,7 +155,7 @@ def main(argv=None) -> None:
     print(f"corpus {folder} ({t_build:.0f} s to build or find)")
 
     ds, t_load = timed(lambda: load_dataset(folder))
-    enc = load_encoder(None)  # the GPU where there is one
+    enc = load_encoder(None, precision=args.precision)  # the GPU where there is one
     if args.max_seq_length:
         enc.model.max_seq_length = args.max_seq_length
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
@@ -201,7 +204,8 @@ def main(argv=None) -> None:
 
         def reopened() -> tuple[float, str]:
             res = subprocess.run([sys.executable, "-c", REOPEN, str(folder), str(store_path),
-                                  str(args.max_seq_length), args.index], capture_output=True, text=True, cwd=ROOT,
+                                  str(args.max_seq_length), args.index, args.precision], capture_output=True,
+                                 text=True, cwd=ROOT,
                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
             seconds, encoded = res.stdout.split()[-2:] if res.returncode == 0 else ("nan", "?")
             return float(seconds), encoded

@@ -6,8 +6,15 @@ directory, so no network is needed. The fingerprint hashes the weights and the e
 so cached embeddings are reused exactly when the same model would produce them.
 
 Precision (``pick_precision``): where the hardware computes it natively, the forward pass runs
-under ``torch.autocast`` in reduced precision — bf16 on CPUs with AVX-512 BF16 or AMX, fp16 on
-CUDA — and plain fp32 elsewhere; ``precision="fp32"`` forces full precision. Vectors always come
+under ``torch.autocast`` in reduced precision — fp16 on CUDA; bf16 on a CPU with AVX-512 BF16 or
+AMX *where it is faster there* — and plain fp32 elsewhere; ``precision="fp32"`` forces full
+precision. Having the instructions does not make bf16 faster: on one 2-core Intel Xeon with
+AVX-512 BF16 (no AMX) all-MiniLM-L6-v2 encoded 92–101 passages/s in bf16 and 137–163 in fp32,
+where an AMD EPYC with the same instructions was faster in bf16. So on such a CPU the first load
+of a model times both on a fixed set of synthetic passages (``cpu_precision``, a few seconds) and
+keeps bf16 only when it is at least ``BF16_GAIN`` faster; the choice is remembered per CPU, torch
+version, thread count and model architecture (``cpu_precision.json`` in ``$RANKSCOPE_HOME`` or
+the user's cache folder), so every later load, and the fingerprint, stays the same. Vectors always come
 back as float32 and are re-normalized in float32. Texts are encoded longest first, so a batch pads
 little. The precision is part of the fingerprint: vectors of one precision are never served as
 another's.
@@ -18,6 +25,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -87,8 +95,9 @@ def cpu_bf16_instructions() -> str | None:
 
 
 def pick_precision(device: str, precision: str | None = "auto") -> str:
-    """"fp32", "bf16" or "fp16": the given one, or for "auto" the fastest the device computes
-    natively with the same results (fp16 on CUDA, bf16 on a CPU with AVX-512 BF16 or AMX, else fp32)."""
+    """"fp32", "bf16" or "fp16": the given one, or for "auto" what the device computes natively
+    (fp16 on CUDA, bf16 on a CPU with AVX-512 BF16 or AMX, else fp32) — on such a CPU only the
+    candidate: ``load_encoder`` keeps it where ``cpu_precision`` measures it faster."""
     if precision not in (None, "auto"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -98,6 +107,74 @@ def pick_precision(device: str, precision: str | None = "auto") -> str:
     if device == "cpu" and cpu_bf16_instructions():
         return "bf16"
     return "fp32"
+
+
+BF16_GAIN = 1.1  # bf16 on a CPU only when it encodes at least 10% faster than fp32 (which is exact)
+_CALIBRATION = ("retrieval ranks passages for a query by lexical overlap and dense similarity while "
+                "analysts compare failures across systems and judge relevance by hand").split()
+
+
+def precision_file() -> Path:
+    """Where the CPU precision choices are remembered."""
+    import platformdirs
+
+    return Path(os.environ.get("RANKSCOPE_HOME") or platformdirs.user_cache_dir("rankscope")) / "cpu_precision.json"
+
+
+def _cpu_name() -> str:
+    """The CPU's vendor, family, model and name (Linux), else what ``platform`` knows."""
+    import platform
+
+    try:
+        info = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in info.splitlines())}
+    return " ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model", "model name"))
+
+
+def cpu_precision(model, timer=None) -> str:
+    """"bf16" or "fp32" for ``model`` on this CPU (one with bf16 instructions): remembered, or
+    measured now — 32 fixed synthetic passages encoded twice in each precision, alternating, after
+    one warm-up each — and remembered. ``timer`` (tests) replaces the measurement."""
+    import torch
+
+    arch = [type(m).__name__ for m in model] + [sum(p.numel() for p in model.parameters())]
+    key = hashlib.sha256(json.dumps([_cpu_name(), cpu_bf16_instructions(), torch.__version__,
+                                     torch.get_num_threads(), arch]).encode()).hexdigest()[:24]
+    path = precision_file()
+    try:
+        known = json.loads(path.read_text())
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):
+        known = {}
+    if known.get(key) in ("bf16", "fp32"):
+        return known[key]
+    texts = [" ".join(_CALIBRATION[(i * 5 + j) % len(_CALIBRATION)] for j in range(60)) for i in range(32)]
+
+    def seconds(bf16: bool) -> float:
+        import time
+
+        start = time.perf_counter()
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with ctx, torch.inference_mode():
+            model.encode(texts, batch_size=16 if bf16 else 64, show_progress_bar=False)
+        return time.perf_counter() - start
+
+    timer = timer or seconds
+    timer(True), timer(False)  # warm-up: kernels chosen, caches filled
+    bf16_s = timer(True) + timer(True)
+    fp32_s = timer(False) + timer(False)
+    choice = "bf16" if bf16_s * BF16_GAIN <= fp32_s else "fp32"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+        partial.write_text(json.dumps({**known, key: choice}))
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only home: measured again next time, the same way
+    return choice
 
 
 POLY_FILE = "poly_attention.py"
@@ -268,7 +345,8 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
     folder; ``precision``: "auto" (``pick_precision``), "fp32", "bf16" or "fp16"."""
     target = resolve_model(name_or_path)
     device = pick_device(device)
-    precision = pick_precision(device, precision)
+    measure = precision in (None, "auto") and device == "cpu" and pick_precision(device, precision) == "bf16"
+    precision = "auto" if measure else pick_precision(device, precision)
     key = (target, device, precision)
     with _cache_lock:
         if key in _cache and _cache[key].normalize == normalize:
@@ -279,6 +357,8 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
         except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
             raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc
+        if measure:
+            precision = cpu_precision(model)
         name = DEFAULT_MODEL if target == default_model_path() else str(name_or_path)
         # bf16 on a CPU runs fastest in small batches (measured with bench/encode_speed.py)
         batch_size = 16 if precision == "bf16" and device == "cpu" else 64

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ DEMO = ROOT / "data" / "demo"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# what RankScope keeps in its home (the default store, the CPU precision choices) stays out of the user's
+os.environ.setdefault("RANKSCOPE_HOME", tempfile.mkdtemp(prefix="rankscope-tests-"))
 
 
 def pytest_configure(config):

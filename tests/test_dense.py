@@ -50,6 +50,41 @@ def test_precision_is_chosen_by_device_or_forced():
         pick_precision("cpu", "int4")
 
 
+def test_bf16_on_a_cpu_is_kept_only_where_measured_faster_and_the_choice_is_remembered(tiny_encoder, tiny_model_dir,
+                                                                                      tmp_path, monkeypatch):
+    import json
+
+    from retrieval import encoder as encoder_module
+    from retrieval.encoder import BF16_GAIN, cpu_precision, precision_file
+
+    monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
+    calls = []
+
+    def timer_with(bf16_s: float, fp32_s: float):
+        def timer(bf16: bool) -> float:
+            calls.append(bf16)
+            return bf16_s if bf16 else fp32_s
+        return timer
+
+    model = tiny_encoder.model
+    assert cpu_precision(model, timer_with(1.0, 1.0)) == "fp32"  # no faster: fp32, which is exact
+    assert len(calls) == 6 and calls.count(True) == 3  # a warm-up and two timed runs each
+    assert cpu_precision(model, timer_with(1.0, 9.0)) == "fp32" and len(calls) == 6  # remembered: not measured again
+    precision_file().write_text("{not json")  # a damaged file: measured again, and rewritten
+    assert cpu_precision(model, timer_with(1.0, 1.0 * BF16_GAIN)) == "bf16" and len(calls) == 12
+    assert list(json.loads(precision_file().read_text()).values()) == ["bf16"]
+    precision_file().unlink()
+    monkeypatch.setattr(encoder_module, "_cache", {})  # loaded anew, not from this process's earlier loads
+    assert load_encoder(str(tiny_model_dir), precision="fp32").precision == "fp32"  # forced: never measured
+    assert not precision_file().exists()
+    auto = load_encoder(str(tiny_model_dir))  # measured for real where the CPU has bf16 instructions
+    if cpu_bf16_instructions():
+        assert list(json.loads(precision_file().read_text()).values()) == [auto.precision]
+        assert auto.precision in ("bf16", "fp32") and auto.batch_size == (16 if auto.precision == "bf16" else 64)
+    else:
+        assert auto.precision == "fp32" and not precision_file().exists()
+
+
 TEXTS = [f"passage {i}: " + "the quick brown fox jumps over the lazy dog " * (1 + i % 9) for i in range(40)]
 
 
