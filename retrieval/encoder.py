@@ -135,8 +135,9 @@ def _cpu_name() -> str:
 
 def cpu_precision(model, timer=None) -> str:
     """"bf16" or "fp32" for ``model`` on this CPU (one with bf16 instructions): remembered, or
-    measured now — 32 fixed synthetic passages encoded twice in each precision, alternating, after
-    one warm-up each — and remembered. ``timer`` (tests) replaces the measurement."""
+    measured now — up to 32 fixed synthetic passages (fewer for a model past 25M parameters) encoded
+    twice in each precision, alternating, after one warm-up each — and remembered. ``timer`` (tests) replaces the
+    measurement."""
     import torch
 
     arch = [type(m).__name__ for m in model] + [sum(p.numel() for p in model.parameters())]
@@ -151,7 +152,8 @@ def cpu_precision(model, timer=None) -> str:
         known = {}
     if known.get(key) in ("bf16", "fp32"):
         return known[key]
-    texts = [" ".join(_CALIBRATION[(i * 5 + j) % len(_CALIBRATION)] for j in range(60)) for i in range(32)]
+    n = max(4, min(32, int(32 * 25e6 / max(arch[-1], 1))))  # fewer passages for a larger model: seconds, not minutes
+    texts = [" ".join(_CALIBRATION[(i * 5 + j) % len(_CALIBRATION)] for j in range(60)) for i in range(n)]
 
     def seconds(bf16: bool) -> float:
         import time
@@ -164,8 +166,8 @@ def cpu_precision(model, timer=None) -> str:
 
     timer = timer or seconds
     timer(True), timer(False)  # warm-up: kernels chosen, caches filled
-    bf16_s = timer(True) + timer(True)
-    fp32_s = timer(False) + timer(False)
+    bf16_s, fp32_s = timer(True), timer(False)
+    bf16_s, fp32_s = bf16_s + timer(True), fp32_s + timer(False)  # alternating: drift hits both alike
     choice = "bf16" if bf16_s * BF16_GAIN <= fp32_s else "fp32"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

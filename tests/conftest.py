@@ -5,6 +5,7 @@ MiniLM tokenizer, saved as a normal sentence-transformers folder.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -19,7 +20,9 @@ DEMO = ROOT / "data" / "demo"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # what RankScope keeps in its home (the default store, the CPU precision choices) stays out of the user's
-os.environ.setdefault("RANKSCOPE_HOME", tempfile.mkdtemp(prefix="rankscope-tests-"))
+if "RANKSCOPE_HOME" not in os.environ:  # made here (xdist's workers inherit it): removed when the run ends
+    os.environ["RANKSCOPE_HOME"] = tempfile.mkdtemp(prefix="rankscope-tests-")
+    atexit.register(shutil.rmtree, os.environ["RANKSCOPE_HOME"], True)
 
 
 def pytest_configure(config):
@@ -78,7 +81,14 @@ def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    return build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
+    from retrieval.encoder import cpu_bf16_instructions, cpu_precision, load_encoder
+
+    folder = build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
+    if cpu_bf16_instructions():  # "auto" loads it in bf16 here, as it always did: not measured on a busy
+        # machine, where the faster precision can change from one run to the next
+        model = load_encoder(str(folder), device="cpu", precision="fp32").model
+        cpu_precision(model, timer=lambda bf16: 0.5 if bf16 else 1.0)
+    return folder
 
 
 @pytest.fixture(scope="session")

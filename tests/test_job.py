@@ -36,7 +36,11 @@ def test_jobs_run_one_at_a_time_and_record_their_state(store, toy_dataset, tiny_
     assert store.get_job(second)["status"] == "queued"
     snapshots = []
     while True:
-        a, b = jobs.status(first)["status"], jobs.status(second)["status"]
+        # the second job's state first: a first job still running when read after it was running then
+        # too, so ("running", "running") means both at once (read the other way round, the first could
+        # finish and the second start between the two reads)
+        b = jobs.status(second)["status"]
+        a = jobs.status(first)["status"]
         snapshots.append((a, b))
         if a in FINAL and b in FINAL:
             break
