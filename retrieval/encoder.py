@@ -109,6 +109,12 @@ def pick_precision(device: str, precision: str | None = "auto") -> str:
     return "fp32"
 
 
+def cpu_batch_size(precision: str) -> int:
+    """Texts per forward pass on a CPU: bf16 runs fastest in small batches (measured with
+    bench/encode_speed.py), fp32 in the default 64."""
+    return 16 if precision == "bf16" else 64
+
+
 BF16_GAIN = 1.1  # bf16 on a CPU only when it encodes at least 10% faster than fp32 (which is exact)
 _CALIBRATION = ("retrieval ranks passages for a query by lexical overlap and dense similarity while "
                 "analysts compare failures across systems and judge relevance by hand").split()
@@ -155,13 +161,13 @@ def cpu_precision(model, timer=None) -> str:
     n = max(4, min(32, int(32 * 25e6 / max(arch[-1], 1))))  # fewer passages for a larger model: seconds, not minutes
     texts = [" ".join(_CALIBRATION[(i * 5 + j) % len(_CALIBRATION)] for j in range(60)) for i in range(n)]
 
-    def seconds(bf16: bool) -> float:
+    timed = {p: Encoder(model, precision=p, batch_size=cpu_batch_size(p)) for p in ("bf16", "fp32")}
+
+    def seconds(bf16: bool) -> float:  # the encoder as load_encoder makes it, at either precision
         import time
 
         start = time.perf_counter()
-        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        with ctx, torch.inference_mode():
-            model.encode(texts, batch_size=16 if bf16 else 64, show_progress_bar=False)
+        timed["bf16" if bf16 else "fp32"].encode_batch(texts)
         return time.perf_counter() - start
 
     timer = timer or seconds
@@ -362,8 +368,7 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
         if measure:
             precision = cpu_precision(model)
         name = DEFAULT_MODEL if target == default_model_path() else str(name_or_path)
-        # bf16 on a CPU runs fastest in small batches (measured with bench/encode_speed.py)
-        batch_size = 16 if precision == "bf16" and device == "cpu" else 64
+        batch_size = cpu_batch_size(precision) if device == "cpu" else 64
         enc = Encoder(model, name=name, normalize=normalize, precision=precision, batch_size=batch_size)
         if is_local:
             enc.trained_on = read_trained_on(target)
