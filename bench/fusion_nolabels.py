@@ -4,6 +4,7 @@ every label-free way of fusing BM25 and dense (and learned sparse), against the 
 
     python bench/fusion_nolabels.py [--sets demo,scifact,nfcorpus,cranfield]
         [--kinds "as is,transliterated,codes,half withheld,withheld"] [--select] [--store FILE] [--json FILE]
+        [--precision auto|fp32|bf16]
 
 Data sets: the bundled demo and the shared SciFact, NFCorpus and Cranfield (skipped where
 ``../shared`` is absent), each on its test split, in five kinds (``bench/_kinds.py``): as it is
@@ -15,10 +16,12 @@ labels alone (no train split), so the hybrid the app and the CLI give
 (``Workspace.run("hybrid", "test")``) is the label-free default: BM25 over the query's largest
 possible BM25 score, plus the cosine (λ = 1, i.e. α = 0.5), unless the reliability check
 (``retrieval/reliability.py``: the corpus's language, the encoder's spread on it) finds the
-encoder unreliable, where it is BM25 alone.
+encoder unreliable, where it is BM25 alone; and a query that looks up an identifier
+(``retrieval/lookup.py``: at most three words, half of them with a digit) is ranked by BM25 alone.
 
 Beside the default, on the same candidates (the union of BM25's and dense's top 1000, scored
-exactly by all three systems): the same combination without the reliability check; query-max
+exactly by all three systems): the same combination without the reliability check and the
+identifier-lookup rule; query-max
 combinations for α = 0.3 … 0.9; CLEAR with the paper's λ = 0.5; RRF (k = 60) of BM25 and dense,
 and of all three; the z-score sum; min-max and TMM (Bruch et al., TOIS 2023) at α = 0.5; and two
 weightings estimated without judgments from the agreement between the three systems (Soboroff,
@@ -50,9 +53,11 @@ import numpy as np  # noqa: E402
 from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from _kinds import KINDS  # noqa: E402
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
+from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
 from retrieval.evaluate import evaluate_run  # noqa: E402
 from retrieval.hybrid import Candidates, Hybrid  # noqa: E402
 from retrieval.lambdas import shown  # noqa: E402
+from retrieval.lookup import is_identifier_lookup  # noqa: E402
 from retrieval.reliability import dense_reliability  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
 
@@ -67,8 +72,8 @@ FLOOR_Q, FLOOR_SAMPLE = 0.95, 1000
 class Scored(Candidates):
     """One query's candidates with the learned sparse score too, and the query's BM25 maximum."""
 
-    def __init__(self, c: Candidates, s_sparse: np.ndarray, lex_max: float, background: float):
-        super().__init__(c.rows, c.s_lex, c.s_emb)
+    def __init__(self, c: Candidates, s_sparse: np.ndarray, lex_max: float, background: float, lookup: bool):
+        super().__init__(c.rows, c.s_lex, c.s_emb, lex_only=lookup)
         self.s_sparse, self.lex_max = s_sparse, max(lex_max, 1e-9)
         self.background = background  # the FLOOR_Q quantile of the query's cosines to random documents
 
@@ -133,7 +138,9 @@ def fusions(agree: dict[str, float]) -> dict[str, Callable[[Scored], np.ndarray]
     total = sum(agree.values()) or 1.0
     w = {s: v / total for s, v in agree.items()}
     a_agree = chosen_alpha(agree)
-    out = {"query max α 0.5, no reliability check": lambda c: 0.5 * c.s_emb + 0.5 * c.lex(),
+    out = {"query max α 0.5, no reliability or lookup rule": lambda c: 0.5 * c.s_emb + 0.5 * c.lex(),
+           "query max α 0.5, lookups by BM25 alone": lambda c: c.lex() + 1e-9 * c.s_emb if c.lex_only
+           else 0.5 * c.s_emb + 0.5 * c.lex(),
            "CLEAR λ 0.5 (paper)": lambda c: 0.5 * c.s_lex + c.s_emb, "RRF k 60": rrf,
            "RRF k 60, three systems": lambda c: rrf(c, three=True),
            "z-score sum": lambda c: z(c.s_emb) + z(c.s_lex),
@@ -168,7 +175,8 @@ def one(ws: Workspace, split: str) -> dict[str, float]:
     qvecs = dict(zip(queries, sparse.model.encode(list(queries.values()), query=True)))
     background = random_doc_cosines(ws, queries)
     cands = {qid: Scored(c, np.asarray(sparse.index.scores(qvecs[qid], c.rows)) if len(c.rows) else np.zeros(0),
-                         ws.bm25.max_score(queries[qid]), background[qid]) for qid, c in plain.items()}
+                         ws.bm25.max_score(queries[qid]), background[qid], is_identifier_lookup(queries[qid]))
+             for qid, c in plain.items()}
 
     def ndcg(run):
         return evaluate_run(run, qrels, metrics=("ndcg@10",)).mean["ndcg@10"]
@@ -225,16 +233,17 @@ def gaps(results: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]
 def show(results: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]:
     """Print one block of columns per kind, then every fusion's worst and mean gap; return the gaps."""
     kinds = list(dict.fromkeys(c.split("|")[1] for c in results))
+    w = max(40, *(len(f) + 2 for f in next(iter(results.values()))))
     for kind in kinds:
         cols = [c for c in results if c.split("|")[1] == kind]
         print(f"\n{kind}")
-        print(f"{'nDCG@10':<40}" + "".join(f"{c.split('|')[0]:>11}" for c in cols))
+        print(f"{'nDCG@10':<{w}}" + "".join(f"{c.split('|')[0]:>11}" for c in cols))
         for f in results[cols[0]]:
-            print(f"{f:<40}" + "".join(f"{results[c][f]:>11.4f}" for c in cols))
+            print(f"{f:<{w}}" + "".join(f"{results[c][f]:>11.4f}" for c in cols))
     g = gaps(results)
-    print(f"\n{'gap to the better of BM25 and dense':<40}{'worst':>11}{'mean':>11}")
+    print(f"\n{'gap to the better of BM25 and dense':<{w}}{'worst':>11}{'mean':>11}")
     for f, (worst, mean) in g.items():
-        print(f"{f:<40}{worst:>+11.4f}{mean:>+11.4f}")
+        print(f"{f:<{w}}{worst:>+11.4f}{mean:>+11.4f}")
     return g
 
 
@@ -245,13 +254,15 @@ def main(argv=None) -> None:
     p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     p.add_argument("--select", action="store_true", help="the selection table (other splits) instead")
     p.add_argument("--json", default=None)
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="the encoder's arithmetic (auto: as the app picks it; vectors are stored per precision)")
     args = p.parse_args(argv)
     sets = {s.strip(): SETS[s.strip()] for s in args.sets.split(",") if s.strip() in SETS}
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip() in KINDS]
     if not sets or not kinds:
         p.error(f"choose sets from {', '.join(SETS)} and kinds from {', '.join(KINDS)}")
     store = Store(args.store or default_store_path())
-    results = table(sets, kinds, store, select=args.select)
+    results = table(sets, kinds, store, load_encoder(None, precision=args.precision), select=args.select)
     g = show(results)
     if args.json:
         write_json(args.json, results)

@@ -40,6 +40,8 @@ from .evaluate import significance_marks
 from .intervals import LEVEL
 from .lambdas import shown
 from .language import corpus_tokenizer
+from .lookup import RULE as LOOKUP_RULE
+from .lookup import identifier_lookups
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, conclusion, interval_text
 from .names import file_name
 from .readers import load_dataset, read_run
@@ -187,6 +189,9 @@ def cmd_evaluate(args) -> int:
     if HYBRID in systems:
         lam = ws.lambda_for(split)
         print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
+        lookups = identifier_lookups(ws.dataset.split_queries(split))
+        if lookups:
+            print(f"hybrid: {len(lookups)} queries look up an identifier ({LOOKUP_RULE})")
     print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -39,12 +39,15 @@ import numpy as np
 from .dataset import Qrels
 from .dense import DenseRetriever
 from .evaluate import compare, evaluate_run
-from .lambdas import LAMBDA_GRID, LambdaFit
+from .lambdas import LAMBDA_GRID, LEX_ONLY, LambdaFit
 from .lexical import BM25Index
+from .lookup import RULE as LOOKUP_RULE
+from .lookup import is_identifier_lookup
 from .numba_guard import NUMBA_LOCK
 from .run import Run
 
 FUSIONS = ("clear", "rrf", "wsum")
+TIE_BREAK = 1e-6  # λ = ∞: the cosine's weight, below any gap between two BM25 shares that matters
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Candidates:
     rows: np.ndarray
     s_lex: np.ndarray
     s_emb: np.ndarray
+    lex_only: bool = False  # an identifier lookup (``retrieval.lookup``): ranked by BM25 alone
 
 
 class Hybrid:
@@ -62,7 +66,7 @@ class Hybrid:
 
     def __init__(self, bm25: BM25Index, dense: DenseRetriever, lam: float | None = None,
                  depth: int = 1000, fusion: str = "clear", rrf_k: int = 60,
-                 weights: tuple[float, float] = (0.5, 0.5), lex_norm=None):
+                 weights: tuple[float, float] = (0.5, 0.5), lex_norm=None, lookups: bool = False):
         if bm25.doc_ids != dense.index.doc_ids:
             raise ValueError("BM25 and dense indexes must cover the same documents in the same order")
         if fusion not in FUSIONS:
@@ -71,6 +75,7 @@ class Hybrid:
         self.lam, self.depth, self.fusion = lam, depth, fusion
         self.rrf_k, self.weights = rrf_k, weights
         self.lex_norm = lex_norm  # query text -> what its BM25 scores are divided by (None: raw scores)
+        self.lookups = lookups  # CLEAR: identifier lookups ranked by BM25 alone (``retrieval.lookup``)
 
     @property
     def doc_ids(self) -> list[str]:
@@ -83,6 +88,8 @@ class Hybrid:
             p["lambda"] = self.lam
             if self.lex_norm is not None:
                 p["bm25_scale"] = "query max"
+            if self.lookups:
+                p["identifier_lookups"] = LOOKUP_RULE
         elif self.fusion == "rrf":
             p["rrf_k"] = self.rrf_k
         else:
@@ -107,7 +114,11 @@ class Hybrid:
         dense_rows = dense_rows[:self.depth]
         rows = np.union1d(lex_top, dense_rows[dense_rows >= 0]).astype(np.int64)
         return Candidates(rows, self.lexical_scores(text, rows),
-                          np.asarray(self.dense.index.scores(qvec, rows), dtype=np.float64))
+                          np.asarray(self.dense.index.scores(qvec, rows), dtype=np.float64), self.lex_only(text))
+
+    def lex_only(self, text: str) -> bool:
+        """Whether CLEAR ranks the query ``text`` by BM25 alone (an identifier lookup, when ``lookups``)."""
+        return self.lookups and is_identifier_lookup(text)
 
     def lexical_scores(self, text: str, rows: np.ndarray) -> np.ndarray:
         """s_lex of the documents at ``rows``: BM25, divided by ``lex_norm(text)`` when set."""
@@ -129,7 +140,8 @@ class Hybrid:
             rows_a = np.asarray(rows, dtype=np.int64)
             lex = self.lexical_scores(queries[qid], rows_a)
             emb = self.dense.index.scores(qvecs[i], rows_a)
-            out[qid] = {self.doc_ids[r]: float(fused(lam, lx, e)) for r, lx, e in zip(rows_a, lex, emb)}
+            at = LEX_ONLY if self.lex_only(queries[qid]) else lam
+            out[qid] = {self.doc_ids[r]: float(fused(at, lx, e)) for r, lx, e in zip(rows_a, lex, emb)}
         return out
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
@@ -145,19 +157,23 @@ class Hybrid:
 
 
 def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str], k: int) -> Run:
-    """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8); ``doc_ids`` names the rows."""
+    """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8), an identifier lookup's by
+    BM25 alone (``Candidates.lex_only``); ``doc_ids`` names the rows."""
     run: Run = {}
     for qid, c in cands.items():
-        s = fused(lam, c.s_lex, c.s_emb)
-        order = (np.lexsort((-c.s_emb, -s)) if math.isinf(lam) else np.argsort(-s, kind="stable"))[:k]
+        at = LEX_ONLY if c.lex_only else lam
+        s = fused(at, c.s_lex, c.s_emb)
+        order = np.argsort(-s, kind="stable")[:k]
         run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
     return run
 
 
 def fused(lam: float, s_lex, s_emb):
-    """λ·s_lex + s_emb; for λ = ∞ (``lambdas.LEX_ONLY``: the encoder left out) s_lex alone, the
-    cosine only breaking ties (``rank_candidates``)."""
-    return s_lex + 0 * s_emb if math.isinf(lam) else lam * s_lex + s_emb
+    """λ·s_lex + s_emb; for λ = ∞ (``lambdas.LEX_ONLY``: the encoder left out, or an identifier
+    lookup) s_lex plus the cosine scaled by ``TIE_BREAK``, so that the cosine only breaks BM25's
+    ties — in the score itself: an evaluator orders a run by its scores, and the documents BM25 does
+    not match would otherwise all score 0 and come in an order of the evaluator's own."""
+    return s_lex + TIE_BREAK * s_emb if math.isinf(lam) else lam * s_lex + s_emb
 
 
 def default_lambda(cands: dict[str, Candidates]) -> float:

@@ -11,8 +11,9 @@ import pytest
 from retrieval.dense import DenseIndex, DenseRetriever
 from retrieval.evaluate import evaluate_run
 from retrieval.hybrid import Candidates, Hybrid, default_lambda, fit_lambda, fuse_runs, tune_lambda
-from retrieval.lambdas import LAMBDA_GRID, LambdaFit
+from retrieval.lambdas import LAMBDA_GRID, LEX_ONLY, LambdaFit
 from retrieval.lexical import BM25Index
+from retrieval.lookup import identifier_lookups, is_identifier_lookup
 from retrieval.readers import load_dataset
 
 from .conftest import DEMO
@@ -267,3 +268,52 @@ def test_rrf_and_wsum_hybrids_fuse_the_two_runs(demo, parts):
         h = Hybrid(bm25, dense, depth=50, fusion=fusion)
         assert h.params["fusion"] == fusion
         assert_same_run(h.search(queries, 10), fuse_runs([lex, emb], fusion, k=10))
+
+
+@pytest.mark.parametrize("text, lookup", [
+    ("QX-4471", True), ("LX318 baggage", True), ("Polysorbate 80", True), ("WPW10348265", True),
+    ("E. coli o157:H7", False),  # one word of three with a digit
+    ("omega-3 fatty acids", False), ("effects of omega-3 in 2020 trials", False),
+    ("baggage allowance", False), ("", False), ("   ", False)])
+def test_an_identifier_lookup_is_a_short_query_mostly_of_words_with_digits(text, lookup):
+    assert is_identifier_lookup(text) is lookup
+
+
+def test_identifier_lookups_are_ranked_by_bm25_alone_and_other_queries_are_fused(demo, parts):
+    bm25, dense, _ = parts
+    queries = demo.split_queries("test")
+    lookups = set(identifier_lookups(queries))
+    assert lookups and lookups != set(queries)  # the demo has part-number queries among others
+    plain, rule = Hybrid(bm25, dense, depth=30), Hybrid(bm25, dense, depth=30, lookups=True)
+    lam = 0.01  # the random-weight encoder crowds its cosines: a small λ lets them reorder BM25
+    rule.lam = lam
+    got = rule.search(queries, 30)
+    cands = plain.candidates(queries)
+    fused_run, lex_run = plain.rank(cands, lam, 30), plain.rank(cands, LEX_ONLY, 30)
+    for qid in queries:
+        expected = lex_run[qid] if qid in lookups else fused_run[qid]
+        assert_same_run({qid: got[qid]}, {qid: expected})
+    # ...and it changes something: a cosine reorders what BM25 found for at least one lookup
+    assert any([d for d, _ in fused_run[q]] != [d for d, _ in lex_run[q]] for q in lookups)
+    assert rule.params["identifier_lookups"] and "identifier_lookups" not in plain.params
+    # exact scores (PNR) follow the same rule
+    rows = {q: [demo.doc_ids.index(d) for d, _ in got[q][:5]] for q in queries}
+    exact = rule.exact_scores(lam, rows, queries)
+    for q in queries:
+        for d, s in got[q][:5]:
+            assert exact[q][d] == pytest.approx(s, abs=1e-6)
+
+
+def test_bm25_alone_keeps_the_cosine_order_in_its_scores_where_bm25_matches_nothing(demo, parts):
+    """An evaluator orders a run by its scores: where BM25 matches no document, λ = ∞ must not give
+    them all 0 (their order would be the evaluator's), but the cosine's order, scaled down."""
+    bm25, dense, _ = parts
+    text = "zzyzx qwxvt"  # no term in the corpus
+    h = Hybrid(bm25, dense, lam=LEX_ONLY, depth=20)
+    hits = h.search({"q": text}, 10)["q"]
+    assert [d for d, _ in hits] == [d for d, _ in dense.search({"q": text}, 10)["q"]]
+    scores = [s for _, s in hits]
+    assert all(a > b for a, b in zip(scores, scores[1:])) and max(scores) < 1e-5
+    relevant = hits[3][0]  # judged by a real evaluator, the list is read in the order shown
+    got = evaluate_run({"q": hits}, {"q": {relevant: 1}}, metrics=("mrr",)).per_query["mrr"]["q"]
+    assert got == pytest.approx(1 / 4)

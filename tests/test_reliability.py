@@ -66,3 +66,20 @@ def test_a_corpus_it_reads_keeps_equal_weights(demo, minilm, store):
     check = dense_reliability(english)
     assert check.reliable and check.language == "en" and check.spread > 0.5 * check.reference_spread
     assert english.lambda_for("test").value == LABEL_FREE_LAMBDA
+
+
+def test_identifier_lookups_are_left_to_bm25_and_the_caption_says_so(demo, minilm, store):
+    base = small(demo)
+    codes = {d: f"QX-{4000 + n}" for n, d in enumerate(base.docs)}
+    docs = {i: Document(i, d.title, f"{d.text} Part number {codes[i]}.") for i, d in base.docs.items()}
+    picked = list(docs)[::6]
+    queries = {**{f"code-{d}": codes[d] for d in picked}, **base.queries}
+    qrels = {**{f"code-{d}": {d: 1} for d in picked}, **base.qrels["test"]}
+    ws = Workspace(Dataset("small-codes", docs, queries, {"test": qrels}), store, model=minilm)
+    assert ws.lambda_for("test").value == LABEL_FREE_LAMBDA  # English: the fusion stays for the other queries
+    run = ws.run("hybrid", "test")
+    for d in picked:  # the part number's own document first, as BM25 ranks it
+        assert run[f"code-{d}"][0][0] == d
+    assert ws.system_params("hybrid", "test")["identifier_lookups"]  # in the cache key
+    caption = metrics_caption(ws, "test")
+    assert f"{len(picked)} of these queries look up an identifier" in caption and "BM25 alone" in caption

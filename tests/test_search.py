@@ -104,3 +104,15 @@ def test_an_imported_run_gives_the_list_of_the_query_asked_for_even_when_texts_r
     assert [h.doc_id for h in side_by_side(ws, query_id="q5", systems=systems).systems["prod"]] == ["d1"]
     assert [h.doc_id for h in side_by_side(ws, query_id="q4", systems=systems).systems["prod"]] == ["d5"]
     assert [h.doc_id for h in side_by_side(ws, "kitten care", systems=systems).systems["prod"]] == ["d5"]  # the first
+
+
+def test_an_identifier_lookup_typed_in_search_is_ranked_by_bm25_alone_and_says_so(demo_ws):
+    from ui.present.search import side_by_side_html
+
+    text = "WPW10348265"  # a demo part number
+    res = side_by_side(demo_ws, text, k=10)
+    bm25 = demo_ws.bm25.search({"q": text}, 10)["q"]
+    assert bm25 and [h.doc_id for h in res.systems["hybrid"]][:len(bm25)] == [d for d, _ in bm25]
+    assert "looks up an identifier" in side_by_side_html(res, demo_ws.tokenizer)
+    other = side_by_side(demo_ws, "leaky faucet washer", k=10)
+    assert "looks up an identifier" not in side_by_side_html(other, demo_ws.tokenizer)

@@ -65,7 +65,7 @@ def test_test_split_lambda_is_tuned_on_train(demo_cache):
     choice = ws.lambda_for("test")
     assert choice.how.startswith("tuned on train (nDCG@10, 39 queries)") and choice.per_query_max
     # tuned over BM25 ÷ the query's largest possible score, the label-free λ = 1 as the prior
-    fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score),
+    fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score, lookups=True),
                       ds.split_queries("train"), ds.qrels["train"], grid=QUERY_MAX_GRID, prior=1.0)
     assert choice.value == fit.chosen
     assert choice.grid == pytest.approx(fit.grid)
@@ -74,7 +74,7 @@ def test_test_split_lambda_is_tuned_on_train(demo_cache):
     hybrid_rows = [r for r in demo_cache.store.runs(ds.content_hash) if r["system"] == "hybrid"]
     assert [json.loads(r["params"])["lambda"] for r in hybrid_rows] == [fit.chosen]
     expected = Hybrid(ws.bm25, ws.dense, lam=fit.chosen, depth=ws.depth,
-                      lex_norm=ws.bm25.max_score).search(ds.split_queries("test"), 10)
+                      lex_norm=ws.bm25.max_score, lookups=True).search(ds.split_queries("test"), 10)
     got = ws.run("hybrid", "test")
     for q, hits in expected.items():
         assert [d for d, _ in got[q][:10]] == [d for d, _ in hits]
@@ -91,7 +91,7 @@ def test_a_fixed_lambda_is_used_and_keys_its_own_cache_entries(demo_cache):
     assert ws.lambda_for("test").value == 0.5 and ws.lambda_for("test").how == "chosen on a held-out split"
     assert ws.system_params("hybrid", "test")["lambda"] == 0.5
     expected = Hybrid(ws.bm25, ws.dense, lam=0.5, depth=ws.depth,  # in the space λ is tuned in
-                      lex_norm=ws.bm25.max_score).search(demo_cache.ds.split_queries("test"), 10)
+                      lex_norm=ws.bm25.max_score, lookups=True).search(demo_cache.ds.split_queries("test"), 10)
     got = ws.run("hybrid", "test")
     assert {q: [d for d, _ in got[q][:10]] for q in expected} == {q: [d for d, _ in h] for q, h in expected.items()}
     # the workspace it came from keeps its own tuned λ and its cached run
@@ -145,7 +145,7 @@ def test_lambda_cache_is_per_model(demo_cache, tmp_path):
     ds = demo_cache.ds
     ws = Workspace(load_dataset(DEMO), store, model=other)
     choice = ws.lambda_for("test")
-    fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score),
+    fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score, lookups=True),
                       ds.split_queries("train"), ds.qrels["train"], grid=QUERY_MAX_GRID, prior=1.0)
     assert choice.grid == pytest.approx(fit.grid)
     assert choice.grid != pytest.approx(demo_cache.ws.lambda_for("test").grid)
@@ -159,7 +159,8 @@ def test_raw_scores_tune_lambda_on_the_raw_grid_without_a_prior(demo_cache, tiny
     raw = Workspace(ds, None, model=Encoder(tiny_encoder.model, name="tiny-raw", normalize=False))
     assert not raw.query_max_space
     choice = raw.lambda_for("test")
-    fit = tune_lambda(Hybrid(raw.bm25, raw.dense, depth=raw.depth), ds.split_queries("train"), ds.qrels["train"])
+    fit = tune_lambda(Hybrid(raw.bm25, raw.dense, depth=raw.depth, lookups=True), ds.split_queries("train"),
+                      ds.qrels["train"])
     assert [lam for lam, _ in choice.grid] == list(LAMBDA_GRID) and choice.grid == pytest.approx(fit.grid)
     assert choice.value == fit.best and choice.how == "tuned on train (nDCG@10, 39 queries)"
     assert not choice.per_query_max and "bm25_scale" not in raw.system_params("hybrid", "test")

@@ -12,6 +12,7 @@ from retrieval import DenseNotReady, Workspace
 from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
 from retrieval.lambdas import shown
+from retrieval.lookup import identifier_lookups
 from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
 from retrieval.tables import comparisons, metrics_table
@@ -58,12 +59,17 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
         return (f"Split **{text(split)}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
                 "Unjudged documents count as not relevant.")
     lam = ws.lambda_for(split)
-    n = len(ws.dataset.split_queries(split))
+    queries = ws.dataset.split_queries(split)
+    n = len(queries)
+    lookups = len(identifier_lookups(queries))
+    lookup_note = (f" {lookups} of these queries look up an identifier (at most three words, half of them with a "
+                   "digit, such as a part number): the encoder splits it into word pieces that say nothing of it, so "
+                   "the hybrid ranks them by BM25 alone." if lookups else "")
     untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
         " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
         "tuned λ replaces it where it does significantly better.")
     return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {shown(lam.value)} "
-            f"({text(lam.how)}).{untuned} "
+            f"({text(lam.how)}).{lookup_note}{untuned} "
             "Each figure is the mean over the split's labelled queries with its 95% interval (bootstrap over "
             f"queries); {SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged "
             "documents count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "

@@ -9,6 +9,7 @@ from .. import lambdas
 from ..dataset import queries_fingerprint
 from ..hybrid import Hybrid, default_lambda, tune_lambda
 from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, LambdaChoice, LambdaFit
+from ..lookup import RULE as LOOKUP_RULE
 from ..reliability import dense_reliability
 from ..run import Run
 from ..store import cache_key
@@ -39,7 +40,7 @@ def lexical_half(ws: Workspace, fusion: str = "clear"):
 
 def make(ws: Workspace, fusion: str = "clear", split: str | None = None) -> Hybrid:
     """The fusion of ``ws``'s BM25 and dense index; CLEAR's with the λ chosen for ``split``."""
-    h = Hybrid(lexical_half(ws, fusion), ws.dense, depth=ws.depth, fusion=fusion)
+    h = Hybrid(lexical_half(ws, fusion), ws.dense, depth=ws.depth, fusion=fusion, lookups=fusion == "clear")
     if fusion == "clear":
         choice = lambda_for(ws, split)
         h.lam = choice.value
@@ -86,7 +87,8 @@ def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
         cached = ws.store.get_metrics(key) if ws.store else None
         if cached:
             return LambdaFit.from_json(cached[1]["fit"])
-        h = Hybrid(lexical_half(ws), ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None)
+        h = Hybrid(lexical_half(ws), ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None,
+                   lookups=True)
         fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split],
                           grid=QUERY_MAX_GRID if normalized else LAMBDA_GRID,
                           prior=LABEL_FREE_LAMBDA if normalized else None)
@@ -134,6 +136,7 @@ class Clear(_Fusion):
         p = super().params(ws, split)
         if not ws.engine.capabilities.explains:  # candidates scored by the in-process BM25 (lexical_half)
             p["bm25_scores"] = "in-process"
+        p["identifier_lookups"] = LOOKUP_RULE
         if split is not None:
             choice = lambda_for(ws, split)
             p["lambda"] = choice.value

@@ -5,8 +5,9 @@ table of every labelled document's rank per system."""
 from __future__ import annotations
 
 from retrieval.failure_rules import NOT_RETRIEVED
+from retrieval.lookup import is_identifier_lookup
 from retrieval.search import Hit, SideBySide
-from retrieval.systems import label, short
+from retrieval.systems import HYBRID, label, short
 from retrieval.tokenize import Tokenizer
 
 from .escape import text as esc
@@ -98,4 +99,7 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
     agree = (f'<p class="disagree">The systems disagree on this query: {res.disagreement:.2f} '
              f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>"
              if len(res.systems) > 1 else "")
+    if HYBRID in res.systems and is_identifier_lookup(res.query):
+        agree += ("<p>This query looks up an identifier (at most three words, half of them with a digit): the encoder "
+                  "splits it into word pieces that say nothing of it, so the hybrid ranks it by BM25 alone.</p>")
     return f'{agree}<div class="sbs" style="--columns: {max(1, len(cols))}">{"".join(cols)}</div>{summary}'
