@@ -55,8 +55,8 @@ from _kinds import KINDS  # noqa: E402
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
 from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
 from retrieval.evaluate import evaluate_run  # noqa: E402
-from retrieval.hybrid import Candidates, Hybrid  # noqa: E402
-from retrieval.lambdas import shown  # noqa: E402
+from retrieval.hybrid import Candidates, Hybrid, fused  # noqa: E402
+from retrieval.lambdas import LEX_ONLY, shown  # noqa: E402
 from retrieval.lookup import is_identifier_lookup  # noqa: E402
 from retrieval.reliability import dense_reliability  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
@@ -139,8 +139,7 @@ def fusions(agree: dict[str, float]) -> dict[str, Callable[[Scored], np.ndarray]
     w = {s: v / total for s, v in agree.items()}
     a_agree = chosen_alpha(agree)
     out = {"query max α 0.5, no reliability or lookup rule": lambda c: 0.5 * c.s_emb + 0.5 * c.lex(),
-           "query max α 0.5, lookups by BM25 alone": lambda c: c.lex() + 1e-9 * c.s_emb if c.lex_only
-           else 0.5 * c.s_emb + 0.5 * c.lex(),
+           "query max α 0.5, lookups by BM25 alone": lambda c: fused(LEX_ONLY if c.lex_only else 1.0, c.lex(), c.s_emb),
            "CLEAR λ 0.5 (paper)": lambda c: 0.5 * c.s_lex + c.s_emb, "RRF k 60": rrf,
            "RRF k 60, three systems": lambda c: rrf(c, three=True),
            "z-score sum": lambda c: z(c.s_emb) + z(c.s_lex),

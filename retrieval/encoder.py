@@ -8,9 +8,8 @@ so cached embeddings are reused exactly when the same model would produce them.
 Precision (``pick_precision``): where the hardware computes it natively, the forward pass runs
 under ``torch.autocast`` in reduced precision — fp16 on CUDA; bf16 on a CPU with AVX-512 BF16 or
 AMX *where it is faster there* — and plain fp32 elsewhere; ``precision="fp32"`` forces full
-precision. Having the instructions does not make bf16 faster: on one 2-core Intel Xeon with
-AVX-512 BF16 (no AMX) all-MiniLM-L6-v2 encoded 92–101 passages/s in bf16 and 137–163 in fp32,
-where an AMD EPYC with the same instructions was faster in bf16. So on such a CPU the first load
+precision. Having the instructions does not make bf16 faster: on some CPUs with AVX-512 BF16 and
+no AMX fp32 is the faster (measured in bench/README.md, ``encode_speed.py``). So on such a CPU the first load
 of a model times both on a fixed set of synthetic passages (``cpu_precision``, a few seconds) and
 keeps bf16 only when it is at least ``BF16_GAIN`` faster; the choice is remembered per CPU, torch
 version, thread count and model architecture (``cpu_precision.json`` in ``$RANKSCOPE_HOME`` or

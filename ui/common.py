@@ -62,9 +62,8 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     queries = ws.dataset.split_queries(split)
     n = len(queries)
     lookups = len(identifier_lookups(queries))
-    lookup_note = (f" {lookups} of these queries look up an identifier (at most three words, half of them with a "
-                   "digit, such as a part number): the encoder splits it into word pieces that say nothing of it, so "
-                   "the hybrid ranks them by BM25 alone." if lookups else "")
+    lookup_note = (f" {lookups} of these queries look up an identifier {texts.identifier_lookup_why('them')}."
+                   if lookups else "")
     untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
         " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
         "tuned λ replaces it where it does significantly better.")

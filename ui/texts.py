@@ -1,6 +1,17 @@
 """The app's help texts and choice labels, in one place."""
 from __future__ import annotations
 
+from retrieval.lookup import MAX_WORDS
+
+IDENTIFIER_LOOKUP = ("(at most {words} words, half of them with a digit, such as a part number): the encoder splits "
+                     "it into word pieces that say nothing of it, so the hybrid ranks {which} by BM25 alone")
+
+
+def identifier_lookup_why(which: str) -> str:
+    """Why the hybrid ranks identifier lookups by BM25 alone; ``which``: "it" or "them"."""
+    return IDENTIFIER_LOOKUP.format(words=MAX_WORDS, which=which)
+
+
 TITLE = "# RankScope\nWhy does first-stage retrieval fail? BM25, dense and hybrid, side by side."
 
 TRAIN_HELP = """Fine-tune the dense encoder in the background (one job at a time; the app stays usable).

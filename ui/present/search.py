@@ -10,6 +10,7 @@ from retrieval.search import Hit, SideBySide
 from retrieval.systems import HYBRID, label, short
 from retrieval.tokenize import Tokenizer
 
+from ..texts import identifier_lookup_why
 from .escape import text as esc
 
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
@@ -100,6 +101,5 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
              f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>"
              if len(res.systems) > 1 else "")
     if HYBRID in res.systems and is_identifier_lookup(res.query):
-        agree += ("<p>This query looks up an identifier (at most three words, half of them with a digit): the encoder "
-                  "splits it into word pieces that say nothing of it, so the hybrid ranks it by BM25 alone.</p>")
+        agree += f"<p>This query looks up an identifier {esc(identifier_lookup_why('it'))}.</p>"
     return f'{agree}<div class="sbs" style="--columns: {max(1, len(cols))}">{"".join(cols)}</div>{summary}'
