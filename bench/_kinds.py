@@ -17,6 +17,12 @@ built in memory, never written into the checkout):
 Only the corpus and the queries change; the labels are the data set's own (``codes``: one per
 query, its document), used to score the final lists and to decide which documents ``withheld``
 edits — never by the fusion being measured.
+
+Each kind is made for one split or several (``make(ds, "test")``, ``make(ds, "test", "train")``): with
+several, the corpus is edited for all their queries (``withheld`` takes the words of every split's
+queries out of its relevant documents; ``codes`` draws each split's queries from documents of the
+same numbering), and every split keeps its labels. The first split's queries and edits are the same
+either way.
 """
 from __future__ import annotations
 
@@ -30,23 +36,27 @@ GREEK = dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπ
 _GREEK_TABLE = str.maketrans({**GREEK, **{k.upper(): v.upper() for k, v in GREEK.items()}})
 
 
-def only(ds: Dataset, split: str) -> Dataset:
-    """The data set with the labels of ``split`` alone (nothing to tune on)."""
-    return Dataset(ds.name, ds.docs, ds.queries, {split: ds.qrels[split]})
+def only(ds: Dataset, *splits: str) -> Dataset:
+    """The data set with the labels of ``splits`` alone (with one split: nothing to tune on)."""
+    return Dataset(ds.name, ds.docs, ds.queries, {s: ds.qrels[s] for s in splits})
 
 
-def as_is(ds: Dataset, split: str, seed: int = 0) -> Dataset:
-    return only(ds, split)
+def _queries(ds: Dataset, splits: tuple[str, ...]) -> dict[str, str]:
+    return {q: t for s in splits for q, t in ds.split_queries(s).items()}
 
 
-def transliterated(ds: Dataset, split: str, seed: int = 0) -> Dataset:
+def as_is(ds: Dataset, *splits: str, seed: int = 0) -> Dataset:
+    return only(ds, *splits)
+
+
+def transliterated(ds: Dataset, *splits: str, seed: int = 0) -> Dataset:
     docs = {i: Document(i, d.title.translate(_GREEK_TABLE), d.text.translate(_GREEK_TABLE)) for i, d in ds.docs.items()}
-    queries = {q: t.translate(_GREEK_TABLE) for q, t in ds.split_queries(split).items()}
-    return Dataset(f"{ds.name}-transliterated", docs, queries, {split: ds.qrels[split]})
+    queries = {q: t.translate(_GREEK_TABLE) for q, t in _queries(ds, splits).items()}
+    return Dataset(f"{ds.name}-transliterated", docs, queries, {s: ds.qrels[s] for s in splits})
 
 
-def codes(ds: Dataset, split: str, seed: int = 0, queries: int = 200) -> Dataset:
-    rng = random.Random(f"{seed}:{split}")  # other numbers and documents for another split
+def codes(ds: Dataset, *splits: str, seed: int = 0, queries: int = 200) -> Dataset:
+    rng = random.Random(f"{seed}:{splits[0]}")  # other numbers and documents for another first split
     letters = "ABCDEFGHJKLMNPQRSTUVWXYZ"
     numbers: dict[str, str] = {}
     taken: set[str] = set()
@@ -57,23 +67,28 @@ def codes(ds: Dataset, split: str, seed: int = 0, queries: int = 200) -> Dataset
         taken.add(code)
         numbers[doc_id] = code
     docs = {i: Document(i, d.title, f"{d.text} Part number {numbers[i]}.") for i, d in ds.docs.items()}
-    picked = rng.sample(ds.doc_ids, min(queries, len(ds.doc_ids)))
-    qs = {f"code-{n}": numbers[doc] for n, doc in enumerate(picked)}
-    qrels = {f"code-{n}": {doc: 1} for n, doc in enumerate(picked)}
-    return Dataset(f"{ds.name}-codes", docs, qs, {split: qrels})
+    qs: dict[str, str] = {}
+    qrels: dict[str, dict] = {}
+    for split in splits:
+        prefix = "code-" if split == splits[0] else f"code-{split}-"
+        picked = rng.sample(ds.doc_ids, min(queries, len(ds.doc_ids)))
+        qs.update({f"{prefix}{n}": numbers[doc] for n, doc in enumerate(picked)})
+        qrels[split] = {f"{prefix}{n}": {doc: 1} for n, doc in enumerate(picked)}
+    return Dataset(f"{ds.name}-codes", docs, qs, qrels)
 
 
-def withheld(ds: Dataset, split: str, seed: int = 0, share: float = 1.0) -> Dataset:
+def withheld(ds: Dataset, *splits: str, seed: int = 0, share: float = 1.0) -> Dataset:
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()])
-    queries = ds.split_queries(split)
-    rng = random.Random(f"{seed}:{split}:withheld")
+    queries = _queries(ds, splits)
     drop: dict[str, set[str]] = {}
-    for qid, labels in ds.qrels[split].items():
-        stems = sorted(set(tokenizer(queries.get(qid, ""))))
-        stems = set(rng.sample(stems, round(share * len(stems)))) if share < 1 else set(stems)
-        for doc_id, grade in labels.items():
-            if grade > 0 and doc_id in ds.docs:
-                drop.setdefault(doc_id, set()).update(stems)
+    for split in splits:
+        rng = random.Random(f"{seed}:{split}:withheld")
+        for qid, labels in ds.qrels[split].items():
+            stems = sorted(set(tokenizer(queries.get(qid, ""))))
+            stems = set(rng.sample(stems, round(share * len(stems)))) if share < 1 else set(stems)
+            for doc_id, grade in labels.items():
+                if grade > 0 and doc_id in ds.docs:
+                    drop.setdefault(doc_id, set()).update(stems)
 
     def strip(text: str, stems: set[str]) -> str:
         cut = [(a, b) for a, b, stem in tokenizer.spans(text) if stem in stems]
@@ -83,11 +98,11 @@ def withheld(ds: Dataset, split: str, seed: int = 0, share: float = 1.0) -> Data
 
     docs = {i: Document(i, strip(d.title, drop[i]), strip(d.text, drop[i])) if i in drop else d
             for i, d in ds.docs.items()}
-    return Dataset(f"{ds.name}-withheld-{share:g}", docs, dict(queries), {split: ds.qrels[split]})
+    return Dataset(f"{ds.name}-withheld-{share:g}", docs, queries, {s: ds.qrels[s] for s in splits})
 
 
-def half_withheld(ds: Dataset, split: str, seed: int = 0) -> Dataset:
-    return withheld(ds, split, seed, share=0.5)
+def half_withheld(ds: Dataset, *splits: str, seed: int = 0) -> Dataset:
+    return withheld(ds, *splits, seed=seed, share=0.5)
 
 
 KINDS = {"as is": as_is, "transliterated": transliterated, "codes": codes, "half withheld": half_withheld,

@@ -19,21 +19,20 @@ possible BM25 score, plus the cosine (λ = 1, i.e. α = 0.5), unless the reliabi
 encoder unreliable, where it is BM25 alone; and a query that looks up an identifier
 (``retrieval/lookup.py``: at most three words, half of them with a digit) is ranked by BM25 alone.
 
-Beside the default, on the same candidates (the union of BM25's and dense's top 1000, scored
-exactly by all three systems): the same combination without the reliability check and the
-identifier-lookup rule; query-max
-combinations for α = 0.3 … 0.9; CLEAR with the paper's λ = 0.5; RRF (k = 60) of BM25 and dense,
-and of all three; the z-score sum; min-max and TMM (Bruch et al., TOIS 2023) at α = 0.5; and two
-weightings estimated without judgments from the agreement between the three systems (Soboroff,
-Nicholas, Cahan, SIGIR 2001: systems that agree with the others are the better ones; S. Wu, "Data
-Fusion in Information Retrieval", Springer 2012, ch. 5: weights from such estimates). A system's
-agreement is its mean rank-biased overlap (Webber, Moffat, Zobel, TOIS 2010; p = 0.9, depth 20)
-with the other two over the queries; "agreement-weighted" fuses the three normalized scores with
-weights proportional to it; "agreement-chosen α" gives dense the share of the BM25–dense pair's
-agreement that is dense's. "cosine floored" counts a cosine no higher than the query's 95th percentile over 1,000 seeded
-random documents as that level (what an unrelated document reaches is no evidence). SPLADE's own
-row is its own top 100; on the fusions it contributes its
-scores on the candidates.
+Beside the default, on the same candidates (the union of BM25's and dense's top 1000, scored exactly
+by all three systems): the same combination without the reliability check and the identifier-lookup
+rule; query-max combinations for α = 0.3 … 0.9; CLEAR with the paper's λ = 0.5; RRF (k = 60) of BM25
+and dense, and of all three; the z-score sum; min-max and TMM (Bruch et al., TOIS 2023) at α = 0.5;
+and two weightings estimated without judgments from the agreement between the three systems
+(Soboroff, Nicholas, Cahan, SIGIR 2001: systems that agree with the others are the better ones; S.
+Wu, "Data Fusion in Information Retrieval", Springer 2012, ch. 5: weights from such estimates). A
+system's agreement is its mean rank-biased overlap (RBO_EXT, Webber, Moffat, Zobel, TOIS 2010, of
+the top 20s, p = 0.9: ``retrieval.judgments.rbo``) with the other two over the queries;
+"agreement-weighted" fuses the three normalized scores with weights proportional to it;
+"agreement-chosen α" gives dense the share of the BM25–dense pair's agreement that is dense's.
+"cosine floored" counts a cosine no higher than the query's 95th percentile over 1,000 seeded random
+documents as that level (what an unrelated document reaches is no evidence). SPLADE's own row is its
+own top 100; on the fusions it contributes its scores on the candidates.
 
 How the default was chosen without the reported labels: ``--select`` prints the same table on
 the other splits (demo train, SciFact train, NFCorpus dev) and the normalization and α with the best
@@ -56,6 +55,7 @@ from retrieval import Store, Workspace, load_dataset  # noqa: E402
 from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
 from retrieval.evaluate import evaluate_run  # noqa: E402
 from retrieval.hybrid import Candidates, Hybrid, fused  # noqa: E402
+from retrieval.judgments import rbo  # noqa: E402
 from retrieval.lambdas import LEX_ONLY, shown  # noqa: E402
 from retrieval.lookup import is_identifier_lookup  # noqa: E402
 from retrieval.reliability import dense_reliability  # noqa: E402
@@ -63,7 +63,12 @@ from retrieval.store import default_store_path  # noqa: E402
 
 SETS = {"demo": (DEMO, "test", "train"), "scifact": (SHARED / "scifact", "test", "train"),
         "nfcorpus": (SHARED / "nfcorpus", "test", "dev"), "cranfield": (SHARED / "cranfield", "test", None)}
-ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+TOLERANCE = 0.01  # the target: never more than this below the better single system
+SIGNALS = {"no word": "dense's top document holds no word of the query (share of queries)",
+           "BM25 ratio": "BM25's mean score on dense's top 10 over its mean on its own top 10",
+           "RBO": "rank-biased overlap of BM25's and dense's top 20s",
+           "cos gap": "cosine of dense's top document minus that of BM25's top document"}
 DEFAULT = "default (the app's hybrid)"
 RBO_P, RBO_DEPTH = 0.9, 20
 FLOOR_Q, FLOOR_SAMPLE = 0.95, 1000
@@ -85,19 +90,6 @@ class Scored(Candidates):
         return self.s_sparse / top if top > 0 else self.s_sparse
 
 
-def rbo(a: np.ndarray, b: np.ndarray, p: float = RBO_P, depth: int = RBO_DEPTH) -> float:
-    """Rank-biased overlap of two rankings' first ``depth`` items, normalized to [0, 1]."""
-    a, b = list(a[:depth]), list(b[:depth])
-    seen_a, seen_b, total = set(), set(), 0.0
-    for d in range(1, depth + 1):
-        if d <= len(a):
-            seen_a.add(a[d - 1])
-        if d <= len(b):
-            seen_b.add(b[d - 1])
-        total += p ** (d - 1) * len(seen_a & seen_b) / d
-    return (1 - p) * total / (1 - p ** depth)
-
-
 def agreement(cands: dict[str, Scored]) -> dict[str, float]:
     """Each system's mean RBO with the other two over the queries (its top of the candidates)."""
     pairs = {("bm25", "dense"): [], ("bm25", "splade"): [], ("dense", "splade"): []}
@@ -107,7 +99,7 @@ def agreement(cands: dict[str, Scored]) -> dict[str, float]:
                "splade": c.rows[np.argsort(-c.s_sparse, kind="stable")][:RBO_DEPTH] if c.s_sparse.max() > 0
                else c.rows[:0]}
         for a, b in pairs:
-            pairs[(a, b)].append(rbo(top[a], top[b]))
+            pairs[(a, b)].append(rbo(top[a].tolist(), top[b].tolist(), RBO_P))
     mean = {k: float(np.mean(v)) if v else 0.0 for k, v in pairs.items()}
     return {s: np.mean([v for k, v in mean.items() if s in k]) for s in ("bm25", "dense", "splade")}
 
@@ -164,8 +156,23 @@ def random_doc_cosines(ws: Workspace, queries: dict[str, str]) -> dict[str, floa
     return {qid: float(np.quantile(ws.dense.index.scores(qvecs[i], rows), FLOOR_Q)) for i, qid in enumerate(queries)}
 
 
-def one(ws: Workspace, split: str) -> dict[str, float]:
-    """{fusion: nDCG@10} for one workspace (one data set of one kind) on ``split``."""
+def signals(cands: dict[str, Scored]) -> dict[str, float]:
+    """Label-free signals of how BM25 and dense relate on a corpus, each a mean over the queries."""
+    zero, endorse, overlap, gap = [], [], [], []
+    for c in cands.values():
+        if not len(c.rows) or c.s_lex.max() <= 0:
+            continue
+        d, b = np.argsort(-c.s_emb, kind="stable")[:RBO_DEPTH], np.argsort(-c.s_lex, kind="stable")[:RBO_DEPTH]
+        zero.append(float(c.s_lex[d[0]] == 0))
+        endorse.append(c.s_lex[d[:10]].mean() / c.s_lex[b[:10]].mean())
+        overlap.append(rbo(c.rows[d].tolist(), c.rows[b].tolist(), RBO_P))
+        gap.append(c.s_emb[d[0]] - c.s_emb[b[0]])
+    return {name: float(np.mean(v)) if v else 0.0 for name, v in zip(SIGNALS, (zero, endorse, overlap, gap))}
+
+
+def one(ws: Workspace, split: str, signals_: dict | None = None) -> dict[str, float]:
+    """{fusion: nDCG@10} for one workspace (one data set of one kind) on ``split``; the corpus's
+    label-free ``signals`` into ``signals_`` where given."""
     ds = ws.dataset
     queries, qrels, ids = ds.split_queries(split), ds.qrels[split], ds.doc_ids
     ws.build_dense()
@@ -183,6 +190,8 @@ def one(ws: Workspace, split: str) -> dict[str, float]:
     row = {s: ws.evaluate(s, split).mean["ndcg@10"] for s in ("bm25", "dense", "splade")}
     row[DEFAULT] = ws.evaluate("hybrid", split).mean["ndcg@10"]
     agree = agreement(cands)
+    if signals_ is not None:
+        signals_.update(signals(cands))
     for fusion, score in fusions(agree).items():
         run = {}
         for qid, c in cands.items():
@@ -199,9 +208,10 @@ def one(ws: Workspace, split: str) -> dict[str, float]:
     return row
 
 
-def table(sets: dict, kinds: list[str], store: Store | None, model=None, select: bool = False
-          ) -> dict[str, dict[str, float]]:
-    """{"set|kind": {fusion: nDCG@10}} (``select``: on each set's other split instead)."""
+def table(sets: dict, kinds: list[str], store: Store | None, model=None, select: bool = False,
+          signals_: dict | None = None) -> dict[str, dict[str, float]]:
+    """{"set|kind": {fusion: nDCG@10}} (``select``: on each set's other split instead); each column's
+    label-free signals into ``signals_`` where given."""
     results = {}
     for name, (folder, test, other) in sets.items():
         split = other if select else test
@@ -215,7 +225,9 @@ def table(sets: dict, kinds: list[str], store: Store | None, model=None, select:
             ds = KINDS[kind](full, split)
             print(f"{name}, {kind} ({split}: {len(ds.docs):,} documents, {len(ds.split_queries(split))} queries)",
                   file=sys.stderr)
-            results[f"{name}|{kind}"] = one(Workspace(ds, store, model=model), split)
+            col = f"{name}|{kind}"
+            results[col] = one(Workspace(ds, store, model=model), split,
+                               signals_.setdefault(col, {}) if signals_ is not None else None)
     return results
 
 
@@ -229,8 +241,17 @@ def gaps(results: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]
     return out
 
 
-def show(results: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]:
-    """Print one block of columns per kind, then every fusion's worst and mean gap; return the gaps."""
+def alphas_within(row: dict[str, float]) -> list[float]:
+    """The query-max α (no rules) within ``TOLERANCE`` of the better of BM25 and dense on a column."""
+    best = max(row["bm25"], row["dense"])
+    return [a for a in ALPHAS if row[f"query max α {a}"] >= best - TOLERANCE]
+
+
+def show(results: dict[str, dict[str, float]], signals_: dict[str, dict[str, float]] | None = None
+         ) -> dict[str, tuple[float, float]]:
+    """Print one block of columns per kind, then every fusion's worst and mean gap, then (given
+    ``signals_``) each column's label-free signals beside the α that meet the target there; return
+    the gaps."""
     kinds = list(dict.fromkeys(c.split("|")[1] for c in results))
     w = max(40, *(len(f) + 2 for f in next(iter(results.values()))))
     for kind in kinds:
@@ -243,6 +264,15 @@ def show(results: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]
     print(f"\n{'gap to the better of BM25 and dense':<{w}}{'worst':>11}{'mean':>11}")
     for f, (worst, mean) in g.items():
         print(f"{f:<{w}}{worst:>+11.4f}{mean:>+11.4f}")
+    if signals_:
+        print(f"\nlabel-free signals (means over the queries), and the query-max α within {TOLERANCE} of the better "
+              "single system")
+        for name, what in SIGNALS.items():
+            print(f"  {name}: {what}")
+        print(f"{'':<26}" + "".join(f"{n:>12}" for n in SIGNALS) + "   α within")
+        for col, sig in signals_.items():
+            within = " ".join(f"{a:g}" for a in alphas_within(results[col])) or "none"
+            print(f"{col:<26}" + "".join(f"{sig[n]:>12.3f}" for n in SIGNALS) + f"   {within}")
     return g
 
 
@@ -261,10 +291,11 @@ def main(argv=None) -> None:
     if not sets or not kinds:
         p.error(f"choose sets from {', '.join(SETS)} and kinds from {', '.join(KINDS)}")
     store = Store(args.store or default_store_path())
-    results = table(sets, kinds, store, load_encoder(None, precision=args.precision), select=args.select)
-    g = show(results)
+    sig: dict[str, dict[str, float]] = {}
+    results = table(sets, kinds, store, load_encoder(None, precision=args.precision), select=args.select, signals_=sig)
+    g = show(results, sig)
     if args.json:
-        write_json(args.json, results)
+        write_json(args.json, {"ndcg@10": results, "signals": sig})
     worst, mean = g[DEFAULT]
     print(f"worst_gap_vs_best_single={worst:.4f} mean_gain_vs_best_single={mean:.4f}")
 

@@ -10,9 +10,10 @@ The policy (``choose``), for one evaluated split:
 * an encoder fine-tuned on the training split's very queries (``TrainedOn`` matches them) takes the
   λ its training chose on held-out queries it never saw (``of_trained``) — a λ tuned on its own
   training queries would favour it — or, without such a fit, the label-free λ;
-* else, with a training split, λ is tuned there (``tuned``): in the query-max space (cosine
-  scores) the grid's best replaces the label-free λ = 1 only where it beats it significantly
-  (``LambdaFit.chosen``);
+* else, with a training split, λ is tuned there (``tuned``): the grid's best replaces the label-free
+  choice — λ = 1 in the query-max space (cosine scores), ``LEX_ONLY`` where the encoder fails the
+  reliability check (the grid then holds λ = ∞ too) — only where it beats it significantly
+  (``LambdaFit.chosen``; in the raw space with a reliable encoder there is no prior, the best is taken);
 * else, in the query-max space, the label-free λ = 1 (``label_free``); for raw scores, scale
   matching (``scale_matched``) — unless the encoder cannot be trusted on this corpus
   (``reliability``: a language it was not trained on, or documents it maps almost alike): then
@@ -118,10 +119,12 @@ class TrainedOn:
 def against_prior(fit: LambdaFit) -> str:
     """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not."""
     p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
+    prior = f"λ {shown(fit.prior)}" + (" (BM25 alone: the encoder failed the reliability check)"
+                                       if math.isinf(fit.prior) else "")
     if fit.chosen == fit.best != fit.prior:
-        return f": λ {fit.best:g} beats the label-free λ {fit.prior:g} ({p})"
-    return (f": the grid's best λ {fit.best:g} does not beat the label-free λ {fit.prior:g} significantly ({p}), "
-            f"so λ {fit.prior:g} is kept")
+        return f": λ {shown(fit.best)} beats the label-free {prior} ({p})"
+    return (f": the grid's best λ {shown(fit.best)} does not beat the label-free {prior} significantly ({p}), "
+            f"so λ {shown(fit.prior)} is kept")
 
 
 def tuned(fit: LambdaFit, split: str, normalized: bool) -> LambdaChoice:

@@ -46,15 +46,43 @@ def test_gaps_are_against_the_better_of_bm25_and_dense(bench, demo_rows):
     assert g[bench.DEFAULT] == pytest.approx((min(worst), float(np.mean(worst))))
 
 
-def test_rbo_is_one_for_equal_lists_and_zero_for_disjoint(bench):
-    a = np.arange(30)
-    assert bench.rbo(a, a) == pytest.approx(1.0)
-    assert bench.rbo(a, a + 100) == 0.0
-    assert 0 < bench.rbo(a, a[::-1]) < 1
-
-
 def test_the_reported_split_is_the_only_labelled_one(bench):
     from retrieval.readers import load_dataset
 
     for make in bench.KINDS.values():
         assert make(load_dataset(DEMO), "test").splits == ["test"]  # no train split: λ cannot be tuned
+
+
+def test_a_kind_made_for_two_splits_edits_the_corpus_for_both_and_keeps_the_first_as_alone(bench):
+    from retrieval.language import corpus_tokenizer
+    from retrieval.readers import load_dataset
+
+    full = load_dataset(DEMO)
+    for name, make in bench.KINDS.items():
+        one, two = make(full, "test"), make(full, "test", "train")
+        assert two.splits == ["test", "train"] and two.qrels["test"] == one.qrels["test"], name
+        assert {q: two.queries[q] for q in one.queries} == one.queries, name
+    two = bench.KINDS["withheld"](full, "test", "train")
+    tok = corpus_tokenizer([d.full_text for d in full.docs.values()])
+    for split in ("test", "train"):
+        for qid, labels in two.qrels[split].items():
+            stems = set(tok(two.queries[qid]))
+            relevant = [d for d, g in labels.items() if g > 0 and d in two.docs]
+            assert all(not stems & set(tok(two.docs[d].full_text)) for d in relevant)
+    codes = bench.KINDS["codes"](full, "test", "train")
+    assert not set(codes.qrels["test"]) & set(codes.qrels["train"])
+    assert all(codes.queries[q] in codes.docs[d].text for s in ("test", "train")
+               for q, labels in codes.qrels[s].items() for d in labels)
+
+
+def test_each_column_shows_its_label_free_signals_beside_the_alphas_that_meet_the_target(bench, tiny_encoder,
+                                                                                        capsys):
+    sig: dict = {}
+    rows = bench.table({"demo": (DEMO, "test", "train")}, ["withheld"], None, model=tiny_encoder, signals_=sig)
+    s = sig["demo|withheld"]
+    assert set(s) == set(bench.SIGNALS) and 0 <= s["no word"] <= 1 and 0 <= s["RBO"] <= 1 and s["BM25 ratio"] >= 0
+    row, best = rows["demo|withheld"], max(rows["demo|withheld"]["bm25"], rows["demo|withheld"]["dense"])
+    within = bench.alphas_within(row)
+    assert all((row[f"query max α {a}"] >= best - bench.TOLERANCE) == (a in within) for a in bench.ALPHAS)
+    bench.show(rows, sig)
+    assert "demo|withheld" in capsys.readouterr().out.split("label-free signals")[1]

@@ -29,9 +29,17 @@ def test_the_columns_are_the_apps_choices(bench, tiny_encoder, store):
     # five queries: a permutation test of 2^5 sign flips cannot reach p < 0.05, so λ stays 1
     assert rows[0][app] == rows[0][free]
     assert Workspace(load_dataset(DEMO), store, model=tiny_encoder).lambda_for("test").value == rows[-1][app][0][0]
-    worst, gain = bench.show({"demo": res})
+    worst, gain = bench.show({"demo|as is": res})
     gaps = [x - y for r in rows for (_, x), (_, y) in zip(r[app], r[free])]
     assert worst == pytest.approx(min(0.0, *gaps))
     raw = bench.WAYS[0]
     assert gain == pytest.approx(sum(sum(x for _, x in r[app]) / len(r[app]) - sum(x for _, x in r[raw]) / len(r[raw])
                                      for r in rows) / len(rows))
+
+
+def test_a_withheld_corpus_is_studied_with_the_words_gone_for_train_and_test_alike(bench, tiny_encoder, store, capsys):
+    res = bench.study(DEMO, store, [5], 2, model=tiny_encoder, kind="withheld")
+    assert res["systems"]["bm25"] == 0.0  # no relevant document holds a word of its query
+    bench.show({"demo|withheld": res})
+    out = capsys.readouterr().out
+    assert "app − better single" in out and "withheld: the app's λ is" in out

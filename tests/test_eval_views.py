@@ -13,6 +13,7 @@ from ranx import evaluate as ranx_evaluate
 
 from retrieval.evaluate import compare, evaluate_run, positive_qrels
 from retrieval.history import compare_runs, list_runs, params_summary
+from retrieval.lambdas import shown
 from retrieval.readers import load_dataset
 from retrieval.store import Store
 from retrieval.tables import RECALL_KS, metrics_table, recall_at_ks, versus
@@ -114,11 +115,11 @@ def test_lambda_sweep_shows_the_tuned_grid_and_the_test_split_apart(demo):
     choice = ws.lambda_for("test")
     fig = lambda_sweep(choice, "test", ws.lambda_fit("test").grid)
     tuned, chosen, insight = fig.data
-    assert list(tuned.x) == [lam for lam, _ in choice.grid] and list(tuned.y) == [v for _, v in choice.grid]
-    assert list(chosen.x) == [choice.value] and chosen.y[0] == dict(choice.grid)[choice.value]
+    assert list(tuned.x) == [shown(lam) for lam, _ in choice.grid] and list(tuned.y) == [v for _, v in choice.grid]
+    assert list(chosen.x) == [shown(choice.value)] and chosen.y[0] == dict(choice.grid)[choice.value]
     assert "tuned on train" in tuned.name
     test_grid = ws.lambda_fit("test").grid
-    assert list(insight.x) == [lam for lam, _ in test_grid] and list(insight.y) == [v for _, v in test_grid]
+    assert list(insight.x) == [shown(lam) for lam, _ in test_grid] and list(insight.y) == [v for _, v in test_grid]
     assert "not used to choose λ" in insight.name
     assert test_grid != choice.grid  # a different split: different values
     assert len(lambda_sweep(choice, "test").data) == 2

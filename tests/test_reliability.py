@@ -83,3 +83,23 @@ def test_identifier_lookups_are_left_to_bm25_and_the_caption_says_so(demo, minil
     assert ws.system_params("hybrid", "test")["identifier_lookups"]  # in the cache key
     caption = metrics_caption(ws, "test")
     assert f"{len(picked)} of these queries look up an identifier" in caption and "BM25 alone" in caption
+
+
+def test_with_labels_on_a_corpus_the_encoder_cannot_read_bm25_alone_stays_unless_they_beat_it(demo, minilm, store):
+    from ui.present.figures import lambda_sweep
+
+    greek = small(demo, GREEK)
+    qids = sorted(greek.qrels["test"])
+    train, test = qids[::2], qids[1::2]
+    split = Dataset(greek.name, greek.docs, greek.queries, {"train": {q: greek.qrels["test"][q] for q in train},
+                                                            "test": {q: greek.qrels["test"][q] for q in test}})
+    ws = Workspace(split, store, model=minilm)
+    fit = ws.lambda_fit("train")
+    assert fit.prior == LEX_ONLY and LEX_ONLY in [lam for lam, _ in fit.grid]  # BM25 alone is on the grid too
+    choice = ws.lambda_for("test")
+    assert choice.value == fit.chosen and "tuned on train" in choice.how
+    if fit.chosen == LEX_ONLY:  # the few judged queries did not show the cosine helps: BM25 alone is kept
+        assert "label-free λ ∞ (BM25 alone" in choice.how
+    again = Workspace(split, store, model=minilm).lambda_fit("train")  # read back from the store, ∞ and all
+    assert again.prior == LEX_ONLY and again.grid == fit.grid and again.best == fit.best
+    assert "∞" in list(lambda_sweep(choice, "test").data[0].x)

@@ -3,12 +3,13 @@ chosen by ``retrieval.lambdas``' policy, tuned and cached here), reciprocal-rank
 min-max weighted sum (``retrieval.hybrid`` computes them all)."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from .. import lambdas
 from ..dataset import queries_fingerprint
 from ..hybrid import Hybrid, default_lambda, tune_lambda
-from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID, LambdaChoice, LambdaFit
+from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, LEX_ONLY, QUERY_MAX_GRID, LambdaChoice, LambdaFit, shown
 from ..lookup import RULE as LOOKUP_RULE
 from ..reliability import dense_reliability
 from ..run import Run
@@ -75,28 +76,39 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
 
 
 def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
-    """λ_test tuned on a labelled split over the grid of the hybrid's score space, with the
-    label-free λ as the prior in the query-max space; cached in the store. ``lambda_for`` calls it
-    on the training split to choose λ; on any other split it only shows how λ would have done."""
+    """λ_test tuned on a labelled split over the grid of the hybrid's score space, against the
+    label-free choice as the prior (``label_free_prior``); cached in the store. ``lambda_for`` calls
+    it on the training split to choose λ; on any other split it only shows how λ would have done."""
     with ws._lock:
         normalized = query_max_space(ws)
+        prior = label_free_prior(ws, normalized)
+        grid = (QUERY_MAX_GRID if normalized else LAMBDA_GRID) + ((LEX_ONLY,) if prior == LEX_ONLY else ())
         params = {**HYBRID.params(ws, None), "metric": "ndcg@10"}
         if normalized:
-            params.update(bm25_scale="query max", prior=LABEL_FREE_LAMBDA)
+            params.update(bm25_scale="query max")
+        if prior is not None:  # λ = ∞ (BM25 alone) in the key as written: its grid holds ∞ too
+            params.update(prior=prior if math.isfinite(prior) else shown(prior))
         key = cache_key(dataset=ws.dataset.content_hash, system="lambda", params=params, split=split, k=0)
         cached = ws.store.get_metrics(key) if ws.store else None
         if cached:
             return LambdaFit.from_json(cached[1]["fit"])
         h = Hybrid(lexical_half(ws), ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None,
                    lookups=True)
-        fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split],
-                          grid=QUERY_MAX_GRID if normalized else LAMBDA_GRID,
-                          prior=LABEL_FREE_LAMBDA if normalized else None)
+        fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split], grid=grid, prior=prior)
         if ws.store:
             ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="lambda", params=params,
                                  split=split, metrics={"best": fit.best, "chosen": fit.chosen},
                                  per_query={"fit": fit.to_json()})
         return fit
+
+
+def label_free_prior(ws: Workspace, normalized: bool) -> float | None:
+    """The λ labels must beat significantly to replace it: what the hybrid is without labels —
+    BM25 alone (``LEX_ONLY``) where the encoder fails the reliability check, else the query-max
+    space's equal weights (None in the raw space, which has no label-free λ of its own)."""
+    if not dense_reliability(ws).reliable:
+        return LEX_ONLY
+    return LABEL_FREE_LAMBDA if normalized else None
 
 
 def fix_lambda(ws: Workspace, value: float, how: str, split: str | None = None) -> None:

@@ -89,14 +89,16 @@ def _tint(hex_color: str, alpha: float = 0.15) -> str:
 def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, float]] | None = None) -> go.Figure:
     """nDCG@10 against λ_test: on the split λ was tuned on (``choice``'s grid, the chosen λ starred)
     and, when given, ``split``'s own sweep (``eval_grid``: ``Workspace.lambda_fit(split).grid``) —
-    labelled as not used for choosing λ."""
+    labelled as not used for choosing λ. λ values are categories written as ``lambdas.shown`` writes
+    them (∞: BM25 alone)."""
     fig = go.Figure()
     if choice.grid:
         lams, values = zip(*choice.grid)
-        fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers", name=esc(choice.how)))
+        fig.add_trace(go.Scatter(x=[shown(lam) for lam in lams], y=list(values), mode="lines+markers",
+                                 name=esc(choice.how)))
         chosen = dict(choice.grid).get(choice.value)
         if chosen is not None:
-            fig.add_trace(go.Scatter(x=[choice.value], y=[chosen], mode="markers",
+            fig.add_trace(go.Scatter(x=[shown(choice.value)], y=[chosen], mode="markers",
                                      name=f"chosen λ = {shown(choice.value)}",
                                      marker=dict(symbol="star", size=16, color="#d62728")))
     else:
@@ -104,7 +106,7 @@ def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, 
                            showarrow=False, xref="paper", yref="paper", x=0.5, y=1.05)
     if eval_grid:
         lams, values = zip(*eval_grid)
-        fig.add_trace(go.Scatter(x=list(lams), y=list(values), mode="lines+markers",
+        fig.add_trace(go.Scatter(x=[shown(lam) for lam in lams], y=list(values), mode="lines+markers",
                                  name=f"{esc(split)} — shown for insight, not used to choose λ",
                                  line=dict(dash="dash"), opacity=0.7))
     fig.update_layout(title=f"Hybrid nDCG@10 against λ_test (evaluating {esc(split)})",
