@@ -121,7 +121,9 @@ def against_prior(fit: LambdaFit) -> str:
     p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
     prior = f"λ {shown(fit.prior)}" + (" (BM25 alone: the encoder failed the reliability check)"
                                        if math.isinf(fit.prior) else "")
-    if fit.chosen == fit.best != fit.prior:
+    if fit.best == fit.prior:
+        return f": the grid's best is the label-free {prior} itself"
+    if fit.chosen == fit.best:
         return f": λ {shown(fit.best)} beats the label-free {prior} ({p})"
     return (f": the grid's best λ {shown(fit.best)} does not beat the label-free {prior} significantly ({p}), "
             f"so λ {shown(fit.prior)} is kept")

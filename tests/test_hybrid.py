@@ -187,6 +187,19 @@ def test_the_label_free_prior_is_kept_unless_the_tuned_lambda_beats_it_significa
     assert LambdaFit.from_json(fit.to_json()) == fit
 
 
+def test_how_a_tuned_lambda_met_its_prior_is_said_in_words():
+    from retrieval.lambdas import against_prior
+
+    ids = ["d0", "d1"]
+    beat = fit_lambda(*gated(20), ids, grid=(0.0, 1.0), prior=1.0)
+    assert against_prior(beat).startswith(": λ 0 beats the label-free λ 1 (p < 0.001")
+    kept = fit_lambda(*gated(5), ids, grid=(0.0, 1.0), prior=1.0)
+    assert "does not beat the label-free λ 1 significantly (p 0.062), so λ 1 is kept" in against_prior(kept)
+    same = fit_lambda(*gated(0, 20), ids, grid=(0.0, LEX_ONLY), prior=LEX_ONLY)  # ∞ ranks as 1 does here
+    assert same.best == LEX_ONLY and against_prior(same) == (
+        ": the grid's best is the label-free λ ∞ (BM25 alone: the encoder failed the reliability check) itself")
+
+
 def test_tune_lambda_needs_labelled_queries(parts):
     bm25, dense, _ = parts
     with pytest.raises(ValueError, match="no labelled queries"):
