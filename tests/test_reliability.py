@@ -56,7 +56,8 @@ def test_a_corpus_the_encoder_cannot_read_leaves_the_hybrid_to_bm25(demo, minilm
     for qid, hits in bm25.items():  # BM25's order; cosine only breaks BM25's ties and orders what it scores 0
         score = dict(hits)
         assert [score.get(d, 0.0) for d, _ in hybrid[qid][:len(hits)]] == pytest.approx([s for _, s in hits])
-    assert greek.system_params("hybrid", "test")["lambda"] == math.inf  # in the cache key
+    params = greek.system_params("hybrid", "test")  # the cache key: λ, and how BM25 alone scores
+    assert params["lambda"] == math.inf and params["bm25_alone"] == "BM25 + 1e-06 × cosine"
     caption = metrics_caption(greek, "test")
     assert "λ = ∞" in caption and "BM25 alone" in caption
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .. import lambdas
 from ..dataset import queries_fingerprint
-from ..hybrid import Hybrid, default_lambda, tune_lambda
+from ..hybrid import TIE_BREAK, Hybrid, default_lambda, tune_lambda
 from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, LEX_ONLY, QUERY_MAX_GRID, LambdaChoice, LambdaFit, shown
 from ..lookup import RULE as LOOKUP_RULE
 from ..reliability import dense_reliability
@@ -149,6 +149,7 @@ class Clear(_Fusion):
         if not ws.engine.capabilities.explains:  # candidates scored by the in-process BM25 (lexical_half)
             p["bm25_scores"] = "in-process"
         p["identifier_lookups"] = LOOKUP_RULE
+        p["bm25_alone"] = f"BM25 + {TIE_BREAK:g} × cosine"  # how λ = ∞ and the lookups score (hybrid.fused)
         if split is not None:
             choice = lambda_for(ws, split)
             p["lambda"] = choice.value
