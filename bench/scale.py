@@ -91,7 +91,7 @@ def build_corpus(n: int, seed: int, work: Path) -> Path:
 
 
 def flat_vs_hnsw(ds, dense, flat: DenseIndex, n_queries: int) -> None:
-    """HNSW (M 32, efSearch 128) against the exact ``flat`` index on the same vectors and queries:
+    """HNSW (M 32, efSearch 512) against the exact ``flat`` index on the same vectors and queries:
     build time, FAISS-only latency of one query (top 100), and how much of flat's top 10 / top 100
     HNSW finds. Where "auto" gave the workspace an HNSW index already (from ``HNSW_FROM``
     documents), that one is compared (its build time is part of the embedding step's)."""

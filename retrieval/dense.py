@@ -37,7 +37,7 @@ from .through_store import COMMIT_EVERY, encode_through_store
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)
-HNSW_M, EF_SEARCH = 32, 128  # HNSW's links per node and its search breadth
+HNSW_M, EF_SEARCH = 32, 512  # HNSW's links per node; its search breadth (set when searched, not built in)
 HNSW_FROM = 500_000  # "auto" picks HNSW from this many documents on (bench/scale.py: see index_kind_for)
 
 
@@ -47,7 +47,7 @@ def index_kind_for(n_docs: int, kind: str = "auto") -> str:
 
     Why 500,000: a flat search scans every vector, so its time grows with the corpus, and around
     500,000 documents the scan alone takes a third of the 100 ms an interactive search should take
-    end to end; HNSW (M 32, efSearch 128) answers far faster and grows slowly, but costs a build,
+    end to end; HNSW (M 32, efSearch 512) answers far faster and grows slowly, but costs a build,
     256 more bytes per document and a few percent of recall. Below that size exactness is
     affordable, above it speed is worth the loss (the figures: ``bench/README.md``, ``scale.py``).
     """

@@ -223,6 +223,10 @@ def test_a_built_index_is_kept_beside_the_store_and_read_back_on_reopen(toy_data
     np.testing.assert_array_equal(reopened.index.embeddings, built.index.embeddings)
     queries = toy_dataset.split_queries("test")
     assert reopened.search(queries, 5) == built.search(queries, 5)  # the graph read back answers alike
+    if kind == "hnsw":  # the search breadth is set on the graph read back, not kept in it or its name
+        from retrieval.dense import EF_SEARCH
+
+        assert reopened.index.index.hnsw.efSearch == built.index.index.hnsw.efSearch == EF_SEARCH
     kept[0].write_bytes(b"not a faiss index")  # damaged: built again from the store, the file replaced
     third = Workspace(toy_dataset, Store(path), model=tiny_encoder, index_kind=kind).build_dense()
     np.testing.assert_array_equal(third.index.embeddings, built.index.embeddings)

@@ -12,7 +12,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..dense import EF_SEARCH, HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
+from ..dense import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
 from ..encoder import Encoder
 from ..lexical import BM25Index
 from ..sparse import SparseIndex, SparseVector
@@ -24,17 +24,17 @@ log = logging.getLogger(__name__)
 KEPT_PER_CORPUS = 3  # kept indexes of one corpus (encoders, kinds) beyond which the least recently used goes
 
 
-def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = HNSW_M,
-               ef_search: int = EF_SEARCH) -> Path | None:
+def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = HNSW_M) -> Path | None:
     """Where a built ``flat`` or ``hnsw`` index of this corpus and encoder is kept: ``indexes/``
     beside the store file, named by a hash of corpus, encoder fingerprint, kind and graph settings
     (a file, not a store row: a million vectors pass SQLite's 1 GB value limit), after the corpus's
-    hash so one corpus's files are found by name. None without a store or for a kind that is not kept."""
+    hash so one corpus's files are found by name. None without a store or for a kind that is not kept.
+    HNSW's search breadth (efSearch) is not in the name: it is set when the index is read back, the
+    graph does not depend on it."""
     if store is None or kind not in KEPT_KINDS:
         return None
-    key = cache_key(dataset=corpus.hash, system="faiss-index", params={"model": encoder.fingerprint, "kind": kind,
-                                                                       "hnsw_m": hnsw_m, "ef_search": ef_search,
-                                                                       "faiss": faiss.__version__}, split=None, k=0)
+    params = {"model": encoder.fingerprint, "kind": kind, "hnsw_m": hnsw_m, "faiss": faiss.__version__}
+    key = cache_key(dataset=corpus.hash, system="faiss-index", params=params, split=None, k=0)
     return store.path.parent / "indexes" / f"{corpus.hash[:16]}-{key}.faiss"
 
 
