@@ -59,7 +59,7 @@ def test_a_corpus_the_encoder_cannot_read_leaves_the_hybrid_to_bm25(demo, minilm
     params = greek.system_params("hybrid", "test")  # the cache key: λ, and how BM25 alone scores
     assert params["lambda"] == math.inf and params["bm25_alone"] == "BM25 + 1e-06 × cosine"
     caption = metrics_caption(greek, "test")
-    assert "λ = ∞" in caption and "BM25 alone" in caption
+    assert "λ = ∞" in caption and "BM25 alone" in caption and "paraphrase" not in caption  # no equal weights here
 
 
 def test_a_corpus_it_reads_keeps_equal_weights(demo, minilm, store):

@@ -171,6 +171,7 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
     broken = Workspace(Dataset("shifted", demo.docs, demo.queries, {"test": shifted}), store, model=tiny_encoder)
     caption, _, _ = evaluate.evaluate(broken, "test", [])
     assert "The <code>test</code> labels look broken" in shown(caption) and "λ is the label-free default" in caption
+    assert "about 50 judged queries" in caption  # what fixes a corpus no label-free signal reads
     assert "look broken" in data.dataset_summary(broken)
     french = Dataset("fr", {f"f{i}": Document(f"f{i}", "", t) for i, t in enumerate(FRENCH)}, {"x": "robinet"})
     minilm_named = Encoder(tiny_encoder.model, name="all-MiniLM-L6-v2")

@@ -66,7 +66,10 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
                    if lookups else "")
     untuned = "" if lam.grid or ws.encoder.trained_on else (  # a fine-tuned encoder's λ.how says why
         " λ is the label-free default: labelled train queries (a train split, or judged queries) tune it, and a "
-        "tuned λ replaces it where it does significantly better.")
+        "tuned λ replaces it where it does significantly better." + ("" if lam.lexical_only else (
+            " Where the documents that answer a query say it in other words (paraphrase), equal weights can fall "
+            "well below dense alone, and nothing in the corpus shows it without labels: about 50 judged queries "
+            "let λ follow such a corpus.")))
     return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {shown(lam.value)} "
             f"({text(lam.how)}).{lookup_note}{untuned} "
             "Each figure is the mean over the split's labelled queries with its 95% interval (bootstrap over "
