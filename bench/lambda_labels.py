@@ -41,11 +41,11 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 
 from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
-from _kinds import KINDS  # noqa: E402
+from _kinds import KINDS, TOLERANCE  # noqa: E402
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
 from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
 from retrieval.hybrid import Candidates, Hybrid, fit_lambda, lambda_table
-from retrieval.lambdas import LAMBDA_GRID, LEX_ONLY, QUERY_MAX_GRID, shown
+from retrieval.lambdas import LAMBDA_GRID, grid_for, shown
 from retrieval.lookup import is_identifier_lookup
 from retrieval.store import default_store_path  # noqa: E402
 from retrieval.systems.hybrid import label_free_prior  # noqa: E402
@@ -80,7 +80,7 @@ def study(folder: Path, store: Store | None, sizes: list[int], seeds: int, model
     te_raw, te_norm = candidates(ws, ds.split_queries("test"))
     systems = {"bm25": ws.evaluate("bm25", "test").mean["ndcg@10"], "dense": score(te_raw, test_qrels, ids, 0.0)}
     prior = label_free_prior(ws, True)  # the app's hybrid without labels: λ = 1, or BM25 alone
-    grid = QUERY_MAX_GRID + ((LEX_ONLY,) if prior == LEX_ONLY else ())
+    grid = grid_for(True, prior)
     free = score(te_norm, test_qrels, ids, prior)
     rows = []
     for n in [s for s in sizes if s < len(train)] + [len(train)]:
@@ -99,12 +99,9 @@ def study(folder: Path, store: Store | None, sizes: list[int], seeds: int, model
     # the app's own choice on all of train is the last row's
     app = ws.lambda_for("test")
     assert app.value == rows[-1][WAYS[2]][0][0], (app.value, rows[-1][WAYS[2]])
-    print(f"{folder.name}, {kind}: {len(train)} labelled train queries; the app's λ on all of them: {app.value:g} "
+    print(f"{folder.name}, {kind}: {len(train)} labelled train queries; the app's λ on all of them: {shown(app.value)} "
           f"({app.how})", file=sys.stderr)
     return {"systems": systems, "rows": rows}
-
-
-TOLERANCE = 0.01  # the label-free target's: never more than this below the better single system
 
 
 def show(results: dict) -> tuple[float, float]:

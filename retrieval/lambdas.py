@@ -40,6 +40,12 @@ LEX_ONLY = math.inf  # λ → ∞: BM25 alone decides (the dense score only brea
 NO_LABELS = "no training labels: BM25 as a share of the query's best possible score, plus cosine, equal weights"
 
 
+def grid_for(normalized: bool, prior: float | None) -> tuple[float, ...]:
+    """The λ grid of a score space (``QUERY_MAX_GRID`` for cosines over query-max BM25, else
+    ``LAMBDA_GRID``), with ``LEX_ONLY`` on it where that is the prior labels must beat."""
+    return (QUERY_MAX_GRID if normalized else LAMBDA_GRID) + ((LEX_ONLY,) if prior == LEX_ONLY else ())
+
+
 def shown(value: float) -> str:
     """λ as written: "1", "0.3", "∞" (``LEX_ONLY``)."""
     return "∞" if math.isinf(value) else f"{value:g}"

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 SAMPLE = 200  # documents sampled from the corpus, and from the reference text
 COLLAPSE_RATIO = 0.3  # spread on the corpus below this share of the spread on English: collapsed
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "demo" / "corpus.jsonl"
+_checks: dict[tuple[str, str], "DenseReliability"] = {}  # (corpus hash, encoder fingerprint) -> the checks
 
 
 @dataclass(frozen=True)
@@ -93,13 +94,17 @@ def reference_texts(n: int = SAMPLE) -> list[str]:
 
 
 def dense_reliability(ws: Workspace) -> DenseReliability:
-    """Both checks for ``ws``'s encoder on ``ws``'s corpus (the corpus must be encoded: ``ws.dense``)."""
+    """Both checks for ``ws``'s encoder on ``ws``'s corpus (the corpus must be encoded: ``ws.dense``),
+    made once per corpus and encoder: the label-free λ and the prior of a tuned one both ask."""
     from .dense import embed_texts
 
-    guess = detect_language(ws.corpus.texts)
     encoder = ws.encoder
-    corpus = embed_texts(encoder, sample(ws.corpus.texts), ws.store)
-    reference = reference_texts()
-    ref = spread(embed_texts(encoder, reference, ws.store)) if len(reference) > 1 else None
-    return DenseReliability(encoder.name, guess.code, guess.share, encoder_mismatch(guess, encoder.name),
-                            spread(corpus), ref)
+    key = (ws.corpus.hash, encoder.fingerprint)
+    if key not in _checks:
+        guess = detect_language(ws.corpus.texts)
+        corpus = embed_texts(encoder, sample(ws.corpus.texts), ws.store)
+        reference = reference_texts()
+        ref = spread(embed_texts(encoder, reference, ws.store)) if len(reference) > 1 else None
+        _checks[key] = DenseReliability(encoder.name, guess.code, guess.share, encoder_mismatch(guess, encoder.name),
+                                        spread(corpus), ref)
+    return _checks[key]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .. import lambdas
 from ..dataset import queries_fingerprint
 from ..hybrid import TIE_BREAK, Hybrid, default_lambda, tune_lambda
-from ..lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, LEX_ONLY, QUERY_MAX_GRID, LambdaChoice, LambdaFit, shown
+from ..lambdas import LABEL_FREE_LAMBDA, LEX_ONLY, LambdaChoice, LambdaFit, shown
 from ..lookup import RULE as LOOKUP_RULE
 from ..reliability import dense_reliability
 from ..run import Run
@@ -82,7 +82,6 @@ def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
     with ws._lock:
         normalized = query_max_space(ws)
         prior = label_free_prior(ws, normalized)
-        grid = (QUERY_MAX_GRID if normalized else LAMBDA_GRID) + ((LEX_ONLY,) if prior == LEX_ONLY else ())
         params = {**HYBRID.params(ws, None), "metric": "ndcg@10"}
         if normalized:
             params.update(bm25_scale="query max")
@@ -94,7 +93,8 @@ def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
             return LambdaFit.from_json(cached[1]["fit"])
         h = Hybrid(lexical_half(ws), ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None,
                    lookups=True)
-        fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split], grid=grid, prior=prior)
+        fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split],
+                          grid=lambdas.grid_for(normalized, prior), prior=prior)
         if ws.store:
             ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="lambda", params=params,
                                  split=split, metrics={"best": fit.best, "chosen": fit.chosen},
