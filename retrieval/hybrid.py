@@ -32,6 +32,7 @@ normalized weighted sum) fuse the two runs through ranx.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,7 @@ class Hybrid:
         self.rrf_k, self.weights = rrf_k, weights
         self.lex_norm = lex_norm  # query text -> what its BM25 scores are divided by (None: raw scores)
         self.lookups = lookups  # CLEAR: identifier lookups ranked by BM25 alone (``retrieval.lookup``)
+        self.lam_by_query: dict[str, float] = {}  # cross-fitted λ (``lambdas.CrossFold``): a query's own, over ``lam``
 
     @property
     def doc_ids(self) -> list[str]:
@@ -128,19 +130,20 @@ class Hybrid:
         return lex
 
     def rank(self, cands: dict[str, Candidates], lam: float, k: int) -> Run:
-        """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8)."""
-        return rank_candidates(cands, lam, self.doc_ids, k)
+        """Rank the candidates by λ·s_lex + s_emb (CLEAR eq. 8), a query in ``lam_by_query`` at its own λ."""
+        return rank_candidates(cands, lam, self.doc_ids, k, self.lam_by_query)
 
     def exact_scores(self, lam: float, doc_rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
-        """λ·s_lex + s_emb for chosen documents (judged ones, for PNR), retrieved or not."""
+        """λ·s_lex + s_emb for chosen documents (judged ones, for PNR), retrieved or not; a query in
+        ``lam_by_query`` at its own λ."""
         qvecs = self.dense.encode_queries({q: queries[q] for q in doc_rows})
         out = {}
         for i, (qid, rows) in enumerate(doc_rows.items()):
             rows_a = np.asarray(rows, dtype=np.int64)
             lex = self.lexical_scores(queries[qid], rows_a)
             emb = self.dense.index.scores(qvecs[i], rows_a)
-            at = LEX_ONLY if self.lex_only(queries[qid]) else lam
+            at = LEX_ONLY if self.lex_only(queries[qid]) else self.lam_by_query.get(qid, lam)
             out[qid] = {self.doc_ids[r]: float(fused(at, lx, e)) for r, lx, e in zip(rows_a, lex, emb)}
         return out
 
@@ -156,12 +159,15 @@ class Hybrid:
         return fuse_runs([lex, emb], self.fusion, k=k, rrf_k=self.rrf_k, weights=self.weights)
 
 
-def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str], k: int) -> Run:
-    """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8), an identifier lookup's by
-    BM25 alone (``Candidates.lex_only``); ``doc_ids`` names the rows."""
+def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str], k: int,
+                    by_query: Mapping[str, float] | None = None) -> Run:
+    """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8) — at its own λ where
+    ``by_query`` has one (cross-fitted λ), else at ``lam`` —, an identifier lookup's by BM25 alone
+    (``Candidates.lex_only``); ``doc_ids`` names the rows."""
     run: Run = {}
+    by_query = by_query or {}
     for qid, c in cands.items():
-        at = LEX_ONLY if c.lex_only else lam
+        at = LEX_ONLY if c.lex_only else by_query.get(qid, lam)
         s = fused(at, c.s_lex, c.s_emb)
         order = np.argsort(-s, kind="stable")[:k]
         run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]

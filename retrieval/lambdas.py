@@ -13,7 +13,14 @@ The policy (``choose``), for one evaluated split:
 * else, with a training split, λ is tuned there (``tuned``): the grid's best replaces the label-free
   choice — λ = 1 in the query-max space (cosine scores), ``LEX_ONLY`` where the encoder fails the
   reliability check (the grid then holds λ = ∞ too) — only where it beats it significantly
-  (``LambdaFit.chosen``; in the raw space with a reliable encoder there is no prior, the best is taken);
+  (``LambdaFit.chosen``; in the raw space with a reliable encoder there is no prior, the best is taken).
+  Without a ``train`` split the judged queries are the training split (``labels.JUDGED``); where they
+  are also the split evaluated, λ is cross-fitted (``cross_fitted``): the judged queries are cut in two
+  seeded halves (``labels.judged_folds``) and each half is ranked with the λ tuned, by the same rule, on
+  the other half, so every judged query is evaluated and none at a λ tuned on itself (the cross-fitting
+  of Chernozhukov et al., "Double/debiased machine learning for treatment and structural parameters",
+  The Econometrics Journal 21(1), 2018, §3, applied to one hyperparameter); new queries (Search) take
+  the λ tuned on all judged queries;
 * else, in the query-max space, the label-free λ = 1 (``label_free``); for raw scores, scale
   matching (``scale_matched``) — unless the encoder cannot be trusted on this corpus
   (``reliability``: a language it was not trained on, or documents it maps almost alike): then
@@ -77,14 +84,46 @@ class LambdaFit:
         return cls(obj["best"], [tuple(r) for r in obj["grid"]], obj["queries"], obj["prior"], obj["p_value"])
 
 
+@dataclass(frozen=True)
+class CrossFold:
+    """One half of cross-fitted λ: the queries ranked with it, and the fit on the other half."""
+
+    queries: frozenset[str]  # the queries this half's λ ranks (never ones it was tuned on)
+    fit: LambdaFit  # tuned on the other half's queries
+
+    @property
+    def value(self) -> float:
+        return self.fit.chosen
+
+
 @dataclass
 class LambdaChoice:
     """The λ a hybrid uses, and why, in words a user reads."""
 
-    value: float
+    value: float  # cross-fitted: the λ of any query in no fold (new queries: tuned on all judged ones)
     how: str  # "tuned on <split> …", or NO_LABELS, or "scale-matched default (no training labels)"
     grid: list[tuple[float, float]] = field(default_factory=list)  # the sweep it was chosen on, if any
     per_query_max: bool = False  # BM25 divided by each query's largest possible score (cosine scores)
+    folds: tuple[CrossFold, ...] = ()  # cross-fitted: each half's queries with the λ tuned on the other
+
+    def at(self, query_id: str) -> float:
+        """The λ that ranks ``query_id``: its fold's, else ``value``."""
+        for fold in self.folds:
+            if query_id in fold.queries:
+                return fold.value
+        return self.value
+
+    @property
+    def per_query(self) -> dict[str, float]:
+        """query id -> λ for the queries of the folds (empty when not cross-fitted)."""
+        return {q: fold.value for fold in self.folds for q in sorted(fold.queries)}
+
+    @property
+    def values_shown(self) -> str:
+        """λ as written: "1", or cross-fitted "1 (half 1) and 0.5 (half 2)"."""
+        if not self.folds:
+            return shown(self.value)
+        return " and ".join(f"{shown(f.value)} (half {i})" for i, f in enumerate(self.folds, 1))
 
     @property
     def formula(self) -> str:
@@ -143,6 +182,22 @@ def tuned(fit: LambdaFit, split: str, normalized: bool) -> LambdaChoice:
     return LambdaChoice(fit.chosen, how, fit.grid, per_query_max=normalized)
 
 
+def cross_fitted(folds: tuple[CrossFold, CrossFold], everything: LambdaFit, split: str,
+                 normalized: bool) -> LambdaChoice:
+    """λ cross-fitted on ``split``'s labelled queries (module docstring): each of the two ``folds``
+    ranks its queries with the λ tuned on the other; ``everything``, the fit on all of them, gives
+    the λ of new queries."""
+    halves = []
+    for i, fold in enumerate(folds, 1):
+        text = (f"half {i} ({len(fold.queries)} queries) with λ {shown(fold.value)}, tuned on the other half's "
+                f"{fold.fit.queries} queries")
+        halves.append(text + (against_prior(fold.fit) if fold.fit.prior is not None else ""))
+    how = (f"cross-fitted: each half evaluated with λ tuned on the other half — {'; '.join(halves)}; "
+           f"new queries (Search) take λ {shown(everything.chosen)}, tuned on all {everything.queries} {split} "
+           "queries (nDCG@10)")
+    return LambdaChoice(everything.chosen, how, everything.grid, per_query_max=normalized, folds=tuple(folds))
+
+
 def of_trained(seen: TrainedOn | None, split: str, fingerprint: str, normalized: bool) -> LambdaChoice | None:
     """λ for an encoder fine-tuned on ``split``'s queries (``seen`` names that split, those queries
     — by ``fingerprint`` — and this λ space), else None."""
@@ -190,14 +245,16 @@ def fixed(value: float, how: str, normalized: bool) -> LambdaChoice:
 
 def choose(train: str | None, normalized: bool, trained: Callable[[str], LambdaChoice | None],
            fit: Callable[[str], LambdaFit], scale: Callable[[], float],
-           reliability: Callable[[], DenseReliability] | None = None) -> LambdaChoice:
+           reliability: Callable[[], DenseReliability] | None = None,
+           cross: Callable[[str], LambdaChoice] | None = None) -> LambdaChoice:
     """The policy (module docstring): ``train`` the training split (None: there is none),
     ``normalized`` whether the hybrid scores in the query-max space; ``trained(train)`` the choice a
-    fine-tuned encoder brings, ``fit(train)`` the λ tuned there, ``scale()`` the scale-matched λ,
+    fine-tuned encoder brings, ``fit(train)`` the λ tuned there, ``cross(train)`` λ cross-fitted
+    there (given only where ``train`` is the split evaluated), ``scale()`` the scale-matched λ,
     ``reliability()`` the dense encoder's checks on this corpus — each called only when the policy
     needs it."""
     if train:
-        return trained(train) or tuned(fit(train), train, normalized)
+        return trained(train) or (cross(train) if cross else tuned(fit(train), train, normalized))
     check = reliability() if reliability is not None else None
     if check is not None and not check.reliable:
         return unreliable(check, normalized)

@@ -233,6 +233,11 @@ class Workspace:
         """Where the background dense build stands (None: there was none)."""
         return self._dense_build.status
 
+    @property
+    def builds(self) -> dict[str, IndexBuild]:
+        """Every index this workspace may build in the background, by kind ("dense", "sparse")."""
+        return {"dense": self._dense_build, "sparse": self._sparse_build}
+
     def pending(self, names) -> list[str]:
         """Those of the systems ``names`` that cannot answer yet: an index they need (dense, or the
         learned sparse one) is still being built in the background (BM25 and imported runs never wait)."""
@@ -259,8 +264,8 @@ class Workspace:
     def lambda_for(self, eval_split: str | None) -> LambdaChoice:
         return hybrid_system.lambda_for(self, eval_split)
 
-    def lambda_fit(self, split: str) -> LambdaFit:
-        return hybrid_system.lambda_fit(self, split)
+    def lambda_fit(self, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
+        return hybrid_system.lambda_fit(self, split, queries)
 
     def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
         hybrid_system.fix_lambda(self, value, how, eval_split)

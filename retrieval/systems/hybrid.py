@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from .. import lambdas
 from ..dataset import queries_fingerprint
 from ..hybrid import TIE_BREAK, Hybrid, default_lambda, tune_lambda
-from ..lambdas import LABEL_FREE_LAMBDA, LEX_ONLY, LambdaChoice, LambdaFit, shown
+from ..labels import FOLDS_SEED, JUDGED, judged_counts, judged_folds
+from ..lambdas import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
 from ..lookup import RULE as LOOKUP_RULE
 from ..reliability import dense_reliability
 from ..run import Run
@@ -44,20 +45,42 @@ def make(ws: Workspace, fusion: str = "clear", split: str | None = None) -> Hybr
     h = Hybrid(lexical_half(ws, fusion), ws.dense, depth=ws.depth, fusion=fusion, lookups=fusion == "clear")
     if fusion == "clear":
         choice = lambda_for(ws, split)
-        h.lam = choice.value
+        h.lam, h.lam_by_query = choice.value, choice.per_query
         if choice.per_query_max:
             h.lex_norm = ws.bm25.max_score
     return h
 
 
+def tuning_split(ws: Workspace, split: str | None) -> str | None:
+    """The split λ is tuned on when evaluating ``split`` (None: the queries of no split, e.g. Search):
+    ``train`` where the data set has one (never for ``train`` itself); else the judged queries
+    (``labels.JUDGED``) where some have a relevant document — where ``judged`` is the split
+    evaluated, at least two, one for each half λ is cross-fitted on (``lambda_for``); else None."""
+    qrels = ws.dataset.qrels
+    if "train" in qrels:
+        return "train" if split != "train" else None
+    relevant = judged_counts(qrels[JUDGED]).relevant if JUDGED in qrels else 0
+    return JUDGED if relevant >= (2 if split == JUDGED else 1) else None
+
+
 def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
-    """λ_test for evaluating ``split``: the training split's (never the split evaluated), chosen by
+    """λ_test for evaluating ``split``: the training split's (``tuning_split``), chosen by
     ``lambdas.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the training split
-    against the label-free prior, else the label-free λ — and kept on the workspace."""
+    against the label-free prior, else the label-free λ — and kept on the workspace. Where the
+    training split is the judged queries and they are the split evaluated, λ is cross-fitted:
+    each seeded half (``labels.judged_folds``) is ranked with the λ ``lambda_fit`` tunes on the
+    other half, so no query is ranked with a λ tuned on itself; the λ of any other query (Search)
+    is tuned on all of them."""
     with ws._lock:
         if split not in ws._lambda:
-            train = "train" if "train" in ws.dataset.qrels and split != "train" else None
+            train = tuning_split(ws, split)
             normalized = query_max_space(ws)
+
+            def cross(on: str) -> LambdaChoice:
+                halves = judged_folds(ws.dataset.qrels[on])
+                folds = (CrossFold(halves[0], lambda_fit(ws, on, halves[1])),
+                         CrossFold(halves[1], lambda_fit(ws, on, halves[0])))
+                return lambdas.cross_fitted(folds, lambda_fit(ws, on), on, normalized)
 
             def trained(on: str) -> LambdaChoice | None:
                 fingerprint = queries_fingerprint(ws.dataset.split_queries(on))
@@ -71,14 +94,16 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
                 return default_lambda(Hybrid(lexical_half(ws), ws.dense, depth=ws.depth).candidates(sample))
 
             ws._lambda[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale,
-                                               lambda: dense_reliability(ws))
+                                               lambda: dense_reliability(ws),
+                                               cross if train == JUDGED and split == JUDGED else None)
         return ws._lambda[split]
 
 
-def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
-    """λ_test tuned on a labelled split over the grid of the hybrid's score space, against the
-    label-free choice as the prior (``label_free_prior``); cached in the store. ``lambda_for`` calls
-    it on the training split to choose λ; on any other split it only shows how λ would have done."""
+def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
+    """λ_test tuned on a labelled split (only its ``queries`` when given: a half λ is cross-fitted
+    on) over the grid of the hybrid's score space, against the label-free choice as the prior
+    (``label_free_prior``); cached in the store. ``lambda_for`` calls it on the training split to
+    choose λ; on any other split it only shows how λ would have done."""
     with ws._lock:
         normalized = query_max_space(ws)
         prior = label_free_prior(ws, normalized)
@@ -87,13 +112,17 @@ def lambda_fit(ws: Workspace, split: str) -> LambdaFit:
             params.update(bm25_scale="query max")
         if prior is not None:  # λ = ∞ (BM25 alone) in the key as written: its grid holds ∞ too
             params.update(prior=prior if math.isfinite(prior) else shown(prior))
+        tuned_on = ws.dataset.split_queries(split)
+        if queries is not None:
+            tuned_on = {q: t for q, t in tuned_on.items() if q in queries}
+            params.update(queries=queries_fingerprint(tuned_on))
         key = cache_key(dataset=ws.dataset.content_hash, system="lambda", params=params, split=split, k=0)
         cached = ws.store.get_metrics(key) if ws.store else None
         if cached:
             return LambdaFit.from_json(cached[1]["fit"])
         h = Hybrid(lexical_half(ws), ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score if normalized else None,
                    lookups=True)
-        fit = tune_lambda(h, ws.dataset.split_queries(split), ws.dataset.qrels[split],
+        fit = tune_lambda(h, tuned_on, ws.dataset.qrels[split],
                           grid=lambdas.grid_for(normalized, prior), prior=prior)
         if ws.store:
             ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="lambda", params=params,
@@ -155,6 +184,10 @@ class Clear(_Fusion):
             p["lambda"] = choice.value
             if choice.per_query_max:
                 p["bm25_scale"] = "query max"
+            if choice.folds:  # cross-fitted: each half's queries and λ (and the seed that dealt them)
+                p["cross_fitted"] = {"seed": FOLDS_SEED, "folds": [
+                    [queries_fingerprint({q: ws.dataset.queries[q] for q in f.queries}), f.value
+                     if math.isfinite(f.value) else shown(f.value)] for f in choice.folds]}
         return p
 
     def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
@@ -162,8 +195,12 @@ class Clear(_Fusion):
         return make(ws, "clear", split).exact_scores(lambda_for(ws, split).value, rows, queries)
 
     def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        """A query of the data set at the λ its evaluation ranks it with (cross-fitted: its half's),
+        any other at the split's λ (cross-fitted: tuned on all judged queries)."""
         h = make(ws, "clear", split)
-        return h.rank({"q": h.union(probe.text, probe.vector, probe.dense_rows)}, h.lam, k)["q"]
+        lam = h.lam_by_query.get(probe.query_id, h.lam) if probe.query_id else h.lam
+        h.lam_by_query = {}  # the probe's one list is named "q", whatever the query's id
+        return h.rank({"q": h.union(probe.text, probe.vector, probe.dense_rows)}, lam, k)["q"]
 
 
 class RRF(_Fusion):
