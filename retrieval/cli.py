@@ -102,6 +102,7 @@ def metrics_json(split: str, evals: dict, results: dict[str, dict[str, float]], 
         return None if v != v else v
 
     return {"split": split, "level": LEVEL, "interval": "percentile bootstrap over queries",
+            "difference_interval": "the shifts the paired permutation test does not reject (null: unbounded)",
             "systems": {s: {"queries": len(evals[s].per_query.get(PRIMARY, {})),
                             "metrics": {m: num(v) for m, v in row.items()},
                             "intervals": {m: evals[s].interval(m).to_json() for m in row}}
@@ -222,8 +223,10 @@ def cmd_judges(args) -> int:
     store = Store(args.store or default_store_path())
     if args.import_file:  # every row checked before any is stored
         found = judgment_files.read(args.import_file, ds, args.judge)
-        store.put_judgments(ds.corpus_hash, [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
-        print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}", file=sys.stderr)
+        stored = store.put_judgments(ds.corpus_hash,
+                                     [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
+        print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}: "
+              f"{stored.new:,} new, {stored.changed:,} changed, {stored.unchanged:,} unchanged", file=sys.stderr)
     rows = store.judgments(ds.corpus_hash)
     if not rows:
         print(f"error: nobody has judged {ds.name}'s corpus in {store.path} yet", file=sys.stderr)
@@ -270,7 +273,7 @@ def cmd_failures(args) -> int:
 
     from .failures import failure_gallery
     from .segments import segment_table
-    from .tables import comparisons, metrics_table, recall_at_ks, versus
+    from .tables import comparisons, metrics_table, recall_at_ks, table_coverage, versus
 
     ds, ws = _open(args)
     split = ws.require_split(args.split or ds.default_split())
@@ -282,7 +285,8 @@ def cmd_failures(args) -> int:
                per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
     by_kind = {label(s): ws.evaluate(s, split) for s in (BM25, DENSE, HYBRID)}
     summary = report_summary(metrics_table(workspaces, split), comparisons(workspaces, split),
-                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)))
+                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
+                             covered=table_coverage(workspaces, split)[0])
     path = write_gallery(gallery, args.html, figures, summary=summary)
     for category, count in gallery.counts.items():
         print(f"{category:<26}{count:>6}")

@@ -17,6 +17,7 @@ import sqlite3
 import threading
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,16 @@ def _pack(obj) -> bytes:
 
 def _unpack(blob: bytes):
     return json.loads(zlib.decompress(blob))
+
+
+@dataclass(frozen=True)
+class JudgmentsStored:
+    """What ``Store.put_judgments`` did: grades of pairs the judge had not graded (``new``), grades
+    that replaced another (``changed``), grades the store held already (``unchanged``)."""
+
+    new: int
+    changed: int
+    unchanged: int
 
 
 class StoreError(ValueError):
@@ -285,20 +296,32 @@ class Store:
         ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade."""
         self.put_judgments(corpus, [(query_id, query_text, doc_id, grade, judge)])
 
-    def put_judgments(self, corpus: str, judgments) -> None:
+    def put_judgments(self, corpus: str, judgments) -> "JudgmentsStored":
         """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus in one
-        transaction (an import): every one is checked first, so a bad one stores none."""
+        transaction (an import): every one is checked first, so a bad one stores none. Counted against
+        what the store held for the corpus and judge (``JudgmentsStored``: new, changed, unchanged; a
+        pair given twice counts once, its last grade); an unchanged grade is left as it was (its time too)."""
         now = time.time()
-        rows = []
+        rows: dict[tuple[str, str, str], dict] = {}
         for query_id, query_text, doc_id, grade, judge in judgments:
             if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
                 raise ValueError(f"a grade is one of {', '.join(map(str, GRADES))}, not {grade!r}")
             if not judge:
                 raise ValueError("a judgment needs the judge's name")
-            rows.append({"corpus": corpus, "query_id": query_id, "doc_id": doc_id, "judge": check_judge(judge),
-                         "grade": int(grade), "query_text": query_text, "time": now})
+            judge = check_judge(judge)
+            rows[(query_id, doc_id, judge)] = {"corpus": corpus, "query_id": query_id, "doc_id": doc_id,
+                                               "judge": judge, "grade": int(grade), "query_text": query_text,
+                                               "time": now}
         with self._lock, self.db.conn:
-            self.db["judgments"].upsert_all(rows, pk=("corpus", "query_id", "doc_id", "judge"))
+            before = {(r["query_id"], r["doc_id"], r["judge"]): r["grade"]
+                      for judge in {key[2] for key in rows}
+                      for r in self.db["judgments"].rows_where("corpus = ? and judge = ?", [corpus, judge],
+                                                               select="query_id, doc_id, judge, grade")}
+            new = [row for key, row in rows.items() if key not in before]
+            changed = [row for key, row in rows.items() if key in before and before[key] != row["grade"]]
+            if new or changed:
+                self.db["judgments"].upsert_all(new + changed, pk=("corpus", "query_id", "doc_id", "judge"))
+        return JudgmentsStored(len(new), len(changed), len(rows) - len(new) - len(changed))
 
     def judgments(self, corpus: str, judge: str | None = None) -> list[dict]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),

@@ -102,7 +102,8 @@ def test_the_judge_tab_imports_and_exports_each_judges_grades(tmp_path, demo, mo
     upload = tmp_path / "upload-123" / "ratings.csv"  # as Gradio hands an upload over
     upload.parent.mkdir()
     upload.write_text(f"query,docid,Ann,Bob\n{demo.queries[q]},{d[0]},2,1\n{demo.queries[q]},{d[1]},,0\n")
-    assert judge.import_judgments(ws, store, str(upload)) == "Imported 3 judgments by Ann, Bob."
+    assert judge.import_judgments(ws, store, str(upload)) == ("Read 3 judgments by Ann, Bob: 3 new, 0 changed a "
+                                                              "grade, 0 unchanged (stored already).")
     broken = upload.parent / "broken.csv"
     broken.write_text(f"query_id,doc_id,grade\n{q},{d[0]},7\n")
     with pytest.raises(Exception) as err:  # the file's own name and line, not the upload path

@@ -15,6 +15,7 @@ import gradio as gr
 
 from retrieval import Store, Workspace, sampling
 from retrieval.agreement import agreement
+from retrieval.coverage import MIN_JUDGED_AT_10
 from retrieval.errors import DataError
 from retrieval.judgments import (
     DEPTH,
@@ -50,6 +51,7 @@ from .notify import refuse
 from .pools import LIGHT
 from .present.escape import text as esc
 from .present.search import highlight
+from .present.tables import shortfall_text
 from .registry import Context
 
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
@@ -254,7 +256,7 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
     """The judgments of an uploaded CSV/TSV (``retrieval.readers.judgments``: RankScope's own
     export, a spreadsheet's, Quepid's) added to the corpus's, each with its judge (``judge`` for a
     file without a judge column); a row that cannot be mapped is refused with its line, and then
-    nothing is stored."""
+    nothing is stored. Says how many were new, changed a grade, or were stored already."""
     if not path:
         raise refuse("upload a CSV or TSV of judgments first")
     try:
@@ -262,9 +264,11 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
                                     display=Path(path).name)
     except (DataError, ValueError) as err:
         raise refuse(err) from err
-    store.put_judgments(ws.dataset.corpus_hash, [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
+    stored = store.put_judgments(ws.dataset.corpus_hash,
+                                 [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
     judges = sorted({j.judge for j in found})
-    return f"Imported {len(found):,} judgments by {', '.join(esc(j) for j in judges)}."
+    return (f"Read {len(found):,} judgments by {', '.join(esc(j) for j in judges)}: {stored.new:,} new, "
+            f"{stored.changed:,} changed a grade, {stored.unchanged:,} unchanged (stored already).")
 
 
 def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "auto", size: int = DEFAULT_SIZE,
@@ -281,7 +285,9 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     ids = set(sample.query_ids)
     judged = {q: docs for q, docs in merged_qrels(store.judgments(ws.dataset.corpus_hash)).items() if q in ids}
     runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
-    rows = sorted(standings(runs, judged), key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
+    tens = runs if k >= 10 else {label(s): run for s, run in pool_runs(ws, 10, sample.query_ids).items()}
+    rows = sorted(standings(runs, judged, coverage_runs=tens),
+                  key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
     if len(runs) < 2:
         waiting = ", ".join(label(s) for s in ws.pending((*BASE_SYSTEMS, SPLADE)))
         return (f"Only {esc(', '.join(runs)) or 'no system'} on show so far: a comparison needs two systems"
@@ -290,13 +296,15 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
         return "No comparison can be made yet: judge until some query has a relevant document."
     n = rows[0].comparison.queries
     head = (f"**Which comparisons are settled** (nDCG@10 on the {n} judged quer{'y' if n == 1 else 'ies'} with a "
-            f"relevant document, each system's top {k}; unjudged documents count as not relevant):")
+            f"relevant document, each system's top {k}; unjudged documents count as not relevant; a verdict needs "
+            f"each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
     lines = [head, ""]
-    tens = runs if k >= 10 else {label(s): run for s, run in pool_runs(ws, 10, sample.query_ids).items()}
     coverage = judged_at_10(tens, judged)
     for r in rows:
         line = conclusion(r.a, r.b, r.comparison)
-        if r.settled:
+        if r.blocked:
+            lines.append(f"- **no verdict yet:** {esc(r.b)} and {esc(r.a)} — {esc(shortfall_text(r.verdict))}")
+        elif r.settled:
             lines.append(f"- **settled:** {esc(line)}")
         elif r.more_queries is None:
             lines.append(f"- **open:** {esc(line)} — out of reach so far: the two score alike on these queries")
@@ -349,6 +357,7 @@ def disagreement_rows(ws: Workspace, store: Store) -> list[list]:
 class JudgeView:
     apply: gr.Button  # "use the judgments in every view" (wired by the shell: it switches the workspace)
     prefer: gr.Radio
+    aim: gr.Dropdown | None = None  # the pairs of systems on show (refreshed by the shell when a system joins)
 
 
 def build(ctx: Context) -> JudgeView:
@@ -470,4 +479,4 @@ def build(ctx: Context) -> JudgeView:
                      [import_file, judge, ctx.key], import_status, api_name="import_judgments", **LIGHT).then(
         lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
         api_visibility="private", **LIGHT)
-    return JudgeView(apply, prefer)
+    return JudgeView(apply, prefer, aim)
