@@ -108,6 +108,18 @@ class SparseModel:
         """The vocabulary ids of the text's own word pieces (all of them, however long the text)."""
         return set(self.model.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
 
+    def words(self, text: str) -> list[tuple[str, list[int]]]:
+        """The text's words as written, each with the vocabulary ids of its word pieces ("faucet",
+        [fa, ##uce, ##t]); words as the tokenizer's own pre-tokenizer splits them (whitespace and
+        punctuation), read from its ``word_ids``."""
+        enc = self.model.tokenizer(text, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
+        spans: dict[int, tuple[int, int, list[int]]] = {}
+        word_ids = enc.word_ids() if enc.is_fast else range(len(enc["input_ids"]))
+        for w, term, (start, end) in zip(word_ids, enc["input_ids"], enc["offset_mapping"]):
+            first, _, ids = spans.get(w, (start, end, []))
+            spans[w] = (first, end, [*ids, term])
+        return [(text[start:end], ids) for start, end, ids in spans.values()]
+
     def token(self, term: int) -> str:
         """The vocabulary term of an id ("nasal", "##ny")."""
         if self._tokens is None:
@@ -256,9 +268,29 @@ class SparseRetriever:
             out[qid] = [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
         return out
 
-    def explain(self, query: SparseVector, row: int, text: str, top: int = 8) -> list[TermScore]:
+    def explain(self, query: SparseVector, row: int, text: str, top: int = 8,
+                query_text: str | None = None) -> list[TermScore]:
         """The ``top`` terms that made the score of the document at ``row`` (whose text is ``text``),
-        largest w(q)·w(d) first, each marked when the text lacks it (an expansion)."""
-        own = self.model.term_ids(text)
-        return [TermScore(self.model.token(t), round(c, 4), t not in own)
-                for t, _, _, c in self.index.contributions(query, row)[:top]]
+        largest w(q)·w(d) first, each marked when the text lacks it (an expansion).
+
+        Terms are shown as the words people wrote: the word pieces of one word of the query
+        (``query_text``), else of the document, are one term ("faucet", not "fa", "##uce", "##t"),
+        scored by the sum of their pieces' w(q)·w(d), so the scores still add up to s(q, d); a
+        piece that is part of no word of either text (an expansion the model added) stays a piece,
+        its "##" shown as a leading "…". A term is an expansion when none of its word's pieces
+        occurs in the document's text."""
+        words = self.model.words(text)
+        own = {t for _, ids in words for t in ids}
+        word_of: dict[int, tuple[str, list[int]]] = {}
+        for word, ids in [*(self.model.words(query_text) if query_text else []), *words]:
+            for t in ids:
+                word_of.setdefault(t, (word, ids))
+        scores: dict[str, float] = {}
+        expansion: dict[str, bool] = {}
+        for t, _, _, c in self.index.contributions(query, row):
+            token = self.model.token(t)
+            shown, ids = word_of.get(t) or ("…" + token[2:] if token.startswith("##") else token, [t])
+            scores[shown] = scores.get(shown, 0.0) + c
+            expansion[shown] = not any(i in own for i in ids)  # none of the word's pieces is the document's
+        ranked = sorted(scores.items(), key=lambda kv: -kv[1])[:top]
+        return [TermScore(term, round(score, 4), expansion[term]) for term, score in ranked]

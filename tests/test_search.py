@@ -116,3 +116,15 @@ def test_an_identifier_lookup_typed_in_search_is_ranked_by_bm25_alone_and_says_s
     assert "looks up an identifier" in side_by_side_html(res, demo_ws.tokenizer)
     other = side_by_side(demo_ws, "leaky faucet washer", k=10)
     assert "looks up an identifier" not in side_by_side_html(other, demo_ws.tokenizer)
+
+
+def test_bm25_terms_are_shown_as_the_query_words_not_their_stems(demo_ws):
+    """The Search view names a matched or missing term by the word typed ("leaky"), keeping the
+    stem ("leaki") only as the hover title."""
+    from ui.present.search import side_by_side_html
+
+    res = side_by_side(demo_ws, text="leaky faucets dripping", k=5)
+    assert res.term_words == {"leaki": "leaky", "faucet": "faucets", "drip": "dripping"}
+    html = side_by_side_html(res, demo_ws.tokenizer)
+    assert 'title="leaki">leaky</span>' in html or "no exact match: leaky" in html
+    assert ">leaki<" not in html and "no exact match: leaki" not in html

@@ -90,8 +90,11 @@ def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, 
     top = hits[0]
     assert sum(t.score for t in top.system_terms) <= top.score + 1e-3  # the largest contributions of its score
     for hit in hits:  # an expansion is a term the document's own word pieces lack
-        own = set(ws.sparse.model.model.tokenizer.tokenize(ws.corpus.texts[ws.doc_row[hit.doc_id]]))
-        assert [t.expansion for t in hit.system_terms] == [t.term not in own for t in hit.system_terms]
+        tokenizer = ws.sparse.model.model.tokenizer
+        own = set(tokenizer.tokenize(ws.corpus.texts[ws.doc_row[hit.doc_id]]))
+        pieces = {t.term: ["##" + t.term[1:]] if t.term.startswith("…") else tokenizer.tokenize(t.term)
+                  for t in hit.system_terms}  # a term is a word (its pieces joined) or a lone piece
+        assert [t.expansion for t in hit.system_terms] == [not set(pieces[t.term]) & own for t in hit.system_terms]
     assert any(t.expansion for h in hits for t in h.system_terms) and any(not t.expansion for t in top.system_terms)
     html = side_by_side_html(res, ws.tokenizer)
     assert "SPLADE terms:" in html and 'class="expansion"' in html  # expansion terms the texts lack
@@ -119,3 +122,26 @@ def test_failures_show_learned_sparse_ranks_terms_and_what_its_expansion_bridges
     html = card_html(bridged[0])
     assert "SPLADE terms:" in html and "rs-term-expansion" in "".join(card_html(c) for c in cards)
     assert "splade" not in failure_gallery(ws, "test", sparse=False).systems
+
+
+def test_explanations_show_the_words_people_wrote_not_word_pieces(splade):
+    """A word WordPiece splits ("faucets" → fa, ##uce, ##ts) is one term, scored by the sum of its
+    pieces' w(q)·w(d), so the shown terms still add up to the document's score."""
+    texts = ["The leaky faucets in the kitchen drip all night.", "Stock markets fell after the rate decision."]
+    vecs = splade.encode(texts)
+    index = SparseIndex(["a", "b"], vecs, splade.vocab_size)
+    from retrieval.sparse import SparseRetriever
+
+    retriever = SparseRetriever(splade, index)
+    query = "leaky faucets"
+    q = splade.encode([query], query=True)[0]
+    pieces = [splade.token(t) for t in splade.words("faucets")[0][1]]
+    assert len(pieces) > 1 and all(p.startswith("##") for p in pieces[1:])  # the tokenizer does split it
+    terms = retriever.explain(q, 0, texts[0], top=1000, query_text=query)
+    shown = [t.term for t in terms]
+    assert "faucets" in shown and "leaky" in shown
+    assert not any(t.startswith("##") for t in shown)
+    assert sum(t.score for t in terms) == pytest.approx(float(index.scores(q)[0]), rel=1e-3)
+    assert not next(t for t in terms if t.term == "faucets").expansion  # the document has the word
+    # without the query's words, the document's own words still join the pieces
+    assert "faucets" in [t.term for t in retriever.explain(q, 0, texts[0], top=1000)]

@@ -40,4 +40,5 @@ class Splade:
         return [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
-        return ws.sparse.explain(probe.sparse, row, ws.corpus.texts[row])
+        text = ws.dataset.docs[ws.dataset.doc_ids[row]].full_text  # not ws.corpus: it lists every text
+        return ws.sparse.explain(probe.sparse, row, text, query_text=probe.text)

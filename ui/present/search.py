@@ -39,10 +39,11 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
         badge = f'<span class="badge {cls}" title="{title}">{hit.label}</span>'
     elsewhere = " · ".join(f"{esc(short(o))} {'#' + str(r) if r else NOT_RETRIEVED}"
                            for o, r in hit.ranks.items() if o != system)
-    why = " · ".join(f"{esc(t)} {v:.2f}" for t, v in hit.bm25_terms)
+    words = res.term_words  # each stem shown as the query word(s) it came from ("leaky", not "leaki")
+    why = " · ".join(f'<span title="{esc(t)}">{esc(words.get(t, t))}</span> {v:.2f}' for t, v in hit.bm25_terms)
     why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
-    missing = (f'<div class="missing">no exact match: {esc(", ".join(hit.missing_terms))}</div>'
-               if hit.missing_terms and res.terms else "")
+    missing = (f'<div class="missing">no exact match: {esc(", ".join(words.get(t, t) for t in hit.missing_terms))}'
+               '</div>' if hit.missing_terms and res.terms else "")
     own = _system_terms_html(hit, system)
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
             f'<span class="title">{esc(hit.title or hit.doc_id)}</span>'
