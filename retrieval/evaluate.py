@@ -44,7 +44,7 @@ import numpy as np
 from scipy import stats
 
 from .dataset import Qrels
-from .intervals import Interval, mean_interval
+from .intervals import Interval, mean_interval, sign_flip_test
 from .metrics import BPREF, METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
 from .numba_guard import NUMBA_LOCK
 from .run import Run
@@ -190,7 +190,9 @@ class Comparison:
     wins: list[str]  # queries where B beats A
     losses: list[str]  # queries where A beats B
     ties: int
-    interval: Interval = field(default_factory=Interval.undefined)  # of the mean per-query B − A
+    # of the mean per-query B − A, by the same test as p_value (``compare``): it excludes 0 exactly
+    # when p < SIGNIFICANCE_LEVEL
+    interval: Interval = field(default_factory=Interval.undefined)
 
     @property
     def significant(self) -> bool:
@@ -208,40 +210,48 @@ class Comparison:
 
     @property
     def outcome(self) -> str:
-        """``"b"`` when B is better (significant, its interval above 0), ``"a"`` when A is, else
-        ``"open"``: not separable on these queries yet."""
+        """``"b"`` when B is better (p < 0.05, its interval above 0), ``"a"`` when A is (below 0),
+        else ``"open"``: not separable on these queries yet. With the permutation test the two
+        conditions are one (``intervals.sign_flip_test``)."""
         if self.significant and self.interval.excludes(0.0):
-            return "b" if self.delta > 0 else "a"
+            return "b" if self.interval.low > 0 else "a"
         return "open"
 
 
 def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "permutation",
             n_resamples: int = 10_000, seed: int = 0) -> Comparison:
     """Paired significance test of B − A over the queries both were evaluated on, with the 95%
-    interval of the mean difference (``intervals``: paired percentile bootstrap, seeded).
+    interval of the mean difference that the same test gives, so that the interval excludes 0
+    exactly when p < 0.05.
 
-    ``permutation``: paired randomization test of the mean difference (the test CLEAR uses,
-    Gao et al., "Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021,
-    arXiv:2004.13969, §4), ``paired_permutation_p``;
-    ``ttest``: paired two-sided Student t-test (``scipy.stats.ttest_rel``).
+    ``permutation``: paired randomization (sign-flip) test of the mean difference (the test CLEAR
+    uses, Gao et al., "Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR
+    2021, arXiv:2004.13969, §4), and as the interval the shifts it does not reject
+    (``intervals.sign_flip_test``; ``paired_permutation_p`` is its p);
+    ``ttest``: paired two-sided Student t-test (``scipy.stats.ttest_rel``) and its t interval.
     """
     qa, qb = a.per_query.get(metric, {}), b.per_query.get(metric, {})
     qids = [q for q in qa if q in qb]
     xa = np.array([qa[q] for q in qids], dtype=np.float64)
     xb = np.array([qb[q] for q in qids], dtype=np.float64)
     diff = xb - xa
-    if len(qids) < 2 or np.allclose(diff, 0):
-        p = 1.0
-    elif test == "ttest":
-        p = float(stats.ttest_rel(xb, xa).pvalue)
-    elif test == "permutation":
-        p = paired_permutation_p(diff, n_resamples, seed)
-    else:
+    if test not in ("permutation", "ttest"):
         raise ValueError(f"unknown test {test!r}; choose 'permutation' or 'ttest'")
+    if len(qids) < 2:
+        p, interval = 1.0, Interval.undefined()
+    elif np.allclose(diff, 0):  # rounding noise is no difference
+        p, interval = 1.0, Interval(0.0, 0.0)
+    elif test == "ttest":
+        result = stats.ttest_rel(xb, xa)
+        ci = result.confidence_interval(1 - SIGNIFICANCE_LEVEL)
+        p, interval = float(result.pvalue), Interval(float(ci.low), float(ci.high))
+    else:
+        flip = sign_flip_test(diff, 1 - SIGNIFICANCE_LEVEL, n_resamples, seed)
+        p, interval = flip.p_value, flip.interval
     return Comparison(metric, float(xa.mean()) if len(xa) else float("nan"),
                       float(xb.mean()) if len(xb) else float("nan"), float(diff.mean()) if len(diff) else 0.0,
                       p, test, [q for q, d in zip(qids, diff) if d > 0],
-                      [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)), mean_interval(diff))
+                      [q for q, d in zip(qids, diff) if d < 0], int(np.sum(diff == 0)), interval)
 
 
 def compare_pairs(evals: dict[str, Evaluation], metric: str = "ndcg@10",
@@ -262,28 +272,10 @@ def paired_permutation_p(diff, n_resamples: int = 10_000, seed: int = 0) -> floa
     the ``n_resamples`` sign patterns whose mean is at least as far from 0 as the observed one, as
     ``scipy.stats.permutation_test(..., permutation_type="samples")`` computes it — every pattern
     when there are at most ``n_resamples`` (exact), else random ones with the +1 adjustment, and
-    twice the smaller tail. Written out because scipy's general routine takes 0.2–0.4 s a call and
+    twice the smaller tail. Written out (``intervals.sign_flip_test``, which inverts the same test
+    into the difference's interval) because scipy's general routine takes 0.2–0.4 s a call and
     every table makes dozens (``tests/test_evaluate.py`` checks the two agree)."""
-    d = np.asarray(diff, dtype=np.float64)
-    n = len(d)
-    observed = d.mean()
-    if 2 ** n <= n_resamples:  # exact: all 2^n sign patterns
-        bits = (np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1
-        null = ((1 - 2 * bits) * d).mean(axis=1)
-        adjustment, total = 0, 2 ** n
-    else:
-        rng = np.random.default_rng(seed)
-        null = np.empty(n_resamples)
-        step = max(1, 4_000_000 // n)
-        for start in range(0, n_resamples, step):
-            stop = min(n_resamples, start + step)
-            signs = 1 - 2 * rng.integers(0, 2, size=(stop - start, n), dtype=np.int8)
-            null[start:stop] = signs @ d / n
-        adjustment, total = 1, n_resamples
-    gamma = abs(observed) * np.finfo(np.float64).eps * 100
-    less = ((null <= observed + gamma).sum() + adjustment) / (total + adjustment)
-    greater = ((null >= observed - gamma).sum() + adjustment) / (total + adjustment)
-    return float(min(1.0, 2 * min(less, greater)))
+    return sign_flip_test(diff, n_resamples=n_resamples, seed=seed).p_value
 
 
 def significance_marks(evals: dict[str, Evaluation], base: str,

@@ -15,7 +15,7 @@ Segments of the evaluated queries (each query falls in one value of each kind):
 
 A segment value with fewer than ``MIN_QUERIES`` queries is left out (no interval worth the name).
 In each segment every pair of systems is compared (``evaluate.compare``: paired permutation test,
-the paired bootstrap interval of the difference); with many segments and pairs some tests come out
+and the interval of the difference that test gives); with many segments and pairs some tests come out
 below 0.05 by chance, so a difference counts as significant only when its p-value stays below
 ``metrics.SIGNIFICANCE_LEVEL`` after the Benjamini–Hochberg correction over every test of the
 table (Benjamini and Hochberg, "Controlling the False Discovery Rate", JRSS B 57(1), 1995;

@@ -2,7 +2,7 @@
 about how many more judgments the others need.
 
 Each pair of systems is compared on the judged queries (``evaluate.compare``: the paired
-permutation test and the paired bootstrap interval of the difference in nDCG@10, unjudged documents
+permutation test and the interval of the difference in nDCG@10 that test gives, unjudged documents
 counting as not relevant, as everywhere). A comparison is settled when one system is the better at
 p < 0.05 with an interval above 0 (``Comparison.outcome``).
 

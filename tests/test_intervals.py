@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval.evaluate import Evaluation, compare
 from retrieval.intervals import (
@@ -16,6 +18,7 @@ from retrieval.intervals import (
     mean_interval,
     proportion_interval,
     resamples_for,
+    sign_flip_test,
 )
 from retrieval.metrics import cell, conclusion, interval_text
 
@@ -57,7 +60,7 @@ def test_paired_interval_sees_a_small_consistent_gain_that_unpaired_ones_miss():
     a = rng.random(80)  # queries vary a lot; B is A plus a small gain on every query
     b = np.clip(a + 0.03 + rng.normal(0, 0.01, 80), 0, 1)
     qa, qb = dict(enumerate(a)), dict(enumerate(b))
-    diff = mean_interval(b - a)  # the paired interval: of the per-query differences
+    diff = sign_flip_test(b - a).interval  # the paired interval: of the per-query differences
     assert diff.excludes(0.0) and diff.low > 0
     assert mean_interval(a).high > mean_interval(b).low  # the two means' intervals overlap
     cmp = compare(Evaluation({}, {"ndcg@10": qa}), Evaluation({}, {"ndcg@10": qb}))
@@ -86,3 +89,62 @@ def test_wilson_interval_of_a_share():
     half = proportion_interval(50, 100)
     assert half.low == pytest.approx(0.4038, abs=1e-4) and half.high == pytest.approx(0.5962, abs=1e-4)
     assert math.isnan(proportion_interval(0, 0).low)
+
+
+# ---- one rule for a difference: the sign-flip test and its inversion ---------------------------
+def test_the_user_case_an_interval_above_0_beside_not_separable_cannot_happen():
+    # per-query differences where the percentile bootstrap's interval lies above 0 while the
+    # permutation test says p > 0.05 (what the bootstrap interval used to show beside "not separable")
+    rng = np.random.default_rng(11)
+    for _ in range(2_000):
+        d = np.round(rng.choice([-1, 0, 0, 0, 1], size=14) * rng.random(14), 2)
+        if mean_interval(d).low > 0 and not sign_flip_test(d).p_value < 0.05:
+            break
+    else:
+        pytest.fail("no such case found")
+    cmp = compare(Evaluation({}, {"ndcg@10": dict(enumerate(np.zeros(14)))}),
+                  Evaluation({}, {"ndcg@10": dict(enumerate(d))}))
+    assert cmp.outcome == "open" and cmp.interval.low <= 0 <= cmp.interval.high
+    assert "not separable yet" in conclusion("A", "B", cmp)
+
+
+_diffs = st.lists(st.integers(-100, 100).map(lambda v: v / 100), min_size=2, max_size=30)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_diffs)
+def test_interval_excludes_0_iff_p_below_005_iff_a_verdict(values):
+    d = np.array(values)
+    flip = sign_flip_test(d)
+    cmp = compare(Evaluation({}, {"m": dict(enumerate(np.zeros(len(d))))}), Evaluation({}, {"m": dict(enumerate(d))}),
+                  "m")
+    if np.allclose(d, 0):
+        assert cmp.interval == Interval(0.0, 0.0) and cmp.p_value == 1.0
+    else:
+        assert (cmp.p_value, cmp.interval) == (flip.p_value, flip.interval)
+    assert cmp.interval.excludes(0.0) == (cmp.p_value < 0.05) == (cmp.outcome != "open")
+    if cmp.outcome != "open":
+        assert (cmp.outcome == "b") == (cmp.delta > 0)
+        assert ("beats" in conclusion("A", "B", cmp)) and "not separable" not in conclusion("A", "B", cmp)
+    else:
+        assert "not separable yet" in conclusion("A", "B", cmp) or cmp.queries < 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(_diffs, st.floats(-1.5, 1.5))
+def test_the_interval_is_the_set_of_shifts_the_test_does_not_reject(values, shift):
+    d = np.array(values)
+    iv = sign_flip_test(d).interval
+    assert iv.low <= d.mean() <= iv.high
+    if min(abs(shift - iv.low), abs(shift - iv.high)) > 1e-9:  # off the ends' rounding
+        assert (sign_flip_test(d - shift).p_value >= 0.05) == (iv.low <= shift <= iv.high)
+
+
+def test_few_queries_never_reach_005_and_have_an_unbounded_interval():
+    for n in (2, 5):
+        flip = sign_flip_test(np.full(n, 0.3))
+        assert flip.exact and flip.p_value == pytest.approx(2 / 2 ** n)
+        assert flip.interval.low == -math.inf and flip.interval.high == math.inf and not flip.interval.excludes(0)
+    six = sign_flip_test(np.full(6, 0.3))  # 2 / 64 < 0.05: bounded, above 0
+    assert six.p_value < 0.05 and 0 < six.interval.low <= 0.3 <= six.interval.high < math.inf
+    assert not sign_flip_test([0.4]).interval.defined

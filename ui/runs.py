@@ -48,8 +48,9 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
     summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
     iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
     note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} {interval_text(iv_b)} − {c.mean_a:.4f} "
-            f"{interval_text(iv_a)} = {c.delta:+.4f} {interval_text(c.interval)} (95% intervals, bootstrap over "
-            f"the {c.queries} queries) · {len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · "
+            f"{interval_text(iv_a)} = {c.delta:+.4f} {interval_text(c.interval)} (95% intervals over "
+            f"the {c.queries} queries: the means' by bootstrap, the difference's by the permutation test) · "
+            f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · "
             f"paired permutation test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
             f"{text(conclusion('A', 'B', c))}.\n\n"
             f"A: {text(summaries[key_a])} · B: {text(summaries[key_b])}")
@@ -123,7 +124,8 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
         raise refuse(err) from err
     note = (f"**{text(label(system))}, {code(b)} − {code(a)}** on {text(split)} ({cmp.metric}, today's labels): "
             f"{cmp.mean_b:.4f} {interval_text(iv_b)} − {cmp.mean_a:.4f} {interval_text(iv_a)} = {cmp.delta:+.4f} "
-            f"{interval_text(cmp.interval)} (95% intervals, bootstrap over queries) · "
+            f"{interval_text(cmp.interval)} (95% intervals: the means' by bootstrap over queries, the difference's by "
+            f"the permutation test) · "
             f"{len(cmp.wins)} queries better, {len(cmp.losses)} worse, {cmp.ties} tied · p = {cmp.p_value:.3g} · "
             f"{len(moved)} queries changed their top 10 or their score; the largest moves first, then the least "
             f"alike top 10s (rank-biased overlap, 1 = the same list).\n\n"

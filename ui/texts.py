@@ -91,3 +91,8 @@ JUDGE_HELP = ("Make relevance labels here. Every system on show (BM25, dense, hy
               "it and can be changed later; *Use the judgments* makes every view evaluate with them "
               "(unjudged documents count as not relevant).")
 NO_LABELS = "_No relevance labels: metrics need a qrels file._"
+STATISTICS_RULE = ("How two systems are compared: on the queries both were evaluated on, the paired permutation "
+                   "test (each query's two scores swapped at random) gives the p-value, and the 95% interval of the "
+                   "difference is every shift the same test does not reject. So the interval excludes 0 exactly "
+                   "when p < 0.05, and only then is one system called the better; otherwise the two are not "
+                   "separable yet on these queries. A single system's mean carries a bootstrap interval.")
