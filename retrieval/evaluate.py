@@ -46,10 +46,7 @@ from scipy import stats
 from .dataset import Qrels
 from .intervals import Interval, mean_interval, sign_flip_test
 from .metrics import BPREF, METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
-from .numba_guard import NUMBA_LOCK
 from .run import Run
-
-_RANX_NAME = {"p@10": "precision@10"}
 
 
 @dataclass
@@ -105,26 +102,19 @@ def is_incomplete_metric(metric: str) -> bool:
 
 
 def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
-    """metric -> query id -> value, by ranx, over the queries with a relevant label."""
-    from ranx import Qrels as RQrels
-    from ranx import Run as RRun
-    from ranx import evaluate
+    """metric -> query id -> value over the queries with a relevant label: ranx's ranked-list
+    metrics computed from the run with numpy (``rank_metrics``), any other ranx name by ranx."""
+    from .rank_metrics import ranx_scores, scores, supported
 
     evaluated = positive_qrels(qrels)
     if not evaluated or not metrics:
         return {}
-    # a query the run retrieved nothing for scores 0 on every ranked-list metric; ranx is not asked
-    # about it (a run of nothing but empty lists makes it fail)
-    ranked = {q: docs for q, docs in evaluated.items() if run.get(q)}
-    names = [_RANX_NAME.get(m, m) for m in metrics]
-    scores: dict[str, dict] = {name: {} for name in names}
-    if ranked:
-        with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
-            rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in ranked.items()})
-            rr = RRun({q: {d: float(s) for d, s in run[q]} for q in ranked})
-            evaluate(rq, rr, names, save_results_in_run=True, make_comparable=True)
-        scores = rr.scores
-    return {m: {q: float(scores[name].get(q, 0.0)) for q in evaluated} for m, name in zip(metrics, names)}
+    ours = [m for m in metrics if supported(m)]
+    out = scores(run, evaluated, ours) if ours else {}
+    rest = [m for m in metrics if m not in out]
+    if rest:
+        out.update(ranx_scores(run, evaluated, rest))
+    return {m: out[m] for m in metrics}
 
 
 def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
