@@ -7,7 +7,10 @@ of BM25, dense and the CLEAR hybrid (and, optionally, a fine-tuned encoder's den
 Notation: R_s(d) is the 1-based rank of document d in system s's list, ∞ when s did not retrieve d
 within the depth (shown as "—"); *relevant* means a graded label > 0 (the evaluation's convention),
 *non-relevant* a label ≤ 0 or no label (the TREC convention: unjudged counts as not relevant; the
-card says which). Thresholds:
+card says which) — except on a query whose labels came from judging a pool in the app (``pooled``,
+``coverage.from_judging``): there a document with no label is *unjudged*, not non-relevant (nobody
+looked at it: a system whose lists were not pooled meets many), and it makes no false positive and
+no lexical trap but the category *unjudged at the top*. Thresholds:
 ``top`` (default 10), ``low`` (100), ``fp_top`` (3).
 
 * **vocabulary mismatch** — a relevant d with R_dense(d) ≤ top and R_bm25(d) > low: exact
@@ -29,6 +32,10 @@ card says which). Thresholds:
   bridged by the terms a learned sparse model adds to the query and the document (Formal,
   Piwowarski, Clinchant, "SPLADE: Sparse Lexical and Expansion Model for First Stage Ranking",
   SIGIR 2021, §3: expansion), without an embedding; its card shows the terms that scored it.
+* **unjudged at the top** (only on queries judged in the app, ``pooled``) — a document with no
+  label that the semantic-false-positive or the lexical-trap rule would otherwise name (dense's
+  top ``fp_top`` and R_bm25(d) > low, or BM25's first and R_dense(d) > top): not a failure until
+  someone judges it; its card asks for that, and it is counted apart from the judged non-relevant.
 * **both fail** — neither BM25's nor dense's top ``top`` holds a relevant document.
 * **fixed by hybrid** — both fail, and the hybrid's top ``top`` holds a relevant document
   (a subset of *both fail*: the interpolation λ·s_lex + s_emb, CLEAR §3.4 eq. 8, rescues it).
@@ -43,7 +50,8 @@ A query may fall in several categories; ``counts`` counts queries per category. 
 query) gets one card, for one document:
 
 * vocabulary mismatch, semantic false positive: the qualifying document with the largest gap
-  R_bm25(d) − R_dense(d); bridged by expansion: the largest R_bm25(d) − R_splade(d);
+  R_bm25(d) − R_dense(d); unjudged at the top: the largest |R_bm25(d) − R_dense(d)|;
+  bridged by expansion: the largest R_bm25(d) − R_splade(d);
   exact-match miss: the one with the largest R_dense(d) − R_bm25(d);
 * lexical trap: BM25's first document; gap R_dense(d) − 1;
 * both fail: the relevant document with the best min(R_bm25(d), R_dense(d)) (the nearest miss);
@@ -66,6 +74,7 @@ from .systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, SPLADE, TUNED_OF, sho
 NOT_RETRIEVED = "—"
 CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap",
               "bridged_by_expansion", "both_fail", "fixed_by_hybrid", "fixed_by_finetuning", "broken_by_finetuning")
+UNJUDGED_CATEGORIES = ("unjudged_at_top",)  # after lexical_trap, when some queries' labels came from judging in the app
 SPARSE_CATEGORIES = ("bridged_by_expansion",)  # evaluated when the learned sparse system's ranks are given
 FINETUNING_CATEGORIES = ("fixed_by_finetuning", "broken_by_finetuning")
 PAIR_CATEGORIES = ("pair_b_finds", "pair_a_finds")  # for a chosen pair (A, B): B finds what A misses; the reverse
@@ -94,6 +103,7 @@ class QueryRanks:
     first: dict[str, str | None]  # system -> its first document
     depth: int
     pair: tuple[str, str] | None = None  # (A, B) for the pair categories
+    pooled: bool = False  # labels from judging a pool in the app: no label means unjudged, not non-relevant
 
     def rank(self, system: str, doc: str) -> int:
         """R_s(d), depth + 1 when not retrieved."""
@@ -101,6 +111,14 @@ class QueryRanks:
 
     def is_relevant(self, doc: str) -> bool:
         return self.labels.get(doc, 0) > 0
+
+    def is_unjudged(self, doc: str) -> bool:
+        """No label on a query judged in the app: nobody looked at it (module docstring)."""
+        return self.pooled and doc not in self.labels
+
+    def is_non_relevant(self, doc: str) -> bool:
+        """Judged not relevant; on a query not judged in the app, also any unlabelled document."""
+        return not self.is_relevant(doc) and not self.is_unjudged(doc)
 
     @property
     def relevant(self) -> list[str]:
@@ -114,6 +132,8 @@ class QueryRanks:
         r = lambda s: self.rank(s, doc)  # noqa: E731
         if category in ("vocabulary_mismatch", "semantic_false_positive"):
             return r(BM25) - r(DENSE)
+        if category == "unjudged_at_top":
+            return abs(r(BM25) - r(DENSE))
         if category == "bridged_by_expansion":
             return r(BM25) - r(SPLADE)
         if category == "exact_match_miss":
@@ -173,13 +193,22 @@ def _bridged_by_expansion(q: QueryRanks, t: Thresholds) -> str | None:
 
 def _semantic_false_positive(q: QueryRanks, t: Thresholds) -> str | None:
     docs = [d for d, r in q.ranks[DENSE].items()
-            if r <= t.fp_top and not q.is_relevant(d) and q.rank(BM25, d) > t.low]
+            if r <= t.fp_top and q.is_non_relevant(d) and q.rank(BM25, d) > t.low]
     return q.most_dramatic(docs, "semantic_false_positive", t.tuned_system)
 
 
 def _lexical_trap(q: QueryRanks, t: Thresholds) -> str | None:
     first = q.first[BM25]
-    return first if first is not None and not q.is_relevant(first) and q.rank(DENSE, first) > t.top else None
+    return first if first is not None and q.is_non_relevant(first) and q.rank(DENSE, first) > t.top else None
+
+
+def _unjudged_at_top(q: QueryRanks, t: Thresholds) -> str | None:
+    """What the two rules above would name, were it judged not relevant: an unlabelled document."""
+    docs = [d for d, r in q.ranks[DENSE].items() if r <= t.fp_top and q.is_unjudged(d) and q.rank(BM25, d) > t.low]
+    first = q.first[BM25]
+    if first is not None and q.is_unjudged(first) and q.rank(DENSE, first) > t.top:
+        docs.append(first)
+    return q.most_dramatic(docs, "unjudged_at_top", t.tuned_system)
 
 
 def _both_fail(q: QueryRanks, t: Thresholds) -> str | None:
@@ -213,6 +242,7 @@ _CLASSIFIERS = {
     "exact_match_miss": _exact_match_miss,
     "semantic_false_positive": _semantic_false_positive,
     "lexical_trap": _lexical_trap,
+    "unjudged_at_top": _unjudged_at_top,
     "bridged_by_expansion": _bridged_by_expansion,
     "both_fail": _both_fail,
     "fixed_by_hybrid": _fixed_by_hybrid,
@@ -228,7 +258,7 @@ def _headline_systems(category: str, tuned_system: str,
     if category in PAIR_CATEGORIES:
         missed_by, found_by = _pair_order(category, pair)
         return (missed_by,), found_by
-    if category in ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap"):
+    if category in ("vocabulary_mismatch", "semantic_false_positive", "lexical_trap", "unjudged_at_top"):
         return (BM25,), DENSE
     if category == "exact_match_miss":
         return (DENSE,), BM25
@@ -263,6 +293,7 @@ class Classification:
     query_categories: dict[str, list[str]]  # query id -> its categories (analysed queries only)
     skipped: list[str] = field(default_factory=list)  # queries with no relevant label
     pair: tuple[str, str] | None = None  # (A, B) of the pair categories
+    pooled: list[str] = field(default_factory=list)  # analysed queries whose labels came from judging in the app
 
     @property
     def counts(self) -> dict[str, int]:
@@ -271,12 +302,14 @@ class Classification:
 
 def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[str, int]]],
              thresholds: Thresholds = Thresholds(), finetuning: bool = False,
-             pair: tuple[str, str] | None = None) -> Classification:
+             pair: tuple[str, str] | None = None, pooled=()) -> Classification:
     """Classify every query of ``labels`` (query id -> doc id -> graded label, in the order given)
     from ``ranks`` (system -> query id -> doc id -> 1-based rank within ``thresholds.depth``; the
     base systems, plus ``tuned_dense`` / ``tuned_hybrid`` when ``finetuning``, plus both systems of
     ``pair`` (A, B) when given, which adds the pair categories; the learned sparse system's ranks,
-    when given, add ``SPARSE_CATEGORIES``).
+    when given, add ``SPARSE_CATEGORIES``). ``pooled``: the query ids whose labels came from
+    judging in the app (``coverage.from_judging``): an unlabelled document there is unjudged, and
+    ``UNJUDGED_CATEGORIES`` are evaluated.
 
     Each (category, query) names one document, ordered by its gap, largest first, then query id and
     document id (module docstring).
@@ -284,8 +317,12 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
     t = thresholds
     if pair is not None and (len(pair) != 2 or pair[0] == pair[1]):
         raise ValueError(f"a pair is two different systems, not {pair!r}")
+    pooled = set(pooled)
     categories = [c for c in CATEGORIES if (finetuning or c not in FINETUNING_CATEGORIES)
                   and (SPLADE in ranks or c not in SPARSE_CATEGORIES)]
+    if pooled:
+        at = categories.index("lexical_trap") + 1
+        categories[at:at] = UNJUDGED_CATEGORIES
     categories += list(PAIR_CATEGORIES) if pair is not None else []
     found: dict[str, list[tuple[str, str, int]]] = {c: [] for c in categories}
     query_categories: dict[str, list[str]] = {}
@@ -296,7 +333,7 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
             continue
         per_system = {s: m.get(qid, {}) for s, m in ranks.items()}
         first = {s: next(iter(r), None) for s, r in per_system.items()}  # rank maps keep list order
-        q = QueryRanks(qid, query_labels, per_system, first, t.depth, tuple(pair) if pair else None)
+        q = QueryRanks(qid, query_labels, per_system, first, t.depth, tuple(pair) if pair else None, qid in pooled)
         query_categories[qid] = []
         for c in categories:
             doc = _CLASSIFIERS[c](q, t)
@@ -305,4 +342,5 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
                 query_categories[qid].append(c)
     for rows in found.values():
         rows.sort(key=lambda row: (-row[2], row[0], row[1]))
-    return Classification(categories, found, query_categories, skipped, tuple(pair) if pair else None)
+    return Classification(categories, found, query_categories, skipped, tuple(pair) if pair else None,
+                          [q for q in query_categories if q in pooled])

@@ -4,7 +4,9 @@ learned sparse (``Workspace.run``), and one card per (category, query) with the 
 document's rank under each system, the query terms it lacks, each matched term's BM25 contribution,
 the dense similarity and the learned sparse terms (expansions marked) that scored it. Relevant
 means a graded label > 0; unjudged documents count as not relevant (the TREC
-convention; each card says which).
+convention; each card says which), except on the queries whose labels came from judging in the app
+(``coverage.from_judging`` on the store's judgments of the corpus): there an unlabelled document is
+unjudged and counted apart (``failure_rules``' *unjudged at the top*), never shown as the failure.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .coverage import from_judging
 from .failure_rules import Thresholds, classify, headline
 from .run import rank_maps
 from .sparse import TermScore
@@ -57,6 +60,7 @@ class Gallery:
     query_categories: dict[str, list[str]]  # query id -> its categories (analysed queries only)
     skipped: list[str] = field(default_factory=list)  # queries with no relevant label
     pair: tuple[str, str] | None = None  # (A, B) of the pair categories, when compared
+    pooled: list[str] = field(default_factory=list)  # analysed queries whose labels came from judging in the app
 
     @property
     def categories(self) -> list[str]:
@@ -126,7 +130,9 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     qrels = ws.dataset.qrels[split]
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}
     maps = rank_maps(runs)
-    found = classify(labels, maps, t, finetuning=tuned_ws is not None, pair=pair)
+    judgments = ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
+    pooled = from_judging(labels, judgments)
+    found = classify(labels, maps, t, finetuning=tuned_ws is not None, pair=pair, pooled=pooled)
     systems = list(dict.fromkeys([*base, *(TUNED_SYSTEMS if tuned_ws is not None else ()), *(pair or ())]))
     cards = {c: [_card(ws, qid, c, doc, gap, labels[qid], maps, t, systems, found.pair)
                  for qid, doc, gap in found.found[c][:max_cards_per_category]] for c in found.categories}
@@ -134,7 +140,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     if SPLADE in base:
         _fill_sparse_terms(ws, [card for cs in cards.values() for card in cs])
     return Gallery(ws.dataset.name, split, systems, asdict(t), found.counts, cards, found.query_categories,
-                   found.skipped, found.pair)
+                   found.skipped, found.pair, found.pooled)
 
 
 def _card(ws: Workspace, qid: str, category: str, doc_id: str, gap: int, labels: dict[str, int], maps,

@@ -16,6 +16,7 @@ METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map",
 PNR = "pnr"
 BPREF = "bpref"
 JUDGED_AT_10 = "judged@10"  # any "judged@K" is understood
+NDCG_CONDENSED = "ndcg'@10"  # nDCG@10 of the list with unjudged documents removed (Sakai, SIGIR 2007): retrieval.coverage
 JUDGING_METRICS = ("ndcg@10", BPREF, JUDGED_AT_10)  # labels from judging: nDCG beside bpref, and coverage
 EVALUATED = (*METRICS, BPREF, JUDGED_AT_10)  # what ``Workspace.evaluate`` computes and caches (PNR besides)
 TABLE_METRICS = (*METRICS, PNR)  # the CLI's table

@@ -13,6 +13,12 @@ comparison; at n* the interval's half-width, 1.96·s/√n*, is well under |Δ|);
 queries times the judgments a query has taken so far is the estimate shown. It is a planning
 figure, not a promise: Δ moves as judging goes on, and a Δ near 0 (the systems score alike so far)
 puts the comparison out of reach.
+
+Judging in the app pools the systems' top k, so a system that was not pooled (the learned sparse
+index finished after judging began) meets unjudged documents in its top 10, counted as not relevant:
+it would lose on judgments it never had. No comparison is settled, or projected, unless both
+systems' judged@10 on the judged queries reaches ``coverage.MIN_JUDGED_AT_10``
+(``coverage.verdict``); a pair that lacks it names the system and the judgments it needs instead.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .coverage import Verdict, condensed_ndcg, coverage, judged_verdict
 from .dataset import Qrels
 from .evaluate import Comparison, compare_pairs, evaluate_run
 from .intervals import Interval
@@ -39,24 +46,40 @@ class Standing:
     settled: bool
     more_queries: int | None  # judged queries still needed, about; None: out of reach (Δ near 0)
     more_judgments: int | None
+    verdict: Verdict | None = None  # the coverage gate's word on the pair (``coverage.verdict``)
+
+    @property
+    def blocked(self) -> bool:
+        """Whether a system of the pair lacks the judged@10 a verdict needs (``verdict.lacking``)."""
+        return self.verdict is not None and not self.verdict.may_conclude
 
 
-def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY) -> list[Standing]:
+def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY,
+              coverage_runs: dict[str, Run] | None = None) -> list[Standing]:
     """Every pair of the systems' ``runs`` compared on the ``judged`` queries (those with a
-    relevant label), the settled ones first, then the nearest to settling."""
+    relevant label), the settled ones first, then the nearest to settling, then those the coverage
+    gate holds back (judged@10 from ``coverage_runs``, each system's top 10, default ``runs``)."""
     relevant = {q: docs for q, docs in judged.items() if any(g > 0 for g in docs.values())}
     if not relevant:
         return []
     evals = {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(metric,))
              for name, run in runs.items()}
+    tens = coverage_runs or runs
+    covered = {name: coverage(name, tens.get(name, {}), relevant, gated=True) for name in runs}
+    cond = {name: condensed_ndcg(tens.get(name, {}), relevant) for name in runs}
     per_query = sum(len(docs) for docs in judged.values()) / max(1, len(judged))
     out = []
     for a, b, cmp in compare_pairs(evals, metric):
+        word = judged_verdict(a, b, cmp, covered, {n: tens.get(n, {}) for n in runs}, relevant, cond)
+        if not word.may_conclude:
+            out.append(Standing(a, b, cmp, False, None, None, word))
+            continue
         settled = cmp.outcome != "open"
         more_q = None if settled else _more_queries(evals[a], evals[b], metric, cmp)
         more_j = None if more_q is None else math.ceil(more_q * per_query)
-        out.append(Standing(a, b, cmp, settled, 0 if settled else more_q, 0 if settled else more_j))
-    return sorted(out, key=lambda s: (not s.settled, s.more_queries if s.more_queries is not None else math.inf,
+        out.append(Standing(a, b, cmp, settled, 0 if settled else more_q, 0 if settled else more_j, word))
+    return sorted(out, key=lambda s: (s.blocked, not s.settled,
+                                      s.more_queries if s.more_queries is not None else math.inf,
                                       -s.comparison.delta))
 
 

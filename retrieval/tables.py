@@ -6,7 +6,12 @@ many depths, and each query's metric under each system (the wins and losses agai
   differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``, paired permutation test,
   ``evaluate.significance_marks``).
 * ``comparisons`` — every pair of those systems on one metric: the paired difference, its interval
-  and p-value (``evaluate.compare``), the separable pairs first.
+  and p-value (``evaluate.compare``), the separable pairs first, each with the coverage gate's
+  ``coverage.Verdict`` (on labels judged in the app, no verdict where a system's top 10 is not
+  judged enough).
+* ``table_coverage`` — each system's judged@10 (``coverage.coverages``) and the depth the labels
+  judged in the app were pooled to (``coverage.pool_depth``): ``metrics_table`` marks the metrics
+  that read deeper than that pool as not measurable.
 * ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
   1 to 1000, computed by ranx from the cached runs, with 95% intervals.
 * ``per_query_table`` — each query's nDCG@10 under each system, the queries where another system
@@ -16,7 +21,8 @@ from __future__ import annotations
 
 import json
 
-from .evaluate import compare, compare_pairs, evaluate_run, significance_marks
+from .coverage import Coverage, condensed_ndcg, coverages, from_judging, judged_verdict, measurable, pool_depth
+from .evaluate import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
 from .judgments import DEPTH, disagreement
 from .metrics import METRICS, PRIMARY
 from .systems import BASE_SYSTEMS, BM25, DENSE, label
@@ -48,31 +54,62 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
 def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                   metrics=METRICS) -> list[dict]:
     """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
-    "marks": {m: "†"}, "queries": evaluated queries}``.
+    "marks": {m: "†"}, "queries": evaluated queries, "measurable": {m: bool}, "pool_depth": int | None}``.
 
-    BM25 always comes first: it is the base of the significance marks.
+    BM25 always comes first: it is the base of the significance marks. ``measurable`` is False for a
+    metric that reads deeper than the pool the split's labels judged in the app were judged to
+    (``coverage.measurable``; ``pool_depth`` None where no label came from judging in the app).
     """
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     base = entries[0][0]
     marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
+    _, depth = table_coverage(ws_by_label, split, systems, entries)
     return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
-             "queries": len(evals[name].per_query.get(PRIMARY, {}))} for name, _, s in entries]
+             "queries": len(evals[name].per_query.get(PRIMARY, {})),
+             "measurable": {m: measurable(m, depth) for m in metrics}, "pool_depth": depth} for name, _, s in entries]
+
+
+def _judgments(ws: Workspace) -> list[dict]:
+    """The store's judgments of the workspace's corpus (none without a store)."""
+    return ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
+
+
+def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                   entries: list[Entry] | None = None) -> tuple[dict[str, Coverage], int | None]:
+    """(each system's ``coverage.Coverage`` on the split, by label; the depth the split's labels
+    judged in the app were pooled to, None where none came from judging in the app)."""
+    entries = entries or system_entries(ws_by_label, split, systems)
+    ws = entries[0][1]
+    qrels, judgments = ws.dataset.qrels[split], _judgments(ws)
+    runs = {name: w.run(s, split) for name, w, s in entries}
+    pooled = from_judging(positive_qrels(qrels), judgments)
+    return coverages(runs, qrels, judgments), (pool_depth(runs, qrels, pooled) if pooled else None)
 
 
 def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                 metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
     """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``:
     ``{"a", "b", "comparison": evaluate.Comparison}`` with B the better on the mean; the separable
-    pairs (significant, the interval of B − A above 0) first, then by the size of the difference."""
+    pairs (significant, the interval of B − A above 0) first, then by the size of the difference; each
+    row's ``"verdict"`` (``coverage.Verdict``) says whether the judgments carry a verdict on it, and
+    the pairs they do not come last."""
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     for pair in pairs or []:
         missing = [n for n in pair if n not in evals]
         if missing:
             raise KeyError(f"no system labelled {missing[0]!r} on this split")
-    return compared_pairs(evals, metric, pairs)
+    rows = compared_pairs(evals, metric, pairs)
+    covered, _ = table_coverage(ws_by_label, split, systems, entries)
+    runs = {name: ws.run(s, split) for name, ws, s in entries}
+    qrels = positive_qrels(entries[0][1].dataset.qrels[split])
+    basis = {q: qrels[q] for q in from_judging(qrels, _judgments(entries[0][1]))} or qrels
+    cond = {name: condensed_ndcg(run, basis) for name, run in runs.items()}
+    for r in rows:
+        r["verdict"] = judged_verdict(r["a"], r["b"], r["comparison"], covered, runs, basis, cond)
+    return sorted(rows, key=lambda r: not r["verdict"].may_conclude)  # stable: the order above otherwise
 
 
 def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:

@@ -8,7 +8,8 @@ from retrieval.settling import standings
 
 def runs_and_labels(n_queries: int, seed: int = 0):
     """Three systems over ``n_queries`` queries: ``good`` puts the relevant document first, ``bad``
-    never retrieves it, ``close`` is ``good`` a rank lower on a few queries."""
+    never retrieves it, ``close`` is ``good`` a rank lower on a few queries; each query's pool (every
+    system's top 10, ten documents) judged, as judging in the app does."""
     rng = np.random.default_rng(seed)
     runs = {"good": {}, "bad": {}, "close": {}}
     judged = {}
@@ -19,7 +20,7 @@ def runs_and_labels(n_queries: int, seed: int = 0):
         runs["bad"][q] = others
         lower = [others[0], (f"rel{i}", others[0][1] - 0.001), *others[1:]]  # the relevant one second
         runs["close"][q] = lower if rng.random() < 0.3 else runs["good"][q]
-        judged[q] = {f"rel{i}": 2, others[0][0]: 0}
+        judged[q] = {f"rel{i}": 2, **{d: 0 for d, _ in others}}
     return runs, judged
 
 
@@ -31,7 +32,7 @@ def test_a_clear_difference_is_settled_and_a_small_one_gets_a_projection():
     listed = standings(runs, few)
     close = next(r for r in listed if (r.a, r.b) == ("close", "good"))
     assert not close.settled and close.comparison.delta > 0 and close.comparison.p_value >= 0.05
-    assert close.more_queries > 0 and close.more_judgments == 2 * close.more_queries  # two judgments a query
+    assert close.more_queries > 0 and close.more_judgments == 10 * close.more_queries  # ten judgments a query
     assert [r.settled for r in listed] == sorted((r.settled for r in listed), reverse=True)  # settled first
 
 

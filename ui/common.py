@@ -11,17 +11,17 @@ import gradio as gr
 from retrieval import DenseNotReady, Workspace
 from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
-from retrieval.lambdas import shown
 from retrieval.lookup import identifier_lookups
 from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
-from retrieval.tables import comparisons, metrics_table
+from retrieval.tables import comparisons, metrics_table, table_coverage
 
 from . import texts
 from .data import waiting_note
 from .notify import refuse
+from .present.counts import split_counted
 from .present.escape import text
-from .present.tables import conclusion_lines, table_cells
+from .present.tables import conclusion_lines, coverage_line, table_cells
 from .registry import Registry
 
 
@@ -55,12 +55,12 @@ def query_choices(ws: Workspace) -> list[tuple[str, str]]:
 def metrics_caption(ws: Workspace, split: str | None) -> str:
     if not split:
         return texts.NO_LABELS
+    counted = split_counted(split, ws.dataset.qrels[split])
     if ws.pending((HYBRID,)):
-        return (f"Split **{text(split)}** ({len(ws.dataset.split_queries(split))} queries). {waiting_note(ws)} "
+        return (f"Split **{text(split)}**: {counted}. {waiting_note(ws)} "
                 "Unjudged documents count as not relevant.")
     lam = ws.lambda_for(split)
     queries = ws.dataset.split_queries(split)
-    n = len(queries)
     lookups = len(identifier_lookups(queries))
     lookup_note = (f" {lookups} of these queries look up an identifier {texts.identifier_lookup_why('them')}."
                    if lookups else "")
@@ -70,7 +70,7 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
             " Where the documents that answer a query say it in other words (paraphrase), equal weights can fall "
             "well below dense alone, and nothing in the corpus shows it without labels: about 50 judged queries "
             "let λ follow such a corpus.")))
-    return (f"Split **{text(split)}** ({n} queries). Hybrid: {lam.formula} with λ = {shown(lam.value)} "
+    return (f"Split **{text(split)}**: {counted}. Hybrid: {lam.formula} with λ = {lam.values_shown} "
             f"({text(lam.how)}).{lookup_note}{untuned} "
             "Each figure is the mean over the split's labelled queries with its 95% interval (bootstrap over "
             f"queries); {SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged "
@@ -79,19 +79,23 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
 
 
 def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:
-    """The metrics table (``systems`` of every workspace given), † = differs from BM25."""
+    """The metrics table (``systems`` of every workspace given), † = differs from BM25; "n/m (pool
+    depth k)" where labels judged in the app cannot measure a metric (``coverage.measurable``)."""
     return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS), VIEW_METRICS)
 
 
 def conclusions_note(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                      metric: str = PRIMARY) -> str:
     """Every pair of the shown systems compared on ``metric``, in words (Markdown, escaped): what the
-    table lets one conclude, the separable pairs first."""
+    table lets one conclude, the separable pairs first; on labels judged in the app a pair whose
+    systems' top 10 is not judged enough gets no verdict (``coverage.verdict``), and each system's
+    judged@10 is shown beside."""
     lines = conclusion_lines(comparisons(ws, split, systems, metric))
     if not lines:
         return ""
+    covered = coverage_line(table_coverage(ws, split, systems)[0])
     return (f"**What the table lets you conclude** ({text(metric)}, Δ with its 95% interval, paired permutation "
-            "test):\n\n" + "\n".join(f"- {text(line)}" for line in lines))
+            "test):\n\n" + "\n".join(f"- {text(line)}" for line in lines) + (f"\n\n{text(covered)}" if covered else ""))
 
 
 def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from retrieval.history import trained_encoders
 from retrieval.names import file_name
 from retrieval.segments import segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
-from retrieval.tables import comparisons, metrics_table, recall_at_ks, versus
+from retrieval.tables import comparisons, metrics_table, recall_at_ks, table_coverage, versus
 
 from . import texts
 from .common import SplitView, require_dense, split_dropdown
@@ -82,7 +82,8 @@ def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None =
                per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
     by_kind = {label(s): ws.evaluate(s, split) for s in BASE_SYSTEMS}
     summary = report_summary(metrics_table(workspaces, split), comparisons(workspaces, split),
-                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)))
+                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
+                             covered=table_coverage(workspaces, split)[0])
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
     return str(write_gallery(found, export_folder() / name, figures, summary=summary))
 

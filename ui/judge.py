@@ -35,6 +35,7 @@ from retrieval.judgments import (
     queue,
     write_qrels,
 )
+from retrieval.labels import judged_counts
 from retrieval.metrics import conclusion, interval_text
 from retrieval.names import file_name
 from retrieval.readers import judgments as judgment_files
@@ -49,6 +50,7 @@ from .common import shown_systems
 from .exports import export_folder
 from .notify import refuse
 from .pools import LIGHT
+from .present.counts import queries_counted
 from .present.escape import text as esc
 from .present.search import highlight
 from .present.tables import shortfall_text
@@ -151,17 +153,46 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
         raise refuse(err) from err
     sample = judging_sample(ws, store, method, size, seed, k)
     interest = aimed_pair(ws, aim)
+    systems = shown_systems(ws)
+    key = (judge, k, sample.id, interest)
+    carried = (ws.dataset.corpus_hash, ws.encoder.name, tuple(sorted(ws.bm25_args.items())), *key)
+
+    def judged() -> dict:
+        return judged_pairs(judgments_to_qrels(store.judgments(ws.dataset.corpus_hash, judge)))
 
     def build() -> Queue:
-        rows = store.judgments(ws.dataset.corpus_hash, judge)
-        return queue(pool_runs(ws, k, sample.query_ids), sample.query_ids, judged_pairs(judgments_to_qrels(rows)), k,
+        before = None if fresh else _carried(carried, ws, sample.query_ids, systems)
+        if before is not None:  # the same judging in the session's previous workspace (a run imported since)
+            before.sync(judged())
+            return before
+        return queue(pool_runs(ws, k, sample.query_ids), sample.query_ids, judged(), k,
                      sample=sample, interest=[interest] if interest else None)
 
-    key = (judge, k, sample.id, shown_systems(ws), interest)
     if fresh:
         with _CACHE_LOCK:
             _CACHE.setdefault(ws, {}).setdefault("queues", {}).pop(key, None)
-    return _cached(ws, "queues", key, build)
+    q = _cached(ws, "queues", key, build)
+    missing = tuple(s for s in systems if s not in q.systems)
+    if missing:  # a system joined the ones on show (its index built): its pool joins the queue
+        ids = tuple(sample.query_ids)
+        q.add_runs(_cached(ws, "pools", (k, missing, cache_key(ids=ids)), lambda: _pool_runs(ws, k, missing, ids)))
+    with _CACHE_LOCK:
+        _LATEST[carried] = q
+    return q
+
+
+_LATEST: "weakref.WeakValueDictionary[tuple, Queue]" = weakref.WeakValueDictionary()  # the last queue per judging
+
+
+def _carried(carried: tuple, ws: Workspace, query_ids, systems: tuple[str, ...]) -> Queue | None:
+    """The queue of the same judging (corpus, encoder, judge, depth, sample, aim) made in another
+    workspace, when its systems are among this one's and its queries are this one's: a run imported,
+    or the judgments applied, opens another workspace, and the judging goes on where it was."""
+    with _CACHE_LOCK:
+        q = _LATEST.get(carried)
+    if q is None or not set(q.systems) <= set(systems) or not all(qid in ws.dataset.queries for qid in query_ids):
+        return None
+    return q
 
 
 @dataclass
@@ -176,9 +207,28 @@ class Shown:
     grade: int | None
 
 
+def joined_note(q: Queue) -> str:
+    """One line while the pairs of systems that joined the queue late go first ("Learned sparse
+    joined: its 84 unjudged top-10 documents are next"), else ""."""
+    joined = q.joined
+    if joined is None:
+        return ""
+    names = " and ".join(label(s) for s in joined.systems)
+    its = "its" if len(joined.systems) == 1 else "their"
+    if not joined.first:
+        return (f" — {esc(names)} joined the pool ({joined.pairs:,} unjudged top-{joined.k} documents); the judging "
+                "stays aimed at the pair chosen.")
+    left = q.joined_left()
+    if not left:
+        return ""
+    return (f" — {esc(names)} joined: {its} {left:,} unjudged top-{joined.k} documents are next, aimed at the "
+            f"comparisons {'it is' if len(joined.systems) == 1 else 'they are'} in.")
+
+
 def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) -> tuple[str, str, dict]:
     """Progress line, the pair's HTML and its JSON for ``position`` (None: all judged)."""
     progress = f"**Judged {q.judged_count} of {q.pooled_count} pooled pairs**"
+    progress += joined_note(q)
     total = len(ws.dataset.queries)
     if q.sample is not None and q.sample.method != "all":
         progress += (f" — from a {q.sample.method} sample of {q.sample.size:,} of the {total:,} queries "
@@ -294,9 +344,8 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                 + (f" ({esc(waiting)} join once the corpus is encoded)." if waiting else "."))
     if not rows:
         return "No comparison can be made yet: judge until some query has a relevant document."
-    n = rows[0].comparison.queries
-    head = (f"**Which comparisons are settled** (nDCG@10 on the {n} judged quer{'y' if n == 1 else 'ies'} with a "
-            f"relevant document, each system's top {k}; unjudged documents count as not relevant; a verdict needs "
+    head = (f"**Which comparisons are settled** (nDCG@10 on {queries_counted(judged_counts(judged))} of the "
+            f"sample, each system's top {k}; unjudged documents count as not relevant; a verdict needs "
             f"each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
     lines = [head, ""]
     coverage = judged_at_10(tens, judged)

@@ -46,10 +46,14 @@ class Summary:
     conclusions: list[str]
     segments: dict | None = None  # ``tables.segment_cells``: {"headers", "data"}
     note: str = ""
+    coverage: str = ""  # each system's judged@10 beside the verdicts (``tables.coverage_line``)
 
 
 
-def _label_html(label: int | None) -> str:
+def _label_html(label: int | None, pooled: bool = False) -> str:
+    """The card's label; ``pooled``: the query was judged in the app, so no label means nobody judged it."""
+    if label is None and pooled:
+        return '<span class="rs-label rs-label-unjudged">unjudged: judge it before calling it a failure</span>'
     if label is None:
         return '<span class="rs-label rs-label-unjudged">unjudged</span>'
     if label > 0:
@@ -102,9 +106,10 @@ def _sparse_html(card: FailureCard) -> str:
     return f'<p class="rs-terms">{_e(short(SPLADE))} terms: {terms}</p>'
 
 
-def card_html(card: FailureCard, pair: tuple[str, str] | None = None) -> str:
+def card_html(card: FailureCard, pair: tuple[str, str] | None = None, pooled: bool = False) -> str:
     """One card as an HTML fragment (``rs-`` classes; ``data-query-id`` opens the Search view)."""
     snippet = textwrap.shorten(card.text, SNIPPET_CHARS, placeholder=" …")
+    unjudged = pooled or card.category == "unjudged_at_top"
     return (
         f'<article class="rs-card" data-query-id="{_e(card.query_id)}" data-category="{_e(card.category)}" '
         f'data-doc-id="{_e(card.doc_id)}" title="Open this query in the Search view">'
@@ -112,7 +117,7 @@ def card_html(card: FailureCard, pair: tuple[str, str] | None = None) -> str:
         f'<span class="rs-headline">{_e(card.headline)}</span></div>'
         f'<p class="rs-query">“{_e(card.query)}”<span class="rs-qid">{_e(card.query_id)}</span></p>'
         f'<div class="rs-doc"><span class="rs-title">{_e(card.title or card.doc_id)}</span>'
-        f'<span class="rs-docid">{_e(card.doc_id)}</span>{_label_html(card.label)}'
+        f'<span class="rs-docid">{_e(card.doc_id)}</span>{_label_html(card.label, unjudged)}'
         f'<p class="rs-snippet">{_e(snippet)}</p></div>'
         f"{_ranks_html(card.ranks)}{_terms_html(card)}{_bm25_html(card)}{_similarity_html(card)}{_sparse_html(card)}"
         "</article>")
@@ -151,7 +156,9 @@ def _summary_html(summary: Summary | None) -> str:
                     f"<tbody>{sbody}</tbody></table>")
     return (f'<section class="rs-summary" id="rs-summary"><h2>Systems</h2><p class="rs-meta">{_e(summary.note)}</p>'
             f'<table class="rs-counts"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-            f"{f'<ul class=rs-conclusions>{lines}</ul>' if lines else ''}{segments}</section>")
+            f"{f'<ul class=rs-conclusions>{lines}</ul>' if lines else ''}"
+            f"{f'<p class=rs-meta id=rs-coverage>{_e(summary.coverage)}</p>' if summary.coverage else ''}"
+            f"{segments}</section>")
 
 
 def _figures_html(figures: Sequence[go.Figure]) -> str:
@@ -164,12 +171,14 @@ def _figures_html(figures: Sequence[go.Figure]) -> str:
 def _category_html(gallery: Gallery, category: str) -> str:
     cards = gallery.cards.get(category, [])
     count = gallery.counts[category]
+    pooled = set(gallery.pooled)  # queries judged in the app: no label there means unjudged
     if not cards:
         body = '<p class="rs-empty">No query in this category.</p>'
     else:
         shown = f"showing the {len(cards)} most dramatic of {count}" if len(cards) < count else f"{count} queries"
         body = (f'<p class="rs-shown">{_e(shown)}, largest rank move first</p>'
-                f'<div class="rs-cards">{"".join(card_html(c, gallery.pair) for c in cards)}</div>')
+                f'<div class="rs-cards">{"".join(card_html(c, gallery.pair, c.query_id in pooled) for c in cards)}'
+                "</div>")
     return (f'<section class="rs-category" id="rs-cat-{_e(category)}" data-category="{_e(category)}">'
             f"<h2>{_e(category_label(category, gallery.pair))} ({count})</h2>{body}</section>")
 

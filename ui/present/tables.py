@@ -3,6 +3,7 @@
 comparisons of systems in words (``retrieval.metrics.conclusion``)."""
 from __future__ import annotations
 
+from retrieval.coverage import MIN_JUDGED_AT_10
 from retrieval.lambdas import shown
 from retrieval.metrics import (
     METRICS,
@@ -20,19 +21,33 @@ from .report import Summary
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
-    """Rows of ``tables.metrics_table`` as text cells: label, then "0.6804 [0.652, 0.709]†" per metric."""
+    """Rows of ``tables.metrics_table`` as text cells: label, then "0.6804 [0.652, 0.709]†" per metric;
+    a metric the judgments cannot measure (it reads deeper than the pool judged in the app,
+    ``row["measurable"]``) is ``not_measurable``'s "n/m (pool depth 10)", not its value."""
     return [[r["label"], *(cell(r["metrics"][m], r["marks"].get(m, ""), r.get("intervals", {}).get(m))
+                           if r.get("measurable", {}).get(m, True) else not_measurable(r.get("pool_depth"))
                            for m in metrics)] for r in rows]
 
 
-def report_summary(rows: list[dict], compared: list[dict], metrics=METRICS, segments: dict | None = None) -> Summary:
+def not_measurable(depth: int | None) -> str:
+    """The cell of a metric that reads deeper than the judged pool: "n/m (pool depth 10)" — not
+    measurable on these judgments (every document below the pool is unjudged)."""
+    return f"n/m (pool depth {depth})" if depth is not None else "n/m"
+
+
+def report_summary(rows: list[dict], compared: list[dict], metrics=METRICS, segments: dict | None = None,
+                   covered: dict | None = None) -> Summary:
     """The report's systems section from ``tables.metrics_table`` rows, ``tables.comparisons`` and
-    (``segment_cells``) the metrics by kind of query."""
+    (``segment_cells``) the metrics by kind of query; ``covered`` (``tables.table_coverage``) puts
+    each system's judged@10 beside the verdicts."""
     n = max((r.get("queries", 0) for r in rows), default=0)
+    depth = next((r["pool_depth"] for r in rows if r.get("pool_depth") is not None), None)
+    deep = (f" n/m: not measurable on these judgments, which were pooled to depth {depth}: the metric reads "
+            "deeper, where every document is unjudged." if depth is not None else "")
     return Summary(["system", *metrics], table_cells(rows, metrics), conclusion_lines(compared), segments,
                    f"Means over the {n} labelled queries with their 95% intervals (bootstrap over queries); "
                    f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25 (paired permutation test). Unjudged "
-                   "documents count as not relevant.")
+                   f"documents count as not relevant.{deep}", coverage_line(covered or {}))
 
 
 def segment_cells(rows: list, labels: list[str]) -> dict:
@@ -50,8 +65,45 @@ def segment_cells(rows: list, labels: list[str]) -> dict:
 
 
 def conclusion_lines(rows: list[dict]) -> list[str]:
-    """``tables.comparisons`` in words, one line per pair (the separable ones first)."""
-    return [conclusion(r["a"], r["b"], r["comparison"]) for r in rows]
+    """``tables.comparisons`` in words, one line per pair (the separable ones first); a pair the
+    coverage gate holds back (``row["verdict"]``, ``coverage.Verdict``) says which system's results
+    are not judged enough and how many more to judge, never who wins."""
+    return [conclusion(r["a"], r["b"], r["comparison"]) if r.get("verdict") is None or r["verdict"].may_conclude
+            else f"{r['b']} and {r['a']}: no verdict — {shortfall_text(r['verdict'])}" for r in rows]
+
+
+def percent(interval) -> str:
+    """A share's 95% interval in percent, "[35%, 47%]" ("" when undefined: one query)."""
+    return f"[{interval.low:.0%}, {interval.high:.0%}]" if interval.defined else ""
+
+
+def shortfall_text(verdict) -> str:
+    """Why a pair the coverage gate holds back has no verdict (``coverage.Verdict.lacking``): "not
+    enough of Learned sparse (SPLADE)'s results judged (judged@10 6% [2%, 11%]) — judge 160 more of its
+    top-10 documents (171 unjudged) for judged@10 to reach 90%", then the pair on nDCG'@10 (unjudged
+    documents left out), which is shown beside and does not lift the gate."""
+    parts = [f"not enough of {s.system}'s results judged (judged@10 {s.judged:.0%} {percent(s.interval)}".rstrip()
+             + f") — judge {s.to_threshold:,} more of its top-10 documents ({s.unjudged:,} unjudged) for judged@10 "
+             f"to reach {MIN_JUDGED_AT_10:.0%}" for s in verdict.lacking]
+    cond = verdict.condensed
+    beside = (f"; on nDCG'@10, which leaves unjudged documents out, Δ {cond.delta:+.3f} "
+              f"{interval_text(cond.interval)}".rstrip() if cond is not None and cond.queries >= 2 else "")
+    return "; ".join(parts) + beside
+
+
+def coverage_line(covered: dict) -> str:
+    """Each system's judged@10 with its interval (``coverage.coverages``), and whether the labels
+    came from judging in the app (then verdicts need ``MIN_JUDGED_AT_10``): "" without any."""
+    if not covered:
+        return ""
+    gated = any(c.gated for c in covered.values())
+    shares = ", ".join(f"{name} {c.judged:.0%} {percent(c.interval)}".rstrip() for name, c in covered.items()
+                       if c.queries)
+    if not shares:
+        return ""
+    rule = (f"labels judged in the app: a verdict needs each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more"
+            if gated else "the data set's own labels: an unlisted document is not relevant by their convention")
+    return f"Judged@10 ({rule}): {shares}."
 
 
 def rounded(value, digits: int = 4):

@@ -12,6 +12,7 @@ CATEGORY_LABELS = {
     "exact_match_miss": "Exact-match miss",
     "semantic_false_positive": "Semantic false positive",
     "lexical_trap": "Lexical trap",
+    "unjudged_at_top": "Unjudged at the top (judge it first)",
     "bridged_by_expansion": "Bridged by expansion",
     "both_fail": "Both fail",
     "fixed_by_hybrid": "Fixed by hybrid",
@@ -28,6 +29,8 @@ CATEGORY_DEFINITIONS = {
                                "BM25 ranks below {low} or does not retrieve (CLEAR Table 4)",
     "lexical_trap": "BM25's first document is not relevant and dense ranks it below {top}: shared words, "
                     "wrong meaning",
+    "unjudged_at_top": "on a query judged in the app, a document nobody judged that dense ranks in its top {fp_top} "
+                       "(BM25 below {low}) or BM25 ranks first (dense below {top}): not a failure until judged",
     "bridged_by_expansion": "a relevant document learned sparse (SPLADE) ranks in its top {top} that BM25 ranks "
                             "below {low} or does not retrieve: the terms the model added matched",
     "both_fail": "neither BM25's nor dense's top {top} holds a relevant document",
