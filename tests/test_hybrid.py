@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.dense import DenseIndex, DenseRetriever
 from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import Candidates, Hybrid, default_lambda, fit_lambda, fuse_runs, tune_lambda
+from retrieval.hybrid import Candidates, Hybrid, default_lambda, fit_lambda, fuse_runs, rank_candidates, tune_lambda
 from retrieval.lambdas import LAMBDA_GRID, LEX_ONLY, LambdaFit
 from retrieval.lexical import BM25Index
 from retrieval.lookup import identifier_lookups, is_identifier_lookup
@@ -330,3 +330,63 @@ def test_bm25_alone_keeps_the_cosine_order_in_its_scores_where_bm25_matches_noth
     relevant = hits[3][0]  # judged by a real evaluator, the list is read in the order shown
     got = evaluate_run({"q": hits}, {"q": {relevant: 1}}, metrics=("mrr",)).per_query["mrr"]["q"]
     assert got == pytest.approx(1 / 4)
+
+
+# ---- cross-fitted λ on judged queries (no train split) -------------------------------------
+def test_rank_candidates_ranks_a_query_at_its_own_lambda_where_one_is_given():
+    cands, _ = gated(2)  # λ 0 puts row 0 first, λ 1 row 1
+    run = rank_candidates(cands, 0.0, ["d0", "d1"], 2, by_query={"q1": 1.0})
+    assert run["q0"][0][0] == "d0" and run["q1"][0][0] == "d1"
+    assert run["q1"] == rank_candidates({"q1": cands["q1"]}, 1.0, ["d0", "d1"], 2)["q1"]
+
+
+@pytest.fixture(scope="module")
+def judged_only(demo, tiny_encoder):
+    """The demo corpus without its labels, its test queries judged in the app (so ``judged`` is the
+    only split and there is no ``train``), over an encoder whose scores are not cosines: λ is tuned
+    on the raw grid without a prior, so each half's λ is the grid's best there."""
+    from retrieval import Workspace
+    from retrieval.dataset import Dataset
+    from retrieval.encoder import Encoder
+    from retrieval.labels import with_judgments
+
+    ds = with_judgments(Dataset("bare", demo.docs, demo.queries), demo.qrels["test"])
+    return Workspace(ds, None, model=Encoder(tiny_encoder.model, name="tiny-raw", normalize=False))
+
+
+def test_judged_queries_are_ranked_with_the_lambda_tuned_on_the_other_half(judged_only):
+    from retrieval.labels import JUDGED, judged_folds
+
+    ws = judged_only
+    ds = ws.dataset
+    assert list(ds.qrels) == [JUDGED]
+    halves = judged_folds(ds.qrels[JUDGED])
+    choice = ws.lambda_for(JUDGED)
+    h = Hybrid(ws.bm25, ws.dense, depth=ws.depth, lookups=True)
+    queries = ds.split_queries(JUDGED)
+    fits = [tune_lambda(h, {q: t for q, t in queries.items() if q in other}, ds.qrels[JUDGED], grid=LAMBDA_GRID)
+            for other in (halves[1], halves[0])]  # half 1 tuned on half 2, half 2 on half 1
+    assert [f.queries for f in choice.folds] == [halves[0], halves[1]]
+    assert [f.value for f in choice.folds] == [fits[0].best, fits[1].best]
+    assert fits[0].best != fits[1].best  # the two halves' λ differ here, so the test tells them apart
+    everything = tune_lambda(h, queries, ds.qrels[JUDGED], grid=LAMBDA_GRID)
+    assert choice.value == everything.best  # new queries: λ tuned on every judged query
+    assert ws.lambda_for(None).value == everything.best
+    assert choice.how.startswith("cross-fitted: each half evaluated with λ tuned on the other half")
+    # every judged query is evaluated, each at its half's λ
+    run = ws.run("hybrid", JUDGED)
+    cands = h.candidates(queries)
+    for half, fit in zip(halves, fits):
+        for q in half:
+            assert choice.at(q) == fit.best
+            expected = rank_candidates({q: cands[q]}, fit.best, ds.doc_ids, 10)[q]
+            assert [d for d, _ in run[q][:10]] == [d for d, _ in expected], q
+    assert set(ws.evaluate("hybrid", JUDGED).per_query["ndcg@10"]) == set(queries)
+    # the cache key names both halves and their λ
+    params = ws.system_params("hybrid", JUDGED)["cross_fitted"]
+    assert [lam for _, lam in params["folds"]] == [fits[0].best, fits[1].best]
+    assert params["folds"][0][0] != params["folds"][1][0]
+    # a judged query searched on its own is ranked as its evaluation ranks it; a new one at λ of all
+    q = sorted(halves[0])[0]
+    one = ws.search_one(queries[q], systems=("hybrid",), k=10, eval_split=JUDGED, query_id=q)["hybrid"]
+    assert [d for d, _ in one] == [d for d, _ in run[q][:10]]

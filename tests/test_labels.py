@@ -1,8 +1,11 @@
 """Judgments as labels: merged into the data's own splits, or new ``judged`` / ``train`` splits."""
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from retrieval.dataset import Dataset
-from retrieval.labels import JUDGED, with_judgments
+from retrieval.labels import JUDGED, judged_counts, judged_folds, with_judgments
 
 
 def test_judgments_of_labelled_queries_merge_into_their_split(toy_dataset):
@@ -16,13 +19,30 @@ def test_judgments_of_labelled_queries_merge_into_their_split(toy_dataset):
     assert toy_dataset.qrels["test"]["q3"] == {"d7": 2, "d2": 1, "d8": 0}  # the original is unchanged
 
 
-def test_judged_queries_without_labels_get_a_seeded_tuning_part_and_a_reported_part(toy_dataset):
+def test_every_judged_query_in_no_split_goes_to_judged_and_is_evaluated(toy_dataset):
     bare = Dataset("bare", toy_dataset.docs, {f"u{i}": f"query {i}" for i in range(10)})
     judged = {f"u{i}": {"d1": i % 3} for i in range(10)}
     ds = with_judgments(bare, judged)
-    assert list(ds.qrels) == [JUDGED, "train"] and ds.default_split() == JUDGED
-    assert len(ds.qrels["train"]) == 5 and len(ds.qrels[JUDGED]) == 5
-    assert not set(ds.qrels["train"]) & set(ds.qrels[JUDGED])
-    assert with_judgments(bare, judged).qrels == ds.qrels  # seeded
+    assert list(ds.qrels) == [JUDGED] and ds.default_split() == JUDGED
+    assert ds.qrels[JUDGED] == judged  # all ten: none held back to tune λ on
     with_train = with_judgments(toy_dataset.with_queries({"u1": "query 1"}), {"u1": {"d1": 2}})
     assert with_train.qrels[JUDGED] == {"u1": {"d1": 2}} and "u1" not in with_train.qrels["train"]
+
+
+def test_judged_counts_say_what_each_count_counts():
+    labels = {"a": {"d1": 0, "d2": 2}, "b": {"d1": 0}, "c": {"d3": 1}, "e": {}}
+    counts = judged_counts(labels)
+    assert (counts.queries, counts.relevant, counts.pairs, counts.without_relevant) == (3, 2, 4, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text("abcdef", min_size=1, max_size=3),
+                       st.dictionaries(st.sampled_from(["d1", "d2", "d3"]), st.integers(0, 2), min_size=1),
+                       max_size=30), st.integers(0, 5))
+def test_judged_folds_are_two_seeded_halves_sharing_the_relevant_queries_evenly(labels, seed):
+    one, two = judged_folds(labels, seed)
+    assert not one & two and one | two == set(labels)
+    relevant = {q for q, docs in labels.items() if any(g > 0 for g in docs.values())}
+    assert abs(len(one & relevant) - len(two & relevant)) <= 1
+    assert abs(len(one - relevant) - len(two - relevant)) <= 1
+    assert judged_folds(dict(reversed(labels.items())), seed) == (one, two)  # seeded, whatever the order

@@ -226,8 +226,10 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     import json
 
     from retrieval.judging_order import discounts
+    from retrieval.labels import judged_counts
     from retrieval.readers import read_qrels
     from ui import judge
+    from ui.present.counts import queries_counted
 
     from .conftest import DEMO
 
@@ -286,10 +288,18 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     assert beir.endswith("qrels/judged.tsv") and read_qrels(beir) == read_qrels(trec)
     applied = data.apply_judgments(registry, key)
     ws2 = registry.get(applied.key)
-    assert applied.ok and set(ws2.dataset.splits) == {"judged", "train"}
+    assert applied.ok and set(ws2.dataset.splits) == {"judged"}  # every judged query evaluated, none held back
     assert ws2.bm25 is ws.bm25  # the same corpus: the indexes are reused, not rebuilt
     caption, rows, _ = evaluate.evaluate(ws2, "judged", [])
-    assert "tuned on train" in caption and [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
+    assert "cross-fitted: each half evaluated with λ tuned on the other half" in shown(caption)
+    assert [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
+    # one count of the judged queries, saying what it counts, in the Judge panel, the summary and Evaluate
+    counts = judged_counts(ws2.dataset.qrels["judged"])
+    assert (counts.queries, counts.relevant, counts.pairs) == (8, 8, q.pooled_count)
+    said = queries_counted(counts)
+    assert said == "8 judged queries (8 with a relevant document: evaluated)"
+    assert said in judge.settled_note(ws, store, 2) and said in data.dataset_summary(ws2)
+    assert said in shown(caption) and said in shown(applied.status)
     _, cards, _, gallery = failures.failures(ws2, "judged", "")
     assert gallery["split"] == "judged"
     store.close()

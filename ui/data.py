@@ -24,6 +24,7 @@ from retrieval.systems import DENSE
 
 from . import texts
 from .notify import refuse
+from .present.counts import split_counted
 from .present.escape import code, text
 from .registry import ANONYMOUS, Registry, ServerBusy
 
@@ -37,7 +38,7 @@ def dataset_summary(ws: Workspace) -> str:
     """One line of Markdown (name, documents, queries, labels per split, encoder, content hash), then
     a warning for each reason not to trust the numbers (``warnings``)."""
     ds = ws.dataset
-    splits = ", ".join(f"{text(s)}: {len(q)} queries / {sum(len(v) for v in q.values())} labels"
+    splits = ", ".join(f"{text(s)}: {split_counted(s, q)} / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
     line = (f"**{text(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
             f"encoder {code(ws.encoder.name)} ({ws.encoder.compute}); "
@@ -279,7 +280,7 @@ def apply_judgments(registry: Registry, key: str, prefer: str = "imported", sess
         raise refuse("nothing judged yet: judge a few pairs first")
     dataset = with_judgments(ws.dataset, judged, prefer)
     pairs = sum(len(docs) for docs in judged.values())
-    splits = ", ".join(f"{s}: {count(len(q), 'query', 'queries')}" for s, q in dataset.qrels.items())
+    splits = ", ".join(f"{s}: {split_counted(s, q)}" for s, q in dataset.qrels.items())
     try:
         loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
                                                       f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "

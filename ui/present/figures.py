@@ -89,10 +89,21 @@ def _tint(hex_color: str, alpha: float = 0.15) -> str:
 def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, float]] | None = None) -> go.Figure:
     """nDCG@10 against λ_test: on the split λ was tuned on (``choice``'s grid, the chosen λ starred)
     and, when given, ``split``'s own sweep (``eval_grid``: ``Workspace.lambda_fit(split).grid``) —
-    labelled as not used for choosing λ. λ values are categories written as ``lambdas.shown`` writes
-    them (∞: BM25 alone)."""
+    labelled as not used for choosing λ; cross-fitted (``choice.folds``), each half's sweep on the
+    other half with its λ starred, ``split``'s own sweep giving new queries' λ. λ values are
+    categories written as ``lambdas.shown`` writes them (∞: BM25 alone)."""
     fig = go.Figure()
-    if choice.grid:
+    for i, fold in enumerate(choice.folds, 1):  # cross-fitted: each half's λ, chosen on the other half's sweep
+        lams, values = zip(*fold.fit.grid)
+        fig.add_trace(go.Scatter(x=[shown(lam) for lam in lams], y=list(values), mode="lines+markers",
+                                 name=f"tuned on the other half's {fold.fit.queries} queries, for half {i}"))
+        fig.add_trace(go.Scatter(x=[shown(fold.value)], y=[dict(fold.fit.grid).get(fold.value)], mode="markers",
+                                 name=f"half {i}: λ = {shown(fold.value)}",
+                                 marker=dict(symbol="star", size=16)))
+    if choice.folds:
+        fig.add_annotation(text="cross-fitted: each half evaluated with λ tuned on the other half", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=1.05)
+    elif choice.grid:
         lams, values = zip(*choice.grid)
         fig.add_trace(go.Scatter(x=[shown(lam) for lam in lams], y=list(values), mode="lines+markers",
                                  name=esc(choice.how)))
@@ -107,7 +118,8 @@ def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, 
     if eval_grid:
         lams, values = zip(*eval_grid)
         fig.add_trace(go.Scatter(x=[shown(lam) for lam in lams], y=list(values), mode="lines+markers",
-                                 name=f"{esc(split)} — shown for insight, not used to choose λ",
+                                 name=f"all of {esc(split)} — λ for new queries, not for these" if choice.folds
+                                 else f"{esc(split)} — shown for insight, not used to choose λ",
                                  line=dict(dash="dash"), opacity=0.7))
     fig.update_layout(title=f"Hybrid nDCG@10 against λ_test (evaluating {esc(split)})",
                       xaxis=dict(type="category", title="λ_test"), yaxis=dict(title="nDCG@10"),

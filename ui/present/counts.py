@@ -1,0 +1,18 @@
+"""Counts of judged queries in words, each saying what it counts: the Judge panel, the data set
+summary and the Evaluate caption write them alike, from ``retrieval.labels.judged_counts``."""
+from __future__ import annotations
+
+from retrieval.labels import JUDGED, JudgedCounts, judged_counts
+
+
+def queries_counted(counts: JudgedCounts, what: str = "judged") -> str:
+    """ "24 judged queries (19 with a relevant document: evaluated)"; ``what`` qualifies the
+    queries ("" for none)."""
+    noun = "query" if counts.queries == 1 else "queries"
+    return f"{counts.queries:,} {what + ' ' if what else ''}{noun} ({counts.relevant:,} with a relevant document: " \
+        "evaluated)"
+
+
+def split_counted(split: str, labels) -> str:
+    """A split's queries counted: its judged queries for ``labels.JUDGED``, else its labelled ones."""
+    return queries_counted(judged_counts(labels), "judged" if split == JUDGED else "labelled")
