@@ -43,7 +43,9 @@ app's judging queue uses ``DEFAULT``.
   the weights of its query's pairs. The default.
 
 ``weights`` gives the MTC weights; ``interest`` lets the analyst aim at the pairs they pick (all
-pairs of the systems on show by default).
+pairs of the systems on show by default). ``Focus`` keeps a strategy to some pairs and ``Chain`` runs
+strategies one after another: a system that joins the judging queue late has its unjudged top k
+judged first, aimed at the comparisons it is in (``judgments.Queue.add_runs``).
 """
 from __future__ import annotations
 
@@ -334,6 +336,59 @@ class NdcgMTC(ExpectedMTC):
         self._relevant[q].append(float(grade))
         if q in self._of_query:
             self._refresh(q)
+
+
+class Focus:
+    """A strategy kept to some of the pooled pairs (``pairs``, e.g. a system's that just joined the
+    pool): ``inner`` orders them as it orders all, the others are never offered. The judging queue
+    puts one before the strategy over every pair (``Chain``) when a system joins it."""
+
+    def __init__(self, inner: _Order, pairs: Iterable[Pair]):
+        self.inner, self.pairs = inner, set(pairs)
+        for qid in inner.query_ids:
+            for doc in inner.pools[qid]:
+                if (qid, doc) not in self.pairs:
+                    inner.hand_out((qid, doc))
+
+    @property
+    def pools(self) -> dict[str, list[str]]:
+        return self.inner.pools
+
+    def next(self) -> Pair | None:
+        return self.inner.next()
+
+    def hand_out(self, pair: Pair) -> None:
+        self.inner.hand_out(pair)
+
+    def record(self, pair: Pair, grade: int) -> None:
+        self.inner.record(pair, grade)
+
+
+class Chain:
+    """Strategies one after another: the first's pairs while it has any, then the next's; every
+    hand-out and grade is told to each, so none offers a pair again."""
+
+    def __init__(self, *orders):
+        self.orders = orders
+
+    @property
+    def pools(self) -> dict[str, list[str]]:
+        return self.orders[-1].pools
+
+    def next(self) -> Pair | None:
+        for order in self.orders:
+            pair = order.next()
+            if pair is not None:
+                return pair
+        return None
+
+    def hand_out(self, pair: Pair) -> None:
+        for order in self.orders:
+            order.hand_out(pair)
+
+    def record(self, pair: Pair, grade: int) -> None:
+        for order in self.orders:
+            order.record(pair, grade)
 
 
 def make(strategy: str, runs: dict[str, Run], query_ids, k: int = DEPTH, judged: dict[Pair, int] | None = None,

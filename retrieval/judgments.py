@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import median_low
 
@@ -188,6 +189,73 @@ class Queue:
         self._runs = runs
         self._position = {pair: i for i, pair in enumerate(self.pairs)}
         self._lock = threading.RLock()
+        # how it was made (``queue`` sets them), for ``add_runs``: depth, RBO's p, order, pairs of interest
+        self.k, self.p, self.order, self.interest = DEPTH, PERSISTENCE, None if strategy else "pool", None
+        self.joined: Joined | None = None  # the systems that joined last (``add_runs``)
+        self._focus = None  # their pairs' strategy, while they go first
+        self._theirs: set[Pair] = set()  # their unjudged pairs, when they go first
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        """The systems whose top k is pooled, in name order."""
+        return tuple(sorted(self._runs))
+
+    def add_runs(self, runs: dict[str, Run]) -> "Joined | None":
+        """Systems that joined the ones on show (an index built, a run imported): their top ``k`` of
+        the queue's queries joins the pool without a rebuild. The grades and the positions handed
+        out stay as they are; the new systems' unjudged top-``k`` pairs come next, in the judging
+        order aimed at the comparisons they are in (``judging_order.Focus``, then the order over
+        every pair, ``Chain``), unless the queue is aimed at one pair of systems, whose aim stays.
+        What joined (``Joined``), or None when every system was pooled already."""
+        from . import judging_order
+
+        with self._lock:
+            fresh = {name: run for name, run in runs.items() if name not in self._runs}
+            if not fresh:
+                return None
+            self._runs = {**self._runs, **fresh}
+            ordered = order_queries(self._runs, list(self.disagreement), self.k, self.p)
+            self.disagreement = dict(ordered)
+            query_ids = [q for q, _ in ordered]
+            pools = pool(self._runs, query_ids, self.k)
+            for qid in query_ids:  # the new pairs wait after the others, in pool order
+                for doc in pools[qid]:
+                    if (qid, doc) not in self._position:
+                        self._position[(qid, doc)] = len(self.pairs)
+                        self.pairs.append((qid, doc))
+            handed = set(self.pairs[:self.handed])
+            theirs = list(dict.fromkeys((qid, doc) for qid in query_ids for run in fresh.values()
+                                        for doc in top_ids(run, qid, self.k)
+                                        if (qid, doc) not in self._grades and (qid, doc) not in handed))
+            first = self.interest is None
+            self._theirs = set(theirs) if first else set()
+            if self.order == "pool":
+                mine = self._theirs
+                waiting = self.pairs[self.handed:]
+                self.pairs[self.handed:] = [p for p in waiting if p in mine] + [p for p in waiting if p not in mine]
+                self._position = {pair: i for i, pair in enumerate(self.pairs)}
+                self._focus = None
+            else:
+                def made(interest):
+                    order = judging_order.make(self.order or judging_order.DEFAULT, self._runs, query_ids, self.k,
+                                               dict(self._grades), interest)
+                    for pair in handed:
+                        order.hand_out(pair)
+                    return order
+
+                general = made(self.interest)
+                self._focus = None
+                if first and theirs:
+                    near = [(a, b) for a, b in judging_order.all_pairs(self._runs) if a in fresh or b in fresh]
+                    self._focus = judging_order.Focus(made(near), theirs)
+                self.strategy = judging_order.Chain(self._focus, general) if self._focus else general
+            self.joined = Joined(tuple(sorted(fresh)), len(theirs), first, self.k)
+            return self.joined
+
+    def joined_left(self) -> int:
+        """How many of the last joined systems' pairs are still to come before the others."""
+        with self._lock:
+            return sum(1 for pair in self._theirs if pair not in self._grades and self._position[pair] >= self.handed)
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -276,12 +344,34 @@ class Queue:
         with self._lock:
             self._grades.pop((query_id, doc_id), None)
 
+    def sync(self, judged: dict[Pair, int]) -> None:
+        """Take the judge's grades as stored now (``judged_pairs``): those made or deleted elsewhere
+        (another session's queue) are noted as ``record`` and ``forget`` do."""
+        with self._lock:
+            for pair, grade in judged.items():
+                if self._grades.get(pair) != grade:
+                    self.record(*pair, grade)
+            for pair in [p for p in self._grades if p not in judged]:
+                self.forget(*pair)
+
     def retrieved_by(self, position: int) -> dict[str, int]:
         """``{system: 1-based rank}`` of the systems whose whole list for the query holds the pair's
         document, in system-name order (the ones that pooled it rank it within the pool depth)."""
         qid, doc = self.pairs[position]
         found = {name: ranks(self._runs[name].get(qid, [])).get(doc) for name in sorted(self._runs)}
         return {name: rank for name, rank in found.items() if rank is not None}
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Systems that joined a judging queue (``Queue.add_runs``): their names, how many of their
+    top-``k`` pairs were unjudged and not yet handed out, and whether those go ``first`` (not when
+    the queue is aimed at one pair of other systems)."""
+
+    systems: tuple[str, ...]
+    pairs: int
+    first: bool
+    k: int
 
 
 def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
@@ -301,7 +391,9 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
         strategy = judging_order.make(order or judging_order.DEFAULT, runs, [q for q, _ in ordered], k, judged,
                                       interest)
     pools = strategy.pools if strategy is not None else pool(runs, query_ids, k)  # made once
-    return Queue(runs, ordered, pools, judged, sample, strategy)
+    made = Queue(runs, ordered, pools, judged, sample, strategy)
+    made.k, made.p, made.order, made.interest = k, p, order, interest
+    return made
 
 
 # ---- judgments as relevance labels -------------------------------------------------------------
