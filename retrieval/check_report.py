@@ -1,14 +1,36 @@
 """What ``python -m retrieval check`` writes: the terminal report, JUnit XML (one test case per
-system; a regression is a failure) and a Markdown summary a CI system can show (GitHub's job
-summary, GitLab's and Jenkins' test reports read the XML). User-supplied names in the Markdown pass
-through the app's one escaping helper; ElementTree escapes the XML."""
+system; a regression is a failure, a drop too large to ignore but not significant is skipped with
+its reason — a failure with ``strict``) and a Markdown summary a CI system can show (GitHub's job
+summary, GitLab's and Jenkins' test reports read the XML). Each system is in one of four states
+(``SystemCheck.state``): ok, regressed, dropped but not significantly (too few queries to tell), or
+new. The queries that dropped most are named with their text. User-supplied names and texts in the
+Markdown pass through the library's Markdown writer (``markdown``: the source stays readable);
+ElementTree escapes the XML."""
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from .metrics import interval_text
 from .snapshots import CheckResult, SystemCheck
 from .systems import label
+
+DROPPED = "dropped, not significant — too few queries to tell"
+QUERY_WIDTH = 80  # characters of a query's text shown beside its id
+
+
+def short(query: str, width: int = QUERY_WIDTH) -> str:
+    """A query's text on one line, cut at a word boundary to at most ``width`` characters ("…" where cut)."""
+    one = re.sub(r"\s+", " ", query).strip()
+    if len(one) <= width:
+        return one
+    cut = one[:width - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip() + "…"
+
+
+def _named(query_id: str, query: str) -> str:
+    return f"{query_id} “{short(query)}”" if query else query_id
 
 
 def verdict(s: SystemCheck, result: CheckResult) -> str:
@@ -16,15 +38,16 @@ def verdict(s: SystemCheck, result: CheckResult) -> str:
         return "new: the baseline has no run of this system"
     c = s.comparison
     means = f" ({c.mean_a:.4f} {interval_text(s.intervals[0])} → {c.mean_b:.4f} {interval_text(s.intervals[1])})"
-    return _verdict(s, result, c) + means
+    return _verdict(s, c) + means
 
 
-def _verdict(s: SystemCheck, result: CheckResult, c) -> str:
+def _verdict(s: SystemCheck, c) -> str:
+    change = f"{c.delta:+.4f} {interval_text(c.interval)}, p = {c.p_value:.4f}"
     if s.regressed:
-        return f"REGRESSED: {c.delta:+.4f} {interval_text(c.interval)}, p = {c.p_value:.4f}"
-    if c.delta < -result.max_drop:
-        return f"dropped {c.delta:+.4f} {interval_text(c.interval)}, but not significantly (p = {c.p_value:.4f})"
-    return f"ok: {c.delta:+.4f} {interval_text(c.interval)}, p = {c.p_value:.4f}"
+        return f"REGRESSED: {change}"
+    if s.dropped:
+        return f"⚠ {DROPPED}: {change}"
+    return f"ok: {change}"
 
 
 def warnings(result: CheckResult) -> list[str]:
@@ -56,7 +79,22 @@ def changed_params(s: SystemCheck) -> str:
                      if before.get(k) != now.get(k))
 
 
-def text_report(result: CheckResult, shown: int = 10) -> str:
+def _dropped_most(s: SystemCheck, shown: int) -> list:
+    return [m for m in s.moved if m.now < m.before][:shown]
+
+
+def tally(result: CheckResult, strict: bool = False) -> str:
+    """"1 of 2 system(s) regressed: BM25; 1 dropped, not significant — too few queries to tell: Dense"."""
+    regressed, dropped = result.regressed, result.dropped
+    line = f"{len(regressed)} of {len(result.systems)} system(s) regressed" + \
+        (": " + ", ".join(label(s.system) for s in regressed) if regressed else "")
+    if dropped:
+        line += f"; {len(dropped)} {DROPPED}: " + ", ".join(label(s.system) for s in dropped) + \
+            (" (a failure with --strict)" if strict else " (not a failure; --strict makes it one)")
+    return line
+
+
+def text_report(result: CheckResult, shown: int = 10, strict: bool = False) -> str:
     snap = result.baseline
     lines = [f"baseline {snap.name!r} ({snap.dataset_name}, {snap.split}; max drop {result.max_drop:g} "
              f"{result.metric}, significance p < 0.05)"]
@@ -65,46 +103,62 @@ def text_report(result: CheckResult, shown: int = 10) -> str:
         lines.append(f"{label(s.system)}: {verdict(s, result)}")
         if changed := changed_params(s):
             lines.append(f"  changed: {changed}")
-        if s.regressed:
+        if s.regressed or s.dropped:
             lines.append(f"  the queries that dropped most ({result.metric} baseline → now; top 5 of each):")
-            for m in [m for m in s.moved if m.now < m.before][:shown]:
-                lines.append(f"  {m.query_id}: {m.before:.4f} → {m.now:.4f}")
+            for m in _dropped_most(s, shown):
+                lines.append(f"  {_named(m.query_id, m.query)}: {m.before:.4f} → {m.now:.4f}")
                 for rank in range(5):
                     left = m.before_top[rank] if rank < len(m.before_top) else ""
                     right = m.now_top[rank] if rank < len(m.now_top) else ""
                     lines.append(f"      {rank + 1:>2}. {left:<32} {right}")
-    regressed = result.regressed
-    lines.append(f"{len(regressed)} of {len(result.systems)} system(s) regressed" +
-                 (": " + ", ".join(label(s.system) for s in regressed) if regressed else ""))
+    lines.append(tally(result, strict))
     return "\n".join(lines)
 
 
-def junit_xml(result: CheckResult) -> bytes:
+def junit_xml(result: CheckResult, strict: bool = False) -> bytes:
+    """One test case per system: a regression is a ``<failure>``; a drop beyond ``max_drop`` that is
+    not significant is ``<skipped>`` with its reason (a ``<failure>`` with ``strict``); the queries
+    that dropped most, with their text, are the failure's text or the case's ``<system-out>``."""
+    failing = [s.regressed or (strict and s.dropped) for s in result.systems]
+    skipped = [not fail and (s.comparison is None or s.dropped) for s, fail in zip(result.systems, failing)]
     suite = ET.Element("testsuite", name=f"rankscope check against {result.baseline.name}",
-                       tests=str(len(result.systems)), failures=str(len(result.regressed)))
-    for s in result.systems:
+                       tests=str(len(result.systems)), failures=str(sum(failing)), skipped=str(sum(skipped)))
+    for s, fail, skip in zip(result.systems, failing, skipped):
         case = ET.SubElement(suite, "testcase", classname=f"rankscope.{result.metric}", name=s.system)
-        if s.regressed:
+        queries = "\n".join(f"{_named(m.query_id, m.query)}: {m.before:.4f} -> {m.now:.4f}"
+                            for m in s.moved if m.now < m.before)
+        if fail:
             failure = ET.SubElement(case, "failure", message=verdict(s, result))
-            failure.text = "\n".join(f"{m.query_id}: {m.before:.4f} -> {m.now:.4f}"
-                                     for m in s.moved if m.now < m.before)
-        elif s.comparison is None:
+            failure.text = queries
+        elif skip:
             ET.SubElement(case, "skipped", message=verdict(s, result))
+            if s.dropped:
+                ET.SubElement(case, "system-out").text = queries
     return ET.tostring(ET.ElementTree(suite).getroot(), encoding="utf-8", xml_declaration=True)
 
 
-def markdown_summary(result: CheckResult, shown: int = 10) -> str:
-    from ui.present.escape import code, text
+def headline(result: CheckResult, strict: bool = False) -> str:
+    if result.regressed:
+        return "❌ regression"
+    if result.dropped:
+        return f"{'❌' if strict else '⚠️'} {DROPPED}"
+    return "✅ no regression"
+
+
+def markdown_summary(result: CheckResult, shown: int = 10, strict: bool = False) -> str:
+    from .markdown import code, text
 
     snap = result.baseline
-    regressed = result.regressed
-    head = "❌ regression" if regressed else "✅ no regression"
-    lines = [f"### RankScope check: {head}", "",
+    lines = [f"### RankScope check: {headline(result, strict)}", "",
              f"Against the baseline {code(snap.name)} ({text(snap.dataset_name)}, split {text(result.split)}): "
              f"a system regresses when its mean {result.metric} drops by more than {result.max_drop:g} and the "
-             "drop is significant (paired permutation test, p < 0.05).", ""]
+             "drop is significant (paired permutation test, p < 0.05; Δ's 95% interval is the shifts that test "
+             "does not reject, so it excludes 0 exactly when p < 0.05). A larger drop that is not significant "
+             f"is flagged ⚠️: these queries are too few to tell it from chance"
+             f"{' (it fails: --strict)' if strict else ''}.", ""]
     lines += [f"> ⚠️ {text(w)}" for w in warnings(result)]
     lines += ["| system | baseline [95%] | now [95%] | Δ [95%] | p | verdict |", "|---|---:|---:|---:|---:|---|"]
+    words = {"regressed": "**regressed**", "dropped": f"⚠️ {DROPPED}", "ok": "ok"}
     for s in result.systems:
         c = s.comparison
         if c is None:
@@ -112,12 +166,12 @@ def markdown_summary(result: CheckResult, shown: int = 10) -> str:
             continue
         lines.append(f"| {text(label(s.system))} | {c.mean_a:.4f} {interval_text(s.intervals[0])} | "
                      f"{c.mean_b:.4f} {interval_text(s.intervals[1])} | {c.delta:+.4f} "
-                     f"{interval_text(c.interval)} | {c.p_value:.4f} | "
-                     f"{'**regressed**' if s.regressed else 'ok'} |")
-    for s in regressed:
+                     f"{interval_text(c.interval)} | {c.p_value:.4f} | {words[s.state]} |")
+    for s in [s for s in result.systems if s.regressed or s.dropped]:
         lines += ["", f"**{text(label(s.system))}**: the queries that dropped most ({result.metric})", "",
-                  "| query | baseline | now | baseline top 3 | now top 3 |", "|---|---:|---:|---|---|"]
-        for m in [m for m in s.moved if m.now < m.before][:shown]:
+                  "| query | text | baseline | now | baseline top 3 | now top 3 |", "|---|---|---:|---:|---|---|"]
+        for m in _dropped_most(s, shown):
             tops = [", ".join(code(d) for d in top[:3]) for top in (m.before_top, m.now_top)]
-            lines.append(f"| {code(m.query_id)} | {m.before:.4f} | {m.now:.4f} | {tops[0]} | {tops[1]} |")
+            lines.append(f"| {code(m.query_id)} | {text(short(m.query))} | {m.before:.4f} | {m.now:.4f} | "
+                         f"{tops[0]} | {tops[1]} |")
     return "\n".join(lines) + "\n"

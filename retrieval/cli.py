@@ -371,15 +371,15 @@ def cmd_check(args) -> int:
     if any(ws.system(s).needs.vectors for s in systems):
         _build_dense(ws)
     result = snapshots.check(ws, snap, systems, args.metric, args.max_drop, split)
-    print(check_report.text_report(result))
+    print(check_report.text_report(result, strict=args.strict))
     if args.junit:
         Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.junit).write_bytes(check_report.junit_xml(result))
+        Path(args.junit).write_bytes(check_report.junit_xml(result, strict=args.strict))
     if args.summary:
         Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
         with open(args.summary, "a", encoding="utf-8") as out:  # GitHub's $GITHUB_STEP_SUMMARY is appended to
-            out.write(check_report.markdown_summary(result))
-    return 1 if result.regressed else 0
+            out.write(check_report.markdown_summary(result, strict=args.strict))
+    return 1 if result.fails(args.strict) else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -464,7 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("--mark-baseline", default=None, metavar="NAME", help="mark an existing snapshot the baseline")
     sn.set_defaults(func=cmd_snapshot)
     ck = sub.add_parser("check", help="the regression gate: the systems now against a baseline snapshot, query by "
-                                      "query; exit 0 nothing regressed, 1 something did, 2 could not run")
+                                      "query; exit 0 nothing regressed, 1 something did, 2 could not run; a drop "
+                                      "beyond --max-drop that is not significant is flagged, exit 0 (1 with --strict)")
     common(ck)
     ck.add_argument("--baseline", default=None, metavar="NAME", help="the snapshot to hold against (default: the "
                                                                       "one marked the baseline)")
@@ -474,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a run file, checked against the baseline's run of the same name (repeatable)")
     ck.add_argument("--metric", default=PRIMARY, help="the metric compared (default: ndcg@10)")
     ck.add_argument("--max-drop", type=float, default=0.01, help="a drop larger than this, and significant, fails")
+    ck.add_argument("--strict", action="store_true", help="fail (exit 1) on a drop larger than --max-drop that is "
+                    "not significant too: too few queries to tell it from chance")
     ck.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML here")
     ck.add_argument("--summary", default=None, metavar="FILE", help="append a Markdown summary here "
                                                                    "(e.g. $GITHUB_STEP_SUMMARY)")

@@ -10,9 +10,12 @@ not lose them); one per corpus may be marked its baseline.
 ``check`` holds the systems as they are now against a snapshot, query by query, on the labels of
 now (the baseline's lists are re-evaluated on them, so a labels change is never mixed into the
 difference; it is reported as ``labels_changed``): per system the paired difference now −
-baseline in the metric with its interval and permutation p-value (``evaluate.compare``), and a
-system has regressed when its mean dropped by more than ``max_drop`` and the drop is significant
-(p < 0.05). The queries that moved most come with both lists.
+baseline in the metric with its permutation p-value and the interval the same test gives
+(``evaluate.compare``: the interval excludes 0 exactly when p < 0.05). A system has regressed when
+its mean dropped by more than ``max_drop`` and the drop is significant (p < 0.05); a drop by more
+than ``max_drop`` that is not significant is a third state, ``dropped``: these queries cannot tell
+a real drop from chance, so the gate neither fails nor passes it silently. The queries that moved
+most come with their text and both lists.
 """
 from __future__ import annotations
 
@@ -109,13 +112,14 @@ def baseline(store: Store, corpus: str) -> Snapshot | None:
 
 @dataclass
 class Moved:
-    """One query's metric before and now, and both top lists."""
+    """One query's metric before and now, both top lists, and its text."""
 
     query_id: str
     before: float
     now: float
     before_top: list[str]
     now_top: list[str]
+    query: str = ""  # the query's text ("" where the data set has none for the id)
 
 
 @dataclass
@@ -123,10 +127,18 @@ class SystemCheck:
     system: str
     comparison: Comparison | None  # now − baseline; None: the baseline has no run of this system
     intervals: tuple | None  # the 95% intervals of the baseline's and today's means (None with no baseline run)
-    regressed: bool
+    regressed: bool  # dropped by more than max_drop, significantly
     moved: list[Moved]  # the queries that dropped most first
     params_before: dict | None
     params_now: dict
+    dropped: bool = False  # dropped by more than max_drop, not significantly: too few queries to tell
+
+    @property
+    def state(self) -> str:
+        """``"new"`` (no baseline run), ``"regressed"``, ``"dropped"`` (not significantly) or ``"ok"``."""
+        if self.comparison is None:
+            return "new"
+        return "regressed" if self.regressed else "dropped" if self.dropped else "ok"
 
 
 @dataclass
@@ -142,6 +154,15 @@ class CheckResult:
     @property
     def regressed(self) -> list[SystemCheck]:
         return [s for s in self.systems if s.regressed]
+
+    @property
+    def dropped(self) -> list[SystemCheck]:
+        """The systems whose drop beyond ``max_drop`` is not significant (``SystemCheck.dropped``)."""
+        return [s for s in self.systems if s.dropped]
+
+    def fails(self, strict: bool = False) -> bool:
+        """Whether the gate fails: a system regressed, or with ``strict`` one dropped not significantly."""
+        return bool(self.regressed or (strict and self.dropped))
 
 
 def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMARY, max_drop: float = MAX_DROP,
@@ -163,13 +184,15 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
         before_run = snap.runs[s]
         before = evaluate_run({q: before_run.get(q, []) for q in now_run}, qrels, metrics=(metric,))
         cmp = compare(before, now, metric)
-        regressed = cmp.delta < -max_drop and cmp.p_value < SIGNIFICANCE_LEVEL
+        beyond = cmp.delta < -max_drop
+        regressed = beyond and cmp.p_value < SIGNIFICANCE_LEVEL
         a, b = before.per_query.get(metric, {}), now.per_query.get(metric, {})
         moved = sorted((Moved(q, a[q], b[q], [d for d, _ in before_run.get(q, [])[:10]],
-                              [d for d, _ in now_run.get(q, [])[:10]]) for q in a if q in b and a[q] != b[q]),
+                              [d for d, _ in now_run.get(q, [])[:10]], ds.queries.get(q, ""))
+                        for q in a if q in b and a[q] != b[q]),
                        key=lambda m: (m.now - m.before, m.query_id))
         out.append(SystemCheck(s, cmp, (before.interval(metric), now.interval(metric)), regressed, moved,
-                               snap.systems.get(s), params))
+                               snap.systems.get(s), params, dropped=beyond and not regressed))
     return CheckResult(snap, split, metric, max_drop, labels_hash(qrels) != snap.labels,
                        ds.corpus_hash != snap.corpus, out)
 

@@ -74,11 +74,13 @@ def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
               "--store", store, tmp_path=tmp_path)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "BM25: REGRESSED: -0.09" in bad.stdout and "changed: bm25.b 0.4 → 1.0; bm25.k1 0.9 → 5.0" in bad.stdout
-    assert "the queries that dropped most" in bad.stdout and "q58: 1.0000 → 0.3562" in bad.stdout  # named, lists beside
+    # named with their text, lists beside
+    assert "the queries that dropped most" in bad.stdout and "q58 “F208 road”: 1.0000 → 0.3562" in bad.stdout
     case = ET.parse(junit).getroot().find("testcase")
-    assert case.get("name") == "bm25" and "q58: 1.0000 -> 0.3562" in case.find("failure").text
+    assert case.get("name") == "bm25" and "q58 “F208 road”: 1.0000 -> 0.3562" in case.find("failure").text
     text = summary.read_text()
     assert text.startswith("### RankScope check: ❌ regression")
+    assert "| `q58` | F208 road | 1.0000 | 0.3562 |" in text and "&#" not in text
     assert re.search(r"\| BM25 \| 0\.5776 \[0\.\d{3}, 0\.\d{3}\] \| 0\.4792 \[0\.\d{3}, 0\.\d{3}\] \| -0\.0984 ", text)
     assert re.search(r"BM25: REGRESSED: .* \(0\.5776 \[0\.\d{3}, 0\.\d{3}\] → 0\.4792 \[", bad.stdout)  # both means
     for args, said in ((("--baseline", "nope"), "no snapshot 'nope' of this corpus (there are: before)"),
@@ -119,3 +121,60 @@ def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_pat
     with pytest.raises(Exception, match="no snapshot"):
         runs.snapshot_diff(store, ws, "v1", "nope", "bm25")
     store.close()
+
+
+def test_a_drop_too_few_queries_can_tell_is_flagged_never_passed_and_fails_with_strict(tmp_path, demo_copy):
+    # 8 of the test queries, q58 among them: the mis-set BM25 drops the mean by 0.08, but on 8 queries
+    # (2 of them moved) the permutation test cannot tell that from chance
+    qrels = demo_copy / "qrels" / "test.tsv"
+    rows = qrels.read_text().splitlines()
+    keep = {"q58"} | set(list(dict.fromkeys(r.split("\t")[0] for r in rows[1:]))[:7])
+    qrels.write_text("\n".join([rows[0], *(r for r in rows[1:] if r.split("\t")[0] in keep)]) + "\n")
+    store = tmp_path / "gate.sqlite3"
+    made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--baseline", "--store", store,
+               tmp_path=tmp_path)
+    assert made.returncode == 0, made.stderr
+    for strict in (False, True):
+        junit, summary = tmp_path / f"check-{strict}.xml", tmp_path / f"summary-{strict}.md"
+        got = cli("check", demo_copy, *HARMFUL, "--junit", junit, "--summary", summary, "--store", store,
+                  *(["--strict"] if strict else []), tmp_path=tmp_path)
+        assert got.returncode == (1 if strict else 0), got.stdout + got.stderr
+        assert "BM25: ⚠ dropped, not significant — too few queries to tell: -0.08" in got.stdout
+        assert "✅" not in got.stdout and "q58 “F208 road”: 1.0000 → 0.3562" in got.stdout
+        assert "0 of 1 system(s) regressed; 1 dropped, not significant" in got.stdout
+        suite = ET.parse(junit).getroot()
+        case = suite.find("testcase")
+        if strict:
+            assert suite.get("failures") == "1" and "q58 “F208 road”" in case.find("failure").text
+            assert case.find("failure").get("message").startswith("⚠ dropped, not significant")
+        else:
+            assert suite.get("failures") == "0" and suite.get("skipped") == "1" and case.find("failure") is None
+            assert case.find("skipped").get("message").startswith("⚠ dropped, not significant — too few queries")
+            assert "q58 “F208 road”: 1.0000 -> 0.3562" in case.find("system-out").text
+        text = summary.read_text()
+        assert text.startswith(f"### RankScope check: {'❌' if strict else '⚠️'} dropped, not significant")
+        assert "✅" not in text and "| `q58` | F208 road | 1.0000 | 0.3562 |" in text
+
+
+def test_the_markdown_summary_reads_as_source_and_renders_as_the_text():
+    from markdown_it import MarkdownIt
+
+    from retrieval.check_report import markdown_summary
+    from retrieval.evaluate import Evaluation, compare
+
+    before = Evaluation({}, {"ndcg@10": {f"q{i}": 0.9 for i in range(40)}})
+    now = Evaluation({}, {"ndcg@10": {f"q{i}": 0.9 - (0.5 if i < 30 else 0) for i in range(40)}})
+    query = "what is <b>BM25</b> | k1 * b? " + "long words " * 20
+    moved = [snapshots.Moved(f"q{i}", 0.9, 0.4, ["d1"], ["d2"], query) for i in range(30)]
+    cmp = compare(before, now)
+    system = snapshots.SystemCheck("hybrid", cmp, (cmp.interval, cmp.interval), True, moved, {}, {})
+    snap = snapshots.Snapshot("release (1)", "c", "d", "my_data", "test", "l", {}, {})
+    md = markdown_summary(snapshots.CheckResult(snap, "test", "ndcg@10", 0.01, False, False, [system]))
+    assert "| Hybrid (CLEAR λ) |" in md and "`release (1)`" in md and "my\\_data" in md
+    assert "&#40;" not in md and "&#41;" not in md
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    texts = ["".join(ch.content for ch in t.children) for t in tokens if t.type == "inline"]
+    assert "Hybrid (CLEAR λ)" in texts and "my_data" in "".join(texts)
+    shown = next(t for t in texts if t.startswith("what is"))
+    assert shown.startswith("what is <b>BM25</b> | k1 * b? long words") and shown.endswith("…") and len(shown) <= 80
+    assert "<b>" not in MarkdownIt("commonmark").enable("table").render(md)
