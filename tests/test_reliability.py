@@ -4,6 +4,7 @@ trained on and a corpus it maps almost alike, so without labels the hybrid is BM
 caption says why; the same passages in English keep the equal-weights hybrid."""
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -103,3 +104,27 @@ def test_with_labels_on_a_corpus_the_encoder_cannot_read_bm25_alone_stays_unless
     again = Workspace(split, store, model=minilm).lambda_fit("train")  # read back from the store, ∞ and all
     assert again.prior == LEX_ONLY and again.grid == fit.grid and again.best == fit.best
     assert "∞" in list(lambda_sweep(choice, "test").data[0].x)
+
+
+def test_judged_queries_without_a_train_split_cross_fit_lambda_against_bm25_alone(demo, minilm, store):
+    """The judged queries of a corpus the encoder cannot read, in no split: each half is ranked with
+    the λ tuned on the other half against the prior BM25 alone, and the caption and the sweep show both."""
+    from retrieval.labels import JUDGED, judged_folds, with_judgments
+    from ui.present.figures import lambda_sweep
+
+    greek = small(demo, GREEK)
+    ds = with_judgments(Dataset(greek.name, greek.docs, greek.queries), greek.qrels["test"])
+    ws = Workspace(ds, store, model=minilm)
+    choice = ws.lambda_for(JUDGED)
+    halves = judged_folds(ds.qrels[JUDGED])
+    assert [f.queries for f in choice.folds] == list(halves)
+    for fold, other in zip(choice.folds, reversed(halves)):
+        fit = ws.lambda_fit(JUDGED, other)
+        assert fold.fit == fit and fit.prior == LEX_ONLY and fit.queries == len(other)
+        assert all(choice.at(q) == fit.chosen for q in fold.queries)
+    caption = html.unescape(metrics_caption(ws, JUDGED))
+    assert "cross-fitted: each half evaluated with λ tuned on the other half" in caption
+    assert f"λ = {choice.values_shown}" in caption and "(half 1) and" in choice.values_shown
+    assert caption.count("label-free λ ∞ (BM25 alone") >= 2  # each half's fit names the prior it met
+    names = [t.name for t in lambda_sweep(choice, JUDGED, ws.lambda_fit(JUDGED).grid).data]
+    assert any(n.startswith("half 1: λ = ") for n in names) and any(n.startswith("half 2: λ = ") for n in names)
