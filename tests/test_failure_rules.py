@@ -82,3 +82,26 @@ def test_any_two_systems_compared_mirror_the_built_in_pair():
     assert headline("pair_b_finds", {"bm25": 1, "dense": 240}, pair=("dense", "bm25")) == "dense 240 → BM25 1"
     with pytest.raises(ValueError, match="two different systems"):
         classify(labels, ranks, pair=("bm25", "bm25"))
+
+
+def test_on_queries_judged_in_the_app_an_unjudged_document_is_counted_apart_not_as_a_false_positive():
+    """The same ranks: with the data set's labels (unlisted = not relevant) the unlabelled document
+    dense puts first is a semantic false positive and BM25's unlabelled first a lexical trap; on a
+    query whose labels came from judging a pool, nobody judged them: unjudged at the top, no failure."""
+    labels = {"q": {"rel": 2, "judged0": 0}, "trap": {"rel": 1}}
+    ranks = ranks_of(bm25=[("q", padded({5: "rel", 1: "judged0"}, 300)), ("trap", padded({1: "new", 2: "rel"}, 300))],
+                     dense=[("q", padded({1: "unseen", 2: "rel"}, 300)), ("trap", padded({1: "rel"}, 300))],
+                     hybrid=[("q", ["rel"]), ("trap", ["rel"])])
+    ranks["bm25"]["q"].pop("unseen", None)
+    ranks["dense"]["trap"].pop("new", None)
+    data = classify(labels, ranks)
+    assert "unjudged_at_top" not in data.categories and data.pooled == []
+    assert data.found["semantic_false_positive"] == [("q", "unseen", 1000)]
+    assert {row[:2] for row in data.found["lexical_trap"]} == {("trap", "new"), ("q", "judged0")}
+    pooled = classify(labels, ranks, pooled={"q", "trap"})
+    assert pooled.categories.index("unjudged_at_top") == pooled.categories.index("lexical_trap") + 1
+    assert pooled.found["semantic_false_positive"] == []
+    assert [row[:2] for row in pooled.found["lexical_trap"]] == [("q", "judged0")]  # judged not relevant: still a trap
+    assert {row[:2] for row in pooled.found["unjudged_at_top"]} == {("q", "unseen"), ("trap", "new")}
+    assert pooled.counts["unjudged_at_top"] == 2 and sorted(pooled.pooled) == ["q", "trap"]
+    assert headline("unjudged_at_top", {"bm25": None, "dense": 1}) == "BM25 — → dense 1"

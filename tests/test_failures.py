@@ -396,6 +396,31 @@ def test_the_report_opens_with_the_systems_metrics_intervals_and_conclusions(toy
     assert f"{2 / n:.1%} [{iv.low:.1%}, {iv.high:.1%}]" in text
 
 
+def test_on_labels_judged_in_the_app_the_unjudged_passage_is_counted_apart_not_shown_as_the_failure(tmp_path):
+    """The toy's labels, this time made by judging in the app (every labelled pair is a judgment in
+    the store): q2's d3, which dense ranks first and nobody judged, is no semantic false positive
+    but "unjudged at the top", its card asking for a judgment; the judged-0 lexical traps stay."""
+    store = Store(tmp_path / "store.sqlite3")
+    try:
+        ws = Workspace(toy_dataset(), store, model=SimilarityEncoder(SIMS, "base-table"))
+        ws.fix_lambda(LAMBDA, "fixed for the test", "test")
+        store.put_judgments(ws.dataset.corpus_hash, [(q, QUERIES[q], d, g, "ann") for q, docs in QRELS["test"].items()
+                                                     for d, g in docs.items()])
+        g = failure_gallery(ws, "test", **THRESHOLDS)
+        assert sorted(g.pooled) == ["q1", "q2", "q3", "q4", "q5"]  # q6 (nothing relevant) is skipped
+        assert g.counts["semantic_false_positive"] == 0 and g.counts["unjudged_at_top"] == 1  # before: 1 and —
+        (card,) = g.cards["unjudged_at_top"]
+        assert (card.query_id, card.doc_id, card.label) == ("q2", "d3", None)
+        assert [(c.query_id, c.doc_id) for c in g.cards["lexical_trap"]] == [("q3", "d4"), ("q5", "d8")]
+        doc = gallery_html(g, counts=True)
+        text = unescape("".join(parse(doc).text))
+        assert "Unjudged at the top (judge it first)" in text
+        assert "unjudged: judge it before calling it a failure" in text
+        assert "Semantic false positive (0)" in text
+    finally:
+        store.close()
+
+
 def test_without_figures_no_plotly_is_embedded(toy):
     doc = gallery_html(toy.gallery, counts=False)
     assert "plotly-graph-div" not in doc and get_plotlyjs()[:200] not in doc

@@ -69,7 +69,7 @@ def conclusion_lines(rows: list[dict]) -> list[str]:
     coverage gate holds back (``row["verdict"]``, ``coverage.Verdict``) says which system's results
     are not judged enough and how many more to judge, never who wins."""
     return [conclusion(r["a"], r["b"], r["comparison"]) if r.get("verdict") is None or r["verdict"].may_conclude
-            else f"{r['b']} and {r['a']}: no verdict — {shortfall_text(r['verdict'])}" for r in rows]
+            else f"{r['b']} and {r['a']}: no verdict, {shortfall_text(r['verdict'])}" for r in rows]
 
 
 def percent(interval) -> str:
