@@ -118,23 +118,28 @@ def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[s
 
 
 def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
-    """metric -> query id -> value of ``bpref`` / ``judged@k``, by ir-measures (module docstring)."""
-    import ir_measures
+    """metric -> query id -> value of ``bpref`` (by ir-measures) / ``judged@k`` (``rank_metrics.judged``,
+    ir-measures' definition): the module's docstring."""
+    from .rank_metrics import judged
 
     out: dict[str, dict[str, float]] = {}
     for m in metrics:
-        if m == BPREF:
-            provider, measure, labels = ir_measures.pytrec_eval, ir_measures.Bpref, positive_qrels(qrels)
-        else:
-            provider, measure = ir_measures.judged, ir_measures.Judged @ int(m[len("judged@"):])
+        if m != BPREF:
             labels = {q: docs for q, docs in qrels.items() if docs}
+            if labels:
+                out[m] = judged(run, labels, int(m[len("judged@"):]))
+            continue
+        import ir_measures
+
+        labels = positive_qrels(qrels)
         if not labels:
             continue
-        # ir-measures skips a query without a list (and "judged" divides by zero on an empty one)
+        # ir-measures skips a query without a list
         lists = {q: {d: float(s) for d, s in run[q]} for q in labels if run.get(q)}
         values = dict.fromkeys(labels, 0.0)
         if lists:
-            values.update({r.query_id: float(r.value) for r in provider.iter_calc([measure], labels, lists)})
+            values.update({r.query_id: float(r.value)
+                           for r in ir_measures.pytrec_eval.iter_calc([ir_measures.Bpref], labels, lists)})
         out[m] = values
     return out
 

@@ -130,3 +130,39 @@ def test_equals_ranx_on_a_real_data_set():
     metrics = [*METRICS, *(f"recall@{k}" for k in RECALL_KS)]
     subset = {q: qrels[q] for q in run}
     assert_equal(rank_metrics.scores(run, subset, metrics), rank_metrics.ranx_scores(run, subset, metrics))
+
+
+def ir_measures_judged(run, qrels, k: int) -> dict[str, float]:
+    """judged@k by ir-measures' "judged" provider (which skips a query without a list: 0 here)."""
+    import ir_measures
+
+    lists = {q: {d: float(s) for d, s in run[q]} for q in qrels if run.get(q)}
+    out = dict.fromkeys(qrels, 0.0)
+    if lists:
+        out.update({r.query_id: r.value for r in ir_measures.judged.iter_calc([ir_measures.Judged @ k], qrels, lists)})
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(run_and_qrels(max_len=30), st.sampled_from([1, 2, 3, 5, 10, 40]))
+def test_judged_equals_ir_measures(data, k):
+    """Ties at the cut broken by document id (ir-measures' order), short lists divided by their length,
+    labels of grade 0 counting as judged."""
+    run, qrels = data
+    labelled = {q: docs for q, docs in qrels.items() if docs}
+    ours = rank_metrics.judged(run, labelled, k)
+    theirs = ir_measures_judged(run, labelled, k)
+    assert ours.keys() == theirs.keys()
+    for q in ours:
+        assert ours[q] == pytest.approx(theirs[q], abs=1e-12), q
+    ev = evaluate_run(run, qrels, metrics=(f"judged@{k}",))
+    assert ev.per_query.get(f"judged@{k}", {}) == (ours if labelled else {})
+
+
+def test_judged_at_the_cut_takes_the_smaller_document_id_among_equal_scores():
+    run = {"q": [("b", 1.0), ("a", 1.0), ("c", 2.0)]}
+    assert rank_metrics.judged(run, {"q": {"a": 0}}, 2) == {"q": 0.5}  # c, then a before b
+    assert rank_metrics.judged(run, {"q": {"b": 1}}, 2) == {"q": 0.0}
+    assert rank_metrics.judged({"q": []}, {"q": {"b": 1}}, 10) == {"q": 0.0}
+    with pytest.raises(ValueError, match="k ≥ 1"):
+        rank_metrics.judged(run, {"q": {"a": 0}}, 0)
