@@ -1,14 +1,15 @@
-"""Evaluation: standard metrics through ranx, metrics for incomplete labels through ir-measures,
-PNR by hand, per-query deltas and significance.
+"""Evaluation: standard metrics as ranx defines them, metrics for incomplete labels as ir-measures
+does, PNR by hand, per-query deltas and significance.
 
-Metrics (ranx, trec_eval conventions: linear gain nDCG, a label > 0 is relevant):
+Metrics (ranx's definitions, trec_eval conventions: linear gain nDCG, a label > 0 is relevant;
+computed from the run with numpy in ``rank_metrics``, which says how equal scores are ranked):
 ``ndcg@10, mrr@10, recall@10, recall@100, recall@1000, map, p@10``. Only queries with at least one
 relevant label are evaluated; a query the system returns nothing for scores 0. A document without
 a label counts as non-relevant: with few labels (judging has just begun) these metrics understate
 every system, most of all the ones whose lists were not pooled.
 
-For incomplete labels (ir-measures 0.4.3: ``Bpref`` through pytrec_eval, ``Judged@k`` through its
-pure-Python "judged" provider), beside nDCG:
+For incomplete labels (ir-measures 0.4.3: ``Bpref`` through pytrec_eval, ``Judged@k`` as its
+"judged" provider computes it, with numpy in ``rank_metrics.judged``), beside nDCG:
 
 * ``bpref`` (Buckley and Voorhees, "Retrieval Evaluation with Incomplete Information", SIGIR 2004,
   pp. 25-32), as trec_eval computes it: over the R relevant and N judged non-relevant documents,
