@@ -64,13 +64,19 @@ def p_text(p_value: float) -> str:
 
 
 def conclusion(label_a: str, label_b: str, cmp) -> str:
-    """What a stakeholder can conclude from ``evaluate.compare(A, B)`` (B − A), in words:
+    """What a stakeholder can conclude from ``evaluate.compare(A, B)`` (B − A), in words, by one rule
+    (the interval is the shifts the test does not reject, so a verdict comes with p < 0.05 and an
+    interval that excludes 0, and never one without the other):
     "Hybrid beats BM25 by 0.053 [0.029, 0.078] nDCG@10 (p < 0.001, 300 queries)", or
-    "Dense and BM25: not separable yet (Δ −0.032 [−0.071, 0.009], p = 0.121, 300 queries)"."""
+    "Dense and BM25: not separable yet (Δ −0.032 [−0.071, 0.009], p = 0.121, 300 queries)"; with 5
+    queries or fewer, where no p can fall below 0.05, it says so instead of an unbounded interval."""
     n = cmp.queries
     if n < 2:
         return f"{label_b} and {label_a}: too few queries to compare ({n} with labels)"
     basis = f"{p_text(cmp.p_value)}, {n} queries"
+    if cmp.outcome == "open" and cmp.interval.defined and math.isinf(cmp.interval.width):
+        return (f"{label_b} and {label_a}: not separable on {n} queries (Δ {cmp.delta:+.3f} {cmp.metric}, "
+                f"{p_text(cmp.p_value)}; a difference needs at least 6 queries to reach p < 0.05)")
     if cmp.outcome == "b":
         return f"{label_b} beats {label_a} by {cmp.delta:.3f} {interval_text(cmp.interval)} {cmp.metric} ({basis})"
     if cmp.outcome == "a":
