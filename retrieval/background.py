@@ -41,14 +41,15 @@ def _stop_builds() -> None:
     for build in list(_RUNNING):
         build.wait(STOP_WAIT_S)
 
-STATES = ("encoding", "indexing", "ready", "failed")
+STATES = ("waiting", "encoding", "indexing", "ready", "failed")  # waiting: for another build to finish first
 
 
 @dataclass(frozen=True)
 class EncodingStatus:
-    """A dense build's progress: ``done`` of ``total`` documents have a vector (read from the store
-    or encoded), ``rate`` documents encoded per second since encoding began (None before the first
-    batch), ``state`` one of ``STATES``; ``error`` says why a failed build failed."""
+    """A background build's progress: ``done`` of ``total`` documents have a vector (read from the
+    store or encoded), ``rate`` documents encoded per second since encoding began (None before the
+    first batch), ``state`` one of ``STATES`` ("waiting": for a build that must finish first, e.g. the
+    learned sparse index for the dense one); ``error`` says why a failed build failed."""
 
     state: str
     done: int
@@ -106,11 +107,11 @@ class BackgroundBuild(Generic[T]):
     """
 
     def __init__(self, build: Callable[[Callable[[int, int], None], Callable[[], None]], T], total: int,
-                 name: str = "rankscope-dense-build"):
+                 name: str = "rankscope-dense-build", waiting: bool = False):
         self.total = total
         self._build = build
         self._lock = threading.Lock()
-        self._state, self._done = "encoding", 0
+        self._state, self._done = ("waiting" if waiting else "encoding"), 0  # waiting: until its first report
         self._started = time.monotonic()
         self._first: tuple[float, int] | None = None  # (time, documents done) at the first report
         self._last: tuple[float, int] | None = None
@@ -126,6 +127,8 @@ class BackgroundBuild(Generic[T]):
         now = time.monotonic()
         with self._lock:
             self._done, self.total = done, total
+            if self._state == "waiting":
+                self._state = "encoding"
             if self._first is None:  # the first report counts the vectors the store already had
                 self._first = (now, done)
             self._last = (now, done)

@@ -69,7 +69,7 @@ class IndexBuild(Generic[A, T]):
                 with self._lock:  # after a foreground build under way, if any
                     return self._value or self._make(arg, progress, indexing)
 
-            self._background = BackgroundBuild(build, total=self.total, name=self.name)
+            self._background = BackgroundBuild(build, total=self.total, name=self.name, waiting=after is not None)
         return self.status
 
     def follow(self, timeout: float | None, report: Callable[[int, int], None] | None, poll: float) -> bool:
@@ -90,6 +90,12 @@ class IndexBuild(Generic[A, T]):
     def pending(self) -> bool:
         """Whether a background build is still running (the index cannot answer yet)."""
         return self._value is None and self._background is not None and not self._background.finished
+
+    @property
+    def finished(self) -> bool:
+        """Whether a background build was started and is over (ready or failed): what the views
+        showed while it ran is out of date."""
+        return self._background is not None and self._background.finished
 
     @property
     def identity(self) -> int:

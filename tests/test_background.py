@@ -166,10 +166,13 @@ def test_the_app_loads_a_big_corpus_at_once_and_the_banner_follows_the_encoding(
     banner, polling = data_view.encoding_banner(ws)
     assert polling and banner.startswith("**Encoding the corpus in the background**")
     assert f"of {3 * PART:,} documents" in banner
+    assert "Learned sparse index (SPLADE)**: 192 documents, waits for the build before it" in banner  # both builds
     gated.gate.set()
     ws.wait_dense(30)
+    wait_for(lambda: not ws.pending([SPLADE]), 120)  # the learned sparse index follows the dense one
     ready, polling = data_view.encoding_banner(ws, shown=banner)
     assert not polling and ready.startswith("✅") and f"{3 * PART:,} documents" in ready
+    assert "Dense index ready" in ready and "Learned sparse index (SPLADE) ready" in ready
     assert data_view.encoding_banner(ws, shown="") == ("", False)  # a page opened after it was done: nothing
     assert data_view.encoding_banner(Workspace(ds, store, model=gated)) == ("", False)
 
@@ -238,3 +241,65 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
     finally:
         gated.gate.set()
         app.close()
+
+
+def test_a_build_that_waits_for_another_says_so_then_shows_its_rate_and_time_left():
+    from retrieval.builds import IndexBuild
+
+    first_done, step = threading.Event(), threading.Event()
+
+    def make(_, progress, indexing):
+        for done in (10, 20):
+            progress(done, 100)
+            time.sleep(0.05)
+        assert step.wait(30)
+        indexing()
+        return "index"
+
+    build = IndexBuild(lambda: None, make, 100, "test-build")
+    status = build.start(after=lambda: first_done.wait(30))
+    assert status.state == "waiting" and status.done == 0 and status.seconds_left is None and build.pending
+    first_done.set()
+    wait_for(lambda: build.status.done == 20)
+    status = build.status
+    assert status.state == "encoding" and status.rate > 0 and status.seconds_left == pytest.approx(80 / status.rate)
+    assert not build.finished
+    step.set()
+    assert build.follow(30, None, 0.01) and build.finished and build.built == "index"
+
+
+def test_a_page_built_while_the_corpus_encodes_is_computed_again_when_any_build_is_over(gated, store):
+    """The page's content (Search's metrics, made when the page was built) is out of date once the
+    dense build is over, and again once the learned sparse one is: each time the banner's look finds
+    it, bumps the counter, and the views are computed with the systems that joined (a page opened
+    after a build finished included: what it was built with is its starting point)."""
+    from training.job import JobQueue
+    from ui import shell
+    from ui.registry import Context
+
+    registry = Registry(store, model=gated, foreground_s=0.3)
+    key = data_view.open_dataset(registry, corpus()).key
+    ws = registry.get(key)
+    app = shell.build_app(registry, key, JobQueue(store))  # a page built now: BM25 alone in its metrics
+    was = next(b.value for b in app.blocks.values()
+               if isinstance(b, gr.State) and isinstance(b.value, str) and b.value.startswith(key + "|"))
+    ctx = Context(registry, None, None, ws)
+    assert was == f"{key}|"
+    text, kept, timer, bump, now = shell.follow(ctx, key, "", 0, was)
+    assert text.startswith("**Encoding the corpus in the background**") and timer.active and bump == gr.skip()
+    assert "left out until the corpus is encoded" in shell.arrival(ctx, key, "")[1]
+
+    gated.gate.set()
+    assert ws.wait_dense(30)
+    text, kept, timer, bump, now = shell.follow(ctx, key, text, 0, was)
+    assert bump == 1 and now in (f"{key}|dense", f"{key}|dense,sparse")
+    summary, caption, rows, aim = shell.arrival(ctx, key, "")
+    assert "left out until the corpus is encoded" not in caption and "λ" in caption
+    assert {"BM25", "Dense", "Hybrid (CLEAR λ)"} <= {r[0] for r in rows}
+    assert ("BM25 vs Dense", "bm25|dense") in aim["choices"]
+
+    wait_for(lambda: not ws.pending([SPLADE]), 120)
+    text, kept, timer, bump, now = shell.follow(ctx, key, text, 1, was)  # a page opened now, built before
+    assert bump == 2 and now == f"{key}|dense,sparse" and not timer.active
+    assert "Learned sparse (SPLADE)" in {r[0] for r in shell.arrival(ctx, key, "")[2]}
+    assert shell.follow(ctx, key, text, 2, now)[3] == gr.skip()  # up to date: nothing computed again

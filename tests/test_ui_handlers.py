@@ -152,6 +152,17 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
     assert "already in 'demo' with another text" in shown(refused.status)
     with pytest.raises(gr.Error, match="upload a queries file or type queries"):
         data.add_queries(registry, key, [], "  \n")
+    # the set added is in Search's query-set picker, and picking it lists its queries
+    ws = registry.get(loaded.key)
+    options = search.query_set_options(registry, ws)
+    assert options[0] == ("labelled queries", search.LABELLED)
+    added = next(value for name, value in options if name.startswith("log.txt, typed (3 queries)"))
+    assert [qid for _, qid in search.set_queries(registry, ws, added)] == [
+        stable_query_id(t) for t in ("why is my tap dripping", "best way to clean an oven", "descale a kettle")]
+    assert search.set_queries(registry, ws, search.LABELLED) == common.query_choices(ws)
+    assert search.query_set_choices(registry, ws)["value"] == search.LABELLED
+    with pytest.raises(gr.Error, match="no longer kept"):
+        search.set_queries(registry, ws, "nope")
 
 
 def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path):
@@ -321,3 +332,42 @@ def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_
     repeated = data.load_files(registry, reload.key, [str(twins)])
     assert "0 embeddings from the store, 10 encoded" in shown(repeated.status)
     assert "20 documents repeat another's text and share its vector" in shown(repeated.status)
+
+
+def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_model_dir, tmp_path):
+    """Judgments stored for a corpus are its labels when a page opens on it or it is loaded, with no
+    click: after a reload (the same registry) and after a restart (a new registry on the same store)."""
+    from retrieval.readers import load_uploads
+
+    from .conftest import DEMO
+
+    files = []
+    for name in ("corpus.jsonl", "queries.jsonl"):  # the demo without its labels
+        (tmp_path / name).write_text((DEMO / name).read_text())
+        files.append(str(tmp_path / name))
+    path = tmp_path / "s.sqlite3"
+    store = Store(path)
+    registry = Registry(store, str(tiny_model_dir))
+    start = registry.open(load_uploads(files))  # as the app opens its data set at start-up
+    ws = registry.get(start)
+    assert ws.dataset.qrels == {} and data.restored_start(registry, start) is None  # nothing stored yet
+    queries, docs = list(ws.dataset.queries)[:3], list(ws.dataset.docs)[:2]
+    store.put_judgments(ws.dataset.corpus_hash, [(q, ws.dataset.queries[q], d, 2 if d == docs[0] else 0, "ann")
+                                                 for q in queries for d in docs])
+
+    loaded = data.restored_start(registry, start)  # a reload: the page opens with them as labels
+    page = registry.get(loaded.key)
+    assert loaded.ok and "6 stored judgments of this corpus are its labels" in shown(loaded.status)
+    assert page.dataset.splits == ["judged"] and set(page.dataset.qrels["judged"]) == set(queries)
+    assert "No relevance labels" not in data.dataset_summary(page)
+    assert [r[0] for r in evaluate.evaluate(page, "judged", [])[1]][:1] == ["BM25"]
+    assert data.restored_start(registry, loaded.key) is None  # used already: the page stays
+    assert data.load_files(registry, start, files).key == loaded.key  # a load of the same files: the same labels
+    store.close()
+
+    store = Store(path)  # a restart
+    registry = Registry(store, str(tiny_model_dir))
+    start = registry.open(load_uploads(files))
+    loaded = data.restored_start(registry, start)
+    assert loaded.ok and set(registry.get(loaded.key).dataset.qrels["judged"]) == set(queries)
+    store.close()

@@ -105,13 +105,30 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     before = len(dataset.queries)
     dataset = query_sets.restore(registry.store, dataset)  # queries added to this corpus before come back
     back = len(dataset.queries) - before
+    dataset, used = stored_judgments(registry.store, dataset)  # and the judgments made on it
     key = registry.open(dataset, progress=progress, session=session)
     warn = "".join(f"\n- ⚠️ {text(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
     vectors = embeddings_line(registry.get(key), started)
     done = done or f"Loaded {dataset.name}."
     if back:
         done += f" {count(back, 'query', 'queries')} added to this corpus before came back (Data → query sets)."
+    if used:
+        done += f" {count(used, 'stored judgment')} of this corpus are its labels (Judge)."
     return Loaded(key, f"✅ {text(done)} {vectors}{warn}", True, done)
+
+
+def stored_judgments(store, dataset: Dataset) -> tuple[Dataset, int]:
+    """``dataset`` with the judgments stored for its corpus as labels (every judge's, merged by the
+    lower median, the data's own labels winning a pair both have: ``retrieval.labels``), and how many
+    judged pairs that added; the same object and 0 when the store holds none it lacks."""
+    judged = judgments_to_qrels(store.judgments(dataset.corpus_hash)) if store is not None else {}
+    judged = {q: docs for q, docs in judged.items() if q in dataset.queries}
+    if not judged:
+        return dataset, 0
+    labelled = with_judgments(dataset, judged)
+    if labelled.content_hash == dataset.content_hash:  # used already (a reload, or "Use the judgments")
+        return dataset, 0
+    return labelled, sum(len(docs) for docs in judged.values())
 
 
 def embeddings_line(ws: Workspace, since: float) -> str:
@@ -140,29 +157,52 @@ def waiting_note(ws: Workspace) -> str:
             f"{status.total:,} documents so far).")
 
 
-def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
-    """The line over the views about the background encoding, given the one on show (``shown``),
-    and whether to look again: progress while it runs; once it is over, "ready" (or the error) if
-    progress was on show, else nothing."""
-    status = ws.encoding
-    if status is None:
-        return "", False
+BUILT = {"dense": ("Dense index", "Dense and the hybrids answer now."),
+         "sparse": ("Learned sparse index (SPLADE)", "Learned sparse answers now.")}  # Workspace.builds' kinds
+
+
+def _build_line(ws: Workspace, kind: str, status) -> str:
+    """One build's line of the banner: where it stands, with its rate and time left while it encodes."""
+    name, joins = BUILT.get(kind, (f"The {kind} index", "Its systems answer now."))
+    if status.state == "waiting":
+        return f"- **{name}**: {status.total:,} documents, waits for the build before it (one encoder at a time)."
     if status.state == "encoding":
         rate = f", {status.rate:,.0f} per second" if status.rate else ""
         left = f", about {duration(status.seconds_left)} left" if status.seconds_left is not None else ""
-        return (f"**Encoding the corpus in the background** ({ws.encoder.compute}): {status.done:,} of "
-                f"{status.total:,} documents ({status.fraction:.0%}){rate}{left}. BM25 answers now; dense and "
-                "the hybrids join when it is done.", True)
+        return f"- **{name}**: {status.done:,} of {status.total:,} documents ({status.fraction:.0%}){rate}{left}."
     if status.state == "indexing":
-        return (f"**All {status.total:,} documents are encoded**; building the dense index "
-                f"({ws.index_kind}).", True)
+        return f"- **{name}**: all {status.total:,} documents are encoded; building the index."
     if status.state == "failed":
-        return (f"❌ **Encoding failed:** {code(status.error or '')}. BM25 still answers; load the data "
-                "set again to retry (vectors encoded so far are kept in the store).", False)
-    if not shown:
+        return (f"❌ **{name} failed:** {code(status.error or '')}. BM25 still answers; load the data set again to "
+                "retry (vectors encoded so far are kept in the store).")
+    return (f"✅ **{name} ready**: {status.total:,} documents, encoded and indexed in {duration(status.elapsed_s)}. "
+            f"{joins}")
+
+
+def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
+    """The line over the views about the background builds (``Workspace.builds``: the dense index,
+    the learned sparse one), given the one on show (``shown``), and whether to look again: each
+    build's progress, rate and time left while any runs; once all are over, "ready" for each (or
+    its error) if progress was on show, else only the errors."""
+    statuses = {kind: b.status for kind, b in ws.builds.items() if b.status is not None}
+    if not statuses:
         return "", False
-    return (f"✅ **Dense index ready**: {status.total:,} documents, encoded and indexed in "
-            f"{duration(status.elapsed_s)}. Dense and the hybrids answer now.", False)
+    running = [k for k, st in statuses.items() if st.state in ("waiting", "encoding", "indexing")]
+    if running:
+        done = [_build_line(ws, k, st) for k, st in statuses.items() if k not in running]
+        lines = [_build_line(ws, k, statuses[k]) for k in running]
+        return (f"**Encoding the corpus in the background** ({ws.encoder.compute}); BM25 answers now, each system "
+                "joins when its index is done.\n" + "\n".join(lines) + "".join(f"\n\n{d}" for d in done), True)
+    failed = [_build_line(ws, k, st) for k, st in statuses.items() if st.state == "failed"]
+    if not shown:
+        return "\n\n".join(failed), False
+    return "\n\n".join(_build_line(ws, k, st) for k, st in statuses.items()), False
+
+
+def builds_seen(ws: Workspace) -> str:
+    """Which of the workspace's background builds are over (ready or failed), as text: what the
+    views computed while it read otherwise are out of date."""
+    return ",".join(sorted(kind for kind, b in ws.builds.items() if b.finished))
 
 
 def load_files(registry: Registry, key: str, paths: list[str] | None, progress: Progress | None = None,
@@ -247,10 +287,12 @@ def remove_query_set(registry: Registry, key: str, set_id: str | None, session: 
 
 
 def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Loaded | None:
-    """A new page's workspace with the query sets kept with its corpus, or None when none were kept
-    (the page stays on ``key``)."""
+    """A new page's workspace with the query sets and the judgments kept with its corpus (a reload
+    or a restart finds them as they were left), or None when there are none it lacks (the page
+    stays on ``key``)."""
     ws = registry.get(key)
-    if query_sets.restore(registry.store, ws.dataset) is ws.dataset:  # nothing kept, or all of it there
+    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset))
+    if restored.content_hash == ws.dataset.content_hash:  # nothing kept, or all of it there
         return None
     try:
         return open_dataset(registry, ws.dataset, session=session)  # which adds them back, and says so

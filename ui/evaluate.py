@@ -145,4 +145,20 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
     compress.click(on_compression, [split, ctx.key], compress_table, api_name="compression", **HEAVY)
     tab.select(lambda key: gr.update(choices=extras_choices(ctx.registry, ctx.workspace(key))), ctx.key, extras,
                api_visibility="private", **LIGHT)
+    opened = gr.State(False)  # the tab was opened on a table left empty or stale: the chain below computes it
+
+    def on_open(split_: str, extras_: list[str], key: str, rows):
+        ws = ctx.workspace(key)
+        shown_now = {label(s) for s in shown_systems(ws)}
+        on_show = {str(r[0]) for r in (rows.values.tolist() if hasattr(rows, "values") else rows or []) if r}
+        if not split_ or (on_show and shown_now <= on_show):  # no labels, or computed with every system on show
+            return gr.skip(), gr.skip(), gr.skip(), False
+        return (*on_evaluate(split_, extras_, key), True)
+
+    tab.select(on_open, [split, extras, ctx.key, table], [note, table, wins, opened], api_visibility="private",
+               **HEAVY).then(
+        lambda go, *args: on_plots(*args) if go else (gr.skip(),) * 3, [opened, split, extras, ctx.key],
+        [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
+        lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
+        api_visibility="private", **HEAVY)
     return SplitView(split)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from retrieval import Workspace
+from retrieval import Workspace, query_sets
 from retrieval.errors import EncoderLoadError
 from retrieval.metrics import VIEW_METRICS
 from retrieval.search import side_by_side
@@ -56,6 +56,34 @@ def search_by_id(ws: Workspace, query_id: str, systems: list[str] | None = None)
     return res.query, side_by_side_html(res, ws.tokenizer), res.to_json()
 
 
+LABELLED = ""  # the query-set picker's value for the labelled queries
+
+
+def query_set_options(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """The query-set picker's choices: the labelled queries, then every query set kept with the
+    corpus (``retrieval.query_sets``) that has queries in this data set."""
+    sets = [(qs["id"], qs["name"], sum(q in ws.dataset.queries for q in qs["queries"]))
+            for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash)]
+    return [("labelled queries", LABELLED)] + [(f"{name} ({n:,} quer{'y' if n == 1 else 'ies'})", sid)
+                                               for sid, name, n in sets if n]
+
+
+def query_set_choices(registry: Registry, ws: Workspace) -> dict:
+    """The query-set picker for a newly opened workspace: its options, the labelled queries chosen."""
+    return gr.update(choices=query_set_options(registry, ws), value=LABELLED)
+
+
+def set_queries(registry: Registry, ws: Workspace, set_id: str | None) -> list[tuple[str, str]]:
+    """The queries of the set ``set_id`` (``LABELLED``: the labelled ones, ``common.query_choices``)
+    that this data set has, as ("id: text", id) in the set's order; an unknown set is refused."""
+    if not set_id:
+        return query_choices(ws)
+    found = next((qs for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash) if qs["id"] == set_id), None)
+    if found is None:
+        raise refuse("that query set is no longer kept with this corpus (Data → query sets)")
+    return [(f"{qid}: {ws.dataset.queries[qid]}", qid) for qid in found["queries"] if qid in ws.dataset.queries]
+
+
 def system_choices(ws: Workspace) -> list[tuple[str, str]]:
     """Every system of the workspace as (label, key), for the columns picker."""
     return [(label(s), s) for s in ws.system_names]
@@ -91,6 +119,7 @@ class SearchView:
     rerun: object  # the search handler, to show the results again after the data set changed
     systems: gr.CheckboxGroup  # which systems stand side by side
     chosen: gr.State  # the session's choice of them (not an API parameter: /search takes the text only)
+    query_set: gr.Dropdown | None = None  # which queries the picker lists: the labelled ones, or a kept set
 
     def outputs(self) -> list:
         """What ``refresh`` updates, in its order."""
@@ -115,6 +144,8 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         search_btn = gr.Button("Search", variant="primary", scale=1, elem_id="search-button")
         add = gr.Button("Add to the queries", scale=1, elem_id="add-query-button")
     with gr.Row():
+        query_set = gr.Dropdown(choices=query_set_options(ctx.registry, ws), value=LABELLED,
+                                label="Query set", elem_id="query-set-picker", scale=1)
         picker = gr.Dropdown(choices=query_choices(ws), label="Labelled queries", value=None,
                              elem_id="query-picker", scale=3)
         encoder = gr.Dropdown(choices=encoder_choices(ctx.registry, ws), value="", label="Dense encoder",
@@ -143,11 +174,20 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
             warn(f"at most {MAX_COLUMNS} systems side by side: the first {MAX_COLUMNS} are shown")
         return picked[:MAX_COLUMNS], picked[:MAX_COLUMNS]
 
+    def on_set(set_id: str, key: str):
+        ws_ = ctx.workspace(key)
+        return gr.update(choices=set_queries(ctx.registry, ws_, set_id), value=None,
+                         label="Labelled queries" if not set_id else "Queries of the set")
+
     def on_encoder(choice: str, key: str, request: gr.Request):
         return (*use_encoder(ctx.registry, ctx.workspace(key), choice, session_of(request)), "")
 
     search_btn.click(on_search, [query, ctx.key, chosen], [results, raw], api_name="search", **SEARCH)
     query.submit(on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
+    query_set.input(on_set, [query_set, ctx.key], picker, api_visibility="private", **LIGHT)
+    query_set.focus(lambda key: gr.update(choices=query_set_options(ctx.registry, ctx.workspace(key))), ctx.key,
+                    query_set,
+                    api_visibility="private", **LIGHT)
     picker.input(on_pick, [picker, ctx.key, chosen], [query, results, raw], api_visibility="private", **SEARCH)
     systems.input(on_choose, systems, [systems, chosen], api_visibility="private", **LIGHT).then(
         on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
@@ -155,4 +195,4 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                   ctx.key, encoder, api_visibility="private", **LIGHT)
     encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, table, results], api_name="use_encoder",
                   **HEAVY)
-    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search, systems, chosen)
+    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search, systems, chosen, query_set)

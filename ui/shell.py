@@ -23,7 +23,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         gr.Markdown(texts.TITLE)
         summary = gr.Markdown(data.dataset_summary(start), elem_id="dataset-summary")
         banner = Banner(gr.Markdown(elem_id="encoding-status"), gr.State(""), gr.Timer(BANNER_EVERY_S),
-                        gr.State(0))
+                        gr.State(0), gr.State(seen(start_key, start)))
         with gr.Tabs() as tabs:
             with gr.Tab("Search", id="search"):
                 search_view = search.build(ctx, summary)
@@ -44,7 +44,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         _open_cards_in_search(ctx, failures_view, search_view, tabs)
         _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
                          [search_view, evaluate_view, failures_view, embeddings_view], banner)
-        _follow_encoding(ctx, banner, summary, search_view)
+        _follow_encoding(ctx, banner, summary, search_view, judge_view)
 
         def on_unload(request: gr.Request) -> None:  # the tab closed: its workspace is no longer held by it
             registry.release(session_of(request))
@@ -72,42 +72,77 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tab
                              api_visibility="private", **SEARCH)
 
 
+def seen(key: str, ws) -> str:
+    """What a page's views were computed with: the workspace's key and which of its background builds
+    were over (``data.builds_seen``); when it differs from now, they are out of date."""
+    return f"{key}|{data.builds_seen(ws)}"
+
+
 @dataclass
 class Banner:
-    """The line about a background encoding: its Markdown, the text on show, the timer that looks
-    again every ``BANNER_EVERY_S`` while it runs, and a counter bumped when the dense index arrives."""
+    """The line about the background builds (``Workspace.builds``): its Markdown, the text on show,
+    the timer that looks again every ``BANNER_EVERY_S`` while one runs, a counter bumped when the
+    views must be computed again, and what they were computed with (``seen``: the page's build-time
+    content, or the last refresh)."""
 
     text: gr.Markdown
     shown: gr.State
     timer: gr.Timer
     arrived: gr.State
+    seen: gr.State
 
 
-def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_view) -> None:
-    """While the session's corpus is encoded in the background, the banner shows how far it is; when
-    the dense index arrives, the summary and Search's metrics are computed again with dense and the
-    hybrids (in the heavy pool), and the timer stops."""
+def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_view, judge_view) -> None:
+    """While the session's corpus is encoded in the background (the dense index, the learned sparse
+    one, any build of ``Workspace.builds``), the banner shows how far each is; whenever one is over —
+    on an open page, or before a new page opened whose content was computed earlier — the summary,
+    Search's metrics (and its results, where a query is on show) and the Judge view's pairs of systems
+    are computed again (in the heavy pool), and the timer stops when nothing runs."""
 
-    def on_tick(key: str, shown: str, arrived: int):
-        try:
-            ws = ctx.workspace(key)
-        except gr.Error:  # closed to free memory: the views say so when used; the banner stops
-            return "", "", gr.Timer(active=False), gr.skip()
-        text, polling = data.encoding_banner(ws, shown)
-        done = text != shown and not polling and text.startswith("✅")
-        return text, text, gr.Timer(active=polling), arrived + 1 if done else gr.skip()
+    def on_tick(key: str, shown: str, arrived: int, was: str):
+        return follow(ctx, key, shown, arrived, was)
 
-    def on_arrival(key: str):
-        ws = ctx.workspace(key)
-        split = ws.dataset.default_split()
-        return (data.dataset_summary(ws), common.metrics_caption(ws, split),
-                common.metrics_rows(ws, split, common.shown_systems(ws)) if split else [])
+    def on_arrival(key: str, aim: str):
+        return arrival(ctx, key, aim)
 
-    banner.timer.tick(on_tick, [ctx.key, banner.shown, banner.arrived],
-                      [banner.text, banner.shown, banner.timer, banner.arrived], api_visibility="private",
+    def on_rerun(text: str, key: str, chosen: list[str]):
+        if not (text or "").strip():
+            return gr.skip(), gr.skip()
+        return search_view.rerun(text, key, chosen)
+
+    banner.timer.tick(on_tick, [ctx.key, banner.shown, banner.arrived, banner.seen],
+                      [banner.text, banner.shown, banner.timer, banner.arrived, banner.seen], api_visibility="private",
                       show_progress="hidden", **LIGHT)
-    banner.arrived.change(on_arrival, ctx.key, [summary, search_view.metrics_note, search_view.metrics_table],
-                          api_visibility="private", show_progress="hidden", **HEAVY)
+    banner.arrived.change(on_arrival, [ctx.key, judge_view.aim],
+                          [summary, search_view.metrics_note, search_view.metrics_table, judge_view.aim],
+                          api_visibility="private", show_progress="hidden", **HEAVY).then(
+        on_rerun, [search_view.query, ctx.key, search_view.chosen], [search_view.results, search_view.raw],
+        api_visibility="private", show_progress="hidden", **SEARCH)
+
+
+def follow(ctx: Context, key: str, shown: str, arrived: int, was: str) -> tuple:
+    """The banner's look at the builds: its text (twice: on show, and kept), the timer (on while one
+    runs), the counter bumped when the views are out of date (``was``, what they were computed with,
+    differs from ``seen`` now) and what they will have been computed with."""
+    try:
+        ws = ctx.workspace(key)
+    except gr.Error:  # closed to free memory: the views say so when used; the banner stops
+        return "", "", gr.Timer(active=False), gr.skip(), gr.skip()
+    text, polling = data.encoding_banner(ws, shown)
+    now = seen(key, ws)
+    if now == was:
+        return text, text, gr.Timer(active=polling), gr.skip(), gr.skip()
+    return text, text, gr.Timer(active=polling), arrived + 1, now
+
+
+def arrival(ctx: Context, key: str, aim: str | None) -> tuple:
+    """The views computed again once a build is over: the summary, Search's metrics caption and
+    rows (every system on show), the Judge view's pairs of systems (``aim`` kept)."""
+    ws = ctx.workspace(key)
+    split = ws.dataset.default_split()
+    return (data.dataset_summary(ws), common.metrics_caption(ws, split),
+            common.metrics_rows(ws, split, common.shown_systems(ws)) if split else [],
+            gr.update(choices=judge.aim_choices(ws), value=aim))
 
 
 def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view,
@@ -117,7 +152,7 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
     failed load changes nothing but the status); a new page whose corpus has query sets kept with it
     opens with them."""
     outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer,
-               data_view.sets, data_view.set_pick]
+               banner.seen, data_view.sets, data_view.set_pick, search_view.query_set]
 
     def show(loaded: data.Loaded, request: gr.Request | None, fresh: bool = False):
         if not loaded.ok:
@@ -125,13 +160,15 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
         ctx.registry.hold(session_of(request), loaded.key, fresh)
         ws = ctx.workspace(loaded.key)
         return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
-                gr.Timer(active=True), *data.query_set_rows(ctx.registry, ws))
+                gr.Timer(active=True), seen(loaded.key, ws), *data.query_set_rows(ctx.registry, ws),
+                search.query_set_choices(ctx.registry, ws))
 
     def on_page(key, request: gr.Request):
         loaded = data.restored_start(ctx.registry, key, session_of(request))
         if loaded is None:
-            return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-2]),
-                    *data.query_set_rows(ctx.registry, ctx.workspace(key)))
+            ws = ctx.workspace(key)
+            return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-3]),
+                    *data.query_set_rows(ctx.registry, ws), search.query_set_choices(ctx.registry, ws))
         return show(loaded, request)
 
     def on_remove_set(set_id, key, request: gr.Request):
