@@ -177,7 +177,7 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
     """``system``'s coverage on the queries of ``qrels`` with a relevant label (module docstring)."""
     labels = positive_qrels(qrels)
     metric = f"judged@{k}"
-    ev = evaluate_run({q: run.get(q, []) for q in labels}, labels, metrics=(metric,))
+    ev = evaluate_run({q: run.get(q, [])[:k] for q in labels}, labels, metrics=(metric,))  # judged@k reads the top k
     shares = ev.per_query.get(metric, {})
     unjudged, full, gains = 0, 0, []
     for q, docs in labels.items():

@@ -64,7 +64,7 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     base = entries[0][0]
     marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
-    _, depth = table_coverage(ws_by_label, split, systems, entries)
+    depth = judged_pool_depth(entries, split)
     return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
              "queries": len(evals[name].per_query.get(PRIMARY, {})),
@@ -82,10 +82,17 @@ def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, sy
     judged in the app were pooled to, None where none came from judging in the app)."""
     entries = entries or system_entries(ws_by_label, split, systems)
     ws = entries[0][1]
-    qrels, judgments = ws.dataset.qrels[split], _judgments(ws)
     runs = {name: w.run(s, split) for name, w, s in entries}
-    pooled = from_judging(positive_qrels(qrels), judgments)
-    return coverages(runs, qrels, judgments), (pool_depth(runs, qrels, pooled) if pooled else None)
+    return coverages(runs, ws.dataset.qrels[split], _judgments(ws)), judged_pool_depth(entries, split)
+
+
+def judged_pool_depth(entries: list[Entry], split: str) -> int | None:
+    """``coverage.pool_depth`` of the split's queries judged in the app, over the entries' runs;
+    None where no query's labels came from judging in the app."""
+    ws = entries[0][1]
+    qrels = ws.dataset.qrels[split]
+    pooled = from_judging(positive_qrels(qrels), _judgments(ws))
+    return pool_depth({name: w.run(s, split) for name, w, s in entries}, qrels, pooled) if pooled else None
 
 
 def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,

@@ -191,3 +191,28 @@ def test_the_reports_verdicts_are_gated_with_judged_at_10_beside(toy_ws, store, 
     assert summary.coverage.startswith("Judged@10 (labels judged in the app") and "n/m" in summary.note
     depth = metrics_table(ws, "test", (BM25, DENSE))[0]["pool_depth"]
     assert isinstance(depth, int) and not math.isinf(depth) and depth <= 3
+
+
+def test_the_judge_tabs_settled_list_holds_back_the_systems_that_joined_after_judging(toy_ws, store):
+    """Judging starts while only BM25 is on show (dense and hybrid still encoding); once they join,
+    the settled list names them as not judged enough, with how many to judge, and settles nothing
+    about them."""
+    from ui import judge
+
+    ws = toy_ws
+    ws.pending = lambda names: [s for s in names if s != BM25]  # as while the corpus is being encoded
+    q = judge.judging_queue(ws, store, "ann", k=10)
+    first: dict[str, str] = {}
+    for qid, doc in q.pairs:
+        first.setdefault(qid, doc)
+    position = q.next_unjudged()
+    for _ in range(q.pooled_count):  # BM25's pool judged: each query's first document relevant
+        qid, doc = q.pairs[position]
+        q, position = judge.grade_pair(ws, store, "ann", qid, doc, 2 if first[qid] == doc else 0, k=10)
+    ws.pending = lambda names: [s for s in names if s not in (BM25, DENSE, "hybrid")]  # they have joined
+    note = unescape(judge.settled_note(ws, store, 10))
+    lines = [line for line in note.splitlines() if line.startswith("- ")]
+    assert lines and not any(line.startswith("- **settled:**") for line in lines)
+    assert all("no verdict yet" in line for line in lines if "Dense" in line)
+    assert "not enough of Dense's results judged" in note and "more of its top-10 documents" in note
+    assert "a verdict needs each system's judged@10 at 90% or more" in note
