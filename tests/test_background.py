@@ -303,3 +303,34 @@ def test_a_page_built_while_the_corpus_encodes_is_computed_again_when_any_build_
     assert bump == 2 and now == f"{key}|dense,sparse" and not timer.active
     assert "Learned sparse (SPLADE)" in {r[0] for r in shell.arrival(ctx, key, "")[2]}
     assert shell.follow(ctx, key, text, 2, now)[3] == gr.skip()  # up to date: nothing computed again
+
+
+def test_the_judging_queue_gains_the_systems_whose_index_arrives_and_puts_their_documents_first(gated, store):
+    from retrieval.judgments import top_ids
+    from ui import judge
+
+    registry = Registry(store, model=gated, foreground_s=0.3)
+    ws = registry.get(data_view.open_dataset(registry, corpus()).key)
+    q = judge.judging_queue(ws, store, "ann", k=3)  # dense and learned sparse are still being built
+    assert q.systems == ("bm25",)
+    at = q.next_unjudged()
+    first = q.pairs[at]
+    q, _ = judge.grade_pair(ws, store, "ann", *first, 1, k=3)
+
+    gated.gate.set()
+    assert ws.wait_dense(30)
+    joined = judge.judging_queue(ws, store, "ann", k=3)
+    assert joined is q and {"bm25", "dense", "hybrid"} <= set(q.systems)  # the same queue, not rebuilt
+    assert q.pairs[0] == first and q.grade(0) == 1  # the grade and the position handed out stay
+    runs = judge.pool_runs(ws, 3, q.sample.query_ids)
+    before = q.pairs[:q.handed]  # the graded pair, and the one grade_pair handed out next
+    theirs = {(qid, d) for qid in q.sample.query_ids for s in q.joined.systems
+              for d in top_ids(runs[s], qid, 3)} - set(before)
+    progress, _, _ = judge.show(ws, q, None)
+    assert f"joined: their {len(theirs)} unjudged top-3 documents are next" in progress
+    handed, at = [], len(before) - 1
+    for _ in theirs:
+        at = q.next_unjudged(at, wrap=False)
+        handed.append(q.pairs[at])
+    assert set(handed) == theirs  # before any other pair
+    assert "joined" not in judge.show(ws, q, None)[0]  # said while they go first
