@@ -107,6 +107,14 @@ class Verdict:
     coverage: tuple[Coverage | None, Coverage | None] = (None, None)  # (A's, B's)
 
 
+def gated_marks(marks: dict[str, dict[str, str]], covered: dict[str, Coverage], base: str) -> dict[str, dict[str, str]]:
+    """Significance marks against ``base`` (``evaluate.significance_marks``) kept only where both
+    systems' coverage is ``sufficient``: "differs from BM25" is a verdict too."""
+    if base in covered and not covered[base].sufficient:
+        return {}
+    return {name: m for name, m in marks.items() if name not in covered or covered[name].sufficient}
+
+
 def from_judging(qrels: Qrels, judgments: list[dict]) -> set[str]:
     """The queries of ``qrels`` whose labels came from judging in the app: every labelled pair of
     the query is a judgment in the store (``Store.judgments(corpus_hash)`` rows, ``query_id`` and

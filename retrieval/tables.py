@@ -21,7 +21,16 @@ from __future__ import annotations
 
 import json
 
-from .coverage import Coverage, condensed_ndcg, coverages, from_judging, judged_verdict, measurable, pool_depth
+from .coverage import (
+    Coverage,
+    condensed_ndcg,
+    coverages,
+    from_judging,
+    gated_marks,
+    judged_verdict,
+    measurable,
+    pool_depth,
+)
 from .evaluate import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
 from .judgments import DEPTH, disagreement
 from .metrics import METRICS, PRIMARY
@@ -56,15 +65,19 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
     "marks": {m: "†"}, "queries": evaluated queries, "measurable": {m: bool}, "pool_depth": int | None}``.
 
-    BM25 always comes first: it is the base of the significance marks. ``measurable`` is False for a
-    metric that reads deeper than the pool the split's labels judged in the app were judged to
-    (``coverage.measurable``; ``pool_depth`` None where no label came from judging in the app).
+    BM25 always comes first: it is the base of the significance marks, which labels judged in the app
+    give only between systems whose top 10 is judged enough (``coverage.gated_marks``).
+    ``measurable`` is False for a metric that reads deeper than the pool the split's labels judged
+    in the app were judged to (``coverage.measurable``; ``pool_depth`` None where no label came from
+    judging in the app).
     """
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     base = entries[0][0]
     marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
     depth = judged_pool_depth(entries, split)
+    if depth is not None:  # labels judged in the app: no mark where a system's top 10 is not judged enough
+        marks = gated_marks(marks, table_coverage(ws_by_label, split, systems, entries)[0], base)
     return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
              "queries": len(evals[name].per_query.get(PRIMARY, {})),

@@ -16,6 +16,7 @@ from retrieval.coverage import (
     coverage,
     coverages,
     from_judging,
+    gated_marks,
     measurable,
     pool_depth,
     verdicts,
@@ -216,3 +217,14 @@ def test_the_judge_tabs_settled_list_holds_back_the_systems_that_joined_after_ju
     assert all("no verdict yet" in line for line in lines if "Dense" in line)
     assert "not enough of Dense's results judged" in note and "more of its top-10 documents" in note
     assert "a verdict needs each system's judged@10 at 90% or more" in note
+
+
+def test_significance_marks_need_both_systems_covered():
+    runs, judged = late_joiner(4)
+    covered = {name: coverage(name, run, judged) for name, run in runs.items()}
+    marks = {"Dense": {"ndcg@10": "†"}, "Learned sparse": {"ndcg@10": "†"}}
+    assert gated_marks(marks, covered, "Hybrid") == {"Dense": {"ndcg@10": "†"}}  # before: Learned sparse "†" too
+    assert gated_marks(marks, covered, "Learned sparse") == {}  # the base itself not judged enough
+    beir = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in judged.items()}
+    ungated = {name: coverage(name, run, beir, gated=False) for name, run in runs.items()}
+    assert gated_marks(marks, ungated, "Hybrid") == marks
