@@ -46,3 +46,18 @@ def test_judged_folds_are_two_seeded_halves_sharing_the_relevant_queries_evenly(
     assert abs(len(one & relevant) - len(two & relevant)) <= 1
     assert abs(len(one - relevant) - len(two - relevant)) <= 1
     assert judged_folds(dict(reversed(labels.items())), seed) == (one, two)  # seeded, whatever the order
+
+
+def test_fine_tuning_on_judged_queries_alone_makes_its_own_held_out_split(toy_dataset):
+    """Without a train split the Train tab and ``python -m training`` cut the judged queries
+    themselves (the seeded cold-start split): training never sees the queries it is evaluated on."""
+    from training.finetune import plan_splits
+    from training.pairs import labelled_pairs
+
+    bare = Dataset("bare", toy_dataset.docs, {f"u{i}": f"query {i}" for i in range(10)})
+    ds = with_judgments(bare, {f"u{i}": {"d1": 1 + i % 2, "d2": 0} for i in range(10)})
+    plan = plan_splits(ds, cold_start=0.8)
+    train, test = set(plan.dataset.qrels["train"]), set(plan.dataset.qrels["test"])
+    assert plan.eval_split == "test" and train | test == set(ds.qrels[JUDGED]) and not train & test
+    pairs = labelled_pairs(plan.dataset, "train")
+    assert len(train) == 8 and len(pairs) == 8 and {p.query_id for p in pairs} == train
