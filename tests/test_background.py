@@ -237,6 +237,17 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
                     break
             expect(page.locator("#results .col.waiting")).to_have_count(0)
             expect(page.locator("#results .sbs .col")).to_have_count(4)
+            expect(banner).to_contain_text("Learned sparse index (SPLADE) ready")
+            expect(table).to_contain_text("Learned sparse")
+            # a page opened now, on content the app built while both were encoding: computed again by itself
+            later = browser.new_page(viewport={"width": 1400, "height": 1000})
+            later.set_default_timeout(30_000)
+            later.goto(app.local_url)
+            expect(later.locator("#metrics-table")).to_contain_text("Hybrid")
+            expect(later.locator("#metrics-table")).to_contain_text("Learned sparse")
+            expect(later.get_by_text("left out until the corpus is encoded")).to_have_count(0)
+            later.get_by_role("tab", name="Evaluate").click()  # Evaluate computes when its tab opens
+            expect(later.locator("#eval-table")).to_contain_text("Learned sparse")
             browser.close()
     finally:
         gated.gate.set()
