@@ -102,7 +102,8 @@ class SegmentRow:
 
 
 def segment_table(evals: dict[str, Evaluation], dataset: Dataset, metric: str = PRIMARY) -> list[SegmentRow]:
-    """Every segment value with at least ``MIN_QUERIES`` queries evaluated by every system: each
+    """Every segment value with at least ``MIN_QUERIES`` queries evaluated by every system, and not
+    all of them (a kind every query shares repeats the overall means, row after row): each
     system's mean ``metric`` with its 95% interval, and the pairs of systems that differ
     significantly there (Benjamini–Hochberg over every test in the table); segments with such a
     difference first (the largest first), then by kind and size."""
@@ -112,7 +113,7 @@ def segment_table(evals: dict[str, Evaluation], dataset: Dataset, metric: str = 
     for kind, values in segment_values(dataset, common).items():
         for value in sorted(set(values.values())):
             qids = [q for q in common if values.get(q) == value]
-            if len(qids) < MIN_QUERIES:
+            if len(qids) < MIN_QUERIES or len(qids) == len(common):  # a kind every query shares tells nothing
                 continue
             sub = {label: Evaluation({}, {metric: {q: p[q] for q in qids}}) for label, p in per.items()}
             row = SegmentRow(kind, value, len(qids),

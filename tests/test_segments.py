@@ -59,7 +59,7 @@ def test_a_system_significantly_worse_on_one_kind_of_query_is_named_first():
 
 
 def test_noise_gives_no_significant_segment():
-    qs = {f"q{i}": f"query words {i} here" for i in range(40)}
+    qs = {f"q{i}": f"query words {i} here" if i % 2 else f"a longer query with its words {i} here" for i in range(40)}
     a = Evaluation({}, {"ndcg@10": {q: (i * 37 % 11) / 10 for i, q in enumerate(qs)}})
     b = Evaluation({}, {"ndcg@10": {q: (i * 53 % 13) / 12 for i, q in enumerate(qs)}})
     rows = segment_table({"A": a, "B": b}, corpus(qs))
@@ -90,3 +90,16 @@ def test_segment_fields_come_from_the_queries_file(tmp_path):
     from retrieval.readers.queries import stable_query_id
     assert counted.query_fields[stable_query_id("kettle limescale")] == {"count": "120"}  # the first, kept once
     assert counted.query_fields[stable_query_id("sofa stains")] == {"count": "3"}
+
+
+def test_a_kind_every_query_shares_is_not_a_row():
+    """On questions all of one length and language, "6+ words", "without digits", "question" and
+    "en" would each repeat the overall means: only kinds that split the queries are rows."""
+    qs = {f"q{i}": f"how do I clean the old kettle number {'abcdefghijkl'[i % 12]} well?" for i in range(12)}
+    qs.update({f"r{i}": f"descale kettle {'abcdefghijkl'[i % 12]}?" for i in range(6)})
+    a = Evaluation({}, {"ndcg@10": {q: (i * 37 % 11) / 10 for i, q in enumerate(qs)}})
+    b = Evaluation({}, {"ndcg@10": {q: (i * 53 % 13) / 12 for i, q in enumerate(qs)}})
+    rows = segment_table({"A": a, "B": b}, corpus(qs))
+    assert rows and all(r.queries < len(qs) for r in rows)
+    assert "length" in {r.kind for r in rows}
+    assert not {"digits", "form"} & {r.kind for r in rows}  # every query is a question without digits
