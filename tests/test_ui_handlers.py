@@ -371,3 +371,29 @@ def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_
     loaded = data.restored_start(registry, start)
     assert loaded.ok and set(registry.get(loaded.key).dataset.qrels["judged"]) == set(queries)
     store.close()
+
+
+def test_a_run_imported_while_judging_joins_the_judges_queue(app_state, tmp_path):
+    from retrieval.judgments import top_ids
+    from retrieval.run import write_trec
+    from ui import judge
+
+    registry, key = app_state
+    ws, store = registry.get(key), registry.store
+    q = judge.judging_queue(ws, store, "zed", k=2)
+    q, _ = judge.grade_pair(ws, store, "zed", *q.pairs[q.next_unjudged()], 1, k=2)
+    before = q.pairs[:q.handed]
+    ids = q.sample.query_ids
+    deep = ws.search("bm25", {i: ws.dataset.queries[i] for i in ids}, 30)
+    prod = {i: [(d, float(r)) for r, (d, _) in enumerate(hits[::-1][:5], 1)][::-1] for i, hits in deep.items()}
+    loaded = data.import_run(registry, key, str(write_trec(prod, tmp_path / "late.trec", "late")), "")
+    mine = registry.get(loaded.key)
+    joined = judge.judging_queue(mine, store, "zed", k=2)  # the session's new workspace: the same judging goes on
+    assert joined is q and q.joined.systems == ("late",) and q.pairs[:len(before)] == before
+    theirs = {(i, d) for i in ids for d in top_ids(mine.imported["late"].run, i, 2)} - set(before)
+    assert q.joined.pairs == len(theirs) > 0
+    at, handed = len(before) - 1, []
+    for _ in theirs:
+        at = q.next_unjudged(at, wrap=False)
+        handed.append(q.pairs[at])
+    assert set(handed) == theirs
