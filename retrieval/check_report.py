@@ -1,9 +1,11 @@
 """What ``python -m retrieval check`` writes: the terminal report, JUnit XML (one test case per
 system; a regression is a failure, a drop too large to ignore but not significant is skipped with
 its reason — a failure with ``strict``) and a Markdown summary a CI system can show (GitHub's job
-summary, GitLab's and Jenkins' test reports read the XML). Each system is in one of four states
-(``SystemCheck.state``): ok, regressed, dropped but not significantly (too few queries to tell), or
-new. The queries that dropped most are named with their text. User-supplied names and texts in the
+summary, GitLab's and Jenkins' test reports read the XML). Each system is in one of five states
+(``SystemCheck.state``): ok, regressed, dropped but not significantly (too few queries to tell), not
+enough of its results judged (labels judged in the app, today's judged@10 below the threshold: how
+many more to judge), or new; on labels judged in the app each verdict has both runs' judged@10
+beside it. The queries that dropped most are named with their text. User-supplied names and texts in the
 Markdown pass through the library's Markdown writer (``markdown``: the source stays readable);
 ElementTree escapes the XML."""
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from .coverage import MIN_JUDGED_AT_10
 from .metrics import interval_text
 from .snapshots import CheckResult, SystemCheck
 from .systems import label
 
 DROPPED = "dropped, not significant — too few queries to tell"
+UNJUDGED = "not enough of its results judged"
 QUERY_WIDTH = 80  # characters of a query's text shown beside its id
 
 
@@ -35,14 +39,38 @@ def _named(query_id: str, query: str) -> str:
 
 def verdict(s: SystemCheck, result: CheckResult) -> str:
     if s.comparison is None:
-        return "new: the baseline has no run of this system"
+        return "new: the baseline has no run of this system" + (f"; judged@10 {judged(s.coverage[1])}" if s.gated
+                                                               else "")
     c = s.comparison
     means = f" ({c.mean_a:.4f} {interval_text(s.intervals[0])} → {c.mean_b:.4f} {interval_text(s.intervals[1])})"
-    return _verdict(s, c) + means
+    return _verdict(s, c) + means + (f"; judged@10 {judged_change(s)}" if s.gated else "")
+
+
+def judged(cov) -> str:
+    """One run's judged@10 on the compared queries: "0.80 [0.713, 0.874]" ("—" without it)."""
+    if cov is None or not cov.queries:
+        return "—"
+    return f"{cov.judged:.2f} {interval_text(cov.interval)}".rstrip()
+
+
+def judged_change(s: SystemCheck) -> str:
+    """The baseline run's judged@10 and today's: "1.00 → 0.80 [0.713, 0.874]"."""
+    before, now = s.coverage
+    return f"{judged(before)} → {judged(now)}"
+
+
+def shortfall(s: SystemCheck) -> str:
+    """Why an ``unjudged`` system has no verdict: "⚠ not enough of its results judged (judged@10 0.80
+    [0.713, 0.874]) — judge 24 more of its top-10 documents (47 unjudged) for judged@10 to reach 0.9"."""
+    now = s.coverage[1]
+    return (f"⚠ {UNJUDGED} (judged@10 {judged(now)}) — judge {now.to_threshold:,} more of its top-10 documents "
+            f"({now.unjudged:,} unjudged) for judged@10 to reach {now.threshold:g}")
 
 
 def _verdict(s: SystemCheck, c) -> str:
     change = f"{c.delta:+.4f} {interval_text(c.interval)}, p = {c.p_value:.4f}"
+    if s.unjudged:
+        return f"{shortfall(s)}; no verdict on {change}"
     if s.regressed:
         return f"REGRESSED: {change}"
     if s.dropped:
@@ -84,13 +112,18 @@ def _dropped_most(s: SystemCheck, shown: int) -> list:
 
 
 def tally(result: CheckResult, strict: bool = False) -> str:
-    """"1 of 2 system(s) regressed: BM25; 1 dropped, not significant — too few queries to tell: Dense"."""
-    regressed, dropped = result.regressed, result.dropped
+    """"1 of 3 system(s) regressed: BM25; 1 dropped, not significant — too few queries to tell: Dense;
+    1 not enough of its results judged: Hybrid (judge 24 more)"."""
+    regressed, dropped, unjudged = result.regressed, result.dropped, result.unjudged
     line = f"{len(regressed)} of {len(result.systems)} system(s) regressed" + \
         (": " + ", ".join(label(s.system) for s in regressed) if regressed else "")
     if dropped:
-        line += f"; {len(dropped)} {DROPPED}: " + ", ".join(label(s.system) for s in dropped) + \
-            (" (a failure with --strict)" if strict else " (not a failure; --strict makes it one)")
+        line += f"; {len(dropped)} {DROPPED}: " + ", ".join(label(s.system) for s in dropped)
+    if unjudged:
+        line += f"; {len(unjudged)} {UNJUDGED}: " + ", ".join(
+            f"{label(s.system)} (judge {s.coverage[1].to_threshold:,} more)" for s in unjudged)
+    if dropped or unjudged:
+        line += " (a failure with --strict)" if strict else " (not a failure; --strict makes it one)"
     return line
 
 
@@ -103,7 +136,7 @@ def text_report(result: CheckResult, shown: int = 10, strict: bool = False) -> s
         lines.append(f"{label(s.system)}: {verdict(s, result)}")
         if changed := changed_params(s):
             lines.append(f"  changed: {changed}")
-        if s.regressed or s.dropped:
+        if s.regressed or s.dropped or s.unjudged:
             lines.append(f"  the queries that dropped most ({result.metric} baseline → now; top 5 of each):")
             for m in _dropped_most(s, shown):
                 lines.append(f"  {_named(m.query_id, m.query)}: {m.before:.4f} → {m.now:.4f}")
@@ -117,10 +150,12 @@ def text_report(result: CheckResult, shown: int = 10, strict: bool = False) -> s
 
 def junit_xml(result: CheckResult, strict: bool = False) -> bytes:
     """One test case per system: a regression is a ``<failure>``; a drop beyond ``max_drop`` that is
-    not significant is ``<skipped>`` with its reason (a ``<failure>`` with ``strict``); the queries
-    that dropped most, with their text, are the failure's text or the case's ``<system-out>``."""
-    failing = [s.regressed or (strict and s.dropped) for s in result.systems]
-    skipped = [not fail and (s.comparison is None or s.dropped) for s, fail in zip(result.systems, failing)]
+    not significant, or a top 10 not judged enough for a verdict, is ``<skipped>`` with its reason (a
+    ``<failure>`` with ``strict``); the queries that dropped most, with their text, are the failure's
+    text or the case's ``<system-out>``."""
+    failing = [s.regressed or (strict and (s.dropped or s.unjudged)) for s in result.systems]
+    skipped = [not fail and (s.comparison is None or s.dropped or s.unjudged)
+               for s, fail in zip(result.systems, failing)]
     suite = ET.Element("testsuite", name=f"rankscope check against {result.baseline.name}",
                        tests=str(len(result.systems)), failures=str(sum(failing)), skipped=str(sum(skipped)))
     for s, fail, skip in zip(result.systems, failing, skipped):
@@ -132,17 +167,27 @@ def junit_xml(result: CheckResult, strict: bool = False) -> bytes:
             failure.text = queries
         elif skip:
             ET.SubElement(case, "skipped", message=verdict(s, result))
-            if s.dropped:
+            if s.dropped or s.unjudged:
                 ET.SubElement(case, "system-out").text = queries
     return ET.tostring(ET.ElementTree(suite).getroot(), encoding="utf-8", xml_declaration=True)
 
 
 def headline(result: CheckResult, strict: bool = False) -> str:
+    """"❌ regression"; else ⚠️ (❌ with ``strict``) naming a drop not significant or a top 10 not
+    judged enough; "✅ no regression" only when every system has a verdict and none dropped."""
     if result.regressed:
         return "❌ regression"
-    if result.dropped:
-        return f"{'❌' if strict else '⚠️'} {DROPPED}"
+    flagged = [w for w, found in ((DROPPED, result.dropped), (UNJUDGED, result.unjudged)) if found]
+    if flagged:
+        return f"{'❌' if strict else '⚠️'} {'; '.join(flagged)}"
     return "✅ no regression"
+
+
+def _word(s: SystemCheck) -> str:
+    """The Markdown table's verdict cell."""
+    if s.unjudged:
+        return f"⚠️ {UNJUDGED}: judge {s.coverage[1].to_threshold:,} more of its top-10 documents"
+    return {"regressed": "**regressed**", "dropped": f"⚠️ {DROPPED}", "ok": "ok"}[s.state]
 
 
 def markdown_summary(result: CheckResult, shown: int = 10, strict: bool = False) -> str:
@@ -155,19 +200,24 @@ def markdown_summary(result: CheckResult, shown: int = 10, strict: bool = False)
              "drop is significant (paired permutation test, p < 0.05; Δ's 95% interval is the shifts that test "
              "does not reject, so it excludes 0 exactly when p < 0.05). A larger drop that is not significant "
              f"is flagged ⚠️: these queries are too few to tell it from chance"
-             f"{' (it fails: --strict)' if strict else ''}.", ""]
+             f"{' (it fails: --strict)' if strict else ''}."
+             + (f" The labels were judged in the app: a system whose top 10 today is less than "
+                f"{MIN_JUDGED_AT_10:g} judged (judged@10) gets no verdict, ⚠️ with how many more of its documents "
+                "to judge." if result.gated else ""), ""]
     lines += [f"> ⚠️ {text(w)}" for w in warnings(result)]
-    lines += ["| system | baseline [95%] | now [95%] | Δ [95%] | p | verdict |", "|---|---:|---:|---:|---:|---|"]
-    words = {"regressed": "**regressed**", "dropped": f"⚠️ {DROPPED}", "ok": "ok"}
+    gated = result.gated
+    lines += ["| system | baseline [95%] | now [95%] | Δ [95%] | p |" + (" judged@10 [95%] |" if gated else "")
+              + " verdict |", "|---|---:|---:|---:|---:|" + ("---|" if gated else "") + "---|"]
     for s in result.systems:
         c = s.comparison
+        covered = f" {judged_change(s)} |" if gated else ""
         if c is None:
-            lines.append(f"| {text(label(s.system))} | — | — | — | — | new |")
+            lines.append(f"| {text(label(s.system))} | — | — | — | — |{covered} new |")
             continue
         lines.append(f"| {text(label(s.system))} | {c.mean_a:.4f} {interval_text(s.intervals[0])} | "
                      f"{c.mean_b:.4f} {interval_text(s.intervals[1])} | {c.delta:+.4f} "
-                     f"{interval_text(c.interval)} | {c.p_value:.4f} | {words[s.state]} |")
-    for s in [s for s in result.systems if s.regressed or s.dropped]:
+                     f"{interval_text(c.interval)} | {c.p_value:.4f} |{covered} {_word(s)} |")
+    for s in [s for s in result.systems if s.regressed or s.dropped or s.unjudged]:
         lines += ["", f"**{text(label(s.system))}**: the queries that dropped most ({result.metric})", "",
                   "| query | text | baseline | now | baseline top 3 | now top 3 |", "|---|---|---:|---:|---|---|"]
         for m in _dropped_most(s, shown):

@@ -16,6 +16,16 @@ its mean dropped by more than ``max_drop`` and the drop is significant (p < 0.05
 than ``max_drop`` that is not significant is a third state, ``dropped``: these queries cannot tell
 a real drop from chance, so the gate neither fails nor passes it silently. The queries that moved
 most come with their text and both lists.
+
+Where the split's labels were judged in the app (``coverage.from_judging``: a pool of the systems'
+top k, judged), each system's judged@10 on the compared queries is measured on the baseline's run
+and on today's (``coverage.coverage``). A system whose top 10 today falls below
+``coverage.MIN_JUDGED_AT_10`` is in a fourth state, ``unjudged``: its new documents nobody judged
+count as not relevant, so a drop may be the pool's, not the system's. It is neither passed nor
+called regressed; the report says how many of its top-10 documents to judge
+(``Coverage.to_threshold``). A data set's own labels are never gated. The baseline's judged@10 is
+reported beside, not gated: an under-judged baseline understates its own mean, which can hide a
+drop but not invent one.
 """
 from __future__ import annotations
 
@@ -23,6 +33,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from .coverage import Coverage, coverages
 from .dataset import Qrels
 from .evaluate import Comparison, compare, evaluate_run
 from .judgments import rbo
@@ -132,12 +143,28 @@ class SystemCheck:
     params_before: dict | None
     params_now: dict
     dropped: bool = False  # dropped by more than max_drop, not significantly: too few queries to tell
+    coverage: tuple[Coverage | None, Coverage | None] = (None, None)  # judged@10 of the baseline's run, today's
+
+    @property
+    def gated(self) -> bool:
+        """Whether the compared labels were judged in the app: judged@10 is reported and gates the verdict."""
+        return any(c is not None and c.gated for c in self.coverage)
+
+    @property
+    def unjudged(self) -> bool:
+        """Today's top 10 is judged below ``coverage.MIN_JUDGED_AT_10`` on labels judged in the app:
+        no verdict (module docstring); never set for a system the baseline has no run of."""
+        now = self.coverage[1]
+        return self.comparison is not None and now is not None and not now.sufficient
 
     @property
     def state(self) -> str:
-        """``"new"`` (no baseline run), ``"regressed"``, ``"dropped"`` (not significantly) or ``"ok"``."""
+        """``"new"`` (no baseline run), ``"unjudged"`` (today's top 10 not judged enough for a verdict),
+        ``"regressed"``, ``"dropped"`` (not significantly) or ``"ok"``."""
         if self.comparison is None:
             return "new"
+        if self.unjudged:
+            return "unjudged"
         return "regressed" if self.regressed else "dropped" if self.dropped else "ok"
 
 
@@ -160,9 +187,20 @@ class CheckResult:
         """The systems whose drop beyond ``max_drop`` is not significant (``SystemCheck.dropped``)."""
         return [s for s in self.systems if s.dropped]
 
+    @property
+    def unjudged(self) -> list[SystemCheck]:
+        """The systems whose top 10 today is not judged enough for a verdict (``SystemCheck.unjudged``)."""
+        return [s for s in self.systems if s.unjudged]
+
+    @property
+    def gated(self) -> bool:
+        """Whether the compared labels were judged in the app (judged@10 reported, verdicts gated)."""
+        return any(s.gated for s in self.systems)
+
     def fails(self, strict: bool = False) -> bool:
-        """Whether the gate fails: a system regressed, or with ``strict`` one dropped not significantly."""
-        return bool(self.regressed or (strict and self.dropped))
+        """Whether the gate fails: a system regressed, or with ``strict`` one dropped not significantly
+        or not judged enough to tell."""
+        return bool(self.regressed or (strict and (self.dropped or self.unjudged)))
 
 
 def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMARY, max_drop: float = MAX_DROP,
@@ -173,18 +211,21 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
     if split not in ds.qrels:
         raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     qrels = ds.qrels[split]
+    judgments = ws.store.judgments(ds.corpus_hash) if ws.store is not None else []
     out = []
     for s in systems:
         now_run = ws.run(s, split)
         now = evaluate_run(now_run, qrels, metrics=(metric,))
         params = ws.system_params(s, split)
+        cov_now = coverages({s: now_run}, qrels, judgments)[s]
         if s not in snap.runs:
-            out.append(SystemCheck(s, None, None, False, [], None, params))
+            out.append(SystemCheck(s, None, None, False, [], None, params, coverage=(None, cov_now)))
             continue
-        before_run = snap.runs[s]
-        before = evaluate_run({q: before_run.get(q, []) for q in now_run}, qrels, metrics=(metric,))
+        before_run = {q: snap.runs[s].get(q, []) for q in now_run}
+        covered = (coverages({s: before_run}, qrels, judgments)[s], cov_now)
+        before = evaluate_run(before_run, qrels, metrics=(metric,))
         cmp = compare(before, now, metric)
-        beyond = cmp.delta < -max_drop
+        beyond = cmp.delta < -max_drop and cov_now.sufficient  # not judged enough: no verdict either way
         regressed = beyond and cmp.p_value < SIGNIFICANCE_LEVEL
         a, b = before.per_query.get(metric, {}), now.per_query.get(metric, {})
         moved = sorted((Moved(q, a[q], b[q], [d for d, _ in before_run.get(q, [])[:10]],
@@ -192,7 +233,7 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
                         for q in a if q in b and a[q] != b[q]),
                        key=lambda m: (m.now - m.before, m.query_id))
         out.append(SystemCheck(s, cmp, (before.interval(metric), now.interval(metric)), regressed, moved,
-                               snap.systems.get(s), params, dropped=beyond and not regressed))
+                               snap.systems.get(s), params, dropped=beyond and not regressed, coverage=covered))
     return CheckResult(snap, split, metric, max_drop, labels_hash(qrels) != snap.labels,
                        ds.corpus_hash != snap.corpus, out)
 

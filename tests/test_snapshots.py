@@ -178,3 +178,91 @@ def test_the_markdown_summary_reads_as_source_and_renders_as_the_text():
     shown = next(t for t in texts if t.startswith("what is"))
     assert shown.startswith("what is <b>BM25</b> | k1 * b? long words") and shown.endswith("…") and len(shown) <= 80
     assert "<b>" not in MarkdownIt("commonmark").enable("table").render(md)
+
+
+# ---- the coverage gate on labels judged in the app ----------------------------------------------
+def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
+    """Judge the top 10 of each BM25 configuration (``Workspace`` keywords, "language" its
+    stemmer as the CLI's --language) on the test queries of the demo copy in ``folder``, as a
+    judge in the app would: the data's grade where it lists the document, else 0. The judgments go
+    to the store at ``store_path`` and become the split's labels (as `judges --export` writes them):
+    labels judged in the app, so the coverage gate applies."""
+    from retrieval.language import corpus_tokenizer
+
+    ds = load_dataset(folder)
+    truth = ds.qrels["test"]
+    labels: dict[str, dict[str, int]] = {}
+    for config in configs:
+        config = dict(config)
+        tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], config.pop("language", "auto"))
+        run = Workspace(ds, None, tokenizer=tokenizer, **config).run("bm25", "test")
+        for q in truth:
+            for d, _ in run.get(q, [])[:10]:
+                labels.setdefault(q, {})[d] = truth[q].get(d, 0)
+    store = Store(store_path)
+    store.put_judgments(ds.corpus_hash, [(q, ds.queries[q], d, g, "ann") for q, docs in labels.items()
+                                         for d, g in docs.items()])
+    store.close()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{g}\n" for q, docs in labels.items() for d, g in docs.items()))
+    return labels
+
+
+DEFAULTS = {}  # BM25 as the CLI runs it by default (k1 0.9, b 0.4, stemmer detected)
+MIS_SET = {"k1": 5.0, "b": 1.0, "language": "none"}  # HARMFUL's BM25
+
+
+def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_more(tmp_path, demo_copy):
+    """The baseline's BM25 was pooled and judged; the mis-set BM25 brings up documents nobody judged
+    (judged@10 0.80 on the 23 queries with a relevant label), which count as not relevant. Before,
+    the check called it REGRESSED and failed; now it says how many to judge, never ✅, exit 0 (1
+    with --strict). Once its top 10 is judged too, the verdict is given, judged@10 beside."""
+    store = tmp_path / "gate.sqlite3"
+    judge_pools(demo_copy, store, DEFAULTS)
+    made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "pooled", "--baseline", "--store", store,
+               tmp_path=tmp_path)
+    assert made.returncode == 0, made.stderr
+    same = cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert re.search(r"BM25: ok: \+0\.0000 .*; judged@10 1\.00 \[1\.000, 1\.000\] → 1\.00 \[1\.000, 1\.000\]",
+                     same.stdout), same.stdout
+    for strict in (False, True):
+        junit, summary = tmp_path / f"check-{strict}.xml", tmp_path / f"summary-{strict}.md"
+        got = cli("check", demo_copy, *HARMFUL, "--junit", junit, "--summary", summary, "--store", store,
+                  *(["--strict"] if strict else []), tmp_path=tmp_path)
+        assert got.returncode == (1 if strict else 0), got.stdout + got.stderr
+        out = got.stdout
+        assert re.search(r"BM25: ⚠ not enough of its results judged \(judged@10 0\.80 \[0\.\d{3}, 0\.\d{3}\]\) — "
+                         r"judge 24 more of its top-10 documents \(47 unjudged\) for judged@10 to reach 0\.9; "
+                         r"no verdict on -0\.\d{4} ", out), out
+        assert "REGRESSED" not in out and "✅" not in out and "judged@10 1.00 [1.000, 1.000] → 0.80 [" in out
+        assert "0 of 1 system(s) regressed; 1 not enough of its results judged: BM25 (judge 24 more)" in out
+        case = ET.parse(junit).getroot().find("testcase")
+        if strict:
+            assert case.find("failure").get("message").startswith("⚠ not enough of its results judged")
+        else:
+            assert case.find("failure") is None
+            assert case.find("skipped").get("message").startswith("⚠ not enough of its results judged")
+        text = summary.read_text()
+        assert text.startswith(f"### RankScope check: {'❌' if strict else '⚠️'} not enough of its results judged")
+        assert "✅" not in text and "**regressed**" not in text and "| judged@10 [95%] |" in text
+        assert re.search(r"\| 1\.00 \[1\.000, 1\.000\] → 0\.80 \[0\.\d{3}, 0\.\d{3}\] \| ⚠️ not enough of its "
+                         r"results judged: judge 24 more of its top-10 documents \|", text), text
+    # the mis-set BM25's top 10 judged too: the gate opens, the verdict is given with judged@10 beside
+    judge_pools(demo_copy, store, DEFAULTS, MIS_SET)
+    judged = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
+    assert "not enough" not in judged.stdout and "judged@10 1.00 [1.000, 1.000] → 1.00 [1.000, 1.000]" in judged.stdout
+    assert re.search(r"BM25: (REGRESSED|⚠ dropped, not significant|ok): ", judged.stdout), judged.stdout
+    assert judged.returncode == (1 if "REGRESSED" in judged.stdout else 0)
+
+
+def test_the_data_sets_own_labels_are_never_gated_in_the_check(tmp_path, demo_copy):
+    """The same pooled labels without the judgments in the store: the data's labels, no judged@10, and
+    the mis-set BM25 regresses as before."""
+    judge_pools(demo_copy, tmp_path / "elsewhere.sqlite3", DEFAULTS)  # the judgments live in another store
+    store = tmp_path / "gate.sqlite3"
+    assert cli("snapshot", demo_copy, "--systems", "bm25", "--name", "b", "--baseline", "--store", store,
+               tmp_path=tmp_path).returncode == 0
+    got = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
+    assert "judged@10" not in got.stdout and "not enough" not in got.stdout
+    assert "BM25: REGRESSED" in got.stdout and got.returncode == 1, got.stdout
