@@ -82,8 +82,8 @@ def _ranked_labels(run: Run, qrels: Qrels, qids: list[str]) -> tuple[np.ndarray,
     labels, scores_, lengths = [], [], []
     for q in qids:
         hits = dict(run[q])  # one place per document: its first, with its last score
-        judged = qrels.get(q, {})
-        labels.append(np.fromiter((int(judged.get(d, 0)) for d in hits), dtype=np.float64, count=len(hits)))
+        judged = {d: int(v) for d, v in qrels.get(q, {}).items()}
+        labels.append(np.array([judged.get(d, 0) for d in hits], dtype=np.float64))
         scores_.append(np.fromiter(hits.values(), dtype=np.float64, count=len(hits)))
         lengths.append(len(hits))
     lengths = np.asarray(lengths, dtype=np.int64)
