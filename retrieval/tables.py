@@ -12,6 +12,8 @@ many depths, and each query's metric under each system (the wins and losses agai
 * ``table_coverage`` — each system's judged@10 (``coverage.coverages``) and the depth the labels
   judged in the app were pooled to (``coverage.pool_depth``): ``metrics_table`` marks the metrics
   that read deeper than that pool as not measurable.
+* ``headline`` — the one verdict Evaluate opens with: the best system on the mean, and whether the
+  judgments carry calling it the best (``Headline``).
 * ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
   1 to 1000, computed by ranx from the cached runs, with 95% intervals.
 * ``per_query_table`` — each query's nDCG@10 under each system, the queries where another system
@@ -20,6 +22,8 @@ many depths, and each query's metric under each system (the wins and losses agai
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 
 from .coverage import (
     Coverage,
@@ -130,6 +134,46 @@ def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, syste
     for r in rows:
         r["verdict"] = judged_verdict(r["a"], r["b"], r["comparison"], covered, runs, basis, cond)
     return sorted(rows, key=lambda r: not r["verdict"].may_conclude)  # stable: the order above otherwise
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What Evaluate opens with, as data: the system with the best mean on ``metric`` and how far
+    the judgments carry a verdict on it (``headline``).
+
+    ``state``: ``"best"`` — it beats every other system shown (each comparison separable and, on
+    labels judged in the app, covered); ``"open"`` — it leads but ``against`` is not separable from
+    it yet; ``"coverage"`` — ``against``'s pair gets no verdict because a system's top 10 is not
+    judged enough (``coverage.Verdict.lacking``). ``against`` is the comparison row (``comparisons``)
+    that decides the state: the nearest rival when it is best, the pair in question otherwise."""
+
+    best: str
+    row: dict  # its ``metrics_table`` row
+    state: str
+    against: dict
+    metric: str = PRIMARY
+
+
+def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> Headline | None:
+    """The ``Headline`` of a ``metrics_table`` and its ``comparisons`` (on ``metric``); None with
+    fewer than two systems or no defined mean. A pair held back for coverage wins over an open one
+    (more judging, not more queries, is what it needs), and among several the least covered."""
+    ranked = sorted((r for r in rows if not math.isnan(r["metrics"].get(metric, math.nan))),
+                    key=lambda r: -r["metrics"][metric])
+    if len(ranked) < 2:
+        return None
+    best = ranked[0]["label"]
+    mine = [c for c in compared if best in (c["a"], c["b"]) and c["comparison"].metric == metric]
+    if not mine:
+        return None
+    held = [c for c in mine if c.get("verdict") is not None and not c["verdict"].may_conclude]
+    if held:
+        worst = min(held, key=lambda c: min((s.judged for s in c["verdict"].lacking), default=1.0))
+        return Headline(best, ranked[0], "coverage", worst, metric)
+    open_ = [c for c in mine if c["comparison"].outcome == "open"]
+    if open_:
+        return Headline(best, ranked[0], "open", min(open_, key=lambda c: abs(c["comparison"].delta)), metric)
+    return Headline(best, ranked[0], "best", min(mine, key=lambda c: abs(c["comparison"].delta)), metric)
 
 
 def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:

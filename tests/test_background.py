@@ -247,7 +247,7 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             expect(later.locator("#metrics-table")).to_contain_text("Learned sparse")
             expect(later.get_by_text("left out until the corpus is encoded")).to_have_count(0)
             later.get_by_role("tab", name="Evaluate").click()  # Evaluate computes when its tab opens
-            expect(later.locator("#eval-table")).to_contain_text("Learned sparse")
+            expect(later.locator("#eval-glance")).to_contain_text("Learned sparse")
             browser.close()
     finally:
         gated.gate.set()

@@ -113,10 +113,14 @@ def test_labelled_query_shows_relevance_badges(page, shots):
 def test_evaluate_tab_fills_the_metrics_table(page, shots):
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
-    table = page.locator("#eval-table")
+    table = page.locator("#eval-glance")  # the chosen metrics, fitting the page; the rest behind "All metrics"
     expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
     text = table.inner_text()
-    assert "BM25" in text and "Dense" in text
+    assert "BM25" in text and "Dense" in text and "judged@10" in text
+    expect(page.locator("#eval-headline")).to_contain_text(re.compile(r"is the best system|No single best system"))
+    assert page.locator("#eval-glance th[title]").first.get_attribute("title").startswith("nDCG@10:")  # on hover
+    width = page.evaluate("() => [document.querySelector('#eval-glance table').scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1]  # the table fits the page
     note = page.locator("#eval-note").inner_text()
     assert "λ" in note  # how λ_test was chosen is said
     assert "What the table lets you conclude" in note and ("not separable yet" in note or " beats " in note)
@@ -317,7 +321,7 @@ def test_an_imported_run_appears_as_a_fourth_column_and_in_evaluate(page, shots,
     page.screenshot(path=str(shots / "search-imported.png"), full_page=False)
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
-    expect(page.locator("#eval-table")).to_contain_text("prod", timeout=60_000)
+    expect(page.locator("#eval-glance")).to_contain_text("prod", timeout=60_000)
 
 
 def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_their_run(page, shots, tmp_path):
@@ -383,9 +387,9 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
 
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
-    expect(page.locator("#eval-table")).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
-    assert "tuned on train" in page.locator("#eval-note").inner_text()
-    assert re.search(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", page.locator("#eval-table").inner_text())
+    expect(page.locator("#eval-glance")).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+    assert "cross-fitted" in page.locator("#eval-note").inner_text()  # every judged query evaluated
+    assert re.search(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", page.locator("#eval-glance").inner_text())
 
     open_tab(page, "Judge")
     page.locator("#export-qrels").click()  # the accordion is open since the agreement

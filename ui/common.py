@@ -12,7 +12,7 @@ from retrieval import DenseNotReady, Workspace
 from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
 from retrieval.lookup import identifier_lookups
-from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
+from retrieval.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
 from retrieval.tables import comparisons, metrics_table, table_coverage
 
@@ -70,12 +70,29 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
             " Where the documents that answer a query say it in other words (paraphrase), equal weights can fall "
             "well below dense alone, and nothing in the corpus shows it without labels: about 50 judged queries "
             "let λ follow such a corpus.")))
-    return (f"Split **{text(split)}**: {counted}. Hybrid: {lam.formula} with λ = {lam.values_shown} "
-            f"({text(lam.how)}).{lookup_note}{untuned} "
+    mix = ("The hybrid ranks by BM25 alone, dense only breaking ties" if lam.lexical_only else
+           "The hybrid adds dense's score to BM25's, weighted by λ")
+    return (f"Split **{text(split)}**: {counted}. {mix} (λ = {lam.values_shown}: {text(lam.how)})."
+            f"{lookup_note}{untuned} "
             "Each figure is the mean over the split's labelled queries with its 95% interval (bootstrap over "
             f"queries); {SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged "
             "documents count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
             "leaves unlabelled documents out.")
+
+
+def metrics_formulas(ws: Workspace, split: str | None) -> str:
+    """What Evaluate keeps behind its "How the figures are made" toggle (Markdown): the hybrid's
+    formula, the statistical rule every comparison follows, and each metric in words."""
+    parts = []
+    if split and not ws.pending((HYBRID,)):
+        lam = ws.lambda_for(split)
+        parts.append(f"**Hybrid score:** {text(lam.formula)}, λ = {text(lam.values_shown)}"
+                     + ("" if lam.lexical_only or not lam.per_query_max else
+                        " (BM25max(q): the largest BM25 score the query can reach, so both parts lie in [0, 1])") + ".")
+    parts.append(f"**Comparisons:** {text(texts.STATISTICS_RULE)}")
+    parts.append("**The metrics:**\n\n" + "\n".join(f"- {text(help_)}" for m, help_ in texts.METRIC_HELP.items()
+                                                     if m in (*VIEW_METRICS, NDCG_CONDENSED)))
+    return "\n\n".join(parts)
 
 
 def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:

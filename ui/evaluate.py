@@ -9,7 +9,15 @@ from retrieval.compression import comparison_workspaces, compression_table, redu
 from retrieval.metrics import VIEW_METRICS
 from retrieval.segments import segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
-from retrieval.tables import per_query_table, recall_at_ks, versus
+from retrieval.tables import (
+    comparisons,
+    headline,
+    metrics_table,
+    per_query_table,
+    recall_at_ks,
+    table_coverage,
+    versus,
+)
 
 from . import texts
 from .common import (
@@ -17,6 +25,7 @@ from .common import (
     conclusions_note,
     encoder_choices,
     metrics_caption,
+    metrics_formulas,
     metrics_rows,
     require_dense,
     shown_systems,
@@ -26,7 +35,7 @@ from .data import warnings
 from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.figures import lambda_sweep, per_query_scatter, recall_curves
-from .present.tables import rounded, segment_cells
+from .present.tables import glance_html, headline_text, rounded, segment_cells
 from .registry import Context, Registry
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
@@ -61,6 +70,24 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, 
                       round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
     note = metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
     return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
+
+
+def summary(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, str, str]:
+    """What a stakeholder reads first: the one-line verdict (``tables.headline``) with its interval
+    and judged@10, the table of the metrics chosen for a glance (``texts.AT_A_GLANCE``, each
+    explained on hover), and the formulas kept behind a toggle."""
+    if not split:
+        return "", "", metrics_formulas(ws, None)
+    systems = shown_systems(ws)
+    try:
+        shown = comparison_workspaces(ws, _ready(ws, extras))
+        rows = metrics_table(shown, split, systems, metrics=VIEW_METRICS)
+        compared = comparisons(shown, split, systems)
+        covered, _ = table_coverage(shown, split, systems)
+    except (ValueError, OSError) as err:
+        raise refuse(err) from err
+    return (headline_text(headline(rows, compared), covered, split, texts.METRIC_NAMES),
+            glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, texts.METRIC_NAMES), metrics_formulas(ws, split))
 
 
 def plots(ws: Workspace, split: str, extras: list[str] | None):
@@ -108,8 +135,13 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
         extras = gr.CheckboxGroup(choices=extras_choices(ctx.registry, ws), value=[], elem_id="eval-extras",
                                   label="Also evaluate (compressed indexes, fine-tuned encoders)", scale=3)
         button = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button", scale=1)
+    headline_ = gr.Markdown(elem_id="eval-headline")
+    glance = gr.HTML(elem_id="eval-glance")
+    with gr.Accordion("All metrics (every column, † against BM25)", open=False, elem_id="eval-all"):
+        table = gr.Dataframe(headers=["system", *VIEW_METRICS], interactive=False, elem_id="eval-table")
     note = gr.Markdown(elem_id="eval-note")
-    table = gr.Dataframe(headers=["system", *VIEW_METRICS], interactive=False, elem_id="eval-table")
+    with gr.Accordion("How the figures are made (formulas, the statistical rule, each metric)", open=False):
+        formulas = gr.Markdown(metrics_formulas(ws, None), elem_id="eval-formulas")
     with gr.Row():
         scatter = gr.Plot(label="Per query: BM25 vs dense nDCG@10", elem_id="eval-scatter")
         recall = gr.Plot(label="Recall@k", elem_id="eval-recall")
@@ -130,6 +162,9 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
     def on_evaluate(split_: str, extras_: list[str], key: str):
         return evaluate(ctx.workspace(key), split_, allowed(extras_))
 
+    def on_summary(split_: str, extras_: list[str], key: str):
+        return summary(ctx.workspace(key), split_, allowed(extras_))
+
     def on_plots(split_: str, extras_: list[str], key: str):
         return plots(ctx.workspace(key), split_, allowed(extras_))
 
@@ -140,6 +175,8 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
         return segments(ctx.workspace(key), split_)
 
     button.click(on_evaluate, [split, extras, ctx.key], [note, table, wins], api_name="evaluate", **HEAVY).then(
+        on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_name="evaluate_summary",
+        **HEAVY).then(
         on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         on_segments, [split, ctx.key], by_kind, api_name="segments", **HEAVY)
     compress.click(on_compression, [split, ctx.key], compress_table, api_name="compression", **HEAVY)
@@ -157,6 +194,8 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
 
     tab.select(on_open, [split, extras, ctx.key, table], [note, table, wins, opened], api_visibility="private",
                **HEAVY).then(
+        lambda go, *args: on_summary(*args) if go else (gr.skip(),) * 3, [opened, split, extras, ctx.key],
+        [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
         lambda go, *args: on_plots(*args) if go else (gr.skip(),) * 3, [opened, split, extras, ctx.key],
         [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,

@@ -98,3 +98,31 @@ STATISTICS_RULE = ("How two systems are compared: on the queries both were evalu
                    "difference is every shift the same test does not reject. So the interval excludes 0 exactly "
                    "when p < 0.05, and only then is one system called the better; otherwise the two are not "
                    "separable yet on these queries. A single system's mean carries a bootstrap interval.")
+
+# what each metric means, in words: the Evaluate table's hover text and its glossary
+METRIC_HELP = {
+    "ndcg@10": "nDCG@10: how good the top 10 is, from 0 to 1. A relevant document counts more the higher it "
+               "ranks (and a highly relevant one more than a relevant one); 1 is the best order possible.",
+    "mrr@10": "MRR@10: how high the first relevant document ranks: 1 at rank 1, 1/2 at rank 2, … 0 when none is "
+              "in the top 10.",
+    "recall@10": "Recall@10: the share of a query's relevant documents found in the top 10.",
+    "recall@100": "Recall@100: the share of a query's relevant documents found in the top 100 — what a re-ranker "
+                  "placed after this system could still find.",
+    "recall@1000": "Recall@1000: the share of a query's relevant documents found in the top 1,000.",
+    "map": "MAP: mean average precision over the whole list; rewards every relevant document found, earlier "
+           "better.",
+    "p@10": "P@10: the share of the top 10 that is relevant.",
+    "pnr": "PNR (positive-negative ratio): over pairs of judged documents with different grades, how many pairs "
+           "the system puts in the right order for each pair it puts in the wrong one. 1 means as many right as "
+           "wrong; 2 means twice as many right. It is not a share, so it can be above 1 (Baidu, KDD 2021).",
+    "bpref": "bpref: how often judged relevant documents rank above judged non-relevant ones; documents nobody "
+             "judged are left out instead of counted as not relevant.",
+    "judged@10": "judged@10: the share of the top 10 that has a label. Low judged@10 means the other figures rest "
+                 "on unjudged documents counted as not relevant, which understates the system.",
+    "ndcg'@10": "nDCG'@10 (condensed list): nDCG@10 after removing unjudged documents from the list, so a system "
+                "is not penalised for documents nobody judged (Sakai, SIGIR 2007).",
+}
+AT_A_GLANCE = ("ndcg@10", "judged@10", "recall@100", "mrr@10")  # Evaluate's table; the rest behind "All metrics"
+METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@10": "Recall@10", "recall@100": "Recall@100",
+                "recall@1000": "Recall@1000", "map": "MAP", "p@10": "P@10", "pnr": "PNR", "bpref": "bpref",
+                "judged@10": "judged@10", "ndcg'@10": "nDCG'@10"}

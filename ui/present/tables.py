@@ -13,6 +13,7 @@ from retrieval.metrics import (
     cell,
     conclusion,
     interval_text,
+    p_text,
     significance_mark,
 )
 from retrieval.systems import DENSE, HYBRID
@@ -169,3 +170,50 @@ def per_query_change_caption(result: dict) -> str:
     worse = sum(hybrid.get(q, [0, 0])[1] < hybrid.get(q, [0, 0])[0] for q in changed)
     return (f"{head}: {len(changed)} of {len(evaluated)} queries changed (hybrid better on {better}, worse on "
             f"{worse}); what fine-tuning fixed first, what it broke last. Unchanged queries are not listed.")
+
+
+def headline_text(h, covered: dict | None = None, split: str = "", names: dict[str, str] | None = None) -> str:
+    """``tables.Headline`` as the one line Evaluate opens with (Markdown, escaped): who is best and
+    by how much over the nearest rival with its interval and p, or why no system can be called the
+    best yet; each named system's judged@10 beside (``covered``: ``tables.table_coverage``)."""
+    from .escape import text
+
+    if h is None:
+        return ""
+    c = h.against["comparison"]
+    other = h.against["a"] if h.against["b"] == h.best else h.against["b"]
+    mean = cell(h.row["metrics"][h.metric], "", h.row.get("intervals", {}).get(h.metric))
+    where = f" on {split}" if split else ""
+    metric = (names or {}).get(h.metric, h.metric)
+    judged = ", ".join(f"{n} {covered[n].judged:.0%}" for n in (h.best, other)
+                       if covered and n in covered and covered[n].queries)
+    judged = f"; judged@10 {judged}" if judged else ""
+    basis = f"{c.queries} queries{judged}"
+    if h.state == "coverage":
+        return f"**No verdict yet{text(where)}:** {text(shortfall_text(h.against['verdict']))}."
+    if h.state == "open":
+        return (f"**No single best system yet{text(where)}:** {text(h.best)} leads on {text(metric)} with {mean}, "
+                f"but {text(other)} is not separable from it (Δ {c.delta:+.3f} {text(interval_text(c.interval))}, "
+                f"{text(p_text(c.p_value))}; {text(basis)}).")
+    return (f"**{text(h.best)} is the best system{text(where)}:** {text(metric)} {mean}, ahead of the nearest, "
+            f"{text(other)}, by {c.delta:.3f} {text(interval_text(c.interval))} ({text(p_text(c.p_value))}; "
+            f"{text(basis)}).")
+
+
+def glance_html(rows: list[dict], metrics, help_texts: dict[str, str], names: dict[str, str] | None = None) -> str:
+    """The metrics table as Evaluate shows it first: the chosen ``metrics`` only, so it fits the
+    page, each header explained on hover (``help_texts``), and a metric the judgments cannot
+    measure written "n/m" with the reason on hover."""
+    from .escape import text
+
+    names = names or {}
+    head = "".join(f'<th title="{text(help_texts.get(m, m))}">{text(names.get(m, m))} <span class="help">ⓘ</span></th>'
+                   for m in metrics)
+    deeper = "not measurable on these judgments: the metric reads deeper than the pool that was judged"
+    body = []
+    for cells in table_cells(rows, metrics):
+        tds = "".join(f'<td title="{text(deeper if v.startswith("n/m") else help_texts.get(m, m))}">{text(v)}</td>'
+                      for m, v in zip(metrics, cells[1:]))
+        body.append(f"<tr><th scope=\"row\">{text(cells[0])}</th>{tds}</tr>")
+    return (f'<table class="rs-glance"><thead><tr><th>system</th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
