@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .dataset import Dataset
 from .errors import LoadReport
+from .labels import JUDGED
 from .store import Store, cache_key
 
 
@@ -61,12 +62,15 @@ def restore(store: Store | None, dataset: Dataset) -> Dataset:
 
 def drop(store: Store | None, dataset: Dataset, sid: str) -> Dataset:
     """Forget the stored set ``sid`` of the data set's corpus; the data set without the queries only
-    that set had (a labelled query, or one another set keeps, stays). ``KeyError`` for an unknown set."""
+    that set had (a query the data set's own labels label, or one another set keeps, stays; one judged
+    in the app goes, its grades kept in the store). ``KeyError`` for an unknown set."""
     sets = {qs["id"]: qs for qs in listed(store, dataset.corpus_hash)}
     if sid not in sets:
         raise KeyError(f"no query set {sid!r} is stored for this corpus")
     store.delete_query_set(dataset.corpus_hash, sid)
     kept = {q for other, qs in sets.items() if other != sid for q in qs["queries"]}
-    labelled = {q for labels in dataset.qrels.values() for q in labels}
+    # the data set's own labels keep a query; grades made in the app on the set's queries do not (the
+    # "judged" split): they stay in the store and come back with the queries if the set is added again
+    labelled = {q for split, labels in dataset.qrels.items() if split != JUDGED for q in labels}
     gone = [q for q in sets[sid]["queries"] if q not in kept and q not in labelled]
     return dataset.without_queries(gone)
