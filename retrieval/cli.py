@@ -6,7 +6,10 @@
 prints a metrics table, each mean with its 95% interval over the queries (percentile bootstrap,
 ``retrieval.intervals``; ``--no-ci`` leaves them out), a paired permutation test of each system
 against the first, and every pair of systems in words ("Hybrid beats BM25 by 0.053 [0.029, 0.078]
-ndcg@10" or "not separable yet"); writes the metrics, their intervals and the comparisons as JSON
+ndcg@10" or "not separable yet"). Where the split's labels were judged in the app (the store holds
+them as judgments: ``retrieval.coverage``), each system's judged@10 is printed, and a pair whose
+system's top 10 is judged below the threshold gets no verdict, nor a † mark, but how many more of its
+documents to judge; writes the metrics, their intervals and the comparisons as JSON
 (``metrics_json``) and one TREC run file per system. ``--run`` adds a
 run file of another system (TREC or ranx JSON, named NAME, else after its TREC tag or file stem)
 beside the built-in ones; what reading it found goes to stderr as warnings.
@@ -33,16 +36,17 @@ import sys
 import time
 from pathlib import Path
 
+from .coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
 from .dataset import Dataset
 from .encoder import PRECISIONS
 from .engines import ENGINE_SPECS, open_engine
-from .evaluate import significance_marks
+from .evaluate import positive_qrels, significance_marks
 from .intervals import LEVEL
 from .lambdas import shown
 from .language import corpus_tokenizer
 from .lookup import RULE as LOOKUP_RULE
 from .lookup import identifier_lookups
-from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, conclusion, interval_text
+from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, interval_text
 from .names import file_name
 from .readers import load_dataset, read_run
 from .run import write_trec
@@ -80,9 +84,10 @@ def _open(args) -> tuple[Dataset, Workspace]:
 
 
 def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str, str]],
-                 intervals: dict[str, dict] | None = None) -> str:
+                 intervals: dict[str, dict] | None = None, pool: int | None = None) -> str:
     """One row per system, one column per metric: "0.6804†", or with ``intervals`` (``{system:
-    {metric: Interval}}``) "0.6804 [0.652, 0.709]†"."""
+    {metric: Interval}}``) "0.6804 [0.652, 0.709]†"; with ``pool``, the depth labels judged in the app
+    were pooled to, a metric that reads deeper is "n/m (pool depth 10)" (``coverage.measurable``)."""
     metrics = [m for m in TABLE_METRICS if any(m in r for r in results.values())]
     width = 24 if intervals else 13
     header = f"{'system':<24}" + "".join(f"{m:>{width}}" for m in metrics)
@@ -90,7 +95,7 @@ def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str
     for system, row in results.items():
         bounds = (intervals or {}).get(system, {})
         cells = "".join(f"{cell(row.get(m), marks.get(system, {}).get(m, ''), bounds.get(m)):>{width}}"
-                        for m in metrics)
+                        if measurable(m, pool) else f"{f'n/m (pool depth {pool})':>{width}}" for m in metrics)
         lines.append(f"{label(system):<24}{cells}")
     return "\n".join(lines)
 
@@ -101,6 +106,13 @@ def metrics_json(split: str, evals: dict, results: dict[str, dict[str, float]], 
     def num(v):
         return None if v != v else v
 
+    named = {label(s): s for s in evals}
+
+    def verdict(r: dict) -> dict:  # the coverage gate's word (``gated_verdicts``): whether, and whose top 10 to judge
+        v = r.get("verdict")
+        return {} if v is None else {"may_conclude": v.may_conclude, "judge_more": {
+            named.get(s.system, s.system): s.to_threshold for s in v.lacking}}
+
     return {"split": split, "level": LEVEL, "interval": "percentile bootstrap over queries",
             "difference_interval": "the shifts the paired permutation test does not reject (null: unbounded)",
             "systems": {s: {"queries": len(evals[s].per_query.get(PRIMARY, {})),
@@ -109,7 +121,8 @@ def metrics_json(split: str, evals: dict, results: dict[str, dict[str, float]], 
                         for s, row in results.items()},
             "comparisons": [{"a": r["a"], "b": r["b"], "metric": r["comparison"].metric,
                              "delta": r["comparison"].delta, "interval": r["comparison"].interval.to_json(),
-                             "p_value": r["comparison"].p_value, "outcome": r["comparison"].outcome}
+                             "p_value": r["comparison"].p_value, "outcome": r["comparison"].outcome,
+                             **verdict(r)}
                             for r in pairs]}
 
 
@@ -155,7 +168,27 @@ def _split_of(ds: Dataset, wanted: str | None) -> str:
     return split
 
 
+def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[dict]) -> tuple[dict, int | None]:
+    """(each system's ``coverage.Coverage`` on the split, by label; the depth the labels judged in
+    the app were pooled to, None where none were), and each row of ``pairs`` (``tables.compared_pairs``)
+    given its ``"verdict"`` (``coverage.Verdict``, by label): on labels judged in the app (the store's
+    judgments of the corpus) none where a system's top 10 is not judged enough; on the data set's own
+    labels every verdict stands."""
+    qrels = ws.dataset.qrels[split]
+    judgments = ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
+    runs = {label(s): ws.run(s, split) for s in systems}
+    covered = coverages(runs, qrels, judgments)
+    labels = positive_qrels(qrels)
+    pooled = from_judging(labels, judgments)
+    basis = {q: labels[q] for q in pooled} or labels
+    for r in pairs:
+        r["verdict"] = judged_verdict(label(r["a"]), label(r["b"]), r["comparison"], covered, runs, basis)
+    return covered, pool_depth(runs, qrels, pooled) if pooled else None
+
+
 def cmd_evaluate(args) -> int:
+    from ui.present.tables import conclusion_lines, coverage_line
+
     ds, ws = _open(args)
     split = _split_of(ds, args.split)
     systems = evaluated_systems(args, ws)
@@ -170,12 +203,21 @@ def cmd_evaluate(args) -> int:
         timings[s] = time.perf_counter() - t
         results[s] = {m: evals[s].mean[m] for m in TABLE_METRICS if m in evals[s].mean}
     base = systems[0]
+    pairs = compared_pairs(evals)
+    covered, pool = gated_verdicts(ws, split, systems, pairs)
+    gated = any(c.gated for c in covered.values())
     marks = significance_marks(evals, base)
+    if gated:  # "differs from the first" is a verdict too
+        marks = gated_marks({label(s): m for s, m in marks.items()}, covered, label(base))
+        marks = {s: marks[label(s)] for s in systems if label(s) in marks}
     print(format_table(results, marks, {s: {m: evals[s].interval(m) for m in results[s]} for s in systems}
-                       if args.ci else None))
+                       if args.ci else None, pool))
     if args.ci:
         print(f"[low, high]: 95% interval over the {split} queries (percentile bootstrap)")
-    pairs = compared_pairs(evals)
+    if gated:
+        print(coverage_line(covered) + (f" n/m: not measurable on judgments pooled to depth {pool}: the metric "
+                                        "reads deeper, where every document is unjudged." if pool is not None
+                                        and not all(measurable(m, pool) for m in TABLE_METRICS) else ""))
     if len(systems) > 1:
         print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
         by_pair = {(r["a"], r["b"]): r["comparison"] for r in pairs}
@@ -185,8 +227,9 @@ def cmd_evaluate(args) -> int:
                   f"{c.delta:+.4f} mean {interval_text(c.interval)}, {len(c.wins)} wins, {len(c.losses)} losses, "
                   f"{c.ties} ties, p = {c.p_value:.4f}")
         print("conclusions:")
-        for r in pairs:
-            print(f"  {conclusion(label(r['a']), label(r['b']), r['comparison'])}")
+        rows = [{**r, "a": label(r["a"]), "b": label(r["b"])} for r in pairs]
+        for line in conclusion_lines(sorted(rows, key=lambda r: not r["verdict"].may_conclude)):
+            print(f"  {line}")
     if HYBRID in systems:
         lam = ws.lambda_for(split)
         print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
@@ -465,7 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     sn.set_defaults(func=cmd_snapshot)
     ck = sub.add_parser("check", help="the regression gate: the systems now against a baseline snapshot, query by "
                                       "query; exit 0 nothing regressed, 1 something did, 2 could not run; a drop "
-                                      "beyond --max-drop that is not significant is flagged, exit 0 (1 with --strict)")
+                                      "beyond --max-drop that is not significant, or (labels judged in the app) a "
+                                      "system whose top 10 is judged below 0.9, is flagged, exit 0 (1 with --strict)")
     common(ck)
     ck.add_argument("--baseline", default=None, metavar="NAME", help="the snapshot to hold against (default: the "
                                                                       "one marked the baseline)")
@@ -476,7 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--metric", default=PRIMARY, help="the metric compared (default: ndcg@10)")
     ck.add_argument("--max-drop", type=float, default=0.01, help="a drop larger than this, and significant, fails")
     ck.add_argument("--strict", action="store_true", help="fail (exit 1) on a drop larger than --max-drop that is "
-                    "not significant too: too few queries to tell it from chance")
+                    "not significant too (too few queries to tell it from chance), and on a system whose top 10 "
+                    "is not judged enough for a verdict (labels judged in the app)")
     ck.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML here")
     ck.add_argument("--summary", default=None, metavar="FILE", help="append a Markdown summary here "
                                                                    "(e.g. $GITHUB_STEP_SUMMARY)")

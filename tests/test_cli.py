@@ -13,10 +13,14 @@ from retrieval.evaluate import evaluate_run
 from retrieval.names import file_name
 from retrieval.readers import load_dataset
 from retrieval.run import read_trec
+from retrieval.store import Store
+from retrieval.workspace import Workspace
 
 from .conftest import DEMO, ROOT
 
 SYSTEM_ROWS = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid (CLEAR λ)"}
+DEFAULTS = {}  # BM25 as the CLI runs it by default (k1 0.9, b 0.4, stemmer detected)
+MIS_SET = {"k1": 5.0, "b": 1.0, "language": "none"}  # HARMFUL's BM25
 TABLE_METRICS = ["ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10", "pnr"]
 
 
@@ -26,6 +30,33 @@ def cli(*args, tmp_path, timeout=300) -> subprocess.CompletedProcess:
     env.pop("RANKSCOPE_STORE", None)
     return subprocess.run([sys.executable, "-m", "retrieval", *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+
+
+def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
+    """Judge the top 10 of each BM25 configuration (``Workspace`` keywords, "language" its
+    stemmer as the CLI's --language) on the test queries of the demo copy in ``folder``, as a
+    judge in the app would: the data's grade where it lists the document, else 0. The judgments go
+    to the store at ``store_path`` and become the split's labels (as `judges --export` writes them):
+    labels judged in the app, so the coverage gate applies."""
+    from retrieval.language import corpus_tokenizer
+
+    ds = load_dataset(folder)
+    truth = ds.qrels["test"]
+    labels: dict[str, dict[str, int]] = {}
+    for config in configs:
+        config = dict(config)
+        tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], config.pop("language", "auto"))
+        run = Workspace(ds, None, tokenizer=tokenizer, **config).run("bm25", "test")
+        for q in truth:
+            for d, _ in run.get(q, [])[:10]:
+                labels.setdefault(q, {})[d] = truth[q].get(d, 0)
+    store = Store(store_path)
+    store.put_judgments(ds.corpus_hash, [(q, ds.queries[q], d, g, "ann") for q, docs in labels.items()
+                                         for d, g in docs.items()])
+    store.close()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{g}\n" for q, docs in labels.items() for d, g in docs.items()))
+    return labels
 
 
 def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_model_dir):
@@ -150,3 +181,44 @@ def test_judges_reports_agreement_and_exports_merged_qrels(tmp_path):
     assert read_qrels(out) == {qid: {d: i % 3 for i, d in enumerate(docs)}}  # max: ann's higher grades win
     empty = cli("judges", DEMO, "--store", tmp_path / "none.sqlite3", tmp_path=tmp_path)
     assert empty.returncode == 2 and "nobody has judged" in empty.stderr
+
+
+def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_carry(tmp_path):
+    """The demo's labels a judged BM25 pool; the mis-set BM25 given as a run file, never pooled
+    (judged@10 0.80). Before, evaluate printed "BM25 beats misset by 0.175" and marked it †; now it
+    prints each system's judged@10, no verdict but how many to judge, no †, and n/m for the metrics
+    that read deeper than the pool; the JSON says the pair may not be concluded."""
+    import shutil
+
+    from retrieval.language import corpus_tokenizer
+    from retrieval.run import write_trec
+
+    folder = tmp_path / "demo"
+    shutil.copytree(DEMO, folder)
+    store = tmp_path / "s.sqlite3"
+    judge_pools(folder, store, DEFAULTS)
+    ds = load_dataset(folder)
+    mis_set = Workspace(ds, None, tokenizer=corpus_tokenizer([d.full_text for d in ds.docs.values()], "none"),
+                        k1=5.0, b=1.0)
+    run_file = write_trec(mis_set.run("bm25", "test"), tmp_path / "misset.trec", "misset")
+    out_json = tmp_path / "metrics.json"
+    res = cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store", store,
+              "--json", out_json, tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert re.search(r"^Judged@10 \(labels judged in the app: a verdict needs each system's judged@10 at 90% or "
+                     r"more\): BM25 100% \[100%, 100%\], misset 80% \[\d+%, \d+%\]\.", res.stdout, re.M), res.stdout
+    conclusions = lines[lines.index("conclusions:") + 1:]
+    assert conclusions[0].startswith("  BM25 and misset: no verdict, not enough of misset's results judged "
+                                     "(judged@10 80% [") and "judge 24 more of its top-10 documents" in conclusions[0]
+    assert " beats " not in res.stdout
+    row = next(line for line in lines if line.startswith("misset"))
+    assert "†" not in row and row.count("n/m (pool depth 10)") == 3  # recall@100, recall@1000, map
+    (pair,) = json.loads(out_json.read_text())["comparisons"]
+    assert pair["outcome"] == "b" and pair["p_value"] < 0.05  # the test alone would have said BM25 wins
+    assert pair["may_conclude"] is False and pair["judge_more"] == {"misset": 24}
+    # the same labels as the data set's own (the store holds no judgments): measured and concluded
+    plain = cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store",
+                tmp_path / "other.sqlite3", tmp_path=tmp_path)
+    assert "BM25 beats misset by 0.175" in plain.stdout and "Judged@10" not in plain.stdout
+    assert "n/m" not in plain.stdout and "†" in next(ln for ln in plain.stdout.splitlines() if ln.startswith("misset"))

@@ -17,7 +17,7 @@ from retrieval.store import Store
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
-from .test_cli import cli
+from .test_cli import DEFAULTS, MIS_SET, cli, judge_pools
 
 HARMFUL = ("--k1", "5", "--b", "1", "--language", "none")  # BM25 mis-set: saturation off, no stemming
 
@@ -181,37 +181,6 @@ def test_the_markdown_summary_reads_as_source_and_renders_as_the_text():
 
 
 # ---- the coverage gate on labels judged in the app ----------------------------------------------
-def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
-    """Judge the top 10 of each BM25 configuration (``Workspace`` keywords, "language" its
-    stemmer as the CLI's --language) on the test queries of the demo copy in ``folder``, as a
-    judge in the app would: the data's grade where it lists the document, else 0. The judgments go
-    to the store at ``store_path`` and become the split's labels (as `judges --export` writes them):
-    labels judged in the app, so the coverage gate applies."""
-    from retrieval.language import corpus_tokenizer
-
-    ds = load_dataset(folder)
-    truth = ds.qrels["test"]
-    labels: dict[str, dict[str, int]] = {}
-    for config in configs:
-        config = dict(config)
-        tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], config.pop("language", "auto"))
-        run = Workspace(ds, None, tokenizer=tokenizer, **config).run("bm25", "test")
-        for q in truth:
-            for d, _ in run.get(q, [])[:10]:
-                labels.setdefault(q, {})[d] = truth[q].get(d, 0)
-    store = Store(store_path)
-    store.put_judgments(ds.corpus_hash, [(q, ds.queries[q], d, g, "ann") for q, docs in labels.items()
-                                         for d, g in docs.items()])
-    store.close()
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{g}\n" for q, docs in labels.items() for d, g in docs.items()))
-    return labels
-
-
-DEFAULTS = {}  # BM25 as the CLI runs it by default (k1 0.9, b 0.4, stemmer detected)
-MIS_SET = {"k1": 5.0, "b": 1.0, "language": "none"}  # HARMFUL's BM25
-
-
 def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_more(tmp_path, demo_copy):
     """The baseline's BM25 was pooled and judged; the mis-set BM25 brings up documents nobody judged
     (judged@10 0.80 on the 23 queries with a relevant label), which count as not relevant. Before,
