@@ -235,3 +235,36 @@ def test_the_data_sets_own_labels_are_never_gated_in_the_check(tmp_path, demo_co
     got = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
     assert "judged@10" not in got.stdout and "not enough" not in got.stdout
     assert "BM25: REGRESSED" in got.stdout and got.returncode == 1, got.stdout
+
+
+def test_the_runs_view_gives_no_verdict_on_a_run_whose_top_10_is_not_judged(tmp_path, demo_copy):
+    """Runs → compare two stored runs, and two snapshots diffed: on labels judged in the app (a BM25
+    pool) the mis-set BM25 nobody pooled is 'not enough of B's results judged — judge 24 more', with
+    both runs' judged@10, where before the note said "A beats B by 0.175"."""
+    from html import unescape
+
+    from retrieval.history import list_runs
+    from retrieval.language import corpus_tokenizer
+    from ui import runs
+
+    judge_pools(demo_copy, tmp_path / "v.sqlite3", DEFAULTS)
+    store = Store(tmp_path / "v.sqlite3")
+    ds = load_dataset(demo_copy)
+    texts = [d.full_text for d in ds.docs.values()]
+    pooled = Workspace(ds, store, tokenizer=corpus_tokenizer(texts, "auto"))
+    mis_set = Workspace(ds, store, tokenizer=corpus_tokenizer(texts, "none"), k1=5.0, b=1.0)
+    for name, ws in (("pooled", pooled), ("mis-set", mis_set)):
+        snapshots.save(store, snapshots.take(ws, "test", ["bm25"], name))
+    note = unescape(runs.snapshot_diff(store, pooled, "pooled", "mis-set", "bm25")[0])
+    assert "mis-set and pooled: no verdict, not enough of mis-set's results judged (judged@10 80% [" in note
+    assert "judge 24 more of its top-10 documents" in note and " beats " not in note
+    assert "Judged@10 (labels judged in the app" in note and "pooled 100% [100%, 100%], mis-set 80% [" in note
+    keys = {r["params"]["bm25"]["k1"]: r["key"] for r in list_runs(store, ds.content_hash) if r["system"] == "bm25"}
+    note, rows = runs.compare(store, pooled, keys[0.9], keys[5.0], "ndcg@10")
+    note = unescape(note)
+    assert "B and A: no verdict, not enough of B's results judged" in note and " beats " not in note
+    assert "A 100% [100%, 100%], B 80% [" in note and rows
+    # the pooled run against itself: judged enough, the conclusion as before, judged@10 beside
+    same = unescape(runs.compare(store, pooled, keys[0.9], keys[0.9], "ndcg@10")[0])
+    assert "not separable" in same and "no verdict" not in same and "A 100% [100%, 100%]" in same
+    store.close()

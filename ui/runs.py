@@ -1,7 +1,9 @@
 """The Runs view: every run the store holds for this data set, and any two compared query by query
 (paired permutation test, 95% intervals of both means and of their difference); snapshots of the
 systems on show (``retrieval.snapshots``): take one with a note, mark the baseline, a metric's
-history across them with intervals, and two snapshots of a system diffed query by query."""
+history across them with intervals, and two snapshots of a system diffed query by query. On labels
+judged in the app, neither comparison speaks a verdict where a run's top 10 is not judged enough
+(``coverage.verdict``): it says how many more of its documents to judge, with both runs' judged@10."""
 from __future__ import annotations
 
 import time
@@ -10,10 +12,11 @@ from dataclasses import replace
 import gradio as gr
 
 from retrieval import Store, Workspace, snapshots
+from retrieval.coverage import coverages, verdict
 from retrieval.errors import UnknownRun
 from retrieval.history import compare_stored, list_runs
 from retrieval.intervals import mean_interval
-from retrieval.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
+from retrieval.metrics import COMPARE_METRICS, PRIMARY, interval_text
 from retrieval.systems import label
 
 from . import texts
@@ -22,6 +25,7 @@ from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.escape import code, text
 from .present.figures import history_figure
+from .present.tables import conclusion_lines, coverage_line
 from .registry import Context
 
 RUN_HEADERS = ["when", "system", "split", "depth", "key"]
@@ -34,6 +38,16 @@ def runs(store: Store, ws: Workspace):
     rows = [[r["when"], r["summary"], r["split"], r["k"], r["key"]] for r in found]
     choices = [(f"{r['summary']} — {r['split']} ({r['when']})", r["key"]) for r in found]
     return rows, gr.update(choices=choices), gr.update(choices=choices)
+
+
+def gated_conclusion(store: Store, ws: Workspace, split: str, names: tuple[str, str], runs: tuple, cmp) -> str:
+    """``cmp`` (B − A) in words under the coverage gate (``coverage.verdict``, judged@10 of each run's
+    top 10 on ``split``'s labels), then each run's judged@10 where the labels were judged in the app."""
+    covered = coverages(dict(zip(names, runs)), ws.dataset.qrels[split], store.judgments(ws.dataset.corpus_hash))
+    word = verdict(*names, cmp, covered[names[0]], covered[names[1]])
+    (line,) = conclusion_lines([{"a": names[0], "b": names[1], "comparison": cmp, "verdict": word}])
+    shares = coverage_line(covered) if any(c.gated for c in covered.values()) else ""
+    return f"{text(line)}." + (f" {text(shares)}" if shares else "")
 
 
 def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) -> tuple[str, list[list]]:
@@ -52,7 +66,8 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
             f"the {c.queries} queries: the means' by bootstrap, the difference's by the permutation test) · "
             f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · "
             f"paired permutation test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
-            f"{text(conclusion('A', 'B', c))}.\n\n"
+            f"{gated_conclusion(store, ws, res.split, ('A', 'B'), (store.get_run(key_a), store.get_run(key_b)), c)}"
+            "\n\n"
             f"A: {text(summaries[key_a])} · B: {text(summaries[key_b])}")
     rows = [[r["query"], ws.dataset.queries.get(r["query"], "")[:80], round(r["a"], 4), round(r["b"], 4),
              round(r["delta"], 4)] for r in res.per_query]
@@ -129,7 +144,7 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
             f"{len(cmp.wins)} queries better, {len(cmp.losses)} worse, {cmp.ties} tied · p = {cmp.p_value:.3g} · "
             f"{len(moved)} queries changed their top 10 or their score; the largest moves first, then the least "
             f"alike top 10s (rank-biased overlap, 1 = the same list).\n\n"
-            f"{text(conclusion(a, b, cmp))}.")
+            f"{gated_conclusion(store, ws, split, (a, b), (sa.runs[system], sb.runs[system]), cmp)}")
     rows = [[d.query_id, ws.dataset.queries.get(d.query_id, "")[:80], round(d.a, 4), round(d.b, 4),
              round(d.b - d.a, 4), round(d.overlap, 3), " ".join(d.entered), " ".join(d.left), " ".join(d.top_a[:5]),
              " ".join(d.top_b[:5])]
