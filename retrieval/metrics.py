@@ -16,7 +16,7 @@ METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map",
 PNR = "pnr"
 BPREF = "bpref"
 JUDGED_AT_10 = "judged@10"  # any "judged@K" is understood
-NDCG_CONDENSED = "ndcg'@10"  # nDCG@10 of the list with unjudged documents removed (Sakai, SIGIR 2007): retrieval.coverage
+NDCG_CONDENSED = "ndcg'@10"  # nDCG@10 of the list without its unjudged documents (Sakai, SIGIR 2007): coverage.py
 JUDGING_METRICS = ("ndcg@10", BPREF, JUDGED_AT_10)  # labels from judging: nDCG beside bpref, and coverage
 EVALUATED = (*METRICS, BPREF, JUDGED_AT_10)  # what ``Workspace.evaluate`` computes and caches (PNR besides)
 TABLE_METRICS = (*METRICS, PNR)  # the CLI's table
@@ -26,6 +26,7 @@ COMPARE_METRICS = ("ndcg@10", "mrr@10", "recall@100", "map")  # what two runs ca
 PRIMARY = "ndcg@10"  # the one metric λ is tuned on and per-query wins and losses are counted in
 
 SIGNIFICANCE_LEVEL = 0.05  # paired permutation test (``evaluate.compare``)
+MAX_UNBOUNDED = 5  # with this many queries or fewer no sign-flip p falls below 0.05 (2 / 2⁵ > 0.05)
 SIGNIFICANT = "†"
 
 
@@ -38,15 +39,26 @@ def _undefined(value) -> bool:
     return not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value)
 
 
+UNBOUNDED = f"[unbounded: ≤ {MAX_UNBOUNDED} queries]"  # a difference's interval on too few queries, in words
+
+
 def interval_text(interval) -> str:
     """``[0.701, 0.765]`` (3 decimals) for an ``intervals.Interval``, or a [low, high] pair; "" when
-    there is none (fewer than 2 queries)."""
+    there is none (fewer than 2 queries). A difference's interval on 5 queries or fewer is every shift
+    (the sign-flip test accepts them all: ``intervals.sign_flip_test``), written ``UNBOUNDED`` in words,
+    as ``conclusion`` says it, never "[-inf, inf]"; an open end alone is written −∞ or ∞."""
     if interval is None:
         return ""
     low, high = (interval.low, interval.high) if hasattr(interval, "low") else interval
     if _undefined(low) or _undefined(high):
         return ""
-    return f"[{low:.3f}, {high:.3f}]"
+    if math.isinf(low) and math.isinf(high):
+        return UNBOUNDED
+    return f"[{_end(low)}, {_end(high)}]"
+
+
+def _end(value: float) -> str:
+    return ("∞" if value > 0 else "−∞") if math.isinf(value) else f"{value:.3f}"
 
 
 def cell(value, mark: str = "", interval=None) -> str:

@@ -1,0 +1,48 @@
+"""How an interval is written (``metrics.interval_text``): a difference's interval on 5 queries or
+fewer, which the sign-flip test leaves unbounded, is said in words wherever a table or a report
+shows it, never "[-inf, inf]"."""
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retrieval.evaluate import Evaluation, compare
+from retrieval.intervals import Interval
+from retrieval.metrics import UNBOUNDED, cell, conclusion, interval_text
+
+
+def pair(n: int):
+    before = Evaluation({}, {"m": {f"q{i}": 0.2 + i / 100 for i in range(n)}})
+    after = Evaluation({}, {"m": {f"q{i}": 0.6 + i / 50 for i in range(n)}})
+    return compare(before, after, "m")
+
+
+def test_a_difference_on_five_queries_or_fewer_is_unbounded_in_words():
+    for n in (2, 5):
+        cmp = pair(n)
+        assert math.isinf(cmp.interval.width)  # the test accepts every shift
+        assert interval_text(cmp.interval) == UNBOUNDED == "[unbounded: ≤ 5 queries]"  # before: "[-inf, inf]"
+        assert "inf" not in cell(cmp.delta, "", cmp.interval).replace("unbounded", "")
+        assert "6 queries" in conclusion("A", "B", cmp)  # conclusion() says the same in its words
+    six = pair(6)
+    assert interval_text(six.interval).startswith("[0.") and "unbounded" not in interval_text(six.interval)
+
+
+def test_the_check_report_writes_a_five_query_difference_in_words():
+    from retrieval import snapshots
+    from retrieval.check_report import markdown_summary, text_report
+
+    cmp = pair(4)
+    system = snapshots.SystemCheck("bm25", cmp, (cmp.interval, cmp.interval), False, [], {}, {})
+    snap = snapshots.Snapshot("b", "c", "d", "demo", "test", "l", {}, {})
+    result = snapshots.CheckResult(snap, "test", "m", 0.01, False, False, [system])
+    for report in (text_report(result), markdown_summary(result)):
+        assert UNBOUNDED in report and "inf]" not in report
+
+
+@given(st.floats(-1, 1), st.floats(0, 1))
+def test_a_bounded_interval_keeps_three_decimals(low, width):
+    assert interval_text(Interval(low, low + width)) == f"[{low:.3f}, {low + width:.3f}]"
+    assert interval_text((low, math.inf)) == f"[{low:.3f}, ∞]" and interval_text(None) == ""
