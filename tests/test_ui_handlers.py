@@ -397,3 +397,37 @@ def test_a_run_imported_while_judging_joins_the_judges_queue(app_state, tmp_path
         at = q.next_unjudged(at, wrap=False)
         handed.append(q.pairs[at])
     assert set(handed) == theirs
+
+
+def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(tiny_model_dir, tmp_path):
+    """After a few judged queries of an 8-query set, no comparison is offered "about N more judgments
+    (≈ M queries)" with M beyond the queries left to judge, nor "out of reach: the two score alike"
+    on too few queries to tell."""
+    import json
+
+    from ui import judge
+
+    from .conftest import DEMO
+
+    store = Store(tmp_path / "few.sqlite3")
+    registry = Registry(store, str(tiny_model_dir))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text((DEMO / "corpus.jsonl").read_text())
+    loaded = data.load_files(registry, "", [str(corpus)])
+    log = tmp_path / "log.txt"
+    lines = (DEMO / "queries.jsonl").read_text().splitlines()[:8]
+    log.write_text("\n".join(json.loads(line)["text"] for line in lines))
+    ws = registry.get(data.add_queries(registry, loaded.key, [str(log)]).key)
+    q = judge.judging_queue(ws, store, "ana", k=10)
+    chosen = list(dict.fromkeys(qid for qid, _ in q.pairs))[:3]
+    graded: set[str] = set()
+    for qid, doc in [pair for pair in q.pairs if pair[0] in chosen]:  # three queries' whole top-10 pools
+        q, _ = judge.grade_pair(ws, store, "ana", qid, doc, 2 if qid not in graded else 0, k=10)
+        graded.add(qid)
+    note = html.unescape(judge.settled_note(ws, store, 10))
+    assert "- **open:**" in note  # covered pairs that are not settled: the projection is what is tested
+    left = 8 - len(graded)
+    for asked in re.findall(r"≈ ([\d,]+) queries", note):
+        assert int(asked.replace(",", "")) <= left, note
+    assert "the two score alike" not in note
+    assert "settled:" not in note

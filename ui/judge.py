@@ -321,6 +321,9 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
             f"{stored.changed:,} changed a grade, {stored.unchanged:,} unchanged (stored already).")
 
 
+FEW_TO_PROJECT = 5  # judged queries below which no projection of the judging still needed is made
+
+
 def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "auto", size: int = DEFAULT_SIZE,
                  seed: int = 0, aim: str | None = None) -> str:
     """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
@@ -349,14 +352,23 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
             f"each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
     lines = [head, ""]
     coverage = judged_at_10(tens, judged)
+    left = len(ids - set(judged))  # the sample's queries not judged yet: what more judging can still add
     for r in rows:
         line = conclusion(r.a, r.b, r.comparison)
+        few = r.comparison.queries < FEW_TO_PROJECT
         if r.blocked:
-            lines.append(f"- **no verdict yet:** {esc(r.b)} and {esc(r.a)} — {esc(shortfall_text(r.verdict))}")
+            lines.append(f"- **no verdict yet:** {esc(r.b)} and {esc(r.a)} — {esc(shortfall_text(r.verdict))}"
+                         + (f"; and {esc(line)}" if r.comparison.queries < 2 else ""))
         elif r.settled:
             lines.append(f"- **settled:** {esc(line)}")
+        elif few:
+            lines.append(f"- **open:** {esc(line)} — too few judged queries to tell how many more it needs")
         elif r.more_queries is None:
             lines.append(f"- **open:** {esc(line)} — out of reach so far: the two score alike on these queries")
+        elif r.more_queries > left:
+            lines.append(f"- **open:** {esc(line)} — it would take about {r.more_queries:,} more judged queries if "
+                         f"the difference holds, more than the {left:,} left in the sample: a larger sample, or "
+                         "the two are too close to tell apart")
         else:
             lines.append(f"- **open:** {esc(line)} — about {r.more_judgments:,} more judgments (≈ {r.more_queries:,} "
                          "queries) if the difference holds")
