@@ -170,20 +170,22 @@ def _split_of(ds: Dataset, wanted: str | None) -> str:
 
 def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[dict]) -> tuple[dict, int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the labels judged in
-    the app were pooled to, None where none were), and each row of ``pairs`` (``tables.compared_pairs``)
-    given its ``"verdict"`` (``coverage.Verdict``, by label): on labels judged in the app (the store's
-    judgments of the corpus) none where a system's top 10 is not judged enough; on the data set's own
-    labels every verdict stands."""
+    the app were pooled to), and each row of ``pairs`` (``tables.compared_pairs``) given its
+    ``"verdict"`` (``coverage.Verdict``, by label): on labels judged in the app (the store's judgments
+    of the corpus) none where a system's top 10 is not judged enough. On the data set's own labels
+    every verdict stands: ({}, None), the rows as they were."""
     qrels = ws.dataset.qrels[split]
     judgments = ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
-    runs = {label(s): ws.run(s, split) for s in systems}
-    covered = coverages(runs, qrels, judgments)
     labels = positive_qrels(qrels)
     pooled = from_judging(labels, judgments)
-    basis = {q: labels[q] for q in pooled} or labels
+    if not pooled:  # the data set's own labels: nothing gated, every verdict stands
+        return {}, None
+    runs = {label(s): ws.run(s, split) for s in systems}
+    covered = coverages(runs, qrels, judgments)
+    basis = {q: labels[q] for q in pooled}
     for r in pairs:
         r["verdict"] = judged_verdict(label(r["a"]), label(r["b"]), r["comparison"], covered, runs, basis)
-    return covered, pool_depth(runs, qrels, pooled) if pooled else None
+    return covered, pool_depth(runs, qrels, pooled)
 
 
 def cmd_evaluate(args) -> int:
@@ -228,7 +230,7 @@ def cmd_evaluate(args) -> int:
                   f"{c.ties} ties, p = {c.p_value:.4f}")
         print("conclusions:")
         rows = [{**r, "a": label(r["a"]), "b": label(r["b"])} for r in pairs]
-        for line in conclusion_lines(sorted(rows, key=lambda r: not r["verdict"].may_conclude)):
+        for line in conclusion_lines(sorted(rows, key=lambda r: "verdict" in r and not r["verdict"].may_conclude)):
             print(f"  {line}")
     if HYBRID in systems:
         lam = ws.lambda_for(split)

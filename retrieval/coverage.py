@@ -193,7 +193,7 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
         missing = sum(d not in docs for d in top)
         unjudged += missing
         full += bool(top) and missing == 0
-        gains += [1 / len(top)] * missing  # judging one lifts the query's judged@k by 1/len
+        gains += [1 / len(top)] * missing if missing else []  # judging one lifts judged@k by 1/len (none: no list)
     n = len(labels)
     needed = max(0.0, threshold * n - sum(shares.values()))  # the sum of per-query shares to add
     to_threshold = 0

@@ -33,9 +33,9 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .coverage import Coverage, coverages
+from .coverage import Coverage, coverages, from_judging
 from .dataset import Qrels
-from .evaluate import Comparison, compare, evaluate_run
+from .evaluate import Comparison, compare, evaluate_run, positive_qrels
 from .judgments import rbo
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL
 from .names import check_name
@@ -212,20 +212,25 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
         raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     qrels = ds.qrels[split]
     judgments = ws.store.judgments(ds.corpus_hash) if ws.store is not None else []
+    gated = bool(from_judging(positive_qrels(qrels), judgments))  # else the data's own labels: no coverage asked
+
+    def judged(name: str, run: Run) -> Coverage | None:
+        return coverages({name: run}, qrels, judgments)[name] if gated else None
+
     out = []
     for s in systems:
         now_run = ws.run(s, split)
         now = evaluate_run(now_run, qrels, metrics=(metric,))
         params = ws.system_params(s, split)
-        cov_now = coverages({s: now_run}, qrels, judgments)[s]
+        cov_now = judged(s, now_run)
         if s not in snap.runs:
             out.append(SystemCheck(s, None, None, False, [], None, params, coverage=(None, cov_now)))
             continue
         before_run = {q: snap.runs[s].get(q, []) for q in now_run}
-        covered = (coverages({s: before_run}, qrels, judgments)[s], cov_now)
+        covered = (judged(s, before_run), cov_now)
         before = evaluate_run(before_run, qrels, metrics=(metric,))
         cmp = compare(before, now, metric)
-        beyond = cmp.delta < -max_drop and cov_now.sufficient  # not judged enough: no verdict either way
+        beyond = cmp.delta < -max_drop and (cov_now is None or cov_now.sufficient)  # not judged enough: no verdict
         regressed = beyond and cmp.p_value < SIGNIFICANCE_LEVEL
         a, b = before.per_query.get(metric, {}), now.per_query.get(metric, {})
         moved = sorted((Moved(q, a[q], b[q], [d for d, _ in before_run.get(q, [])[:10]],

@@ -12,11 +12,12 @@ from dataclasses import replace
 import gradio as gr
 
 from retrieval import Store, Workspace, snapshots
-from retrieval.coverage import coverages, verdict
+from retrieval.coverage import coverages, from_judging, verdict
 from retrieval.errors import UnknownRun
+from retrieval.evaluate import positive_qrels
 from retrieval.history import compare_stored, list_runs
 from retrieval.intervals import mean_interval
-from retrieval.metrics import COMPARE_METRICS, PRIMARY, interval_text
+from retrieval.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
 from retrieval.systems import label
 
 from . import texts
@@ -43,10 +44,13 @@ def runs(store: Store, ws: Workspace):
 def gated_conclusion(store: Store, ws: Workspace, split: str, names: tuple[str, str], runs: tuple, cmp) -> str:
     """``cmp`` (B − A) in words under the coverage gate (``coverage.verdict``, judged@10 of each run's
     top 10 on ``split``'s labels), then each run's judged@10 where the labels were judged in the app."""
-    covered = coverages(dict(zip(names, runs)), ws.dataset.qrels[split], store.judgments(ws.dataset.corpus_hash))
+    qrels, judgments = ws.dataset.qrels[split], store.judgments(ws.dataset.corpus_hash)
+    if not from_judging(positive_qrels(qrels), judgments):  # the data set's own labels: never gated
+        return f"{text(conclusion(*names, cmp))}."
+    covered = coverages(dict(zip(names, runs)), qrels, judgments)
     word = verdict(*names, cmp, covered[names[0]], covered[names[1]])
     (line,) = conclusion_lines([{"a": names[0], "b": names[1], "comparison": cmp, "verdict": word}])
-    shares = coverage_line(covered) if any(c.gated for c in covered.values()) else ""
+    shares = coverage_line(covered)
     return f"{text(line)}." + (f" {text(shares)}" if shares else "")
 
 
