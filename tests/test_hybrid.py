@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval.dense import DenseIndex, DenseRetriever
 from retrieval.evaluate import evaluate_run
@@ -390,3 +392,32 @@ def test_judged_queries_are_ranked_with_the_lambda_tuned_on_the_other_half(judge
     q = sorted(halves[0])[0]
     one = ws.search_one(queries[q], systems=("hybrid",), k=10, eval_split=JUDGED, query_id=q)["hybrid"]
     assert [d for d, _ in one] == [d for d, _ in run[q][:10]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["q1", "q2", "q3"]),
+                                st.lists(st.sampled_from([f"d{i}" for i in range(12)]), unique=True, max_size=10),
+                                max_size=3), min_size=2, max_size=3),
+       st.sampled_from(["rrf", "wsum"]), st.integers(1, 80), st.data())
+def test_fusion_equals_ranx(lists, method, rrf_k, data):
+    """fuse_runs is ranx's fuse (RRF, min-max weighted sum) without its numba compile: the same
+    scores for every document, the same order where scores differ."""
+    from ranx import Run as RRun
+    from ranx import fuse
+
+    runs = [{q: [(d, float(len(docs) - i)) for i, d in enumerate(docs)] for q, docs in r.items()} for r in lists]
+    weights = tuple(data.draw(st.floats(0.05, 1.0)) for _ in runs)
+    ours = fuse_runs(runs, method, k=1000, rrf_k=rrf_k, weights=weights)
+    qids = list(dict.fromkeys(q for r in runs for q in r))
+    if not qids:  # ranx cannot make a run of no query
+        assert ours == {}
+        return
+    ranx_runs = [RRun({q: {d: s for d, s in r.get(q, [])} or {"__none__": 0.0} for q in qids}, name=f"r{i}")
+                 for i, r in enumerate(runs)]
+    theirs = (fuse(ranx_runs, method="rrf", params={"k": rrf_k}) if method == "rrf" else
+              fuse(ranx_runs, norm="min-max", method="wsum", params={"weights": list(weights)})).to_dict()
+    for q in qids:
+        expected = {d: s for d, s in theirs.get(q, {}).items() if d != "__none__"}
+        assert dict(ours[q]) == pytest.approx(expected, abs=1e-9)
+        scores = [s for _, s in ours[q]]
+        assert scores == sorted(scores, reverse=True)
