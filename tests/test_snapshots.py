@@ -2,7 +2,8 @@
 ``check``): snapshots kept whole in a real store, one baseline per corpus, a labels change reported
 and never mixed in; and through the CLI on the demo, a harmful BM25 change fails with exit 1 naming
 the queries (JUnit XML and a Markdown summary written), no change passes with 0, and what cannot
-run exits 2."""
+run exits 2. On labels judged in the app (a judged BM25 pool), a system whose top 10 is not judged
+enough gets no verdict but how many to judge, and the Runs view's comparisons follow the same rule."""
 from __future__ import annotations
 
 import re
