@@ -233,14 +233,10 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     assert not refused.ok and "bad.trec:2:" in shown(refused.status)
 
 
-def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
+def unlabelled(tmp_path, tiny_model_dir, queries: int = 8):
+    """A store, a registry, and the key of the demo's documents loaded without labels with
+    ``queries`` of its questions added from a .txt (that file's path last)."""
     import json
-
-    from retrieval.judging_order import discounts
-    from retrieval.labels import judged_counts
-    from retrieval.readers import read_qrels
-    from ui import judge
-    from ui.present.counts import queries_counted
 
     from .conftest import DEMO
 
@@ -250,9 +246,20 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     corpus.write_text((DEMO / "corpus.jsonl").read_text())
     loaded = data.load_files(registry, "", [str(corpus)])
     log = tmp_path / "log.txt"
-    lines = (DEMO / "queries.jsonl").read_text().splitlines()[:8]
+    lines = (DEMO / "queries.jsonl").read_text().splitlines()[:queries]
     log.write_text("\n".join(json.loads(line)["text"] for line in lines))
-    key = data.add_queries(registry, loaded.key, [str(log)]).key
+    return store, registry, data.add_queries(registry, loaded.key, [str(log)]).key, log
+
+
+def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
+
+    from retrieval.judging_order import discounts
+    from retrieval.labels import judged_counts
+    from retrieval.readers import read_qrels
+    from ui import judge
+    from ui.present.counts import queries_counted
+
+    store, registry, key, log = unlabelled(tmp_path, tiny_model_dir)
     again = data.add_queries(registry, key, [str(log)])  # the same file twice: nothing new, and it says so
     assert "No new queries for corpus: every one given is there already." in shown(again.status)
     key = again.key
@@ -403,21 +410,10 @@ def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(t
     """After a few judged queries of an 8-query set, no comparison is offered "about N more judgments
     (≈ M queries)" with M beyond the queries left to judge, nor "out of reach: the two score alike"
     on too few queries to tell."""
-    import json
-
     from ui import judge
 
-    from .conftest import DEMO
-
-    store = Store(tmp_path / "few.sqlite3")
-    registry = Registry(store, str(tiny_model_dir))
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text((DEMO / "corpus.jsonl").read_text())
-    loaded = data.load_files(registry, "", [str(corpus)])
-    log = tmp_path / "log.txt"
-    lines = (DEMO / "queries.jsonl").read_text().splitlines()[:8]
-    log.write_text("\n".join(json.loads(line)["text"] for line in lines))
-    ws = registry.get(data.add_queries(registry, loaded.key, [str(log)]).key)
+    store, registry, key, _ = unlabelled(tmp_path, tiny_model_dir)
+    ws = registry.get(key)
     q = judge.judging_queue(ws, store, "ana", k=10)
     chosen = list(dict.fromkeys(qid for qid, _ in q.pairs))[:3]
     graded: set[str] = set()
