@@ -234,6 +234,15 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             check_evaluate(page, expect)
             page.screenshot(path=str(shots / "flow-evaluate.png"), full_page=True)
 
+            # Failures: a document nobody judged is counted apart, never called a false positive or a trap
+            open_tab(page, "Failures")
+            page.locator("#failures-button").click()
+            page.locator("#failures-cards .rs-card").first.wait_for(timeout=90_000)
+            cards = page.evaluate("""() => Array.from(document.querySelectorAll('#failures-cards .rs-card')).map(
+                c => [c.dataset.category, !!c.querySelector('.rs-label-unjudged')])""")
+            assert ["unjudged_at_top", True] in cards, cards  # dense's top 10 is mostly unjudged
+            assert not [c for c, unjudged in cards if unjudged and c in ("semantic_false_positive", "lexical_trap")]
+
             # 4. A reload opens the start page; the corpus opened again has its queries and the
             # judgments as labels, with no click
             page.reload()
