@@ -213,6 +213,7 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
                              + r"'s results judged \(judged@10 \d+%.*— judge \d+ more", text), text
             page.screenshot(path=str(shots / "flow-judge-joined.png"), full_page=True)
 
+            ana = judged
             # a second judge
             start("bo")
             expect(progress).to_contain_text("Judged 0 of")
@@ -261,6 +262,11 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             expect(page.locator("#eval-note")).to_contain_text(head.group(0))
             check_evaluate(page, expect)
             page.screenshot(path=str(shots / "flow-reloaded.png"), full_page=True)
+            open_tab(page, "Judge")  # ana goes on where she was, and the settled list counts alike
+            start("ana")
+            expect(progress).to_contain_text(f"Judged {ana} of")
+            expect(settled).to_contain_text(head.group(0))
+            check_settled(settled.inner_text())
             browser.close()
     finally:
         sparse_gate.set()
