@@ -194,6 +194,7 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             expect(settled).to_contain_text("Which comparisons are settled")
             covered = check_settled(settled.inner_text())
             assert LATE not in covered  # not on show yet: not in the pool, in no comparison
+            expect(settled).not_to_contain_text("processing")  # the shot after the last grade's list
             page.screenshot(path=str(shots / "flow-judge-before.png"), full_page=True)
 
             # SPLADE's index is built: it joins while ana judges, its unjudged top 10 next
@@ -211,6 +212,7 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             assert covered[LATE] < THRESHOLD
             assert re.search(r"no verdict yet:.*not enough of " + re.escape(LATE)
                              + r"'s results judged \(judged@10 \d+%.*— judge \d+ more", text), text
+            expect(settled).not_to_contain_text("processing")  # the shot after the last grade's list
             page.screenshot(path=str(shots / "flow-judge-joined.png"), full_page=True)
 
             ana = judged
