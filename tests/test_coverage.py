@@ -228,3 +228,16 @@ def test_significance_marks_need_both_systems_covered():
     beir = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in judged.items()}
     ungated = {name: coverage(name, run, beir, gated=False) for name, run in runs.items()}
     assert gated_marks(marks, ungated, "Hybrid") == marks
+
+
+def test_the_condensed_list_reads_a_fixed_depth_whatever_the_run_holds():
+    """nDCG'@10 condenses each list's top CONDENSED_DEPTH: the Judge tab's searches of the sample
+    and Evaluate's 1,000-deep runs give the same value (they gave +0.488 and −0.010 for one pair)."""
+    from retrieval.coverage import CONDENSED_DEPTH, condensed_ndcg
+
+    judged = {"q": {"rel": 2, "n1": 0}}
+    deep = {"q": [*((f"u{i}", 1.0 - i / 2000) for i in range(CONDENSED_DEPTH + 50)), ("rel", 0.01), ("n1", 0.0)]}
+    shallow = {"q": deep["q"][:CONDENSED_DEPTH]}
+    assert condensed_ndcg(deep, judged).mean["ndcg'@10"] == condensed_ndcg(shallow, judged).mean["ndcg'@10"] == 0.0
+    within = {"q": [*deep["q"][:CONDENSED_DEPTH - 1], ("rel", 0.01)]}
+    assert condensed_ndcg(within, judged).mean["ndcg'@10"] == pytest.approx(1.0)

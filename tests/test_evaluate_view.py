@@ -56,6 +56,13 @@ def test_no_best_system_on_judgments_that_do_not_cover_it(toy_ws, store, tiny_en
     assert words.startswith("**No verdict yet on test:**") and "not enough of" in words and "judge " in words
     assert "is the best system" not in words
     assert "n/m" in unescape(glance)  # recall@100 reads deeper than the top-3 pool
+    # the figures say no more than the table: no Δ and p for the pair held back, no recall past the pool
+    scatter, curves, _ = evaluate_view.plots(ws, "test", [])
+    title = unescape(scatter.layout.title.text)
+    assert "no verdict: not enough of" in title and " wins, " not in title and "p = " not in title
+    depth = metrics_table(ws, "test", (BM25, DENSE))[0]["pool_depth"]
+    assert all(max(trace.x) <= max(depth, 1) for trace in curves.data)
+    assert "not measurable" in curves.layout.title.text
 
 
 def test_the_caption_opens_in_words_and_the_formula_is_behind_the_toggle(demo, tiny_encoder, store):

@@ -10,6 +10,7 @@ from retrieval.metrics import VIEW_METRICS
 from retrieval.segments import segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
 from retrieval.tables import (
+    RECALL_KS,
     comparisons,
     headline,
     metrics_table,
@@ -35,7 +36,7 @@ from .data import warnings
 from .notify import refuse
 from .pools import HEAVY, LIGHT
 from .present.figures import lambda_sweep, per_query_scatter, recall_curves
-from .present.tables import glance_html, headline_text, rounded, segment_cells
+from .present.tables import glance_html, headline_text, rounded, segment_cells, shortfall_text
 from .registry import Context, Registry
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
@@ -94,11 +95,17 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    curves = recall_curves(recall_at_ks(comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws)),
-                           split)
+    shown = comparison_workspaces(ws, _ready(ws, extras))
+    systems = shown_systems(ws)
+    _, depth = table_coverage(shown, split, systems)  # labels judged in the app: recall stops at their pool's depth
+    ks = tuple(k for k in RECALL_KS if depth is None or k <= max(depth, 1))
+    curves = recall_curves(recall_at_ks(shown, split, systems, ks=ks), split, ks, judged_depth=depth)
     if ws.pending((DENSE,)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
-    scatter = per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)
+    pair = comparisons(ws, split, (BM25, DENSE), pairs=[(label(BM25), label(DENSE))])[0]
+    held = pair["verdict"] if pair.get("verdict") is not None and not pair["verdict"].may_conclude else None
+    scatter = per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries,
+                                held_back=shortfall_text(held) if held else None)
     return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
 
 

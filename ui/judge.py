@@ -15,7 +15,7 @@ import gradio as gr
 
 from retrieval import Store, Workspace, sampling
 from retrieval.agreement import agreement
-from retrieval.coverage import MIN_JUDGED_AT_10
+from retrieval.coverage import CONDENSED_DEPTH, MIN_JUDGED_AT_10
 from retrieval.errors import DataError
 from retrieval.judgments import (
     DEPTH,
@@ -338,7 +338,8 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     ids = set(sample.query_ids)
     judged = {q: docs for q, docs in merged_qrels(store.judgments(ws.dataset.corpus_hash)).items() if q in ids}
     runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
-    tens = runs if k >= 10 else {label(s): run for s, run in pool_runs(ws, 10, sample.query_ids).items()}
+    # judged@10 reads each system's top 10, nDCG'@10 its condensed top CONDENSED_DEPTH, as in Evaluate
+    tens = {label(s): run for s, run in pool_runs(ws, max(k, CONDENSED_DEPTH), sample.query_ids).items()}
     rows = sorted(standings(runs, judged, coverage_runs=tens),
                   key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
     if len(runs) < 2:

@@ -31,12 +31,13 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 
 def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, label_a: str, label_b: str,
-                      query_text: dict[str, str] | None = None) -> go.Figure:
+                      query_text: dict[str, str] | None = None, held_back: str | None = None) -> go.Figure:
     """x = A's per-query metric (``cmp.metric``), y = B's, one point per query both were evaluated on.
 
     Green: B wins, red: B loses, grey: tie; the title gives the mean difference with its 95%
     interval, counts them and gives the paired permutation test's p (``cmp``:
-    ``evaluate.compare(eval_a, eval_b, metric)``).
+    ``evaluate.compare(eval_a, eval_b, metric)``) — or, where the coverage gate holds the pair back
+    (``held_back``: why, ``ui.present.tables.shortfall_text``), says there is no verdict instead.
     """
     metric = cmp.metric
     label_a, label_b = esc(label_a), esc(label_b)
@@ -54,16 +55,21 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, l
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="y = x", hoverinfo="skip",
                              line=dict(color="#999", dash="dot")))
     fig.update_layout(
-        title=(f"{label_b} vs {label_a}, per-query {metric}<br><sup>Δ {cmp.delta:+.3f} {interval_text(cmp.interval)}, "
-               f"{len(cmp.wins)} wins, {cmp.ties} ties, {len(cmp.losses)} losses (p = {cmp.p_value:.3g})</sup>"),
+        title=(f"{label_b} vs {label_a}, per-query {metric}<br><sup>"
+               + (f"no verdict: {esc(held_back)}" if held_back else
+                  f"Δ {cmp.delta:+.3f} {interval_text(cmp.interval)}, {len(cmp.wins)} wins, {cmp.ties} ties, "
+                  f"{len(cmp.losses)} losses (p = {cmp.p_value:.3g})") + "</sup>"),
         xaxis_title=f"{label_a} {metric}", yaxis_title=f"{label_b} {metric}", showlegend=False,
         xaxis=dict(range=[-0.02, 1.02]), yaxis=dict(range=[-0.02, 1.02], scaleanchor="x"))
     return fig
 
 
-def recall_curves(recall: dict[str, dict[str, list[float]]], split: str, ks=RECALL_KS) -> go.Figure:
+def recall_curves(recall: dict[str, dict[str, list[float]]], split: str, ks=RECALL_KS,
+                  judged_depth: int | None = None) -> go.Figure:
     """Recall@k against k (log axis), one line per system of ``recall`` (``tables.recall_at_ks``),
-    each in a shaded band: its 95% interval over the queries."""
+    each in a shaded band: its 95% interval over the queries. On labels judged in the app
+    (``judged_depth``: the depth their pool was judged to) the curve stops there, and the title
+    says why: deeper, every document is unjudged and recall is not measurable."""
     fig = go.Figure()
     for i, (name, curve) in enumerate(recall.items()):
         color = PALETTE[i % len(PALETTE)]
@@ -76,7 +82,9 @@ def recall_curves(recall: dict[str, dict[str, list[float]]], split: str, ks=RECA
             customdata=list(zip(curve["low"], curve["high"])),
             hovertemplate=f"{esc(name)}: Recall@%{{x}} %{{y:.3f}} [%{{customdata[0]:.3f}}, "
                           "%{customdata[1]:.3f}]<extra></extra>"))
-    fig.update_layout(title=f"Recall@k on {esc(split)} (bands: 95% intervals over queries)",
+    deeper = (f"<br><sup>judged in the app to depth {judged_depth}: recall deeper is not measurable on these "
+              "judgments</sup>" if judged_depth is not None else "")
+    fig.update_layout(title=f"Recall@k on {esc(split)} (bands: 95% intervals over queries){deeper}",
                       xaxis=dict(type="log", title="k"), yaxis=dict(title="Recall@k", range=[0, 1.02]))
     return fig
 
