@@ -205,6 +205,8 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     # Evaluate: tables and plots (split names, run names and query texts in them)
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
+    expect(page.locator("#eval-glance")).to_contain_text(TIGHT, timeout=60_000)
+    page.locator("#eval-all").get_by_text("All metrics").click()  # the full table, behind its toggle
     expect(page.locator("#eval-table")).to_contain_text(TIGHT, timeout=60_000)
     for plot in ("#eval-scatter", "#eval-recall", "#eval-sweep"):
         page.locator(f"{plot} .js-plotly-plot").wait_for()
