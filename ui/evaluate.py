@@ -7,7 +7,7 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
-from retrieval.segments import segment_table
+from retrieval.segments import MIN_QUERIES, segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
 from retrieval.tables import (
     RECALL_KS,
@@ -116,7 +116,12 @@ def segments(ws: Workspace, split: str) -> dict:
     _require_labels(split)
     systems = [s for s in shown_systems(ws) if not ws.pending((s,))]
     evals = {label(s): ws.evaluate(s, split) for s in systems}
-    return segment_cells(segment_table(evals, ws.dataset), list(evals))
+    rows = segment_table(evals, ws.dataset)
+    if not rows:  # an empty table would show bare column numbers
+        return {"headers": ["by kind of query"],
+                "data": [[f"No kind of query splits these queries into groups of {MIN_QUERIES} or more, short of all "
+                          "of them: the table above is the only row."]]}
+    return segment_cells(rows, list(evals))
 
 
 def compression(ws: Workspace, split: str) -> dict:

@@ -189,8 +189,11 @@ def headline_text(h, covered: dict | None = None, split: str = "", names: dict[s
                        if covered and n in covered and covered[n].queries)
     judged = f"; judged@10 {judged}" if judged else ""
     basis = f"{c.queries} queries{judged}"
-    if h.state == "coverage":
-        return f"**No verdict yet{text(where)}:** {text(shortfall_text(h.against['verdict']))}."
+    if h.state == "coverage":  # the least covered system of the pair, in one line (the conclusions give the rest)
+        s = min(h.against["verdict"].lacking, key=lambda x: x.judged)
+        return (f"**No verdict yet{text(where)}:** not enough of {text(s.system)}'s results are judged (judged@10 "
+                f"{s.judged:.0%}, a verdict needs {MIN_JUDGED_AT_10:.0%}) — judge {s.to_threshold:,} more of its "
+                f"top-10 documents to compare it with {text(other if s.system != other else h.best)}.")
     if h.state == "open":
         return (f"**No single best system yet{text(where)}:** {text(h.best)} leads on {text(metric)} with {mean}, "
                 f"but {text(other)} is not separable from it (Δ {c.delta:+.3f} {text(interval_text(c.interval))}, "
