@@ -53,7 +53,6 @@ from .run import Run
 
 MIN_JUDGED_AT_10 = 0.9  # the module docstring says why
 COVERAGE_DEPTH = 10  # judged@10: the depth the verdict's nDCG@10 looks at
-CONDENSED_DEPTH = 100  # nDCG'@10 condenses each list's top 100 (``condensed``)
 VERDICT_METRIC = PRIMARY  # what a verdict is given on: nDCG@10, behind the coverage gate
 GATE = f"judged@{COVERAGE_DEPTH} ≥ {MIN_JUDGED_AT_10:g} on the queries judged in the app"
 FULL_LIST = math.inf  # the depth of map and bpref: the whole ranked list
@@ -169,18 +168,10 @@ def measurable(metric: str, depth: int | None) -> bool:
     return reads <= COVERAGE_DEPTH or reads <= depth
 
 
-def condensed(run: Run, qrels: Qrels, depth: int = CONDENSED_DEPTH) -> Run:
-    """The run's lists to ``depth`` with their unjudged documents removed (Sakai 2007's condensed
-    list). The depth is fixed so that every view condensing a system's list — Evaluate over its
-    1,000-deep runs, the Judge tab over the sample's searches — gives the same nDCG'@10."""
-    return {q: [(d, s) for d, s in hits[:depth] if d in qrels.get(q, {})] for q, hits in run.items()}
-
-
 def condensed_ndcg(run: Run, qrels: Qrels) -> Evaluation:
-    """nDCG'@10 (``metrics.NDCG_CONDENSED``) of ``run`` on ``qrels``: nDCG@10 of the condensed lists."""
-    ev = evaluate_run(condensed({q: run.get(q, []) for q in positive_qrels(qrels)}, qrels), qrels,
-                      metrics=(PRIMARY,))
-    return Evaluation({NDCG_CONDENSED: ev.mean[PRIMARY]}, {NDCG_CONDENSED: ev.per_query.get(PRIMARY, {})})
+    """nDCG'@10 (``metrics.NDCG_CONDENSED``) of ``run`` on ``qrels``: nDCG@10 of the condensed lists
+    (``evaluate_run`` computes it, as for every view's table)."""
+    return evaluate_run({q: run.get(q, []) for q in positive_qrels(qrels)}, qrels, metrics=(NDCG_CONDENSED,))
 
 
 def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = COVERAGE_DEPTH,

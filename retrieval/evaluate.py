@@ -46,7 +46,16 @@ from scipy import stats
 
 from .dataset import Qrels
 from .intervals import Interval, mean_interval, sign_flip_test
-from .metrics import BPREF, METRICS, SIGNIFICANCE_LEVEL, SIGNIFICANT, SUMMARY_METRICS
+from .metrics import (
+    BPREF,
+    CONDENSED_DEPTH,
+    METRICS,
+    NDCG_CONDENSED,
+    PRIMARY,
+    SIGNIFICANCE_LEVEL,
+    SIGNIFICANT,
+    SUMMARY_METRICS,
+)
 from .run import Run
 
 
@@ -97,9 +106,9 @@ def evaluate_run(run: Run, qrels: Qrels, metrics=METRICS, pnr_scores: dict | Non
 
 
 def is_incomplete_metric(metric: str) -> bool:
-    """Whether ``metric`` is one of those for incomplete labels: ``bpref`` or ``judged@k``."""
+    """Whether ``metric`` is one of those for incomplete labels: ``bpref``, ``judged@k`` or nDCG'@10."""
     cutoff = metric[len("judged@"):] if metric.startswith("judged@") else ""
-    return metric == BPREF or (cutoff.isdigit() and int(cutoff) > 0)
+    return metric in (BPREF, NDCG_CONDENSED) or (cutoff.isdigit() and int(cutoff) > 0)
 
 
 def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
@@ -125,6 +134,12 @@ def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, 
 
     out: dict[str, dict[str, float]] = {}
     for m in metrics:
+        if m == NDCG_CONDENSED:  # nDCG@10 of each list's top CONDENSED_DEPTH without its unjudged documents
+            labels = positive_qrels(qrels)
+            kept = {q: [(d, s) for d, s in run.get(q, [])[:CONDENSED_DEPTH] if d in labels[q]] for q in labels}
+            if labels:
+                out[m] = _ranx_scores(kept, labels, [PRIMARY])[PRIMARY]
+            continue
         if m != BPREF:
             labels = {q: docs for q, docs in qrels.items() if docs}
             if labels:

@@ -16,11 +16,14 @@ METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map",
 PNR = "pnr"
 BPREF = "bpref"
 JUDGED_AT_10 = "judged@10"  # any "judged@K" is understood
-NDCG_CONDENSED = "ndcg'@10"  # nDCG@10 of the list without its unjudged documents (Sakai, SIGIR 2007): coverage.py
+NDCG_CONDENSED = "ndcg'@10"  # nDCG@10 of the list without its unjudged documents (Sakai, SIGIR 2007): evaluate.py
 JUDGING_METRICS = ("ndcg@10", BPREF, JUDGED_AT_10)  # labels from judging: nDCG beside bpref, and coverage
-EVALUATED = (*METRICS, BPREF, JUDGED_AT_10)  # what ``Workspace.evaluate`` computes and caches (PNR besides)
+CONDENSED_DEPTH = 100  # nDCG'@10 condenses each list's top 100 (Sakai 2007; ``evaluate``): one value everywhere
+EVALUATED = (*METRICS, BPREF, JUDGED_AT_10, NDCG_CONDENSED)  # what ``Workspace.evaluate`` computes and caches
+# (PNR besides)
 TABLE_METRICS = (*METRICS, PNR)  # the CLI's table
-VIEW_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map", "p@10", PNR, BPREF, JUDGED_AT_10)  # the app's
+VIEW_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map", "p@10", PNR, BPREF, JUDGED_AT_10,
+                NDCG_CONDENSED)  # the app's
 SUMMARY_METRICS = ("ndcg@10", "recall@100", "mrr@10")  # short summaries: training, one query, compression
 COMPARE_METRICS = ("ndcg@10", "mrr@10", "recall@100", "map")  # what two runs can be compared on
 PRIMARY = "ndcg@10"  # the one metric λ is tuned on and per-query wins and losses are counted in

@@ -233,7 +233,8 @@ def test_significance_marks_need_both_systems_covered():
 def test_the_condensed_list_reads_a_fixed_depth_whatever_the_run_holds():
     """nDCG'@10 condenses each list's top CONDENSED_DEPTH: the Judge tab's searches of the sample
     and Evaluate's 1,000-deep runs give the same value (they gave +0.488 and −0.010 for one pair)."""
-    from retrieval.coverage import CONDENSED_DEPTH, condensed_ndcg
+    from retrieval.coverage import condensed_ndcg
+    from retrieval.metrics import CONDENSED_DEPTH
 
     judged = {"q": {"rel": 2, "n1": 0}}
     deep = {"q": [*((f"u{i}", 1.0 - i / 2000) for i in range(CONDENSED_DEPTH + 50)), ("rel", 0.01), ("n1", 0.0)]}
@@ -241,3 +242,17 @@ def test_the_condensed_list_reads_a_fixed_depth_whatever_the_run_holds():
     assert condensed_ndcg(deep, judged).mean["ndcg'@10"] == condensed_ndcg(shallow, judged).mean["ndcg'@10"] == 0.0
     within = {"q": [*deep["q"][:CONDENSED_DEPTH - 1], ("rel", 0.01)]}
     assert condensed_ndcg(within, judged).mean["ndcg'@10"] == pytest.approx(1.0)
+
+
+def test_the_condensed_ndcg_is_a_column_of_every_metrics_table(toy_ws, store, tiny_encoder):
+    """nDCG'@10 is computed with every evaluation (Workspace.evaluate) and shown beside nDCG@10, so
+    the coverage-robust figure is in the table, not only in the verdicts' words."""
+    ds = judged_in_app(toy_ws.dataset, store, toy_ws)
+    ws = Workspace(ds, store, model=tiny_encoder)
+    column = dict(zip(VIEW_METRICS, range(1, len(VIEW_METRICS) + 1)))
+    rows = {row[0]: row for row in metrics_rows(ws, "test", (BM25, DENSE))}
+    for name in ("BM25", "Dense"):
+        assert rows[name][column[NDCG_CONDENSED]][0].isdigit()  # a value with its interval, never n/m
+    cond = {c.system: c.condensed for c in coverages({s: ws.run(s, "test") for s in (BM25, DENSE)},
+                                                      ds.qrels["test"], store.judgments(ds.corpus_hash)).values()}
+    assert ws.evaluate(DENSE, "test").mean[NDCG_CONDENSED] == pytest.approx(cond[DENSE])

@@ -15,7 +15,7 @@ import gradio as gr
 
 from retrieval import Store, Workspace, sampling
 from retrieval.agreement import agreement
-from retrieval.coverage import CONDENSED_DEPTH, MIN_JUDGED_AT_10
+from retrieval.coverage import MIN_JUDGED_AT_10
 from retrieval.errors import DataError
 from retrieval.judgments import (
     DEPTH,
@@ -36,7 +36,7 @@ from retrieval.judgments import (
     write_qrels,
 )
 from retrieval.labels import judged_counts
-from retrieval.metrics import conclusion, interval_text
+from retrieval.metrics import CONDENSED_DEPTH, conclusion, interval_text
 from retrieval.names import file_name
 from retrieval.readers import judgments as judgment_files
 from retrieval.run import Run
