@@ -187,7 +187,7 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
         return segments(ctx.workspace(key), split_)
 
     button.click(on_evaluate, [split, extras, ctx.key], [note, table, wins], api_name="evaluate", **HEAVY).then(
-        on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_name="evaluate_summary",
+        on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_visibility="private",
         **HEAVY).then(
         on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         on_segments, [split, ctx.key], by_kind, api_name="segments", **HEAVY)
