@@ -1,14 +1,19 @@
 """Judgments that travel (``retrieval.readers.judgments``, ``python -m retrieval judges --import`` /
 ``--format csv|tsv --export``): each judge's grades round-trip through CSV and TSV, Quepid's case
 ratings (query text, docid, rating) and book judgements (a column per judge) are read, a formula
-cell is written inert and read back, and a row that cannot be mapped is refused with file:line
-before anything is stored."""
+cell is written inert and read back exactly (arbitrary ids, query texts with CR/LF/tab, judge names:
+a Hypothesis property), and a row that cannot be mapped is refused with file:line before anything
+is stored."""
 from __future__ import annotations
 
 import html
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from retrieval import tabular
+from retrieval.dataset import Dataset, Document
 from retrieval.errors import DataError
 from retrieval.readers import judgments as files
 from retrieval.readers import load_dataset
@@ -36,8 +41,9 @@ def test_each_judges_grades_round_trip(tmp_path, demo, suffix):
         store.put_judgment(demo.corpus_hash, q, demo.queries[q], d, g, judge)
     path = files.write(store.judgments(demo.corpus_hash), tmp_path / f"judged{suffix}", suffix[1:])
     text = path.read_text()
-    assert text.splitlines()[0] == ("\t" if suffix == ".tsv" else ",").join(files.COLUMNS)
-    assert "'=bob" in text  # a spreadsheet would run "=bob" as a formula
+    # every text cell quoted (retrieval.tabular), the header's too
+    assert text.splitlines()[0] == ("\t" if suffix == ".tsv" else ",").join(f'"{c}"' for c in files.COLUMNS)
+    assert "\"'=bob\"" in text  # a spreadsheet would run "=bob" as a formula
     back = files.read(path, demo)
     assert {(j.query_id, j.doc_id, j.judge, j.grade) for j in back} == _triples(store.judgments(demo.corpus_hash))
     assert {j.line for j in back} == {2, 3, 4, 5}
@@ -88,7 +94,7 @@ def test_the_cli_imports_all_or_nothing_and_exports_each_judge(tmp_path, demo):
     assert done.returncode == 0, done.stderr
     assert "imported 2 judgments by cy" in done.stderr and "2 judgments by 1 judge(s): cy" in done.stdout
     text = demo.queries[q]
-    assert out.read_text().splitlines()[1:] == [f"{q},{text},{d[0]},2,cy", f"{q},{text},{d[1]},0,cy"]
+    assert out.read_text().splitlines()[1:] == [f'"{q}","{text}","{d[0]}",2,"cy"', f'"{q}","{text}","{d[1]}",0,"cy"']
 
 
 def test_the_judge_tab_imports_and_exports_each_judges_grades(tmp_path, demo, monkeypatch):
@@ -114,3 +120,77 @@ def test_the_judge_tab_imports_and_exports_each_judges_grades(tmp_path, demo, mo
     assert path.endswith(".tsv") and files.read(path, demo)[0].judge in ("Ann", "Bob")
     assert _triples(store.judgments(demo.corpus_hash)) == {(j.query_id, j.doc_id, j.judge, j.grade)
                                                           for j in files.read(path, demo)}
+
+
+_VISIBLE = st.characters(exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"))
+_HOSTILE = st.sampled_from(["=", "+", "-", "@", "'", "'=", "''", "-5", "=2+5*cmd|'/C", "=2+5*cmd|' /C calc'!A0",
+                            ";=", ",", '"', "\uff1d"])
+_IDS = st.builds(lambda a, b: a + b, st.one_of(st.just(""), _HOSTILE), st.text(_VISIBLE, max_size=8)).filter(
+    lambda s: s and not any(c.isspace() for c in s))
+_JUDGES = st.builds(lambda a, b: a + b, st.one_of(st.just(""), _HOSTILE),
+                    st.text(st.characters(exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), max_size=10)
+                    ).map(str.strip).filter(lambda s: 0 < len(s) <= 100)
+_TEXTS = st.text(st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled_from("\r\n\t;,\"'=+-@")), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_IDS, min_size=1, max_size=4, unique=True), st.lists(_TEXTS, min_size=4, max_size=4),
+       st.lists(_IDS, min_size=1, max_size=4, unique=True), st.lists(_JUDGES, min_size=1, max_size=3, unique=True),
+       st.data())
+def test_any_judgments_survive_their_export_exactly(qids, texts, docs, judges, data):
+    """Export then import gives back exactly the judgments written, in CSV and TSV, whatever ids,
+    query texts (a lone CR, LF, tab, ';=') and judge names the name checks let in: ``-5`` and
+    ``'-5``, ``=x`` and ``'=x`` stay apart, and no query's text ends its row."""
+    import tempfile
+    from pathlib import Path
+
+    from retrieval.judgments import check_judge
+    from retrieval.names import id_problem
+
+    qids = [q for q in qids if id_problem(q) is None]
+    docs = [d for d in docs if id_problem(d) is None]
+    judges = [j for j in judges if check_judge(j) == j]
+    if not (qids and docs and judges):
+        return
+    dataset = Dataset("hostile", {d: Document(d, "", "text") for d in docs}, dict(zip(qids, texts)))
+    cells = data.draw(st.lists(st.tuples(st.sampled_from(qids), st.sampled_from(docs), st.sampled_from(judges)),
+                               min_size=1, max_size=8, unique=True))
+    rows = [{"query_id": q, "query_text": dataset.queries[q], "doc_id": d, "judge": j, "grade": data.draw(
+        st.integers(0, 2))} for q, d, j in cells]
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in files.FORMATS:
+            path = files.write(rows, Path(tmp) / f"judged.{fmt}", fmt)
+            back = files.read(path, dataset)
+            assert sorted((j.query_id, j.doc_id, j.judge, j.grade) for j in back) == \
+                sorted((r["query_id"], r["doc_id"], r["judge"], r["grade"]) for r in rows)
+            written = tabular.read(path, fmt)
+            assert sorted(tuple(r) for r in written[1:]) == sorted(
+                (r["query_id"], r["query_text"], r["doc_id"], str(r["grade"]), r["judge"]) for r in rows)
+
+
+def test_a_query_text_with_a_lone_cr_stays_in_its_cell(tmp_path):
+    """The hostile tester's row: a query's text with a lone CR, then a formula. Every CSV reader
+    sees one row per judgment, no cell of it a formula, and RankScope reads its export back."""
+    import csv
+
+    evil = "flu\r=2+5*cmd|' /C calc'!A0"
+    dataset = Dataset("evil", {"-5": Document("-5", "", "a"), "'-5": Document("'-5", "", "b")}, {"q1": evil})
+    rows = [{"query_id": "q1", "query_text": evil, "doc_id": "-5", "judge": "=x", "grade": 2},
+            {"query_id": "q1", "query_text": evil, "doc_id": "'-5", "judge": "'=x", "grade": 0}]
+    for fmt in files.FORMATS:
+        path = files.write(rows, tmp_path / f"evil.{fmt}", fmt)
+        with path.open(newline="") as f:
+            read = list(csv.reader(f, delimiter="\t" if fmt == "tsv" else ","))
+        assert len(read) == 3 and all(not c.startswith(("=", "+", "-", "@")) for row in read for c in row)
+        assert read[1][1] == "flu\r'=2+5*cmd|' /C calc'!A0"
+        back = files.read(path, dataset)
+        assert sorted((j.doc_id, j.judge, j.grade) for j in back) == [("'-5", "'=x", 0), ("-5", "=x", 2)]
+
+
+def test_another_tools_file_keeps_quepids_guard_only(tmp_path, demo):
+    """A spreadsheet's own CSV (not RankScope's header) is read as before: a ``'`` before a formula
+    character is Quepid's guard and dropped; any other ``'`` is the judge's name."""
+    q, d = list(demo.queries)[0], list(demo.docs)[:2]
+    path = tmp_path / "sheet.csv"
+    path.write_text(f"query_id,doc_id,grade,judge\n{q},{d[0]},1,'=ann\n{q},{d[1]},2,'bob\n")
+    assert [j.judge for j in files.read(path, demo)] == ["=ann", "'bob"]

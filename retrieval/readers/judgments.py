@@ -13,16 +13,18 @@ Layouts read, told apart by the header row:
   judge's grade in their column (empty: not graded by them).
 
 A row the importer cannot map — an unknown query or document, a grade outside 0, 1, 2, an empty
-judge — is refused with ``file:line``. Cells a spreadsheet would run as a formula are written
-with a leading apostrophe (as Quepid does) and read back without it.
+judge — is refused with ``file:line``. ``write`` writes through ``retrieval.tabular``: every text
+cell quoted (a CR, LF or tab in a query's text stays in its cell) and a cell a spreadsheet would
+run as a formula guarded with ``'``, losslessly. A file with RankScope's header (``COLUMNS``, in
+that order) is read back through ``tabular.unguard``, so ``-5`` and ``'-5``, or judges ``=x`` and
+``'=x``, stay apart; another tool's file loses only a ``'`` before ``= + - @`` (Quepid's guard).
 """
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import tabular
 from ..dataset import Dataset
 from ..errors import DataError
 from ..judgments import check_judge, parse_grade
@@ -53,13 +55,13 @@ def _plain(cell: str) -> str:
     return cell[1:] if cell.startswith("'") and cell[1:2] and cell[1:2] in FORMULA else cell
 
 
-def _safe(cell: str) -> str:
-    return "'" + cell if cell.startswith(FORMULA) else cell
+def _own(cell: str) -> str:
+    return tabular.unguard(cell).strip()
 
 
-def _cells(cells: list[str]):
-    """The row's cell at a column index ("" past its end or for no column), formula-safe."""
-    return lambda i: _plain(cells[i]) if i is not None and i < len(cells) else ""
+def _cells(cells: list[str], plain=_plain):
+    """The row's cell at a column index ("" past its end or for no column), its guard undone."""
+    return lambda i: plain(cells[i]) if i is not None and i < len(cells) else ""
 
 
 def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: str | None = None) -> list[Judgment]:
@@ -84,9 +86,10 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     else:
         judges = {}
     default_judge = check_judge(judge)
+    plain = _own if [c.strip() for c in header] == list(COLUMNS) else _plain  # RankScope's own export
     out: list[Judgment] = []
     for lineno, cells in rows:
-        cell = _cells(cells)
+        cell = _cells(cells, plain)
 
         qid = cell(q_id) if q_id is not None else ""
         if q_id is None:
@@ -112,21 +115,14 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     return out
 
 
-FORMATS = ("csv", "tsv")  # what ``write`` writes
+FORMATS = tabular.FORMATS  # what ``write`` writes
 
 
 def write(rows: list[dict], path: str | Path, fmt: str = "csv") -> Path:
     """The store's judgment rows (``Store.judgments``) as the long layout, one judge's grade a row,
-    comma- (``csv``) or tab-separated (``tsv``)."""
+    comma- (``csv``) or tab-separated (``tsv``), through ``tabular.write`` (quoted, guarded)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown judgments format {fmt!r}; choose from {', '.join(FORMATS)}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buf = io.StringIO()
-    out = csv.writer(buf, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
-    out.writerow(COLUMNS)
-    for r in sorted(rows, key=lambda r: (r["query_id"], r["doc_id"], r["judge"])):
-        out.writerow([_safe(r["query_id"]), _safe(r.get("query_text") or ""), _safe(r["doc_id"]), int(r["grade"]),
-                      _safe(r["judge"])])
-    path.write_text(buf.getvalue(), encoding="utf-8")
-    return path
+    ordered = sorted(rows, key=lambda r: (r["query_id"], r["doc_id"], r["judge"]))
+    return tabular.write(path, COLUMNS, ([r["query_id"], r.get("query_text") or "", r["doc_id"], int(r["grade"]),
+                                          r["judge"]] for r in ordered), fmt)
