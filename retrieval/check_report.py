@@ -7,7 +7,9 @@ enough of its results judged (labels judged in the app, today's judged@10 below 
 many more to judge), or new; on labels judged in the app each verdict has both runs' judged@10
 beside it. The queries that dropped most are named with their text. User-supplied names and texts in the
 Markdown pass through the library's Markdown writer (``markdown``: the source stays readable);
-ElementTree escapes the XML."""
+ElementTree escapes the XML, and every attribute and text the XML holds is first made a character
+XML 1.0 allows (``xml_text``: a name or query may hold U+FFFE or a NUL, which no XML parser
+accepts), so the file always parses; it is parsed back before it is returned."""
 from __future__ import annotations
 
 import re
@@ -18,6 +20,8 @@ from .metrics import interval_text
 from .snapshots import CheckResult, SystemCheck
 from .systems import label
 
+# XML 1.0 §2.2 Char: tab, LF, CR, U+0020–U+D7FF, U+E000–U+FFFD, U+10000–U+10FFFF; the rest cannot be written
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 DROPPED = "dropped, not significant — too few queries to tell"
 UNJUDGED = "not enough of its results judged"
 QUERY_WIDTH = 80  # characters of a query's text shown beside its id
@@ -148,6 +152,19 @@ def text_report(result: CheckResult, shown: int = 10, strict: bool = False) -> s
     return "\n".join(lines)
 
 
+def xml_text(value: str) -> str:
+    """``value`` with each character XML 1.0 forbids (C0 controls but tab, LF and CR; U+FFFE, U+FFFF;
+    a lone surrogate) written as its escape ``\\uXXXX``, visible, so the XML parses and shows it."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04X}", value)
+
+
+def _clean(element: ET.Element) -> None:
+    for el in element.iter():
+        el.attrib = {xml_text(k): xml_text(v) for k, v in el.attrib.items()}
+        el.text = None if el.text is None else xml_text(el.text)
+        el.tail = None if el.tail is None else xml_text(el.tail)
+
+
 def junit_xml(result: CheckResult, strict: bool = False) -> bytes:
     """One test case per system: a regression is a ``<failure>``; a drop beyond ``max_drop`` that is
     not significant, or a top 10 not judged enough for a verdict, is ``<skipped>`` with its reason (a
@@ -169,7 +186,10 @@ def junit_xml(result: CheckResult, strict: bool = False) -> bytes:
             ET.SubElement(case, "skipped", message=verdict(s, result))
             if s.dropped or s.unjudged:
                 ET.SubElement(case, "system-out").text = queries
-    return ET.tostring(ET.ElementTree(suite).getroot(), encoding="utf-8", xml_declaration=True)
+    _clean(suite)
+    out = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    ET.fromstring(out)  # parsed back: a ParseError here is a bug, never a file a CI system cannot read
+    return out
 
 
 def headline(result: CheckResult, strict: bool = False) -> str:

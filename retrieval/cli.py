@@ -31,7 +31,9 @@ milvus://HOST:PORT`` to put BM25 and the vectors in Milvus; ``python -m retrieva
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -388,9 +390,65 @@ def cmd_snapshot(args) -> int:
     return 0
 
 
+def _output_path(value: str | None, flag: str) -> Path | None:
+    """``--junit`` / ``--summary``'s file, checked before the work: not a folder, not a read-only file,
+    in a folder that exists and can be written to; else a ValueError naming it (exit 2)."""
+    if value is None:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise ValueError(f"{flag} {value}: is a folder, not a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{flag} {value}: the file is read-only")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {value}: its folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {value}: its folder {str(folder)!r} cannot be written to")
+    return path
+
+
+def write_atomic(path: Path, data: bytes, flag: str) -> None:
+    """``data`` as the file ``path``, whole or not at all: written to a temporary file in the same
+    folder, flushed to disk, then renamed over ``path`` (``os.replace``); a failed write (a full
+    disk, no permission) removes the temporary file, leaves ``path`` as it was and is a ValueError
+    naming it (exit 2)."""
+    import tempfile
+
+    target = Path(os.path.realpath(path))  # through a symbolic link ($GITHUB_STEP_SUMMARY may be one): the file
+    tmp = None
+    try:
+        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as err:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise ValueError(f"{flag} {path}: could not be written ({err.strerror or err}); left as it was") from None
+
+
 def cmd_check(args) -> int:
+    """The regression gate; exit 2 for any failure to decide, never the 1 of a regression: a ValueError
+    says what (``main``), and anything else unforeseen is one line too, no traceback."""
+    try:
+        return _check(args)
+    except ValueError:
+        raise
+    except Exception as err:  # noqa: BLE001 — a crash is a failure to decide (exit 2), not a regression (1)
+        raise ValueError(f"the check could not decide: {type(err).__name__}: {err}") from None
+
+
+def _check(args) -> int:
     from . import check_report, snapshots
 
+    metric, max_drop = snapshots.gate_metric(args.metric), snapshots.gate_max_drop(args.max_drop)
+    junit, summary = _output_path(args.junit, "--junit"), _output_path(args.summary, "--summary")
     ds, ws = _open(args)
     if ws.store is None:
         raise ValueError("the baseline is kept in the store: drop --no-store")
@@ -406,24 +464,28 @@ def cmd_check(args) -> int:
     listed = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else \
         [s for s in snap.runs if s in ws.system_names]
     systems = listed + [name for name in imported if name not in listed]
-    for name in snap.runs:
-        if name not in ws.system_names:  # an imported run of the baseline's not given now
-            print(f"warning: the baseline's run {name!r} is not checked: give it with --run FILE={name}",
-                  file=sys.stderr)
     unknown = [s for s in systems if s not in ws.system_names]
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ws.system_names)}")
+    for name in snap.runs:
+        if name in systems:
+            continue
+        if args.systems:  # left out on purpose: --systems chose
+            print(f"warning: the baseline's system {name!r} is not checked (not in --systems)", file=sys.stderr)
+        else:  # a run renamed, or not given: passing without it would pass what was never checked
+            raise ValueError(f"the baseline's system {name!r} has no run today: renamed or removed? (give it with "
+                             f"--run FILE={name}, or choose the systems with --systems)")
     if any(ws.system(s).needs.vectors for s in systems):
         _build_dense(ws)
-    result = snapshots.check(ws, snap, systems, args.metric, args.max_drop, split)
+    result = snapshots.check(ws, snap, systems, metric, max_drop, split)
+    xml = check_report.junit_xml(result, strict=args.strict) if junit else None
+    markdown = check_report.markdown_summary(result, strict=args.strict) if summary else None
     print(check_report.text_report(result, strict=args.strict))
-    if args.junit:
-        Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.junit).write_bytes(check_report.junit_xml(result, strict=args.strict))
-    if args.summary:
-        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.summary, "a", encoding="utf-8") as out:  # GitHub's $GITHUB_STEP_SUMMARY is appended to
-            out.write(check_report.markdown_summary(result, strict=args.strict))
+    if junit:
+        write_atomic(junit, xml, "--junit")
+    if summary:  # appended to, as GitHub's $GITHUB_STEP_SUMMARY is: what was there, then this, in one rename
+        before = summary.read_bytes() if summary.exists() else b""
+        write_atomic(summary, before + markdown.encode("utf-8", "backslashreplace"), "--summary")
     return 1 if result.fails(args.strict) else 0
 
 

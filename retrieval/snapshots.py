@@ -30,14 +30,16 @@ drop but not invent one.
 from __future__ import annotations
 
 import json
+import math
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from .coverage import Coverage, coverages, from_judging
 from .dataset import Qrels
 from .evaluate import Comparison, compare, evaluate_run, positive_qrels
 from .judgments import rbo
-from .metrics import PRIMARY, SIGNIFICANCE_LEVEL
+from .metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
 from .names import check_name
 from .run import Run
 from .store import Store, cache_key
@@ -45,6 +47,30 @@ from .workspace import Workspace
 
 MAX_DROP = 0.01  # the default: a drop larger than this, and significant, is a regression
 SHOWN_QUERIES = 10  # the queries that moved most, per system, in a check's report
+
+
+def gate_metric(metric: str) -> str:
+    """``metric`` when the check can compare runs on it: a ranked-list metric ``rank_metrics`` computes
+    (``ndcg``, ``mrr``, ``recall``, ``precision``/``p``, ``map``, ``hits``, ``hit_rate``, ``ndcg_burges``)
+    with a cutoff of 1 or more, ``map`` (the whole list), ``bpref`` or nDCG'@10; else a ValueError naming
+    it. (A cutoff of 0 would read the whole list under another name; judged@k measures the labels, not
+    the system.)"""
+    from .rank_metrics import parse
+
+    parsed = parse(metric) if isinstance(metric, str) else None
+    if metric in (BPREF, NDCG_CONDENSED, "map") or (parsed is not None and parsed[1] > 0):
+        return metric
+    raise ValueError(f"--metric {metric!r} is not a metric the check can compare on: a ranked-list metric with a "
+                     f"cutoff of 1 or more, map, bpref or ndcg'@10 (such as {', '.join(COMPARE_METRICS)})")
+
+
+def gate_max_drop(max_drop: float) -> float:
+    """``max_drop`` when it is a finite number ≥ 0; else a ValueError (NaN or a negative drop would
+    turn the gate off or fail every change)."""
+    if isinstance(max_drop, bool) or not isinstance(max_drop, (int, float)) or not math.isfinite(max_drop) \
+            or max_drop < 0:
+        raise ValueError(f"--max-drop must be a finite number of 0 or more, not {max_drop!r}")
+    return float(max_drop)
 
 
 def labels_hash(qrels: Qrels) -> str:
@@ -86,21 +112,74 @@ def save(store: Store, snap: Snapshot) -> None:
         "systems": snap.systems, "note": snap.note, "created": snap.created}, snap.runs)
 
 
+class DamagedSnapshot(ValueError):
+    """A snapshot row in the store that does not parse or does not have the shape ``save`` writes."""
+
+
+_META = {"dataset": str, "dataset_name": str, "split": str, "labels": str, "systems": dict, "note": str,
+         "created": (int, float)}
+
+
+def _shape_problem(row: dict) -> str | None:
+    """Why a stored snapshot row is not one ``save`` could have written (None when it is): the
+    store is a file anyone may edit or a crash may cut, so what is read back is checked, not trusted."""
+    if not isinstance(row.get("name"), str) or not isinstance(row.get("corpus"), str):
+        return "its name or corpus is not text"
+    try:
+        meta = json.loads(row["meta"])
+    except (TypeError, ValueError) as err:
+        return f"its metadata is not JSON ({err})"
+    if not isinstance(meta, dict):
+        return "its metadata is not a JSON object"
+    for key, kind in _META.items():
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            return f"its metadata's {key!r} is missing or not a {kind.__name__ if isinstance(kind, type) else 'number'}"
+    if not all(isinstance(k, str) and isinstance(v, dict) for k, v in meta["systems"].items()):
+        return "its systems' parameters are not an object per system"
+    runs = row.get("runs")
+    if not isinstance(runs, dict):
+        return "its runs are not an object of systems"
+    for system, run in runs.items():
+        if not isinstance(run, dict):
+            return f"the run of {system!r} is not an object of queries"
+        for query, hits in run.items():
+            if not isinstance(hits, list) or not all(
+                    isinstance(h, (list, tuple)) and len(h) == 2 and isinstance(h[0], str)
+                    and isinstance(h[1], (int, float)) and not isinstance(h[1], bool) for h in hits):
+                return f"the run of {system!r} for query {query!r} is not a list of [document, score] pairs"
+    return None
+
+
 def _of(row: dict) -> Snapshot:
+    problem = _shape_problem(row)
+    if problem is not None:
+        raise DamagedSnapshot(f"the snapshot {row.get('name')!r} in the store is damaged: {problem}")
     meta = json.loads(row["meta"])
     return Snapshot(name=row["name"], corpus=row["corpus"], runs=row["runs"], baseline=bool(row["baseline"]),
                     **{k: meta[k] for k in ("dataset", "dataset_name", "split", "labels", "systems", "note",
                                             "created")})
 
 
+def _rows(store: Store, corpus: str, what: str, **where) -> list[dict]:
+    """``store.snapshots``; a row whose runs do not unpack is a ``DamagedSnapshot`` naming ``what``."""
+    from .store import StoreError
+
+    try:
+        return store.snapshots(corpus, **where)
+    except StoreError:
+        raise
+    except (zlib.error, ValueError, TypeError) as err:  # a cut or edited blob: zlib's, JSON's or UTF-8's error
+        raise DamagedSnapshot(f"{what} in the store is damaged: its runs do not unpack ({err})") from None
+
+
 def listed(store: Store, corpus: str) -> list[Snapshot]:
     """The corpus's snapshots, oldest first."""
-    return [_of(row) for row in store.snapshots(corpus)]
+    return [_of(row) for row in _rows(store, corpus, "a snapshot of this corpus")]
 
 
 def load(store: Store, corpus: str, name: str) -> Snapshot:
     """The corpus's snapshot called ``name``; a KeyError naming the ones there are when none is."""
-    found = store.snapshots(corpus, name=name)
+    found = _rows(store, corpus, f"the snapshot {name!r}", name=name)
     if not found:
         there = ", ".join(store.snapshot_names(corpus)) or "none yet"
         raise KeyError(f"no snapshot {name!r} of this corpus (there are: {there})")
@@ -117,7 +196,7 @@ def mark_baseline(store: Store, corpus: str, name: str) -> Snapshot:
 
 def baseline(store: Store, corpus: str) -> Snapshot | None:
     """The corpus's baseline snapshot, None without one."""
-    found = store.snapshots(corpus, baseline=True)
+    found = _rows(store, corpus, "the baseline snapshot of this corpus", baseline=True)
     return _of(found[0]) if found else None
 
 
@@ -205,7 +284,9 @@ class CheckResult:
 
 def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMARY, max_drop: float = MAX_DROP,
           split: str | None = None) -> CheckResult:
-    """Each of ``systems`` now against ``snap``'s run of the same name (module docstring)."""
+    """Each of ``systems`` now against ``snap``'s run of the same name (module docstring); a metric
+    or ``max_drop`` the gate cannot decide on is a ValueError (``gate_metric``, ``gate_max_drop``)."""
+    metric, max_drop = gate_metric(metric), gate_max_drop(max_drop)
     split = split or snap.split
     ds = ws.dataset
     if split not in ds.qrels:
