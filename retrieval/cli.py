@@ -402,7 +402,7 @@ def _output_path(value: str | None, flag: str) -> Path | None:
         raise ValueError(f"{flag} {value}: the file is read-only")
     folder = path.parent
     if not folder.is_dir():
-        raise ValueError(f"{flag} {value}: its folder {str(folder)!r} does not exist")
+        raise ValueError(f"{flag} {value}: its folder {str(folder)!r} does not exist (or is not a folder)")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {value}: its folder {str(folder)!r} cannot be written to")
     return path
@@ -571,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("--mark-baseline", default=None, metavar="NAME", help="mark an existing snapshot the baseline")
     sn.set_defaults(func=cmd_snapshot)
     ck = sub.add_parser("check", help="the regression gate: the systems now against a baseline snapshot, query by "
-                                      "query; exit 0 nothing regressed, 1 something did, 2 could not run; a drop "
+                                      "query; exit 0 nothing regressed, 1 something did, 2 could not decide; a drop "
                                       "beyond --max-drop that is not significant, or (labels judged in the app) a "
                                       "system whose top 10 is judged below 0.9, is flagged, exit 0 (1 with --strict)")
     common(ck)
