@@ -22,6 +22,7 @@ from .systems import label
 
 # XML 1.0 §2.2 Char: tab, LF, CR, U+0020–U+D7FF, U+E000–U+FFFD, U+10000–U+10FFFF; the rest cannot be written
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 terminal can print one: written as its escape
 DROPPED = "dropped, not significant — too few queries to tell"
 UNJUDGED = "not enough of its results judged"
 QUERY_WIDTH = 80  # characters of a query's text shown beside its id
@@ -132,6 +133,7 @@ def tally(result: CheckResult, strict: bool = False) -> str:
 
 
 def text_report(result: CheckResult, shown: int = 10, strict: bool = False) -> str:
+    """What the terminal shows; a lone surrogate (a name decoded from a file name's bytes) as ``\\uXXXX``."""
     snap = result.baseline
     lines = [f"baseline {snap.name!r} ({snap.dataset_name}, {snap.split}; max drop {result.max_drop:g} "
              f"{result.metric}, significance p < 0.05)"]
@@ -149,7 +151,7 @@ def text_report(result: CheckResult, shown: int = 10, strict: bool = False) -> s
                     right = m.now_top[rank] if rank < len(m.now_top) else ""
                     lines.append(f"      {rank + 1:>2}. {left:<32} {right}")
     lines.append(tally(result, strict))
-    return "\n".join(lines)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04X}", "\n".join(lines))  # a name from a file name's bytes
 
 
 def xml_text(value: str) -> str:

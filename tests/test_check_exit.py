@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrieval import snapshots
-from retrieval.check_report import junit_xml, markdown_summary, xml_text
+from retrieval.check_report import junit_xml, markdown_summary, text_report, xml_text
 from retrieval.cli import main
 from retrieval.evaluate import Evaluation, compare
 from retrieval.readers import load_dataset
@@ -217,8 +217,11 @@ def test_every_junit_file_parses_and_shows_the_names_whatever_they_hold(name, qu
         suite = ET.fromstring(junit_xml(result, strict=strict))
         assert suite.get("name") == xml_text(f"rankscope check against {name}")
         assert [c.get("name") for c in suite.iter("testcase")] == [xml_text(system), xml_text(query_id)]
-        shown = (suite.find("testcase/failure").text or "").replace("\r\n", "\n").replace("\r", "\n")
-        assert xml_text(query_id).replace("\r", "\n") in shown  # the parser reads CR as LF in text
+        def lf(value: str) -> str:  # a parser reads CR LF and CR as LF in an element's text (XML 1.0 §2.11)
+            return value.replace("\r\n", "\n").replace("\r", "\n")
+
+        assert lf(xml_text(query_id)) in (suite.find("testcase/failure").text or "")
+    text_report(result).encode("utf-8")  # a terminal can print it: no lone surrogate left
     md = markdown_summary(result).encode("utf-8", "backslashreplace").decode("utf-8")  # as the CLI writes it
     tokens = MarkdownIt("commonmark").enable("table").parse(md)
     assert md.startswith("### RankScope check: ❌ regression")
