@@ -392,7 +392,8 @@ def cmd_snapshot(args) -> int:
 
 def _output_path(value: str | None, flag: str) -> Path | None:
     """``--junit`` / ``--summary``'s file, checked before the work: not a folder, not a read-only file,
-    in a folder that exists and can be written to; else a ValueError naming it (exit 2)."""
+    in a folder that can be written to — made when missing, as a CI job's ``reports/`` often is (as
+    pytest's ``--junitxml`` does); else a ValueError naming it (exit 2)."""
     if value is None:
         return None
     path = Path(value)
@@ -401,8 +402,12 @@ def _output_path(value: str | None, flag: str) -> Path | None:
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{flag} {value}: the file is read-only")
     folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{flag} {value}: its folder {str(folder)!r} cannot be made ({err.strerror or err})") from None
     if not folder.is_dir():
-        raise ValueError(f"{flag} {value}: its folder {str(folder)!r} does not exist (or is not a folder)")
+        raise ValueError(f"{flag} {value}: {str(folder)!r} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {value}: its folder {str(folder)!r} cannot be written to")
     return path

@@ -89,11 +89,14 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_work(gate, tmp_p
     (tmp_path / "a-file").write_text("x")
     for flag in ("--junit", "--summary"):
         refused(run_check(gate, flag, str(tmp_path), capsys=capsys), f"{flag} {tmp_path}: is a folder, not a file")
-        missing = tmp_path / "no-such-folder" / "out.xml"
-        refused(run_check(gate, flag, str(missing), capsys=capsys), "no-such-folder' does not exist")
         under_a_file = tmp_path / "a-file" / "out.xml"
-        refused(run_check(gate, flag, str(under_a_file), capsys=capsys), "a-file' does not exist")
-    assert not (tmp_path / "no-such-folder").exists()
+        refused(run_check(gate, flag, str(under_a_file), capsys=capsys), "a-file' cannot be made")
+
+
+def test_a_missing_output_folder_is_made_as_a_ci_jobs_reports_folder_often_is(gate, tmp_path, capsys):
+    report = tmp_path / "reports" / "nested" / "check.xml"
+    code, out, err = run_check(gate, "--junit", str(report), capsys=capsys)
+    assert code == 0 and report.exists(), out + err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")

@@ -70,8 +70,7 @@ def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
     same = cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "BM25: ok: +0.0000" in same.stdout and "0 of 1 system(s) regressed" in same.stdout
-    junit, summary = tmp_path / "out" / "check.xml", tmp_path / "out" / "summary.md"
-    junit.parent.mkdir()  # the folder must exist: a missing one is refused, exit 2 (tests/test_check_exit.py)
+    junit, summary = tmp_path / "out" / "check.xml", tmp_path / "out" / "summary.md"  # out/ is made
     bad = cli("check", demo_copy, "--baseline", "before", *HARMFUL, "--junit", junit, "--summary", summary,
               "--store", store, tmp_path=tmp_path)
     assert bad.returncode == 1, bad.stdout + bad.stderr
