@@ -2,6 +2,8 @@
 on request), significance against BM25, per-query wins and losses, plots, and the compression table."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import gradio as gr
 
 from retrieval import Workspace
@@ -140,7 +142,21 @@ def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
             + [(name, path) for name, path in encoder_choices(registry, ws)[1:] if path != ws.model_name])
 
 
-def build(ctx: Context, tab: gr.Tab) -> SplitView:
+@dataclass
+class EvaluateView(SplitView):
+    """Evaluate's split picker and its results: a newly opened data set clears the results (they were
+    the last data set's), so they are never read as this one's, and opening the tab computes them."""
+
+    results: list = field(default_factory=list)  # note, table, wins, headline, glance
+
+    def outputs(self) -> list:
+        return [self.split, *self.results]
+
+    def refresh(self, ws: Workspace) -> tuple:
+        return (*super().refresh(ws), "", None, None, "", "")
+
+
+def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     ws = ctx.start
     with gr.Row():
         split = split_dropdown(ws)
@@ -212,4 +228,4 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
         [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
         api_visibility="private", **HEAVY)
-    return SplitView(split)
+    return EvaluateView(split, [note, table, wins, headline_, glance])
