@@ -53,7 +53,7 @@ from .names import file_name
 from .readers import load_dataset, read_run
 from .run import write_trec
 from .store import Store, default_store_path
-from .systems import BM25, DENSE, HYBRID, SYSTEMS, label
+from .systems import HYBRID, SYSTEMS, label
 from .tables import compared_pairs
 from .terminal import safe_output
 from .workspace import Workspace
@@ -314,13 +314,10 @@ def cmd_search(args) -> int:
 
 
 def cmd_failures(args) -> int:
-    from ui.present.figures import per_query_scatter, recall_curves
+    from ui.present.evaluation import report_parts
     from ui.present.report import write_gallery
-    from ui.present.tables import report_summary, segment_cells
 
     from .failures import failure_gallery
-    from .segments import segment_table
-    from .tables import comparisons, metrics_table, recall_at_ks, table_coverage, versus
 
     ds, ws = _open(args)
     split = ws.require_split(args.split or ds.default_split())
@@ -328,12 +325,7 @@ def cmd_failures(args) -> int:
     tuned = ws.with_model(args.tuned) if args.tuned else None
     gallery = failure_gallery(ws, split, tuned_ws=tuned)
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
-    figures = [recall_curves(recall_at_ks(workspaces, split), split),
-               per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
-    by_kind = {label(s): ws.evaluate(s, split) for s in (BM25, DENSE, HYBRID)}
-    summary = report_summary(metrics_table(workspaces, split), comparisons(workspaces, split),
-                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
-                             covered=table_coverage(workspaces, split)[0])
+    figures, summary = report_parts(ws, workspaces, split)
     path = write_gallery(gallery, args.html, figures, summary=summary)
     for category, count in gallery.counts.items():
         print(f"{category:<26}{count:>6}")

@@ -79,9 +79,11 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     base = entries[0][0]
     marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
-    depth = judged_pool_depth(entries, split)
+    judgments = _judgments(entries[0][1])
+    runs = _runs(entries, split) if _pooled(entries, split, judgments) else None  # read only where needed
+    depth = judged_pool_depth(entries, split, runs, judgments)
     if depth is not None:  # labels judged in the app: no mark where a system's top 10 is not judged enough
-        marks = gated_marks(marks, table_coverage(ws_by_label, split, systems, entries)[0], base)
+        marks = gated_marks(marks, table_coverage(ws_by_label, split, systems, entries, runs, judgments)[0], base)
     return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
              "queries": len(evals[name].per_query.get(PRIMARY, {})),
@@ -93,23 +95,37 @@ def _judgments(ws: Workspace) -> list[dict]:
     return ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
 
 
+def _runs(entries: list[Entry], split: str) -> dict:
+    """Each entry's run on the split, by label: read (and decoded) from the store once per table."""
+    return {name: w.run(s, split) for name, w, s in entries}
+
+
+def _pooled(entries: list[Entry], split: str, judgments: list[dict]) -> set[str]:
+    """The split's queries with a relevant label whose labels came from judging in the app."""
+    return from_judging(positive_qrels(entries[0][1].dataset.qrels[split]), judgments)
+
+
 def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                   entries: list[Entry] | None = None) -> tuple[dict[str, Coverage], int | None]:
+                   entries: list[Entry] | None = None, runs: dict | None = None,
+                   judgments: list[dict] | None = None) -> tuple[dict[str, Coverage], int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the split's labels
-    judged in the app were pooled to, None where none came from judging in the app)."""
+    judged in the app were pooled to, None where none came from judging in the app). ``runs`` and
+    ``judgments``: the entries' runs and the corpus's judgments where the caller has read them."""
     entries = entries or system_entries(ws_by_label, split, systems)
-    ws = entries[0][1]
-    runs = {name: w.run(s, split) for name, w, s in entries}
-    return coverages(runs, ws.dataset.qrels[split], _judgments(ws)), judged_pool_depth(entries, split)
+    runs = runs if runs is not None else _runs(entries, split)
+    judgments = judgments if judgments is not None else _judgments(entries[0][1])
+    return (coverages(runs, entries[0][1].dataset.qrels[split], judgments),
+            judged_pool_depth(entries, split, runs, judgments))
 
 
-def judged_pool_depth(entries: list[Entry], split: str) -> int | None:
+def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None,
+                      judgments: list[dict] | None = None) -> int | None:
     """``coverage.pool_depth`` of the split's queries judged in the app, over the entries' runs;
     None where no query's labels came from judging in the app."""
-    ws = entries[0][1]
-    qrels = ws.dataset.qrels[split]
-    pooled = from_judging(positive_qrels(qrels), _judgments(ws))
-    return pool_depth({name: w.run(s, split) for name, w, s in entries}, qrels, pooled) if pooled else None
+    pooled = _pooled(entries, split, judgments if judgments is not None else _judgments(entries[0][1]))
+    if not pooled:
+        return None
+    return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
 
 
 def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
@@ -119,6 +135,14 @@ def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, syste
     pairs (significant, the interval of B − A above 0) first, then by the size of the difference; each
     row's ``"verdict"`` (``coverage.Verdict``) says whether the judgments carry a verdict on it, and
     the pairs they do not come last."""
+    return covered_comparisons(ws_by_label, split, systems, metric, pairs)[0]
+
+
+def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                        metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None
+                        ) -> tuple[list[dict], dict[str, Coverage], int | None]:
+    """``comparisons`` with what they were gated on: each system's ``Coverage`` and the judged pool's
+    depth (``table_coverage``), the runs and judgments read once for all three."""
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     for pair in pairs or []:
@@ -126,14 +150,14 @@ def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, syste
         if missing:
             raise KeyError(f"no system labelled {missing[0]!r} on this split")
     rows = compared_pairs(evals, metric, pairs)
-    covered, _ = table_coverage(ws_by_label, split, systems, entries)
-    runs = {name: ws.run(s, split) for name, ws, s in entries}
+    runs, judgments = _runs(entries, split), _judgments(entries[0][1])
+    covered, depth = table_coverage(ws_by_label, split, systems, entries, runs, judgments)
     qrels = positive_qrels(entries[0][1].dataset.qrels[split])
-    basis = {q: qrels[q] for q in from_judging(qrels, _judgments(entries[0][1]))} or qrels
+    basis = {q: qrels[q] for q in from_judging(qrels, judgments)} or qrels
     cond = {name: condensed_ndcg(run, basis) for name, run in runs.items()}
     for r in rows:
         r["verdict"] = judged_verdict(r["a"], r["b"], r["comparison"], covered, runs, basis, cond)
-    return sorted(rows, key=lambda r: not r["verdict"].may_conclude)  # stable: the order above otherwise
+    return sorted(rows, key=lambda r: not r["verdict"].may_conclude), covered, depth  # stable: the order above
 
 
 @dataclass(frozen=True)

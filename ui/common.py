@@ -14,7 +14,7 @@ from retrieval.history import trained_encoders
 from retrieval.lookup import identifier_lookups
 from retrieval.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
-from retrieval.tables import comparisons, metrics_table, table_coverage
+from retrieval.tables import covered_comparisons, metrics_table
 
 from . import texts
 from .data import waiting_note
@@ -107,10 +107,11 @@ def conclusions_note(ws: Workspace | dict[str, Workspace], split: str, systems=B
     table lets one conclude, the separable pairs first; on labels judged in the app a pair whose
     systems' top 10 is not judged enough gets no verdict (``coverage.verdict``), and each system's
     judged@10 is shown beside."""
-    lines = conclusion_lines(comparisons(ws, split, systems, metric))
+    compared, covered, _ = covered_comparisons(ws, split, systems, metric)
+    lines = conclusion_lines(compared)
     if not lines:
         return ""
-    covered = coverage_line(table_coverage(ws, split, systems)[0])
+    covered = coverage_line(covered)
     return (f"**What the table lets you conclude** ({text(metric)}, Δ with its 95% interval, paired permutation "
             "test):\n\n" + "\n".join(f"- {text(line)}" for line in lines) + (f"\n\n{text(covered)}" if covered else ""))
 

@@ -10,17 +10,8 @@ from retrieval import Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
 from retrieval.segments import MIN_QUERIES, segment_table
-from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
-from retrieval.tables import (
-    RECALL_KS,
-    comparisons,
-    headline,
-    metrics_table,
-    per_query_table,
-    recall_at_ks,
-    table_coverage,
-    versus,
-)
+from retrieval.systems import BASE_SYSTEMS, DENSE, label
+from retrieval.tables import covered_comparisons, headline, metrics_table, per_query_table
 
 from . import texts
 from .common import (
@@ -37,8 +28,9 @@ from .common import (
 from .data import warnings
 from .notify import refuse
 from .pools import HEAVY, LIGHT
-from .present.figures import lambda_sweep, per_query_scatter, recall_curves
-from .present.tables import glance_html, headline_text, rounded, segment_cells, shortfall_text
+from .present.evaluation import comparison_figures
+from .present.figures import lambda_sweep
+from .present.tables import glance_html, headline_text, rounded, segment_cells
 from .registry import Context, Registry
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
@@ -85,8 +77,7 @@ def summary(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, s
     try:
         shown = comparison_workspaces(ws, _ready(ws, extras))
         rows = metrics_table(shown, split, systems, metrics=VIEW_METRICS)
-        compared = comparisons(shown, split, systems)
-        covered, _ = table_coverage(shown, split, systems)
+        compared, covered, _ = covered_comparisons(shown, split, systems)
     except (ValueError, OSError) as err:
         raise refuse(err) from err
     return (headline_text(headline(rows, compared), covered, split, texts.METRIC_NAMES),
@@ -97,17 +88,9 @@ def plots(ws: Workspace, split: str, extras: list[str] | None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    shown = comparison_workspaces(ws, _ready(ws, extras))
-    systems = shown_systems(ws)
-    _, depth = table_coverage(shown, split, systems)  # labels judged in the app: recall stops at their pool's depth
-    ks = tuple(k for k in RECALL_KS if depth is None or k <= max(depth, 1))
-    curves = recall_curves(recall_at_ks(shown, split, systems, ks=ks), split, ks, judged_depth=depth)
+    scatter, curves = comparison_figures(ws, comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws))
     if ws.pending((DENSE,)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
-    pair = comparisons(ws, split, (BM25, DENSE), pairs=[(label(BM25), label(DENSE))])[0]
-    held = pair["verdict"] if pair.get("verdict") is not None and not pair["verdict"].may_conclude else None
-    scatter = per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries,
-                                held_back=shortfall_text(held) if held else None)
     return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
 
 

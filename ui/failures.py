@@ -12,18 +12,16 @@ from retrieval import Workspace
 from retrieval.failures import Gallery, failure_gallery
 from retrieval.history import trained_encoders
 from retrieval.names import file_name
-from retrieval.segments import segment_table
-from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
-from retrieval.tables import comparisons, metrics_table, recall_at_ks, table_coverage, versus
+from retrieval.systems import label
 
 from . import texts
 from .common import SplitView, require_dense, split_dropdown
 from .exports import export_folder
 from .notify import refuse
 from .pools import HEAVY, LIGHT
-from .present.figures import counts_figure, per_query_scatter, recall_curves
+from .present.evaluation import report_parts
+from .present.figures import counts_figure
 from .present.report import gallery_fragment, write_gallery
-from .present.tables import report_summary, segment_cells
 from .present.vocabulary import category_label
 from .registry import Context, Registry
 
@@ -78,12 +76,7 @@ def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None =
     """The gallery with its plots as one HTML file that opens offline; returns its path."""
     found = gallery(ws, split, tuned, pair)
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
-    figures = [recall_curves(recall_at_ks(workspaces, split), split),
-               per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries)]
-    by_kind = {label(s): ws.evaluate(s, split) for s in BASE_SYSTEMS}
-    summary = report_summary(metrics_table(workspaces, split), comparisons(workspaces, split),
-                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
-                             covered=table_coverage(workspaces, split)[0])
+    figures, summary = report_parts(ws, workspaces, split)
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
     return str(write_gallery(found, export_folder() / name, figures, summary=summary))
 

@@ -41,7 +41,7 @@ from retrieval.names import file_name
 from retrieval.readers import judgments as judgment_files
 from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
-from retrieval.settling import judged_at_10, standings
+from retrieval.settling import standings
 from retrieval.store import cache_key
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
 
@@ -352,7 +352,8 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
             f"sample, each system's top {k}; unjudged documents count as not relevant; a verdict needs "
             f"each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
     lines = [head, ""]
-    coverage = judged_at_10(tens, judged)
+    measured = {c.system: c for r in rows if r.verdict is not None for c in r.verdict.coverage if c is not None}
+    coverage = {name: measured[name] for name in runs if name in measured}  # what the gate read, in table order
     left = len(ids - set(judged))  # the sample's queries not judged yet: what more judging can still add
     for r in rows:
         line = conclusion(r.a, r.b, r.comparison)
@@ -375,7 +376,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                          "queries) if the difference holds")
     lines += ["", "Judged@10 (the share of each system's top 10 on these queries that has a grade; unjudged "
                   "documents count as not relevant): "
-              + ", ".join(f"{esc(name)} {share:.0%} {_percent(iv)}" for name, (share, iv) in coverage.items())]
+              + ", ".join(f"{esc(name)} {c.judged:.0%} {_percent(c.interval)}" for name, c in coverage.items())]
     return "\n".join(lines)
 
 

@@ -1,0 +1,40 @@
+"""Evaluation as Evaluate and the offline report draw it: the BM25-vs-dense scatter and the Recall@k
+curves, saying no more than the table (on labels judged in the app, no Δ and p for a pair the
+coverage gate holds back, no recall past the judged pool's depth), and the report's systems section."""
+from __future__ import annotations
+
+from retrieval.segments import segment_table
+from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
+from retrieval.tables import RECALL_KS, covered_comparisons, metrics_table, recall_at_ks, versus
+
+from .figures import per_query_scatter, recall_curves
+from .tables import report_summary, segment_cells, shortfall_text
+
+
+def comparison_figures(ws, workspaces, split: str, systems=BASE_SYSTEMS, compared=None):
+    """(the BM25-vs-dense per-query scatter, None where dense is not among ``systems``; the Recall@k
+    curves of ``systems`` in every workspace of ``workspaces``). ``compared``: ``covered_comparisons``
+    of the same, where the caller has them."""
+    rows, _, depth = compared or covered_comparisons(workspaces, split, systems)
+    ks = tuple(k for k in RECALL_KS if depth is None or k <= max(depth, 1))
+    curves = recall_curves(recall_at_ks(workspaces, split, systems, ks=ks), split, ks, judged_depth=depth)
+    pair = next((r for r in rows if {r["a"], r["b"]} == {label(BM25), label(DENSE)}), None)
+    if pair is None:
+        return None, curves
+    held = pair["verdict"] if not pair["verdict"].may_conclude else None
+    scatter = per_query_scatter(*versus(ws, split), label(BM25), label(DENSE), query_text=ws.dataset.queries,
+                                held_back=shortfall_text(held) if held else None)
+    return scatter, curves
+
+
+def report_parts(ws, workspaces, split: str, systems=BASE_SYSTEMS):
+    """The offline report's figures (Recall@k curves, then the scatter) and its systems section
+    (``report_summary``: the metrics table, the comparisons gated on coverage with judged@10 beside,
+    nDCG@10 by kind of query), for the app's export and the CLI's ``failures --html`` alike."""
+    compared = covered_comparisons(workspaces, split, systems)
+    scatter, curves = comparison_figures(ws, workspaces, split, systems, compared)
+    by_kind = {label(s): ws.evaluate(s, split) for s in systems}
+    summary = report_summary(metrics_table(workspaces, split, systems), compared[0],
+                             segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
+                             covered=compared[1])
+    return [f for f in (curves, scatter) if f is not None], summary
