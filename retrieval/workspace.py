@@ -24,7 +24,7 @@ from .errors import UnknownSplit
 from .evaluate import Evaluation, evaluate_run, scores_from_run
 from .lambdas import LambdaChoice, LambdaFit
 from .lexical import BM25Index
-from .metrics import EVALUATED
+from .metrics import CONDENSED_DEPTH, EVALUATED
 from .progress import Progress, counting
 from .readers.runs import ImportedRun, match_dataset
 from .run import Run
@@ -317,7 +317,8 @@ class Workspace:
     def evaluate(self, system: str, split: str) -> Evaluation:
         self.require_split(split)
         params = self.system_params(system, split)
-        key = self._key("eval:" + system, {**params, "metrics": EVALUATED}, split, EVAL_DEPTH)
+        measured = {"metrics": EVALUATED, "condensed_depth": CONDENSED_DEPTH}  # nDCG'@10 reads that deep
+        key = self._key("eval:" + system, {**params, **measured}, split, EVAL_DEPTH)
         if self.store is not None:
             cached = self.store.get_metrics(key)
             if cached is not None:

@@ -256,3 +256,20 @@ def test_the_condensed_ndcg_is_a_column_of_every_metrics_table(toy_ws, store, ti
     cond = {c.system: c.condensed for c in coverages({s: ws.run(s, "test") for s in (BM25, DENSE)},
                                                       ds.qrels["test"], store.judgments(ds.corpus_hash)).values()}
     assert ws.evaluate(DENSE, "test").mean[NDCG_CONDENSED] == pytest.approx(cond[DENSE])
+
+
+def test_the_stored_evaluation_is_keyed_by_the_condensed_depth(toy_ws, store, tiny_encoder, monkeypatch):
+    """nDCG'@10 depends on how deep the list is condensed: another depth is another stored evaluation."""
+    import retrieval.evaluate
+    import retrieval.workspace
+
+    ds = judged_in_app(toy_ws.dataset, store, toy_ws)
+    ws = Workspace(ds, store, model=tiny_encoder)
+    deep = ws.evaluate(DENSE, "test").per_query[NDCG_CONDENSED]
+    again = Workspace(ds, store, model=tiny_encoder)
+    monkeypatch.setattr(again, "run", lambda *a, **k: pytest.fail("the depth-100 evaluation was not kept"))
+    assert again.evaluate(DENSE, "test").per_query[NDCG_CONDENSED] == deep  # the same depth: read back
+    for module in (retrieval.evaluate, retrieval.workspace):
+        monkeypatch.setattr(module, "CONDENSED_DEPTH", 1)
+    shallow = Workspace(ds, store, model=tiny_encoder).evaluate(DENSE, "test").per_query[NDCG_CONDENSED]
+    assert shallow != deep  # not the deeper value read back from the store
