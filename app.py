@@ -1,11 +1,15 @@
 """RankScope — the Gradio app's entry point.
 
-    python app.py [--data PATH] [--model ID_OR_FOLDER] [--store FILE] [--engine SPEC] [--host H] [--port P]
+    python app.py [--data PATH] [--model ID_OR_FOLDER] [--store FILE] [--engine SPEC] [--shared] [--host H] [--port P]
 
 Opens the bundled demo corpus (already indexed at start-up) unless ``--data`` names another data
 set. BM25 is built before the page opens; a corpus whose encoding takes longer than a few seconds
 goes on encoding in the background, and the page shows how far it is. The views live in ``ui/``
 (one module per tab, assembled by ``ui.shell``); the named API endpoints are listed in the README.
+
+A shared deployment (``--shared``, or on Hugging Face Spaces, ``SPACE_ID`` set: ``shared``) keeps
+the query sets and snapshots made in a browser session that session's until it publishes them
+(``retrieval.owners``); elsewhere they are everyone's who opens the corpus.
 """
 from __future__ import annotations
 
@@ -17,9 +21,10 @@ from pathlib import Path
 from retrieval import Store, load_dataset
 from retrieval.encoder import PRECISIONS
 from retrieval.engines import open_engine
-from retrieval.model_policy import ModelPolicy
+from retrieval.model_policy import ModelPolicy, on_spaces
 from retrieval.terminal import terminal_safe
 from training.job import JobQueue
+from ui.boundary import guard
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
 from ui.registry import FOREGROUND_S, Limits, Registry
@@ -33,12 +38,13 @@ MAX_UPLOAD = os.environ.get("RANKSCOPE_MAX_UPLOAD", "200mb")
 def create(data: str | Path | None = None, model: str | None = None, store_path: str | None = None,
            language: str = "auto", precision: str = "auto", foreground_s: float | None = FOREGROUND_S,
            engine: str | None = None, allow_models: tuple[str, ...] = (), trust_clients: bool = False,
-           limits: Limits | None = None, allow_insecure_token: bool = False):
+           limits: Limits | None = None, allow_insecure_token: bool = False, shared: bool = False):
     """Open the store, the index engine (``retrieval.engines``: in-process unless ``engine`` names
     Milvus) and the starting data set, and build the Blocks (used by main and tests); encoding that
     takes longer than ``foreground_s`` goes on in the background. Clients may switch to the
     encoders ``ModelPolicy`` offers: the base, the bundled one, those trained here and
-    ``allow_models`` (any, with ``trust_clients``, except on Hugging Face Spaces)."""
+    ``allow_models`` (any, with ``trust_clients``, except on Hugging Face Spaces). ``shared`` (always on
+    Spaces: ``is_shared``): query sets and snapshots are their browser session's until published."""
     store = Store(store_path) if store_path else Store()
     index_engine = open_engine(engine, allow_insecure_token=allow_insecure_token)
     if index_engine.where:
@@ -48,7 +54,7 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
         print("--trust-clients is ignored on Hugging Face Spaces: clients choose among the offered encoders",
               file=sys.stderr)
     registry = Registry(store, model, language=language, precision=precision, foreground_s=foreground_s,
-                        engine=index_engine, limits=limits, policy=policy)
+                        engine=index_engine, limits=limits, policy=policy, shared=is_shared(shared))
     def report(fraction: float, what: str) -> None:
         print(f"\r{what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
@@ -60,7 +66,12 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     if status is not None and status.state in ("encoding", "indexing"):
         print(f"\nencoding goes on in the background ({status.done:,} of {status.total:,} documents done): "
               "BM25 answers at once, dense and the hybrids join when it is done", file=sys.stderr, flush=True)
-    return build_app(registry, key, JobQueue(store)), registry
+    return guard(build_app(registry, key, JobQueue(store))), registry
+
+
+def is_shared(flag: bool = False) -> bool:
+    """Whether this deployment is shared by strangers: ``--shared``, or on Hugging Face Spaces."""
+    return bool(flag) or on_spaces()
 
 
 def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> dict:
@@ -100,6 +111,10 @@ def main(argv=None) -> None:
                    "$RANKSCOPE_MEMORY_BUDGET_MB or 4096)")
     p.add_argument("--allow-insecure-token", action="store_true",
                    help="send $RANKSCOPE_MILVUS_TOKEN over plain milvus:// (unencrypted); refused otherwise")
+    p.add_argument("--shared", action="store_true",
+                   help="a deployment strangers share (always so on Hugging Face Spaces, SPACE_ID set): the query "
+                   "sets and snapshots a browser session makes are its own until it publishes them, and only their "
+                   "maker can remove them")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = p.parse_args(argv)
@@ -107,7 +122,7 @@ def main(argv=None) -> None:
     try:
         app, registry = create(args.data, args.model, args.store, args.language, args.precision, engine=args.engine,
                                allow_models=tuple(args.allow_model), trust_clients=args.trust_clients, limits=limits,
-                               allow_insecure_token=args.allow_insecure_token)
+                               allow_insecure_token=args.allow_insecure_token, shared=args.shared)
     except ValueError as err:  # a bad data set, store or engine: the message, not a traceback
         sys.exit(f"error: {terminal_safe(str(err))}")
     app.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
