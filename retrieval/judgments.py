@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median_low
 
 from .dataset import Qrels
-from .names import check_name
+from .names import check_name, check_new_name
 from .readers.records import require_id
 from .run import Run, ranks
 
@@ -57,10 +59,31 @@ def parse_grade(value: object) -> int:
     return int(number)
 
 
-def check_judge(name: object) -> str:
-    """A judge's name, stripped: not empty, at most ``names.NAME_LIMIT`` characters, no control or
-    invisible character (a ValueError in one line otherwise)."""
-    return check_name(name, "judge's name")
+def check_judge(name: object, existing: Iterable[str] = ()) -> str:
+    """A judge's name, NFC and stripped: not empty, at most ``names.NAME_LIMIT`` characters, no
+    control or invisible character, noncharacter or lone surrogate; with ``existing`` (the judges
+    the corpus has), not one that looks like one of them without being it (``names.check_new_name``:
+    ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
+    return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
+
+
+_KNOWN_JUDGES: "weakref.WeakKeyDictionary[object, set[tuple[str, str]]]" = weakref.WeakKeyDictionary()
+_KNOWN_LOCK = threading.Lock()
+
+
+def store_judge(store, corpus: str, name: object) -> str:
+    """``check_judge`` against the judges ``store`` holds for ``corpus`` (``Store.judges``). A name that
+    passed once is remembered for the store and corpus (later names are held against it, not it against
+    them), so a judge grading pair after pair is checked once, not once a grade."""
+    name = check_judge(name)
+    with _KNOWN_LOCK:
+        known = _KNOWN_JUDGES.setdefault(store, set())
+        if (corpus, name) in known:
+            return name
+    name = check_judge(name, store.judges(corpus))
+    with _KNOWN_LOCK:
+        known.add((corpus, name))
+    return name
 
 
 def check_depth(value: object) -> int:
@@ -483,18 +506,33 @@ def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec", split: str = 
     ``"trec"``: ``path`` is the file, one ``qid 0 docid grade`` line per label (trec_eval's
     format). ``"beir"``: ``path`` is a BEIR data set folder, written to ``qrels/<split>.tsv`` under
     it with the ``query-id<TAB>corpus-id<TAB>score`` header. Lines are sorted by query id, then
-    document id. An empty id or one holding whitespace is refused (a ``ValueError`` naming it)
-    before anything is written: neither format could hold it.
+    document id. Ids go through the boundary every id enters by (``readers.records.require_id``):
+    an empty id or one holding whitespace, a control or invisible character, a noncharacter or a
+    lone surrogate is refused (a ``ValueError`` naming it) before anything is written, as is a split
+    name that is not one plain word (it names the file); an id is written in its NFC form.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown qrels format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if fmt == "beir":
+        split = check_name(split, "split name", spaces=False)
+        if any(c in split for c in "/\\:") or split.startswith("."):
+            raise ValueError(f"a split name names a file: it cannot start with '.' or hold '/', '\\' or ':', "
+                             f"not {split[:80]!r}")
     path = Path(path) / "qrels" / f"{split}.tsv" if fmt == "beir" else Path(path)
-    rows = sorted((qid, doc, int(grade)) for qid, docs in qrels.items() for doc, grade in docs.items())
-    for qid, doc, _ in rows:
-        for ident, what in ((qid, "query id"), (doc, "document id")):
-            if not ident:
-                raise ValueError(f"{path}: an empty {what} cannot be written")
-            require_id(ident, what, str(path))
+    written: dict[tuple[str, str], int] = {}
+    for qid, docs in qrels.items():
+        for doc, grade in docs.items():
+            ids = []
+            for ident, what in ((qid, "query id"), (doc, "document id")):
+                if not isinstance(ident, str) or not ident:
+                    raise ValueError(f"{path}: an empty {what} cannot be written")
+                ids.append(require_id(ident, what, str(path)))
+            pair = (ids[0], ids[1])
+            if pair in written and written[pair] != int(grade):
+                raise ValueError(f"{path}: query {qid[:80]!r} and document {doc[:80]!r} are one pair in NFC with "
+                                 "another of a different grade")
+            written[pair] = int(grade)
+    rows = sorted((qid, doc, grade) for (qid, doc), grade in written.items())
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         if fmt == "beir":

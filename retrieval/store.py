@@ -332,6 +332,13 @@ class Store:
         with self._lock:
             return list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
 
+    def judges(self, corpus: str) -> list[str]:
+        """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
+        ``names.check_new_name``)."""
+        with self._lock:
+            return [r[0] for r in self.db.execute("select distinct judge from judgments where corpus = ? "
+                                                  "order by judge", [corpus]).fetchall()]
+
     def delete_judgment(self, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
         """Remove one judge's grade of a pair (undo); True when there was one."""
         with self._lock, self.db.conn:

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from ..dataset import Dataset, Document, Qrels
 from ..errors import DataError, LoadReport
-from ..names import check_name, display_name
+from ..names import check_name, describe_char, display_name, hidden_char, normal_id
 from ..progress import Progress
 from .decode import PathLike, Text, count, decode, read_file, suffix, verb_for
 from .documents import read_docs
@@ -50,16 +50,20 @@ class _Parts:
             raise DataError("no documents left to load (every document has empty text)"
                             if self.skipped_docs else "no documents found", self.display)
         qrels: dict[str, Qrels] = {}
+        seen: set[str] = set()
         for split in sorted(self.qrels, key=split_key):
             display, labels = self.qrels[split]
             try:
-                check_name(split, "split name (the labels file's name)")
+                name_of_split = check_name(split, "split name (the labels file's name)")
             except ValueError as err:
                 raise DataError(str(err), display) from None
-            kept = attach_qrels(split, display, labels, self.docs, self.skipped_docs,
+            if name_of_split in seen:  # two file names that differ only by their normalization
+                raise DataError(f"two qrels files for split {name_of_split!r}", display)
+            seen.add(name_of_split)
+            kept = attach_qrels(name_of_split, display, labels, self.docs, self.skipped_docs,
                                 self.queries, self.skipped_queries, report)
             if kept:
-                qrels[split] = kept
+                qrels[name_of_split] = kept
         return Dataset(name=display_name(name), docs=self.docs, queries=self.queries, qrels=qrels,
                        report=report, query_fields=self.query_fields)
 
@@ -98,7 +102,7 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
             disp = tree.display_of(f)
             data = tree.read(f)
             body = decode(data, disp).strip() if data.strip() else ""
-            ident = f[: -len(PurePosixPath(f).suffix)]
+            ident = _tree_id(f[: -len(PurePosixPath(f).suffix)], disp)
             sink.display = disp
             sink.add(ident, None, Document(ident, PurePosixPath(f).stem, body), not body)
         sink.display = tree.display
@@ -112,6 +116,17 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
         return _Parts(*read_docs(tree.text(f, progress), f, report), tree.display_of(f))
     shown = (", ".join(files[:8]) + (", ..." if len(files) > 8 else "")) if files else "no files"
     raise DataError(f"no corpus found: expected {EXPECTED}; found {shown}", tree.display)
+
+
+def _tree_id(ident: str, display: str) -> str:
+    """A .txt file's path (without ``.txt``) as its document's id, NFC as every id is
+    (``names.normal_id``); a file name holding a control or invisible character, a noncharacter or
+    a lone surrogate (a name on disk that is not UTF-8) is refused. Whitespace is kept: file names
+    have it (such an id cannot be exported to a TREC file, which says so then)."""
+    c = hidden_char(ident)
+    if c is not None:
+        raise DataError(f"a file name holding {describe_char(c)} cannot be a document id; rename the file", display)
+    return normal_id(ident)
 
 
 def _is_zip(path: Path) -> bool:

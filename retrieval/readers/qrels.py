@@ -85,8 +85,7 @@ def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
         qid, docid = qid.strip(), docid.strip()
         if not qid or not docid:
             raise DataError("empty query id or document id", display, lineno)
-        require_id(qid, "query id", display, lineno)
-        require_id(docid, "document id", display, lineno)
+        qid, docid = require_id(qid, "query id", display, lineno), require_id(docid, "document id", display, lineno)
         rel = _label(score.strip(), display, lineno)
         row = qrels.get(qid)
         if row is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DataError, LoadReport
+from ..names import shown
 from .decode import Text, suffix
 from .records import (
     EXAMPLES,
@@ -27,7 +28,9 @@ from .records import (
     id_value,
     jsonl_id_text,
     not_qrels,
+    surrogate_problem,
     table_rows,
+    whole_text,
 )
 
 FIELD_CHARS = 100
@@ -47,7 +50,11 @@ def _scalar_fields(obj: dict) -> dict[str, str]:
 
 
 def stable_query_id(text: str) -> str:
-    """``q-`` and the first 10 hex digits of the SHA-256 of the whitespace-normalized text."""
+    """``q-`` and the first 10 hex digits of the SHA-256 of the whitespace-normalized text; a
+    ValueError in one line for a text holding a lone surrogate (which UTF-8 cannot encode)."""
+    problem = surrogate_problem(text)
+    if problem:
+        raise ValueError(f"query {shown(text)} {problem}")
     return "q-" + hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:10]
 
 
@@ -128,6 +135,9 @@ def read_queries(text: Text, filename: str, report: LoadReport
         for lineno, obj, ident, qtext in jsonl_id_text(text, QUERY_TEXT_COLUMNS):
             sink.add(ident, lineno, qtext, not qtext.strip())
             values = _scalar_fields(obj)
+            for key, value in values.items():
+                whole_text(key, f"field name {shown(key)}", display, lineno)
+                whole_text(value, f"field {shown(key)}", display, lineno)
             if values and qtext.strip():
                 fields[ident] = values
     elif kind in (".csv", ".tsv"):

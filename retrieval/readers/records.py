@@ -1,18 +1,21 @@
 """Records: JSONL objects and CSV/TSV rows, each with the line it starts on, and their fields.
 
-Checks ids and texts (an id holding whitespace, a control or an invisible character is refused:
-``require_id``, after ``names.id_problem``), tells relevance labels given in place of documents or
-queries apart, and collects id/text records in a :class:`RecordSink`, which rejects duplicate ids
-and skips (with a warning) records whose text is empty.
+Checks ids and texts: an id holding whitespace, a control or an invisible character, a noncharacter
+or a lone surrogate is refused, and one not in NFC normalized (``require_id``, after
+``names.id_problem`` and ``names.normal_id``); a text holding a lone surrogate is refused
+(``whole_text``). Tells relevance labels given in place of documents or queries apart, and collects
+id/text records in a :class:`RecordSink`, which rejects duplicate ids and skips (with a warning)
+records whose text is empty.
 """
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 
 from ..errors import DataError, LoadReport
-from ..names import id_problem
+from ..names import describe_char, id_problem, normal_id, shown
 from .decode import Text
 
 DOC_ID_COLUMNS = ("_id", "id", "doc_id", "docid")
@@ -114,27 +117,54 @@ def id_value(value: object, field: str, display: str, lineno: int) -> str:
 
 
 def require_id(ident: str, what: str, display: str | None, lineno: int | None = None) -> str:
-    """``ident`` itself, or a DataError naming the file and line when it cannot be an id
-    (``names.id_problem``): whitespace (TREC run and qrels files separate their columns by it, so
-    such an id could not be exported or read back), a control character or an invisible one."""
+    """``ident`` as ids are kept (``names.normal_id``: its NFC form), or a DataError naming the
+    file and line when it cannot be an id (``names.id_problem``): whitespace (TREC run and qrels
+    files separate their columns by it, so such an id could not be exported or read back), a
+    control character or an invisible one, a noncharacter, a lone surrogate."""
+    if _PLAIN_ID(ident):
+        return ident
     problem = id_problem(ident)
     if problem:
-        raise DataError(f"{what} {_shown(ident)} {problem}", display, lineno)
-    return ident
+        raise DataError(f"{what} {shown(ident)} {problem}", display, lineno)
+    return normal_id(ident)
 
 
-def _shown(ident: str, limit: int = 80) -> str:
-    """An id quoted for a message: hidden characters escaped, cut at ``limit`` characters."""
-    return repr(ident if len(ident) <= limit else ident[:limit] + "…")
+_PLAIN_ID = re.compile(r"[!-~]+").fullmatch  # visible ASCII: an id as it is, nothing to check
 
 
 def text_value(value: object, field: str, display: str, lineno: int) -> str:
-    """A text field as a string (a missing or null one is empty)."""
+    """A text field as a string (a missing or null one is empty). A lone surrogate (JSON's
+    ``"\\ud800"``: half of a character cut in two) is refused, naming the field, file and line:
+    no UTF-8 file, page or terminal can hold it."""
     if value is None:
         return ""
     if not isinstance(value, str):
         raise DataError(f"field '{field}' must be a string", display, lineno)
+    return whole_text(value, f"field {shown(field)}", display, lineno)
+
+
+def whole_text(value: str, what: str, display: str | None, lineno: int | None = None) -> str:
+    """``value`` itself, or a DataError naming ``what``, the file and the line when it holds a lone
+    surrogate (``surrogate_problem``)."""
+    problem = surrogate_problem(value)
+    if problem:
+        raise DataError(f"{what} {problem}", display, lineno)
     return value
+
+
+def surrogate_problem(value: str) -> str | None:
+    """Where ``value`` holds a lone surrogate (JSON's ``"\\ud800"``: half of a character cut in
+    two, which no UTF-8 file, page or terminal can hold), or None."""
+    if value.isascii():
+        return None
+    bad = _SURROGATE(value)
+    if bad is None:
+        return None
+    return (f"holds {describe_char(bad.group())} at character {bad.start() + 1:,}, half of a character that no "
+            "UTF-8 text can hold")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]").search
 
 
 class RecordSink:

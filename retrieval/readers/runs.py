@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..dataset import Dataset
 from ..errors import DataError, LoadReport
-from ..names import check_name
+from ..names import check_name, shown
 from ..run import Run
 from .decode import PathLike, Text, count, verb_for
 from .records import EXAMPLES, require_id
@@ -137,10 +137,10 @@ def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
             hint = " (is the score missing?)" if len(parts) == 5 else ""
             raise DataError(f"expected 6 columns ({TREC_COLUMNS}), found {len(parts)}{hint}", display, lineno)
         qid, _, doc, rank, score, tag = parts
-        require_id(qid, "query id", display, lineno)
-        require_id(doc, "document id", display, lineno)
+        qid, doc = require_id(qid, "query id", display, lineno), require_id(doc, "document id", display, lineno)
+        tag = require_id(tag, "tag", display, lineno)
         if tag not in tags:
-            tags.append(require_id(tag, "tag", display, lineno))
+            tags.append(tag)
         entry = (_number(score, "score", display, lineno), _number(rank, "rank", display, lineno))
         _add(parsed, qid, doc, entry, f"'{doc}' for query '{qid}' on line {lineno}")
     if len(tags) > 1:
@@ -173,14 +173,14 @@ def _parse_json(text: str, display: str, path: Path) -> _Parsed:
     parsed = _Parsed({}, name=path.stem)
     seen: set[str] = set()
     for qid, docs in obj:
-        _json_id(qid, "query id", display)
+        qid = _json_id(qid, "query id", display)
         if qid in seen:
             raise DataError(f"query '{qid}' is listed twice in the JSON object; a run lists each query once", display)
         seen.add(qid)
         if not isinstance(docs, _Pairs):
             raise DataError(f"query '{qid}': expected an object {{document id: score}}, found {_kind(docs)}", display)
         for doc, score in docs:
-            _json_id(doc, f"query '{qid}': document id", display)
+            doc = _json_id(doc, f"query {shown(qid)}: document id", display)
             _add(parsed, qid, doc, (_json_score(score, f"query '{qid}': the score of document '{doc}'", display), 0.0),
                  f"'{doc}' for query '{qid}'")
     return parsed
@@ -200,10 +200,10 @@ def _json_score(score: object, what: str, display: str) -> float:
     return value
 
 
-def _json_id(ident: str, what: str, display: str) -> None:
+def _json_id(ident: str, what: str, display: str) -> str:
     if not ident.strip():
         raise DataError(f"{what} is empty", display)
-    require_id(ident, what, display)
+    return require_id(ident, what, display)
 
 
 def _add(parsed: _Parsed, qid: str, doc: str, entry: tuple[float, float], where: str) -> None:
