@@ -269,7 +269,7 @@ def cmd_judges(args) -> int:
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())
     if args.import_file:  # every row checked before any is stored
-        found = judgment_files.read(args.import_file, ds, args.judge)
+        found = judgment_files.read(args.import_file, ds, args.judge, existing=store.judges(ds.corpus_hash))
         stored = store.put_judgments(ds.corpus_hash,
                                      [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
         print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}: "

@@ -53,6 +53,32 @@ class Sample:
         self.drawn = self.drawn or self.size
 
 
+MAX_SEED = 2**63 - 1  # the store keeps a sample's seed as SQLite's signed 64-bit integer
+
+
+def check_seed(value: object) -> int:
+    """A sample's seed: a whole number from 0 to ``MAX_SEED`` (None or blank: 0), as an integer, an
+    integral float or their text; a ValueError in one line naming the range otherwise (a negative,
+    fractional, NaN, infinite or larger seed, a boolean)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 0
+    number = value
+    if isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_SEED:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ValueError(f"a sample's seed is a whole number from 0 to {MAX_SEED:,} (2^63 − 1), not {shown}")
+    return number
+
+
 def default_method(dataset: Dataset) -> str:
     """``all`` for up to ``ALL_UP_TO`` queries, else ``random``."""
     return "all" if len(dataset.queries) <= ALL_UP_TO else "random"

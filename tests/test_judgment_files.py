@@ -145,11 +145,12 @@ def test_any_judgments_survive_their_export_exactly(qids, texts, docs, judges, d
     from pathlib import Path
 
     from retrieval.judgments import check_judge
-    from retrieval.names import id_problem
+    from retrieval.names import confusable_with, id_problem
 
     qids = [q for q in qids if id_problem(q) is None]
     docs = [d for d in docs if id_problem(d) is None]
     judges = [j for j in judges if check_judge(j) == j]
+    judges = [j for i, j in enumerate(judges) if confusable_with(j, judges[:i]) is None]  # lookalikes: refused
     if not (qids and docs and judges):
         return
     dataset = Dataset("hostile", {d: Document(d, "", "text") for d in docs}, dict(zip(qids, texts)))

@@ -24,7 +24,6 @@ from retrieval.judgments import (
     MERGE_RULES,
     Queue,
     check_depth,
-    check_judge,
     disagreement,
     disagreements,
     judged_pairs,
@@ -33,6 +32,7 @@ from retrieval.judgments import (
     merged_qrels,
     parse_grade,
     queue,
+    store_judge,
     write_qrels,
 )
 from retrieval.labels import judged_counts
@@ -109,7 +109,7 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
     method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
     try:
         size = max(1, int(size or DEFAULT_SIZE))
-        seed = int(seed or 0)
+        seed = sampling.check_seed(seed)
 
         def disagreements_of(ids: list[str]) -> dict[str, float]:
             runs = pool_runs(ws, k, ids)
@@ -117,7 +117,7 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
 
         return _cached(ws, "samples", (method, size, seed, k),
                        lambda: sampling.sample_for(store, ws.dataset, method, size, seed, disagreements_of))
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise refuse(err) from err
 
 
@@ -146,9 +146,9 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     (``retrieval.judging_order``), or of the one pair ``aim`` names. Built once per judge, depth,
     sample and aim, then kept up to date grade by grade (``grade_pair``): ``fresh`` rebuilds it from
     the store (starting to judge). A judge's name or a depth out of range
-    (``judgments.check_judge``, ``check_depth``) is refused."""
+    (``judgments.store_judge``: one that looks like another judge's is refused too; ``check_depth``) is refused."""
     try:
-        judge, k = check_judge(judge), check_depth(k)
+        judge, k = store_judge(store, ws.dataset.corpus_hash, judge), check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
     sample = judging_sample(ws, store, method, size, seed, k)
@@ -261,7 +261,7 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
     if not (judge or "").strip():
         raise refuse("type your name as the judge first")
     try:
-        judge, grade, k = check_judge(judge), parse_grade(grade), check_depth(k)
+        judge, grade, k = store_judge(store, ws.dataset.corpus_hash, judge), parse_grade(grade), check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
     if not isinstance(query_id, str) or not isinstance(doc_id, str) \
@@ -311,7 +311,7 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
         raise refuse("upload a CSV or TSV of judgments first")
     try:
         found = judgment_files.read(path, ws.dataset, (judge or "").strip() or "imported",
-                                    display=Path(path).name)
+                                    display=Path(path).name, existing=store.judges(ws.dataset.corpus_hash))
     except (DataError, ValueError) as err:
         raise refuse(err) from err
     stored = store.put_judgments(ws.dataset.corpus_hash,
