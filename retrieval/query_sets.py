@@ -15,6 +15,7 @@ from __future__ import annotations
 from .dataset import Dataset
 from .errors import LoadReport
 from .labels import JUDGED
+from .names import check_new_name, display_name
 from .store import Store, cache_key
 
 
@@ -25,11 +26,15 @@ def set_id(queries: dict[str, str]) -> str:
 
 def keep(store: Store | None, before: Dataset, after: Dataset, name: str) -> str | None:
     """Store the queries ``after`` has and ``before`` did not, as one set named ``name``; its id, or
-    None when nothing was added (or there is no store)."""
+    None when nothing was added (or there is no store). A ValueError in one line, nothing stored, for a
+    name (made from file names, so made plain by ``names.display_name`` rather than refused) that looks
+    like another set's without being it (``names.check_new_name``)."""
     added = {q: t for q, t in after.queries.items() if q not in before.queries}
     if store is None or not added:
         return None
     sid = set_id(added)
+    name = check_new_name(display_name(name, "queries"), "query set's name",  # made from file names: cut, not refused
+                          [qs["name"] for qs in listed(store, after.corpus_hash) if qs["id"] != sid])
     store.put_query_set(after.corpus_hash, sid, name, added)
     return sid
 

@@ -25,6 +25,7 @@ from .evaluate import Evaluation, evaluate_run, scores_from_run
 from .lambdas import LambdaChoice, LambdaFit
 from .lexical import BM25Index
 from .metrics import CONDENSED_DEPTH, EVALUATED
+from .names import check_new_name
 from .progress import Progress, counting
 from .readers.runs import ImportedRun, match_dataset
 from .run import Run
@@ -135,13 +136,15 @@ class Workspace:
 
     def add_run(self, imported: ImportedRun) -> str:
         """Register an imported run as a system under its name (matched to this data set's ids
-        first when it was read without it); a name already taken is a ValueError."""
+        first when it was read without it); a name already taken, or one that looks like a system's
+        without being it (``names.check_new_name``: ``bm２5``, ``Dense``), is a ValueError."""
         name = imported.name
         if systems.is_reserved(name):
             raise ValueError(f"an imported run cannot be named {name!r}: a built-in system has that name")
         with self._lock:
             if name in self._imported:
                 raise ValueError(f"an imported run named {name!r} is already there; give this one another name")
+            check_new_name(name, "run's name", self.system_names, spaces=False)
             if imported.dataset != self.dataset.content_hash:
                 imported = match_dataset(imported, self.dataset)
             self._imported[name] = imported

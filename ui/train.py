@@ -2,6 +2,7 @@
 device), watch its progress and loss curve, cancel it, and read base against fine-tuned."""
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -9,6 +10,7 @@ import gradio as gr
 
 from retrieval import Workspace
 from retrieval.metrics import SUMMARY_METRICS
+from retrieval.names import shown
 from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
 from training.pairs import PRETRAIN_TASKS
@@ -107,6 +109,21 @@ def poll(jobs: JobQueue, job_id: str, queries: dict[str, str]):
             per_query_change_rows(result, queries) if done else gr.skip(), not done)
 
 
+JOB_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")  # what ``JobQueue.submit`` names a job: 20260101-120000-a1b2c3
+
+
+def job_status(jobs: JobQueue, job_id: object) -> dict:
+    """The job ``job_id`` names (``/training_status``); an id that is not a job's (the wrong shape,
+    or no such job) is refused in one line that quotes at most ``names.SHOWN_CHARS`` of it."""
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id.strip()):
+        shown_id = shown(job_id) if isinstance(job_id, str) else type(job_id).__name__
+        raise refuse(f"{shown_id} is not a training job's id (they read like 20260101-120000-a1b2c3)")
+    job = jobs.status(job_id.strip())
+    if job is None:
+        raise refuse(f"no training job {job_id.strip()!r}")
+    return job
+
+
 def cancel(jobs: JobQueue, job_id: str) -> str:
     if job_id and jobs.cancel(job_id):
         return f"Cancelling `{job_id}` …"
@@ -185,10 +202,7 @@ def build(ctx: Context) -> None:
 
     def training_status(job_id: str) -> dict:
         """A training job's state, progress, losses and (when done) base vs fine-tuned metrics."""
-        job = ctx.jobs.status(job_id)
-        if job is None:
-            raise refuse(f"no training job {job_id!r}")
-        return job
+        return job_status(ctx.jobs, job_id)
 
     gr.api(training_status, api_name="training_status")
     inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
