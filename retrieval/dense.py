@@ -31,6 +31,8 @@ import faiss
 import numpy as np
 
 from .encoder import Encoder
+from .kept_index import KEPT_FILES, Stamp, stamp_path, write_stamp
+from .part_files import partial, remove_orphans
 from .run import Run
 from .store import Store, text_hash
 from .through_store import COMMIT_EVERY, encode_through_store
@@ -143,13 +145,16 @@ class DenseIndex:
 
     @classmethod
     def from_faiss(cls, doc_ids: list[str], index: faiss.Index, kind: str,
-                   ef_search: int = EF_SEARCH) -> "DenseIndex":
-        """A ``flat`` or ``hnsw`` index read back (``read``): its float32 vectors are the
-        embeddings, so nothing is re-encoded, read from the store or rebuilt."""
+                   ef_search: int = EF_SEARCH, dim: int | None = None) -> "DenseIndex":
+        """A ``flat`` or ``hnsw`` index read back (``retrieval.kept_index.read``): its float32 vectors
+        are the embeddings, so nothing is re-encoded, read from the store or rebuilt. It must hold one
+        vector per document, of ``dim`` floats where given (the encoder's)."""
         if kind not in KEPT_KINDS:
             raise ValueError(f"only {', '.join(KEPT_KINDS)} indexes are read back whole, not {kind!r}")
         if index.ntotal != len(doc_ids):
             raise ValueError(f"the index holds {index.ntotal:,} vectors, the corpus {len(doc_ids):,} documents")
+        if dim is not None and index.d != dim:
+            raise ValueError(f"the index holds vectors of {index.d:,} floats, the encoder makes {dim:,}")
         self = cls.__new__(cls)
         if kind == "hnsw":
             index.hnsw.efSearch = ef_search
@@ -158,16 +163,29 @@ class DenseIndex:
         self.stored = self.embeddings
         return self
 
-    def write(self, path) -> None:
+    def write(self, path, stamp: Stamp | None = None) -> None:
         """Keep the built index in ``path`` (written aside, then moved into place: a crash never
-        leaves half a file under the name)."""
+        leaves half a file under the name), with ``stamp`` beside it (``kept_index.write_stamp``:
+        what it holds, its size and checksum; without one it is never read back as kept).
+        ``.part`` files a killed writer left in the folder go first (``part_files``)."""
         if self.kind not in KEPT_KINDS or self.dims is not None:
             raise ValueError(f"only {', '.join(KEPT_KINDS)} indexes without dims are kept")
+        if stamp is not None and (stamp.kind, stamp.dim, stamp.count) != (self.kind, self.index.d, self.index.ntotal):
+            raise ValueError(f"the stamp says {stamp.count:,} {stamp.kind} vectors of {stamp.dim:,} floats, the index "
+                             f"holds {self.index.ntotal:,} {self.kind} of {self.index.d:,}")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + f".{os.getpid()}.part")
-        faiss.write_index(self.index, str(partial))
-        os.replace(partial, path)
+        remove_orphans(path.parent, KEPT_FILES)
+        aside = partial(path)
+        try:
+            faiss.write_index(self.index, str(aside))
+            if stamp is not None:  # the stamp first: a crash between the two leaves a stamp the old file fails
+                write_stamp(path, aside, stamp)
+            else:
+                stamp_path(path).unlink(missing_ok=True)
+            os.replace(aside, path)
+        finally:
+            aside.unlink(missing_ok=True)
 
     @property
     def bytes_per_doc(self) -> int:

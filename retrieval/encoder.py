@@ -33,6 +33,7 @@ import numpy as np
 
 from .errors import EncoderLoadError
 from .lambdas import TrainedOn
+from .part_files import partial, remove_orphans
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -149,6 +150,7 @@ def cpu_precision(model, timer=None) -> str:
     key = hashlib.sha256(json.dumps([_cpu_name(), cpu_bf16_instructions(), torch.__version__,
                                      torch.get_num_threads(), arch]).encode()).hexdigest()[:24]
     path = precision_file()
+    remove_orphans(path.parent, (path.name,))  # pieces of the file a killed process left (written aside, then moved)
     try:
         known = json.loads(path.read_text())
         if not isinstance(known, dict):
@@ -176,9 +178,9 @@ def cpu_precision(model, timer=None) -> str:
     choice = "bf16" if bf16_s * BF16_GAIN <= fp32_s else "fp32"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-        partial.write_text(json.dumps({**known, key: choice}))
-        os.replace(partial, path)
+        aside = partial(path)
+        aside.write_text(json.dumps({**known, key: choice}))
+        os.replace(aside, path)
     except OSError:
         pass  # a read-only home: measured again next time, the same way
     return choice

@@ -12,11 +12,14 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from .. import kept_index
 from ..dense import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
 from ..encoder import Encoder
+from ..kept_index import KEPT_FILES, Stamp, stamp_path
 from ..lexical import BM25Index
+from ..part_files import remove_orphans
 from ..sparse import SparseIndex, SparseVector
-from ..store import Store, cache_key
+from ..store import Store, cache_key, text_hash
 from ..tokenize import Tokenizer
 from .base import Capabilities, Indexed
 
@@ -40,15 +43,29 @@ def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m:
 
 def evict(kept: Path, keep: int = KEPT_PER_CORPUS) -> list[Path]:
     """Remove the least recently used kept indexes of ``kept``'s corpus beyond the ``keep`` most
-    recent (by modification time, which a read renews), never ``kept`` itself: every fine-tuned
-    encoder or index kind leaves one, and at a million documents each is 1.6 GB. Returns those removed."""
+    recent (by modification time, which a read renews), never ``kept`` itself, each with its stamp:
+    every fine-tuned encoder or index kind leaves one, and at a million documents each is 1.6 GB.
+    Returns those removed."""
     corpus = kept.name.split("-", 1)[0]
     files = sorted((f for f in kept.parent.glob(f"{corpus}-*.faiss") if f != kept),
                    key=lambda f: f.stat().st_mtime, reverse=True)
     gone = files[max(keep - 1, 0):]
     for f in gone:
         f.unlink(missing_ok=True)
+        stamp_path(f).unlink(missing_ok=True)
     return gone
+
+
+def _stored_rows(corpus, encoder: Encoder, store: Store | None):
+    """``rows -> {row: the store's embedding of that document}`` (those it holds): what a kept
+    index's vectors are compared with before it is served (``kept_index.read``)."""
+    def stored(rows: list[int]) -> dict[int, np.ndarray]:
+        if store is None:
+            return {}
+        hashes = {row: text_hash(corpus.texts[row]) for row in rows}
+        got = store.get_embeddings(encoder.fingerprint, list(set(hashes.values())))
+        return {row: got[h] for row, h in hashes.items() if h in got}
+    return stored
 
 
 class InProcess:
@@ -79,18 +96,25 @@ class InProcess:
         index's over the same corpus) and build a FAISS index of ``kind``. A ``flat`` or ``hnsw``
         index is kept in a file beside the store once built (``index_file``) and read back on the
         next open instead: its vectors are the embeddings, so a reopen neither reads them from the
-        store nor rebuilds the graph. A file that cannot be read is built again and replaced; past
-        ``KEPT_PER_CORPUS`` files for the corpus, the least recently used goes (``evict``)."""
+        store nor rebuilds the graph. It is served only when it is what this corpus and encoder need
+        (``kept_index.read``: its stamp, size, FAISS header, checksum and a spread of its vectors
+        against the store's); any mismatch is logged and the index built again and replaced. Past
+        ``KEPT_PER_CORPUS`` files for the corpus, the least recently used goes (``evict``); ``.part``
+        files a killed writer left in the folder go when it is opened (``part_files``)."""
         kept = index_file(store, corpus, encoder, kind) if dims is None and embeddings is None else None
+        stamp = Stamp(kind, encoder.dim, len(corpus.doc_ids), corpus.hash, encoder.fingerprint)
+        if kept is not None:
+            remove_orphans(kept.parent, KEPT_FILES)
         if kept is not None and kept.exists():
             try:
-                index = DenseIndex.from_faiss(corpus.doc_ids, faiss.read_index(str(kept)), kind)
+                read = kept_index.read(kept, stamp, _stored_rows(corpus, encoder, store))
+                index = DenseIndex.from_faiss(corpus.doc_ids, read, kind, dim=encoder.dim)
                 os.utime(kept)  # used now: the last to be evicted
                 if progress:
                     progress(len(corpus.doc_ids), len(corpus.doc_ids))
                 return Indexed(index, len(set(corpus.texts)), 0)  # each distinct text's vector, as from the store
-            except (RuntimeError, ValueError) as err:  # a damaged or foreign file: build and replace it
-                log.warning("the kept index %s cannot be used (%s); building it again", kept.name, err)
+            except (OSError, RuntimeError, ValueError) as err:  # damaged, foreign or forged: build and replace it
+                log.warning("the kept index %s cannot be used (%s); building it again", kept, err)
         if embeddings is None:
             emb = embed_corpus(encoder, corpus.texts, store, progress=progress)
             embeddings, from_store, encoded = emb
@@ -101,7 +125,7 @@ class InProcess:
         index = DenseIndex(corpus.doc_ids, embeddings, kind=kind, dims=dims)
         if kept is not None:
             try:
-                index.write(kept)
+                index.write(kept, stamp)
                 evict(kept)
             except (OSError, RuntimeError) as err:  # a full or read-only disk: the index still serves
                 log.warning("could not keep the index in %s (%s)", kept, err)
