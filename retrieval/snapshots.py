@@ -43,6 +43,7 @@ from .metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICAN
 from .names import check_name
 from .run import Run
 from .store import Store, cache_key
+from .stored_rows import left_out
 from .workspace import Workspace
 
 MAX_DROP = 0.01  # the default: a drop larger than this, and significant, is a regression
@@ -123,6 +124,8 @@ _META = {"dataset": str, "dataset_name": str, "split": str, "labels": str, "syst
 def _shape_problem(row: dict) -> str | None:
     """Why a stored snapshot row is not one ``save`` could have written (None when it is): the
     store is a file anyone may edit or a crash may cut, so what is read back is checked, not trusted."""
+    if row.get("damaged"):  # the store could not unpack its runs (``Store.snapshots``)
+        return row["damaged"]
     if not isinstance(row.get("name"), str) or not isinstance(row.get("corpus"), str):
         return "its name or corpus is not text"
     try:
@@ -173,8 +176,16 @@ def _rows(store: Store, corpus: str, what: str, **where) -> list[dict]:
 
 
 def listed(store: Store, corpus: str) -> list[Snapshot]:
-    """The corpus's snapshots, oldest first."""
-    return [_of(row) for row in _rows(store, corpus, "a snapshot of this corpus")]
+    """The corpus's snapshots, oldest first; a damaged one (``DamagedSnapshot``) is left out with a
+    warning naming it, so one bad row hides no other."""
+    out, damaged = [], []
+    for row in _rows(store, corpus, "a snapshot of this corpus"):
+        try:
+            out.append(_of(row))
+        except DamagedSnapshot as err:
+            damaged.append(str(err))
+    left_out("snapshots", damaged)
+    return out
 
 
 def load(store: Store, corpus: str, name: str) -> Snapshot:

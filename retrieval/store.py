@@ -24,6 +24,7 @@ import numpy as np
 import platformdirs
 import sqlite_utils
 
+from . import stored_rows
 from .judgments import GRADES, check_judge
 from .run import Run
 
@@ -239,7 +240,12 @@ class Store:
             row = self.db.execute("select hits from runs where key = ?", [key]).fetchone()
         if row is None:
             return None
-        return {q: [(d, s) for d, s in hits] for q, hits in _unpack(row[0]).items()}
+        hits, problem = stored_rows.unpacked(row[0], "hits")
+        problem = problem or stored_rows.hits_problem(hits)
+        if problem is not None:  # damaged: a miss, so the run is computed again and written over
+            stored_rows.left_out("runs", [f"run {key[:12]}: {problem}"])
+            return None
+        return {q: [(d, s) for d, s in hits] for q, hits in hits.items()}
 
     def put_run(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                 k: int, run: Run) -> None:
@@ -254,7 +260,16 @@ class Store:
             row = self.db.execute("select metrics, per_query from metrics where key = ?", [key]).fetchone()
         if row is None:
             return None
-        return json.loads(row[0]), _unpack(row[1])
+        try:
+            metrics, problem = json.loads(row[0]), None
+        except (TypeError, ValueError) as err:
+            metrics, problem = None, f"its metrics are not JSON ({err})"
+        per_query, unpacking = stored_rows.unpacked(row[1], "per-query values")
+        problem = problem or unpacking or stored_rows.metrics_problem(metrics, per_query)
+        if problem is not None:  # damaged: a miss, so the evaluation is computed again and written over
+            stored_rows.left_out("metrics", [f"evaluation {key[:12]}: {problem}"])
+            return None
+        return metrics, per_query
 
     def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                     metrics: dict, per_query: dict) -> None:
@@ -325,12 +340,23 @@ class Store:
 
     def judgments(self, corpus: str, judge: str | None = None) -> list[dict]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
-        oldest first; only ``judge``'s when given."""
+        oldest first; only ``judge``'s when given. A row ``put_judgments`` could not have written (a
+        grade outside ``GRADES``, an id or judge's name refused on input) is left out, with a warning."""
         where, args = "corpus = ?", [corpus]
         if judge is not None:
             where, args = where + " and judge = ?", [corpus, judge]
         with self._lock:
-            return list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
+            rows = list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
+        check, kept, problems = stored_rows.JudgmentCheck(), [], []
+        for r in rows:  # rows not of the shape put_judgments writes are left out (``stored_rows``)
+            problem = check.problem(r)
+            if problem is None:
+                kept.append(r)
+            else:
+                problems.append(f"{problem} (query {r.get('query_id')!r:.60}, document {r.get('doc_id')!r:.60}, "
+                                f"judge {r.get('judge')!r:.60})")
+        stored_rows.left_out("judgments", problems)
+        return kept
 
     def judges(self, corpus: str) -> list[str]:
         """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
@@ -358,7 +384,16 @@ class Store:
         """The corpus's query sets (``id, name, n, created, queries``), oldest first."""
         with self._lock:
             rows = list(self.db["query_sets"].rows_where("corpus = ?", [corpus], order_by="created, id"))
-        return [{**{k: r[k] for k in ("id", "name", "n", "created")}, "queries": _unpack(r["queries"])} for r in rows]
+        out, problems = [], []
+        for r in rows:  # a set not of the shape put_query_set writes is left out, with a warning
+            queries, problem = stored_rows.unpacked(r["queries"], "queries")
+            problem = problem or stored_rows.query_set_problem(r, queries)
+            if problem is not None:
+                problems.append(f"query set {r.get('id')!r:.60}: {problem}")
+                continue
+            out.append({**{k: r[k] for k in ("id", "name", "n", "created")}, "queries": queries})
+        stored_rows.left_out("query sets", problems)
+        return out
 
     def delete_query_set(self, corpus: str, set_id: str) -> bool:
         """Forget one query set of the corpus; True when there was one."""
@@ -377,8 +412,16 @@ class Store:
         """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first."""
         with self._lock:
             rows = list(self.db["judging_samples"].rows_where("corpus = ?", [corpus], order_by="created desc, id"))
-        return [{**{k: r[k] for k in ("id", "method", "seed", "created")}, "query_ids": _unpack(r["query_ids"])}
-                for r in rows]
+        out, problems = [], []
+        for r in rows:  # a sample not of the shape put_sample writes is left out, with a warning
+            query_ids, problem = stored_rows.unpacked(r["query_ids"], "query ids")
+            problem = problem or stored_rows.sample_problem(r, query_ids)
+            if problem is not None:
+                problems.append(f"sample {r.get('id')!r:.60}: {problem}")
+                continue
+            out.append({**{k: r[k] for k in ("id", "method", "seed", "created")}, "query_ids": query_ids})
+        stored_rows.left_out("judging samples", problems)
+        return out
 
     # ---- snapshots of runs (retrieval.snapshots) ---------------------------------------------
     def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict) -> None:
@@ -401,13 +444,20 @@ class Store:
             where += " and baseline = 1"
         with self._lock:
             rows = list(self.db["snapshots"].rows_where(where, args, order_by="created, name"))
-        return [{**r, "runs": _unpack(r["runs"])} for r in rows]
+        out = []
+        for r in rows:  # runs that do not unpack: the row is kept, marked, for ``snapshots`` to say so
+            runs, problem = stored_rows.unpacked(r["runs"], "runs")
+            out.append({**r, "runs": runs, **({"damaged": problem} if problem else {})})
+        return out
 
     def snapshot_names(self, corpus: str) -> list[str]:
         """The names of the corpus's snapshots, oldest first (no runs read)."""
         with self._lock:
-            return [r["name"] for r in self.db["snapshots"].rows_where("corpus = ?", [corpus], select="name",
-                                                                        order_by="created, name")]
+            rows = list(self.db["snapshots"].rows_where("corpus = ?", [corpus], select="name",
+                                                        order_by="created, name"))
+        stored_rows.left_out("snapshots", [f"a name {r['name']!r:.60} that is not text" for r in rows
+                                           if not isinstance(r["name"], str)])
+        return [r["name"] for r in rows if isinstance(r["name"], str)]
 
     def mark_baseline(self, corpus: str, name: str) -> None:
         """Make the snapshot ``name`` the corpus's only baseline."""
@@ -428,13 +478,32 @@ class Store:
             self.db["jobs"].upsert(row, pk="id", alter=True)
 
     def get_job(self, job_id: str) -> dict | None:
+        """The training job ``job_id``; None when there is none, or its row is damaged (with a warning)."""
         with self._lock:
             rows = list(self.db["jobs"].rows_where("id = ?", [job_id]))
-        return self._job_row(rows[0]) if rows else None
+        found = self._checked_jobs(rows)
+        return found[0] if found else None
 
     def jobs(self, limit: int = 50) -> list[dict]:
+        """The newest ``limit`` training jobs, newest first; a damaged row is left out, with a warning."""
         with self._lock:
-            return [self._job_row(r) for r in self.db["jobs"].rows_where(order_by="created desc", limit=limit)]
+            rows = list(self.db["jobs"].rows_where(order_by="created desc", limit=limit))
+        return self._checked_jobs(rows)
+
+    def _checked_jobs(self, rows: list[dict]) -> list[dict]:
+        out, problems = [], []
+        for row in rows:
+            try:
+                job, problem = self._job_row(row), None
+            except (TypeError, ValueError, RecursionError) as err:
+                job, problem = None, f"a JSON field does not decode ({err})"
+            problem = problem or stored_rows.job_problem(job)
+            if problem is None:
+                out.append(job)
+            else:
+                problems.append(f"job {row.get('id')!r:.60}: {problem}")
+        stored_rows.left_out("training jobs", problems)
+        return out
 
     def _job_row(self, row: dict) -> dict:
         return {k: (json.loads(v) if k in self.JOB_JSON and isinstance(v, str) and v else v) for k, v in row.items()}

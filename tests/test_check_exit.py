@@ -134,7 +134,7 @@ def _damaged(gate, tmp_path, **columns):
 
 
 @pytest.mark.parametrize("columns, said", [
-    ({"runs": b"not zlib"}, "the baseline snapshot of this corpus in the store is damaged: its runs do not unpack"),
+    ({"runs": b"not zlib"}, "the snapshot 'before' in the store is damaged: its runs do not unpack"),
     ({"runs": zlib.compress(b"{not json")}, "its runs do not unpack"),
     ({"runs": zlib.compress(json.dumps({"bm25": ["d1", "d2"]}).encode())},
      "the snapshot 'before' in the store is damaged: the run of 'bm25' is not an object of queries"),

@@ -1,6 +1,8 @@
 """What RankScope reads back is checked before it is used: a kept FAISS index that is foreign,
 cut, forged or of another dimension is built again and replaced, never served; the ``.part`` files a
-killed writer left are removed. Every case tampers a real file, as a person or a crash would."""
+killed writer left are removed; rows of the store that are not of the shape RankScope writes are
+left out with a warning (or, for a cached run or evaluation, computed again). Every case tampers a
+real file or a real store row, as a person or a crash would."""
 from __future__ import annotations
 
 import hashlib
@@ -8,10 +10,12 @@ import json
 import logging
 import os
 import resource
+import sqlite3
 import struct
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import faiss
@@ -21,11 +25,12 @@ import pytest
 from retrieval import kept_index, part_files
 from retrieval.dataset import Dataset, Document
 from retrieval.dense import DenseIndex
+from retrieval.judgments import judgments_to_qrels, merged_qrels
 from retrieval.kept_index import Stamp, stamp_path
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 
-from .conftest import ROOT
+from .conftest import DEMO, ROOT
 
 
 # ---- kept FAISS indexes ------------------------------------------------------------------------
@@ -414,3 +419,229 @@ def test_the_precision_file_folder_loses_its_orphans(tiny_encoder, tmp_path, mon
     orphan.write_text("{")
     assert cpu_precision(tiny_encoder.model, timer=lambda bf16: 1.0) in ("bf16", "fp32")
     assert not orphan.exists() and precision_file().exists()
+
+
+# ---- rows of the store ---------------------------------------------------------------------------
+CORPUS = "c" * 64
+
+
+@pytest.fixture
+def judged(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    store.put_judgments(CORPUS, [("q1", "cats", "d1", 2, "ana"), ("q1", "cats", "d2", 1, "ana"),
+                                 ("q1", "cats", "d3", 0, "ben")])
+    yield store, path
+    store.close()
+
+
+def tamper(path: Path, sql: str, *args) -> None:
+    with sqlite3.connect(path) as db:
+        assert db.execute(sql, args).rowcount >= 1
+    db.close()
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("grade", 7, "grade 7 is not one of 0, 1, 2"),
+    ("grade", -1, "grade -1"),
+    ("grade", "two", "grade 'two'"),
+    ("grade", b"\x02", "grade b'\\x02'"),
+    ("grade", 1.5, "grade 1.5"),
+    ("grade", None, "grade None"),
+    ("judge", None, "its judge is NoneType, not text"),
+    ("judge", "", "a judge's name cannot be empty"),
+    ("judge", b"ana", "its judge is bytes, not text"),
+    ("judge", "ana\u202e", "RIGHT-TO-LEFT OVERRIDE"),
+    ("judge", "x" * 101, "at most 100 characters"),
+    ("doc_id", "d 2", "contains whitespace"),
+    ("doc_id", "d\x002", "U+0000"),
+    ("doc_id", b"d2", "its doc id is bytes"),
+    ("query_id", "", "its query id is empty"),
+    ("query_id", "q\u200b1", "ZERO WIDTH SPACE"),
+    ("query_text", b"\xff", "its query text is not text"),
+    ("time", "yesterday", "its time is not a number"),
+])
+def test_a_tampered_judgment_is_left_out_of_every_reader(judged, caplog, column, value, said):
+    store, path = judged
+    tamper(path, f"update judgments set {column} = ? where doc_id = 'd2'", value)
+    rows = store.judgments(CORPUS)
+    assert [(r["doc_id"], r["grade"]) for r in rows] == [("d1", 2), ("d3", 0)]
+    assert any("judgments: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+    assert [r["doc_id"] for r in store.judgments(CORPUS, "ana")] == ["d1"]
+    assert judgments_to_qrels(rows) == {"q1": {"d1": 2, "d3": 0}}
+
+
+def test_a_grade_7_is_never_exported_or_evaluated(tmp_path):
+    from retrieval.cli import main
+    from retrieval.readers import load_dataset
+
+    ds = load_dataset(DEMO)
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    qid = next(iter(ds.qrels["test"]))
+    docs = list(ds.docs)[:3]
+    store.put_judgments(ds.corpus_hash, [(qid, ds.queries[qid], d, 1, "ana") for d in docs])
+    tamper(path, "update judgments set grade = 7 where doc_id = ?", docs[0])
+    assert main(["judges", str(DEMO), "--store", str(path), "--export", str(tmp_path / "j.csv"),
+                 "--format", "csv"]) == 0
+    exported = (tmp_path / "j.csv").read_text()
+    assert docs[1] in exported and docs[0] not in exported and "7" not in exported.split("\n", 1)[1]
+    assert main(["judges", str(DEMO), "--store", str(path), "--export", str(tmp_path / "q.tsv")]) == 0
+    assert docs[0] not in (tmp_path / "q.tsv").read_text()
+    assert merged_qrels(store.judgments(ds.corpus_hash)) == {qid: {docs[1]: 1, docs[2]: 1}}
+    store.close()
+
+
+@pytest.fixture
+def kept_rows(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    store.put_query_set(CORPUS, "s1", "mine", {"q1": "cats", "q2": "dogs"})
+    store.put_query_set(CORPUS, "s2", "theirs", {"q3": "birds"})
+    store.put_sample(CORPUS, "a1", "random", 7, ["q1", "q2"])
+    store.put_sample(CORPUS, "a2", "random", 8, ["q3"])
+    yield store, path
+    store.close()
+
+
+def packed(obj) -> bytes:
+    return zlib.compress(json.dumps(obj).encode())
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("queries", b"not zlib", "its queries do not unpack"),
+    ("queries", zlib.compress(b"{cut"), "its queries do not unpack"),
+    ("queries", zlib.compress(b"\xff\xfe"), "its queries do not unpack"),
+    ("queries", "text, not bytes", "its queries are str, not packed bytes"),
+    ("queries", packed(["q1", "q2"]), "its queries are not an object of ids and texts"),
+    ("queries", packed({"q 1": "cats"}), "contains whitespace"),
+    ("queries", packed({"q1": 5}), "the text of query 'q1' is not text"),
+    ("n", 99, "it says 99 queries and holds 2"),
+    ("name", None, "its name is not text"),
+])
+def test_a_tampered_query_set_is_left_out(kept_rows, caplog, column, value, said):
+    store, path = kept_rows
+    tamper(path, f"update query_sets set {column} = ? where id = 's1'", value)
+    assert [s["id"] for s in store.query_sets(CORPUS)] == ["s2"]
+    assert any("query sets: left out 1 damaged row: query set 's1'" in w and said in w for w in warnings_of(caplog))
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("query_ids", b"\x78\x9c broken", "its query ids do not unpack"),
+    ("query_ids", packed({"q1": 1}), "its query ids are not a list"),
+    ("query_ids", packed(["q1", 2]), "its query id is int"),
+    ("query_ids", packed(["q1", "q\t2"]), "contains whitespace"),
+    ("seed", "seven", "its seed is not a whole number"),
+    ("method", None, "its method is not text"),
+])
+def test_a_tampered_judging_sample_is_left_out(kept_rows, caplog, column, value, said):
+    store, path = kept_rows
+    tamper(path, f"update judging_samples set {column} = ? where id = 'a1'", value)
+    assert [s["id"] for s in store.samples(CORPUS)] == ["a2"]
+    assert any("judging samples: left out 1 damaged row: sample 'a1'" in w and said in w
+               for w in warnings_of(caplog))
+
+
+@pytest.mark.parametrize("value, said", [
+    (b"not zlib", "its hits do not unpack"),
+    (packed([["d1", 1.0]]), "its hits are not an object of queries"),
+    (packed({"q3": {"d1": 1.0}}), "the hits of query 'q3' are not a list"),
+    (packed({"q3": [["d1"]]}), "is not a [document, score] pair"),
+    (packed({"q3": [["d1", "high"]]}), "is not a [document, score] pair"),
+    (packed({"q3": [[1, 0.5]]}), "is not a [document, score] pair"),
+    (packed({"q3": [["d1", True]]}), "is not a [document, score] pair"),
+])
+def test_a_tampered_cached_run_is_a_miss_computed_again(toy_dataset, tmp_path, caplog, value, said):
+    path = tmp_path / "store.sqlite3"
+    first = Workspace(toy_dataset, Store(path)).run("bm25", "test")
+    tamper(path, "update runs set hits = ?", value)
+    again = Workspace(toy_dataset, Store(path))
+    assert again.run("bm25", "test") == first
+    assert any("runs: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+    caplog.clear()
+    assert Workspace(toy_dataset, Store(path)).run("bm25", "test") == first and warnings_of(caplog) == []
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("metrics", "{cut", "its metrics are not JSON"),
+    ("metrics", "[0.5]", "its metrics are not an object of numbers"),
+    ("metrics", json.dumps({"ndcg@10": "high"}), "its metrics are not an object of numbers"),
+    ("per_query", b"not zlib", "its per-query values do not unpack"),
+    ("per_query", packed({"ndcg@10": 0.5}), "its per-query values are not an object of objects"),
+])
+def test_a_tampered_cached_evaluation_is_a_miss_computed_again(toy_dataset, tmp_path, caplog, column, value, said):
+    path = tmp_path / "store.sqlite3"
+    first = Workspace(toy_dataset, Store(path)).evaluate("bm25", "test")
+    tamper(path, f"update metrics set {column} = ?", value)
+    again = Workspace(toy_dataset, Store(path)).evaluate("bm25", "test")
+    assert again.mean == first.mean and again.per_query == first.per_query
+    assert any("metrics: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("config", "{cut", "a JSON field does not decode"),
+    ("config", "[1, 2]", "its config is not an object"),
+    ("losses", json.dumps({"a": 1}), "its losses is not a list"),
+    ("status", None, "its status is not text"),
+    ("model_path", b"/x", "its model_path is not text"),
+])
+def test_a_tampered_training_job_is_left_out(tmp_path, caplog, column, value, said):
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    for job in ("j1", "j2"):
+        store.put_job({"id": job, "status": "done", "kind": "train", "dataset": "d", "config": {"loss": "mnrl"},
+                       "losses": [1.0, 0.5], "model_path": str(tmp_path / job)})
+    tamper(path, f"update jobs set {column} = ? where id = 'j1'", value)
+    assert [j["id"] for j in store.jobs()] == ["j2"] and store.get_job("j1") is None
+    assert store.get_job("j2")["config"] == {"loss": "mnrl"}
+    assert any("training jobs: left out 1 damaged row: job 'j1'" in w and said in w for w in warnings_of(caplog))
+    store.close()
+
+
+@pytest.fixture
+def snapshotted(tmp_path):
+    """The demo's BM25 run of the test split kept as two snapshots, 'good' and 'bad'."""
+    from retrieval import snapshots
+    from retrieval.readers import load_dataset
+
+    ds = load_dataset(DEMO)
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    ws = Workspace(ds, store)
+    for name in ("good", "bad"):
+        snapshots.save(store, snapshots.take(ws, "test", ["bm25"], name))
+    return ds, store, path
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("runs", b"not zlib", "its runs do not unpack"),
+    ("runs", packed({"bm25": {"q1": [["d1"]]}}), "is not a list of [document, score] pairs"),
+    ("meta", "{cut", "its metadata is not JSON"),
+    ("name", b"bad", "its name or corpus is not text"),
+])
+def test_one_damaged_snapshot_leaves_the_others_listed(snapshotted, caplog, column, value, said):
+    from retrieval import snapshots
+
+    ds, store, path = snapshotted
+    tamper(path, f"update snapshots set {column} = ? where name = 'bad'", value)
+    assert [s.name for s in snapshots.listed(store, ds.corpus_hash)] == ["good"]
+    assert any("snapshots: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+    assert "good" in store.snapshot_names(ds.corpus_hash)
+    assert snapshots.load(store, ds.corpus_hash, "good").runs["bm25"]
+
+
+def test_snapshot_list_in_a_real_process_lists_the_good_and_warns_of_the_damaged(snapshotted, tmp_path):
+    ds, store, path = snapshotted
+    tamper(path, "update snapshots set runs = ? where name = 'bad'", b"not zlib")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8",
+           "RANKSCOPE_HOME": str(tmp_path / "home")}
+    got = subprocess.run([sys.executable, "-m", "retrieval", "snapshot", str(DEMO), "--list", "--store", str(path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert got.returncode == 0, got.stderr
+    assert " good " in got.stdout and "bad" not in got.stdout
+    assert "the snapshot 'bad' in the store is damaged: its runs do not unpack" in got.stderr
+    assert "Traceback" not in got.stderr

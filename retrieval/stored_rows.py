@@ -1,0 +1,168 @@
+"""Rows read back from the store are checked as they were on input.
+
+The store is a file: another program, an old version, a crash or a person with ``sqlite3`` can put
+anything in it. What ``retrieval.store.Store`` reads back is therefore held to the shape RankScope
+writes — a grade in ``judgments.GRADES``, ids ``names.id_problem`` accepts, a judge's name
+``judgments.check_judge`` accepts, blobs that decompress and decode to the objects they were made
+from, runs whose hits are ``[document, score]`` pairs. A row that is not is left out of what the
+reader returns (never exported, evaluated or shown) and said in one logged warning per read, naming
+the table, how many rows and the first row's problem; a cached computation (a run, an evaluation)
+that is not is a miss, computed again and written over.
+
+Each check returns the problem in words, or None for a row of the right shape.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+
+from .judgments import GRADES, check_judge
+from .names import id_problem
+
+log = logging.getLogger(__name__)
+_GRADES = frozenset(GRADES)
+
+
+def unpacked(blob, what: str) -> tuple[object, str | None]:
+    """(the object ``store._pack`` made ``blob`` from, None) or (None, why it does not unpack: "its
+    ``what`` do not unpack (…)")."""
+    if not isinstance(blob, bytes):
+        return None, f"its {what} are {type(blob).__name__}, not packed bytes"
+    try:
+        return json.loads(zlib.decompress(blob)), None
+    except (zlib.error, ValueError, RecursionError) as err:  # cut or edited: zlib's, UTF-8's or JSON's error
+        return None, f"its {what} do not unpack ({err})"
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _id(value, what: str) -> str | None:
+    if not isinstance(value, str):
+        return f"its {what} is {type(value).__name__}, not text"
+    if not value:
+        return f"its {what} is empty"
+    problem = id_problem(value)
+    return None if problem is None else f"its {what} {value[:40]!r} {problem}"
+
+
+class JudgmentCheck:
+    """Checks judgment rows, each judge's name once (a million rows hold few judges)."""
+
+    def __init__(self):
+        self._judges: dict[str, str | None] = {}
+
+    def problem(self, row: dict) -> str | None:
+        grade = row.get("grade")
+        if type(grade) is not int or grade not in _GRADES:
+            return f"grade {grade!r} is not one of {', '.join(map(str, GRADES))}"
+        for what in ("query_id", "doc_id"):
+            problem = _id(row.get(what), what.replace("_", " "))
+            if problem is not None:
+                return problem
+        judge = row.get("judge")
+        if not isinstance(judge, str):
+            return f"its judge is {type(judge).__name__}, not text"
+        if judge not in self._judges:
+            try:
+                check_judge(judge)
+                self._judges[judge] = None
+            except ValueError as err:
+                self._judges[judge] = str(err)
+        if self._judges[judge] is not None:
+            return self._judges[judge]
+        if not isinstance(row.get("query_text"), (str, type(None))):
+            return "its query text is not text"
+        if not _number(row.get("time")):
+            return "its time is not a number"
+        return None
+
+
+def hits_problem(run) -> str | None:
+    """Why a stored run is not ``{query id: [[document id, score], …]}``."""
+    if not isinstance(run, dict):
+        return "its hits are not an object of queries"
+    for query, hits in run.items():
+        if not isinstance(hits, list):
+            return f"the hits of query {query[:40]!r} are not a list"
+        for hit in hits:
+            if not (isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], str) and _number(hit[1])):
+                return f"a hit of query {query[:40]!r} is not a [document, score] pair"
+    return None
+
+
+def metrics_problem(metrics, per_query) -> str | None:
+    """Why a stored evaluation is not ``({name: number or null}, {name: {…}})``."""
+    if not isinstance(metrics, dict) or not all(v is None or _number(v) for v in metrics.values()):
+        return "its metrics are not an object of numbers"
+    if not isinstance(per_query, dict) or not all(isinstance(v, dict) for v in per_query.values()):
+        return "its per-query values are not an object of objects"
+    return None
+
+
+def query_set_problem(row: dict, queries) -> str | None:
+    """Why a stored query set (its row, its unpacked queries) is not one RankScope keeps."""
+    if not isinstance(row.get("id"), str) or not row["id"]:
+        return "its id is not text"
+    if not isinstance(row.get("name"), str):
+        return "its name is not text"
+    if not isinstance(queries, dict):
+        return "its queries are not an object of ids and texts"
+    for qid, text in queries.items():
+        problem = _id(qid, "query id")
+        if problem is not None:
+            return problem
+        if not isinstance(text, str):
+            return f"the text of query {qid[:40]!r} is not text"
+    if row.get("n") != len(queries):
+        return f"it says {row.get('n')!r} queries and holds {len(queries):,}"
+    if not _number(row.get("created")):
+        return "its time is not a number"
+    return None
+
+
+def sample_problem(row: dict, query_ids) -> str | None:
+    """Why a stored judging sample (its row, its unpacked query ids) is not one RankScope keeps."""
+    if not isinstance(row.get("id"), str) or not row["id"]:
+        return "its id is not text"
+    if not isinstance(row.get("method"), str):
+        return "its method is not text"
+    if type(row.get("seed")) is not int:
+        return "its seed is not a whole number"
+    if not isinstance(query_ids, list):
+        return "its query ids are not a list"
+    for qid in query_ids:
+        problem = _id(qid, "query id")
+        if problem is not None:
+            return problem
+    if not _number(row.get("created")):
+        return "its time is not a number"
+    return None
+
+
+JOB_FIELDS = {"config": dict, "progress": dict, "losses": list}  # decoded JSON fields and the kind each must be
+
+
+def job_problem(row: dict) -> str | None:
+    """Why a stored training job (decoded) is not one RankScope keeps."""
+    if not isinstance(row.get("id"), str) or not row["id"]:
+        return "its id is not text"
+    if not isinstance(row.get("status"), str):
+        return "its status is not text"
+    for key, kind in JOB_FIELDS.items():
+        if row.get(key) not in (None, "") and not isinstance(row[key], kind):
+            return f"its {key} is not {'an object' if kind is dict else 'a list'}"
+    for key in ("dataset", "dataset_name", "model_path", "error", "device", "kind"):
+        if not isinstance(row.get(key), (str, type(None))):
+            return f"its {key} is not text"
+    return None
+
+
+def left_out(table: str, problems: list[str]) -> None:
+    """One warning for the rows of ``table`` a read left out: how many, and the first one's problem."""
+    if problems:
+        more = f" (and {len(problems) - 1:,} more)" if len(problems) > 1 else ""
+        log.warning("%s: left out %s damaged row%s: %s%s", table, f"{len(problems):,}",
+                    "" if len(problems) == 1 else "s", problems[0], more)
