@@ -55,6 +55,16 @@ class JudgmentCheck:
         self._judges: dict[str, str | None] = {}
 
     def problem(self, row: dict) -> str | None:
+        get = row.get
+        grade, query, doc, judge, text = get("grade"), get("query_id"), get("doc_id"), get("judge"), get("query_text")
+        if type(grade) is int and grade in _GRADES and type(query) is str and type(doc) is str \
+                and type(judge) is str and self._judges.get(judge, "") is None and query and doc \
+                and id_problem(query) is None and id_problem(doc) is None and (text is None or type(text) is str) \
+                and _number(get("time")):
+            return None  # the common case, in one pass (a million rows are read at once)
+        return self._problem(row)
+
+    def _problem(self, row: dict) -> str | None:
         grade = row.get("grade")
         if type(grade) is not int or grade not in _GRADES:
             return f"grade {grade!r} is not one of {', '.join(map(str, GRADES))}"

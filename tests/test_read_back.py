@@ -21,6 +21,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval import kept_index, part_files
 from retrieval.dataset import Dataset, Document
@@ -473,6 +475,52 @@ def test_a_tampered_judgment_is_left_out_of_every_reader(judged, caplog, column,
     assert any("judgments: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
     assert [r["doc_id"] for r in store.judgments(CORPUS, "ana")] == ["d1"]
     assert judgments_to_qrels(rows) == {"q1": {"d1": 2, "d3": 0}}
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)  # what SQLite can hold as text
+_VALUE = st.one_of(st.integers(-2, 9), st.booleans(), st.floats(allow_nan=False), _TEXT, st.binary(max_size=3),
+                   st.none())
+
+
+def _accepted_on_input(row: dict, scratch: Store) -> bool:
+    """Whether RankScope would have written this row: the ids the readers accept, the grade and
+    judge ``put_judgments`` accepts (into a scratch store)."""
+    from retrieval.names import id_problem
+
+    if not all(isinstance(row[k], str) and row[k] and id_problem(row[k]) is None for k in ("query_id", "doc_id")):
+        return False
+    if not isinstance(row["query_text"], (str, type(None))) or not isinstance(row["time"], (int, float)):
+        return False
+    try:
+        scratch.put_judgments("scratch", [(row["query_id"], row["query_text"], row["doc_id"], row["grade"],
+                                           row["judge"])])
+    except (ValueError, TypeError):
+        return False
+    with scratch.db.conn:  # each row alone: no judge is held against another's name
+        scratch.db.execute("delete from judgments")
+    return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"query_id": st.one_of(_TEXT, _VALUE), "doc_id": st.one_of(_TEXT, _VALUE),
+                                       "judge": st.one_of(_TEXT, _VALUE), "grade": _VALUE, "query_text": _VALUE,
+                                       "time": st.one_of(st.floats(0, 1e9), _VALUE)}), max_size=8))
+def test_the_store_reads_back_exactly_the_judgments_input_would_accept(rows):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "store.sqlite3"
+        store, scratch = Store(path), Store(Path(folder) / "scratch.sqlite3")
+        with sqlite3.connect(path) as db:  # written around RankScope, as another program would
+            db.executemany("insert or replace into judgments (corpus, query_id, doc_id, judge, grade, query_text, "
+                           "time) values ('c', :query_id, :doc_id, :judge, :grade, :query_text, :time)", rows)
+            raw = [dict(zip(("query_id", "doc_id", "judge", "grade", "query_text", "time"), r)) for r in db.execute(
+                "select query_id, doc_id, judge, grade, query_text, time from judgments")]  # as SQLite kept them
+        db.close()
+        read = {(r["query_id"], r["doc_id"], r["judge"]) for r in store.judgments("c")}
+        assert read == {(r["query_id"], r["doc_id"], r["judge"]) for r in raw if _accepted_on_input(r, scratch)}
+        store.close()
+        scratch.close()
 
 
 def test_a_grade_7_is_never_exported_or_evaluated(tmp_path):
