@@ -352,33 +352,47 @@ def cmd_drop(args) -> int:
 
 def cmd_snapshot(args) -> int:
     from . import snapshots
+    from .owners import Viewer, cli_owner, describe, when
 
     ds, ws = _open(args)
     if ws.store is None:
         raise ValueError("snapshots are kept in the store: drop --no-store")
-    if args.list or args.mark_baseline:
+    me = Viewer(cli_owner())
+    corpus = ds.corpus_hash
+    if args.list or args.mark_baseline or args.log:
         if args.mark_baseline:
             try:
-                snapshots.mark_baseline(ws.store, ds.corpus_hash, args.mark_baseline)
+                move = snapshots.mark_baseline(ws.store, corpus, args.mark_baseline, me)
             except KeyError as err:
                 raise ValueError(err.args[0]) from None
-        for snap in snapshots.listed(ws.store, ds.corpus_hash):
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(snap.created))
-            print(f"{'*' if snap.baseline else ' '} {snap.name}  {when}  {snap.split}  "
-                  f"{', '.join(snap.runs)}  {snap.note}")
+            print(f"{args.mark_baseline!r} was the baseline already" if move is None else
+                  f"the baseline moved to {move.moved_to!r}"
+                  + (f" from {move.moved_from!r}" if move.moved_from else ""), file=sys.stderr)
+        if args.list or args.mark_baseline:
+            for snap in snapshots.listed(ws.store, corpus):
+                print(f"{'*' if snap.baseline else ' '} {snap.name}  {when(snap.created)}  {snap.split}  "
+                      f"{', '.join(snap.runs)}  {snap.note}  (taken by {describe(snap.owner, me)})")
+            print(snapshots.baseline_line(ws.store, corpus, me))
+        if args.log:
+            moves = snapshots.baseline_moves(ws.store, corpus)
+            for move in moves:
+                print(f"{when(move.at)}  {move.moved_from or '(none)'} → {move.moved_to}  by {describe(move.who, me)}")
+            if not moves:
+                print("the baseline was never marked")
         return 0
     if not args.name:
-        raise ValueError("name the snapshot: --name NAME (or --list, --mark-baseline NAME)")
+        raise ValueError("name the snapshot: --name NAME (or --list, --log, --mark-baseline NAME)")
+    name = snapshots.admit(ws.store, corpus, args.name, args.note, me, args.replace)  # before any run is computed
+    replacing = name in ws.store.snapshot_names(corpus)
     split = _split_of(ds, args.split)
     systems = evaluated_systems(args, ws)
     if any(ws.system(s).needs.vectors for s in systems):
         _build_dense(ws)
-    snap = snapshots.take(ws, split, systems, args.name, args.note)
-    snapshots.save(ws.store, snap)
+    snap = snapshots.save(ws.store, snapshots.take(ws, split, systems, name, args.note), me, args.replace)
     if args.baseline:
-        snapshots.mark_baseline(ws.store, ds.corpus_hash, snap.name)
+        snapshots.mark_baseline(ws.store, corpus, snap.name, me)
     print(f"snapshot {snap.name!r} of {ds.name} ({split}): {', '.join(systems)}"
-          + ("; the baseline" if args.baseline else ""))
+          + (" (replaced)" if replacing else "") + ("; the baseline" if args.baseline else ""))
     return 0
 
 
@@ -558,13 +572,18 @@ def build_parser() -> argparse.ArgumentParser:
     sn = sub.add_parser("snapshot", help="keep the systems' runs of a labelled split as a named snapshot "
                                          "(or list the snapshots, or mark one the baseline)")
     common(sn)
-    sn.add_argument("--name", default=None, help="the snapshot's name (the same name again replaces it)")
-    sn.add_argument("--note", default="", help="a note kept with it (what changed)")
+    sn.add_argument("--name", default=None, help="the snapshot's name: a new one (a name in use, or one that looks "
+                    "like it, is refused), or with --replace one the command line took")
+    sn.add_argument("--note", default="", help="a note kept with it (what changed; at most 2,000 characters)")
+    sn.add_argument("--replace", action="store_true", help="replace the snapshot --name that the command line took "
+                    "(never another maker's, never the baseline)")
     sn.add_argument("--split", default=None, help="labels split (default: test, else the first)")
     sn.add_argument("--systems", default="bm25,dense,hybrid", help=f"comma-separated: {','.join(SYSTEMS)}")
     sn.add_argument("--run", action="append", metavar="FILE[=NAME]", help="a run file to keep too (repeatable)")
     sn.add_argument("--baseline", action="store_true", help="mark this snapshot the corpus's baseline")
-    sn.add_argument("--list", action="store_true", help="list the corpus's snapshots (* the baseline)")
+    sn.add_argument("--list", action="store_true", help="list the corpus's snapshots (* the baseline, who took "
+                    "each) and who set the baseline when")
+    sn.add_argument("--log", action="store_true", help="every move of the baseline: from, to, by whom, when")
     sn.add_argument("--mark-baseline", default=None, metavar="NAME", help="mark an existing snapshot the baseline")
     sn.set_defaults(func=cmd_snapshot)
     ck = sub.add_parser("check", help="the regression gate: the systems now against a baseline snapshot, query by "

@@ -7,6 +7,15 @@ fingerprint, BM25 settings, λ, …: ``Workspace.system_params``), the hash of t
 and a note. Snapshots are kept per corpus (``Dataset.corpus_hash``: adding queries or labels does
 not lose them); one per corpus may be marked its baseline.
 
+Snapshots are shared objects with makers (``retrieval.owners``): a name is never reused silently —
+saving under a name the corpus has is refused (with a free name suggested), unless its maker asks
+to replace it (``replace``), and never the baseline's; a new name that looks like an existing one
+(``names.check_new_name``: confusable letters, case, width) is refused. Marking the baseline is an
+act of its own, kept with who did it and when, every move logged (``baseline_moves``). On a
+shared deployment a snapshot is its session's until published, and only a published one can be
+the baseline (which is everyone's). What one maker may keep is bounded: ``NOTE_CHARS`` characters
+of note, ``MAX_SNAPSHOTS`` snapshots per corpus each and ``MAX_CORPUS_SNAPSHOTS`` in all.
+
 ``check`` holds the systems as they are now against a snapshot, query by query, on the labels of
 now (the baseline's lists are re-evaluated on them, so a labels change is never mixed into the
 difference; it is reported as ``labels_changed``): per system the paired difference now −
@@ -40,14 +49,18 @@ from .dataset import Qrels
 from .evaluate import Comparison, compare, evaluate_run, positive_qrels
 from .judgments import rbo
 from .metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
-from .names import check_name
+from .names import check_name, check_new_name
+from .owners import OPERATOR, Viewer, describe, when
 from .run import Run
-from .store import Store, cache_key
+from .store import NameTaken, Store, cache_key
 from .stored_rows import left_out
 from .workspace import Workspace
 
 MAX_DROP = 0.01  # the default: a drop larger than this, and significant, is a regression
 SHOWN_QUERIES = 10  # the queries that moved most, per system, in a check's report
+NOTE_CHARS = 2_000  # characters in a snapshot's note (a 5 MB one made the Runs tab take 21 s for everyone)
+MAX_SNAPSHOTS = 50  # snapshots one maker keeps of one corpus
+MAX_CORPUS_SNAPSHOTS = 500  # snapshots of one corpus, every maker's together
 
 
 def gate_metric(metric: str) -> str:
@@ -92,25 +105,119 @@ class Snapshot:
     note: str = ""
     created: float = field(default_factory=time.time)
     baseline: bool = False
+    owner: str = ""  # who made it (``retrieval.owners``; "" kept before makers were recorded)
+    published: bool = True  # visible to every session (on a shared deployment, once its maker published it)
+    baseline_by: str = ""  # who marked it the baseline ("" unknown, or not the baseline)
+    baseline_at: float = 0.0  # when (0: unknown)
+
+
+def check_note(note: object) -> str:
+    """``note`` as text, or a ValueError in one line past ``NOTE_CHARS`` characters."""
+    note = "" if note is None else str(note)
+    if len(note) > NOTE_CHARS:
+        raise ValueError(f"a snapshot's note has at most {NOTE_CHARS:,} characters, not {len(note):,}")
+    return note
+
+
+def free_name(name: str, taken) -> str:
+    """``name`` with the first ``-2``, ``-3``, … that no name of ``taken`` has (a suggestion)."""
+    taken = set(taken)
+    n = 2
+    while f"{name}-{n}" in taken:
+        n += 1
+    return f"{name}-{n}"
+
+
+def admit(store: Store, corpus: str, name: str, note: str = "", viewer: Viewer = OPERATOR,
+          replace: bool = False, baseline: bool = False) -> str:
+    """The checked name of a snapshot ``viewer`` may keep of ``corpus`` under ``name`` (stripped),
+    before any run is computed; else a ValueError in one line naming the snapshot and the rule:
+
+    * a name the corpus has already, unless ``replace`` — which only its maker may ask, and never
+      for the baseline (take a new one and mark it);
+    * a new name that looks like one the corpus has (``names.check_new_name``; another session's
+      private snapshot is not named);
+    * a note over ``NOTE_CHARS`` characters; past ``MAX_SNAPSHOTS`` of the maker's own or
+      ``MAX_CORPUS_SNAPSHOTS`` in all;
+    * on a shared deployment, marking it the baseline at once (only a published snapshot can be).
+    """
+    return _admitted(store, corpus, name, note, viewer, replace, baseline)[0]
+
+
+def _admitted(store: Store, corpus: str, name: str, note: str, viewer: Viewer, replace: bool,
+              baseline: bool) -> tuple[str, bool]:
+    """``admit``'s name, and whether keeping it replaces the maker's snapshot of that name."""
+    name = check_name(name, "snapshot name")
+    check_note(note)
+    rows = store.snapshot_index(corpus)
+    same = next((r for r in rows if r["name"] == name), None)
+    visible = [r["name"] for r in rows if viewer.sees(r["owner"], r["published"])]
+    if same is not None:
+        if not viewer.sees(same["owner"], same["published"]):
+            raise ValueError(f"another session keeps a snapshot named {name!r}: choose another name, e.g. "
+                             f"{free_name(name, [r['name'] for r in rows])!r}")
+        suggest = free_name(name, [r["name"] for r in rows])
+        made = f"taken by {describe(same['owner'], viewer)} on {when(same['created'])}"
+        if not replace:
+            raise ValueError(f"a snapshot {name!r} exists already ({made}): choose a new name, e.g. {suggest!r}"
+                             + (", or replace it (you made it)" if same["owner"] == viewer.owner and
+                                not same["baseline"] else ""))
+        if same["owner"] != viewer.owner:
+            raise ValueError(f"only its maker can replace the snapshot {name!r} ({made}): choose a new name, e.g. "
+                             f"{suggest!r}")
+        if same["baseline"]:
+            raise ValueError(f"the snapshot {name!r} is the baseline and is never replaced: take a new one, e.g. "
+                             f"{suggest!r}, and mark it the baseline")
+    else:
+        check_new_name(name, "snapshot name", visible)
+        hidden = [r["name"] for r in rows if not viewer.sees(r["owner"], r["published"])]
+        try:
+            check_new_name(name, "snapshot name", hidden)
+        except ValueError:
+            raise ValueError(f"the snapshot name {name!r} looks like one another session keeps: choose a clearly "
+                             f"different one") from None
+        own = sum(r["owner"] == viewer.owner for r in rows)
+        if own >= MAX_SNAPSHOTS:
+            raise ValueError(f"{own} snapshots of this corpus are yours, the most one maker may keep "
+                             f"({MAX_SNAPSHOTS}): replace one of yours instead")
+        if len(rows) >= MAX_CORPUS_SNAPSHOTS:
+            raise ValueError(f"this corpus keeps {len(rows)} snapshots, the most it may ({MAX_CORPUS_SNAPSHOTS}): "
+                             f"replace one of yours instead")
+    if baseline and viewer.shared:
+        raise ValueError("on a shared deployment only a published snapshot can be the baseline (it is everyone's): "
+                         "take it, publish it, then mark it")
+    return name, same is not None
 
 
 def take(ws: Workspace, split: str, systems: list[str], name: str, note: str = "") -> Snapshot:
     """The systems' runs of ``split`` now, as a snapshot called ``name`` (not yet stored)."""
-    name = check_name(name, "snapshot name")
+    name, note = check_name(name, "snapshot name"), check_note(note)
     ds = ws.dataset
     if split not in ds.qrels:
         raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     return Snapshot(name=name, corpus=ds.corpus_hash, dataset=ds.content_hash, dataset_name=ds.name, split=split,
-                    labels=labels_hash(ds.qrels[split]), note=str(note or ""),
+                    labels=labels_hash(ds.qrels[split]), note=note,
                     systems={s: ws.system_params(s, split) for s in systems},
                     runs={s: ws.run(s, split) for s in systems})
 
 
-def save(store: Store, snap: Snapshot) -> None:
-    """Keep the snapshot in the store (the same name again replaces it, keeping its baseline mark)."""
-    store.put_snapshot(snap.corpus, snap.name, {
-        "dataset": snap.dataset, "dataset_name": snap.dataset_name, "split": snap.split, "labels": snap.labels,
-        "systems": snap.systems, "note": snap.note, "created": snap.created}, snap.runs)
+def save(store: Store, snap: Snapshot, viewer: Viewer = OPERATOR, replace: bool = False) -> Snapshot:
+    """Keep the snapshot in the store as ``viewer``'s (``admit``'s rules: never under a name the
+    corpus has unless its maker replaces it; published at once off a shared deployment); the
+    snapshot as kept. A ValueError in one line, nothing kept, when a rule refuses it."""
+    _, replace = _admitted(store, snap.corpus, snap.name, snap.note, viewer, replace, False)
+    published = not viewer.shared
+    try:
+        store.put_snapshot(snap.corpus, snap.name, {
+            "dataset": snap.dataset, "dataset_name": snap.dataset_name, "split": snap.split, "labels": snap.labels,
+            "systems": snap.systems, "note": snap.note, "created": snap.created}, snap.runs, owner=viewer.owner,
+            published=published, replace=replace)
+    except NameTaken:  # another writer took the name (or the mark) between the check and the write
+        raise ValueError(f"the snapshot {snap.name!r} was kept by someone else meanwhile: choose a new name") from None
+    snap.owner = viewer.owner
+    if not replace:
+        snap.published = published
+    return snap
 
 
 class DamagedSnapshot(ValueError):
@@ -139,6 +246,9 @@ def _shape_problem(row: dict) -> str | None:
             return f"its metadata's {key!r} is missing or not a {kind.__name__ if isinstance(kind, type) else 'number'}"
     if not all(isinstance(k, str) and isinstance(v, dict) for k, v in meta["systems"].items()):
         return "its systems' parameters are not an object per system"
+    if not isinstance(row.get("owner", ""), str) or not isinstance(row.get("baseline_by", ""), str) or \
+            not isinstance(row.get("baseline_at", 0.0), (int, float)):
+        return "its maker or its baseline mark's maker or time is not of the kind kept"
     runs = row.get("runs")
     if not isinstance(runs, dict):
         return "its runs are not an object of systems"
@@ -159,6 +269,8 @@ def _of(row: dict) -> Snapshot:
         raise DamagedSnapshot(f"the snapshot {row.get('name')!r} in the store is damaged: {problem}")
     meta = json.loads(row["meta"])
     return Snapshot(name=row["name"], corpus=row["corpus"], runs=row["runs"], baseline=bool(row["baseline"]),
+                    owner=str(row.get("owner") or ""), published=bool(row.get("published", 1)),
+                    baseline_by=str(row.get("baseline_by") or ""), baseline_at=float(row.get("baseline_at") or 0),
                     **{k: meta[k] for k in ("dataset", "dataset_name", "split", "labels", "systems", "note",
                                             "created")})
 
@@ -175,11 +287,11 @@ def _rows(store: Store, corpus: str, what: str, **where) -> list[dict]:
         raise DamagedSnapshot(f"{what} in the store is damaged: its runs do not unpack ({err})") from None
 
 
-def listed(store: Store, corpus: str) -> list[Snapshot]:
-    """The corpus's snapshots, oldest first; a damaged one (``DamagedSnapshot``) is left out with a
-    warning naming it, so one bad row hides no other."""
+def listed(store: Store, corpus: str, viewer: Viewer = OPERATOR) -> list[Snapshot]:
+    """The corpus's snapshots ``viewer`` sees (``owners.Viewer``), oldest first; a damaged one
+    (``DamagedSnapshot``) is left out with a warning naming it, so one bad row hides no other."""
     out, damaged = [], []
-    for row in _rows(store, corpus, "a snapshot of this corpus"):
+    for row in _rows(store, corpus, "a snapshot of this corpus", owner=viewer.filter):
         try:
             out.append(_of(row))
         except DamagedSnapshot as err:
@@ -188,27 +300,73 @@ def listed(store: Store, corpus: str) -> list[Snapshot]:
     return out
 
 
-def load(store: Store, corpus: str, name: str) -> Snapshot:
-    """The corpus's snapshot called ``name``; a KeyError naming the ones there are when none is."""
-    found = _rows(store, corpus, f"the snapshot {name!r}", name=name)
+def load(store: Store, corpus: str, name: str, viewer: Viewer = OPERATOR) -> Snapshot:
+    """The corpus's snapshot called ``name``; a KeyError naming the ones there are when none is
+    (or ``viewer`` does not see it: another session's, unpublished)."""
+    found = _rows(store, corpus, f"the snapshot {name!r}", name=name, owner=viewer.filter)
     if not found:
-        there = ", ".join(store.snapshot_names(corpus)) or "none yet"
+        there = ", ".join(store.snapshot_names(corpus, viewer.filter)) or "none yet"
         raise KeyError(f"no snapshot {name!r} of this corpus (there are: {there})")
     return _of(found[0])
 
 
-def mark_baseline(store: Store, corpus: str, name: str) -> Snapshot:
-    """Make ``name`` the corpus's baseline (the mark leaves the one before)."""
-    snap = load(store, corpus, name)
-    store.mark_baseline(corpus, name)
-    snap.baseline = True
-    return snap
+@dataclass
+class BaselineMove:
+    """One move of a corpus's baseline mark: from which snapshot (None: none), to which, by whom, when."""
+
+    moved_from: str | None
+    moved_to: str
+    who: str
+    at: float
+
+
+def mark_baseline(store: Store, corpus: str, name: str, viewer: Viewer = OPERATOR) -> BaselineMove | None:
+    """Make the existing snapshot ``name`` the corpus's baseline, as ``viewer``'s deliberate act:
+    kept with who set it and when, the move logged (``baseline_moves``); the move, or None when it
+    was the baseline already (nothing logged). A KeyError for a snapshot ``viewer`` does not see,
+    a ValueError on a shared deployment for one not published (the baseline is everyone's)."""
+    snap = load(store, corpus, name, viewer)
+    if snap.baseline:
+        return None
+    if viewer.shared and not snap.published:
+        raise ValueError(f"the snapshot {name!r} is not published: on a shared deployment the baseline is everyone's, "
+                         f"so publish it first")
+    store.mark_baseline(corpus, snap.name, viewer.owner)
+    return baseline_moves(store, corpus)[-1]
+
+
+def baseline_moves(store: Store, corpus: str) -> list[BaselineMove]:
+    """Every move of the corpus's baseline mark, oldest first."""
+    return [BaselineMove(r["moved_from"], r["moved_to"], r["who"] or "", r["at"] or 0.0)
+            for r in store.baseline_log(corpus)]
 
 
 def baseline(store: Store, corpus: str) -> Snapshot | None:
     """The corpus's baseline snapshot, None without one."""
     found = _rows(store, corpus, "the baseline snapshot of this corpus", baseline=True)
     return _of(found[0]) if found else None
+
+
+def baseline_line(store: Store, corpus: str, viewer: Viewer = OPERATOR) -> str:
+    """"baseline: NAME, set by WHO on WHEN" (who as ``viewer`` sees it), or "no baseline yet"."""
+    rows = [r for r in store.snapshot_index(corpus) if r["baseline"]]
+    if not rows:
+        return "no baseline yet"
+    row = rows[0]
+    return f"baseline: {row['name']}, set by {describe(row['baseline_by'], viewer)} on {when(row['baseline_at'])}"
+
+
+def publish(store: Store, corpus: str, name: str, viewer: Viewer) -> Snapshot:
+    """Make ``viewer``'s snapshot ``name`` visible to every session (it cannot be taken back); a
+    KeyError for one it does not see, a ValueError for one another made or one already published."""
+    snap = load(store, corpus, name, viewer)
+    if snap.owner != viewer.owner:
+        raise ValueError(f"only its maker can publish the snapshot {name!r} (taken by {describe(snap.owner, viewer)})")
+    if snap.published:
+        raise ValueError(f"the snapshot {name!r} is published already")
+    store.publish_snapshot(corpus, snap.name, viewer.owner)
+    snap.published = True
+    return snap
 
 
 @dataclass
@@ -349,12 +507,14 @@ class Point:
     queries: int
 
 
-def history(store: Store, ws: Workspace, split: str, metric: str = PRIMARY) -> list[Point]:
-    """Every system of every snapshot of the corpus taken on ``split``, oldest first, evaluated on
-    today's labels of that split (so a labels change moves every point alike)."""
+def history(store: Store, ws: Workspace, split: str, metric: str = PRIMARY, viewer: Viewer = OPERATOR,
+            snaps: list[Snapshot] | None = None) -> list[Point]:
+    """Every system of every snapshot of the corpus ``viewer`` sees (or of ``snaps``, read already)
+    taken on ``split``, oldest first, evaluated on today's labels of that split (so a labels change
+    moves every point alike)."""
     qrels = ws.dataset.qrels.get(split, {})
     out = []
-    for snap in listed(store, ws.dataset.corpus_hash):
+    for snap in (snaps if snaps is not None else listed(store, ws.dataset.corpus_hash, viewer)):
         if snap.split != split or not qrels:
             continue
         for system, run in snap.runs.items():

@@ -70,6 +70,10 @@ class StoreError(ValueError):
     """A store path that cannot be used (a folder, a file that is not a store, no write access)."""
 
 
+class NameTaken(ValueError):
+    """A snapshot's name the corpus has already (``Store.put_snapshot``), or none of the writer's to replace."""
+
+
 class Store:
     """Thread-safe access to the cache file (one connection, serialized by a lock)."""
 
@@ -138,6 +142,7 @@ class Store:
                                           "created": float}, pk=("corpus", "id"), if_not_exists=True)
             db["snapshots"].create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
                                     "created": float}, pk=("corpus", "name"), if_not_exists=True)
+            self._owner_columns()
 
     @property
     def models_dir(self) -> Path:
@@ -373,17 +378,27 @@ class Store:
             return cur.rowcount > 0
 
     # ---- query sets added to a corpus ---------------------------------------------------------
-    def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str]) -> None:
-        """Keep queries added to the corpus ``corpus`` (a ``Dataset.corpus_hash``) as one named set;
-        the same ``set_id`` again replaces it."""
+    def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",
+                      published: bool = True) -> None:
+        """Keep queries added to the corpus ``corpus`` (a ``Dataset.corpus_hash``) as one named set
+        made by ``owner`` (``retrieval.owners``), ``published`` or not; the same ``set_id`` again
+        replaces its name and queries, keeping its maker and whether it is published."""
         with self._lock, self.db.conn:
+            was = self.db.execute("select owner, published from query_sets where corpus = ? and id = ?",
+                                  [corpus, set_id]).fetchone()
+            owner, published = (was[0] or "", was[1]) if was else (owner, int(bool(published)))
             self.db["query_sets"].upsert({"corpus": corpus, "id": set_id, "name": name, "queries": _pack(queries),
-                                          "n": len(queries), "created": time.time()}, pk=("corpus", "id"))
+                                          "n": len(queries), "created": time.time(), "owner": owner,
+                                          "published": published}, pk=("corpus", "id"))
 
-    def query_sets(self, corpus: str) -> list[dict]:
-        """The corpus's query sets (``id, name, n, created, queries``), oldest first."""
+    def query_sets(self, corpus: str, owner: str | None = None) -> list[dict]:
+        """The corpus's query sets (``id, name, n, created, owner, published, queries``), oldest
+        first; with ``owner``, only its own and the published ones (``owners.Viewer.filter``)."""
+        where, args = "corpus = ?", [corpus]
+        if owner is not None:
+            where, args = where + " and (published = 1 or owner = ?)", args + [owner]
         with self._lock:
-            rows = list(self.db["query_sets"].rows_where("corpus = ?", [corpus], order_by="created, id"))
+            rows = list(self.db["query_sets"].rows_where(where, args, order_by="created, id"))
         out, problems = [], []
         for r in rows:  # a set not of the shape put_query_set writes is left out, with a warning
             queries, problem = stored_rows.unpacked(r["queries"], "queries")
@@ -391,14 +406,32 @@ class Store:
             if problem is not None:
                 problems.append(f"query set {r.get('id')!r:.60}: {problem}")
                 continue
-            out.append({**{k: r[k] for k in ("id", "name", "n", "created")}, "queries": queries})
+            out.append({**{k: r[k] for k in ("id", "name", "n", "created")}, "owner": r["owner"] or "",
+                        "published": bool(r["published"]), "queries": queries})
         stored_rows.left_out("query sets", problems)
         return out
 
-    def delete_query_set(self, corpus: str, set_id: str) -> bool:
-        """Forget one query set of the corpus; True when there was one."""
+    def query_set_count(self, corpus: str, owner: str | None = None, but: str | None = None) -> int:
+        """How many query sets the corpus keeps (``owner``'s only, when given), leaving out ``but``."""
+        where, args = "corpus = ? and id != ?", [corpus, but or ""]
+        if owner is not None:
+            where, args = where + " and owner = ?", args + [owner]
+        with self._lock:
+            return self.db.execute(f"select count(*) from query_sets where {where}", args).fetchone()[0]
+
+    def delete_query_set(self, corpus: str, set_id: str, owner: str | None = None) -> bool:
+        """Forget one query set of the corpus (with ``owner``: only if it made it); True when one went."""
+        where, args = "corpus = ? and id = ?", [corpus, set_id]
+        if owner is not None:
+            where, args = where + " and owner = ?", args + [owner]
         with self._lock, self.db.conn:
-            return self.db.execute("delete from query_sets where corpus = ? and id = ?", [corpus, set_id]).rowcount > 0
+            return self.db.execute(f"delete from query_sets where {where}", args).rowcount > 0
+
+    def publish_query_set(self, corpus: str, set_id: str, owner: str) -> bool:
+        """Make ``owner``'s query set ``set_id`` visible to everyone; False when it has none of that id."""
+        with self._lock, self.db.conn:
+            return self.db.execute("update query_sets set published = 1 where corpus = ? and id = ? and owner = ?",
+                                   [corpus, set_id, owner]).rowcount > 0
 
     # ---- samples of queries to judge ---------------------------------------------------------
     def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str]) -> None:
@@ -424,24 +457,41 @@ class Store:
         return out
 
     # ---- snapshots of runs (retrieval.snapshots) ---------------------------------------------
-    def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict) -> None:
-        """Keep a snapshot of the corpus: ``meta`` (JSON) and its runs; the same name replaces it,
-        keeping its baseline mark."""
+    def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict, owner: str = "", published: bool = True,
+                     replace: bool = False) -> None:
+        """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs. A name the
+        corpus has already is ``NameTaken`` unless ``replace`` and the snapshot is ``owner``'s and
+        not the baseline (then its runs, meta and time are replaced; it stays published if it was).
+        Checked in the write's transaction, so two writers of one name cannot both succeed."""
+        row = {"corpus": corpus, "name": name, "meta": json.dumps(meta), "runs": _pack(runs),
+               "created": float(meta["created"])}
         with self._lock, self.db.conn:
-            was = self.db.execute("select baseline from snapshots where corpus = ? and name = ?",
-                                  [corpus, name]).fetchone()
-            self.db["snapshots"].upsert({"corpus": corpus, "name": name, "meta": json.dumps(meta), "runs": _pack(runs),
-                                         "baseline": int(bool(was and was[0])), "created": float(meta["created"])},
-                                        pk=("corpus", "name"))
+            if replace:
+                cur = self.db.execute("update snapshots set meta = ?, runs = ?, created = ? where corpus = ? and "
+                                      "name = ? and owner = ? and baseline = 0",
+                                      [row["meta"], row["runs"], row["created"], corpus, name, owner])
+                if cur.rowcount != 1:
+                    raise NameTaken(f"no snapshot {name!r} of {owner!r} that is not the baseline to replace")
+                return
+            try:
+                self.db.execute("insert into snapshots (corpus, name, meta, runs, baseline, created, owner, published) "
+                                "values (?, ?, ?, ?, 0, ?, ?, ?)", [corpus, name, row["meta"], row["runs"],
+                                                                    row["created"], owner, int(bool(published))])
+            except sqlite3.IntegrityError:
+                raise NameTaken(f"a snapshot {name!r} of this corpus exists already") from None
 
-    def snapshots(self, corpus: str, name: str | None = None, baseline: bool = False) -> list[dict]:
-        """The corpus's snapshots (``name, meta, runs, baseline``), oldest first: all, the one
-        called ``name``, or the baseline (only those rows' runs are read and unpacked)."""
+    def snapshots(self, corpus: str, name: str | None = None, baseline: bool = False,
+                  owner: str | None = None) -> list[dict]:
+        """The corpus's snapshots (``name, meta, runs, baseline, owner, published, baseline_by,
+        baseline_at``), oldest first: all, the one called ``name``, or the baseline (only those rows'
+        runs are read and unpacked); with ``owner``, only its own and the published ones."""
         where, args = "corpus = ?", [corpus]
         if name is not None:
             where, args = where + " and name = ?", args + [name]
         if baseline:
             where += " and baseline = 1"
+        if owner is not None:
+            where, args = where + " and (published = 1 or owner = ?)", args + [owner]
         with self._lock:
             rows = list(self.db["snapshots"].rows_where(where, args, order_by="created, name"))
         out = []
@@ -450,19 +500,74 @@ class Store:
             out.append({**r, "runs": runs, **({"damaged": problem} if problem else {})})
         return out
 
-    def snapshot_names(self, corpus: str) -> list[str]:
-        """The names of the corpus's snapshots, oldest first (no runs read)."""
+    def snapshot_names(self, corpus: str, owner: str | None = None) -> list[str]:
+        """The names of the corpus's snapshots, oldest first (no runs read); with ``owner``, only
+        its own and the published ones."""
+        return [r["name"] for r in self.snapshot_index(corpus, owner)]
+
+    def snapshot_index(self, corpus: str, owner: str | None = None) -> list[dict]:
+        """The corpus's snapshots without their runs or meta (``name, created, baseline, owner,
+        published, baseline_by, baseline_at``), oldest first; with ``owner``, its own and the published."""
+        where, args = "corpus = ?", [corpus]
+        if owner is not None:
+            where, args = where + " and (published = 1 or owner = ?)", args + [owner]
         with self._lock:
-            rows = list(self.db["snapshots"].rows_where("corpus = ?", [corpus], select="name",
-                                                        order_by="created, name"))
+            rows = list(self.db["snapshots"].rows_where(
+                where, args, select="name, created, baseline, owner, published, baseline_by, baseline_at",
+                order_by="created, name"))
         stored_rows.left_out("snapshots", [f"a name {r['name']!r:.60} that is not text" for r in rows
                                            if not isinstance(r["name"], str)])
-        return [r["name"] for r in rows if isinstance(r["name"], str)]
+        return [r for r in rows if isinstance(r["name"], str)]
 
-    def mark_baseline(self, corpus: str, name: str) -> None:
-        """Make the snapshot ``name`` the corpus's only baseline."""
+    def mark_baseline(self, corpus: str, name: str, who: str = "") -> str | None:
+        """Make the snapshot ``name`` the corpus's only baseline, set by ``who`` now, and log the move
+        (``baseline_log``) in the same transaction; the name of the baseline before (None: none).
+        ``KeyError`` when the corpus has no snapshot ``name`` (nothing changes)."""
+        now = time.time()
         with self._lock, self.db.conn:
-            self.db.execute("update snapshots set baseline = (name = ?) where corpus = ?", [name, corpus])
+            if not self.db.execute("select 1 from snapshots where corpus = ? and name = ?", [corpus, name]).fetchone():
+                raise KeyError(f"no snapshot {name!r} of this corpus")
+            was = self.db.execute("select name from snapshots where corpus = ? and baseline = 1 order by name",
+                                  [corpus]).fetchone()
+            self.db.execute("update snapshots set baseline = 0, baseline_by = '', baseline_at = 0 "
+                            "where corpus = ? and name != ?", [corpus, name])
+            self.db.execute("update snapshots set baseline = 1, baseline_by = ?, baseline_at = ? "
+                            "where corpus = ? and name = ?", [who, now, corpus, name])
+            self.db.execute("insert into baseline_log (corpus, moved_from, moved_to, who, at) values (?, ?, ?, ?, ?)",
+                            [corpus, was[0] if was else None, name, who, now])
+        return was[0] if was else None
+
+    def baseline_log(self, corpus: str) -> list[dict]:
+        """Every move of the corpus's baseline mark (``moved_from`` (None: none before), ``moved_to``,
+        ``who``, ``at``), oldest first."""
+        with self._lock:
+            return list(self.db["baseline_log"].rows_where("corpus = ?", [corpus], order_by="at, rowid",
+                                                           select="moved_from, moved_to, who, at"))
+
+    def publish_snapshot(self, corpus: str, name: str, owner: str) -> bool:
+        """Make ``owner``'s snapshot ``name`` visible to everyone; False when it has none of that name."""
+        with self._lock, self.db.conn:
+            return self.db.execute("update snapshots set published = 1 where corpus = ? and name = ? and owner = ?",
+                                   [corpus, name, owner]).rowcount > 0
+
+    # columns added to tables of earlier stores (``_owner_columns``): rows kept before them were
+    # everyone's, so they are published, with no maker known
+    OWNER_COLUMNS = {"snapshots": {"owner": "text not null default ''", "published": "integer not null default 1",
+                                   "baseline_by": "text not null default ''",
+                                   "baseline_at": "float not null default 0"},
+                     "query_sets": {"owner": "text not null default ''", "published": "integer not null default 1"}}
+
+    def _owner_columns(self) -> None:
+        """Add the maker and publication columns (``OWNER_COLUMNS``) to tables that lack them, and the
+        baseline's log: an existing store opens as it was, its rows published."""
+        for table, columns in self.OWNER_COLUMNS.items():
+            have = {c.name for c in self.db[table].columns}
+            for column, declared in columns.items():
+                if column not in have:
+                    self.db.execute(f"alter table {table} add column {column} {declared}")
+        self.db["baseline_log"].create({"corpus": str, "moved_from": str, "moved_to": str, "who": str, "at": float},
+                                       if_not_exists=True)
+        self.db["baseline_log"].create_index(["corpus"], if_not_exists=True)
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

@@ -6,6 +6,7 @@ run exits 2. On labels judged in the app (a judged BM25 pool), a system whose to
 enough gets no verdict but how many to judge, and the Runs view's comparisons follow the same rule."""
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -39,8 +40,10 @@ def test_snapshots_are_kept_whole_with_one_baseline_per_corpus(tmp_path, tiny_en
     snapshots.mark_baseline(store, ws.dataset.corpus_hash, "first")
     snapshots.mark_baseline(store, ws.dataset.corpus_hash, "second")  # the mark moves: one baseline
     assert [s.name for s in snapshots.listed(store, ws.dataset.corpus_hash) if s.baseline] == ["second"]
-    snapshots.save(store, snapshots.take(ws, "test", ["bm25"], "second", note="again"))  # replaced, still marked
-    assert snapshots.baseline(store, ws.dataset.corpus_hash).note == "again"
+    for replace in (False, True):  # the baseline's name again is refused, even by its maker: the baseline stays
+        with pytest.raises(ValueError, match="'second' (exists already|is the baseline)"):
+            snapshots.save(store, snapshots.take(ws, "test", ["bm25"], "second", note="again"), replace=replace)
+    assert snapshots.baseline(store, ws.dataset.corpus_hash).note == ""
     with pytest.raises(KeyError, match="no snapshot 'third' of this corpus \\(there are: first, second\\)"):
         snapshots.load(store, ws.dataset.corpus_hash, "third")
     # now against the first: nothing changed; the same corpus with other labels is said so, evaluated on today's
@@ -102,8 +105,9 @@ def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_pat
     changed.build_dense()
     runs.take_snapshot(store, changed, "v2", "k1 5, b 1")
     runs.take_snapshot(store, ws, "v3", "back to the defaults")
-    rows, fig, _, _, _, systems = runs.snapshot_view(store, ws)
-    assert [r[:2] for r in rows] == [["★", "v1"], ["", "v2"], ["", "v3"]] and rows[1][-1] == "k1 5, b 1"
+    rows, fig, _, _, _, systems, baseline = runs.snapshot_view(store, ws)
+    assert [r[:2] for r in rows] == [["★", "v1"], ["", "v2"], ["", "v3"]] and rows[1][5] == "k1 5, b 1"
+    assert html.unescape(baseline).startswith("baseline: v1, set by the command line on ")  # who set it, and when
     bm25 = next(t for t in fig.data if t.name == "BM25")
     assert list(bm25.x) == ["v1", "v2", "v3"] and bm25.y[0] == bm25.y[2] > bm25.y[1]  # the dip, and back
     assert all(len(t.error_y.array) == 3 for t in fig.data) and "k1 5, b 1" in bm25.customdata[1][2]

@@ -14,6 +14,7 @@ from retrieval.dataset import Dataset
 from retrieval.diagnostics import label_health, language_check
 from retrieval.judgments import judgments_to_qrels
 from retrieval.labels import with_judgments
+from retrieval.owners import describe
 from retrieval.progress import Progress
 from retrieval.readers import load_uploads
 from retrieval.readers.assembly import add_queries as add_queries_file
@@ -103,7 +104,7 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
         progress(0.0, "indexing")
     started = time.monotonic()
     before = len(dataset.queries)
-    dataset = query_sets.restore(registry.store, dataset)  # queries added to this corpus before come back
+    dataset = query_sets.restore(registry.store, dataset, registry.viewer(session))  # added before: they come back
     back = len(dataset.queries) - before
     dataset, used = stored_judgments(registry.store, dataset)  # and the judgments made on it
     key = registry.open(dataset, progress=progress, session=session)
@@ -245,22 +246,27 @@ def add_queries(registry: Registry, key: str, paths: list[str] | None, text: str
         registry.count_query_set(session)
         added = len(dataset.queries) - before
         names = [Path(p).name for p in paths or []] + (["typed"] if typed else [])
-        kept = query_sets.keep(registry.store, before_ws.dataset, dataset, ", ".join(names))
+        kept = query_sets.keep(registry.store, before_ws.dataset, dataset, ", ".join(names), registry.viewer(session))
         also = " Kept with the corpus: they come back on the next visit (Data → query sets)." if kept else ""
         loaded = open_dataset(registry, dataset, progress, session=session,
                               done=(f"Added {count(added, 'query', 'queries')} to {dataset.name}.{also}" if added
                                     else f"No new queries for {dataset.name}: every one given is there already."))
         loaded.key = registry.carry_runs(loaded.key, before_ws, session)
-    except (DataError, ValueError) as err:  # SessionLimit and ServerBusy among them
+    except (DataError, ValueError) as err:  # SessionLimit, ServerBusy and query_sets' bounds among them
         return failed(key, "Could not add the queries", err, "The data set is unchanged.")
     return loaded
 
 
-def query_set_rows(registry: Registry, ws: Workspace) -> tuple[list[list], dict]:
-    """The query sets kept with the session's corpus (name, queries, added, id) and the remove
-    picker's choices."""
-    sets = query_sets.listed(registry.store, ws.dataset.corpus_hash)
-    rows = [[qs["name"], qs["n"], time.strftime("%Y-%m-%d %H:%M", time.localtime(qs["created"])), qs["id"]]
+QUERY_SET_HEADERS = ["name", "queries", "added", "id", "added by", "published"]
+
+
+def query_set_rows(registry: Registry, ws: Workspace, session: str = ANONYMOUS) -> tuple[list[list], dict]:
+    """The query sets kept with the session's corpus that it sees (on a shared deployment its own and
+    the published ones: name, queries, added, id, by whom, published) and the picker's choices."""
+    viewer = registry.viewer(session)
+    sets = query_sets.listed(registry.store, ws.dataset.corpus_hash, viewer)
+    rows = [[qs["name"], qs["n"], time.strftime("%Y-%m-%d %H:%M", time.localtime(qs["created"])), qs["id"],
+             describe(qs["owner"], viewer), "yes" if qs["published"] else "no (only this session sees it)"]
             for qs in sets]
     return rows, gr.update(choices=[(f"{qs['name']} ({count(qs['n'], 'query', 'queries')})", qs["id"]) for qs in sets],
                            value=None)
@@ -273,9 +279,11 @@ def remove_query_set(registry: Registry, key: str, set_id: str | None, session: 
         raise refuse("pick a query set to remove")
     ws = registry.get(key)
     try:
-        dataset = query_sets.drop(registry.store, ws.dataset, set_id)
+        dataset = query_sets.drop(registry.store, ws.dataset, set_id, registry.viewer(session))
     except KeyError as err:
         raise refuse(err.args[0]) from err
+    except ValueError as err:  # another session's, on a shared deployment
+        raise refuse(err) from err
     gone = len(ws.dataset.queries) - len(dataset.queries)
     try:
         loaded = open_dataset(registry, dataset, session=session,
@@ -286,12 +294,32 @@ def remove_query_set(registry: Registry, key: str, set_id: str | None, session: 
     return loaded
 
 
+def publish_query_set(registry: Registry, key: str, set_id: str | None, session: str = ANONYMOUS) -> str:
+    """Make the session's query set ``set_id`` visible to every session (a shared deployment's
+    Publish); the status line. Refused in one line, nothing changed: off a shared deployment (every
+    set is everyone's already), another session's set, one published already."""
+    if not registry.shared:
+        raise refuse("every query set is everyone's on this deployment already: nothing to publish")
+    if not set_id:
+        raise refuse("pick a query set to publish")
+    try:
+        found = query_sets.publish(registry.store, registry.get(key).dataset.corpus_hash, set_id,
+                                   registry.viewer(session))
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    except ValueError as err:
+        raise refuse(err) from err
+    return (f"✅ Published the query set {code(found['name'])} ({count(found['n'], 'query', 'queries')}): every "
+            "session that opens this corpus gets its queries; only this session can remove it.")
+
+
 def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Loaded | None:
     """A new page's workspace with the query sets and the judgments kept with its corpus (a reload
     or a restart finds them as they were left), or None when there are none it lacks (the page
     stays on ``key``)."""
     ws = registry.get(key)
-    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset))
+    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset,
+                                                                      registry.viewer(session)))
     if restored.content_hash == ws.dataset.content_hash:  # nothing kept, or all of it there
         return None
     try:
@@ -367,9 +395,10 @@ class DataView:
     sets: gr.Dataframe
     set_pick: gr.Dropdown
     remove_set: gr.Button
+    publish_set: gr.Button | None = None
 
 
-def build() -> DataView:
+def build(shared: bool = False) -> DataView:
     gr.Markdown(texts.DATA_INTRO)
     files = gr.File(label="Data set files", file_count="multiple", elem_id="upload")
     with gr.Row():
@@ -383,10 +412,14 @@ def build() -> DataView:
         add = gr.Button("Add queries", elem_id="add-queries-button")
     with gr.Accordion("Query sets kept with this corpus", open=False):
         gr.Markdown(texts.QUERY_SETS_HELP)
-        sets = gr.Dataframe(headers=["name", "queries", "added", "id"], interactive=False, elem_id="query-sets")
+        if shared:
+            gr.Markdown(texts.QUERY_SETS_SHARED)
+        sets = gr.Dataframe(headers=QUERY_SET_HEADERS, interactive=False, elem_id="query-sets")
         with gr.Row():
             set_pick = gr.Dropdown(choices=[], label="Query set", elem_id="query-set-pick", scale=3)
             remove_set = gr.Button("Remove this query set", elem_id="remove-query-set", scale=1)
+            publish_set = gr.Button("Publish it to every session", elem_id="publish-query-set", scale=1,
+                                    visible=shared)
     with gr.Accordion("Import a run of your own system (TREC or ranx JSON)", open=True):
         gr.Markdown(texts.IMPORT_RUN_HELP)
         with gr.Row():
@@ -395,4 +428,4 @@ def build() -> DataView:
         import_btn = gr.Button("Import run", elem_id="import-run-button")
     status = gr.Markdown(elem_id="load-status")
     return DataView(files, load, demo, query_files, query_text, add, run_file, run_name, import_btn, status, sets,
-                    set_pick, remove_set)
+                    set_pick, remove_set, publish_set)

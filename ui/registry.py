@@ -30,6 +30,7 @@ from retrieval import Store, Workspace, footprint
 from retrieval.dataset import Dataset
 from retrieval.language import corpus_tokenizer
 from retrieval.model_policy import ModelPolicy
+from retrieval.owners import Viewer, app_owner
 from retrieval.progress import Progress
 from training.job import JobQueue
 
@@ -84,8 +85,9 @@ class Registry:
 
     def __init__(self, store: Store, model: str | None, language: str = "auto", precision: str = "auto",
                  foreground_s: float | None = FOREGROUND_S, engine=None, limits: Limits | None = None,
-                 policy: ModelPolicy | None = None):
+                 policy: ModelPolicy | None = None, shared: bool = False):
         self.store, self.model, self.language = store, model, language
+        self.shared = shared  # a shared deployment: query sets and snapshots are their session's until published
         self.engine = engine  # retrieval.engines: None is the in-process one
         self.precision, self.foreground_s = precision, foreground_s
         self.limits = limits or Limits()
@@ -174,6 +176,11 @@ class Registry:
         for imported in before.imported.values():
             key = self.add_run(key, imported, session)
         return key
+
+    def viewer(self, session: str) -> Viewer:
+        """Who ``session`` is to the store's shared objects (``retrieval.owners``): its owner id, and
+        whether this deployment is shared."""
+        return Viewer(app_owner(session), self.shared)
 
     def allowed_model(self, choice: str | None) -> str | None:
         """The encoder a client's ``choice`` names, if the model policy offers it ("" or None: the

@@ -3,10 +3,15 @@
 systems on show (``retrieval.snapshots``): take one with a note, mark the baseline, a metric's
 history across them with intervals, and two snapshots of a system diffed query by query. On labels
 judged in the app, neither comparison speaks a verdict where a run's top 10 is not judged enough
-(``coverage.verdict``): it says how many more of its documents to judge, with both runs' judged@10."""
+(``coverage.verdict``): it says how many more of its documents to judge, with both runs' judged@10.
+
+Snapshots have makers (``retrieval.owners``, the session's ``Registry.viewer``): a name in use is
+refused with a free one suggested, unless its maker asks to replace it ("Replace mine of this
+name", ``/replace_snapshot``); the baseline line says who
+set it and when; on a shared deployment a session sees its own snapshots and the published ones,
+and publishes its own."""
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import gradio as gr
@@ -18,6 +23,7 @@ from retrieval.evaluate import positive_qrels
 from retrieval.history import compare_stored, list_runs
 from retrieval.intervals import mean_interval
 from retrieval.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
+from retrieval.owners import OPERATOR, Viewer, describe, when
 from retrieval.systems import label
 
 from . import texts
@@ -27,7 +33,7 @@ from .pools import HEAVY, LIGHT
 from .present.escape import code, text
 from .present.figures import history_figure
 from .present.tables import conclusion_lines, coverage_line
-from .registry import Context
+from .registry import Context, session_of
 
 RUN_HEADERS = ["when", "system", "split", "depth", "key"]
 COMPARE_HEADERS = ["query", "text", "A", "B", "B − A"]
@@ -78,7 +84,7 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
     return note, rows
 
 
-SNAPSHOT_HEADERS = ["", "snapshot", "when", "split", "systems", "note"]
+SNAPSHOT_HEADERS = ["", "snapshot", "when", "split", "systems", "note", "taken by", "published"]
 DIFF_HEADERS = ["query", "text", "A", "B", "B − A", "top 10s alike (RBO)", "entered the top 10", "left the top 10",
                 "A's top 5", "B's top 5"]
 
@@ -90,52 +96,90 @@ def _split(ws: Workspace) -> str:
     return split
 
 
-def take_snapshot(store: Store, ws: Workspace, name: str, note: str = "", baseline: bool = False) -> str:
-    """Keep the systems on show's runs of the default labelled split as a snapshot called ``name``."""
+def take_snapshot(store: Store, ws: Workspace, name: str, note: str = "", baseline: bool = False,
+                  viewer: Viewer = OPERATOR, replace: bool = False) -> str:
+    """Keep the systems on show's runs of the default labelled split as a snapshot called ``name``,
+    made by ``viewer``; its name, note and bounds are checked before any run is computed
+    (``snapshots.admit``), and a refusal keeps nothing and says why in one line."""
     split = _split(ws)
+    corpus = ws.dataset.corpus_hash
     try:
-        snap = snapshots.take(ws, split, list(shown_systems(ws)), name, note)
-        snapshots.save(store, snap)
+        name = snapshots.admit(store, corpus, name, note, viewer, replace, baseline)
+        replaced = name in store.snapshot_names(corpus)
+        snap = snapshots.save(store, snapshots.take(ws, split, list(shown_systems(ws)), name, note), viewer, replace)
         if baseline:
-            snapshots.mark_baseline(store, snap.corpus, snap.name)
+            snapshots.mark_baseline(store, corpus, snap.name, viewer)
     except (ValueError, KeyError) as err:
-        raise refuse(err) from err
-    return (f"Snapshot {code(snap.name)} kept: {', '.join(text(s) for s in snap.runs)} on {text(split)}"
-            + (", marked the baseline." if baseline else "."))
+        raise refuse(err.args[0] if isinstance(err, KeyError) else err) from err
+    private = " Only this session sees it until you publish it." if viewer.shared and not snap.published else ""
+    return (f"Snapshot {code(snap.name)} {'replaced' if replaced else 'kept'}: "
+            f"{', '.join(text(s) for s in snap.runs)} on {text(split)}"
+            + (", marked the baseline." if baseline else ".") + private)
 
 
-def mark_baseline(store: Store, ws: Workspace, name: str) -> str:
+def mark_baseline(store: Store, ws: Workspace, name: str, viewer: Viewer = OPERATOR) -> str:
+    """Move the corpus's baseline to the snapshot ``name`` as ``viewer`` (logged, with who and when);
+    the status says from which snapshot it moved. A snapshot the session does not see, or (on a shared
+    deployment) one not published, is refused."""
+    if not name:
+        raise refuse("pick a snapshot to mark as the baseline")
+    corpus = ws.dataset.corpus_hash
     try:
-        snapshots.mark_baseline(store, ws.dataset.corpus_hash, name or "")
+        move = snapshots.mark_baseline(store, corpus, name, viewer)
     except KeyError as err:
         raise refuse(err.args[0]) from None
-    return f"{code(name)} is the baseline: `python -m retrieval check` holds every change against it."
+    except ValueError as err:
+        raise refuse(err) from err
+    if move is None:
+        return f"{code(name)} is the baseline already ({text(snapshots.baseline_line(store, corpus, viewer))})."
+    was = f", moved from {code(move.moved_from)}" if move.moved_from else ""
+    return (f"{code(name)} is the baseline{was} (set by {text(describe(move.who, viewer))} on {when(move.at)}): "
+            "`python -m retrieval check` holds every change against it.")
 
 
-def snapshot_view(store: Store, ws: Workspace, metric: str = PRIMARY):
-    """The corpus's snapshots (the baseline starred), the metric's history across them and the
-    choices of the snapshot pickers and the system picker."""
-    found = snapshots.listed(store, ws.dataset.corpus_hash)
-    rows = [["★" if s.baseline else "", s.name, time.strftime("%Y-%m-%d %H:%M", time.localtime(s.created)), s.split,
-             ", ".join(label(r) for r in s.runs), s.note] for s in found]
+def publish_snapshot(store: Store, ws: Workspace, name: str, viewer: Viewer) -> str:
+    """Make the session's snapshot ``name`` visible to every session (a shared deployment's Publish)."""
+    if not viewer.shared:
+        raise refuse("every snapshot is everyone's on this deployment already: nothing to publish")
+    if not name:
+        raise refuse("pick a snapshot to publish")
+    try:
+        snapshots.publish(store, ws.dataset.corpus_hash, name, viewer)
+    except KeyError as err:
+        raise refuse(err.args[0]) from None
+    except ValueError as err:
+        raise refuse(err) from err
+    return f"Published {code(name)}: every session sees it now, and it can be the baseline; only you can replace it."
+
+
+def snapshot_view(store: Store, ws: Workspace, metric: str = PRIMARY, viewer: Viewer = OPERATOR):
+    """The corpus's snapshots ``viewer`` sees (the baseline starred; who took each, whether it is
+    published), the metric's history across them, the choices of the snapshot pickers and the
+    system picker, and the baseline line ("baseline: X, set by … on …")."""
+    corpus = ws.dataset.corpus_hash
+    found = snapshots.listed(store, corpus, viewer)
+    rows = [["★" if s.baseline else "", s.name, when(s.created), s.split, ", ".join(label(r) for r in s.runs), s.note,
+             describe(s.owner, viewer), "yes" if s.published else "no (only this session sees it)"] for s in found]
     split = ws.dataset.default_split()
-    points = [replace(p, system=label(p.system)) for p in snapshots.history(store, ws, split, metric or PRIMARY)] \
-        if split else []
+    points = [replace(p, system=label(p.system))
+              for p in snapshots.history(store, ws, split, metric or PRIMARY, viewer, found)] if split else []
     names = [s.name for s in found]
     systems = list(dict.fromkeys(r for s in found for r in s.runs))
     return (rows, history_figure(points, metric or PRIMARY), gr.update(choices=names), gr.update(choices=names),
             gr.update(choices=names), gr.update(choices=[(label(r), r) for r in systems],
-                                                value=systems[0] if systems else None))
+                                                value=systems[0] if systems else None),
+            text(snapshots.baseline_line(store, corpus, viewer)))
 
 
-def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metric: str = PRIMARY):
-    """``system`` in snapshot B against A, query by query on today's labels: a summary and the
-    queries that moved most, with what entered and left their top 10."""
+def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metric: str = PRIMARY,
+                  viewer: Viewer = OPERATOR):
+    """``system`` in snapshot B against A (both seen by ``viewer``), query by query on today's labels:
+    a summary and the queries that moved most, with what entered and left their top 10."""
     if not a or not b or not system:
         raise refuse("pick two snapshots and a system")
     split = _split(ws)
     try:
-        sa, sb = (snapshots.load(store, ws.dataset.corpus_hash, n) for n in (a, b))
+        sa, sb = (snapshots.load(store, ws.dataset.corpus_hash, n, viewer) for n in (a, b))
         cmp, (iv_a, iv_b), moved = snapshots.diff(sa, sb, system, ws.dataset.qrels[split], metric or PRIMARY)
     except KeyError as err:
         raise refuse(err.args[0]) from None
@@ -173,20 +217,29 @@ def build(ctx: Context, tab: gr.Tab) -> None:
     def on_compare(a: str, b: str, metric_: str, key: str):
         return compare(ctx.registry.store, ctx.workspace(key), a, b, metric_)
 
+    shared = ctx.registry.shared
     with gr.Accordion("Snapshots: a baseline, a metric's history, two snapshots side by side", open=False,
                       elem_id="snapshots"):
         gr.Markdown(texts.SNAPSHOTS_HELP)
+        if shared:
+            gr.Markdown(texts.SNAPSHOTS_SHARED)
         with gr.Row():
             snap_name = gr.Textbox(label="Snapshot name", elem_id="snapshot-name", scale=2)
-            snap_note = gr.Textbox(label="Note (what changed)", elem_id="snapshot-note", scale=3)
+            snap_note = gr.Textbox(label=f"Note (what changed; at most {snapshots.NOTE_CHARS:,} characters)",
+                                   max_length=snapshots.NOTE_CHARS, elem_id="snapshot-note", scale=3)
             snap_base = gr.Checkbox(False, label="the baseline", elem_id="snapshot-baseline", scale=1)
-            snap_btn = gr.Button("Take a snapshot", variant="primary", elem_id="snapshot-button", scale=1)
+            with gr.Column(scale=1, min_width=160):
+                snap_btn = gr.Button("Take a snapshot", variant="primary", elem_id="snapshot-button")
+                replace_btn = gr.Button("Replace mine of this name", size="sm", elem_id="snapshot-replace-button")
         snap_status = gr.Markdown(elem_id="snapshot-status")
+        base_line = gr.Markdown(elem_id="baseline-line")
         snap_table = gr.Dataframe(headers=SNAPSHOT_HEADERS, interactive=False, elem_id="snapshot-table")
         with gr.Row():
             hist_metric = gr.Dropdown(list(COMPARE_METRICS), value=PRIMARY, label="Metric", scale=1)
-            base_pick = gr.Dropdown(choices=[], label="Mark as the baseline", elem_id="baseline-pick", scale=2)
-            base_btn = gr.Button("Mark", elem_id="baseline-button", scale=1)
+            base_pick = gr.Dropdown(choices=[], label="Snapshot", elem_id="baseline-pick", scale=2)
+            base_btn = gr.Button("Mark as the baseline", elem_id="baseline-button", scale=1)
+            publish_btn = gr.Button("Publish it to every session", elem_id="publish-snapshot", scale=1,
+                                    visible=shared)
         hist_plot = gr.Plot(elem_id="snapshot-history")
         with gr.Row():
             snap_a = gr.Dropdown(choices=[], label="Snapshot A", elem_id="snapshot-a", scale=2)
@@ -196,22 +249,40 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         diff_note = gr.Markdown(elem_id="snapshot-diff-note")
         diff_table = gr.Dataframe(headers=DIFF_HEADERS, interactive=False, elem_id="snapshot-diff-table")
 
-    def on_snapshots(key: str, metric_: str = PRIMARY):
-        return snapshot_view(ctx.registry.store, ctx.workspace(key), metric_)
+    store = ctx.registry.store
 
-    snap_outputs = [snap_table, hist_plot, base_pick, snap_a, snap_b, diff_system]
+    def viewer(request: gr.Request | None) -> Viewer:
+        return ctx.registry.viewer(session_of(request))
+
+    def on_snapshots(key: str, metric_: str, request: gr.Request):
+        return snapshot_view(store, ctx.workspace(key), metric_, viewer(request))
+
+    def on_take(name: str, note_: str, base: bool, key: str, request: gr.Request):
+        return take_snapshot(store, ctx.workspace(key), name, note_, bool(base), viewer(request))
+
+    def on_replace(name: str, note_: str, base: bool, key: str, request: gr.Request):
+        return take_snapshot(store, ctx.workspace(key), name, note_, bool(base), viewer(request), replace=True)
+
+    def on_mark(name: str, key: str, request: gr.Request):
+        return mark_baseline(store, ctx.workspace(key), name, viewer(request))
+
+    def on_publish(name: str, key: str, request: gr.Request):
+        return publish_snapshot(store, ctx.workspace(key), name, viewer(request))
+
+    def on_diff(a: str, b: str, system: str, metric_: str, key: str, request: gr.Request):
+        return snapshot_diff(store, ctx.workspace(key), a, b, system, metric_, viewer(request))
+
+    snap_outputs = [snap_table, hist_plot, base_pick, snap_a, snap_b, diff_system, base_line]
     tab.select(on_open, ctx.key, [table, run_a, run_b], api_name="runs", **LIGHT).then(
         on_snapshots, [ctx.key, hist_metric], snap_outputs, api_name="snapshots", **HEAVY)
     button.click(on_compare, [run_a, run_b, metric, ctx.key], [note, per_query], api_name="compare_runs", **HEAVY)
-    snap_btn.click(lambda name, note_, base, key: take_snapshot(ctx.registry.store, ctx.workspace(key), name, note_,
-                                                                bool(base)),
-                   [snap_name, snap_note, snap_base, ctx.key], snap_status, api_name="take_snapshot", **HEAVY).then(
+    for btn, handler, api in ((snap_btn, on_take, "take_snapshot"), (replace_btn, on_replace, "replace_snapshot")):
+        btn.click(handler, [snap_name, snap_note, snap_base, ctx.key], snap_status, api_name=api, **HEAVY).success(
+            on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
+    base_btn.click(on_mark, [base_pick, ctx.key], snap_status, api_name="mark_baseline", **LIGHT).success(
         on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
-    base_btn.click(lambda name, key: mark_baseline(ctx.registry.store, ctx.workspace(key), name), [base_pick, ctx.key],
-                   snap_status, api_name="mark_baseline", **LIGHT).then(
+    publish_btn.click(on_publish, [base_pick, ctx.key], snap_status, api_name="publish_snapshot", **LIGHT).success(
         on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
     hist_metric.change(on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
-    diff_btn.click(lambda a, b, system, metric_, key: snapshot_diff(ctx.registry.store, ctx.workspace(key), a, b,
-                                                                    system, metric_),
-                   [snap_a, snap_b, diff_system, hist_metric, ctx.key], [diff_note, diff_table],
+    diff_btn.click(on_diff, [snap_a, snap_b, diff_system, hist_metric, ctx.key], [diff_note, diff_table],
                    api_name="snapshot_diff", **HEAVY)

@@ -40,7 +40,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
             with gr.Tab("Runs", id="runs") as tab:
                 runs.build(ctx, tab)
             with gr.Tab("Data", id="data"):
-                data_view = data.build()
+                data_view = data.build(registry.shared)
         _open_cards_in_search(ctx, failures_view, search_view, tabs)
         _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
                          [search_view, evaluate_view, failures_view, embeddings_view], banner)
@@ -160,15 +160,16 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
         ctx.registry.hold(session_of(request), loaded.key, fresh)
         ws = ctx.workspace(loaded.key)
         return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
-                gr.Timer(active=True), seen(loaded.key, ws), *data.query_set_rows(ctx.registry, ws),
-                search.query_set_choices(ctx.registry, ws))
+                gr.Timer(active=True), seen(loaded.key, ws),
+                *data.query_set_rows(ctx.registry, ws, session_of(request)), search.query_set_choices(ctx.registry, ws))
 
     def on_page(key, request: gr.Request):
         loaded = data.restored_start(ctx.registry, key, session_of(request))
         if loaded is None:
             ws = ctx.workspace(key)
             return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-3]),
-                    *data.query_set_rows(ctx.registry, ws), search.query_set_choices(ctx.registry, ws))
+                    *data.query_set_rows(ctx.registry, ws, session_of(request)),
+                    search.query_set_choices(ctx.registry, ws))
         return show(loaded, request)
 
     def on_remove_set(set_id, key, request: gr.Request):
@@ -177,6 +178,14 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
     app.load(on_page, [ctx.key], outputs, api_visibility="private", **LIGHT)
     data_view.remove_set.click(on_remove_set, [data_view.set_pick, ctx.key], outputs, api_name="remove_query_set",
                                **HEAVY)
+
+    def on_publish_set(set_id, key, request: gr.Request):
+        status = data.publish_query_set(ctx.registry, key, set_id, session_of(request))
+        return (status, *data.query_set_rows(ctx.registry, ctx.workspace(key), session_of(request)))
+
+    data_view.publish_set.click(on_publish_set, [data_view.set_pick, ctx.key],
+                                [data_view.status, data_view.sets, data_view.set_pick], api_name="publish_query_set",
+                                **LIGHT)
 
     def on_load(paths, key, request: gr.Request, progress=gr.Progress()):
         loaded = data.load_files(ctx.registry, key, paths, lambda f, what: progress(f, desc=what), session_of(request))

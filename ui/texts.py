@@ -76,6 +76,11 @@ QUERY_SETS_HELP = ("Queries added to a corpus are kept with it in the store, and
                    "is opened again: after a reload, a restart, or in another browser. Removing a set takes its "
                    "queries out of this data set (labelled ones stay); judgments made on them stay in the store "
                    "and come back if the queries are added again.")
+QUERY_SETS_SHARED = ("**This is a shared deployment:** the query sets you add are this browser session's — other "
+                     "visitors do not get them — until you publish one. Only the session that added a set can "
+                     "remove it, published or not.")
+SNAPSHOTS_SHARED = ("**This is a shared deployment:** your snapshots are this browser session's until you publish "
+                    "one; only a published snapshot can be the baseline, which is everyone's.")
 IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API, a reranker) for this data "
                    "set's queries: TREC lines `qid Q0 docid rank score tag`, or the JSON `{qid: {docid: score}}` "
                    "ranx writes. It becomes a system like BM25, dense and hybrid: in Search's columns, in "

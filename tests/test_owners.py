@@ -1,0 +1,493 @@
+"""Shared objects with makers (``retrieval.owners``): snapshots are never overwritten by another, the
+baseline mark is a deliberate act kept with who set it and when and every move logged, lookalike
+names are refused, and on a shared deployment (``--shared`` / ``SPACE_ID``) a session's query sets
+and snapshots are its own until published; what one maker stores is bounded. Two sessions are
+driven through the views' handlers (real store, BM25, the demo), through the command line, and
+once through ``gradio_client`` against a real app started with ``shared=True``."""
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import sqlite3
+import time
+
+import gradio as gr
+import pytest
+
+from retrieval import query_sets, snapshots
+from retrieval.owners import OPERATOR, Viewer, app_owner, cli_owner, describe
+from retrieval.readers import load_dataset
+from retrieval.store import NameTaken, Store
+from retrieval.workspace import Workspace
+from ui import data, runs
+from ui.registry import Registry
+
+from .conftest import DEMO
+from .test_cli import cli
+
+A, B = "session-of-ana", "session-of-bo"  # two browser sessions' hashes
+
+
+def shown(status: str) -> str:
+    return html.unescape(status)
+
+
+def refusal(act) -> str:
+    """The one line a view's refusal (``gr.Error``) shows, as the browser shows it."""
+    with pytest.raises(gr.Error) as err:
+        act()
+    said = shown(str(err.value))
+    assert "\n" not in said
+    return said
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "owners.sqlite3")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset(DEMO)
+
+
+@pytest.fixture
+def ws(store, demo):
+    return Workspace(demo, store)
+
+
+def viewers(shared: bool) -> tuple[Viewer, Viewer]:
+    return Viewer(app_owner(A), shared), Viewer(app_owner(B), shared)
+
+
+def take(ws: Workspace, name: str, note: str = "", viewer: Viewer = OPERATOR, replace: bool = False, k1=None):
+    """A BM25 snapshot of the demo's test split kept as ``viewer``'s (another BM25 with ``k1``)."""
+    source = ws if k1 is None else Workspace(ws.dataset, ws.store, k1=k1)
+    return snapshots.save(ws.store, snapshots.take(source, "test", ["bm25"], name, note), viewer, replace)
+
+
+def lists(store: Store, corpus: str, name: str) -> dict:
+    """A stored snapshot's runs, as document lists."""
+    snap = snapshots.load(store, corpus, name)
+    return {s: {q: [d for d, _ in hits] for q, hits in run.items()} for s, run in snap.runs.items()}
+
+
+# ---- snapshots are never overwritten ----------------------------------------------------------
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_another_session_cannot_overwrite_a_snapshot_by_reusing_its_name(ws, store, shared):
+    ana, bo = viewers(shared)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "release", "ana's", ana)
+    before = lists(store, corpus, "release")
+    for replace in (False, True):  # a plain save, and one asking to replace: both refused, in one line
+        with pytest.raises(ValueError, match=r"'release'.*(new|another) name, e\.g\. 'release-2'") as err:
+            take(ws, "release", "bo's", bo, replace, k1=5.0)
+        assert "\n" not in str(err.value)
+    kept = snapshots.load(store, corpus, "release")
+    assert (kept.note, kept.owner, lists(store, corpus, "release")) == ("ana's", ana.owner, before)
+
+
+def test_the_maker_replaces_its_own_snapshot_only_when_it_asks(ws, store):
+    ana, _ = viewers(False)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "v1", "first", ana)
+    with pytest.raises(ValueError, match="exists already .*or replace it \\(you made it\\)"):
+        take(ws, "v1", "again", ana, k1=5.0)
+    assert snapshots.load(store, corpus, "v1").note == "first"
+    take(ws, "v1", "again", ana, replace=True, k1=5.0)
+    again = snapshots.load(store, corpus, "v1")
+    assert (again.note, again.owner, again.systems["bm25"]["bm25"]["k1"]) == ("again", ana.owner, 5.0)
+    assert store.snapshot_names(corpus) == ["v1"]
+
+
+def test_the_baseline_is_never_replaced_not_even_by_its_maker(ws, store):
+    ana, _ = viewers(False)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "base", "kept", ana)
+    snapshots.mark_baseline(store, corpus, "base", ana)
+    with pytest.raises(ValueError, match="'base' is the baseline and is never replaced: take a new one, e.g. 'base-2'"):
+        take(ws, "base", "changed", ana, replace=True, k1=5.0)
+    assert snapshots.baseline(store, corpus).note == "kept"
+
+
+def test_two_writers_of_one_name_cannot_both_succeed(store):
+    """The store checks the name in the write's own transaction: the second insert is refused."""
+    meta = {"created": time.time()}
+    store.put_snapshot("c", "n", meta, {"bm25": {}}, owner="app:1")
+    with pytest.raises(NameTaken):
+        store.put_snapshot("c", "n", meta, {"bm25": {"q": [["d", 1.0]]}}, owner="app:2")
+    with pytest.raises(NameTaken):  # nor replace another's
+        store.put_snapshot("c", "n", meta, {}, owner="app:2", replace=True)
+    assert store.snapshots("c")[0]["runs"] == {"bm25": {}} and store.snapshots("c")[0]["owner"] == "app:1"
+
+
+def test_the_status_never_says_kept_when_nothing_was(ws, store):
+    ana, bo = viewers(False)
+    assert "kept" in shown(runs.take_snapshot(store, ws, "v1", "", viewer=ana))
+    with pytest.raises(gr.Error) as err:
+        runs.take_snapshot(store, ws, "v1", "", viewer=bo)
+    assert "kept:" not in str(err.value) and "exists already" in shown(str(err.value))
+    assert "replaced" in shown(runs.take_snapshot(store, ws, "v1", "new note", viewer=ana, replace=True))
+    assert "kept" in shown(runs.take_snapshot(store, ws, "v2", "", viewer=ana, replace=True))  # nothing to replace
+
+
+# ---- lookalike names ------------------------------------------------------------------------
+LOOKALIKES = {
+    "cyrillic a": "bаseline",  # U+0430
+    "greek omicron": "bοost",  # U+03BF for "boost"
+    "fullwidth": "ｂａｓｅｌｉｎｅ",
+    "case": "BASELINE",
+    "decomposed accent": "re\u0301sume\u0301",  # NFD of résumé
+    "rn for m": "rnodel",
+    "trailing space": "baseline ",
+}
+EXISTING = {"cyrillic a": "baseline", "greek omicron": "boost", "fullwidth": "baseline", "case": "baseline",
+            "decomposed accent": "résumé", "rn for m": "model", "trailing space": "baseline"}
+
+
+@pytest.mark.parametrize("kind", sorted(LOOKALIKES))
+def test_a_name_that_looks_like_an_existing_snapshot_is_refused(ws, store, kind):
+    ana, bo = viewers(False)
+    take(ws, EXISTING[kind], "", ana)
+    with pytest.raises(ValueError, match="looks like|exists already") as err:
+        take(ws, LOOKALIKES[kind], "", bo)
+    assert repr(EXISTING[kind]) in str(err.value) and "\n" not in str(err.value)  # both names shown
+    assert store.snapshot_names(ws.dataset.corpus_hash) == [EXISTING[kind]]
+
+
+def test_a_lookalike_of_another_sessions_private_snapshot_is_refused_without_naming_it(ws, store):
+    ana, bo = viewers(True)
+    take(ws, "secret-plan", "", ana)
+    with pytest.raises(ValueError, match="looks like one another session keeps") as err:
+        take(ws, "ѕecret-plan", "", bo)  # U+0455 CYRILLIC SMALL LETTER DZE
+    assert "'secret-plan'" not in str(err.value)
+
+
+# ---- the baseline mark --------------------------------------------------------------------------
+def test_the_baseline_is_kept_with_who_set_it_and_when_and_every_move_is_logged(ws, store):
+    ana, bo = viewers(False)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "v1", "", ana)
+    take(ws, "v2", "", bo, k1=5.0)
+    assert snapshots.baseline_line(store, corpus, ana) == "no baseline yet"
+    first = snapshots.mark_baseline(store, corpus, "v1", ana)
+    assert (first.moved_from, first.moved_to, first.who) == (None, "v1", ana.owner)
+    assert snapshots.mark_baseline(store, corpus, "v1", bo) is None  # already: nothing moves, nothing logged
+    moved = snapshots.mark_baseline(store, corpus, "v2", bo)
+    assert (moved.moved_from, moved.moved_to, moved.who) == ("v1", "v2", bo.owner) and moved.at >= first.at
+    assert [(m.moved_from, m.moved_to) for m in snapshots.baseline_moves(store, corpus)] == [(None, "v1"), ("v1", "v2")]
+    assert snapshots.baseline_line(store, corpus, ana).startswith("baseline: v2, set by another session of the app on ")
+    assert snapshots.baseline_line(store, corpus, bo).startswith("baseline: v2, set by this session on ")
+    base = snapshots.baseline(store, corpus)
+    assert (base.name, base.baseline_by) == ("v2", bo.owner) and base.baseline_at == moved.at
+    assert not snapshots.load(store, corpus, "v1").baseline_by  # the mark, and its maker, left v1
+
+
+def test_moving_the_baseline_to_a_snapshot_that_does_not_exist_is_refused(ws, store):
+    ana, bo = viewers(False)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "baseline", "", ana)
+    snapshots.mark_baseline(store, corpus, "baseline", ana)
+    for name in ("nope", "bаseline", "baseline "):  # absent, a lookalike, not the exact name
+        with pytest.raises(KeyError, match="no snapshot"):
+            snapshots.mark_baseline(store, corpus, name, bo)
+    with pytest.raises(KeyError):
+        store.mark_baseline(corpus, "nope", bo.owner)
+    assert snapshots.baseline(store, corpus).name == "baseline" and len(snapshots.baseline_moves(store, corpus)) == 1
+    with pytest.raises(gr.Error, match="no snapshot"):
+        runs.mark_baseline(store, ws, "nope", bo)
+
+
+def test_the_runs_view_says_who_set_the_baseline_and_when(ws, store):
+    ana, bo = viewers(False)
+    runs.take_snapshot(store, ws, "v1", "", baseline=True, viewer=ana)
+    runs.take_snapshot(store, ws, "v2", "", viewer=ana)
+    status = shown(runs.mark_baseline(store, ws, "v2", bo))
+    assert "v2</code> is the baseline, moved from <code>v1</code> (set by this session on " in status
+    rows, *_, line = runs.snapshot_view(store, ws, viewer=ana)
+    assert shown(line).startswith("baseline: v2, set by another session of the app on ")
+    assert [r[1] for r in rows] == ["v1", "v2"] and rows[0][6] == "this session" and rows[1][0] == "★"
+
+
+# ---- a shared deployment: private until published -----------------------------------------------
+def test_on_a_shared_deployment_a_snapshot_is_its_sessions_until_published(ws, store):
+    ana, bo = viewers(True)
+    corpus = ws.dataset.corpus_hash
+    status = shown(runs.take_snapshot(store, ws, "ana-1", "mine", viewer=ana))
+    assert "Only this session sees it until you publish it" in status
+    assert [s.name for s in snapshots.listed(store, corpus, bo)] == []
+    assert snapshots.history(store, ws, "test", viewer=bo) == []
+    rows, *_ = runs.snapshot_view(store, ws, viewer=bo)
+    assert rows == []
+    for act in (lambda: runs.snapshot_diff(store, ws, "ana-1", "ana-1", "bm25", viewer=bo),
+                lambda: runs.mark_baseline(store, ws, "ana-1", bo),
+                lambda: runs.publish_snapshot(store, ws, "ana-1", bo)):
+        assert "no snapshot 'ana-1' of this corpus (there are: none yet)" in refusal(act)
+    # not even its maker marks it: the baseline is everyone's
+    assert "not published" in refusal(lambda: runs.mark_baseline(store, ws, "ana-1", ana))
+    assert "Published" in shown(runs.publish_snapshot(store, ws, "ana-1", ana))
+    assert [s.name for s in snapshots.listed(store, corpus, bo)] == ["ana-1"]
+    # published: still ana's to replace
+    assert "only its maker can replace" in refusal(lambda: runs.take_snapshot(store, ws, "ana-1", "bo's", viewer=bo,
+                                                                               replace=True))
+    assert "published already" in refusal(lambda: runs.publish_snapshot(store, ws, "ana-1", ana))
+    assert "is the baseline" in shown(runs.mark_baseline(store, ws, "ana-1", bo))
+
+
+def test_on_a_shared_deployment_a_new_snapshot_cannot_be_the_baseline_at_once(ws, store):
+    ana, _ = viewers(True)
+    with pytest.raises(gr.Error, match="only a published snapshot can be the baseline"):
+        runs.take_snapshot(store, ws, "fresh", "", baseline=True, viewer=ana)
+    assert store.snapshot_names(ws.dataset.corpus_hash) == []  # refused before anything was kept
+
+
+def test_publishing_off_a_shared_deployment_is_refused(ws, store):
+    ana, _ = viewers(False)
+    take(ws, "v1", "", ana)
+    assert "everyone's on this deployment already" in refusal(lambda: runs.publish_snapshot(store, ws, "v1", ana))
+
+
+# ---- bounds ------------------------------------------------------------------------------------
+def test_a_note_over_the_limit_is_refused_before_any_run_is_computed(ws, store, monkeypatch):
+    ana, _ = viewers(False)
+    computed = []
+    monkeypatch.setattr(Workspace, "run", lambda self, *a, **k: computed.append(a) or {})
+    started = time.monotonic()
+    with pytest.raises(gr.Error, match=f"at most {snapshots.NOTE_CHARS:,} characters, not 5,000,000"):
+        runs.take_snapshot(store, ws, "big", "x" * 5_000_000, viewer=ana)
+    assert time.monotonic() - started < 1 and computed == [] and store.snapshot_names(ws.dataset.corpus_hash) == []
+
+
+def test_a_note_at_the_limit_is_kept_and_one_over_it_is_not(ws, store):
+    take(ws, "at", "x" * snapshots.NOTE_CHARS)
+    with pytest.raises(ValueError, match="note has at most 2,000 characters, not 2,001"):
+        snapshots.take(ws, "test", ["bm25"], "over", "x" * (snapshots.NOTE_CHARS + 1))
+    assert store.snapshot_names(ws.dataset.corpus_hash) == ["at"]
+
+
+def test_snapshots_per_maker_and_per_corpus_are_bounded(ws, store, monkeypatch):
+    ana, bo = viewers(False)
+    monkeypatch.setattr(snapshots, "MAX_SNAPSHOTS", 2)
+    monkeypatch.setattr(snapshots, "MAX_CORPUS_SNAPSHOTS", 3)
+    take(ws, "a1", "", ana)
+    take(ws, "a2", "", ana)
+    with pytest.raises(ValueError, match="2 snapshots of this corpus are yours, the most one maker may keep"):
+        take(ws, "a3", "", ana)
+    take(ws, "a1", "", ana, replace=True)  # replacing one of its own is still allowed
+    take(ws, "b1", "", bo)
+    with pytest.raises(ValueError, match="this corpus keeps 3 snapshots, the most it may"):
+        take(ws, "b2", "", bo)
+    assert store.snapshot_names(ws.dataset.corpus_hash) == ["a2", "a1", "b1"]
+
+
+# ---- query sets --------------------------------------------------------------------------------
+@pytest.fixture
+def app(tmp_path, tiny_model_dir):
+    """Two registries over one store (a shared deployment and a local one) on the demo."""
+    store = Store(tmp_path / "app.sqlite3")
+
+    def make(shared: bool) -> tuple[Registry, str]:
+        registry = Registry(store, model=str(tiny_model_dir), foreground_s=120, shared=shared)
+        start = registry.open(load_dataset(DEMO), budgeted=False)
+        registry.pin(start)
+        return registry, start
+
+    yield make
+    store.close()
+
+
+def added_ids(registry: Registry, start: str, key: str) -> set[str]:
+    return set(registry.get(key).dataset.queries) - set(registry.get(start).dataset.queries)
+
+
+def test_on_a_shared_deployment_a_query_set_is_invisible_to_others_until_published(app):
+    registry, start = app(shared=True)
+    added = data.add_queries(registry, start, None, "kettle descaling\noven grease", session=A)
+    assert added.ok, added.status
+    mine = added_ids(registry, start, added.key)
+    assert len(mine) == 2
+    assert data.restored_start(registry, start, session=B) is None  # bo's new page: nothing of ana's comes back
+    rows, picker = data.query_set_rows(registry, registry.get(start), session=B)
+    assert rows == [] and picker["choices"] == []
+    (row,), _ = data.query_set_rows(registry, registry.get(added.key), session=A)
+    assert row[4:] == ["this session", "no (only this session sees it)"]
+    with pytest.raises(gr.Error, match="no query set"):  # bo names ana's set by its id: it does not exist for bo
+        data.remove_query_set(registry, start, row[3], session=B)
+    with pytest.raises(gr.Error, match="no query set"):
+        data.publish_query_set(registry, start, row[3], session=B)
+    assert "Published the query set" in shown(data.publish_query_set(registry, added.key, row[3], session=A))
+    page = data.restored_start(registry, start, session=B)
+    assert page is not None and page.ok and mine <= set(registry.get(page.key).dataset.queries)
+    assert "the query set 'typed' was added by another session of the app: only its maker can remove it" in \
+        refusal(lambda: data.remove_query_set(registry, page.key, row[3], session=B))
+    assert len(query_sets.listed(registry.store, registry.get(start).dataset.corpus_hash)) == 1
+    gone = data.remove_query_set(registry, added.key, row[3], session=A)  # its maker can
+    assert gone.ok and not query_sets.listed(registry.store, registry.get(start).dataset.corpus_hash)
+
+
+def test_off_a_shared_deployment_query_sets_stay_everyones(app):
+    registry, start = app(shared=False)
+    added = data.add_queries(registry, start, None, "kettle descaling", session=A)
+    page = data.restored_start(registry, start, session=B)
+    assert page is not None and added_ids(registry, start, page.key) == added_ids(registry, start, added.key)
+    (row,), _ = data.query_set_rows(registry, registry.get(page.key), session=B)
+    assert row[4:] == ["another session of the app", "yes"]
+    assert "nothing to publish" in refusal(lambda: data.publish_query_set(registry, page.key, row[3], session=A))
+    assert data.remove_query_set(registry, page.key, row[3], session=B).ok
+
+
+def test_the_same_queries_from_two_sessions_are_two_private_sets(app):
+    registry, start = app(shared=True)
+    for session in (A, B):
+        assert data.add_queries(registry, start, None, "kettle descaling", session=session).ok
+    corpus = registry.get(start).dataset.corpus_hash
+    sets = query_sets.listed(registry.store, corpus)
+    assert sorted(s["owner"] for s in sets) == sorted([app_owner(A), app_owner(B)])  # neither took the other's
+
+
+def test_a_query_set_over_the_limit_is_refused_and_nothing_is_kept(app, tmp_path):
+    registry, start = app(shared=True)
+    big = tmp_path / "log.txt"
+    big.write_text("\n".join(f"how to clean thing number {i}" for i in range(query_sets.MAX_QUERIES + 1)) + "\n")
+    before = registry.get(start).dataset.content_hash
+    refused = data.add_queries(registry, start, [str(big)], session=A)
+    assert not refused.ok and refused.key == start
+    assert "a query set keeps at most 10,000 queries, not 10,001" in shown(refused.status)
+    assert registry.get(start).dataset.content_hash == before
+    assert query_sets.listed(registry.store, registry.get(start).dataset.corpus_hash) == []
+
+
+def test_query_sets_per_maker_are_bounded(store, demo, monkeypatch):
+    monkeypatch.setattr(query_sets, "MAX_SETS", 2)
+    ana, bo = viewers(True)
+    for i in range(2):
+        query_sets.keep(store, demo, demo.with_queries({f"qa{i}": f"text {i}"}), f"a{i}", ana)
+    with pytest.raises(ValueError, match="2 query sets of this corpus are yours, the most one maker may keep"):
+        query_sets.keep(store, demo, demo.with_queries({"qa9": "text 9"}), "a9", ana)
+    assert query_sets.keep(store, demo, demo.with_queries({"qa0": "text 0"}), "again", ana)  # the same set again
+    assert query_sets.keep(store, demo, demo.with_queries({"qb": "text"}), "b", bo)  # another maker's share
+    assert len(query_sets.listed(store, demo.corpus_hash)) == 3
+
+
+def test_a_query_set_over_the_characters_limit_is_refused(store, demo, monkeypatch):
+    monkeypatch.setattr(query_sets, "MAX_CHARS", 100)
+    with pytest.raises(ValueError, match="at most 100 characters of ids and text, not 206"):
+        query_sets.keep(store, demo, demo.with_queries({"q-long": "x" * 200}), "long")
+    assert query_sets.listed(store, demo.corpus_hash) == []
+
+
+# ---- an existing store, damaged rows ------------------------------------------------------------
+def test_a_store_kept_before_makers_were_recorded_opens_with_its_rows_shared(tmp_path, demo):
+    path = tmp_path / "old.sqlite3"
+    con = sqlite3.connect(path)
+    con.execute("create table snapshots (corpus text, name text, meta text, runs blob, baseline integer, "
+                "created float, primary key (corpus, name))")
+    con.execute("create table query_sets (corpus text, id text, name text, queries blob, n integer, created float, "
+                "primary key (corpus, id))")
+    old = Store(tmp_path / "fresh.sqlite3")  # a row as the earlier code wrote it, copied over
+    ws = Workspace(demo, old)
+    snap = snapshots.take(ws, "test", ["bm25"], "legacy")
+    old.close()
+    from retrieval.store import _pack
+
+    meta = {k: getattr(snap, k) for k in ("dataset", "dataset_name", "split", "labels", "systems", "note", "created")}
+    con.execute("insert into snapshots values (?, ?, ?, ?, 1, ?)",
+                [demo.corpus_hash, "legacy", json.dumps(meta), _pack(snap.runs), snap.created])
+    con.execute("insert into query_sets values (?, 'x', 'old', ?, 1, 0)", [demo.corpus_hash, _pack({"q-old": "t"})])
+    con.commit()
+    con.close()
+    store = Store(path)
+    ana, _ = viewers(True)
+    (legacy,) = snapshots.listed(store, demo.corpus_hash, ana)  # published: it was everyone's
+    assert legacy.baseline and legacy.owner == "" and describe(legacy.owner, ana).startswith("unknown")
+    assert [qs["name"] for qs in query_sets.listed(store, demo.corpus_hash, ana)] == ["old"]
+    with pytest.raises(ValueError, match="only its maker can replace"):  # no maker known: nobody replaces it
+        take(Workspace(demo, store), "legacy", "", ana, replace=True)
+    assert snapshots.baseline_line(store, demo.corpus_hash, ana).startswith("baseline: legacy, set by unknown")
+    store.close()
+    Store(path).close()  # opened again: the columns are there, nothing added twice
+
+
+def test_a_tampered_maker_column_is_a_damaged_snapshot(ws, store):
+    take(ws, "v1")
+    with store.db.conn:
+        store.db.execute("update snapshots set baseline_at = 'soon'")
+    with pytest.raises(snapshots.DamagedSnapshot, match="'v1' in the store is damaged: its maker"):
+        snapshots.load(store, ws.dataset.corpus_hash, "v1")
+
+
+def test_owner_ids_never_hold_the_session_token():
+    assert app_owner(A).startswith("app:") and A not in app_owner(A) and app_owner(A) != app_owner(B)
+    assert app_owner("") == "app" and cli_owner().startswith("cli")
+    assert describe(app_owner(A), Viewer(app_owner(B))) == "another session of the app"
+
+
+# ---- the command line ------------------------------------------------------------------------
+def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_baseline(tmp_path):
+    folder = tmp_path / "demo"
+    shutil.copytree(DEMO, folder)
+    store = tmp_path / "cli.sqlite3"
+    args = ("--systems", "bm25", "--store", store)
+    first = cli("snapshot", folder, "--name", "r1", "--note", "one", "--baseline", *args, tmp_path=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = cli("snapshot", folder, "--name", "r1", *args, tmp_path=tmp_path)
+    assert again.returncode == 2 and "error: a snapshot 'r1' exists already" in again.stderr
+    assert "e.g. 'r1-2'" in again.stderr and "Traceback" not in again.stderr
+    lookalike = cli("snapshot", folder, "--name", "R1", *args, tmp_path=tmp_path)
+    assert lookalike.returncode == 2 and "looks like the existing 'r1'" in lookalike.stderr
+    base = cli("snapshot", folder, "--name", "r1", "--replace", *args, tmp_path=tmp_path)
+    assert base.returncode == 2 and "'r1' is the baseline and is never replaced" in base.stderr
+    assert cli("snapshot", folder, "--name", "r2", *args, tmp_path=tmp_path).returncode == 0
+    assert cli("snapshot", folder, "--name", "r2", "--replace", "--note", "two", *args,
+               tmp_path=tmp_path).returncode == 0
+    nope = cli("snapshot", folder, "--mark-baseline", "nope", "--store", store, tmp_path=tmp_path)
+    assert nope.returncode == 2 and "no snapshot 'nope'" in nope.stderr
+    moved = cli("snapshot", folder, "--mark-baseline", "r2", "--log", "--store", store, tmp_path=tmp_path)
+    assert moved.returncode == 0, moved.stderr
+    assert "the baseline moved to 'r2' from 'r1'" in moved.stderr
+    assert "baseline: r2, set by the command line (" in moved.stdout and "(taken by the command line (" in moved.stdout
+    log = [line for line in moved.stdout.splitlines() if " → " in line]
+    assert [line.split("  ")[1] for line in log] == ["(none) → r1", "r1 → r2"]
+    long = cli("snapshot", folder, "--name", "r3", "--note", "x" * 2001, *args, tmp_path=tmp_path)
+    assert long.returncode == 2 and "note has at most 2,000 characters" in long.stderr
+
+
+# ---- a real app, two clients ------------------------------------------------------------------
+def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
+    """Two gradio_client sessions of an app started with ``shared=True``: bo neither sees nor
+    overwrites ana's snapshot, nor marks it the baseline, until ana publishes it."""
+    from gradio_client import Client
+
+    import app as rankscope_app
+
+    assert rankscope_app.is_shared() is False and rankscope_app.is_shared(True)
+    demo_app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
+                                              shared=True)
+    demo_app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                            **rankscope_app.launch_kwargs(registry.store))
+    try:
+        ana, bo = (Client(demo_app.local_url, verbose=False) for _ in range(2))
+        assert "/publish_snapshot" in ana.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        assert "Only this session sees it" in shown(ana.predict("v1", "ana's", False, api_name="/take_snapshot"))
+        table = bo.predict("ndcg@10", api_name="/snapshots")[0]
+        assert not table["data"] or all("v1" not in row for row in table["data"])
+        # bo's pickers do not offer v1 (Gradio refuses a value outside them), nor would the handlers take it
+        for args, api, said in ((("v1", "bo's", False), "/take_snapshot", "another session keeps"),
+                                (("v1", "bo's", False), "/replace_snapshot", "another session keeps"),
+                                (("v1",), "/mark_baseline", "no snapshot 'v1'|not in the list of choices"),
+                                (("v1",), "/publish_snapshot", "no snapshot 'v1'|not in the list of choices")):
+            with pytest.raises(Exception, match=said):
+                bo.predict(*args, api_name=api)
+        ana.predict("ndcg@10", api_name="/snapshots")  # her pickers offer v1
+        assert "Published" in shown(ana.predict("v1", api_name="/publish_snapshot"))
+        bo.predict("ndcg@10", api_name="/snapshots")
+        assert "is the baseline" in shown(bo.predict("v1", api_name="/mark_baseline"))
+        snap = snapshots.load(registry.store, registry.get(next(iter(registry._pinned))).dataset.corpus_hash, "v1")
+        assert (snap.note, snap.published) == ("ana's", True) and snap.baseline_by != snap.owner
+        *_, line = ana.predict("ndcg@10", api_name="/snapshots")
+        assert shown(line).startswith("baseline: v1, set by another session of the app on ")
+    finally:
+        demo_app.close()
