@@ -406,7 +406,7 @@ class Store:
             if problem is not None:
                 problems.append(f"query set {r.get('id')!r:.60}: {problem}")
                 continue
-            out.append({**{k: r[k] for k in ("id", "name", "n", "created")}, "owner": r["owner"] or "",
+            out.append({**{k: r[k] for k in ("id", "name", "n", "created")}, "owner": str(r["owner"] or ""),
                         "published": bool(r["published"]), "queries": queries})
         stored_rows.left_out("query sets", problems)
         return out

@@ -14,6 +14,8 @@ import time
 
 import gradio as gr
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from retrieval import query_sets, snapshots
 from retrieval.owners import OPERATOR, Viewer, app_owner, cli_owner, describe
@@ -491,3 +493,61 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
         assert shown(line).startswith("baseline: v1, set by another session of the app on ")
     finally:
         demo_app.close()
+
+
+# ---- a property: whatever two sessions do, in any order ---------------------------------------
+NAMES = ["v1", "V1", "ｖ1", "vl", "v2", "release", "rеlease"]  # with a case, a fullwidth, a Cyrillic lookalike
+
+
+def fabricated(name: str, tag: int) -> snapshots.Snapshot:
+    """A snapshot with a run that says which save made it (no system computed: the store's rules only)."""
+    return snapshots.Snapshot(name=name, corpus="c", dataset="d", dataset_name="demo", split="test", labels="l",
+                              systems={"bm25": {}}, runs={"bm25": {"q": [[f"save-{tag}", 1.0]]}})
+
+
+ACTIONS = st.lists(st.tuples(st.sampled_from(["save", "replace", "mark", "publish"]), st.integers(0, 1),
+                             st.sampled_from(NAMES)), max_size=25)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=ACTIONS, shared=st.booleans())
+def test_whatever_two_sessions_do_no_snapshot_changes_hands_and_every_baseline_move_is_logged(tmp_path_factory,
+                                                                                             actions, shared):
+    from retrieval.names import name_key
+
+    store = Store(tmp_path_factory.mktemp("prop") / "s.sqlite3")
+    who = viewers(shared)
+    model: dict[str, dict] = {}  # name -> owner, the save that made its runs, published
+    base, moves = None, 0
+    try:
+        for step, (act, i, name) in enumerate(actions):
+            me = who[i]
+            try:
+                if act in ("save", "replace"):
+                    snapshots.save(store, fabricated(name, step), me, replace=act == "replace")
+                    row = model.get(name)
+                    assert row is None or (act == "replace" and row["owner"] == me.owner and base != name)
+                    model[name] = {"owner": me.owner, "tag": step,
+                                   "published": row["published"] if row else not shared}
+                elif act == "mark":
+                    if snapshots.mark_baseline(store, "c", name, me) is not None:
+                        base, moves = name, moves + 1
+                else:
+                    snapshots.publish(store, "c", name, me)
+                    model[name]["published"] = True
+            except (ValueError, KeyError):
+                pass  # a refusal: checked below that it changed nothing
+            rows = {s.name: s for s in snapshots.listed(store, "c")}
+            assert {n: (s.owner, s.runs["bm25"]["q"][0][0], s.published) for n, s in rows.items()} == \
+                {n: (m["owner"], f"save-{m['tag']}", m["published"]) for n, m in model.items()}
+            assert len({name_key(n) for n in rows}) == len(rows)  # no two names alike
+            assert [s.name for s in rows.values() if s.baseline] == ([base] if base else [])
+            logged = snapshots.baseline_moves(store, "c")
+            assert len(logged) == moves and (not logged or logged[-1].moved_to == base)
+            for v in who:
+                assert {s.name for s in snapshots.listed(store, "c", v)} == \
+                    {n for n, m in model.items() if not shared or m["published"] or m["owner"] == v.owner}
+            if base and shared:
+                assert rows[base].published  # the baseline is everyone's
+    finally:
+        store.close()

@@ -276,9 +276,12 @@ def build(ctx: Context, tab: gr.Tab) -> None:
     tab.select(on_open, ctx.key, [table, run_a, run_b], api_name="runs", **LIGHT).then(
         on_snapshots, [ctx.key, hist_metric], snap_outputs, api_name="snapshots", **HEAVY)
     button.click(on_compare, [run_a, run_b, metric, ctx.key], [note, per_query], api_name="compare_runs", **HEAVY)
-    for btn, handler, api in ((snap_btn, on_take, "take_snapshot"), (replace_btn, on_replace, "replace_snapshot")):
-        btn.click(handler, [snap_name, snap_note, snap_base, ctx.key], snap_status, api_name=api, **HEAVY).success(
-            on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
+    snap_btn.click(on_take, [snap_name, snap_note, snap_base, ctx.key], snap_status, api_name="take_snapshot",
+                   **HEAVY).success(on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private",
+                                    **HEAVY)
+    replace_btn.click(on_replace, [snap_name, snap_note, snap_base, ctx.key], snap_status,
+                      api_name="replace_snapshot", **HEAVY).success(
+        on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
     base_btn.click(on_mark, [base_pick, ctx.key], snap_status, api_name="mark_baseline", **LIGHT).success(
         on_snapshots, [ctx.key, hist_metric], snap_outputs, api_visibility="private", **HEAVY)
     publish_btn.click(on_publish, [base_pick, ctx.key], snap_status, api_name="publish_snapshot", **LIGHT).success(
