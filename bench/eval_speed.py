@@ -130,7 +130,7 @@ def warm(data: Path, store: Path, model: str) -> None:
 def imported_run(data: Path, store: Path, model: str, out: Path) -> Path:
     """BM25's test lists as a TREC file, their scores rounded to 1 decimal (ties, as many runs have)."""
     from retrieval.readers import load_dataset
-    from retrieval.run import write_trec
+    from retrieval.trec import write_trec
     from retrieval.workspace import Workspace
 
     ws = Workspace(load_dataset(data), None, model=model, precision="fp32")

@@ -51,11 +51,12 @@ from .lookup import identifier_lookups
 from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, interval_text
 from .names import file_name
 from .readers import load_dataset, read_run
-from .run import write_trec
+from .staging import MAX_IMPORT_ROWS
 from .store import Store, default_store_path
 from .systems import HYBRID, SYSTEMS, label
 from .tables import compared_pairs
 from .terminal import safe_output
+from .trec import write_trec
 from .workspace import Workspace
 
 
@@ -262,16 +263,19 @@ def cmd_info(args) -> int:
 
 def cmd_judges(args) -> int:
     """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
+    from . import staging
     from .agreement import agreement
-    from .judgments import merged_qrels, write_qrels
+    from .judgments import merged_qrels
     from .readers import judgments as judgment_files
+    from .trec import write_qrels
 
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())
     if args.import_file:  # every row checked before any is stored
         found = judgment_files.read(args.import_file, ds, args.judge, existing=store.judges(ds.corpus_hash))
-        stored = store.put_judgments(ds.corpus_hash,
-                                     [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
+        staging.check_count(len(found), args.import_file)  # at most MAX_IMPORT_ROWS, all stored or none
+        stored = store.put_judgments(ds.corpus_hash, ((j.query_id, j.query_text, j.doc_id, j.grade, j.judge)
+                                                      for j in found), source=args.import_file)
         print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}: "
               f"{stored.new:,} new, {stored.changed:,} changed, {stored.unchanged:,} unchanged", file=sys.stderr)
     rows = store.judgments(ds.corpus_hash)
@@ -554,7 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="trec or beir: qrels merged by --rule; csv or tsv: every judge's grades, one a row")
     ju.add_argument("--import", dest="import_file", default=None, metavar="FILE",
                     help="add the judgments of a CSV/TSV (query_id or query, doc_id or docid, grade or rating, judge; "
-                         "or Quepid's exports) first; nothing is stored unless every row maps")
+                         "or Quepid's exports) first; nothing is stored unless every row maps; at most "
+                         f"{MAX_IMPORT_ROWS:,} judgments a file")
     ju.add_argument("--judge", default="imported", help="the judge of an imported file without a judge column")
     ju.set_defaults(func=cmd_judges)
 

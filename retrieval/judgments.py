@@ -14,8 +14,9 @@ keyed by ``Dataset.corpus_hash``, so judgments outlive added queries).
   MacAvaney, Dalton and Yates, "DiffIR: Exploring Differences in Ranking Models' Behavior",
   SIGIR 2021, demonstration papers, pp. 2595-2599; it uses rank correlations, we use RBO).
 * ``queue`` / ``Queue`` — the pairs in judging order, which are judged, the next to judge, progress.
-* ``judgments_to_qrels``, ``disagreements``, ``merge_labels``, ``write_qrels`` — the judgments as
-  qrels (one rule for several judges), where judges differ, with imported labels, as a file.
+* ``judgments_to_qrels``, ``disagreements``, ``merge_labels`` — the judgments as
+  qrels (one rule for several judges), where judges differ, with imported labels (``trec.write_qrels``
+  writes them as a file).
 """
 from __future__ import annotations
 
@@ -25,12 +26,10 @@ import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median_low
 
 from .dataset import Qrels
 from .names import check_name, check_new_name
-from .readers.records import require_id
 from .run import Run, ranks
 
 GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
@@ -39,7 +38,6 @@ DEPTH = 10  # pool depth: each system's top k
 MAX_DEPTH = 100  # the deepest pool a judge may ask for
 PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
 PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both label
-FORMATS = ("trec", "beir")  # write_qrels
 
 Pair = tuple[str, str]  # (query id, document id)
 
@@ -498,45 +496,3 @@ def merge_labels(imported: Qrels, judged: Qrels, prefer: str = "imported") -> Qr
     for qid, docs in winner.items():
         merged.setdefault(qid, {}).update(docs)
     return merged
-
-
-def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec", split: str = "test") -> Path:
-    """Write labels as a qrels file; returns the file written.
-
-    ``"trec"``: ``path`` is the file, one ``qid 0 docid grade`` line per label (trec_eval's
-    format). ``"beir"``: ``path`` is a BEIR data set folder, written to ``qrels/<split>.tsv`` under
-    it with the ``query-id<TAB>corpus-id<TAB>score`` header. Lines are sorted by query id, then
-    document id. Ids go through the boundary every id enters by (``readers.records.require_id``):
-    an empty id or one holding whitespace, a control or invisible character, a noncharacter or a
-    lone surrogate is refused (a ``ValueError`` naming it) before anything is written, as is a split
-    name that is not one plain word (it names the file); an id is written in its NFC form.
-    """
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown qrels format {fmt!r}; choose from {', '.join(FORMATS)}")
-    if fmt == "beir":
-        split = check_name(split, "split name", spaces=False)
-        if any(c in split for c in "/\\:") or split.startswith("."):
-            raise ValueError(f"a split name names a file: it cannot start with '.' or hold '/', '\\' or ':', "
-                             f"not {split[:80]!r}")
-    path = Path(path) / "qrels" / f"{split}.tsv" if fmt == "beir" else Path(path)
-    written: dict[tuple[str, str], int] = {}
-    for qid, docs in qrels.items():
-        for doc, grade in docs.items():
-            ids = []
-            for ident, what in ((qid, "query id"), (doc, "document id")):
-                if not isinstance(ident, str) or not ident:
-                    raise ValueError(f"{path}: an empty {what} cannot be written")
-                ids.append(require_id(ident, what, str(path)))
-            pair = (ids[0], ids[1])
-            if pair in written and written[pair] != int(grade):
-                raise ValueError(f"{path}: query {qid[:80]!r} and document {doc[:80]!r} are one pair in NFC with "
-                                 "another of a different grade")
-            written[pair] = int(grade)
-    rows = sorted((qid, doc, grade) for (qid, doc), grade in written.items())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        if fmt == "beir":
-            f.write("query-id\tcorpus-id\tscore\n")
-        for qid, doc, grade in rows:
-            f.write(f"{qid}\t{doc}\t{grade}\n" if fmt == "beir" else f"{qid} 0 {doc} {grade}\n")
-    return path

@@ -324,7 +324,7 @@ def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path)
 
 def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app, tmp_path):
     from retrieval.readers import load_dataset
-    from retrieval.run import write_trec
+    from retrieval.trec import write_trec
 
     demo = load_dataset(DEMO)
     # an "oracle" system: each test query's labelled documents, best label first

@@ -23,7 +23,7 @@ from retrieval.check_report import junit_xml, markdown_summary, text_report, xml
 from retrieval.cli import main
 from retrieval.evaluate import Evaluation, compare
 from retrieval.readers import load_dataset
-from retrieval.run import write_trec
+from retrieval.trec import write_trec
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO

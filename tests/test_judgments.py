@@ -27,11 +27,11 @@ from retrieval.judgments import (
     pool,
     queue,
     rbo,
-    write_qrels,
 )
 from retrieval.metrics import JUDGING_METRICS
 from retrieval.readers import load_dataset, read_qrels
 from retrieval.store import Store
+from retrieval.trec import write_qrels
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO

@@ -23,12 +23,13 @@ from hypothesis import strategies as st
 
 from retrieval import names
 from retrieval.errors import DataError
-from retrieval.judgments import check_judge, store_judge, write_qrels
+from retrieval.judgments import check_judge, store_judge
 from retrieval.names import check_id, check_name, check_new_name, confusable_with, id_problem, name_key, skeleton
 from retrieval.readers import judgments as judgment_files
 from retrieval.readers import load_dataset, load_files, read_qrels, read_run
 from retrieval.store import Store
 from retrieval.terminal import SafeStream, terminal_safe
+from retrieval.trec import write_qrels
 
 # any code point (lone surrogates included), and the ones a hostile name tries more often than chance would
 HOSTILE_CHARS = ["\ufffe", "\uffff", "\ufdd0", "\ufdef", "\U0001fffe", "\U0010ffff", "\ud800", "\udfff", "\u202e",

@@ -15,9 +15,9 @@ from retrieval.evaluate import positive_qrels
 from retrieval.history import list_runs
 from retrieval.names import file_name
 from retrieval.readers import ImportedRun, load_dataset, match_dataset, read_run
-from retrieval.run import write_trec
 from retrieval.systems import BASE_SYSTEMS
 from retrieval.tables import metrics_table
+from retrieval.trec import write_trec
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO

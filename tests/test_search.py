@@ -95,7 +95,7 @@ def test_unknown_query_id_and_empty_text_are_errors(demo_ws):
 def test_an_imported_run_gives_the_list_of_the_query_asked_for_even_when_texts_repeat(tmp_path, tiny_encoder,
                                                                                       toy_dataset, store):
     from retrieval.readers.runs import read_run
-    from retrieval.run import write_trec
+    from retrieval.trec import write_trec
 
     twins = toy_dataset.with_queries({"q5": toy_dataset.queries["q4"]})  # q4 and q5: the same text
     path = write_trec({"q4": [("d5", 2.0)], "q5": [("d1", 2.0)]}, tmp_path / "prod.trec", "prod")

@@ -197,7 +197,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     from ranx import Run as RRun
     from ranx import evaluate as ranx_evaluate
 
-    from retrieval.run import write_trec
+    from retrieval.trec import write_trec
 
     registry, key = app_state
     ws = registry.get(key)
@@ -382,7 +382,7 @@ def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_
 
 def test_a_run_imported_while_judging_joins_the_judges_queue(app_state, tmp_path):
     from retrieval.judgments import top_ids
-    from retrieval.run import write_trec
+    from retrieval.trec import write_trec
     from ui import judge
 
     registry, key = app_state

@@ -13,13 +13,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import Store, Workspace, sampling
+from retrieval import Store, Workspace, sampling, staging
 from retrieval.agreement import agreement
 from retrieval.coverage import MIN_JUDGED_AT_10
 from retrieval.errors import DataError
 from retrieval.judgments import (
     DEPTH,
-    FORMATS,
     MAX_DEPTH,
     MERGE_RULES,
     Queue,
@@ -33,7 +32,6 @@ from retrieval.judgments import (
     parse_grade,
     queue,
     store_judge,
-    write_qrels,
 )
 from retrieval.labels import judged_counts
 from retrieval.metrics import CONDENSED_DEPTH, conclusion, interval_text
@@ -41,9 +39,11 @@ from retrieval.names import file_name
 from retrieval.readers import judgments as judgment_files
 from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
-from retrieval.settling import standings
+from retrieval.settling import MAX_QUERIES as MAX_SETTLING_QUERIES
+from retrieval.settling import capped, standings
 from retrieval.store import cache_key
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
+from retrieval.trec import QRELS_FORMATS, write_qrels
 
 from . import texts
 from .common import shown_systems
@@ -309,15 +309,23 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
     nothing is stored. Says how many were new, changed a grade, or were stored already."""
     if not path:
         raise refuse("upload a CSV or TSV of judgments first")
-    try:
-        found = judgment_files.read(path, ws.dataset, (judge or "").strip() or "imported",
-                                    display=Path(path).name, existing=store.judges(ws.dataset.corpus_hash))
-    except (DataError, ValueError) as err:
-        raise refuse(err) from err
-    stored = store.put_judgments(ws.dataset.corpus_hash,
-                                 [(j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found])
-    judges = sorted({j.judge for j in found})
-    return (f"Read {len(found):,} judgments by {', '.join(esc(j) for j in judges)}: {stored.new:,} new, "
+    with staging.yielding():  # in the app's process: other sessions' searches go first (staging.yielding)
+        try:
+            found = judgment_files.read(path, ws.dataset, (judge or "").strip() or "imported",
+                                        display=Path(path).name, existing=store.judges(ws.dataset.corpus_hash))
+        except (DataError, ValueError) as err:
+            raise refuse(err) from err
+        try:  # staged outside the store's lock: other sessions' searches and views go on meanwhile
+            staging.check_count(len(found), Path(path).name)
+            stored = store.put_judgments(ws.dataset.corpus_hash,
+                                         ((j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found),
+                                         source=Path(path).name)
+        except ValueError as err:
+            raise refuse(err) from err
+        judges = sorted({j.judge for j in found})
+        read = len(found)
+        staging.release(found)
+    return (f"Read {read:,} judgments by {', '.join(esc(j) for j in judges)}: {stored.new:,} new, "
             f"{stored.changed:,} changed a grade, {stored.unchanged:,} unchanged (stored already).")
 
 
@@ -328,7 +336,9 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                  seed: int = 0, aim: str | None = None) -> str:
     """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
     queries of the sample, every judge's grades merged by the lower median), and about how many more
-    judgments the others need (``retrieval.settling``); the pair ``aim`` names first."""
+    judgments the others need (``retrieval.settling``); the pair ``aim`` names first. Run after every
+    grade, so computed on at most ``settling.MAX_QUERIES`` judged queries (``settling.capped``, only
+    their judgments read), which it says when it cuts."""
     try:
         k = check_depth(k)
     except ValueError as err:
@@ -336,11 +346,18 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     aimed = {label(s) for s in aimed_pair(ws, aim) or ()}
     sample = judging_sample(ws, store, method, size, seed, k)
     ids = set(sample.query_ids)
-    judged = {q: docs for q, docs in merged_qrels(store.judgments(ws.dataset.corpus_hash)).items() if q in ids}
+    corpus = ws.dataset.corpus_hash
+    judged_ids = [q for q in store.judged_query_ids(corpus) if q in ids]
+    compared = capped(judged_ids)
+    judged = {q: docs for q, docs in merged_qrels(store.judgments(corpus, query_ids=compared)).items() if q in ids}
+    beyond = 0  # the judged queries the cap leaves out with a relevant document, about: the projection counts them
+    if len(compared) < len(judged_ids):
+        relevant = sum(any(g > 0 for g in docs.values()) for docs in judged.values())
+        beyond = round((len(judged_ids) - len(compared)) * relevant / max(1, len(judged)))
     runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
     # judged@10 reads each system's top 10, nDCG'@10 its condensed top CONDENSED_DEPTH, as in Evaluate
     tens = {label(s): run for s, run in pool_runs(ws, max(k, CONDENSED_DEPTH), sample.query_ids).items()}
-    rows = sorted(standings(runs, judged, coverage_runs=tens),
+    rows = sorted(standings(runs, judged, coverage_runs=tens, beyond=beyond),
                   key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
     if len(runs) < 2:
         waiting = ", ".join(label(s) for s in ws.pending((*BASE_SYSTEMS, SPLADE)))
@@ -348,13 +365,19 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                 + (f" ({esc(waiting)} join once the corpus is encoded)." if waiting else "."))
     if not rows:
         return "No comparison can be made yet: judge until some query has a relevant document."
-    head = (f"**Which comparisons are settled** (nDCG@10 on {queries_counted(judged_counts(judged))} of the "
-            f"sample, each system's top {k}; unjudged documents count as not relevant; a verdict needs "
-            f"each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
+    on = queries_counted(judged_counts(judged))
+    if len(compared) < len(judged_ids):
+        on += (f" — a fixed random {len(compared):,} of the sample's {len(judged_ids):,} judged queries: this list "
+               f"compares at most {MAX_SETTLING_QUERIES:,}, so it stays quick after every grade; Evaluate compares on "
+               "every one —")
+    else:
+        on += " of the sample"
+    head = (f"**Which comparisons are settled** (nDCG@10 on {on}, each system's top {k}; unjudged documents count "
+            f"as not relevant; a verdict needs each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
     lines = [head, ""]
     measured = {c.system: c for r in rows if r.verdict is not None for c in r.verdict.coverage if c is not None}
     coverage = {name: measured[name] for name in runs if name in measured}  # what the gate read, in table order
-    left = len(ids - set(judged))  # the sample's queries not judged yet: what more judging can still add
+    left = len(ids) - len(judged_ids)  # the sample's queries not judged yet: what more judging can still add
     for r in rows:
         line = conclusion(r.a, r.b, r.comparison)
         few = r.comparison.queries < FEW_TO_PROJECT
@@ -367,6 +390,10 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
             lines.append(f"- **open:** {esc(line)} — too few judged queries to tell how many more it needs")
         elif r.more_queries is None:
             lines.append(f"- **open:** {esc(line)} — out of reach so far: the two score alike on these queries")
+        elif r.more_queries == 0:  # the judged queries the cap left out may be enough
+            lines.append(f"- **open:** {esc(line)} — on these {r.comparison.queries:,} queries; the "
+                         f"{len(judged_ids):,} judged may be enough if the difference holds: Evaluate compares on "
+                         "every one")
         elif r.more_queries > left:
             lines.append(f"- **open:** {esc(line)} — it would take about {r.more_queries:,} more judged queries if "
                          f"the difference holds, more than the {left:,} left in the sample: a larger sample, or "
@@ -406,14 +433,19 @@ def agreement_note(ws: Workspace, store: Store) -> tuple[str, dict]:
         lines += ["", f"{esc(pa.judge_a)} (rows) against {esc(pa.judge_b)} (columns):", "",
                   "| | 0 | 1 | 2 |", "|---|---:|---:|---:|"]
         lines += [f"| **{g}** | " + " | ".join(str(c) for c in row) + " |" for g, row in enumerate(pa.confusion)]
-    lines += ["", f"{len(result.adjudicate):,} pair(s) graded differently: the table below lists them, the widest "
-                  "spread of grades first — adjudicate those first."]
+    listed = "them" if len(result.adjudicate) <= DISAGREEMENTS_SHOWN else f"the first {DISAGREEMENTS_SHOWN:,}"
+    lines += ["", f"{len(result.adjudicate):,} pair(s) graded differently: the table below lists {listed}, the "
+                  "widest spread of grades first — adjudicate those first."]
     return "\n".join(lines), rules
 
 
+DISAGREEMENTS_SHOWN = 1_000  # rows of the table of pairs to adjudicate (the widest spread first)
+
+
 def disagreement_rows(ws: Workspace, store: Store) -> list[list]:
+    """The pairs judges graded differently, the widest spread first: the first ``DISAGREEMENTS_SHOWN``."""
     return [[q, ws.dataset.queries.get(q, "")[:60], d, ", ".join(f"{j}: {g}" for j, g in by.items())]
-            for q, d, by in disagreements(store.judgments(ws.dataset.corpus_hash))]
+            for q, d, by in disagreements(store.judgments(ws.dataset.corpus_hash))[:DISAGREEMENTS_SHOWN]]
 
 
 @dataclass
@@ -464,7 +496,7 @@ def build(ctx: Context) -> JudgeView:
             agree_btn = gr.Button("How far do the judges agree?", elem_id="judge-agreement-button", scale=1)
         agreement_md = gr.Markdown(elem_id="judge-agreement")
         with gr.Row():
-            fmt = gr.Radio([*FORMATS, *judgment_files.FORMATS], value="trec", elem_id="judge-format",
+            fmt = gr.Radio([*QRELS_FORMATS, *judgment_files.FORMATS], value="trec", elem_id="judge-format",
                            label="Format (TREC qrels or BEIR judged.tsv, merged by the rule; CSV or TSV: every "
                                  "judge's grades)")
             rule = gr.Dropdown(list(MERGE_RULES), value="median", elem_id="judge-rule",

@@ -62,7 +62,7 @@ def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
         parts = line.split("\t") if "\t" in line else line.split()
         if first:
             first = False
-            if line[:1] in "{[":
+            if line[:1] in "{[" and len(parts) not in (3, 4):  # a query id may start with "{" too
                 raise DataError("this looks like JSON, not relevance labels (expected lines "
                                 "'query-id<TAB>corpus-id<TAB>score' or TREC 'qid 0 docid rel')",
                                 display, lineno)

@@ -1,6 +1,7 @@
 """Run files of other systems: an analyst's own ranked lists, read beside BM25, dense and hybrid.
 
-Two formats, told apart by the content (a file whose first character is ``{`` or ``[`` is JSON):
+Two formats, told apart by the content (a file whose first character is ``{`` or ``[`` is JSON, unless
+its first line is a TREC line: a query id may start with either):
 
 - TREC, trec_eval's run format: ``qid Q0 docid rank score tag``, exactly 6 whitespace-separated
   columns a line. The run is named after the tag of the first line (a warning says so when the
@@ -81,7 +82,7 @@ def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = 
     display = display or str(path)
     text = Text.of_file(Path(path), display)
     report = LoadReport()
-    kind = "json" if text.head() in ("{", "[") else "trec"
+    kind = "json" if text.head() in ("{", "[") and not _trec_first_line(text) else "trec"
     parsed = _parse_json(text.read(), display, Path(path)) if kind == "json" else _parse_trec(text, report)
     if not any(parsed.rows.values()):
         raise DataError("the run holds no ranked document", display)
@@ -159,6 +160,23 @@ def _kind(value: object) -> str:
     if isinstance(value, _Pairs):
         return "an object"
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+
+
+def _trec_first_line(text: Text) -> bool:
+    """Whether the first non-blank line is a TREC run line (6 fields, an integer rank, a number
+    score): a query id may start with ``{`` or ``[`` too, and such a file is still TREC."""
+    for _, line in text.lines():
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            return False
+        try:
+            int(fields[3]), float(fields[4])
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def _parse_json(text: str, display: str, path: Path) -> _Parsed:
