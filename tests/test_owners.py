@@ -330,6 +330,22 @@ def test_on_a_shared_deployment_a_query_set_is_invisible_to_others_until_publish
     assert gone.ok and not query_sets.listed(registry.store, registry.get(start).dataset.corpus_hash)
 
 
+def test_search_offers_a_private_query_set_to_its_maker_only(app):
+    """The Search tab's query-set picker lists, and picking lists the queries of, only the sets the
+    session sees: a workspace two sessions share by content never shows one's private set to the other."""
+    from ui import search
+
+    registry, start = app(shared=True)
+    added = data.add_queries(registry, start, None, "kettle descaling\noven grease", session=A)
+    ws = registry.get(added.key)  # the same workspace for whoever opens the same content
+    mine = search.query_set_options(registry, ws, registry.viewer(A))
+    assert [name for name, _ in mine][1:] == ["typed (2 queries)"]
+    assert search.query_set_options(registry, ws, registry.viewer(B)) == [mine[0]]
+    with pytest.raises(gr.Error, match="no longer kept"):
+        search.set_queries(registry, ws, mine[1][1], registry.viewer(B))
+    assert len(search.set_queries(registry, ws, mine[1][1], registry.viewer(A))) == 2
+
+
 def test_off_a_shared_deployment_query_sets_stay_everyones(app):
     registry, start = app(shared=False)
     added = data.add_queries(registry, start, None, "kettle descaling", session=A)
@@ -551,3 +567,34 @@ def test_whatever_two_sessions_do_no_snapshot_changes_hands_and_every_baseline_m
                 assert rows[base].published  # the baseline is everyone's
     finally:
         store.close()
+
+
+def test_every_view_says_who_is_looking():
+    """The library's readers of shared objects default to the operator's view (every row), for the
+    command line; a view that called one without its session's viewer would show one session's
+    private rows to every other. So in ``ui/`` every call of a ``query_sets`` or ``snapshots``
+    function that takes a ``viewer`` passes one (read from the source)."""
+    import ast
+    import inspect
+
+    from retrieval import query_sets as qs_module
+    from retrieval import snapshots as snap_module
+
+    from .conftest import ROOT
+
+    takes = {}
+    for module, alias in ((qs_module, "query_sets"), (snap_module, "snapshots")):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            params = list(inspect.signature(fn).parameters)
+            if "viewer" in params:
+                takes[(alias, name)] = params.index("viewer")
+    assert ("query_sets", "listed") in takes and ("snapshots", "listed") in takes
+    missing = []
+    for path in sorted((ROOT / "ui").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and (node.func.value.id, node.func.attr) in takes:
+                at = takes[(node.func.value.id, node.func.attr)]
+                if len(node.args) <= at and not any(k.arg == "viewer" for k in node.keywords):
+                    missing.append(f"{path.name}:{node.lineno} {node.func.value.id}.{node.func.attr}")
+    assert not missing, f"calls without the session's viewer: {missing}"

@@ -154,15 +154,15 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
         data.add_queries(registry, key, [], "  \n")
     # the set added is in Search's query-set picker, and picking it lists its queries
     ws = registry.get(loaded.key)
-    options = search.query_set_options(registry, ws)
+    options = search.query_set_options(registry, ws, registry.viewer(""))
     assert options[0] == ("labelled queries", search.LABELLED)
     added = next(value for name, value in options if name.startswith("log.txt, typed (3 queries)"))
-    assert [qid for _, qid in search.set_queries(registry, ws, added)] == [
+    assert [qid for _, qid in search.set_queries(registry, ws, added, registry.viewer(""))] == [
         stable_query_id(t) for t in ("why is my tap dripping", "best way to clean an oven", "descale a kettle")]
-    assert search.set_queries(registry, ws, search.LABELLED) == common.query_choices(ws)
-    assert search.query_set_choices(registry, ws)["value"] == search.LABELLED
+    assert search.set_queries(registry, ws, search.LABELLED, registry.viewer("")) == common.query_choices(ws)
+    assert search.query_set_choices(registry, ws, registry.viewer(""))["value"] == search.LABELLED
     with pytest.raises(gr.Error, match="no longer kept"):
-        search.set_queries(registry, ws, "nope")
+        search.set_queries(registry, ws, "nope", registry.viewer(""))
 
 
 def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path):

@@ -9,6 +9,7 @@ import gradio as gr
 from retrieval import Workspace, query_sets
 from retrieval.errors import EncoderLoadError
 from retrieval.metrics import VIEW_METRICS
+from retrieval.owners import Viewer
 from retrieval.search import side_by_side
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
 
@@ -59,26 +60,27 @@ def search_by_id(ws: Workspace, query_id: str, systems: list[str] | None = None)
 LABELLED = ""  # the query-set picker's value for the labelled queries
 
 
-def query_set_options(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+def query_set_options(registry: Registry, ws: Workspace, viewer: Viewer) -> list[tuple[str, str]]:
     """The query-set picker's choices: the labelled queries, then every query set kept with the
-    corpus (``retrieval.query_sets``) that has queries in this data set."""
+    corpus (``retrieval.query_sets``) that ``viewer`` sees and that has queries in this data set."""
     sets = [(qs["id"], qs["name"], sum(q in ws.dataset.queries for q in qs["queries"]))
-            for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash)]
+            for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash, viewer)]
     return [("labelled queries", LABELLED)] + [(f"{name} ({n:,} quer{'y' if n == 1 else 'ies'})", sid)
                                                for sid, name, n in sets if n]
 
 
-def query_set_choices(registry: Registry, ws: Workspace) -> dict:
+def query_set_choices(registry: Registry, ws: Workspace, viewer: Viewer) -> dict:
     """The query-set picker for a newly opened workspace: its options, the labelled queries chosen."""
-    return gr.update(choices=query_set_options(registry, ws), value=LABELLED)
+    return gr.update(choices=query_set_options(registry, ws, viewer), value=LABELLED)
 
 
-def set_queries(registry: Registry, ws: Workspace, set_id: str | None) -> list[tuple[str, str]]:
+def set_queries(registry: Registry, ws: Workspace, set_id: str | None, viewer: Viewer) -> list[tuple[str, str]]:
     """The queries of the set ``set_id`` (``LABELLED``: the labelled ones, ``common.query_choices``)
     that this data set has, as ("id: text", id) in the set's order; an unknown set is refused."""
     if not set_id:
         return query_choices(ws)
-    found = next((qs for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash) if qs["id"] == set_id), None)
+    found = next((qs for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash, viewer)
+                  if qs["id"] == set_id), None)
     if found is None:
         raise refuse("that query set is no longer kept with this corpus (Data → query sets)")
     return [(f"{qid}: {ws.dataset.queries[qid]}", qid) for qid in found["queries"] if qid in ws.dataset.queries]
@@ -144,7 +146,8 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         search_btn = gr.Button("Search", variant="primary", scale=1, elem_id="search-button")
         add = gr.Button("Add to the queries", scale=1, elem_id="add-query-button")
     with gr.Row():
-        query_set = gr.Dropdown(choices=query_set_options(ctx.registry, ws), value=LABELLED,
+        query_set = gr.Dropdown(choices=query_set_options(ctx.registry, ws, ctx.registry.viewer(ANONYMOUS)),
+                                value=LABELLED,
                                 label="Query set", elem_id="query-set-picker", scale=1)
         picker = gr.Dropdown(choices=query_choices(ws), label="Labelled queries", value=None,
                              elem_id="query-picker", scale=3)
@@ -174,9 +177,10 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
             warn(f"at most {MAX_COLUMNS} systems side by side: the first {MAX_COLUMNS} are shown")
         return picked[:MAX_COLUMNS], picked[:MAX_COLUMNS]
 
-    def on_set(set_id: str, key: str):
+    def on_set(set_id: str, key: str, request: gr.Request):
         ws_ = ctx.workspace(key)
-        return gr.update(choices=set_queries(ctx.registry, ws_, set_id), value=None,
+        return gr.update(choices=set_queries(ctx.registry, ws_, set_id, ctx.registry.viewer(session_of(request))),
+                         value=None,
                          label="Labelled queries" if not set_id else "Queries of the set")
 
     def on_encoder(choice: str, key: str, request: gr.Request):
@@ -185,9 +189,11 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
     search_btn.click(on_search, [query, ctx.key, chosen], [results, raw], api_name="search", **SEARCH)
     query.submit(on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
     query_set.input(on_set, [query_set, ctx.key], picker, api_visibility="private", **LIGHT)
-    query_set.focus(lambda key: gr.update(choices=query_set_options(ctx.registry, ctx.workspace(key))), ctx.key,
-                    query_set,
-                    api_visibility="private", **LIGHT)
+    def on_sets(key: str, request: gr.Request):
+        viewer = ctx.registry.viewer(session_of(request))
+        return gr.update(choices=query_set_options(ctx.registry, ctx.workspace(key), viewer))
+
+    query_set.focus(on_sets, ctx.key, query_set, api_visibility="private", **LIGHT)
     picker.input(on_pick, [picker, ctx.key, chosen], [query, results, raw], api_visibility="private", **SEARCH)
     systems.input(on_choose, systems, [systems, chosen], api_visibility="private", **LIGHT).then(
         on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)

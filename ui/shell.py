@@ -161,7 +161,8 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
         ws = ctx.workspace(loaded.key)
         return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
                 gr.Timer(active=True), seen(loaded.key, ws),
-                *data.query_set_rows(ctx.registry, ws, session_of(request)), search.query_set_choices(ctx.registry, ws))
+                *data.query_set_rows(ctx.registry, ws, session_of(request)),
+                search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))))
 
     def on_page(key, request: gr.Request):
         loaded = data.restored_start(ctx.registry, key, session_of(request))
@@ -169,7 +170,7 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
             ws = ctx.workspace(key)
             return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-3]),
                     *data.query_set_rows(ctx.registry, ws, session_of(request)),
-                    search.query_set_choices(ctx.registry, ws))
+                    search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))))
         return show(loaded, request)
 
     def on_remove_set(set_id, key, request: gr.Request):
