@@ -120,6 +120,18 @@ def text_cases(q, d):
         "/project query": lambda p: ("test", 5, p, ""),
         "/failures tuned": lambda p: ("test", p),
         "/evaluate split": lambda p: (p, []),
+        "/evaluate extras": lambda p: ("test", [p]),
+        "/compression": lambda p: (p,),
+        "/segments": lambda p: (p,),
+        "/export_failures": lambda p: ("test", p),
+        "/export_qrels": lambda p: (p, False, "median"),
+        "/export_qrels rule": lambda p: ("trec", True, p),
+        "/snapshots": lambda p: (p,),
+        "/use_judgments": lambda p: (p,),
+        "/train loss": lambda p: (p, "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean", 4, 1, 0.0,
+                                  False),
+        "/train device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean", 4, 1,
+                                    0.0, False),
     }
 
 
@@ -165,6 +177,26 @@ def test_uploads_named_by_hostile_text(kind, app_client, pair, tmp_path):
         with path.open("rb") as f:
             uploaded = requests.post(f"{url}gradio_api/upload", files={"files": f}, timeout=60).json()[0]
         answered(url, endpoint, ({"path": uploaded, "meta": {"_type": "gradio.FileData"}}, TEXTS[kind]))
+
+
+@pytest.mark.parametrize("endpoint", ["/agreement", "/runs", "/cancel_training", "/resume_training", "/load_demo"])
+def test_endpoints_without_parameters_answer_any_session(endpoint, app_client):
+    """Called bare by a session that did nothing before: an answer, or one line."""
+    answered(app_client[0], endpoint, ())
+
+
+@pytest.mark.parametrize("kind", ["markup", "path", "bidi override", "formula"])
+def test_an_upload_named_by_hostile_text_loads_or_is_refused_in_one_line(kind, app_client, tmp_path):
+    """The file's own name (which the status quotes) carries the payload."""
+    import requests
+
+    url = app_client[0]
+    name = TEXTS[kind].replace("/", "_") + ".jsonl"
+    corpus = write(tmp_path / name, '{"_id": "d1", "text": "a cat"}\n{"_id": "d2", "text": "a dog"}\n')
+    with corpus.open("rb") as f:
+        uploaded = requests.post(f"{url}gradio_api/upload", files={"files": (name, f)}, timeout=60).json()[0]
+    answered(url, "/load_dataset", ([{"path": uploaded, "meta": {"_type": "gradio.FileData"}}],))
+    answered(url, "/load_demo", ())
 
 
 def test_afterwards_the_server_searches_and_the_store_holds_only_valid_names(app_client):
