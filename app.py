@@ -88,7 +88,8 @@ def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> d
             "blocked_paths": blocked, "allowed_paths": []}
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """``python app.py``'s flags (SECURITY.md names each)."""
     p = argparse.ArgumentParser(description="RankScope: compare BM25, dense and hybrid retrieval.")
     p.add_argument("--data", default=None, help="data set to open (default: the bundled demo)")
     p.add_argument("--model", default=None, help="sentence-transformers id or folder (default: all-MiniLM-L6-v2)")
@@ -117,7 +118,11 @@ def main(argv=None) -> None:
                    "maker can remove them")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     limits = Limits(budget_bytes=int(args.memory_budget_mb * 2**20)) if args.memory_budget_mb else None
     try:
         app, registry = create(args.data, args.model, args.store, args.language, args.precision, engine=args.engine,
