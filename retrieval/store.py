@@ -17,16 +17,15 @@ import sqlite3
 import threading
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import platformdirs
 import sqlite_utils
 
-from . import stored_rows
-from .judgments import GRADES, check_judge
+from . import staging, stored_rows
 from .run import Run
+from .staging import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
 
 SCHEMA_VERSION = 1
 _CHUNK = 500  # ids per "IN (...)" query, under SQLite's variable limit
@@ -56,16 +55,6 @@ def _unpack(blob: bytes):
     return json.loads(zlib.decompress(blob))
 
 
-@dataclass(frozen=True)
-class JudgmentsStored:
-    """What ``Store.put_judgments`` did: grades of pairs the judge had not graded (``new``), grades
-    that replaced another (``changed``), grades the store held already (``unchanged``)."""
-
-    new: int
-    changed: int
-    unchanged: int
-
-
 class StoreError(ValueError):
     """A store path that cannot be used (a folder, a file that is not a store, no write access)."""
 
@@ -93,6 +82,7 @@ class Store:
             self.db = sqlite_utils.Database(conn)
             self.db.enable_wal()
             self._create()
+            staging.drop_stale(conn)  # a judgments import killed half way left its staging table
             with conn:  # a write now, so a read-only file or disk is said at once, not at the first result
                 conn.execute("insert or replace into meta (key, value) values ('opened', ?)", [str(time.time())])
         except (OSError, sqlite3.Error) as err:
@@ -316,40 +306,28 @@ class Store:
         ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade."""
         self.put_judgments(corpus, [(query_id, query_text, doc_id, grade, judge)])
 
-    def put_judgments(self, corpus: str, judgments) -> "JudgmentsStored":
-        """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus in one
-        transaction (an import): every one is checked first, so a bad one stores none. Counted against
-        what the store held for the corpus and judge (``JudgmentsStored``: new, changed, unchanged; a
-        pair given twice counts once, its last grade); an unchanged grade is left as it was (its time too)."""
-        now = time.time()
-        rows: dict[tuple[str, str, str], dict] = {}
-        for query_id, query_text, doc_id, grade, judge in judgments:
-            if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
-                raise ValueError(f"a grade is one of {', '.join(map(str, GRADES))}, not {grade!r}")
-            if not judge:
-                raise ValueError("a judgment needs the judge's name")
-            judge = check_judge(judge)
-            rows[(query_id, doc_id, judge)] = {"corpus": corpus, "query_id": query_id, "doc_id": doc_id,
-                                               "judge": judge, "grade": int(grade), "query_text": query_text,
-                                               "time": now}
-        with self._lock, self.db.conn:
-            before = {(r["query_id"], r["doc_id"], r["judge"]): r["grade"]
-                      for judge in {key[2] for key in rows}
-                      for r in self.db["judgments"].rows_where("corpus = ? and judge = ?", [corpus, judge],
-                                                               select="query_id, doc_id, judge, grade")}
-            new = [row for key, row in rows.items() if key not in before]
-            changed = [row for key, row in rows.items() if key in before and before[key] != row["grade"]]
-            if new or changed:
-                self.db["judgments"].upsert_all(new + changed, pk=("corpus", "query_id", "doc_id", "judge"))
-        return JudgmentsStored(len(new), len(changed), len(rows) - len(new) - len(changed))
+    def put_judgments(self, corpus: str, judgments, source: str | None = None) -> JudgmentsStored:
+        """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus as one
+        write (an import), through a connection of its own and never under the store's lock, so other
+        sessions' reads go on meanwhile (``retrieval.staging``: a large import is staged, then copied
+        in by one short transaction). All or nothing: a bad row (``ValueError``) or more than
+        ``staging.MAX_IMPORT_ROWS`` rows (``staging.TooManyRows``, naming ``source``, the file) stores
+        none, and readers never see part of it. Counted against what the store held for the corpus
+        and judge (``JudgmentsStored``: new, changed, unchanged; a pair given twice counts once, its
+        last grade); an unchanged grade is left as it was (its time too)."""
+        return staging.put(self.path, corpus, judgments, source)
 
-    def judgments(self, corpus: str, judge: str | None = None) -> list[dict]:
+    def judgments(self, corpus: str, judge: str | None = None, query_ids=None) -> list[dict]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
-        oldest first; only ``judge``'s when given. A row ``put_judgments`` could not have written (a
+        oldest first; only ``judge``'s when given, only those of the queries ``query_ids`` when given.
+        A row ``put_judgments`` could not have written (a
         grade outside ``GRADES``, an id or judge's name refused on input) is left out, with a warning."""
         where, args = "corpus = ?", [corpus]
         if judge is not None:
             where, args = where + " and judge = ?", [corpus, judge]
+        if query_ids is not None:  # one parameter, however many ids
+            where, args = where + " and query_id in (select value from json_each(?))", args + [json.dumps(
+                sorted(set(query_ids)))]
         with self._lock:
             rows = list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
         check, kept, problems = stored_rows.JudgmentCheck(), [], []
@@ -370,12 +348,17 @@ class Store:
             return [r[0] for r in self.db.execute("select distinct judge from judgments where corpus = ? "
                                                   "order by judge", [corpus]).fetchall()]
 
+    def judged_query_ids(self, corpus: str) -> list[str]:
+        """The ids of the corpus's queries that have a judgment, each once (read from the key's index,
+        not the rows)."""
+        with self._lock:
+            return [r[0] for r in self.db.execute("select distinct query_id from judgments where corpus = ? "
+                                                  "order by query_id", [corpus]).fetchall()]
+
     def delete_judgment(self, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
-        """Remove one judge's grade of a pair (undo); True when there was one."""
-        with self._lock, self.db.conn:
-            cur = self.db.execute("delete from judgments where corpus = ? and query_id = ? and doc_id = ? "
-                                  "and judge = ?", [corpus, query_id, doc_id, judge])
-            return cur.rowcount > 0
+        """Remove one judge's grade of a pair (undo); True when there was one. Written as
+        ``put_judgments`` writes, not under the store's lock."""
+        return staging.delete(self.path, corpus, query_id, doc_id, judge)
 
     # ---- query sets added to a corpus ---------------------------------------------------------
     def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",
