@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import Store, Workspace, sampling, staging
+from retrieval import Store, Workspace, sampling, settling, staging
 from retrieval.agreement import agreement
 from retrieval.coverage import MIN_JUDGED_AT_10
 from retrieval.errors import DataError
@@ -39,8 +39,7 @@ from retrieval.names import file_name
 from retrieval.readers import judgments as judgment_files
 from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
-from retrieval.settling import MAX_QUERIES as MAX_SETTLING_QUERIES
-from retrieval.settling import capped, standings
+from retrieval.settling import standings
 from retrieval.store import cache_key
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
 from retrieval.trec import QRELS_FORMATS, write_qrels
@@ -348,7 +347,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     ids = set(sample.query_ids)
     corpus = ws.dataset.corpus_hash
     judged_ids = [q for q in store.judged_query_ids(corpus) if q in ids]
-    compared = capped(judged_ids)
+    compared = settling.capped(judged_ids)
     judged = {q: docs for q, docs in merged_qrels(store.judgments(corpus, query_ids=compared)).items() if q in ids}
     beyond = 0  # the judged queries the cap leaves out with a relevant document, about: the projection counts them
     if len(compared) < len(judged_ids):
@@ -368,7 +367,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     on = queries_counted(judged_counts(judged))
     if len(compared) < len(judged_ids):
         on += (f" — a fixed random {len(compared):,} of the sample's {len(judged_ids):,} judged queries: this list "
-               f"compares at most {MAX_SETTLING_QUERIES:,}, so it stays quick after every grade; Evaluate compares on "
+               f"compares at most {settling.MAX_QUERIES:,}, so it stays quick after every grade; Evaluate compares on "
                "every one —")
     else:
         on += " of the sample"
