@@ -110,17 +110,23 @@ class BM25Index:
     @classmethod
     def from_bytes(cls, blob: bytes, doc_ids: list[str], texts: list[str], k1: float = 0.9, b: float = 0.4,
                    method: str = "lucene", tokenizer: Tokenizer | None = None) -> "BM25Index":
-        """The index ``to_bytes`` saved, over the same ``doc_ids`` and ``texts`` (not re-tokenized)."""
+        """The index ``to_bytes`` saved, over the same ``doc_ids`` and ``texts`` (not re-tokenized).
+
+        Nothing in the blob is trusted (``bm25_blob``): its members are read in memory, never
+        extracted or unpickled, and must be what RankScope writes for a corpus of this size with
+        these settings. A blob that is not, or that any reader fails on, is ``bm25_blob.DamagedIndex``
+        (a ``ValueError``) naming the problem."""
+        from .bm25_blob import DamagedIndex, read
+
         index = cls.__new__(cls)
         index._settings(doc_ids, texts, k1, b, method, tokenizer)
-        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(io.BytesIO(blob)) as z:
-            z.extractall(tmp)
-            index._engine = bm25s.BM25.load(tmp, mmap=False, show_progress=False)
-            with np.load(Path(tmp) / "rankscope.npz") as extra:
-                index.doc_len = extra["doc_len"]
-                index.df = Counter(dict(zip(extra["df_terms"].tolist(), extra["df_counts"].tolist())))
-        if len(index.doc_len) != len(index.doc_ids):
-            raise ValueError("the saved BM25 index is for another corpus")
+        try:
+            index._engine, index.doc_len, df = read(blob, texts, index.tokenizer, index.k1, index.b, method)
+        except DamagedIndex:
+            raise
+        except Exception as err:  # whatever else a damaged blob makes a reader raise
+            raise DamagedIndex(f"it does not read ({type(err).__name__}: {str(err)[:200]})") from err
+        index.df = Counter(df)
         index.avgdl = float(index.doc_len.mean()) or 1.0
         return index
 

@@ -145,9 +145,14 @@ class Store:
 
     # ---- BM25 indexes ----------------------------------------------------------------------
     def get_bm25(self, key: str) -> bytes | None:
-        """A BM25 index saved by ``put_bm25`` (``BM25Index.to_bytes``), or None."""
+        """A BM25 index saved by ``put_bm25`` (``BM25Index.to_bytes``), or None; a value that is not
+        bytes is a miss (with a warning). The bytes themselves are checked as they are read
+        (``BM25Index.from_bytes``: ``bm25_blob``)."""
         with self._lock:
             row = self.db.execute("select [index] from bm25_indexes where key = ?", [key]).fetchone()
+        if row is not None and not isinstance(row[0], bytes):
+            stored_rows.left_out("bm25 indexes", [f"index {key[:12]}: it is {type(row[0]).__name__}, not bytes"])
+            return None
         return row[0] if row else None
 
     def put_bm25(self, key: str, corpus: str, index: bytes) -> bool:

@@ -6,6 +6,7 @@ real file or a real store row, as a person or a crash would."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -15,6 +16,8 @@ import struct
 import subprocess
 import sys
 import time
+import warnings
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -693,3 +696,415 @@ def test_snapshot_list_in_a_real_process_lists_the_good_and_warns_of_the_damaged
     assert " good " in got.stdout and "bad" not in got.stdout
     assert "the snapshot 'bad' in the store is damaged: its runs do not unpack" in got.stderr
     assert "Traceback" not in got.stderr
+
+
+# ---- stored BM25 indexes ---------------------------------------------------------------------------
+class StoredBM25:
+    """A corpus whose BM25 index was built once and kept in its store, and ways to forge the row."""
+
+    def __init__(self, dataset, folder: Path):
+        self.dataset, self.path = dataset, folder / "store.sqlite3"
+        ws = Workspace(dataset, Store(self.path))
+        self.built = ws.bm25
+        self.expected = ws.search("bm25", dataset.queries, 10)
+        with sqlite3.connect(self.path) as db:
+            self.key, self.blob = db.execute("select key, [index] from bm25_indexes").fetchone()
+        db.close()
+        with zipfile.ZipFile(io.BytesIO(self.blob)) as z:
+            self.members = {name: z.read(name) for name in z.namelist()}
+
+    def store(self, blob) -> None:
+        tamper(self.path, "update bm25_indexes set [index] = ?", blob)
+
+    def reopen(self, caplog) -> tuple[Workspace, list[str]]:
+        """(a new process's workspace with its BM25 index read, the warnings that took)."""
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            ws = Workspace(self.dataset, Store(self.path))
+            assert ws.bm25 is not None
+        return ws, warnings_of(caplog)
+
+    def stored(self) -> bytes:
+        with sqlite3.connect(self.path) as db:
+            (blob,) = db.execute("select [index] from bm25_indexes where key = ?", [self.key]).fetchone()
+        db.close()
+        return blob
+
+
+@pytest.fixture
+def bm25_kept(toy_dataset, tmp_path) -> StoredBM25:
+    return StoredBM25(toy_dataset, tmp_path)
+
+
+def zipped(members, compress: dict[str, int] | None = None) -> bytes:
+    """A zip of ``members`` (name -> bytes, or (name, bytes) pairs: a name may come twice), stored
+    unless ``compress`` names a member's method."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile's "Duplicate name"
+        for name, data in (members.items() if isinstance(members, dict) else members):
+            z.writestr(name, data, compress_type=(compress or {}).get(name, zipfile.ZIP_STORED))
+    return buf.getvalue()
+
+
+def npy(array, allow_pickle: bool = False) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=allow_pickle)
+    return buf.getvalue()
+
+
+def loaded(data: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(data))
+
+
+def _member(name: str, change):
+    """The blob with member ``name`` replaced by ``change(its bytes)``."""
+    def forge(kept: StoredBM25) -> bytes:
+        return zipped({**kept.members, name: change(kept.members[name])})
+    return forge
+
+
+def _params(**changes):
+    def change(data: bytes) -> bytes:
+        return json.dumps({**json.loads(data), **changes}).encode()
+    return _member("params.index.json", change)
+
+
+def _array(name: str, change):
+    """Member ``name`` (a .npy) replaced by the array ``change(its array)``, a well-formed .npy."""
+    return _member(name, lambda data: npy(change(loaded(data).copy())))
+
+
+def _setting_item(array: np.ndarray, index: int, value) -> np.ndarray:
+    array[index] = value
+    return array
+
+
+def _extra(change):
+    """rankscope.npz rewritten with ``change({name: array})``."""
+    def forge(kept: StoredBM25) -> bytes:
+        with np.load(io.BytesIO(kept.members["rankscope.npz"])) as extra:
+            arrays = {k: extra[k].copy() for k in extra.files}
+        buf = io.BytesIO()
+        np.savez(buf, **change(arrays))
+        return zipped({**kept.members, "rankscope.npz": buf.getvalue()})
+    return forge
+
+
+def _vocab(change):
+    return _member("vocab.index.json", lambda data: json.dumps(change(json.loads(data))).encode())
+
+
+def _raw(make):
+    return lambda kept: make(kept)
+
+
+def _huge_header(name: str, dtype: str, count: int):
+    """A .npy header declaring ``count`` items, followed by a few bytes: only the header says more."""
+    def change(_data: bytes) -> bytes:
+        header = {"descr": dtype, "fortran_order": False, "shape": (count,)}
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, header)
+        return buf.getvalue() + b"\0" * 64
+    return _member(name, change)
+
+
+def _flip_crc(kept: StoredBM25) -> bytes:
+    data = bytearray(kept.blob)
+    at = kept.blob.index(kept.members["data.csc.index.npy"]) + len(kept.members["data.csc.index.npy"]) - 2
+    data[at] ^= 0x10  # a score changed, its CRC-32 left as it was
+    return bytes(data)
+
+
+def _encrypted(kept: StoredBM25) -> bytes:
+    """The stored blob with params.index.json marked encrypted (bit 0 of its flags, in its local header
+    and in the central directory), as an encrypting zip tool writes it."""
+    data = bytearray(kept.blob)
+    with zipfile.ZipFile(io.BytesIO(kept.blob)) as z:
+        info = z.getinfo("params.index.json")
+    data[info.header_offset + 6] |= 0x1  # the local header's flags
+    central = kept.blob.index(b"PK\x01\x02")
+    while not kept.blob[central + 46:].startswith(b"params.index.json"):
+        central = kept.blob.index(b"PK\x01\x02", central + 4)
+    data[central + 8] |= 0x1  # the central directory's
+    return bytes(data)
+
+
+def _duplicate(kept: StoredBM25) -> bytes:
+    members = list(kept.members.items())
+    members[-1] = ("params.index.json", kept.members["params.index.json"])  # rankscope.npz's place
+    return zipped(members)
+
+
+def _other_corpus_index(kept: StoredBM25) -> bytes:
+    """The same ids and settings, other texts: an index consistent in itself, for another corpus."""
+    from retrieval.lexical import BM25Index
+
+    other = other_corpus(kept.dataset)
+    return BM25Index(list(other.docs), [d.full_text for d in other.docs.values()]).to_bytes()
+
+
+def _other_k1_index(kept: StoredBM25) -> bytes:
+    from retrieval.lexical import BM25Index
+
+    return BM25Index(list(kept.dataset.docs), [d.full_text for d in kept.dataset.docs.values()], k1=2.0).to_bytes()
+
+
+class Payload:
+    """Pickles as a call writing ``marker``: a pickle in the store would run it on load."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+HOSTILE_BM25 = [  # (case, forge(kept) -> the blob stored instead, what the warning says)
+    ("random bytes", _raw(lambda k: np.random.default_rng(0).bytes(len(k.blob))), "is not a zip"),
+    ("cut in half", _raw(lambda k: k.blob[:len(k.blob) // 2]), "is not a zip"),
+    ("empty", _raw(lambda k: b""), "is not a zip"),
+    ("a zip of another program", _raw(lambda k: zipped({"readme.txt": b"hello"})), "RankScope does not write"),
+    ("a member with a path", _raw(lambda k: zipped({**k.members, "../../evil.py": b"x"})), "holds 7 members"),
+    ("a member renamed into a folder", _raw(lambda k: zipped(
+        {("x/" + n if n == "vocab.index.json" else n): d for n, d in k.members.items()})),
+     "a member 'x/vocab.index.json' RankScope does not write"),
+    ("a member named '..'", _raw(lambda k: zipped({**{n: d for n, d in k.members.items() if n != "rankscope.npz"},
+                                                   "..": b"x"})), "a member '..' RankScope does not write"),
+    ("a member missing", _raw(lambda k: zipped({n: d for n, d in k.members.items() if n != "vocab.index.json"})),
+     "lacks vocab.index.json"),
+    ("a member twice", _duplicate, "holds 'params.index.json' twice"),
+    ("a compressed member", _raw(lambda k: zipped(k.members, {"vocab.index.json": zipfile.ZIP_DEFLATED})),
+     "vocab.index.json is compressed"),
+    ("an encrypted member", _encrypted, "params.index.json is encrypted"),
+    ("a score changed under its CRC", _flip_crc, "Bad CRC-32"),
+    ("settings not JSON", _member("params.index.json", lambda d: b"{cut"), "params.index.json is not JSON"),
+    ("settings nested 100,000 deep", _member("params.index.json", lambda d: b"[" * 100_000 + b"]" * 100_000),
+     "params.index.json is not JSON"),
+    ("settings a list", _member("params.index.json", lambda d: b"[1]"), "is not a JSON object"),
+    ("settings of another k1", _params(k1=2.0), "its k1 is 2.0, the index asked for has 0.9"),
+    ("settings of another method", _params(method="bm25+", idf_method="bm25+"), "its method is 'bm25+'"),
+    ("settings asking for numba", _params(backend="numba"), "its backend is 'numba'"),
+    ("settings with a key bm25s does not write", _params(corpus=["x"]), "its settings hold"),
+    ("settings of another corpus size", _params(num_docs=9), "another corpus: it holds 9 documents, this one 8"),
+    ("an index of the same corpus with another k1", _other_k1_index, "its k1 is 2.0"),
+    ("vocabulary a list", _member("vocab.index.json", lambda d: b"[]"), "vocab.index.json is not a JSON object"),
+    ("vocabulary numbering a term twice", _vocab(lambda v: {**v, next(iter(v)): 1, list(v)[1]: 1}),
+     "does not number its"),
+    ("vocabulary numbering a term with text", _vocab(lambda v: {**v, next(iter(v)): "0"}),
+     "numbers a term with a str"),
+    ("vocabulary numbering a term with true", _vocab(lambda v: {**v, next(iter(v)): True}),
+     "numbers a term with a bool"),
+    ("vocabulary missing a term", _vocab(lambda v: dict(list(v.items())[1:])), "does not number the score matrix"),
+    ("vocabulary with its empty token elsewhere", _vocab(lambda v: {**v, "": 0, next(iter(v)): v[""]}),
+     "does not number the score matrix"),
+    ("a NaN score", _array("data.csc.index.npy", lambda a: _setting_item(a, 0, np.nan)), "not finite"),
+    ("an infinite score", _array("data.csc.index.npy", lambda a: _setting_item(a, -1, np.inf)), "not finite"),
+    ("scores in float64", _array("data.csc.index.npy", lambda a: a.astype(np.float64)), "holds <f8, not the f4"),
+    ("a document number past the corpus", _array("indices.csc.index.npy", lambda a: _setting_item(a, 0, 10 ** 6)),
+     "names document 1,000,000 of a corpus of 8"),
+    ("a negative document number", _array("indices.csc.index.npy", lambda a: _setting_item(a, 0, -3)),
+     "names document -3"),
+    ("offsets going backwards", _array("indptr.csc.index.npy", lambda a: _setting_item(a, 2, a[1] - 1)),
+     "offsets go backwards"),
+    ("offsets not starting at 0", _array("indptr.csc.index.npy", lambda a: _setting_item(a, 0, 1)),
+     "do not start at 0"),
+    ("offsets past the scores", _array("indptr.csc.index.npy", lambda a: _setting_item(a, -1, a[-1] + 5)),
+     "offsets ending at"),
+    ("a score array of two dimensions", _array("data.csc.index.npy", lambda a: a.reshape(1, -1)), "has shape (1,"),
+    ("a .npy header declaring 2^40 scores", _huge_header("data.csc.index.npy", "<f4", 2 ** 40),
+     "declares 1,099,511,627,776 items"),
+    ("a .npy header declaring 2^40 offsets", _huge_header("indptr.csc.index.npy", "<i8", 2 ** 40),
+     "declares 1,099,511,627,776 items"),
+    ("a .npy of Python objects (a pickle)", _member("indices.csc.index.npy", lambda d: npy(
+        np.array([{"x": 1}], dtype=object), allow_pickle=True)), "holds |O"),
+    ("a .npy that is not one", _member("indptr.csc.index.npy", lambda d: b"PK\x03\x04 not numpy"),
+     "has no .npy header"),
+    ("document lengths of another corpus", _extra(lambda a: {**a, "doc_len": np.ones(9)}),
+     "another corpus: it holds 9 document lengths"),
+    ("a negative document length", _extra(lambda a: {**a, "doc_len": -a["doc_len"]}), "negative or not finite"),
+    ("a NaN document length", _extra(lambda a: {**a, "doc_len": _setting_item(a["doc_len"], 0, np.nan)}),
+     "negative or not finite"),
+    ("a document frequency of 0", _extra(lambda a: {**a, "df_counts": _setting_item(a["df_counts"], 0, 0)}),
+     "a count outside 1..8"),
+    ("a document frequency past the corpus", _extra(lambda a: {**a, "df_counts": a["df_counts"] + 100}),
+     "a count outside 1..8"),
+    ("frequencies of other terms", _extra(lambda a: {**a, "df_terms": np.array([t + "x" for t in a["df_terms"]])}),
+     "not of its vocabulary's terms"),
+    ("frequencies of a term twice", _extra(lambda a: {**a, "df_terms": _setting_item(a["df_terms"], 1,
+                                                                                     a["df_terms"][0])}),
+     "not of its vocabulary's terms"),
+    ("frequencies with a term count missing", _extra(lambda a: {**a, "df_counts": a["df_counts"][1:]}),
+     "name 53 terms with 52 counts"),
+    ("a compressed rankscope.npz", _raw(lambda k: zipped({**k.members, "rankscope.npz": _savez_compressed(k)})),
+     "rankscope.npz's doc_len.npy is compressed"),
+    ("a rankscope.npz with another member", _extra(lambda a: {**a, "evil": np.zeros(1)}),
+     "rankscope.npz holds 4 members"),
+    ("another corpus's index of the same size, under this one's key", _other_corpus_index,
+     "another corpus's index?"),
+]
+
+
+def _savez_compressed(kept: StoredBM25) -> bytes:
+    with np.load(io.BytesIO(kept.members["rankscope.npz"])) as extra:
+        arrays = {k: extra[k] for k in extra.files}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def assert_bm25_rebuilt(kept: StoredBM25, ws: Workspace, warned: list[str], said: str) -> None:
+    """The stored index was refused for ``said`` (one warning), built again and written over: the
+    workspace ranks as the built index did, and the next open reads the new row without a word."""
+    refusals = [w for w in warned if "the stored BM25 index" in w]
+    assert len(refusals) == 1 and kept.key[:12] in refusals[0] and said in refusals[0], warned
+    assert ws.search("bm25", kept.dataset.queries, 10) == kept.expected
+    for q in kept.dataset.queries.values():
+        np.testing.assert_array_equal(ws.bm25.scores(q), kept.built.scores(q))
+    assert ws.bm25.df == kept.built.df and ws.bm25.avgdl == kept.built.avgdl
+
+
+@pytest.mark.parametrize("case, forge, said", HOSTILE_BM25, ids=[c for c, _, _ in HOSTILE_BM25])
+def test_a_stored_bm25_index_that_is_not_this_corpus_s_is_built_again_never_served(bm25_kept, caplog, case, forge,
+                                                                                     said):
+    bm25_kept.store(forge(bm25_kept))
+    ws, warned = bm25_kept.reopen(caplog)
+    assert_bm25_rebuilt(bm25_kept, ws, warned, said)
+    replaced = bm25_kept.stored()
+    _, again = bm25_kept.reopen(caplog)
+    assert again == [] and bm25_kept.stored() == replaced  # written over: the next open reads it as it is
+
+
+def _bomb(kept: StoredBM25, megabytes: int = 256) -> bytes:
+    """The stored blob with its scores replaced by a deflated .npy of ``megabytes`` MB of zeros (a
+    blob of a few hundred KB): extracting it writes, and loading it allocates, all of them."""
+    count = megabytes * (1 << 20) // 4
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in kept.members.items():
+            if name != "data.csc.index.npy":
+                z.writestr(name, data)
+                continue
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with z.open(info, "w") as out:  # streamed: the test holds 1 MB at a time
+                header = io.BytesIO()
+                np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                              "shape": (count,)})
+                out.write(header.getvalue())
+                zeros = bytes(1 << 20)
+                for _ in range(megabytes):
+                    out.write(zeros)
+    return buf.getvalue()
+
+
+def _peak_during(call) -> float:
+    """MB Python and numpy allocated at most while ``call()`` ran (tracemalloc sees numpy's arrays)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+    except Exception:  # noqa: BLE001 - only the memory is asked about here
+        pass
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak / (1 << 20)
+
+
+@pytest.mark.parametrize("case", ["zip bomb", "huge header"])
+def test_a_stored_bm25_index_never_sizes_an_allocation(bm25_kept, caplog, case):
+    """A deflated member expanding to 256 MB, or a .npy header declaring 4 TB, is refused from the zip's
+    directory or the header, before anything is read: the refusal allocates next to nothing."""
+    from retrieval.bm25_blob import DamagedIndex
+    from retrieval.lexical import BM25Index
+
+    blob = _bomb(bm25_kept) if case == "zip bomb" else _huge_header("data.csc.index.npy", "<f4", 2 ** 40)(bm25_kept)
+    assert len(blob) < 2 << 20
+    texts = [d.full_text for d in bm25_kept.dataset.docs.values()]
+
+    def load():
+        with pytest.raises(DamagedIndex, match="is compressed" if case == "zip bomb" else "declares"):
+            BM25Index.from_bytes(blob, list(bm25_kept.dataset.docs), texts)
+    assert _peak_during(load) < 16
+    load()
+    bm25_kept.store(blob)
+    ws, warned = bm25_kept.reopen(caplog)
+    assert_bm25_rebuilt(bm25_kept, ws, warned, "is compressed" if case == "zip bomb" else "declares")
+
+
+def test_a_pickle_in_a_stored_index_never_runs(bm25_kept, caplog, tmp_path):
+    marker = tmp_path / "ran"
+    bm25_kept.store(_member("indices.csc.index.npy", lambda d: npy(np.array([Payload(marker)], dtype=object),
+                                                                   allow_pickle=True))(bm25_kept))
+    ws, warned = bm25_kept.reopen(caplog)
+    assert_bm25_rebuilt(bm25_kept, ws, warned, "holds |O")
+    assert not marker.exists()
+
+
+def test_a_value_of_another_kind_in_the_index_column_is_a_miss(bm25_kept, caplog):
+    bm25_kept.store("a text, not an index")
+    ws, warned = bm25_kept.reopen(caplog)
+    assert any("bm25 indexes: left out 1 damaged row" in w and "it is str, not bytes" in w for w in warned), warned
+    assert ws.search("bm25", bm25_kept.dataset.queries, 10) == bm25_kept.expected
+    assert isinstance(bm25_kept.stored(), bytes)
+
+
+def test_a_stored_index_reads_back_as_bm25s_would_load_it(bm25_kept, tmp_path):
+    """What RankScope builds in memory is what ``bm25s.BM25.load`` makes of the same files (the same
+    settings, vocabulary and arrays): a later bm25s that lays them out otherwise fails here."""
+    import bm25s
+
+    from retrieval.lexical import BM25Index
+
+    for name, data in bm25_kept.members.items():
+        (tmp_path / name).write_bytes(data)
+    theirs = bm25s.BM25.load(tmp_path, mmap=False, show_progress=False)
+    ours = BM25Index.from_bytes(bm25_kept.blob, list(bm25_kept.dataset.docs),
+                                [d.full_text for d in bm25_kept.dataset.docs.values()])._engine
+    skip = {"scores"}
+    assert {k: v for k, v in vars(ours).items() if k not in skip} == {k: v for k, v in vars(theirs).items()
+                                                                       if k not in skip}
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(ours.scores[part], theirs.scores[part])
+        assert ours.scores[part].dtype == theirs.scores[part].dtype
+    assert ours.scores["num_docs"] == theirs.scores["num_docs"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_stored_bm25_index_changed_anywhere_is_refused_or_reads_as_written(data):
+    """Any byte of a stored index changed, or the blob cut anywhere: ``from_bytes`` either refuses it
+    (``DamagedIndex``, nothing else) or reads an index scoring exactly as the one written."""
+    from retrieval.bm25_blob import DamagedIndex
+    from retrieval.lexical import BM25Index
+
+    blob, ids, texts, built = _property_index()
+    if data.draw(st.booleans(), "cut"):
+        changed = blob[:data.draw(st.integers(0, len(blob) - 1), "cut at")]
+    else:
+        at = data.draw(st.integers(0, len(blob) - 1), "byte")
+        changed = blob[:at] + bytes([blob[at] ^ data.draw(st.integers(1, 255), "xor")]) + blob[at + 1:]
+    try:
+        index = BM25Index.from_bytes(changed, ids, texts)
+    except DamagedIndex:
+        return
+    for q in ("cat on a mat", "stocks fell", "young dog"):
+        np.testing.assert_array_equal(index.scores(q), built.scores(q))
+    assert index.df == built.df and index.avgdl == built.avgdl
+
+
+_PROPERTY_INDEX: list = []
+
+
+def _property_index():
+    if not _PROPERTY_INDEX:
+        from retrieval.lexical import BM25Index
+
+        texts = ["The cat sat on the warm mat.", "Dogs bark every morning.", "The stock market fell sharply.",
+                 "Cat food prices rose.", "A young dog needs patience and treats."]
+        ids = [f"d{i}" for i in range(len(texts))]
+        built = BM25Index(ids, texts)
+        _PROPERTY_INDEX.append((built.to_bytes(), ids, texts, built))
+    return _PROPERTY_INDEX[0]

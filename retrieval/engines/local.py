@@ -79,12 +79,17 @@ class InProcess:
     def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None,
                 progress=None) -> BM25Index:
         """The BM25 index from the store when this corpus was indexed with these settings before,
-        else built (and saved there)."""
+        else built (and saved there). A stored index that is not what RankScope wrote for this corpus
+        and these settings (``bm25_blob``: foreign, cut, forged, another corpus's) is never served: it
+        is logged, naming the problem, built again and written over."""
         key = cache_key(dataset=corpus.hash, system="bm25-index", params={**bm25_args, "tokenizer": tokenizer.config},
                         split=None, k=0)  # the corpus, not the data set: new queries keep the index
         saved = store.get_bm25(key) if store is not None else None
         if saved is not None:
-            return BM25Index.from_bytes(saved, corpus.doc_ids, corpus.texts, tokenizer=tokenizer, **bm25_args)
+            try:
+                return BM25Index.from_bytes(saved, corpus.doc_ids, corpus.texts, tokenizer=tokenizer, **bm25_args)
+            except ValueError as err:  # bm25_blob.DamagedIndex: whatever the blob is, it is not this index
+                log.warning("the stored BM25 index %s cannot be used (%s); building it again", key[:12], err)
         index = BM25Index(corpus.doc_ids, corpus.texts, tokenizer=tokenizer, **bm25_args)
         if store is not None:
             store.put_bm25(key, corpus.hash, index.to_bytes())
