@@ -59,8 +59,8 @@ class CountingStore(Store):
     def get_metrics(self, key):
         return self._note(None if self.recompute else super().get_metrics(key))
 
-    def get_embeddings(self, model, hashes):
-        out = super().get_embeddings(model, hashes)
+    def get_embeddings(self, model, hashes, dim=None):
+        out = super().get_embeddings(model, hashes, dim)
         self.emb_asked += len(hashes)
         self.emb_cached += len(out)
         return out

@@ -87,7 +87,7 @@ def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
         out[rows] = vec
 
     from_store, encoded = encode_through_store(
-        texts, lambda hashes: store.get_embeddings(encoder.fingerprint, hashes),
+        texts, lambda hashes: store.get_embeddings(encoder.fingerprint, hashes, dim=encoder.dim),
         lambda vecs: store.put_embeddings(encoder.fingerprint, vecs), encoder.encode, sink, progress,
         commit_every or COMMIT_EVERY)
     return Embedded(out, from_store, encoded)
@@ -271,7 +271,7 @@ class DenseRetriever:
         and the store would grow with every search)."""
         encoder = self.encoder.for_queries()
         if self.store is not None:
-            cached = self.store.get_embeddings(encoder.fingerprint, [text_hash(text)])
+            cached = self.store.get_embeddings(encoder.fingerprint, [text_hash(text)], dim=encoder.dim)
             if cached:
                 return next(iter(cached.values()))
         return encoder.encode([text])[0]

@@ -191,7 +191,8 @@ def embed_sparse_corpus(model: SparseModel, texts: list[str], store: Store | Non
             out[i] = vec
 
     from_store, encoded = encode_through_store(
-        texts, lambda hashes: store.get_sparse(model.fingerprint, hashes) if store is not None else {},
+        texts, lambda hashes: store.get_sparse(model.fingerprint, hashes, model.vocab_size) if store is not None
+        else {},
         lambda vecs: store.put_sparse(model.fingerprint, vecs) if store is not None else None,
         model.encode, sink, progress, commit_every)
     return Embedded(out, from_store, encoded)  # type: ignore[arg-type]

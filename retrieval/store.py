@@ -167,17 +167,27 @@ class Store:
         return True
 
     # ---- embeddings ----------------------------------------------------------------------
-    def get_embeddings(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+    def get_embeddings(self, model: str, hashes: list[str], dim: int | None = None) -> dict[str, np.ndarray]:
+        """The stored vectors of ``model`` for the texts ``hashes`` (text hash -> float32 vector).
+        A vector whose bytes are not its row's ``dim`` × 4, whose dimension is not ``dim`` (given,
+        else the model's in the models table) or that holds NaN or ±inf is left out, a miss to encode
+        again and write over, with one warning (``stored_rows.vectors``)."""
         out: dict[str, np.ndarray] = {}
+        problems: list[str] = []
         with self._lock:
+            if dim is None:
+                known = self.db.execute("select dim from models where fingerprint = ?", [model]).fetchone()
+                dim = known[0] if known and type(known[0]) is int and known[0] > 0 else None
             for i in range(0, len(hashes), _CHUNK):
                 chunk = hashes[i:i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows = self.db.execute(
-                    f"select text_hash, vector from embeddings where model = ? and text_hash in ({marks})",
-                    [model, *chunk])
-                for h, blob in rows:
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
+                    f"select text_hash, dim, vector from embeddings where model = ? and text_hash in ({marks})",
+                    [model, *chunk]).fetchall()
+                found, damaged = stored_rows.vectors(rows, dim)
+                out.update(found)
+                problems += damaged
+        stored_rows.left_out("embeddings", problems)
         return out
 
     def put_embeddings(self, model: str, vectors: dict[str, np.ndarray]) -> None:
@@ -187,17 +197,24 @@ class Store:
             self.db.conn.executemany(
                 "insert or replace into embeddings (model, text_hash, dim, vector) values (?, ?, ?, ?)", rows)
 
-    def get_sparse(self, model: str, hashes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Learned sparse vectors stored by ``put_sparse``: text hash -> (term ids, weights)."""
+    def get_sparse(self, model: str, hashes: list[str],
+                   vocab_size: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Learned sparse vectors stored by ``put_sparse``: text hash -> (term ids, weights). One whose
+        terms and weights differ in number, with a term id outside 0..``vocab_size``-1 (when given) or
+        a weight that is not finite is left out, a miss to encode again and write over, with one
+        warning (``stored_rows.sparse_vectors``)."""
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        problems: list[str] = []
         with self._lock:
             for i in range(0, len(hashes), _CHUNK):
                 chunk = hashes[i:i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows = self.db.execute(f"select text_hash, terms, weights from sparse_vectors where model = ? and "
-                                       f"text_hash in ({marks})", [model, *chunk])
-                for h, terms, weights in rows:
-                    out[h] = (np.frombuffer(terms, dtype=np.int32), np.frombuffer(weights, dtype=np.float32))
+                                       f"text_hash in ({marks})", [model, *chunk]).fetchall()
+                found, damaged = stored_rows.sparse_vectors(rows, vocab_size)
+                out.update(found)
+                problems += damaged
+        stored_rows.left_out("sparse vectors", problems)
         return out
 
     def put_sparse(self, model: str, vectors: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
@@ -222,8 +239,11 @@ class Store:
                                      pk="fingerprint")
 
     def models(self) -> list[dict]:
+        """The registered encoders (``fingerprint, name, dim, info`` (JSON text), ``created``), newest
+        first; a row not of the shape ``register_model`` writes is left out, with a warning."""
         with self._lock:
-            return list(self.db["models"].rows_where(order_by="created desc"))
+            rows = list(self.db["models"].rows_where(order_by="created desc"))
+        return self._checked("models", rows, stored_rows.model_problem, "fingerprint")
 
     def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
         with self._lock, self.db.conn:
@@ -231,8 +251,24 @@ class Store:
                                         "summary": json.dumps(summary), "created": time.time()}, pk="hash")
 
     def datasets(self) -> list[dict]:
+        """The data sets opened with this store (``hash, name, summary`` (JSON text), ``created``),
+        newest first; a row not of the shape ``register_dataset`` writes is left out, with a warning."""
         with self._lock:
-            return list(self.db["datasets"].rows_where(order_by="created desc"))
+            rows = list(self.db["datasets"].rows_where(order_by="created desc"))
+        return self._checked("datasets", rows, stored_rows.dataset_problem, "hash")
+
+    @staticmethod
+    def _checked(table: str, rows: list[dict], problem_of, key: str) -> list[dict]:
+        """``rows`` without those ``problem_of`` finds a problem in, said in one warning naming ``table``."""
+        out, problems = [], []
+        for r in rows:
+            problem = problem_of(r)
+            if problem is None:
+                out.append(r)
+            else:
+                problems.append(f"{key} {str(r.get(key))[:16]!r}: {problem}")
+        stored_rows.left_out(table, problems)
+        return out
 
     # ---- runs and metrics ----------------------------------------------------------------
     def get_run(self, key: str) -> Run | None:
@@ -293,6 +329,10 @@ class Store:
             row = self.db.execute("select points, xy, seconds from projections where key = ?", [key]).fetchone()
         if row is None:
             return None
+        problem = stored_rows.projection_problem(*row)
+        if problem is not None:  # damaged: a miss, so the layout is fitted again and written over
+            stored_rows.left_out("projections", [f"projection {key[:12]}: {problem}"])
+            return None
         return np.frombuffer(row[1], dtype=np.float32).reshape(row[0], 2), row[2]
 
     def put_projection(self, key: str, *, sample: str, model: str, params: dict, xy: np.ndarray,
@@ -348,10 +388,14 @@ class Store:
 
     def judges(self, corpus: str) -> list[str]:
         """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
-        ``names.check_new_name``)."""
+        ``names.check_new_name``); a name ``check_judge`` refuses is left out, with a warning."""
         with self._lock:
-            return [r[0] for r in self.db.execute("select distinct judge from judgments where corpus = ? "
-                                                  "order by judge", [corpus]).fetchall()]
+            names = [r[0] for r in self.db.execute("select distinct judge from judgments where corpus = ? "
+                                                   "order by judge", [corpus]).fetchall()]
+        checked: dict[str, str | None] = {}  # a name the judgments' readers leave out is left out here too
+        problems = [(n, stored_rows.judge_problem(n, checked)) for n in names]
+        stored_rows.left_out("judges", [f"judge {n!r:.60}: {p}" for n, p in problems if p is not None])
+        return [n for n, p in problems if p is None]
 
     def judged_query_ids(self, corpus: str) -> list[str]:
         """The ids of the corpus's queries that have a judgment, each once (read from the key's index,

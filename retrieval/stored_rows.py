@@ -7,7 +7,9 @@ writes — a grade in ``judgments.GRADES``, ids ``names.id_problem`` accepts, a 
 from, runs whose hits are ``[document, score]`` pairs. A row that is not is left out of what the
 reader returns (never exported, evaluated or shown) and said in one logged warning per read, naming
 the table, how many rows and the first row's problem; a cached computation (a run, an evaluation)
-that is not is a miss, computed again and written over.
+that is not is a miss, computed again and written over. Vectors (embeddings, learned sparse
+vectors, 2-D projections) are held to their declared lengths and to finite numbers, so a forged
+length never sizes an array and a NaN never reaches a FAISS index or a score.
 
 Each check returns the problem in words, or None for a row of the right shape.
 """
@@ -15,7 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import zlib
+
+import numpy as np
 
 from .judgments import GRADES, check_judge
 from .names import id_problem
@@ -176,3 +181,138 @@ def left_out(table: str, problems: list[str]) -> None:
         more = f" (and {len(problems) - 1:,} more)" if len(problems) > 1 else ""
         log.warning("%s: left out %s damaged row%s: %s%s", table, f"{len(problems):,}",
                     "" if len(problems) == 1 else "s", problems[0], more)
+
+
+def _positive(value) -> bool:
+    return type(value) is int and value > 0
+
+
+def vectors(rows, dim: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
+    """``({text hash: float32 vector}, problems)`` from ``(text hash, dim, vector bytes)`` rows of the
+    embeddings table: a vector whose bytes are not its row's ``dim`` × 4, whose ``dim`` is not ``dim``
+    (when known) or that holds NaN or ±inf is a problem, not a vector. The vectors of one dimension
+    are checked together (one array, not one numpy call a row)."""
+    out: dict[str, np.ndarray] = {}
+    problems: list[str] = []
+    by_dim: dict[int, list[tuple[str, bytes]]] = {}
+    for h, d, blob in rows:
+        if not isinstance(blob, bytes):
+            problem = f"its vector is {type(blob).__name__}, not bytes"
+        elif not _positive(d):
+            problem = f"its dim {d!r:.40} is not a positive whole number"
+        elif len(blob) != 4 * d:
+            problem = f"its vector is {len(blob):,} bytes where its dim {d:,} needs {4 * d:,}"
+        elif dim is not None and d != dim:
+            problem = f"its vector has {d:,} dimensions, the model's have {dim:,}"
+        else:
+            by_dim.setdefault(d, []).append((h, blob))
+            continue
+        problems.append(f"vector {str(h)[:12]}: {problem}")
+    for d, held in by_dim.items():
+        matrix = np.frombuffer(b"".join(blob for _, blob in held), dtype=np.float32).reshape(len(held), d)
+        finite = np.isfinite(matrix).all(axis=1).tolist()
+        for (h, _), vector, ok in zip(held, matrix, finite):
+            if ok:
+                out[h] = vector
+            else:
+                problems.append(f"vector {h[:12]}: it holds NaN or infinity")
+    return out, problems
+
+
+def sparse_vectors(rows, vocab_size: int | None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    """``({text hash: (int32 term ids, float32 weights)}, problems)`` from ``(text hash, terms bytes,
+    weights bytes)`` rows of the sparse_vectors table: as many terms as weights, each term id in
+    0..``vocab_size``-1 (≥ 0 when the size is not known), every weight finite. Checked over all the
+    rows' terms and weights at once."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    problems: list[str] = []
+    held: list[tuple[str, bytes, bytes]] = []
+    for h, terms, weights in rows:
+        if not isinstance(terms, bytes) or not isinstance(weights, bytes):
+            problem = f"its terms or weights are {type(terms).__name__} and {type(weights).__name__}, not bytes"
+        elif len(terms) % 4 or len(terms) != len(weights):
+            problem = f"its terms are {len(terms):,} bytes and its weights {len(weights):,} (4 bytes each, as many)"
+        else:
+            held.append((h, terms, weights))
+            continue
+        problems.append(f"sparse vector {str(h)[:12]}: {problem}")
+    if not held:
+        return out, problems
+    lengths = np.array([len(t) // 4 for _, t, _ in held], dtype=np.int64)
+    terms = np.frombuffer(b"".join(t for _, t, _ in held), dtype=np.int32)
+    weights = np.frombuffer(b"".join(w for _, _, w in held), dtype=np.float32)
+    bad = (terms < 0) | ~np.isfinite(weights)
+    if vocab_size is not None:
+        bad |= terms >= vocab_size
+    damaged = set(np.repeat(np.arange(len(held)), lengths)[bad].tolist()) if bad.any() else set()
+    ends = np.cumsum(lengths).tolist()
+    start = 0
+    for i, ((h, _, _), end) in enumerate(zip(held, ends)):
+        if i in damaged:
+            where = f"0..{vocab_size - 1:,}" if vocab_size is not None else "0 and up"
+            problems.append(f"sparse vector {h[:12]}: a term id outside {where} or a weight that is not finite")
+        else:
+            out[h] = (terms[start:end], weights[start:end])
+        start = end
+    return out, problems
+
+
+def projection_problem(points, xy, seconds) -> str | None:
+    """Why a stored 2-D projection (its ``points``, ``xy`` bytes, fit ``seconds``) is not one RankScope keeps."""
+    if not _positive(points):
+        return f"its point count {points!r:.40} is not a positive whole number"
+    if not isinstance(xy, bytes) or len(xy) != points * 2 * 4:
+        size = f"{len(xy):,} bytes" if isinstance(xy, bytes) else type(xy).__name__
+        return f"its coordinates are {size} where {points:,} points need {points * 8:,} bytes"
+    if not np.isfinite(np.frombuffer(xy, dtype=np.float32)).all():
+        return "its coordinates hold NaN or infinity"
+    if not _number(seconds) or not math.isfinite(seconds):
+        return "its fit time is not a number"
+    return None
+
+
+def judge_problem(name, checked: dict[str, str | None]) -> str | None:
+    """Why a stored judge's name is not one ``check_judge`` accepts (``checked`` remembers each name's answer)."""
+    if not isinstance(name, str):
+        return f"its judge is {type(name).__name__}, not text"
+    if name not in checked:
+        try:
+            check_judge(name)
+            checked[name] = None
+        except ValueError as err:
+            checked[name] = str(err)
+    return checked[name]
+
+
+def _json_object(text, what: str) -> str | None:
+    if not isinstance(text, str):
+        return f"its {what} is {type(text).__name__}, not JSON text"
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        return f"its {what} is not JSON ({str(err)[:80]})"
+    return None if isinstance(value, dict) else f"its {what} is not a JSON object"
+
+
+def model_problem(row: dict) -> str | None:
+    """Why a row of the models table (``register_model``'s) is not one RankScope keeps."""
+    if not isinstance(row.get("fingerprint"), str) or not row["fingerprint"]:
+        return "its fingerprint is not text"
+    if not isinstance(row.get("name"), str):
+        return "its name is not text"
+    if not _positive(row.get("dim")):
+        return f"its dim {row.get('dim')!r:.40} is not a positive whole number"
+    if not _number(row.get("created")):
+        return "its time is not a number"
+    return _json_object(row.get("info"), "info")
+
+
+def dataset_problem(row: dict) -> str | None:
+    """Why a row of the datasets table (``register_dataset``'s) is not one RankScope keeps."""
+    if not isinstance(row.get("hash"), str) or not row["hash"]:
+        return "its hash is not text"
+    if not isinstance(row.get("name"), str):
+        return "its name is not text"
+    if not _number(row.get("created")):
+        return "its time is not a number"
+    return _json_object(row.get("summary"), "summary")

@@ -1108,3 +1108,257 @@ def _property_index():
         built = BM25Index(ids, texts)
         _PROPERTY_INDEX.append((built.to_bytes(), ids, texts, built))
     return _PROPERTY_INDEX[0]
+
+
+# ---- stored vectors: embeddings, learned sparse vectors, 2-D projections ----------------------------
+TEXTS = ["The cat sat on the warm mat.", "Dogs bark at the mailman.", "The stock market fell sharply."]
+
+
+def floats(*values) -> bytes:
+    return np.array(values, dtype=np.float32).tobytes()
+
+
+@pytest.fixture
+def embedded(tiny_encoder, tmp_path):
+    """TEXTS embedded by the tiny encoder into a store: (the store's path, the vectors)."""
+    from retrieval.dense import embed_corpus
+
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    vectors = embed_corpus(tiny_encoder, TEXTS, store).vectors
+    store.close()
+    return path, vectors
+
+
+def _vector(row: int) -> bytes:
+    """A well-formed vector of the tiny encoder's 32 dimensions, ``row`` 0 or 1 of an identity-ish set."""
+    v = np.zeros(32, dtype=np.float32)
+    v[row] = 1
+    return v.tobytes()
+
+
+HOSTILE_EMBEDDINGS = [  # (dim stored, vector stored, what the warning says)
+    (16, floats(*range(16)), "its vector has 16 dimensions, the model's have 32"),
+    (64, floats(*range(64)), "its vector has 64 dimensions, the model's have 32"),
+    (32, b"\x00" * 10, "its vector is 10 bytes where its dim 32 needs 128"),
+    (32, floats(*range(31)), "its vector is 124 bytes where its dim 32 needs 128"),
+    (32, floats(np.nan, *range(31)), "it holds NaN or infinity"),
+    (32, floats(*range(31), np.inf), "it holds NaN or infinity"),
+    (32, floats(*range(31), -np.inf), "it holds NaN or infinity"),
+    (32, "text, not a vector", "its vector is str, not bytes"),
+    (32, None, "its vector is NoneType, not bytes"),
+    (0, b"", "its dim 0 is not a positive whole number"),
+    ("thirty-two", floats(*range(32)), "its dim 'thirty-two' is not a positive whole number"),
+    (2 ** 40, b"\x00" * 16, "its vector is 16 bytes where its dim 1,099,511,627,776 needs"),
+]
+
+
+@pytest.mark.parametrize("dim, vector, said", HOSTILE_EMBEDDINGS, ids=[s for *_, s in HOSTILE_EMBEDDINGS])
+def test_a_tampered_embedding_is_encoded_again_never_served(embedded, tiny_encoder, caplog, dim, vector, said):
+    from retrieval.dense import embed_corpus
+    from retrieval.store import text_hash
+
+    path, vectors = embedded
+    tamper(path, "update embeddings set dim = ?, vector = ? where text_hash = ?", dim, vector, text_hash(TEXTS[1]))
+    store = Store(path)
+    again = embed_corpus(tiny_encoder, TEXTS, store)
+    assert (again.from_store, again.encoded) == (2, 1)
+    np.testing.assert_allclose(again.vectors, vectors, rtol=1e-5, atol=1e-6)
+    assert any("embeddings: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+    caplog.clear()
+    assert embed_corpus(tiny_encoder, TEXTS, store).from_store == 3 and warnings_of(caplog) == []  # written over
+    store.close()
+
+
+def test_a_vector_of_another_dimension_than_the_registered_model_s_is_a_miss(tmp_path, caplog):
+    """Read without the dimension (as the kept-index check and the Milvus engine do), the models
+    table's is held: a 16-float row under a 32-dimensional model is not served."""
+    store = Store(tmp_path / "store.sqlite3")
+    store.register_model("m" * 64, "tiny", 32)
+    store.put_embeddings("m" * 64, {"a": np.ones(32, np.float32), "b": np.ones(16, np.float32)})
+    assert list(store.get_embeddings("m" * 64, ["a", "b"])) == ["a"]
+    assert any("its vector has 16 dimensions, the model's have 32" in w for w in warnings_of(caplog))
+    assert list(store.get_embeddings("m" * 64, ["a", "b"], dim=16)) == ["b"]  # the caller's dimension first
+    store.close()
+
+
+def test_a_cached_query_vector_of_another_dimension_is_encoded_again(toy_dataset, tiny_encoder, tmp_path, caplog):
+    """A search reads the query's vector from the store when an evaluation cached it: one of 16
+    floats, forged under the query encoder's fingerprint (no models row holds its dimension), is
+    encoded again instead of reaching FAISS."""
+    from retrieval.store import text_hash
+
+    path = tmp_path / "store.sqlite3"
+    ws = Workspace(toy_dataset, Store(path), model=tiny_encoder)
+    queries = toy_dataset.split_queries("test")
+    expected = ws.search("dense", queries, 5)
+    query = ws.encoder.for_queries().fingerprint
+    for text in queries.values():
+        tamper(path, "update embeddings set dim = 16, vector = ? where model = ? and text_hash = ?",
+               floats(*range(16)), query, text_hash(text))
+    again = Workspace(toy_dataset, Store(path), model=tiny_encoder)
+    assert again.search("dense", queries, 5) == expected
+    assert again.search_one(next(iter(queries.values())), ["dense"], 5)
+    assert any("its vector has 16 dimensions, the model's have 32" in w for w in warnings_of(caplog))
+
+
+SPARSE = {"a": (np.array([1, 5, 9], np.int32), np.array([0.5, 1.0, 2.0], np.float32)),
+          "b": (np.array([2, 3], np.int32), np.array([1.5, 0.25], np.float32))}
+
+
+def ints(*values) -> bytes:
+    return np.array(values, dtype=np.int32).tobytes()
+
+
+HOSTILE_SPARSE = [  # (terms stored, weights stored, what the warning says)
+    (ints(2, 3, 4), floats(1.5, 0.25), "its terms are 12 bytes and its weights 8"),
+    (b"\x01\x02\x03", b"\x01\x02\x03", "its terms are 3 bytes and its weights 3"),
+    (ints(2, 30_000), floats(1.5, 0.25), "a term id outside 0..99"),
+    (ints(2, -1), floats(1.5, 0.25), "a term id outside 0..99"),
+    (ints(2, 3), floats(np.nan, 0.25), "a weight that is not finite"),
+    (ints(2, 3), floats(1.5, np.inf), "a weight that is not finite"),
+    ("2 3", floats(1.5, 0.25), "its terms or weights are str and bytes, not bytes"),
+    (ints(2, 3), None, "its terms or weights are bytes and NoneType, not bytes"),
+]
+
+
+@pytest.mark.parametrize("terms, weights, said", HOSTILE_SPARSE, ids=[s for *_, s in HOSTILE_SPARSE])
+def test_a_tampered_sparse_vector_is_a_miss(tmp_path, caplog, terms, weights, said):
+    """The sparse index is built from what ``get_sparse`` returns: a vector it could not hold (a
+    term past the vocabulary, as many weights as terms, NaN) is a miss, encoded again, not served."""
+    from retrieval.sparse import SparseIndex
+
+    store = Store(tmp_path / "store.sqlite3")
+    store.put_sparse("s" * 64, SPARSE)
+    tamper(tmp_path / "store.sqlite3", "update sparse_vectors set terms = ?, weights = ? where text_hash = 'b'",
+           terms, weights)
+    got = store.get_sparse("s" * 64, ["a", "b"], 100)
+    assert list(got) == ["a"] and [v.tolist() for v in got["a"]] == [v.tolist() for v in SPARSE["a"]]
+    assert any("sparse vectors: left out 1 damaged row: sparse vector b" in w and said in w
+               for w in warnings_of(caplog)), caplog.text
+    index = SparseIndex(["a"], [got["a"]], 100)
+    assert index.scores((np.array([5], np.int32), np.array([1.0], np.float32))).tolist() == [1.0]
+    store.close()
+
+
+def test_a_sparse_vector_past_the_model_s_vocabulary_is_encoded_again(tmp_path, caplog):
+    """Through the real SPLADE model: a cached vector naming a term past its vocabulary is encoded
+    again, and the index builds."""
+    from retrieval.sparse import SparseIndex, embed_sparse_corpus, load_sparse_model
+    from retrieval.store import text_hash
+
+    model = load_sparse_model()
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    first = embed_sparse_corpus(model, TEXTS, store).vectors
+    tamper(path, "update sparse_vectors set terms = ?, weights = ? where text_hash = ?",
+           ints(1, model.vocab_size + 7), floats(1.0, 1.0), text_hash(TEXTS[0]))
+    again = embed_sparse_corpus(model, TEXTS, Store(path))
+    assert (again.from_store, again.encoded) == (2, 1)
+    assert [t.tolist() for t, _ in again.vectors] == [t.tolist() for t, _ in first]
+    assert SparseIndex(["a", "b", "c"], again.vectors, model.vocab_size).nbytes > 0
+    assert any(f"a term id outside 0..{model.vocab_size - 1:,}" in w for w in warnings_of(caplog))
+    store.close()
+
+
+@pytest.fixture
+def projected(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    xy = np.arange(10, dtype=np.float32).reshape(5, 2)
+    store.put_projection("p" * 64, sample="s", model="m", params={}, xy=xy, seconds=1.5)
+    yield store, path, xy
+    store.close()
+
+
+HOSTILE_PROJECTIONS = [  # (column, value, what the warning says)
+    ("points", 6, "its coordinates are 40 bytes where 6 points need 48 bytes"),
+    ("points", 2 ** 40, "where 1,099,511,627,776 points need"),
+    ("points", 0, "its point count 0 is not a positive whole number"),
+    ("points", -5, "its point count -5"),
+    ("points", "five", "its point count 'five'"),
+    ("points", 5.5, "its point count 5.5"),
+    ("xy", floats(*range(9)), "its coordinates are 36 bytes where 5 points need 40 bytes"),
+    ("xy", floats(np.nan, *range(9)), "its coordinates hold NaN or infinity"),
+    ("xy", floats(*range(9), -np.inf), "its coordinates hold NaN or infinity"),
+    ("xy", "0,0 1,1", "its coordinates are str where 5 points need 40 bytes"),
+    ("seconds", "fast", "its fit time is not a number"),
+]
+
+
+@pytest.mark.parametrize("column, value, said", HOSTILE_PROJECTIONS, ids=[s for *_, s in HOSTILE_PROJECTIONS])
+def test_a_tampered_projection_is_a_miss(projected, caplog, column, value, said):
+    store, path, xy = projected
+    got = store.get_projection("p" * 64)
+    assert np.array_equal(got[0], xy) and got[1] == 1.5
+    tamper(path, f"update projections set {column} = ?", value)
+    assert store.get_projection("p" * 64) is None  # a miss: project() fits the layout again and writes it over
+    assert any("projections: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+
+
+# ---- judges, models and data sets --------------------------------------------------------------------
+@pytest.mark.parametrize("value, said", [
+    (None, "its judge is NoneType, not text"),
+    (b"ana", "its judge is bytes, not text"),
+    ("ana\u202e", "RIGHT-TO-LEFT OVERRIDE"),
+    ("x" * 101, "at most 100 characters"),
+    ("", "cannot be empty"),
+])
+def test_a_judge_s_name_input_refuses_is_not_a_judge(judged, caplog, value, said):
+    """``Store.judges`` (what a new judge's name is held against) leaves out the names the judgments'
+    readers leave out, so a tampered name neither shows as a judge nor breaks the next judge's check."""
+    from retrieval.judgments import check_judge
+
+    store, path = judged
+    tamper(path, "update judgments set judge = ? where judge = 'ben'", value)
+    assert store.judges(CORPUS) == ["ana"]
+    assert any("judges: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+    assert check_judge("carl", store.judges(CORPUS)) == "carl"
+    with pytest.raises(ValueError, match="looks like"):
+        check_judge("Ana", store.judges(CORPUS))
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("info", "{cut", "its info is not JSON"),
+    ("info", "[1, 2]", "its info is not a JSON object"),
+    ("info", None, "its info is NoneType, not JSON text"),
+    ("dim", 32.5, "its dim 32.5 is not a positive whole number"),
+    ("dim", -1, "its dim -1"),
+    ("name", None, "its name is not text"),
+    ("created", "today", "its time is not a number"),
+])
+def test_a_tampered_model_row_is_left_out(tmp_path, caplog, column, value, said):
+    from retrieval.history import list_runs
+
+    path = tmp_path / "store.sqlite3"
+    store = Store(path)
+    store.register_model("a" * 64, "good", 32, {"max_seq_length": 64})
+    store.register_model("b" * 64, "bad", 32, {"max_seq_length": 64})
+    tamper(path, f"update models set {column} = ? where name = 'bad' or fingerprint = ?", value, "b" * 64)
+    assert [m["name"] for m in store.models()] == ["good"]
+    assert [json.loads(m["info"]) for m in store.models()] == [{"max_seq_length": 64}]
+    assert any("models: left out 1 damaged row: fingerprint 'bbbb" in w and said in w for w in warnings_of(caplog))
+    assert list_runs(store) == []
+    store.close()
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("summary", "{cut", "its summary is not JSON"),
+    ("summary", "7", "its summary is not a JSON object"),
+    ("summary", b"{}", "its summary is bytes, not JSON text"),
+    ("name", None, "its name is not text"),
+    ("hash", b"\x05", "its hash is not text"),
+])
+def test_a_tampered_dataset_row_is_left_out_and_history_still_lists_runs(toy_dataset, tmp_path, caplog, column, value,
+                                                                         said):
+    from retrieval.history import list_runs
+
+    path = tmp_path / "store.sqlite3"
+    ws = Workspace(toy_dataset, Store(path))
+    ws.run("bm25", "test")
+    ws.store.register_dataset("f" * 64, "other", {"docs": 1})
+    tamper(path, f"update datasets set {column} = ? where name = 'toy'", value)
+    assert [d["name"] for d in ws.store.datasets()] == ["other"]
+    assert any("datasets: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+    (row,) = list_runs(ws.store)
+    assert row["system"] == "bm25" and row["dataset"] == toy_dataset.content_hash[:12]  # shown by its hash
