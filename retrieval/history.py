@@ -18,6 +18,7 @@ from .errors import UnknownRun
 from .evaluate import Comparison, compare, evaluate_run
 from .lambdas import shown
 from .store import Store
+from .stored_rows import left_out, run_row_problem
 from .systems import BM25
 
 
@@ -26,14 +27,24 @@ def list_runs(store: Store, dataset_hash: str | None = None) -> list[dict]:
     such as "dense · all-MiniLM-L6-v2 · sq8 · 128 dims"."""
     models = {m["fingerprint"]: m["name"] for m in store.models()}
     datasets = {d["hash"]: d["name"] for d in store.datasets()}
-    rows = []
+    rows, damaged = [], []
     for r in store.runs(dataset_hash):
+        problem = run_row_problem(r)
+        if problem is not None:  # a row another program or a hand edit left: not listed, said once
+            damaged.append(f"run {str(r.get('key'))[:16]!r}: {problem}")
+            continue
         params = json.loads(r["params"])
+        try:
+            summary = params_summary(r["system"], params, models)
+        except (AttributeError, TypeError, KeyError, ValueError):  # parameters of another shape than RankScope's
+            damaged.append(f"run {r['key'][:16]!r}: its parameters are not of the shape RankScope writes")
+            continue
         rows.append({"key": r["key"], "dataset": datasets.get(r["dataset"], r["dataset"][:12]),
                      "dataset_hash": r["dataset"], "system": r["system"], "split": r["split"], "k": r["k"],
-                     "params": params, "summary": params_summary(r["system"], params, models),
+                     "params": params, "summary": summary,
                      "created": r["created"],
                      "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))})
+    left_out("runs", damaged)
     return rows
 
 

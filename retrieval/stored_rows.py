@@ -316,3 +316,17 @@ def dataset_problem(row: dict) -> str | None:
     if not _number(row.get("created")):
         return "its time is not a number"
     return _json_object(row.get("summary"), "summary")
+
+
+def run_row_problem(row: dict) -> str | None:
+    """Why a row of the runs table, as ``Store.runs`` lists it (no hits), is not one RankScope keeps."""
+    for column in ("key", "dataset", "system"):
+        if not isinstance(row.get(column), str) or not row[column]:
+            return f"its {column} is not text"
+    if row.get("split") is not None and not isinstance(row["split"], str):
+        return "its split is not text"
+    if type(row.get("k")) is not int or row["k"] < 0:
+        return f"its depth {row.get('k')!r:.40} is not a whole number"
+    if not _number(row.get("created")) or not math.isfinite(row["created"]):
+        return "its time is not a number"
+    return _json_object(row.get("params"), "parameters")

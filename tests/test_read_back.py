@@ -1362,3 +1362,30 @@ def test_a_tampered_dataset_row_is_left_out_and_history_still_lists_runs(toy_dat
     assert any("datasets: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
     (row,) = list_runs(ws.store)
     assert row["system"] == "bm25" and row["dataset"] == toy_dataset.content_hash[:12]  # shown by its hash
+
+
+@pytest.mark.parametrize("column,value,said", [
+    ("params", "{not json", "its parameters is not JSON"),
+    ("params", "[1, 2]", "its parameters is not a JSON object"),
+    ("params", '{"bm25": 5}', "not of the shape RankScope writes"),
+    ("params", '{"model": 7}', "not of the shape RankScope writes"),
+    ("params", '{"index": ["flat"]}', "not of the shape RankScope writes"),
+    ("params", '{"imported": true}', "not of the shape RankScope writes"),
+    ("k", "deep", "is not a whole number"),
+    ("system", None, "its system is not text"),
+    ("created", "yesterday", "its time is not a number"),
+])
+def test_a_tampered_run_row_is_left_out_of_the_history(toy_dataset, tmp_path, caplog, column, value, said):
+    """The Runs tab's history (``history.list_runs``) lists the runs it can read and says which it
+    left out, instead of failing for every session on one edited row."""
+    from retrieval.history import list_runs
+
+    path = tmp_path / "store.sqlite3"
+    ws = Workspace(toy_dataset, Store(path))
+    ws.run("bm25", "test")
+    ws.run("bm25", "test", k=50)  # a second row, which stays listed
+    first = sorted(r["key"] for r in ws.store.runs())[0]
+    tamper(path, f"update runs set {column} = ? where key = ?", value, first)
+    listed = list_runs(ws.store)
+    assert [r["key"] for r in listed] == [r["key"] for r in ws.store.runs() if r["key"] != first]
+    assert any("runs: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
