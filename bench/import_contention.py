@@ -3,7 +3,7 @@
 store, then while another thread imports ``--rows`` judgments into the same store.
 
     python bench/import_contention.py [--docs 5000] [--queries 500] [--rows 1000000] [--judges 3]
-        [--searches 200] [--seed 0] [--work FOLDER]
+        [--searches 1000] [--seed 0] [--work FOLDER]
 
 Writes a seeded synthetic BEIR data set (``--docs`` passages of a Zipf vocabulary of 20,000 words,
 ``--queries`` queries of 2–6 words each taken from one passage, which is its relevant document, in
@@ -18,7 +18,8 @@ read from the store, where the first search cached them). Two phases on the same
 1. idle: ``--searches`` searches, nothing else running — the reference;
 2. during the import: the same searches, round robin, for as long as another thread imports the
    CSV through the Judge tab's import (``ui.judge.import_judgments``: the file read and checked,
-   then ``Store.put_judgments``), on another session's workspace of the same data set.
+   then ``Store.put_judgments``, at background priority: ``staging.in_background``), on another
+   session's workspace of the same data set.
 
 Prints the p50 / p95 / max of each phase, the import's seconds and what it stored. Last line:
 ``search_p95_ratio_during_import=<x>`` (p95 during the import / idle p95, both measured in the same
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
     p.add_argument("--queries", type=int, default=500)
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--judges", type=int, default=3)
-    p.add_argument("--searches", type=int, default=200)
+    p.add_argument("--searches", type=int, default=1_000, help="idle searches (a few seconds: a steadier p95)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work", default=None, help="folder for the data, the CSV and the store (default: a temporary one)")
     args = p.parse_args(argv)

@@ -265,3 +265,21 @@ def test_yielding_gives_back_the_collector_and_switch_interval_once_the_last_imp
         assert not gc.isenabled()  # it was off before: left off
     finally:
         gc.enable()
+
+
+def test_in_background_runs_the_work_in_a_thread_of_its_own_at_the_lowest_priority():
+    caller = threading.get_native_id()
+    before = os.getpriority(os.PRIO_PROCESS, caller)
+
+    def work():
+        return threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), gc.isenabled()
+
+    thread, priority, collecting = staging.in_background(work)
+    assert thread != caller and priority == staging.BACKGROUND_NICE and not collecting
+    assert os.getpriority(os.PRIO_PROCESS, caller) == before and gc.isenabled()  # the caller's thread as it was
+
+    def refused():
+        raise ValueError("one line")
+
+    with pytest.raises(ValueError, match="^one line$"):  # raised again in the caller's thread
+        staging.in_background(refused)

@@ -308,7 +308,8 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
     nothing is stored. Says how many were new, changed a grade, or were stored already."""
     if not path:
         raise refuse("upload a CSV or TSV of judgments first")
-    with staging.yielding():  # in the app's process: other sessions' searches go first (staging.yielding)
+
+    def work() -> str:  # read, checked and staged at background priority: other sessions' searches go first
         try:
             found = judgment_files.read(path, ws.dataset, (judge or "").strip() or "imported",
                                         display=Path(path).name, existing=store.judges(ws.dataset.corpus_hash))
@@ -324,8 +325,10 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
         judges = sorted({j.judge for j in found})
         read = len(found)
         staging.release(found)
-    return (f"Read {read:,} judgments by {', '.join(esc(j) for j in judges)}: {stored.new:,} new, "
-            f"{stored.changed:,} changed a grade, {stored.unchanged:,} unchanged (stored already).")
+        return (f"Read {read:,} judgments by {', '.join(esc(j) for j in judges)}: {stored.new:,} new, "
+                f"{stored.changed:,} changed a grade, {stored.unchanged:,} unchanged (stored already).")
+
+    return staging.in_background(work)
 
 
 FEW_TO_PROJECT = 5  # judged queries below which no projection of the judging still needed is made
