@@ -17,6 +17,7 @@ import numpy as np
 
 from .coverage import from_judging
 from .failure_rules import Thresholds, classify, headline
+from .owners import Viewer
 from .run import rank_maps
 from .sparse import TermScore
 from .systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS
@@ -109,7 +110,7 @@ def dense_similarities(ws: Workspace, pairs: list[tuple[str, str, str]]) -> list
 def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None, top: int = 10,
                     low: int = 100, max_cards_per_category: int = 12, fp_top: int = 3,
                     tuned_system: str = DENSE, pair: tuple[str, str] | None = None,
-                    sparse: bool = True) -> Gallery:
+                    sparse: bool = True, viewer: Viewer | None = None) -> Gallery:
     """Classify every labelled query of ``split`` (``failure_rules.classify``) and build the cards.
 
     ``tuned_ws``: the same data set with a fine-tuned encoder (``ws.with_model(encoder)``); adds
@@ -117,6 +118,8 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     "dense" or "hybrid", what those categories compare. ``pair``: two systems of ``ws`` (A, B; e.g.
     BM25 and an imported run) for the categories "B finds, A misses" and the reverse. ``sparse``:
     learned sparse's ranks and terms too, and its category, unless its index is still being built.
+    ``viewer``: whose judgments tell which labels were judged in the app (``Store.judgments``; None,
+    every judge's).
     """
     ws.require_split(split)
     if tuned_ws is not None and tuned_ws.dataset.content_hash != ws.dataset.content_hash:
@@ -130,7 +133,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     qrels = ws.dataset.qrels[split]
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}
     maps = rank_maps(runs)
-    judgments = ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
+    judgments = ws.store.judgments(ws.dataset.corpus_hash, viewer=viewer) if ws.store is not None else []
     pooled = from_judging(labels, judgments)
     found = classify(labels, maps, t, finetuning=tuned_ws is not None, pair=pair, pooled=pooled)
     systems = list(dict.fromkeys([*base, *(TUNED_SYSTEMS if tuned_ws is not None else ()), *(pair or ())]))

@@ -69,18 +69,29 @@ _KNOWN_JUDGES: "weakref.WeakKeyDictionary[object, set[tuple[str, str]]]" = weakr
 _KNOWN_LOCK = threading.Lock()
 
 
-def store_judge(store, corpus: str, name: object) -> str:
-    """``check_judge`` against the judges ``store`` holds for ``corpus`` (``Store.judges``). A name that
-    passed once is remembered for the store and corpus (later names are held against it, not it against
-    them), so a judge grading pair after pair is checked once, not once a grade."""
+def store_judge(store, corpus: str, name: object, viewer=None) -> str:
+    """``check_judge`` against the judges ``store`` holds for ``corpus`` (``Store.judges``). A name the
+    store holds is remembered for the store and corpus (later names are held against it, not it against
+    them), so a judge grading pair after pair is checked once, not once a grade; a new one is checked
+    until it is stored (one that passed, then was refused for another reason, is held against the
+    names stored since). With ``viewer`` (a
+    session of the app, ``owners.Viewer``), on a shared deployment a name another made is refused
+    (``judge_owners.check``; the name becomes the session's with its first grade: ``judge_owners.claim``)."""
     name = check_judge(name)
     with _KNOWN_LOCK:
         known = _KNOWN_JUDGES.setdefault(store, set())
-        if (corpus, name) in known:
-            return name
-    name = check_judge(name, store.judges(corpus))
-    with _KNOWN_LOCK:
-        known.add((corpus, name))
+        remembered = (corpus, name) in known
+    existing: list[str] = []
+    if not remembered:
+        existing = store.judges(corpus)
+        name = check_judge(name, existing)
+    if viewer is not None:  # whose the name is: read each time (one row), never remembered
+        from . import judge_owners
+
+        judge_owners.check(store, corpus, name, viewer)
+    if not remembered and name in existing:  # a new name: not remembered until the store holds it
+        with _KNOWN_LOCK:
+            known.add((corpus, name))
     return name
 
 

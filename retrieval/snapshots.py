@@ -452,16 +452,18 @@ class CheckResult:
 
 
 def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMARY, max_drop: float = MAX_DROP,
-          split: str | None = None) -> CheckResult:
+          split: str | None = None, viewer: Viewer | None = None) -> CheckResult:
     """Each of ``systems`` now against ``snap``'s run of the same name (module docstring); a metric
-    or ``max_drop`` the gate cannot decide on is a ValueError (``gate_metric``, ``gate_max_drop``)."""
+    or ``max_drop`` the gate cannot decide on is a ValueError (``gate_metric``, ``gate_max_drop``).
+    ``viewer``: whose judgments tell which labels were judged in the app (``Store.judgments``; None,
+    every judge's, as on the command line)."""
     metric, max_drop = gate_metric(metric), gate_max_drop(max_drop)
     split = split or snap.split
     ds = ws.dataset
     if split not in ds.qrels:
         raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     qrels = ds.qrels[split]
-    judgments = ws.store.judgments(ds.corpus_hash) if ws.store is not None else []
+    judgments = ws.store.judgments(ds.corpus_hash, viewer=viewer) if ws.store is not None else []
     gated = bool(from_judging(positive_qrels(qrels), judgments))  # else the data's own labels: no coverage asked
 
     def judged(name: str, run: Run) -> Coverage | None:

@@ -17,6 +17,7 @@ import sqlite3
 import threading
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ import platformdirs
 import sqlite_utils
 
 from . import staging, stored_rows
+from .owners import Viewer
 from .run import Run
 from .staging import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
 
@@ -57,6 +59,21 @@ def _unpack(blob: bytes):
 
 class StoreError(ValueError):
     """A store path that cannot be used (a folder, a file that is not a store, no write access)."""
+
+
+@dataclass(frozen=True)
+class JudgesClaimed:
+    """What ``Store.claim_judges`` did: the judges' names it made the claimant's (``new``), and those
+    another maker holds (``taken``: name -> maker, ``""`` for one kept before makers were recorded)."""
+
+    new: tuple[str, ...]
+    taken: dict[str, str]
+
+
+class _Refused(Exception):
+    def __init__(self, taken: dict[str, str]):
+        super().__init__("taken")
+        self.taken = taken
 
 
 class NameTaken(ValueError):
@@ -133,6 +150,7 @@ class Store:
             db["snapshots"].create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
                                     "created": float}, pk=("corpus", "name"), if_not_exists=True)
             self._owner_columns()
+            self._judge_owners()
 
     @property
     def models_dir(self) -> Path:
@@ -362,10 +380,13 @@ class Store:
         last grade); an unchanged grade is left as it was (its time too)."""
         return staging.put(self.path, corpus, judgments, source)
 
-    def judgments(self, corpus: str, judge: str | None = None, query_ids=None) -> list[dict]:
+    def judgments(self, corpus: str, judge: str | None = None, query_ids=None, viewer: Viewer | None = None
+                  ) -> list[dict]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
-        oldest first; only ``judge``'s when given, only those of the queries ``query_ids`` when given.
-        A row ``put_judgments`` could not have written (a
+        oldest first; only ``judge``'s when given, only those of the queries ``query_ids`` when given;
+        with ``viewer`` (``owners.Viewer``: a session of a shared deployment), only the grades of its
+        own judges and the published ones (``judges``' makers); None: every judge's (the command line,
+        a deployment that is not shared). A row ``put_judgments`` could not have written (a
         grade outside ``GRADES``, an id or judge's name refused on input) is left out, with a warning."""
         where, args = "corpus = ?", [corpus]
         if judge is not None:
@@ -374,6 +395,7 @@ class Store:
             where, args = where + " and query_id in (select value from json_each(?))", args + [json.dumps(
                 sorted(set(query_ids)))]
         with self._lock:
+            where, args = self._unseen_judges(corpus, viewer, where, args)
             rows = list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
         check, kept, problems = stored_rows.JudgmentCheck(), [], []
         for r in rows:  # rows not of the shape put_judgments writes are left out (``stored_rows``)
@@ -388,21 +410,105 @@ class Store:
 
     def judges(self, corpus: str) -> list[str]:
         """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
-        ``names.check_new_name``); a name ``check_judge`` refuses is left out, with a warning."""
+        ``names.check_new_name``): every session's, those with a maker and no grade yet among them; a
+        name ``check_judge`` refuses is left out, with a warning."""
         with self._lock:
-            names = [r[0] for r in self.db.execute("select distinct judge from judgments where corpus = ? "
-                                                   "order by judge", [corpus]).fetchall()]
+            names = [r[0] for r in self.db.execute("select judge from judgments where corpus = ? union "
+                                                   "select judge from judges where corpus = ? order by judge",
+                                                   [corpus, corpus]).fetchall()]
         checked: dict[str, str | None] = {}  # a name the judgments' readers leave out is left out here too
         problems = [(n, stored_rows.judge_problem(n, checked)) for n in names]
         stored_rows.left_out("judges", [f"judge {n!r:.60}: {p}" for n, p in problems if p is not None])
         return [n for n, p in problems if p is None]
 
-    def judged_query_ids(self, corpus: str) -> list[str]:
-        """The ids of the corpus's queries that have a judgment, each once (read from the key's index,
-        not the rows)."""
+    def judged_query_ids(self, corpus: str, viewer: Viewer | None = None) -> list[str]:
+        """The ids of the corpus's queries that have a judgment (with ``viewer``: by one of the judges
+        whose grades it sees, as ``judgments``), each once (read from the key's index, not the rows)."""
         with self._lock:
-            return [r[0] for r in self.db.execute("select distinct query_id from judgments where corpus = ? "
-                                                  "order by query_id", [corpus]).fetchall()]
+            where, args = self._unseen_judges(corpus, viewer, "corpus = ?", [corpus])
+            return [r[0] for r in self.db.execute(f"select distinct query_id from judgments where {where} "
+                                                  "order by query_id", args).fetchall()]
+
+    # ---- judges' makers (``retrieval.judge_owners``) -----------------------------------------
+    def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list) -> tuple[str, list]:
+        """``where`` and ``args`` of a judgments read leaving out the judges ``viewer`` does not see:
+        on a shared deployment, another maker's judges that are not published (under the lock)."""
+        if viewer is None or viewer.filter is None:
+            return where, args
+        hidden = [r[0] for r in self.db.execute("select judge from judges where corpus = ? and published = 0 and "
+                                                "owner != ?", [corpus, viewer.filter]).fetchall()]
+        if not hidden:
+            return where, args
+        return where + " and judge not in (select value from json_each(?))", args + [json.dumps(hidden)]
+
+    def claim_judges(self, corpus: str, names, owner: str, published: bool, refuse: bool = True) -> JudgesClaimed:
+        """Make ``owner`` the maker of each judge of ``names`` the corpus has no maker for, ``published``
+        or not, in one transaction (a judge with grades but no maker recorded, kept before makers were,
+        becomes published with no maker: ``""``). ``JudgesClaimed``: the names now ``owner``'s that were
+        no one's (``new``), and those another maker holds (``taken``: name -> maker); with ``refuse``,
+        when any is taken none is claimed. Two sessions claiming one name: the first write wins."""
+        names = sorted({str(n) for n in names})
+        if not names:
+            return JudgesClaimed((), {})
+        listed, now = json.dumps(names), time.time()
+        with self._lock:
+            held = dict(self.db.execute("select judge, owner from judges where corpus = ? and judge in "
+                                        "(select value from json_each(?))", [corpus, listed]).fetchall())
+            if len(held) == len(names):  # every one has a maker already: nothing to write (a judge's every grade)
+                return JudgesClaimed((), {n: str(o or "") for n, o in held.items() if o != owner})
+            try:
+                with self.db.conn:
+                    before = {r[0] for r in self.db.execute(
+                        "select judge from judges where corpus = ? and judge in (select value from json_each(?))",
+                        [corpus, listed]).fetchall()}
+                    if len(before) < len(names):  # grades kept without a maker (the command line's, an old store's)
+                        self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
+                                        "select corpus, judge, '', 1, min(time) from judgments where corpus = ? and "
+                                        "judge in (select value from json_each(?)) group by judge",
+                                        [corpus, json.dumps([n for n in names if n not in before])])
+                    self.db.conn.executemany("insert or ignore into judges (corpus, judge, owner, published, created) "
+                                             "values (?, ?, ?, ?, ?)",
+                                             [(corpus, n, owner, int(bool(published)), now) for n in names])
+                    held = dict(self.db.execute("select judge, owner from judges where corpus = ? and judge in "
+                                                "(select value from json_each(?))", [corpus, listed]).fetchall())
+                    taken = {n: str(o or "") for n, o in held.items() if o != owner}
+                    if taken and refuse:
+                        raise _Refused(taken)
+            except _Refused as refused:
+                return JudgesClaimed((), refused.taken)
+        return JudgesClaimed(tuple(n for n in names if n not in before and held.get(n) == owner), taken)
+
+    def release_judges(self, corpus: str, names, owner: str) -> None:
+        """Forget ``owner``'s claim on each of ``names`` that holds no grade (an import that stored
+        nothing after claiming them)."""
+        with self._lock, self.db.conn:
+            self.db.execute("delete from judges where corpus = ? and owner = ? and judge in (select value from "
+                            "json_each(?)) and not exists (select 1 from judgments j where j.corpus = judges.corpus "
+                            "and j.judge = judges.judge)", [corpus, owner, json.dumps(sorted(set(names)))])
+
+    def judge_makers(self, corpus: str) -> dict[str, dict]:
+        """Each judge of the corpus with a maker recorded: name -> ``owner, published, created``."""
+        with self._lock:
+            rows = self.db.execute("select judge, owner, published, created from judges where corpus = ? order by "
+                                   "judge", [corpus]).fetchall()
+        return {j: {"owner": str(o or ""), "published": bool(p), "created": c} for j, o, p, c in rows
+                if isinstance(j, str)}
+
+    def publish_judge(self, corpus: str, judge: str, owner: str) -> bool:
+        """Make ``owner``'s judge ``judge`` count for everyone; False when it has no such unpublished judge."""
+        with self._lock, self.db.conn:
+            return self.db.execute("update judges set published = 1 where corpus = ? and judge = ? and owner = ? "
+                                   "and published = 0", [corpus, judge, owner]).rowcount > 0
+
+    def _judge_owners(self) -> None:
+        """The ``judges`` table (a judge's maker, and whether its grades count for everyone); an
+        existing store's judges become published, with no maker known, as they were everyone's."""
+        if "judges" in self.db.table_names():
+            return
+        self.db["judges"].create({"corpus": str, "judge": str, "owner": str, "published": int, "created": float},
+                                 pk=("corpus", "judge"))
+        self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
+                        "select corpus, judge, '', 1, min(time) from judgments group by corpus, judge")
 
     def delete_judgment(self, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
         """Remove one judge's grade of a pair (undo); True when there was one. Written as

@@ -38,6 +38,7 @@ from .coverage import (
 from .evaluate import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
 from .judgments import DEPTH, disagreement
 from .metrics import METRICS, PRIMARY
+from .owners import Viewer
 from .systems import BASE_SYSTEMS, BM25, DENSE, label
 from .workspace import Workspace
 
@@ -65,7 +66,7 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
 
 
 def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                  metrics=METRICS) -> list[dict]:
+                  metrics=METRICS, viewer: Viewer | None = None) -> list[dict]:
     """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
     "marks": {m: "†"}, "queries": evaluated queries, "measurable": {m: bool}, "pool_depth": int | None}``.
 
@@ -73,13 +74,15 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     give only between systems whose top 10 is judged enough (``coverage.gated_marks``).
     ``measurable`` is False for a metric that reads deeper than the pool the split's labels judged
     in the app were judged to (``coverage.measurable``; ``pool_depth`` None where no label came from
-    judging in the app).
+    judging in the app). ``viewer``: whose judgments tell which labels were judged in the app (a
+    session of a shared deployment counts its own judges' and the published ones: ``Store.judgments``;
+    None, every judge's); every function here that reads judgments takes it.
     """
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     base = entries[0][0]
     marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
-    judgments = _judgments(entries[0][1])
+    judgments = _judgments(entries[0][1], viewer)
     runs = _runs(entries, split) if _pooled(entries, split, judgments) else None  # read only where needed
     depth = judged_pool_depth(entries, split, runs, judgments)
     if depth is not None:  # labels judged in the app: no mark where a system's top 10 is not judged enough
@@ -90,9 +93,9 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
              "measurable": {m: measurable(m, depth) for m in metrics}, "pool_depth": depth} for name, _, s in entries]
 
 
-def _judgments(ws: Workspace) -> list[dict]:
-    """The store's judgments of the workspace's corpus (none without a store)."""
-    return ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
+def _judgments(ws: Workspace, viewer: Viewer | None) -> list[dict]:
+    """The store's judgments of the workspace's corpus that ``viewer`` counts (none without a store)."""
+    return ws.store.judgments(ws.dataset.corpus_hash, viewer=viewer) if ws.store is not None else []
 
 
 def _runs(entries: list[Entry], split: str) -> dict:
@@ -107,40 +110,42 @@ def _pooled(entries: list[Entry], split: str, judgments: list[dict]) -> set[str]
 
 def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                    entries: list[Entry] | None = None, runs: dict | None = None,
-                   judgments: list[dict] | None = None) -> tuple[dict[str, Coverage], int | None]:
+                   judgments: list[dict] | None = None, viewer: Viewer | None = None
+                   ) -> tuple[dict[str, Coverage], int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the split's labels
     judged in the app were pooled to, None where none came from judging in the app). ``runs`` and
     ``judgments``: the entries' runs and the corpus's judgments where the caller has read them."""
     entries = entries or system_entries(ws_by_label, split, systems)
     runs = runs if runs is not None else _runs(entries, split)
-    judgments = judgments if judgments is not None else _judgments(entries[0][1])
+    judgments = judgments if judgments is not None else _judgments(entries[0][1], viewer)
     return (coverages(runs, entries[0][1].dataset.qrels[split], judgments),
             judged_pool_depth(entries, split, runs, judgments))
 
 
 def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None,
-                      judgments: list[dict] | None = None) -> int | None:
+                      judgments: list[dict] | None = None, viewer: Viewer | None = None) -> int | None:
     """``coverage.pool_depth`` of the split's queries judged in the app, over the entries' runs;
     None where no query's labels came from judging in the app."""
-    pooled = _pooled(entries, split, judgments if judgments is not None else _judgments(entries[0][1]))
+    pooled = _pooled(entries, split, judgments if judgments is not None else _judgments(entries[0][1], viewer))
     if not pooled:
         return None
     return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
 
 
 def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
+                metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
+                viewer: Viewer | None = None) -> list[dict]:
     """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``:
     ``{"a", "b", "comparison": evaluate.Comparison}`` with B the better on the mean; the separable
     pairs (significant, the interval of B − A above 0) first, then by the size of the difference; each
     row's ``"verdict"`` (``coverage.Verdict``) says whether the judgments carry a verdict on it, and
     the pairs they do not come last."""
-    return covered_comparisons(ws_by_label, split, systems, metric, pairs)[0]
+    return covered_comparisons(ws_by_label, split, systems, metric, pairs, viewer)[0]
 
 
 def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                        metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None
-                        ) -> tuple[list[dict], dict[str, Coverage], int | None]:
+                        metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
+                        viewer: Viewer | None = None) -> tuple[list[dict], dict[str, Coverage], int | None]:
     """``comparisons`` with what they were gated on: each system's ``Coverage`` and the judged pool's
     depth (``table_coverage``), the runs and judgments read once for all three."""
     entries = system_entries(ws_by_label, split, systems)
@@ -150,7 +155,7 @@ def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: st
         if missing:
             raise KeyError(f"no system labelled {missing[0]!r} on this split")
     rows = compared_pairs(evals, metric, pairs)
-    runs, judgments = _runs(entries, split), _judgments(entries[0][1])
+    runs, judgments = _runs(entries, split), _judgments(entries[0][1], viewer)
     covered, depth = table_coverage(ws_by_label, split, systems, entries, runs, judgments)
     qrels = positive_qrels(entries[0][1].dataset.qrels[split])
     basis = {q: qrels[q] for q in from_judging(qrels, judgments)} or qrels

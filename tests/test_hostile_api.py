@@ -111,6 +111,7 @@ def text_cases(q, d):
         "/replace_snapshot note": lambda p: ("hostile-note", p, False),
         "/publish_snapshot": lambda p: (p,),
         "/publish_query_set": lambda p: (p,),
+        "/publish_judge": lambda p: (p,),
         "/training_status": lambda p: (p,),
         "/mark_baseline": lambda p: (p,),
         "/remove_query_set": lambda p: (p,),
@@ -214,6 +215,8 @@ def test_afterwards_the_server_searches_and_the_store_holds_only_valid_names(app
             check_name(name, "snapshot name")
         for (name,) in con.execute("select name from query_sets"):
             check_name(name, "query set name")
+        for (judge,) in con.execute("select judge from judges"):  # no name claimed that no grade could use
+            check_name(judge, "judge")
     finally:
         con.close()
 

@@ -13,6 +13,7 @@ from retrieval.encoder import DEFAULT_MODEL
 from retrieval.history import trained_encoders
 from retrieval.lookup import identifier_lookups
 from retrieval.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
+from retrieval.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
 from retrieval.tables import covered_comparisons, metrics_table
 
@@ -26,12 +27,13 @@ from .registry import Registry
 
 
 class View(Protocol):
-    """A tab whose components depend on the open data set: ``outputs()`` lists them, ``refresh(ws)``
-    gives their updates for a newly opened workspace, in that order."""
+    """A tab whose components depend on the open data set: ``outputs()`` lists them, ``refresh(ws,
+    viewer)`` gives their updates for a newly opened workspace, in that order (``viewer``: the
+    session's, whose judgments count: ``Registry.viewer``)."""
 
     def outputs(self) -> list: ...  # noqa: E704
 
-    def refresh(self, ws: Workspace) -> tuple: ...  # noqa: E704
+    def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple: ...  # noqa: E704
 
 
 def shown_systems(ws: Workspace) -> tuple[str, ...]:
@@ -95,19 +97,21 @@ def metrics_formulas(ws: Workspace, split: str | None) -> str:
     return "\n\n".join(parts)
 
 
-def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS) -> list[list[str]]:
+def metrics_rows(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                 viewer: Viewer | None = None) -> list[list[str]]:
     """The metrics table (``systems`` of every workspace given), † = differs from BM25; "n/m (pool
-    depth k)" where labels judged in the app cannot measure a metric (``coverage.measurable``)."""
-    return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS), VIEW_METRICS)
+    depth k)" where labels judged in the app cannot measure a metric (``coverage.measurable``);
+    ``viewer``: whose judgments count (the session's, ``Registry.viewer``)."""
+    return table_cells(metrics_table(ws, split, systems, metrics=VIEW_METRICS, viewer=viewer), VIEW_METRICS)
 
 
 def conclusions_note(ws: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                     metric: str = PRIMARY) -> str:
+                     metric: str = PRIMARY, viewer: Viewer | None = None) -> str:
     """Every pair of the shown systems compared on ``metric``, in words (Markdown, escaped): what the
     table lets one conclude, the separable pairs first; on labels judged in the app a pair whose
     systems' top 10 is not judged enough gets no verdict (``coverage.verdict``), and each system's
     judged@10 is shown beside."""
-    compared, covered, _ = covered_comparisons(ws, split, systems, metric)
+    compared, covered, _ = covered_comparisons(ws, split, systems, metric, viewer=viewer)
     lines = conclusion_lines(compared)
     if not lines:
         return ""
@@ -149,6 +153,6 @@ class SplitView:
     def outputs(self) -> list:
         return [self.split]
 
-    def refresh(self, ws: Workspace) -> tuple:
+    def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple:
         """The new workspace's labelled splits, its default chosen."""
         return (gr.update(choices=ws.dataset.splits, value=ws.dataset.default_split()),)

@@ -14,7 +14,7 @@ from retrieval.dataset import Dataset
 from retrieval.diagnostics import label_health, language_check
 from retrieval.judgments import judgments_to_qrels
 from retrieval.labels import with_judgments
-from retrieval.owners import describe
+from retrieval.owners import Viewer, describe
 from retrieval.progress import Progress
 from retrieval.readers import load_uploads
 from retrieval.readers.assembly import add_queries as add_queries_file
@@ -106,7 +106,7 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     before = len(dataset.queries)
     dataset = query_sets.restore(registry.store, dataset, registry.viewer(session))  # added before: they come back
     back = len(dataset.queries) - before
-    dataset, used = stored_judgments(registry.store, dataset)  # and the judgments made on it
+    dataset, used = stored_judgments(registry.store, dataset, registry.viewer(session))  # and its judgments
     key = registry.open(dataset, progress=progress, session=session)
     warn = "".join(f"\n- ⚠️ {text(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
     vectors = embeddings_line(registry.get(key), started)
@@ -118,11 +118,14 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     return Loaded(key, f"✅ {text(done)} {vectors}{warn}", True, done)
 
 
-def stored_judgments(store, dataset: Dataset) -> tuple[Dataset, int]:
-    """``dataset`` with the judgments stored for its corpus as labels (every judge's, merged by the
-    lower median, the data's own labels winning a pair both have: ``retrieval.labels``), and how many
-    judged pairs that added; the same object and 0 when the store holds none it lacks."""
-    judged = judgments_to_qrels(store.judgments(dataset.corpus_hash)) if store is not None else {}
+def stored_judgments(store, dataset: Dataset, viewer: Viewer | None = None) -> tuple[Dataset, int]:
+    """``dataset`` with the judgments stored for its corpus as labels (every judge's ``viewer`` counts:
+    on a shared deployment its own and the published ones, ``Store.judgments``; merged by the lower
+    median, the data's own labels winning a pair both have: ``retrieval.labels``), and how many
+    judged pairs that added; the same object and 0 when the store holds none it lacks. The labels
+    are part of the data set's content, so a workspace (shared by content) and everything cached
+    by its content hash is computed with the very judgments this session counts."""
+    judged = judgments_to_qrels(store.judgments(dataset.corpus_hash, viewer=viewer)) if store is not None else {}
     judged = {q: docs for q, docs in judged.items() if q in dataset.queries}
     if not judged:
         return dataset, 0
@@ -318,8 +321,8 @@ def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Lo
     or a restart finds them as they were left), or None when there are none it lacks (the page
     stays on ``key``)."""
     ws = registry.get(key)
-    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset,
-                                                                      registry.viewer(session)))
+    viewer = registry.viewer(session)
+    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset, viewer), viewer)
     if restored.content_hash == ws.dataset.content_hash:  # nothing kept, or all of it there
         return None
     try:
@@ -341,11 +344,11 @@ def typed_queries(text: str | None) -> dict[str, str]:
 
 
 def apply_judgments(registry: Registry, key: str, prefer: str = "imported", session: str = ANONYMOUS) -> Loaded:
-    """The session's data set with every judge's judgments as labels (``retrieval.labels``), so
-    every view evaluates with them; the data's own labels win a pair both have unless ``prefer``
-    is "judgments"."""
+    """The session's data set with the judgments it counts as labels (every judge's; on a shared
+    deployment its own judges' and the published ones: ``retrieval.labels``), so every view
+    evaluates with them; the data's own labels win a pair both have unless ``prefer`` is "judgments"."""
     ws = registry.get(key)
-    judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash))
+    judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash, viewer=registry.viewer(session)))
     if not judged:
         raise refuse("nothing judged yet: judge a few pairs first")
     dataset = with_judgments(ws.dataset, judged, prefer)

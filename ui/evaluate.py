@@ -9,6 +9,7 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.metrics import VIEW_METRICS
+from retrieval.owners import Viewer
 from retrieval.segments import MIN_QUERIES, segment_table
 from retrieval.systems import BASE_SYSTEMS, DENSE, label
 from retrieval.tables import covered_comparisons, headline, metrics_table, per_query_table
@@ -31,7 +32,7 @@ from .pools import HEAVY, LIGHT
 from .present.evaluation import comparison_figures
 from .present.figures import lambda_sweep
 from .present.tables import glance_html, headline_text, rounded, segment_cells
-from .registry import Context, Registry
+from .registry import Context, Registry, session_of
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
 INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders
@@ -49,15 +50,17 @@ def _ready(ws: Workspace, extras: list[str] | None) -> list[str]:
     return [] if ws.pending((DENSE,)) else list(extras or [])
 
 
-def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, list[list], list[list]]:
-    """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table."""
+def evaluate(ws: Workspace, split: str, extras: list[str] | None,
+             viewer: Viewer | None = None) -> tuple[str, list[list], list[list]]:
+    """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table;
+    ``viewer``: whose judgments count (the session's, ``Registry.viewer``)."""
     _require_labels(split)
     systems = shown_systems(ws)
     extras = _ready(ws, extras)
     try:
         shown = comparison_workspaces(ws, extras)
-        rows = metrics_rows(shown, split, systems)
-        verdicts = conclusions_note(shown, split, systems)
+        rows = metrics_rows(shown, split, systems, viewer)
+        verdicts = conclusions_note(shown, split, systems, viewer=viewer)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
         raise refuse(err) from err
     wins = {"headers": ["query", "text", *(label(s) for s in systems), "disagreement"],
@@ -67,7 +70,7 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, 
     return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
 
 
-def summary(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, str, str]:
+def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None) -> tuple[str, str, str]:
     """What a stakeholder reads first: the one-line verdict (``tables.headline``) with its interval
     and judged@10, the table of the metrics chosen for a glance (``texts.AT_A_GLANCE``, each
     explained on hover), and the formulas kept behind a toggle."""
@@ -76,19 +79,20 @@ def summary(ws: Workspace, split: str, extras: list[str] | None) -> tuple[str, s
     systems = shown_systems(ws)
     try:
         shown = comparison_workspaces(ws, _ready(ws, extras))
-        rows = metrics_table(shown, split, systems, metrics=VIEW_METRICS)
-        compared, covered, _ = covered_comparisons(shown, split, systems)
+        rows = metrics_table(shown, split, systems, metrics=VIEW_METRICS, viewer=viewer)
+        compared, covered, _ = covered_comparisons(shown, split, systems, viewer=viewer)
     except (ValueError, OSError) as err:
         raise refuse(err) from err
     return (headline_text(headline(rows, compared), covered, split, texts.METRIC_NAMES),
             glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, texts.METRIC_NAMES), metrics_formulas(ws, split))
 
 
-def plots(ws: Workspace, split: str, extras: list[str] | None):
+def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    scatter, curves = comparison_figures(ws, comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws))
+    scatter, curves = comparison_figures(ws, comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws),
+                                         viewer=viewer)
     if ws.pending((DENSE,)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
     return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
@@ -135,8 +139,8 @@ class EvaluateView(SplitView):
     def outputs(self) -> list:
         return [self.split, *self.results]
 
-    def refresh(self, ws: Workspace) -> tuple:
-        return (*super().refresh(ws), "", None, None, "", "")
+    def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple:
+        return (*super().refresh(ws, viewer), "", None, None, "", "")
 
 
 def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
@@ -170,14 +174,17 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     def allowed(extras_: list[str] | None) -> list[str]:
         return [e if e in INDEX_VARIANTS else ctx.allowed_model(e) for e in extras_ or [] if e]
 
-    def on_evaluate(split_: str, extras_: list[str], key: str):
-        return evaluate(ctx.workspace(key), split_, allowed(extras_))
+    def viewer(request: gr.Request | None) -> Viewer:
+        return ctx.registry.viewer(session_of(request))
 
-    def on_summary(split_: str, extras_: list[str], key: str):
-        return summary(ctx.workspace(key), split_, allowed(extras_))
+    def on_evaluate(split_: str, extras_: list[str], key: str, request: gr.Request):
+        return evaluate(ctx.workspace(key), split_, allowed(extras_), viewer(request))
 
-    def on_plots(split_: str, extras_: list[str], key: str):
-        return plots(ctx.workspace(key), split_, allowed(extras_))
+    def on_summary(split_: str, extras_: list[str], key: str, request: gr.Request):
+        return summary(ctx.workspace(key), split_, allowed(extras_), viewer(request))
+
+    def on_plots(split_: str, extras_: list[str], key: str, request: gr.Request):
+        return plots(ctx.workspace(key), split_, allowed(extras_), viewer(request))
 
     def on_compression(split_: str, key: str):
         return compression(ctx.workspace(key), split_)
@@ -195,19 +202,25 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
                api_visibility="private", **LIGHT)
     opened = gr.State(False)  # the tab was opened on a table left empty or stale: the chain below computes it
 
-    def on_open(split_: str, extras_: list[str], key: str, rows):
+    def on_open(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
         ws = ctx.workspace(key)
         shown_now = {label(s) for s in shown_systems(ws)}
         on_show = {str(r[0]) for r in (rows.values.tolist() if hasattr(rows, "values") else rows or []) if r}
         if not split_ or (on_show and shown_now <= on_show):  # no labels, or computed with every system on show
             return gr.skip(), gr.skip(), gr.skip(), False
-        return (*on_evaluate(split_, extras_, key), True)
+        return (*on_evaluate(split_, extras_, key, request), True)
+
+    def on_open_summary(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
+        return on_summary(split_, extras_, key, request) if go else (gr.skip(),) * 3
+
+    def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
+        return on_plots(split_, extras_, key, request) if go else (gr.skip(),) * 3
 
     tab.select(on_open, [split, extras, ctx.key, table], [note, table, wins, opened], api_visibility="private",
                **HEAVY).then(
-        lambda go, *args: on_summary(*args) if go else (gr.skip(),) * 3, [opened, split, extras, ctx.key],
+        on_open_summary, [opened, split, extras, ctx.key],
         [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
-        lambda go, *args: on_plots(*args) if go else (gr.skip(),) * 3, [opened, split, extras, ctx.key],
+        on_open_plots, [opened, split, extras, ctx.key],
         [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
         api_visibility="private", **HEAVY)

@@ -12,6 +12,7 @@ from retrieval import Workspace
 from retrieval.failures import Gallery, failure_gallery
 from retrieval.history import trained_encoders
 from retrieval.names import file_name
+from retrieval.owners import Viewer
 from retrieval.systems import label
 
 from . import texts
@@ -23,7 +24,7 @@ from .present.evaluation import report_parts
 from .present.figures import counts_figure
 from .present.report import gallery_fragment, write_gallery
 from .present.vocabulary import category_label
-from .registry import Context, Registry
+from .registry import Context, Registry, session_of
 
 # A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
 CARD_CLICK_JS = ("element.addEventListener('click', (e) => { const card = e.target.closest('.rs-card'); "
@@ -47,12 +48,14 @@ def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
                        allow_custom_value=True)
 
 
-def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None) -> Gallery:
+def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
+            viewer: Viewer | None = None) -> Gallery:
+    """The failure gallery (``retrieval.failures``), with the judgments ``viewer`` counts."""
     if not split:
         raise refuse("this data set has no relevance labels: failures need them")
     require_dense(ws)
     try:
-        return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None, pair=pair)
+        return failure_gallery(ws, split, tuned_ws=ws.with_model(tuned) if tuned else None, pair=pair, viewer=viewer)
     except (ValueError, OSError) as err:
         raise refuse(err) from err
 
@@ -62,21 +65,23 @@ def chosen_pair(a: str, b: str) -> tuple[str, str] | None:
     return (a, b) if a and b and a != b else None
 
 
-def failures(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None):
+def failures(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
+             viewer: Viewer | None = None):
     """Counts figure, cards HTML, the card picker (values: query ids) and the gallery as JSON;
-    ``pair`` (A, B) adds "B finds, A misses" and the reverse."""
-    found = gallery(ws, split, tuned, pair)
+    ``pair`` (A, B) adds "B finds, A misses" and the reverse; ``viewer``: whose judgments count."""
+    found = gallery(ws, split, tuned, pair, viewer)
     picks = [(f"{category_label(c.category, found.pair)} · {c.query_id}: {c.query[:70]} ({c.headline})", c.query_id)
              for cards in found.cards.values() for c in cards]
     return (counts_figure(found), gallery_fragment(found), gr.update(choices=list(dict.fromkeys(picks)), value=None),
             found.to_json())
 
 
-def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None) -> str:
+def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
+           viewer: Viewer | None = None) -> str:
     """The gallery with its plots as one HTML file that opens offline; returns its path."""
-    found = gallery(ws, split, tuned, pair)
+    found = gallery(ws, split, tuned, pair, viewer)
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
-    figures, summary = report_parts(ws, workspaces, split)
+    figures, summary = report_parts(ws, workspaces, split, viewer=viewer)
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
     return str(write_gallery(found, export_folder() / name, figures, summary=summary))
 
@@ -111,11 +116,13 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
     cards = gr.HTML(elem_id="failures-cards", js_on_load=CARD_CLICK_JS)
     as_json = gr.JSON(visible=False)
 
-    def on_failures(split_: str, tuned_: str, key: str, pair_):
-        return failures(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_)
+    def on_failures(split_: str, tuned_: str, key: str, pair_, request: gr.Request):
+        return failures(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_,
+                        ctx.registry.viewer(session_of(request)))
 
-    def on_export(split_: str, tuned_: str, key: str, pair_):
-        return export(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_)
+    def on_export(split_: str, tuned_: str, key: str, pair_, request: gr.Request):
+        return export(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_,
+                      ctx.registry.viewer(session_of(request)))
 
     def on_open(key: str):
         ws_ = ctx.workspace(key)

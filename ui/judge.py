@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import Store, Workspace, sampling, settling, staging
+from retrieval import Store, Workspace, judge_owners, sampling, settling, staging
 from retrieval.agreement import agreement
 from retrieval.coverage import MIN_JUDGED_AT_10
 from retrieval.errors import DataError
@@ -23,6 +23,7 @@ from retrieval.judgments import (
     MERGE_RULES,
     Queue,
     check_depth,
+    check_judge,
     disagreement,
     disagreements,
     judged_pairs,
@@ -36,6 +37,7 @@ from retrieval.judgments import (
 from retrieval.labels import judged_counts
 from retrieval.metrics import CONDENSED_DEPTH, conclusion, interval_text
 from retrieval.names import file_name
+from retrieval.owners import Viewer
 from retrieval.readers import judgments as judgment_files
 from retrieval.run import Run
 from retrieval.sampling import DEFAULT_SIZE, Sample
@@ -53,7 +55,7 @@ from .present.counts import queries_counted
 from .present.escape import text as esc
 from .present.search import highlight
 from .present.tables import shortfall_text
-from .registry import Context
+from .registry import Context, session_of
 
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
 # keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus
@@ -139,15 +141,17 @@ def aimed_pair(ws: Workspace, aim: str | None) -> tuple[str, str] | None:
 
 
 def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, method: str = "auto",
-                  size: int = DEFAULT_SIZE, seed: int = 0, fresh: bool = False, aim: str | None = None) -> Queue:
+                  size: int = DEFAULT_SIZE, seed: int = 0, fresh: bool = False, aim: str | None = None,
+                  viewer: Viewer | None = None) -> Queue:
     """The judge's queue over the sampled queries (``judging_sample``): their own grades count as
     judged; the next pair is the one expected to move the comparisons of the systems on show most
     (``retrieval.judging_order``), or of the one pair ``aim`` names. Built once per judge, depth,
     sample and aim, then kept up to date grade by grade (``grade_pair``): ``fresh`` rebuilds it from
     the store (starting to judge). A judge's name or a depth out of range
-    (``judgments.store_judge``: one that looks like another judge's is refused too; ``check_depth``) is refused."""
+    (``judgments.store_judge``: one that looks like another judge's is refused too, and on a shared
+    deployment one another session made, ``viewer``: ``retrieval.judge_owners``; ``check_depth``) is refused."""
     try:
-        judge, k = store_judge(store, ws.dataset.corpus_hash, judge), check_depth(k)
+        judge, k = store_judge(store, ws.dataset.corpus_hash, judge, viewer), check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
     sample = judging_sample(ws, store, method, size, seed, k)
@@ -157,7 +161,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     carried = (ws.dataset.corpus_hash, ws.encoder.name, tuple(sorted(ws.bm25_args.items())), *key)
 
     def judged() -> dict:
-        return judged_pairs(judgments_to_qrels(store.judgments(ws.dataset.corpus_hash, judge)))
+        return judged_pairs(judgments_to_qrels(store.judgments(ws.dataset.corpus_hash, judge, viewer=viewer)))
 
     def build() -> Queue:
         before = None if fresh else _carried(carried, ws, sample.query_ids, systems)
@@ -253,22 +257,28 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
 
 def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade, k: int = DEPTH,
                method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
-               aim: str | None = None) -> tuple[Queue, int | None]:
+               aim: str | None = None, viewer: Viewer | None = None) -> tuple[Queue, int | None]:
     """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), note it in the
     judge's queue (never rebuilt per grade) and give the queue and the next unjudged position;
-    anything else is refused and nothing is stored."""
+    anything else is refused and nothing is stored. On a shared deployment the judge's name becomes
+    ``viewer``'s with its first grade, and another session's is refused (``retrieval.judge_owners``)."""
     if not (judge or "").strip():
         raise refuse("type your name as the judge first")
     try:
-        judge, grade, k = store_judge(store, ws.dataset.corpus_hash, judge), parse_grade(grade), check_depth(k)
+        judge = store_judge(store, ws.dataset.corpus_hash, judge, viewer)
+        grade, k = parse_grade(grade), check_depth(k)
     except ValueError as err:
         raise refuse(err) from err
     if not isinstance(query_id, str) or not isinstance(doc_id, str) \
             or query_id not in ws.dataset.queries or doc_id not in ws.dataset.docs:
         shown = tuple(str(v)[:80] for v in (query_id, doc_id))
         raise refuse(f"no pair {shown!r} in this data set")
+    try:  # the name is claimed once every other check has passed: a refused grade claims nothing
+        judge_owners.claim(store, ws.dataset.corpus_hash, [judge], viewer)
+    except ValueError as err:
+        raise refuse(err) from err
     store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, grade, judge)
-    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim)
+    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer)
     q.record(query_id, doc_id, grade)
     try:
         after = q.position(query_id, doc_id)
@@ -277,12 +287,13 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
     return q, q.next_unjudged(after)
 
 
-def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool = False, rule: str = "median") -> str:
-    """Every judge's judgments as a qrels file, a pair graded by several merged by ``rule``
+def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool = False, rule: str = "median",
+                 viewer: Viewer | None = None) -> str:
+    """Every judge's judgments ``viewer`` counts as a qrels file, a pair graded by several merged by ``rule``
     (``judgments.MERGE_RULES``: the lower median by default; or one judge's grades alone), merged
     with the data set's own labels when asked (those win a pair both have)."""
     try:
-        judged = merged_qrels(store.judgments(ws.dataset.corpus_hash), rule or "median")
+        judged = merged_qrels(store.judgments(ws.dataset.corpus_hash, viewer=viewer), rule or "median")
     except ValueError as err:
         raise refuse(err) from err
     if not judged:
@@ -292,7 +303,7 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
             judged = merge_labels(qrels, judged)
     if fmt in judgment_files.FORMATS:  # every judge's own grades, one a row: nothing merged
         path = export_folder() / file_name(ws.dataset.name, "judgments", suffix=f".{fmt}")
-        return str(judgment_files.write(store.judgments(ws.dataset.corpus_hash), path, fmt))
+        return str(judgment_files.write(store.judgments(ws.dataset.corpus_hash, viewer=viewer), path, fmt))
     target = export_folder() / file_name(ws.dataset.name, "judged", rule or "median",
                                          suffix=".qrels" if fmt == "trec" else "")
     try:
@@ -301,11 +312,13 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
         raise refuse(err) from err
 
 
-def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str = "") -> str:
+def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str = "",
+                     viewer: Viewer | None = None) -> str:
     """The judgments of an uploaded CSV/TSV (``retrieval.readers.judgments``: RankScope's own
     export, a spreadsheet's, Quepid's) added to the corpus's, each with its judge (``judge`` for a
     file without a judge column); a row that cannot be mapped is refused with its line, and then
-    nothing is stored. Says how many were new, changed a grade, or were stored already."""
+    nothing is stored; so is, on a shared deployment, a judge another session made (``viewer``:
+    ``retrieval.judge_owners``). Says how many were new, changed a grade, or were stored already."""
     if not path:
         raise refuse("upload a CSV or TSV of judgments first")
 
@@ -317,9 +330,14 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
             raise refuse(err) from err
         try:  # staged outside the store's lock: other sessions' searches and views go on meanwhile
             staging.check_count(len(found), Path(path).name)
-            stored = store.put_judgments(ws.dataset.corpus_hash,
-                                         ((j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found),
-                                         source=Path(path).name)
+            claimed = judge_owners.claim(store, ws.dataset.corpus_hash, {j.judge for j in found}, viewer)
+            try:
+                stored = store.put_judgments(ws.dataset.corpus_hash,
+                                             ((j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found),
+                                             source=Path(path).name)
+            except BaseException:  # nothing stored: the names it made this session's are no one's again
+                judge_owners.release(store, ws.dataset.corpus_hash, claimed, viewer)
+                raise
         except ValueError as err:
             raise refuse(err) from err
         judges = sorted({j.judge for j in found})
@@ -335,7 +353,7 @@ FEW_TO_PROJECT = 5  # judged queries below which no projection of the judging st
 
 
 def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "auto", size: int = DEFAULT_SIZE,
-                 seed: int = 0, aim: str | None = None) -> str:
+                 seed: int = 0, aim: str | None = None, viewer: Viewer | None = None) -> str:
     """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
     queries of the sample, every judge's grades merged by the lower median), and about how many more
     judgments the others need (``retrieval.settling``); the pair ``aim`` names first. Run after every
@@ -349,9 +367,10 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     sample = judging_sample(ws, store, method, size, seed, k)
     ids = set(sample.query_ids)
     corpus = ws.dataset.corpus_hash
-    judged_ids = [q for q in store.judged_query_ids(corpus) if q in ids]
+    judged_ids = [q for q in store.judged_query_ids(corpus, viewer) if q in ids]  # the judges viewer counts
     compared = settling.capped(judged_ids)
-    judged = {q: docs for q, docs in merged_qrels(store.judgments(corpus, query_ids=compared)).items() if q in ids}
+    judged = {q: docs for q, docs in merged_qrels(store.judgments(corpus, query_ids=compared, viewer=viewer)).items()
+              if q in ids}
     beyond = 0  # the judged queries the cap leaves out with a relevant document, about: the projection counts them
     if len(compared) < len(judged_ids):
         relevant = sum(any(g > 0 for g in docs.values()) for docs in judged.values())
@@ -414,10 +433,10 @@ def _percent(iv) -> str:
     return f"[{iv.low:.0%}, {iv.high:.0%}]" if iv.low == iv.low else ""
 
 
-def agreement_note(ws: Workspace, store: Store) -> tuple[str, dict]:
+def agreement_note(ws: Workspace, store: Store, viewer: Viewer | None = None) -> tuple[str, dict]:
     """How far the judges agree, as Markdown (α over all, κ per pair with its interval, each pair's
     confusion matrix), and the export's merge rules (the judges' names among them)."""
-    result = agreement(store.judgments(ws.dataset.corpus_hash))
+    result = agreement(store.judgments(ws.dataset.corpus_hash, viewer=viewer))
     rules = gr.update(choices=[*MERGE_RULES, *result.judges])
     if len(result.judges) < 2:
         return (f"{len(result.judges)} judge so far: agreement needs a second judge grading some of the same "
@@ -444,10 +463,30 @@ def agreement_note(ws: Workspace, store: Store) -> tuple[str, dict]:
 DISAGREEMENTS_SHOWN = 1_000  # rows of the table of pairs to adjudicate (the widest spread first)
 
 
-def disagreement_rows(ws: Workspace, store: Store) -> list[list]:
+def disagreement_rows(ws: Workspace, store: Store, viewer: Viewer | None = None) -> list[list]:
     """The pairs judges graded differently, the widest spread first: the first ``DISAGREEMENTS_SHOWN``."""
     return [[q, ws.dataset.queries.get(q, "")[:60], d, ", ".join(f"{j}: {g}" for j, g in by.items())]
-            for q, d, by in disagreements(store.judgments(ws.dataset.corpus_hash))[:DISAGREEMENTS_SHOWN]]
+            for q, d, by in disagreements(store.judgments(ws.dataset.corpus_hash, viewer=viewer))[:DISAGREEMENTS_SHOWN]]
+
+
+def publish_judge(store: Store, ws: Workspace, judge: str | None, viewer: Viewer) -> str:
+    """Make the session's judge ``judge`` count in every session's views (a shared deployment's
+    Publish: ``retrieval.judge_owners``); the status line. Refused in one line, nothing changed: off
+    a shared deployment (every judge counts for everyone already), no name, a judge this session
+    has not graded under, another's, one published already."""
+    if not viewer.shared:
+        raise refuse("every judge's grades count for everyone on this deployment already: nothing to publish")
+    if not (judge or "").strip():
+        raise refuse("type the judge's name to publish first")
+    try:
+        name = check_judge(judge)
+        judge_owners.publish(store, ws.dataset.corpus_hash, name, viewer)
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    except ValueError as err:
+        raise refuse(err) from err
+    return (f"✅ Published the judge {esc(name)}: its grades now count in every session's views (Judge, Evaluate, "
+            "Runs, Failures, the labels applied). Only this session grades under the name.")
 
 
 @dataclass
@@ -467,6 +506,11 @@ def build(ctx: Context) -> JudgeView:
         aim = gr.Dropdown([("every pair of the systems on show", "")], value="", elem_id="judge-aim", scale=2,
                           label="Aim the judging at (the next pair is the one expected to settle these most)")
         start = gr.Button("Start judging", variant="primary", elem_id="judge-start", scale=1)
+    if ctx.registry.shared:
+        gr.Markdown(texts.JUDGES_SHARED)
+    with gr.Row(visible=ctx.registry.shared):
+        publish_btn = gr.Button("Publish this judge's grades to every session", elem_id="publish-judge", scale=1)
+        publish_status = gr.Markdown(elem_id="judge-publish-status")
     with gr.Accordion("Which queries (a sample when there are many)", open=False):
         gr.Markdown(texts.SAMPLE_HELP)
         with gr.Row():
@@ -517,14 +561,20 @@ def build(ctx: Context) -> JudgeView:
     def render(key, q: Queue, position, reveal_):
         return show(ctx.workspace(key), q, position, bool(reveal_))
 
-    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0, aim_=""):
+    def viewer(request: gr.Request | None) -> Viewer:
+        """The session's viewer: whose judge names it may grade under, whose grades its views count."""
+        return ctx.registry.viewer(session_of(request))
+
+    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0, aim_="",
+                 request: gr.Request = None):
         if not (judge_ or "").strip():
             raise refuse("type your name as the judge first")
         q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k, method_, size_, seed_, fresh=True,
-                          aim=aim_)
+                          aim=aim_, viewer=viewer(request))
         return render(key, q, q.next_unjudged(), reveal_)
 
-    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, aim_, evt: gr.EventData):
+    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, aim_, evt: gr.EventData,
+               request: gr.Request):
         """A grade (0/1/2), skip, previous or next: one event for all of them, so a key pressed
         again before the pair on screen has changed is dropped, never applied to that pair."""
         if not shown_ or shown_.get("position") is None:
@@ -533,47 +583,56 @@ def build(ctx: Context) -> JudgeView:
         ws = ctx.workspace(key)
         if action in ("0", "1", "2"):
             q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k,
-                               method_, size_, seed_, aim_)
+                               method_, size_, seed_, aim_, viewer(request))
         else:
-            q = judging_queue(ws, ctx.registry.store, judge_, k, method_, size_, seed_, aim=aim_)
+            q = judging_queue(ws, ctx.registry.store, judge_, k, method_, size_, seed_, aim=aim_,
+                              viewer=viewer(request))
             here = shown_["position"]
             to = q.next_unjudged(here) if action == "skip" else q.step(here, action == "next")
         return render(key, q, to, reveal_)
 
     def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0,
-                     aim_=""):
+                     aim_="", request: gr.Request = None):
         q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k, method_, size_,
-                            seed_, aim_)
+                            seed_, aim_, viewer(request))
         return render(key, q, nxt, reveal_)
 
     inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim]
     outputs = [progress, pair, shown]
-    def on_settled(k, key, method_, size_, seed_, aim_=""):
-        return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_, aim_)
+    def on_settled(k, key, method_, size_, seed_, aim_="", request: gr.Request = None):
+        return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_, aim_, viewer(request))
+
+    def on_disagreements(key, request: gr.Request):
+        return disagreement_rows(ctx.workspace(key), ctx.registry.store, viewer(request))
+
+    def on_agreement(key, request: gr.Request):
+        return agreement_note(ctx.workspace(key), ctx.registry.store, viewer(request))
+
+    def on_export(fmt_, with_, rule_, key, request: gr.Request):
+        return export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_, rule_, viewer(request))
+
+    def on_import(path, judge_, key, request: gr.Request):
+        return import_judgments(ctx.workspace(key), ctx.registry.store, path, judge_, viewer(request))
+
+    def on_publish(judge_, key, request: gr.Request):
+        return publish_judge(ctx.registry.store, ctx.workspace(key), judge_, viewer(request))
 
     settle_inputs = [depth, ctx.key, method, size, seed, aim]
     start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed, aim], outputs, api_name="judge_queue",
                 **LIGHT).then(on_settled, settle_inputs, settled, api_name="settled", **LIGHT).then(
         lambda key, aim_: gr.update(choices=aim_choices(ctx.workspace(key)), value=aim_), [ctx.key, aim], aim,
         api_visibility="private", **LIGHT).then(
-        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
-        api_visibility="private", **LIGHT)
+        on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
     gr.on([b.click for b in (*grades, skip, prev_btn, next_btn)], on_key, inputs, outputs,
           api_visibility="private", trigger_mode="once", **LIGHT).then(
         on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
     api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method, size, seed, aim],
                  outputs, api_name="judge", **LIGHT)
-    agree_btn.click(lambda key: agreement_note(ctx.workspace(key), ctx.registry.store), ctx.key, [agreement_md, rule],
-                    api_name="agreement", **LIGHT).then(
-        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
-        api_visibility="private", **LIGHT)
-    export_btn.click(lambda fmt_, with_, rule_, key: export_qrels(ctx.workspace(key), ctx.registry.store, fmt_, with_,
-                                                                  rule_),
-                     [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
-        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
-        api_visibility="private", **LIGHT)
-    import_btn.click(lambda path, judge_, key: import_judgments(ctx.workspace(key), ctx.registry.store, path, judge_),
-                     [import_file, judge, ctx.key], import_status, api_name="import_judgments", **LIGHT).then(
-        lambda key: disagreement_rows(ctx.workspace(key), ctx.registry.store), ctx.key, disagree,
-        api_visibility="private", **LIGHT)
+    agree_btn.click(on_agreement, ctx.key, [agreement_md, rule], api_name="agreement", **LIGHT).then(
+        on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
+    export_btn.click(on_export, [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
+        on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
+    import_btn.click(on_import, [import_file, judge, ctx.key], import_status, api_name="import_judgments",
+                     **LIGHT).then(on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
+    publish_btn.click(on_publish, [judge, ctx.key], publish_status, api_name="publish_judge", **LIGHT)
     return JudgeView(apply, prefer, aim)

@@ -47,10 +47,12 @@ def runs(store: Store, ws: Workspace):
     return rows, gr.update(choices=choices), gr.update(choices=choices)
 
 
-def gated_conclusion(store: Store, ws: Workspace, split: str, names: tuple[str, str], runs: tuple, cmp) -> str:
+def gated_conclusion(store: Store, ws: Workspace, split: str, names: tuple[str, str], runs: tuple, cmp,
+                     viewer: Viewer | None = None) -> str:
     """``cmp`` (B − A) in words under the coverage gate (``coverage.verdict``, judged@10 of each run's
-    top 10 on ``split``'s labels), then each run's judged@10 where the labels were judged in the app."""
-    qrels, judgments = ws.dataset.qrels[split], store.judgments(ws.dataset.corpus_hash)
+    top 10 on ``split``'s labels), then each run's judged@10 where the labels were judged in the app
+    (by the judges ``viewer`` counts: ``Store.judgments``)."""
+    qrels, judgments = ws.dataset.qrels[split], store.judgments(ws.dataset.corpus_hash, viewer=viewer)
     if not from_judging(positive_qrels(qrels), judgments):  # the data set's own labels: never gated
         return f"{text(conclusion(*names, cmp))}."
     covered = coverages(dict(zip(names, runs)), qrels, judgments)
@@ -60,7 +62,8 @@ def gated_conclusion(store: Store, ws: Workspace, split: str, names: tuple[str, 
     return f"{text(line)}." + (f" {text(shares)}" if shares else "")
 
 
-def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) -> tuple[str, list[list]]:
+def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str,
+            viewer: Viewer | None = None) -> tuple[str, list[list]]:
     """B against A on their split: a summary line (means, wins/losses, p) and the per-query table."""
     if not key_a or not key_b:
         raise refuse("pick two runs")
@@ -70,13 +73,14 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str) ->
         raise refuse(err) from err
     c = res.comparison
     summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
+    pair = (store.get_run(key_a), store.get_run(key_b))
     iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
     note = (f"**B − A on {text(res.split)}, {c.metric}:** {c.mean_b:.4f} {interval_text(iv_b)} − {c.mean_a:.4f} "
             f"{interval_text(iv_a)} = {c.delta:+.4f} {interval_text(c.interval)} (95% intervals over "
             f"the {c.queries} queries: the means' by bootstrap, the difference's by the permutation test) · "
             f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · "
             f"paired permutation test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"
-            f"{gated_conclusion(store, ws, res.split, ('A', 'B'), (store.get_run(key_a), store.get_run(key_b)), c)}"
+            f"{gated_conclusion(store, ws, res.split, ('A', 'B'), pair, c, viewer)}"
             "\n\n"
             f"A: {text(summaries[key_a])} · B: {text(summaries[key_b])}")
     rows = [[r["query"], ws.dataset.queries.get(r["query"], "")[:80], round(r["a"], 4), round(r["b"], 4),
@@ -192,7 +196,7 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
             f"{len(cmp.wins)} queries better, {len(cmp.losses)} worse, {cmp.ties} tied · p = {cmp.p_value:.3g} · "
             f"{len(moved)} queries changed their top 10 or their score; the largest moves first, then the least "
             f"alike top 10s (rank-biased overlap, 1 = the same list).\n\n"
-            f"{gated_conclusion(store, ws, split, (a, b), (sa.runs[system], sb.runs[system]), cmp)}")
+            f"{gated_conclusion(store, ws, split, (a, b), (sa.runs[system], sb.runs[system]), cmp, viewer)}")
     rows = [[d.query_id, ws.dataset.queries.get(d.query_id, "")[:80], round(d.a, 4), round(d.b, 4),
              round(d.b - d.a, 4), round(d.overlap, 3), " ".join(d.entered), " ".join(d.left), " ".join(d.top_a[:5]),
              " ".join(d.top_b[:5])]
@@ -214,8 +218,8 @@ def build(ctx: Context, tab: gr.Tab) -> None:
     def on_open(key: str):
         return runs(ctx.registry.store, ctx.workspace(key))
 
-    def on_compare(a: str, b: str, metric_: str, key: str):
-        return compare(ctx.registry.store, ctx.workspace(key), a, b, metric_)
+    def on_compare(a: str, b: str, metric_: str, key: str, request: gr.Request):
+        return compare(ctx.registry.store, ctx.workspace(key), a, b, metric_, ctx.registry.viewer(session_of(request)))
 
     shared = ctx.registry.shared
     with gr.Accordion("Snapshots: a baseline, a metric's history, two snapshots side by side", open=False,

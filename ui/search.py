@@ -103,7 +103,7 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = A
     registry.hold(session, key)
     ws = registry.get(key)
     split = ws.dataset.default_split()
-    rows = metrics_rows(ws, split, shown_systems(ws)) if split else []
+    rows = metrics_rows(ws, split, shown_systems(ws), registry.viewer(session)) if split else []
     return key, dataset_summary(ws), metrics_caption(ws, split), rows
 
 
@@ -127,13 +127,14 @@ class SearchView:
         """What ``refresh`` updates, in its order."""
         return [self.picker, self.metrics_note, self.metrics_table, self.results, self.systems, self.chosen]
 
-    def refresh(self, ws: Workspace) -> tuple:
-        """Updates for a newly opened workspace: the labelled queries, the metrics, no results, and
-        its systems to choose from (an imported run put beside BM25, dense and hybrid)."""
+    def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple:
+        """Updates for a newly opened workspace: the labelled queries, the metrics (with the judgments
+        ``viewer`` counts), no results, and its systems to choose from (an imported run put beside
+        BM25, dense and hybrid)."""
         split = ws.dataset.default_split()
         chosen = list(default_columns(ws))
         return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
-                metrics_rows(ws, split, shown_systems(ws)) if split else [], "",
+                metrics_rows(ws, split, shown_systems(ws), viewer) if split else [], "",
                 gr.update(choices=system_choices(ws), value=chosen),
                 chosen)
 
@@ -163,7 +164,8 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
     with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
         split = ws.dataset.default_split()
         note = gr.Markdown(metrics_caption(ws, split))
-        table = gr.Dataframe(value=metrics_rows(ws, split, shown_systems(ws)) if split else [],
+        table = gr.Dataframe(value=metrics_rows(ws, split, shown_systems(ws), ctx.registry.viewer(ANONYMOUS))
+                             if split else [],
                              headers=["system", *VIEW_METRICS], interactive=False, elem_id="metrics-table")
 
     def on_search(text: str, key: str, chosen_: list[str]):

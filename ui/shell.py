@@ -10,7 +10,7 @@ from . import common, data, embeddings, evaluate, failures, judge, runs, search,
 from .common import View
 from .notify import inform
 from .pools import HEAVY, LIGHT, SEARCH
-from .registry import Context, Registry, session_of
+from .registry import ANONYMOUS, Context, Registry, session_of
 
 BANNER_EVERY_S = 2.0
 
@@ -102,8 +102,8 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
     def on_tick(key: str, shown: str, arrived: int, was: str):
         return follow(ctx, key, shown, arrived, was)
 
-    def on_arrival(key: str, aim: str):
-        return arrival(ctx, key, aim)
+    def on_arrival(key: str, aim: str, request: gr.Request):
+        return arrival(ctx, key, aim, session_of(request))
 
     def on_rerun(text: str, key: str, chosen: list[str]):
         if not (text or "").strip():
@@ -135,13 +135,14 @@ def follow(ctx: Context, key: str, shown: str, arrived: int, was: str) -> tuple:
     return text, text, gr.Timer(active=polling), arrived + 1, now
 
 
-def arrival(ctx: Context, key: str, aim: str | None) -> tuple:
+def arrival(ctx: Context, key: str, aim: str | None, session: str = ANONYMOUS) -> tuple:
     """The views computed again once a build is over: the summary, Search's metrics caption and
-    rows (every system on show), the Judge view's pairs of systems (``aim`` kept)."""
+    rows (every system on show, with the judgments the session counts), the Judge view's pairs of
+    systems (``aim`` kept)."""
     ws = ctx.workspace(key)
     split = ws.dataset.default_split()
     return (data.dataset_summary(ws), common.metrics_caption(ws, split),
-            common.metrics_rows(ws, split, common.shown_systems(ws)) if split else [],
+            common.metrics_rows(ws, split, common.shown_systems(ws), ctx.registry.viewer(session)) if split else [],
             gr.update(choices=judge.aim_choices(ws), value=aim))
 
 
@@ -158,8 +159,9 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
         if not loaded.ok:
             return (loaded.key, loaded.status, *(gr.skip() for _ in outputs[2:]))
         ctx.registry.hold(session_of(request), loaded.key, fresh)
-        ws = ctx.workspace(loaded.key)
-        return (loaded.key, loaded.status, data.dataset_summary(ws), *(u for view in views for u in view.refresh(ws)),
+        ws, viewer = ctx.workspace(loaded.key), ctx.registry.viewer(session_of(request))
+        return (loaded.key, loaded.status, data.dataset_summary(ws),
+                *(u for view in views for u in view.refresh(ws, viewer)),
                 gr.Timer(active=True), seen(loaded.key, ws),
                 *data.query_set_rows(ctx.registry, ws, session_of(request)),
                 search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))))

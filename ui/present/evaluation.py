@@ -11,11 +11,11 @@ from .figures import per_query_scatter, recall_curves
 from .tables import report_summary, segment_cells, shortfall_text
 
 
-def comparison_figures(ws, workspaces, split: str, systems=BASE_SYSTEMS, compared=None):
+def comparison_figures(ws, workspaces, split: str, systems=BASE_SYSTEMS, compared=None, viewer=None):
     """(the BM25-vs-dense per-query scatter, None where dense is not among ``systems``; the Recall@k
     curves of ``systems`` in every workspace of ``workspaces``). ``compared``: ``covered_comparisons``
-    of the same, where the caller has them."""
-    rows, _, depth = compared or covered_comparisons(workspaces, split, systems)
+    of the same, where the caller has them; ``viewer``: whose judgments count (``Store.judgments``)."""
+    rows, _, depth = compared or covered_comparisons(workspaces, split, systems, viewer=viewer)
     ks = tuple(k for k in RECALL_KS if depth is None or k <= max(depth, 1))
     curves = recall_curves(recall_at_ks(workspaces, split, systems, ks=ks), split, ks, judged_depth=depth)
     pair = next((r for r in rows if {r["a"], r["b"]} == {label(BM25), label(DENSE)}), None)
@@ -27,14 +27,15 @@ def comparison_figures(ws, workspaces, split: str, systems=BASE_SYSTEMS, compare
     return scatter, curves
 
 
-def report_parts(ws, workspaces, split: str, systems=BASE_SYSTEMS):
+def report_parts(ws, workspaces, split: str, systems=BASE_SYSTEMS, viewer=None):
     """The offline report's figures (Recall@k curves, then the scatter) and its systems section
     (``report_summary``: the metrics table, the comparisons gated on coverage with judged@10 beside,
-    nDCG@10 by kind of query), for the app's export and the CLI's ``failures --html`` alike."""
-    compared = covered_comparisons(workspaces, split, systems)
+    nDCG@10 by kind of query), for the app's export and the CLI's ``failures --html`` alike;
+    ``viewer``: whose judgments count (the app's session; None on the command line: every judge's)."""
+    compared = covered_comparisons(workspaces, split, systems, viewer=viewer)
     scatter, curves = comparison_figures(ws, workspaces, split, systems, compared)
     by_kind = {label(s): ws.evaluate(s, split) for s in systems}
-    summary = report_summary(metrics_table(workspaces, split, systems), compared[0],
+    summary = report_summary(metrics_table(workspaces, split, systems, viewer=viewer), compared[0],
                              segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
                              covered=compared[1])
     return [f for f in (curves, scatter) if f is not None], summary

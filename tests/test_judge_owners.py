@@ -1,0 +1,507 @@
+"""Judges with makers (``retrieval.judge_owners``): on a shared deployment (``--shared`` / ``SPACE_ID``)
+a judge's name is the browser session's that first grades under it, another session that judges or
+imports under it is refused and nothing is stored; and a judge's grades count only in its maker's
+views (Judge, Evaluate, Runs, Failures, snapshots' check, the labels applied on open) until it is
+published. Off a shared deployment nothing changes. Two sessions are driven through the views'
+handlers (real store, BM25 and a tiny encoder, the demo), and once through ``gradio_client`` against
+a real app started with ``shared=True``."""
+from __future__ import annotations
+
+import csv
+import html
+import sqlite3
+import threading
+
+import gradio as gr
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval import judge_owners, snapshots
+from retrieval.failures import failure_gallery
+from retrieval.judgments import check_judge, store_judge
+from retrieval.owners import Viewer, app_owner
+from retrieval.readers import load_dataset
+from retrieval.store import Store
+from retrieval.tables import metrics_table
+from retrieval.workspace import Workspace
+from ui import data, evaluate, judge, runs
+from ui.registry import Registry
+
+from .conftest import DEMO
+
+A, B = "session-of-ana", "session-of-bo"  # two browser sessions' hashes
+
+
+def shown(status: str) -> str:
+    return html.unescape(status)
+
+
+def refusal(act) -> str:
+    """The one line a view's refusal (``gr.Error``) shows, as the browser shows it."""
+    with pytest.raises(gr.Error) as err:
+        act()
+    said = shown(err.value.message)
+    assert "\n" not in said and "app:" not in said  # one line, never another session's id
+    return said
+
+
+@pytest.fixture
+def app(tmp_path, tiny_model_dir):
+    """A registry over a fresh store (shared or not), the demo opened by both sessions: (registry,
+    ana's key, bo's key), one workspace (the same content)."""
+    stores = []
+
+    def make(shared: bool = True):
+        store = Store(tmp_path / f"app-{len(stores)}.sqlite3")
+        stores.append(store)
+        registry = Registry(store, model=str(tiny_model_dir), foreground_s=120, shared=shared)
+        keys = [data.open_dataset(registry, load_dataset(DEMO), session=s).key for s in (A, B)]
+        for key, session in zip(keys, (A, B)):
+            registry.hold(session, key)
+        return registry, *keys
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def labelled_pairs(ws: Workspace) -> list[tuple[str, str, int]]:
+    """The demo's labelled test pairs (query, document, grade), in order."""
+    qrels = (ws.dataset if isinstance(ws, Workspace) else ws).qrels["test"]
+    return [(q, d, g) for q, docs in sorted(qrels.items()) for d, g in sorted(docs.items())]
+
+
+def grade_all(registry: Registry, key: str, session: str, name: str, pairs) -> None:
+    """``name`` grades every pair as the labels say, in ``session``'s Judge tab."""
+    ws = registry.get(key)
+    for q, d, g in pairs:
+        judge.grade_pair(ws, registry.store, name, q, d, g, k=10, viewer=registry.viewer(session))
+
+
+def judges_in_store(store: Store, corpus: str) -> dict[str, int]:
+    return {j: len(store.judgments(corpus, j)) for j in store.judges(corpus)}
+
+
+def upload(tmp_path, rows, name="grades.csv"):
+    path = tmp_path / name
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["query_id", "doc_id", "grade", "judge"])
+        w.writerows(rows)
+    return str(path)
+
+
+# ---- a judge's name is its first grader's ------------------------------------------------------
+def test_another_session_cannot_grade_under_a_judges_name(app):
+    registry, ka, kb = app()
+    ws = registry.get(ka)
+    (q, d, g), (q2, d2, _) = labelled_pairs(ws)[:2]
+    grade_all(registry, ka, A, "ann", [(q, d, g)])
+    corpus = ws.dataset.corpus_hash
+    said = refusal(lambda: judge.grade_pair(ws, registry.store, "ann", q2, d2, 0, k=10, viewer=registry.viewer(B)))
+    assert said == "the judge 'ann' is another session's; choose another name"
+    assert judges_in_store(registry.store, corpus) == {"ann": 1}  # nothing stored
+    assert registry.store.judgments(corpus, "ann")[0]["grade"] == g
+
+
+def test_starting_to_judge_under_anothers_name_is_refused_without_claiming(app):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    judge.judging_queue(ws, registry.store, "ann", k=2, viewer=registry.viewer(A))  # a queue claims nothing
+    assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
+    assert "is another session's" in refusal(
+        lambda: judge.judging_queue(ws, registry.store, "ann", k=2, fresh=True, viewer=registry.viewer(B)))
+
+
+def test_a_refused_grade_claims_no_name(app):
+    registry, ka, kb = app()
+    ws = registry.get(ka)
+    with pytest.raises(gr.Error, match="no pair"):
+        judge.grade_pair(ws, registry.store, "ann", "no-such-query", "d", 1, k=10, viewer=registry.viewer(A))
+    with pytest.raises(gr.Error, match="a grade is 0, 1 or 2"):
+        judge.grade_pair(ws, registry.store, "ann", *labelled_pairs(ws)[0][:2], 7, k=10, viewer=registry.viewer(A))
+    assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}
+    grade_all(registry, kb, B, "ann", labelled_pairs(ws)[:1])  # still no one's: bo may take it
+    assert registry.store.judge_makers(ws.dataset.corpus_hash)["ann"]["owner"] == app_owner(B)
+
+
+def test_another_session_cannot_import_under_a_judges_name(app, tmp_path):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    (q, d, g), (q2, d2, _), (q3, d3, _) = labelled_pairs(ws)[:3]
+    grade_all(registry, ka, A, "ann", [(q, d, g)])
+    corpus = ws.dataset.corpus_hash
+    both = upload(tmp_path, [[q2, d2, 1, "bob"], [q3, d3, 0, "ann"]])
+    said = refusal(lambda: judge.import_judgments(ws, registry.store, both, "", registry.viewer(B)))
+    assert said == "the judge 'ann' is another session's; choose another name"
+    assert judges_in_store(registry.store, corpus) == {"ann": 1}  # neither judge's row stored
+    assert "bob" not in registry.store.judge_makers(corpus)  # and bob not claimed: all or nothing
+    boxed = upload(tmp_path, [[q2, d2, 1, ""]], "boxed.csv")  # no judge column value: the Judge box's name
+    with open(boxed, "w") as f:
+        f.write(f"query_id,doc_id,grade\n{q2},{d2},1\n")
+    assert "another session's" in refusal(lambda: judge.import_judgments(ws, registry.store, boxed, "ann",
+                                                                          registry.viewer(B)))
+    assert "1 new" in judge.import_judgments(ws, registry.store, boxed, "bob", registry.viewer(B))
+    assert registry.store.judge_makers(corpus)["bob"]["owner"] == app_owner(B)
+    assert "1 new" in judge.import_judgments(ws, registry.store, boxed, "ann", registry.viewer(A))  # its maker may
+
+
+def test_an_import_over_the_row_limit_claims_no_judge(app, tmp_path, monkeypatch):
+    from retrieval import staging
+
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    (q, d, _), (q2, d2, _) = labelled_pairs(ws)[:2]
+    monkeypatch.setattr(staging, "MAX_IMPORT_ROWS", 1)
+    two = upload(tmp_path, [[q, d, 1, "cy"], [q2, d2, 0, "cy"]])
+    said = refusal(lambda: judge.import_judgments(ws, registry.store, two, "", registry.viewer(B)))
+    assert "more than 1 judgments" in said
+    assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}  # cy is still no one's
+
+
+def test_searchs_metrics_table_counts_the_sessions_judges(app):
+    """The Search tab's metrics (after a change of encoder, as on every refresh) are computed with the
+    judgments the session counts, on the workspace both share."""
+    from ui import search
+
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws))
+    rows = {s: search.use_encoder(registry, ws, "", session=s)[3] for s in (A, B)}
+    assert any("n/m" in cell for row in rows[A] for cell in row)
+    assert not any("n/m" in cell for row in rows[B] for cell in row)
+
+
+def test_a_lookalike_of_another_sessions_judge_is_refused(app, tmp_path):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
+    q, d, _ = labelled_pairs(ws)[1]
+    for lookalike in ("Ann", "аnn", "ａｎｎ"):  # case, Cyrillic a, fullwidth
+        said = refusal(lambda n=lookalike: judge.grade_pair(ws, registry.store, n, q, d, 1, k=10,
+                                                            viewer=registry.viewer(B)))
+        assert "looks like" in said and "'ann'" in said
+        said = refusal(lambda n=lookalike: judge.import_judgments(
+            ws, registry.store, upload(tmp_path, [[q, d, 1, n]]), "", registry.viewer(B)))
+        assert "looks like" in said
+    assert set(registry.store.judges(ws.dataset.corpus_hash)) == {"ann"}
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_name_that_passed_then_was_refused_is_held_against_names_stored_since(app, shared):
+    """A grade refused after its judge's name passed (no such pair) does not leave the name passed
+    for good: 'Ann' after 'ann' was stored is refused as a lookalike, as if it came first."""
+    registry, ka, kb = app(shared)
+    ws = registry.get(ka)
+    with pytest.raises(gr.Error, match="no pair"):
+        judge.grade_pair(ws, registry.store, "Ann", "no-such-query", "d", 1, k=10, viewer=registry.viewer(A))
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
+    q, d, _ = labelled_pairs(ws)[1]
+    assert "looks like" in refusal(lambda: judge.grade_pair(ws, registry.store, "Ann", q, d, 1, k=10,
+                                                             viewer=registry.viewer(A)))
+    assert registry.store.judges(ws.dataset.corpus_hash) == ["ann"]
+
+
+def test_a_claim_with_no_grade_yet_is_held_against_lookalikes(tmp_path):
+    store = Store(tmp_path / "s.sqlite3")
+    ana = Viewer(app_owner(A), True)
+    assert judge_owners.claim(store, "c", ["ann"], ana) == ("ann",)
+    with pytest.raises(ValueError, match="looks like"):
+        store_judge(store, "c", "Ann", Viewer(app_owner(B), True))
+    judge_owners.release(store, "c", ["ann"], ana)  # the import that claimed it stored nothing
+    assert store.judge_makers("c") == {} and store.judges("c") == []
+    store.close()
+
+
+def test_two_sessions_claiming_one_new_name_at_once_one_wins(tmp_path):
+    store = Store(tmp_path / "race.sqlite3")
+    def claim(session, name, start, results):
+        start.wait()
+        try:
+            results[session] = judge_owners.claim(store, "c", [name], Viewer(app_owner(session), True))
+        except judge_owners.JudgeTaken as err:
+            results[session] = str(err)
+
+    for round_ in range(10):
+        name, results, start = f"judge{round_}", {}, threading.Barrier(2)
+        threads = [threading.Thread(target=claim, args=(s, name, start, results)) for s in (A, B)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        won = [s for s, r in results.items() if r == (name,)]
+        assert len(won) == 1, results
+        assert store.judge_makers("c")[name]["owner"] == app_owner(won[0])
+    store.close()
+
+
+# ---- a session's views count its own judges and the published ones -----------------------------
+def test_bs_evaluate_does_not_change_when_a_grades_until_a_publishes(app):
+    """A judges the labelled pairs of every test query: the labels are then judged in the app, so
+    the verdicts are gated on coverage and the metrics deeper than the judged pool are not
+    measurable — in ana's Evaluate only, until she publishes the judge; then in bo's too."""
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    assert ka == kb  # one workspace, shared by content: what differs travels with the call
+    before = evaluate.evaluate(ws, "test", [], registry.viewer(B))
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws))
+    hers = evaluate.evaluate(ws, "test", [], registry.viewer(A))
+    assert any("n/m (pool depth" in cell for row in hers[1] for cell in row)
+    assert evaluate.evaluate(ws, "test", [], registry.viewer(B)) == before  # after hers: nothing cached from it
+    assert evaluate.summary(ws, "test", [], registry.viewer(B)) != evaluate.summary(ws, "test", [], registry.viewer(A))
+    assert "Published the judge" in shown(judge.publish_judge(registry.store, ws, "ann", registry.viewer(A)))
+    assert evaluate.evaluate(ws, "test", [], registry.viewer(B)) == hers
+
+
+def test_the_judge_tabs_views_leave_out_anothers_unpublished_grades(app, tmp_path):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    pairs = labelled_pairs(ws)[:6]
+    grade_all(registry, ka, A, "ann", pairs)
+    grade_all(registry, kb, B, "bo", [(q, d, 2 - g) for q, d, g in pairs[:3]])  # bo disagrees on three
+    store, ana, bo = registry.store, registry.viewer(A), registry.viewer(B)
+    for v in (ana, bo):  # each sees one judge, its own
+        assert "1 judge so far" in judge.agreement_note(ws, store, v)[0] and judge.disagreement_rows(ws, store, v) == []
+    judge.publish_judge(store, ws, "bo", bo)  # bo's grades now count for ana too; ann's still not for bo
+    assert "Krippendorff" in judge.agreement_note(ws, store, ana)[0]
+    assert {row[3] for row in judge.disagreement_rows(ws, store, ana)} == {"ann: 2, bo: 0"}
+    assert "1 judge so far" in judge.agreement_note(ws, store, bo)[0] and judge.disagreement_rows(ws, store, bo) == []
+    exported = judge.export_qrels(ws, store, "csv", viewer=bo)
+    with open(exported, newline="") as f:
+        assert {r["judge"] for r in csv.DictReader(f)} == {"bo"}
+    assert store.judged_query_ids(ws.dataset.corpus_hash, bo) == sorted({q for q, _, _ in pairs[:3]})
+    assert store.judged_query_ids(ws.dataset.corpus_hash, ana) == sorted({q for q, _, _ in pairs})
+    settled_b = judge.settled_note(ws, store, 10, "all", viewer=bo)
+    settled_a = judge.settled_note(ws, store, 10, "all", viewer=ana)
+    assert settled_a != settled_b
+    assert "ann" not in judge.agreement_note(ws, store, bo)[1]["choices"].__repr__()  # the merge rules offered
+
+
+def test_bs_labels_on_open_and_applied_come_only_from_published_judges(app):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    pairs = [(q, d, 2) for q, d, _ in labelled_pairs(ws)[:1]]
+    q = pairs[0][0]
+    unlabelled = next(d for d in ws.dataset.docs if d not in ws.dataset.qrels["test"][q])
+    grade_all(registry, ka, A, "ann", [(q, unlabelled, 2)])  # a relevant document the data did not label
+    assert "nothing judged yet" in refusal(lambda: data.apply_judgments(registry, kb, session=B))
+    assert data.restored_start(registry, kb, session=B) is None  # bo's new page: nothing of ann's
+    mine = data.restored_start(registry, ka, session=A)  # ana's new page: her labels, her own workspace
+    assert mine is not None and registry.get(mine.key).dataset.qrels["test"][q][unlabelled] == 2
+    assert mine.key != kb and unlabelled not in registry.get(kb).dataset.qrels["test"][q]
+    judge.publish_judge(registry.store, ws, "ann", registry.viewer(A))
+    page = data.restored_start(registry, kb, session=B)
+    assert page is not None and registry.get(page.key).dataset.qrels["test"][q][unlabelled] == 2
+    assert page.key == mine.key  # the same labels now: the same workspace
+
+
+def test_failures_runs_and_the_snapshot_check_count_only_the_judges_a_session_sees(app):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws))
+    ana, bo = registry.viewer(A), registry.viewer(B)
+    pooled = {v: failure_gallery(ws, "test", viewer=v, sparse=False).pooled for v in (ana, bo)}
+    assert pooled[bo] == [] and len(pooled[ana]) == len(ws.dataset.qrels["test"])
+    table = {v: metrics_table(ws, "test", ("bm25", "dense"), viewer=v) for v in (ana, bo)}
+    assert table[bo][0]["pool_depth"] is None and table[ana][0]["pool_depth"] is not None
+    snap = snapshots.take(ws, "test", ["bm25"], "v1")
+    assert not snapshots.check(ws, snap, ["bm25"], viewer=bo).gated
+    assert snapshots.check(ws, snap, ["bm25"], viewer=ana).gated
+    assert snapshots.check(ws, snap, ["bm25"]).gated  # the command line: every judge's
+    run = ws.run("bm25", "test")
+    cmp = snapshots.diff(snap, snap, "bm25", ws.dataset.qrels["test"])[0]
+    said = {v: shown(runs.gated_conclusion(registry.store, ws, "test", ("a", "b"), (run, run), cmp, v))
+            for v in (ana, bo)}
+    assert "judged@10" not in said[bo] and "no verdict, not enough of a's results judged" in said[ana]
+
+
+def test_a_published_judge_is_still_only_its_makers_to_grade(app):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
+    judge.publish_judge(registry.store, ws, "ann", registry.viewer(A))
+    q, d, _ = labelled_pairs(ws)[1]
+    assert "another session's" in refusal(lambda: judge.grade_pair(ws, registry.store, "ann", q, d, 1, k=10,
+                                                                    viewer=registry.viewer(B)))
+    grade_all(registry, ka, A, "ann", [(q, d, 1)])  # its maker goes on: counted at once for everyone
+    assert len(registry.store.judgments(ws.dataset.corpus_hash, viewer=registry.viewer(B))) == 2
+
+
+def test_publishing_a_judge_is_refused_in_one_line_changing_nothing(app):
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    store, ana, bo = registry.store, registry.viewer(A), registry.viewer(B)
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
+    assert "no judge 'ann' of this session" in refusal(lambda: judge.publish_judge(store, ws, "ann", bo))
+    assert "no judge 'zed'" in refusal(lambda: judge.publish_judge(store, ws, "zed", ana))
+    assert "type the judge's name" in refusal(lambda: judge.publish_judge(store, ws, " ", ana))
+    assert not store.judge_makers(ws.dataset.corpus_hash)["ann"]["published"]
+    judge.publish_judge(store, ws, "ann", ana)
+    assert "published already" in refusal(lambda: judge.publish_judge(store, ws, "ann", ana))
+    assert "only its maker publishes it" in refusal(lambda: judge.publish_judge(store, ws, "ann", bo))
+
+
+# ---- off a shared deployment, and the command line: as before ------------------------------------
+def test_off_a_shared_deployment_every_session_grades_under_any_name_and_sees_every_grade(app, tmp_path):
+    registry, ka, kb = app(shared=False)
+    ws = registry.get(kb)
+    before = evaluate.evaluate(ws, "test", [], registry.viewer(B))
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws))
+    grade_all(registry, kb, B, "ann", labelled_pairs(ws)[:1])  # bo grades as ann too: allowed, as before
+    q, d, _ = labelled_pairs(ws)[1]
+    assert "changed a grade" in judge.import_judgments(ws, registry.store, upload(tmp_path, [[q, d, 0, "ann"]]), "",
+                                                       registry.viewer(B))
+    theirs = evaluate.evaluate(ws, "test", [], registry.viewer(B))
+    assert theirs != before and theirs == evaluate.evaluate(ws, "test", [], registry.viewer(A))
+    maker = registry.store.judge_makers(ws.dataset.corpus_hash)["ann"]
+    assert maker == {**maker, "owner": app_owner(A), "published": True}  # recorded, published as made
+    assert "nothing to publish" in refusal(lambda: judge.publish_judge(registry.store, ws, "ann", registry.viewer(A)))
+
+
+def test_the_command_line_reads_every_judge_and_its_judges_are_no_sessions(tmp_path):
+    store = Store(tmp_path / "cli.sqlite3")
+    ana, bo = Viewer(app_owner(A), True), Viewer(app_owner(B), True)
+    judge_owners.claim(store, "c", ["ann"], ana)
+    store.put_judgment("c", "q1", "t", "d1", 2, "ann")
+    store.put_judgments("c", [("q1", "t", "d2", 1, "cli-judge")])  # as `judges --import` writes: no maker
+    assert {r["judge"] for r in store.judgments("c")} == {"ann", "cli-judge"}  # no viewer: every judge
+    assert {r["judge"] for r in store.judgments("c", viewer=bo)} == {"cli-judge"}
+    with pytest.raises(judge_owners.JudgeTaken, match="'cli-judge' was kept before judges had makers"):
+        judge_owners.claim(store, "c", ["cli-judge"], bo)
+    with pytest.raises(judge_owners.JudgeTaken, match="'cli-judge'"):
+        store_judge(store, "c", "cli-judge", bo)  # starting to judge under it, too
+    store.close()
+
+
+def test_refusals_never_show_a_makers_id():
+    for owner in (app_owner(A), "app", "cli:alice", "cli", ""):
+        assert "alice" not in judge_owners.whose(owner) and A not in judge_owners.whose(owner)
+        assert app_owner(A) not in judge_owners.whose(owner)
+
+
+# ---- an existing store ------------------------------------------------------------------------
+def test_a_store_kept_before_judges_had_makers_opens_with_every_judge_published(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    con = sqlite3.connect(path)
+    con.execute("create table judgments (corpus text, query_id text, doc_id text, judge text, grade integer, "
+                "query_text text, time float, primary key (corpus, query_id, doc_id, judge))")
+    con.executemany("insert into judgments values (?, ?, ?, ?, ?, 't', ?)",
+                    [("c", "q1", "d1", "ann", 2, 5.0), ("c", "q1", "d2", "ann", 0, 3.0),
+                     ("c", "q1", "d1", "bo", 1, 4.0), ("other", "q1", "d1", "ann", 1, 1.0)])
+    con.commit()
+    con.close()
+    store = Store(path)
+    makers = store.judge_makers("c")
+    assert makers == {"ann": {"owner": "", "published": True, "created": 3.0},
+                      "bo": {"owner": "", "published": True, "created": 4.0}}
+    assert list(store.judge_makers("other")) == ["ann"]
+    stranger = Viewer(app_owner(B), True)
+    assert len(store.judgments("c", viewer=stranger)) == 3  # everyone's, as they were
+    with pytest.raises(judge_owners.JudgeTaken, match="'ann' was kept before judges had makers"):
+        judge_owners.claim(store, "c", ["ann"], stranger)
+    assert judge_owners.claim(store, "c", ["ann"], Viewer(app_owner(B), False)) == ()  # off shared: not refused
+    store.close()
+    Store(path).close()  # opened again: nothing added twice
+
+
+# ---- a property: whatever two sessions do -----------------------------------------------------
+NAMES = ["ann", "Ann", "аnn", "bo", "b0", "cy"]
+ACTIONS = st.lists(st.tuples(st.sampled_from(["grade", "import", "publish"]), st.integers(0, 1),
+                             st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)), max_size=20)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=ACTIONS, shared=st.booleans())
+def test_whatever_two_sessions_do_no_grade_lands_under_anothers_judge_and_each_sees_its_own(tmp_path_factory,
+                                                                                            actions, shared):
+    """Grading (``store_judge`` then ``claim`` then the write, as the Judge tab does), importing (one
+    claim for the file's judges) and publishing, in any order, under names that look alike: a judge
+    has one maker; on a shared deployment every grade under it is its maker's; no two judges look
+    alike; and each session reads exactly its own judges' grades and the published ones'."""
+    from retrieval.names import name_key
+
+    store = Store(tmp_path_factory.mktemp("judges") / "s.sqlite3")
+    who = (Viewer(app_owner(A), shared), Viewer(app_owner(B), shared))
+    writers: dict[str, set[str]] = {}  # judge -> the owners that stored a grade under it
+    try:
+        for step, (act, i, names) in enumerate(actions):
+            me = who[i]
+            try:
+                if act == "publish":
+                    judge_owners.publish(store, "c", names[0], me)
+                    continue
+                checked: list[str] = []  # a file's judges are held against each other too, as its reader does
+                for n in names:
+                    checked.append(check_judge(store_judge(store, "c", n, me), checked))
+                names = checked
+                claimed = judge_owners.claim(store, "c", names, me)
+                rows = [(f"q{step}", "t", "d", 1, n) for n in names]
+                try:
+                    store.put_judgments("c", rows)
+                except BaseException:
+                    judge_owners.release(store, "c", claimed, me)
+                    raise
+                for n in names:
+                    writers.setdefault(n, set()).add(me.owner)
+            except (ValueError, KeyError):
+                pass  # a refusal: the checks below say it changed nothing it should not have
+            makers = store.judge_makers("c")
+            judges = store.judges("c")
+            assert set(judges) == set(makers)  # every judge has a maker
+            assert len({name_key(j) for j in judges}) == len(judges)  # no two alike
+            if shared:
+                assert all(writers[j] == {makers[j]["owner"]} for j in writers)
+            for v in who:
+                seen = {(r["query_id"], r["judge"]) for r in store.judgments("c", viewer=v)}
+                expected = {(r["query_id"], r["judge"]) for r in store.judgments("c")
+                            if not shared or makers[r["judge"]]["published"] or makers[r["judge"]]["owner"] == v.owner}
+                assert seen == expected
+    finally:
+        store.close()
+
+
+# ---- a real app, two clients ------------------------------------------------------------------
+def error_of(act) -> str:
+    """The message a client's call is refused with, as the page shows it."""
+    with pytest.raises(Exception) as err:
+        act()
+    return shown(str(err.value))
+
+
+def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
+    """ana grades under 'ann' through /judge: bo can neither grade nor import under it, and bo's
+    /evaluate stays as it was until ana calls /publish_judge; then it changes to hers."""
+    from gradio_client import Client, handle_file
+
+    import app as rankscope_app
+
+    demo_app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
+                                              shared=True)
+    demo_app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                            **rankscope_app.launch_kwargs(registry.store))
+    try:
+        ana, bo = (Client(demo_app.local_url, verbose=False) for _ in range(2))
+        assert "/publish_judge" in ana.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        before = bo.predict("test", [], api_name="/evaluate")[1]
+        pairs = labelled_pairs(load_dataset(DEMO))
+        for q, d, g in pairs:
+            ana.predict("ann", q, d, str(g), 10, False, api_name="/judge")
+        q, d, _ = pairs[0]
+        assert error_of(lambda: bo.predict("ann", q, d, "0", 10, False, api_name="/judge")) == \
+            "the judge 'ann' is another session's; choose another name"
+        grades = upload(tmp_path, [[q, d, 0, "ann"]])
+        assert "another session's" in error_of(lambda: bo.predict(handle_file(grades), "",
+                                                                   api_name="/import_judgments"))
+        assert bo.predict("test", [], api_name="/evaluate")[1] == before
+        hers = ana.predict("test", [], api_name="/evaluate")[1]
+        assert hers != before
+        assert "no judge 'ann' of this session" in error_of(lambda: bo.predict("ann", api_name="/publish_judge"))
+        assert "Published the judge" in shown(ana.predict("ann", api_name="/publish_judge"))
+        assert bo.predict("test", [], api_name="/evaluate")[1] == hers
+        corpus = load_dataset(DEMO).corpus_hash
+        assert {j: len(registry.store.judgments(corpus, j)) for j in registry.store.judges(corpus)} == \
+            {"ann": len(pairs)}
+    finally:
+        demo_app.close()
