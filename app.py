@@ -9,7 +9,9 @@ goes on encoding in the background, and the page shows how far it is. The views 
 
 A shared deployment (``--shared``, or on Hugging Face Spaces, ``SPACE_ID`` set: ``shared``) keeps
 the query sets and snapshots made in a browser session that session's until it publishes them
-(``retrieval.owners``); elsewhere they are everyone's who opens the corpus.
+(``retrieval.owners``), and a judge's name the session's that first grades under it, its grades
+counted in other sessions' views only once published (``retrieval.judge_owners``); elsewhere they
+are everyone's who opens the corpus.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     takes longer than ``foreground_s`` goes on in the background. Clients may switch to the
     encoders ``ModelPolicy`` offers: the base, the bundled one, those trained here and
     ``allow_models`` (any, with ``trust_clients``, except on Hugging Face Spaces). ``shared`` (always on
-    Spaces: ``is_shared``): query sets and snapshots are their browser session's until published."""
+    Spaces: ``is_shared``): query sets, snapshots and judges are their browser session's until published."""
     store = Store(store_path) if store_path else Store()
     index_engine = open_engine(engine, allow_insecure_token=allow_insecure_token)
     if index_engine.where:
@@ -114,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send $RANKSCOPE_MILVUS_TOKEN over plain milvus:// (unencrypted); refused otherwise")
     p.add_argument("--shared", action="store_true",
                    help="a deployment strangers share (always so on Hugging Face Spaces, SPACE_ID set): the query "
-                   "sets and snapshots a browser session makes are its own until it publishes them, and only their "
-                   "maker can remove them")
+                   "sets, snapshots and judges a browser session makes are its own until it publishes them (only "
+                   "their maker removes a set or grades under a judge's name)")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     return p
