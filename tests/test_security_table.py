@@ -93,6 +93,6 @@ def test_every_test_named_exists():
                              path.read_text(encoding="utf-8"), re.M), f"{file} has no test {name}"
 
 
-@pytest.mark.parametrize("heading", ["Who and what", "Ways in", "Files out", "Read back", "Limits"])
+@pytest.mark.parametrize("heading", ["Who and what", "Ways in", "Files out", "Writes", "Read back", "Limits"])
 def test_the_threat_model_has_its_parts(heading):
     assert re.search(rf"^#+ .*{heading}", security_text(), re.M | re.I), heading
