@@ -112,10 +112,11 @@ def in_background(work):
     done: dict = {}
 
     def run() -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-        except (AttributeError, OSError):  # not Linux, or not allowed: at the priority it has
-            pass
+        if sys.platform.startswith("linux"):  # a thread id is a process id only there (elsewhere it could name one)
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+            except OSError:  # not allowed: at the priority it has
+                pass
         try:
             done["value"] = work()
         except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
