@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import html
 import json
 import os
 import random
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
     ratio = busy_s["p95_ms"] / idle_s["p95_ms"]
     print(f"{args.docs:,} documents, {args.queries:,} labelled queries; {rows:,} judgments by {args.judges} judges "
           f"imported in {result['seconds']:.1f} s ({stored:,} stored); {os.cpu_count()} CPUs")
-    print("  " + result["said"])
+    print("  " + html.unescape(result["said"]))  # the Judge tab's status line, as the page shows it
     for name, s in (("idle", idle_s), ("during import", busy_s)):
         print(f"  {name:<14} n {s['n']:>5}   p50 {s['p50_ms']:>8.1f} ms   p95 {s['p95_ms']:>8.1f} ms   "
               f"max {s['max_ms']:>8.1f} ms")
