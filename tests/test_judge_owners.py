@@ -8,7 +8,6 @@ a real app started with ``shared=True``."""
 from __future__ import annotations
 
 import csv
-import html
 import sqlite3
 import threading
 
@@ -29,21 +28,7 @@ from ui import data, evaluate, judge, runs
 from ui.registry import Registry
 
 from .conftest import DEMO
-
-A, B = "session-of-ana", "session-of-bo"  # two browser sessions' hashes
-
-
-def shown(status: str) -> str:
-    return html.unescape(status)
-
-
-def refusal(act) -> str:
-    """The one line a view's refusal (``gr.Error``) shows, as the browser shows it."""
-    with pytest.raises(gr.Error) as err:
-        act()
-    said = shown(err.value.message)
-    assert "\n" not in said and "app:" not in said  # one line, never another session's id
-    return said
+from .test_owners import A, B, refusal, shown
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import sqlite3
 import time
@@ -39,8 +40,8 @@ def refusal(act) -> str:
     """The one line a view's refusal (``gr.Error``) shows, as the browser shows it."""
     with pytest.raises(gr.Error) as err:
         act()
-    said = shown(str(err.value))
-    assert "\n" not in said
+    said = shown(err.value.message)
+    assert "\n" not in said and not re.search(r"app:[0-9a-f]{16}", said)  # one line, never another session's id
     return said
 
 
