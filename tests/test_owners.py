@@ -45,21 +45,37 @@ def refusal(act) -> str:
     return said
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "owners.sqlite3")
-    yield s
-    s.close()
-
-
 @pytest.fixture(scope="module")
 def demo():
     return load_dataset(DEMO)
 
 
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory, demo, tiny_encoder):
+    """A store holding the demo's vectors (the tiny encoder's, SPLADE's) and runs, and no snapshot,
+    query set or judgment: each test starts from a copy, so none encodes the corpus again."""
+    from ui.common import shown_systems
+
+    path = tmp_path_factory.mktemp("owners-warm") / "owners.sqlite3"
+    s = Store(path)
+    ws = Workspace(demo, s, model=tiny_encoder)
+    for system in shown_systems(ws):
+        ws.run(system, "test")
+    s.close()
+    return path
+
+
 @pytest.fixture
-def ws(store, demo):
-    return Workspace(demo, store)
+def store(tmp_path, warmed):
+    shutil.copyfile(warmed, tmp_path / "owners.sqlite3")
+    s = Store(tmp_path / "owners.sqlite3")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def ws(store, demo, tiny_encoder):
+    return Workspace(demo, store, model=tiny_encoder)  # snapshots of the runs on show: the tiny encoder's dense
 
 
 def viewers(shared: bool) -> tuple[Viewer, Viewer]:
@@ -445,33 +461,46 @@ def test_owner_ids_never_hold_the_session_token():
 
 
 # ---- the command line ------------------------------------------------------------------------
-def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_baseline(tmp_path):
+def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_baseline(tmp_path, capsys):
+    """``python -m retrieval snapshot`` in-process (``main``'s exit code, stdout and stderr; one real
+    process at the end, for the exit code a shell sees)."""
+    from types import SimpleNamespace
+
+    from retrieval.cli import main
+
     folder = tmp_path / "demo"
     shutil.copytree(DEMO, folder)
     store = tmp_path / "cli.sqlite3"
-    args = ("--systems", "bm25", "--store", store)
-    first = cli("snapshot", folder, "--name", "r1", "--note", "one", "--baseline", *args, tmp_path=tmp_path)
+    args = ("--systems", "bm25", "--store", str(store))
+
+    def snapshot(*argv):
+        code = main(["snapshot", str(folder), *argv])
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
+    first = snapshot("--name", "r1", "--note", "one", "--baseline", *args)
     assert first.returncode == 0, first.stderr
-    again = cli("snapshot", folder, "--name", "r1", *args, tmp_path=tmp_path)
+    again = snapshot("--name", "r1", *args)
     assert again.returncode == 2 and "error: a snapshot 'r1' exists already" in again.stderr
     assert "e.g. 'r1-2'" in again.stderr and "Traceback" not in again.stderr
-    lookalike = cli("snapshot", folder, "--name", "R1", *args, tmp_path=tmp_path)
+    lookalike = snapshot("--name", "R1", *args)
     assert lookalike.returncode == 2 and "looks like the existing 'r1'" in lookalike.stderr
-    base = cli("snapshot", folder, "--name", "r1", "--replace", *args, tmp_path=tmp_path)
+    base = snapshot("--name", "r1", "--replace", *args)
     assert base.returncode == 2 and "'r1' is the baseline and is never replaced" in base.stderr
-    assert cli("snapshot", folder, "--name", "r2", *args, tmp_path=tmp_path).returncode == 0
-    assert cli("snapshot", folder, "--name", "r2", "--replace", "--note", "two", *args,
-               tmp_path=tmp_path).returncode == 0
-    nope = cli("snapshot", folder, "--mark-baseline", "nope", "--store", store, tmp_path=tmp_path)
+    assert snapshot("--name", "r2", *args).returncode == 0
+    assert snapshot("--name", "r2", "--replace", "--note", "two", *args).returncode == 0
+    nope = snapshot("--mark-baseline", "nope", "--store", str(store))
     assert nope.returncode == 2 and "no snapshot 'nope'" in nope.stderr
-    moved = cli("snapshot", folder, "--mark-baseline", "r2", "--log", "--store", store, tmp_path=tmp_path)
+    moved = snapshot("--mark-baseline", "r2", "--log", "--store", str(store))
     assert moved.returncode == 0, moved.stderr
     assert "the baseline moved to 'r2' from 'r1'" in moved.stderr
     assert "baseline: r2, set by the command line (" in moved.stdout and "(taken by the command line (" in moved.stdout
     log = [line for line in moved.stdout.splitlines() if " → " in line]
     assert [line.split("  ")[1] for line in log] == ["(none) → r1", "r1 → r2"]
-    long = cli("snapshot", folder, "--name", "r3", "--note", "x" * 2001, *args, tmp_path=tmp_path)
+    long = snapshot("--name", "r3", "--note", "x" * 2001, *args)
     assert long.returncode == 2 and "note has at most 2,000 characters" in long.stderr
+    real = cli("snapshot", folder, "--name", "r1", *args, tmp_path=tmp_path)  # a shell sees 2, one line, no traceback
+    assert real.returncode == 2 and "exists already" in real.stderr and "Traceback" not in real.stderr
 
 
 # ---- a real app, two clients ------------------------------------------------------------------
