@@ -171,6 +171,7 @@ def test_failures_endpoint_and_the_offline_report(client):
     assert report.count("Plotly.newPlot") >= 2  # the counts chart and the recall curves at least
 
 
+@pytest.mark.slow
 def test_project_endpoint_base_beside_fine_tuned(client, running_app, tmp_path):
     status, figure, hist, summary = client.predict("test", 10, "", "", api_name="/project")
     counts = summary["counts"]

@@ -185,6 +185,8 @@ def test_a_small_corpus_is_ready_when_the_load_returns(tiny_encoder, store):
     assert registry.get(loaded.key).pending(BASE_SYSTEMS) == []
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_encoder, tmp_path):
     import json
 

@@ -12,7 +12,10 @@ import pytest
 
 from .conftest import DEMO, ROOT
 
+pytestmark = pytest.mark.bench
 
+
+@pytest.mark.slow
 @pytest.mark.parametrize("select_on", ["hybrid", "dense_recall@100"])
 def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_model_dir, select_on):
     out = tmp_path / "abl.json"
@@ -56,6 +59,7 @@ def test_search_picks_the_best_held_out_trial_and_refits_with_it(tmp_path, tiny_
     assert row2["search"] == trials and row2["config"] == row["config"] and row2["hybrid"] == row["hybrid"]
 
 
+@pytest.mark.slow
 def test_wise_scores_interpolations_with_the_base_beside_the_trials(tmp_path, tiny_model_dir):
     """α 0 is the base's own weights and α 1 the trial's: their held-out scores must equal the base's
     reference line and the trial's last epoch; α 0.5 is a model of its own, recorded, never chosen."""

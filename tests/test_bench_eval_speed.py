@@ -2,7 +2,11 @@
 with one passage it was drawn from."""
 from __future__ import annotations
 
+import pytest
+
 from .conftest import bench_module
+
+pytestmark = pytest.mark.bench
 
 
 def test_the_corpus_is_seeded_and_every_query_has_the_passage_it_was_drawn_from(tmp_path):

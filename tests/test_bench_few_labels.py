@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import DEMO, ROOT, bench_module
 
+pytestmark = pytest.mark.bench
+
 
 @pytest.fixture(scope="module")
 def bench():
@@ -29,6 +31,7 @@ def test_shares_are_seeded_nested_and_never_touch_test(bench):
     assert bench.keep_share(ds, 0.2).qrels["train"] == some.qrels["train"]  # seeded
 
 
+@pytest.mark.slow
 def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
     out = tmp_path / "few.json"
 
@@ -64,6 +67,7 @@ def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
     assert again.stdout.strip().splitlines()[-1] == last
 
 
+@pytest.mark.slow
 def test_check_runs_what_the_train_tab_runs(tiny_model_dir, tmp_path):
     """``--check``: the defaults' held-out check and refit; each row says what was kept, with its p."""
     out = tmp_path / "few.json"

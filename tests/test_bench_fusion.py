@@ -8,6 +8,8 @@ import pytest
 
 from .conftest import DEMO, bench_module
 
+pytestmark = pytest.mark.bench
+
 
 @pytest.fixture(scope="module")
 def bench():
@@ -19,6 +21,7 @@ def demo_rows(bench, tiny_encoder):
     return bench.table({"demo": (DEMO, "test", "train")}, ["as is", "codes"], None, model=tiny_encoder)
 
 
+@pytest.mark.slow
 def test_the_default_row_is_the_gated_query_max_combination(bench, demo_rows, tiny_encoder):
     from retrieval import Workspace, load_dataset
     from retrieval.reliability import dense_reliability
@@ -75,6 +78,7 @@ def test_a_kind_made_for_two_splits_edits_the_corpus_for_both_and_keeps_the_firs
                for q, labels in codes.qrels[s].items() for d in labels)
 
 
+@pytest.mark.slow
 def test_each_column_shows_its_label_free_signals_beside_the_alphas_that_meet_the_target(bench, tiny_encoder,
                                                                                         capsys):
     sig: dict = {}

@@ -10,7 +10,10 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.bench
 
+
+@pytest.mark.slow
 def test_a_tiny_run_prints_both_phases_and_the_ratio_last(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "import_contention.py"), "--docs", "100", "--queries",
                            "12", "--rows", "3000", "--searches", "10", "--work", str(tmp_path)],

@@ -10,6 +10,8 @@ from retrieval.readers import load_dataset
 
 from .conftest import DEMO, bench_module
 
+pytestmark = pytest.mark.bench
+
 
 @pytest.fixture(scope="module")
 def bench():

@@ -10,7 +10,10 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.bench
 
+
+@pytest.mark.slow
 def test_a_small_run_measures_held_and_untrimmed_memory_against_the_estimate(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "session_memory.py"), "--docs", "400", "--datasets", "",
                            "--dim", "64", "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)

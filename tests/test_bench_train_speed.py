@@ -12,7 +12,10 @@ import pytest
 
 from .conftest import DEMO, ROOT, bench_module
 
+pytestmark = pytest.mark.bench
 
+
+@pytest.mark.slow
 def test_both_trainers_run_the_timed_steps_and_the_last_line_is_their_ratio(tmp_path, tiny_model_dir):
     pytest.importorskip("datasets")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}

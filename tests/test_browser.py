@@ -31,7 +31,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--disable-dev-shm-usage"]
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
-              pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed")]
+              pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed"),
+              pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

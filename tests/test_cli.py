@@ -58,6 +58,7 @@ def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
     return labels
 
 
+@pytest.mark.slow
 def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_model_dir):
     out_json, run_dir = tmp_path / "out" / "metrics.json", tmp_path / "runs"
     res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3",

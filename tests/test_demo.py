@@ -25,6 +25,7 @@ def ws():
     return Workspace(load_dataset(DEMO), store=None, model=load_encoder(None, device="cpu"))
 
 
+@pytest.mark.slow
 def test_the_hybrid_beats_both_on_test_with_lambda_tuned_on_train(ws):
     choice = ws.lambda_for("test")
     assert choice.how.startswith("tuned on train (nDCG@10")
@@ -32,6 +33,7 @@ def test_the_hybrid_beats_both_on_test_with_lambda_tuned_on_train(ws):
     assert ndcg["hybrid"] >= max(ndcg["bm25"], ndcg["dense"]) + MARGIN, (choice.value, ndcg)
 
 
+@pytest.mark.slow
 def test_every_failure_category_has_two_cards_on_test(ws):
     gallery = failure_gallery(ws, "test")
     base = [c for c in CATEGORIES if c not in FINETUNING_CATEGORIES]

@@ -23,6 +23,8 @@ from retrieval.store import Store  # noqa: E402
 from .conftest import DEMO  # noqa: E402
 from .test_cli import cli  # noqa: E402
 
+pytestmark = pytest.mark.milvus
+
 
 @pytest.fixture(scope="module")
 def lite(tmp_path_factory):
@@ -87,6 +89,7 @@ def sparse_store(tmp_path_factory):
     store.close()
 
 
+@pytest.mark.slow
 def test_splade_through_milvus_matches_the_in_process_engine(demo, lite, sparse_store):
     local = Workspace(demo, sparse_store)
     remote = Workspace(demo, sparse_store, engine=lite)
@@ -258,6 +261,7 @@ def test_index_variants_need_the_in_process_engine(pair):
         pair[1].with_index("sq8")
 
 
+@pytest.mark.slow
 def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
     db = tmp_path / "cli.db"
     done = cli("evaluate", DEMO, "--model", tiny_model_dir, "--engine", f"milvus:{db}", tmp_path=tmp_path)

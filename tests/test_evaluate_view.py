@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from html import unescape
 
+import pytest
+
 from retrieval.systems import BM25, DENSE, HYBRID, label
 from retrieval.tables import comparisons, headline, metrics_table
 from retrieval.workspace import Workspace
@@ -16,6 +18,7 @@ from ui.common import metrics_caption
 from .test_coverage import judged_in_app, toy_ws  # noqa: F401  (the fixture)
 
 
+@pytest.mark.slow
 def test_the_headline_follows_the_comparisons_of_the_best_system(demo, tiny_encoder, store):
     ws = Workspace(demo, store, model=tiny_encoder)
     systems = (BM25, DENSE, HYBRID)
@@ -65,6 +68,7 @@ def test_no_best_system_on_judgments_that_do_not_cover_it(toy_ws, store, tiny_en
     assert "not measurable" in curves.layout.title.text
 
 
+@pytest.mark.slow
 def test_the_caption_opens_in_words_and_the_formula_is_behind_the_toggle(demo, tiny_encoder, store):
     ws = Workspace(demo, store, model=tiny_encoder)
     caption = unescape(metrics_caption(ws, "test"))

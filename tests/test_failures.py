@@ -448,6 +448,7 @@ def _best_relevant(demo, which, system, qid, labels) -> int:
     return min((r.get(d, 1001) for d, v in labels.items() if v > 0), default=1001)
 
 
+@pytest.mark.slow
 def test_demo_gallery_follows_the_definitions(demo):
     ws, g = demo.ws, demo.gallery
     qrels = ws.dataset.qrels["test"]

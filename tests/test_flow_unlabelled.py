@@ -24,7 +24,8 @@ import pytest
 from .conftest import DEMO
 from .test_browser import ARGS, CHROMIUM, open_tab, upload
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
+              pytest.mark.browser, pytest.mark.slow]
 
 LATE = "Learned sparse (SPLADE)"
 SYSTEMS = ("BM25", "Dense", "Hybrid (CLEAR λ)", LATE)

@@ -105,6 +105,7 @@ def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, 
     assert ("within noise" in result.verdict) == (p >= 0.05)
 
 
+@pytest.mark.slow
 def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     """The bundled MiniLM (its hybrid clearly beats BM25 alone on the demo); each epoch's weights are
     then wiped, the way a collapsed encoder ranks (every document alike), before the check reads them."""

@@ -870,6 +870,7 @@ def error_of(call) -> str:
     return shown(err.value)
 
 
+@pytest.mark.slow
 def test_two_clients_one_imports_and_loads_twenty_times_the_other_keeps_searching(shared_app, tmp_path):
     import threading
 

@@ -130,6 +130,7 @@ def test_a_new_queue_marks_jobs_a_dead_process_left_as_interrupted(store, tmp_pa
     reopened.close()
 
 
+@pytest.mark.slow
 def test_a_stopped_job_resumes_under_its_id_and_ends_as_if_never_stopped(store, demo, tiny_model_dir, tmp_path):
     from safetensors.torch import load_file
 

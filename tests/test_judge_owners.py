@@ -223,6 +223,7 @@ def test_two_sessions_claiming_one_new_name_at_once_one_wins(tmp_path):
 
 
 # ---- a session's views count its own judges and the published ones -----------------------------
+@pytest.mark.slow
 def test_bs_evaluate_does_not_change_when_a_grades_until_a_publishes(app):
     """A judges the labelled pairs of every test query: the labels are then judged in the app, so
     the verdicts are gated on coverage and the metrics deeper than the judged pool are not
@@ -282,6 +283,7 @@ def test_bs_labels_on_open_and_applied_come_only_from_published_judges(app):
     assert page.key == mine.key  # the same labels now: the same workspace
 
 
+@pytest.mark.slow
 def test_failures_runs_and_the_snapshot_check_count_only_the_judges_a_session_sees(app):
     registry, ka, kb = app()
     ws = registry.get(kb)
@@ -329,6 +331,7 @@ def test_publishing_a_judge_is_refused_in_one_line_changing_nothing(app):
 
 
 # ---- off a shared deployment, and the command line: as before ------------------------------------
+@pytest.mark.slow
 def test_off_a_shared_deployment_every_session_grades_under_any_name_and_sees_every_grade(app, tmp_path):
     registry, ka, kb = app(shared=False)
     ws = registry.get(kb)
@@ -397,6 +400,7 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["grade", "import", "publish"]), st
                              st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)), max_size=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, shared=st.booleans())
 def test_whatever_two_sessions_do_no_grade_lands_under_anothers_judge_and_each_sees_its_own(tmp_path_factory,
@@ -455,6 +459,7 @@ def error_of(act) -> str:
     return shown(str(err.value))
 
 
+@pytest.mark.slow
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     """ana grades under 'ann' through /judge: bo can neither grade nor import under it, and bo's
     /evaluate stays as it was until ana calls /publish_judge; then it changes to hers."""

@@ -105,6 +105,7 @@ def test_move_to_front_and_the_bandit_follow_relevant_documents():
     assert [q for q, _ in two] == ["q1", "q2", "q1", "q2"]  # the queries take turns
 
 
+@pytest.mark.slow
 def test_the_benchmark_on_the_demo(tiny_encoder, store):
     bench = bench_module("judging_effort")
     data = bench.inputs(DEMO, store, model=tiny_encoder)

@@ -95,6 +95,7 @@ def lists(store: Store, corpus: str, name: str) -> dict:
 
 
 # ---- snapshots are never overwritten ----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
 def test_another_session_cannot_overwrite_a_snapshot_by_reusing_its_name(ws, store, shared):
     ana, bo = viewers(shared)
@@ -461,6 +462,7 @@ def test_owner_ids_never_hold_the_session_token():
 
 
 # ---- the command line ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_baseline(tmp_path, capsys):
     """``python -m retrieval snapshot`` in-process (``main``'s exit code, stdout and stderr; one real
     process at the end, for the exit code a shell sees)."""
@@ -504,6 +506,7 @@ def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_ba
 
 
 # ---- a real app, two clients ------------------------------------------------------------------
+@pytest.mark.slow
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     """Two gradio_client sessions of an app started with ``shared=True``: bo neither sees nor
     overwrites ana's snapshot, nor marks it the baseline, until ana publishes it."""
@@ -555,6 +558,7 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["save", "replace", "mark", "publis
                              st.sampled_from(NAMES)), max_size=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, shared=st.booleans())
 def test_whatever_two_sessions_do_no_snapshot_changes_hands_and_every_baseline_move_is_logged(tmp_path_factory,

@@ -187,6 +187,7 @@ def test_another_encoder_gets_its_own_projection(demo, tmp_path):
     assert np.allclose(dist(right), dist(tuned.xy[rows]), atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:precomputed_knn")
 def test_cosine_knn_matches_brute_force_and_umap_builds_the_same_graph():
     import umap

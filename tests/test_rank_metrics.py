@@ -49,6 +49,7 @@ def run_and_qrels(draw, max_len: int = 15, distinct: bool = False):
 
 # ranx orders equal scores like a stable sort on lists of up to 15 documents (numba's quicksort
 # falls back to insertion sort there): ties are exact against ranx up to that depth
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run_and_qrels())
 def test_equals_ranx_on_small_runs_with_ties(data):

@@ -45,6 +45,7 @@ def test_spread_is_one_minus_the_mean_cosine_between_distinct_rows():
     assert spread(np.ones((4, 3))) == pytest.approx(0.0)
 
 
+@pytest.mark.slow
 def test_a_corpus_the_encoder_cannot_read_leaves_the_hybrid_to_bm25(demo, minilm, store):
     greek = Workspace(small(demo, GREEK), store, model=minilm)
     check = dense_reliability(greek)
@@ -63,6 +64,7 @@ def test_a_corpus_the_encoder_cannot_read_leaves_the_hybrid_to_bm25(demo, minilm
     assert "λ = ∞" in caption and "BM25 alone" in caption and "paraphrase" not in caption  # no equal weights here
 
 
+@pytest.mark.slow
 def test_a_corpus_it_reads_keeps_equal_weights(demo, minilm, store):
     english = Workspace(small(demo), store, model=minilm)
     check = dense_reliability(english)
@@ -70,6 +72,7 @@ def test_a_corpus_it_reads_keeps_equal_weights(demo, minilm, store):
     assert english.lambda_for("test").value == LABEL_FREE_LAMBDA
 
 
+@pytest.mark.slow
 def test_identifier_lookups_are_left_to_bm25_and_the_caption_says_so(demo, minilm, store):
     base = small(demo)
     codes = {d: f"QX-{4000 + n}" for n, d in enumerate(base.docs)}

@@ -58,6 +58,7 @@ def counts(store_path: Path) -> dict:
         store.close()
 
 
+@pytest.mark.slow
 def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_model_dir, tmp_path):
     store_path, log = tmp_path / "store.sqlite3", tmp_path / "app.log"
     proc, url = start_app(tiny_model_dir, store_path, log)
@@ -138,6 +139,7 @@ Workspace(load_dataset(data), Store(store), model=model).build_dense(progress=pr
 """
 
 
+@pytest.mark.slow
 def test_encoding_killed_at_60_percent_resumes_where_it_stopped(tiny_model_dir, tmp_path):
     """A corpus of 3,000 passages, encoding killed (SIGKILL) once 60% is done; the CLI run that
     follows reads what was committed and encodes the rest, redoing at most one committed part."""

@@ -65,6 +65,7 @@ def test_a_sample_is_kept_with_the_corpus(tmp_path):
     assert sampling.stored(again, fewer)[0].query_ids == sample.query_ids[5:]  # the queries it still has
 
 
+@pytest.mark.slow
 def test_the_judge_queue_is_kept_up_to_date_grade_by_grade(tmp_path, tiny_encoder):
     from retrieval import Workspace
     from ui import judge

@@ -63,6 +63,7 @@ def demo_copy(tmp_path):
     return folder
 
 
+@pytest.mark.slow
 def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
     store = tmp_path / "gate.sqlite3"
     made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--note", "defaults", "--baseline",
@@ -93,6 +94,7 @@ def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
         assert failed.returncode == 2 and f"error: {said}" in failed.stderr, (args, failed.stderr)
 
 
+@pytest.mark.slow
 def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_path, tiny_encoder):
     from ui import runs
 
@@ -186,6 +188,7 @@ def test_the_markdown_summary_reads_as_source_and_renders_as_the_text():
 
 
 # ---- the coverage gate on labels judged in the app ----------------------------------------------
+@pytest.mark.slow
 def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_more(tmp_path, demo_copy):
     """The baseline's BM25 was pooled and judged; the mis-set BM25 brings up documents nobody judged
     (judged@10 0.80 on the 23 queries with a relevant label), which count as not relevant. Before,

@@ -77,6 +77,7 @@ def test_without_the_package_that_ships_it_the_message_says_what_to_install(monk
         bundled_path()
 
 
+@pytest.mark.slow
 def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, store):
     from retrieval.search import side_by_side
     from ui.common import shown_systems
@@ -103,6 +104,7 @@ def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, 
     assert ws.system_params("splade")["sparse_model"] == ws.sparse.model.fingerprint
 
 
+@pytest.mark.slow
 def test_failures_show_learned_sparse_ranks_terms_and_what_its_expansion_bridges(demo, tiny_encoder, store):
     from retrieval.failures import failure_gallery
     from ui.present.report import card_html

@@ -23,6 +23,7 @@ def run(module: str, *args, tmp_path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, encoding="utf-8", timeout=300)
 
 
+@pytest.mark.slow
 def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
     store, out = tmp_path / "s.sqlite3", tmp_path / "ft"
     res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
@@ -62,6 +63,7 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
     assert ndcg == pytest.approx(float(rows[("fine-tuned", "dense")][1]), abs=1e-4)
 
 
+@pytest.mark.slow
 def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
     res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
               "--epochs", "2", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu", "--holdout",
@@ -76,6 +78,7 @@ def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
     assert "4/4" in last_bar and "held-out check — triplet epoch 2" in res.stderr
 
 
+@pytest.mark.slow
 def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model_dir):
     """SIGKILL once the first epoch's checkpoint is on disk; the same command then resumes from it and
     exports the weights a run never stopped exports."""

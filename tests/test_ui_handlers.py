@@ -165,6 +165,7 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
         search.set_queries(registry, ws, "nope", registry.viewer(""))
 
 
+@pytest.mark.slow
 def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path):
     from retrieval.dataset import Dataset, Document
     from retrieval.encoder import Encoder

@@ -46,6 +46,7 @@ def demo_cache(tmp_path_factory, tiny_encoder):
     store.close()
 
 
+@pytest.mark.slow
 def test_every_system_is_evaluated_on_the_test_split(demo_cache):
     ds, evals = demo_cache.ds, demo_cache.evals
     test_qids = set(ds.split_queries("test"))
