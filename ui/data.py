@@ -283,9 +283,7 @@ def remove_query_set(registry: Registry, key: str, set_id: str | None, session: 
     ws = registry.get(key)
     try:
         dataset = query_sets.drop(registry.store, ws.dataset, set_id, registry.viewer(session))
-    except KeyError as err:
-        raise refuse(err.args[0]) from err
-    except ValueError as err:  # another session's, on a shared deployment
+    except (KeyError, ValueError) as err:  # another session's, on a shared deployment
         raise refuse(err) from err
     gone = len(ws.dataset.queries) - len(dataset.queries)
     try:
@@ -308,9 +306,7 @@ def publish_query_set(registry: Registry, key: str, set_id: str | None, session:
     try:
         found = query_sets.publish(registry.store, registry.get(key).dataset.corpus_hash, set_id,
                                    registry.viewer(session))
-    except KeyError as err:
-        raise refuse(err.args[0]) from err
-    except ValueError as err:
+    except (KeyError, ValueError) as err:
         raise refuse(err) from err
     return (f"✅ Published the query set {code(found['name'])} ({count(found['n'], 'query', 'queries')}): every "
             "session that opens this corpus gets its queries; only this session can remove it.")

@@ -481,9 +481,7 @@ def publish_judge(store: Store, ws: Workspace, judge: str | None, viewer: Viewer
     try:
         name = check_judge(judge)
         judge_owners.publish(store, ws.dataset.corpus_hash, name, viewer)
-    except KeyError as err:
-        raise refuse(err.args[0]) from err
-    except ValueError as err:
+    except (KeyError, ValueError) as err:
         raise refuse(err) from err
     return (f"✅ Published the judge {esc(name)}: its grades now count in every session's views (Judge, Evaluate, "
             "Runs, Failures, the labels applied). Only this session grades under the name.")

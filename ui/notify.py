@@ -13,7 +13,11 @@ from .present.escape import text
 
 
 def refuse(message: object) -> gr.Error:
-    """The error to raise for ``message`` (``raise refuse(...)``): one line, shown as typed."""
+    """The error to raise for ``message`` (``raise refuse(...)``): one line, shown as typed. A
+    ``KeyError`` (the library's "no such snapshot / set / judge") gives its message, not the quoted
+    form ``str`` gives a KeyError."""
+    if isinstance(message, KeyError) and message.args:
+        message = message.args[0]
     return gr.Error(text(message))
 
 

@@ -114,7 +114,7 @@ def take_snapshot(store: Store, ws: Workspace, name: str, note: str = "", baseli
         if baseline:
             snapshots.mark_baseline(store, corpus, snap.name, viewer)
     except (ValueError, KeyError) as err:
-        raise refuse(err.args[0] if isinstance(err, KeyError) else err) from err
+        raise refuse(err) from err
     private = " Only this session sees it until you publish it." if viewer.shared and not snap.published else ""
     return (f"Snapshot {code(snap.name)} {'replaced' if replaced else 'kept'}: "
             f"{', '.join(text(s) for s in snap.runs)} on {text(split)}"
@@ -130,9 +130,7 @@ def mark_baseline(store: Store, ws: Workspace, name: str, viewer: Viewer = OPERA
     corpus = ws.dataset.corpus_hash
     try:
         move = snapshots.mark_baseline(store, corpus, name, viewer)
-    except KeyError as err:
-        raise refuse(err.args[0]) from None
-    except ValueError as err:
+    except (KeyError, ValueError) as err:
         raise refuse(err) from err
     if move is None:
         return f"{code(name)} is the baseline already ({text(snapshots.baseline_line(store, corpus, viewer))})."
@@ -149,9 +147,7 @@ def publish_snapshot(store: Store, ws: Workspace, name: str, viewer: Viewer) -> 
         raise refuse("pick a snapshot to publish")
     try:
         snapshots.publish(store, ws.dataset.corpus_hash, name, viewer)
-    except KeyError as err:
-        raise refuse(err.args[0]) from None
-    except ValueError as err:
+    except (KeyError, ValueError) as err:
         raise refuse(err) from err
     return f"Published {code(name)}: every session sees it now, and it can be the baseline; only you can replace it."
 
@@ -185,9 +181,7 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
     try:
         sa, sb = (snapshots.load(store, ws.dataset.corpus_hash, n, viewer) for n in (a, b))
         cmp, (iv_a, iv_b), moved = snapshots.diff(sa, sb, system, ws.dataset.qrels[split], metric or PRIMARY)
-    except KeyError as err:
-        raise refuse(err.args[0]) from None
-    except ValueError as err:
+    except (KeyError, ValueError) as err:
         raise refuse(err) from err
     note = (f"**{text(label(system))}, {code(b)} − {code(a)}** on {text(split)} ({cmp.metric}, today's labels): "
             f"{cmp.mean_b:.4f} {interval_text(iv_b)} − {cmp.mean_a:.4f} {interval_text(iv_a)} = {cmp.delta:+.4f} "
