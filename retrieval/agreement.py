@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .intervals import Interval, percentile_interval
-from .judgments import GRADES, Pair, disagreements, grades_by_pair
+from retrieval.intervals import Interval, percentile_interval
+from retrieval.judgments import GRADES, Pair, disagreements, grades_by_pair
 
 INTERVAL_RESAMPLES = 2_000
 ALPHA_RESAMPLES = 2_000

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .background import BackgroundBuild, EncodingStatus, check_stopping
-from .progress import Progress
+from retrieval.background import BackgroundBuild, EncodingStatus, check_stopping
+from retrieval.progress import Progress
 
 T = TypeVar("T")
 A = TypeVar("A")

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from .coverage import MIN_JUDGED_AT_10
-from .metrics import interval_text
-from .snapshots import CheckResult, SystemCheck
-from .systems import label
+from retrieval.coverage import MIN_JUDGED_AT_10
+from retrieval.metrics import interval_text
+from retrieval.snapshots import CheckResult, SystemCheck
+from retrieval.systems import label
 
 # XML 1.0 §2.2 Char: tab, LF, CR, U+0020–U+D7FF, U+E000–U+FFFD, U+10000–U+10FFFF; the rest cannot be written
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -213,7 +213,7 @@ def _word(s: SystemCheck) -> str:
 
 
 def markdown_summary(result: CheckResult, shown: int = 10, strict: bool = False) -> str:
-    from .markdown import code, text
+    from retrieval.markdown import code, text
 
     snap = result.baseline
     lines = [f"### RankScope check: {headline(result, strict)}", "",

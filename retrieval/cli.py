@@ -38,26 +38,26 @@ import sys
 import time
 from pathlib import Path
 
-from .coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
-from .dataset import Dataset
-from .encoder import PRECISIONS
-from .engines import ENGINE_SPECS, open_engine
-from .evaluate import positive_qrels, significance_marks
-from .intervals import LEVEL
-from .lambdas import shown
-from .language import corpus_tokenizer
-from .lookup import RULE as LOOKUP_RULE
-from .lookup import identifier_lookups
-from .metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, interval_text
-from .names import file_name
-from .readers import load_dataset, read_run
-from .staging import MAX_IMPORT_ROWS
-from .store import Store, default_store_path
-from .systems import HYBRID, SYSTEMS, label
-from .tables import compared_pairs
-from .terminal import safe_output
-from .trec import write_trec
-from .workspace import Workspace
+from retrieval.coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
+from retrieval.dataset import Dataset
+from retrieval.encoder import PRECISIONS
+from retrieval.engines import ENGINE_SPECS, open_engine
+from retrieval.evaluate import positive_qrels, significance_marks
+from retrieval.intervals import LEVEL
+from retrieval.lambdas import shown
+from retrieval.language import corpus_tokenizer
+from retrieval.lookup import RULE as LOOKUP_RULE
+from retrieval.lookup import identifier_lookups
+from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, interval_text
+from retrieval.names import file_name
+from retrieval.readers import load_dataset, read_run
+from retrieval.staging import MAX_IMPORT_ROWS
+from retrieval.store import Store, default_store_path
+from retrieval.systems import HYBRID, SYSTEMS, label
+from retrieval.tables import compared_pairs
+from retrieval.terminal import safe_output
+from retrieval.trec import write_trec
+from retrieval.workspace import Workspace
 
 
 def _progress(fraction: float, what: str) -> None:
@@ -263,11 +263,11 @@ def cmd_info(args) -> int:
 
 def cmd_judges(args) -> int:
     """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
-    from . import staging
-    from .agreement import agreement
-    from .judgments import merged_qrels
-    from .readers import judgments as judgment_files
-    from .trec import write_qrels
+    from retrieval import staging
+    from retrieval.agreement import agreement
+    from retrieval.judgments import merged_qrels
+    from retrieval.readers import judgments as judgment_files
+    from retrieval.trec import write_qrels
 
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())
@@ -318,10 +318,9 @@ def cmd_search(args) -> int:
 
 
 def cmd_failures(args) -> int:
+    from retrieval.failures import failure_gallery
     from ui.present.evaluation import report_parts
     from ui.present.report import write_gallery
-
-    from .failures import failure_gallery
 
     ds, ws = _open(args)
     split = ws.require_split(args.split or ds.default_split())
@@ -355,8 +354,8 @@ def cmd_drop(args) -> int:
 
 
 def cmd_snapshot(args) -> int:
-    from . import snapshots
-    from .owners import Viewer, cli_owner, describe, when
+    from retrieval import snapshots
+    from retrieval.owners import Viewer, cli_owner, describe, when
 
     ds, ws = _open(args)
     if ws.store is None:
@@ -460,7 +459,7 @@ def cmd_check(args) -> int:
 
 
 def _check(args) -> int:
-    from . import check_report, snapshots
+    from retrieval import check_report, snapshots
 
     metric, max_drop = snapshots.gate_metric(args.metric), snapshots.gate_max_drop(args.max_drop)
     junit, summary = _output_path(args.junit, "--junit"), _output_path(args.summary, "--summary")

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .evaluate import Evaluation, compare
-from .intervals import Interval
-from .metrics import SIGNIFICANT, SUMMARY_METRICS, interval_text
-from .systems import ENCODER_SYSTEMS, HYBRID
-from .workspace import Workspace
+from retrieval.evaluate import Evaluation, compare
+from retrieval.intervals import Interval
+from retrieval.metrics import SIGNIFICANT, SUMMARY_METRICS, interval_text
+from retrieval.systems import ENCODER_SYSTEMS, HYBRID
+from retrieval.workspace import Workspace
 
 DEFAULT_VARIANTS = (("flat", None), ("sq8", None), ("flat", 128), ("sq8", 128))
 

@@ -45,11 +45,11 @@ import math
 from dataclasses import dataclass, field
 from statistics import median_low
 
-from .dataset import Qrels
-from .evaluate import Comparison, Evaluation, compare, compare_pairs, evaluate_run, positive_qrels
-from .intervals import Interval
-from .metrics import BPREF, NDCG_CONDENSED, PRIMARY
-from .run import Run
+from retrieval.dataset import Qrels
+from retrieval.evaluate import Comparison, Evaluation, compare, compare_pairs, evaluate_run, positive_qrels
+from retrieval.intervals import Interval
+from retrieval.metrics import BPREF, NDCG_CONDENSED, PRIMARY
+from retrieval.run import Run
 
 MIN_JUDGED_AT_10 = 0.9  # the module docstring says why
 COVERAGE_DEPTH = 10  # judged@10: the depth the verdict's nDCG@10 looks at

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import LoadReport
+from retrieval.errors import LoadReport
 
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded label
 

@@ -30,12 +30,12 @@ from typing import NamedTuple
 import faiss
 import numpy as np
 
-from .encoder import Encoder
-from .kept_index import KEPT_FILES, Stamp, stamp_path, write_stamp
-from .part_files import partial, remove_orphans
-from .run import Run
-from .store import Store, text_hash
-from .through_store import COMMIT_EVERY, encode_through_store
+from retrieval.encoder import Encoder
+from retrieval.kept_index import KEPT_FILES, Stamp, stamp_path, write_stamp
+from retrieval.part_files import partial, remove_orphans
+from retrieval.run import Run
+from retrieval.store import Store, text_hash
+from retrieval.through_store import COMMIT_EVERY, encode_through_store
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .language import LanguageGuess, detect_language, encoder_mismatch
-from .systems import BM25, DENSE
-from .workspace import Workspace
+from retrieval.language import LanguageGuess, detect_language, encoder_mismatch
+from retrieval.systems import BM25, DENSE
+from retrieval.workspace import Workspace
 
 
 @dataclass(frozen=True)

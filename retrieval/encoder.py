@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import EncoderLoadError
-from .lambdas import TrainedOn
-from .part_files import partial, remove_orphans
+from retrieval.errors import EncoderLoadError
+from retrieval.lambdas import TrainedOn
+from retrieval.part_files import partial, remove_orphans
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -221,7 +221,7 @@ def open_model(target: str, device: str):
     naming any other module is refused before anything is loaded (``UnsafeModel``)."""
     from sentence_transformers import SentenceTransformer
 
-    from .poly_attention import PolyAttention
+    from retrieval.poly_attention import PolyAttention
 
     local = Path(target).expanduser()
     foreign = foreign_modules(local) if local.is_dir() else []

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from .dataset import Qrels
-from .intervals import Interval, mean_interval, sign_flip_test
-from .metrics import (
+from retrieval.dataset import Qrels
+from retrieval.intervals import Interval, mean_interval, sign_flip_test
+from retrieval.metrics import (
     BPREF,
     CONDENSED_DEPTH,
     METRICS,
@@ -56,7 +56,7 @@ from .metrics import (
     SIGNIFICANT,
     SUMMARY_METRICS,
 )
-from .run import Run
+from retrieval.run import Run
 
 
 @dataclass
@@ -114,7 +114,7 @@ def is_incomplete_metric(metric: str) -> bool:
 def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
     """metric -> query id -> value over the queries with a relevant label: ranx's ranked-list
     metrics computed from the run with numpy (``rank_metrics``), any other ranx name by ranx."""
-    from .rank_metrics import ranx_scores, scores, supported
+    from retrieval.rank_metrics import ranx_scores, scores, supported
 
     evaluated = positive_qrels(qrels)
     if not evaluated or not metrics:
@@ -130,7 +130,7 @@ def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[s
 def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:
     """metric -> query id -> value of ``bpref`` (by ir-measures) / ``judged@k`` (``rank_metrics.judged``,
     ir-measures' definition): the module's docstring."""
-    from .rank_metrics import judged
+    from retrieval.rank_metrics import judged
 
     out: dict[str, dict[str, float]] = {}
     for m in metrics:

@@ -69,7 +69,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, SPLADE, TUNED_OF, short
+from retrieval.systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, SPLADE, TUNED_OF, short
 
 NOT_RETRIEVED = "—"
 CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap",

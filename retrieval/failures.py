@@ -15,13 +15,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .coverage import from_judging
-from .failure_rules import Thresholds, classify, headline
-from .owners import Viewer
-from .run import rank_maps
-from .sparse import TermScore
-from .systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS
-from .workspace import EVAL_DEPTH, Workspace
+from retrieval.coverage import from_judging
+from retrieval.failure_rules import Thresholds, classify, headline
+from retrieval.owners import Viewer
+from retrieval.run import rank_maps
+from retrieval.sparse import TermScore
+from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS
+from retrieval.workspace import EVAL_DEPTH, Workspace
 
 
 @dataclass

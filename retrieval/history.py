@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .dataset import Dataset, Qrels
-from .errors import UnknownRun
-from .evaluate import Comparison, compare, evaluate_run
-from .lambdas import shown
-from .store import Store
-from .stored_rows import left_out, run_row_problem
-from .systems import BM25
+from retrieval.dataset import Dataset, Qrels
+from retrieval.errors import UnknownRun
+from retrieval.evaluate import Comparison, compare, evaluate_run
+from retrieval.lambdas import shown
+from retrieval.store import Store
+from retrieval.stored_rows import left_out, run_row_problem
+from retrieval.systems import BM25
 
 
 def list_runs(store: Store, dataset_hash: str | None = None) -> list[dict]:

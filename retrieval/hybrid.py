@@ -37,14 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataset import Qrels
-from .dense import DenseRetriever
-from .evaluate import compare, evaluate_run
-from .lambdas import LAMBDA_GRID, LEX_ONLY, LambdaFit
-from .lexical import BM25Index
-from .lookup import RULE as LOOKUP_RULE
-from .lookup import is_identifier_lookup
-from .run import Run
+from retrieval.dataset import Qrels
+from retrieval.dense import DenseRetriever
+from retrieval.evaluate import compare, evaluate_run
+from retrieval.lambdas import LAMBDA_GRID, LEX_ONLY, LambdaFit
+from retrieval.lexical import BM25Index
+from retrieval.lookup import RULE as LOOKUP_RULE
+from retrieval.lookup import is_identifier_lookup
+from retrieval.run import Run
 
 FUSIONS = ("clear", "rrf", "wsum")
 TIE_BREAK = 1e-6  # λ = ∞: the cosine's weight, below any gap between two BM25 shares that matters

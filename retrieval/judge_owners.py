@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .owners import APP, CLI, Viewer
+from retrieval.owners import APP, CLI, Viewer
 
 
 class JudgeTaken(ValueError):

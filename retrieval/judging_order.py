@@ -56,8 +56,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .judgments import DEPTH, Pair, pool, top_ids
-from .run import Run
+from retrieval.judgments import DEPTH, Pair, pool, top_ids
+from retrieval.run import Run
 
 STRATEGIES = ("depth", "mtf", "bandit", "mtc", "mtc-p", "mtc-ndcg")
 DEFAULT = "mtc-ndcg"  # chosen by bench/judging_effort.py (bench/README.md has the table)

@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median_low
 
-from .dataset import Qrels
-from .names import check_name, check_new_name
-from .run import Run, ranks
+from retrieval.dataset import Qrels
+from retrieval.names import check_name, check_new_name
+from retrieval.run import Run, ranks
 
 GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
 MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
@@ -86,7 +86,7 @@ def store_judge(store, corpus: str, name: object, viewer=None) -> str:
         existing = store.judges(corpus)
         name = check_judge(name, existing)
     if viewer is not None:  # whose the name is: read each time (one row), never remembered
-        from . import judge_owners
+        from retrieval import judge_owners
 
         judge_owners.check(store, corpus, name, viewer)
     if not remembered and name in existing:  # a new name: not remembered until the store holds it
@@ -239,7 +239,7 @@ class Queue:
         order aimed at the comparisons they are in (``judging_order.Focus``, then the order over
         every pair, ``Chain``), unless the queue is aimed at one pair of systems, whose aim stays.
         What joined (``Joined``), or None when every system was pooled already."""
-        from . import judging_order
+        from retrieval import judging_order
 
         with self._lock:
             fresh = {name: run for name, run in runs.items() if name not in self._runs}
@@ -414,7 +414,7 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
     ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
     ``judging_order`` strategy that picks the next pair (default ``judging_order.DEFAULT``; "pool"
     for pool order), aimed at the ``interest`` pairs of systems (default: every pair)."""
-    from . import judging_order  # it builds on this module's pools
+    from retrieval import judging_order  # it builds on this module's pools
 
     query_ids = list(query_ids)
     ordered = order_queries(runs, query_ids, k, p)

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .part_files import partial
+from retrieval.part_files import partial
 
 STAMP_FORMAT = 1
 KEPT_FILES = (".faiss", ".faiss.json")  # how the names of kept indexes and their stamps end (``part_files``)

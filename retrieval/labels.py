@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .dataset import Dataset, Qrels
-from .judgments import merge_labels
+from retrieval.dataset import Dataset, Qrels
+from retrieval.judgments import merge_labels
 
 JUDGED = "judged"
 FOLDS_SEED = 0  # the seed of ``judged_folds``: in the cache keys of the runs it shapes

@@ -33,10 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .metrics import SIGNIFICANCE_LEVEL
+from retrieval.metrics import SIGNIFICANCE_LEVEL
 
 if TYPE_CHECKING:
-    from .reliability import DenseReliability
+    from retrieval.reliability import DenseReliability
 
 LAMBDA_GRID = (0.0, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
                0.2, 0.3, 0.5, 0.75, 1.0)

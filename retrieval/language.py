@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import Stemmer
 
-from .tokenize import STOPWORD_LISTS, Tokenizer
+from retrieval.tokenize import STOPWORD_LISTS, Tokenizer
 
 # ISO 639-1 code -> Snowball (PyStemmer) algorithm
 SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german", "el": "greek",

@@ -26,8 +26,8 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from .run import Run
-from .tokenize import Tokenizer
+from retrieval.run import Run
+from retrieval.tokenize import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class BM25Index:
         extracted or unpickled, and must be what RankScope writes for a corpus of this size with
         these settings. A blob that is not, or that any reader fails on, is ``bm25_blob.DamagedIndex``
         (a ``ValueError``) naming the problem."""
-        from .bm25_blob import DamagedIndex, read
+        from retrieval.bm25_blob import DamagedIndex, read
 
         index = cls.__new__(cls)
         index._settings(doc_ids, texts, k1, b, method, tokenizer)

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .encoder import DEFAULT_MODEL
+from retrieval.encoder import DEFAULT_MODEL
 
 BUNDLED = (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}")
 

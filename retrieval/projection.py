@@ -43,13 +43,13 @@ from importlib.metadata import version
 
 import numpy as np
 
-from .dense import embed_texts
-from .numba_guard import NUMBA_LOCK
-from .progress import Progress, counting
-from .run import rank_maps
-from .store import cache_key, text_hash
-from .systems import BASE_SYSTEMS, DENSE
-from .workspace import Workspace
+from retrieval.dense import embed_texts
+from retrieval.numba_guard import NUMBA_LOCK
+from retrieval.progress import Progress, counting
+from retrieval.run import rank_maps
+from retrieval.store import cache_key, text_hash
+from retrieval.systems import BASE_SYSTEMS, DENSE
+from retrieval.workspace import Workspace
 
 QUERY, POSITIVE, HARD, EASY = "query", "positive", "hard negative", "easy negative"
 ROLES = (QUERY, POSITIVE, HARD, EASY)

@@ -18,12 +18,12 @@ queries and ``MAX_CHARS`` characters per set, ``MAX_SETS`` sets per corpus.
 """
 from __future__ import annotations
 
-from .dataset import Dataset
-from .errors import LoadReport
-from .labels import JUDGED
-from .names import check_new_name, display_name
-from .owners import OPERATOR, Viewer, describe
-from .store import Store, cache_key
+from retrieval.dataset import Dataset
+from retrieval.errors import LoadReport
+from retrieval.labels import JUDGED
+from retrieval.names import check_new_name, display_name
+from retrieval.owners import OPERATOR, Viewer, describe
+from retrieval.store import Store, cache_key
 
 MAX_QUERIES = 10_000  # queries in one set (300,000 added by one client came back for every visitor)
 MAX_CHARS = 5_000_000  # characters of query text in one set

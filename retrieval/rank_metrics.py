@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dataset import Qrels
-from .run import Run
+from retrieval.dataset import Qrels
+from retrieval.run import Run
 
 FAMILIES = ("ndcg", "ndcg_burges", "mrr", "recall", "precision", "map", "hits", "hit_rate")
 _ALIASES = {"p": "precision"}
@@ -175,7 +175,7 @@ def ranx_scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
     from ranx import Run as RRun
     from ranx import evaluate
 
-    from .numba_guard import NUMBA_LOCK
+    from retrieval.numba_guard import NUMBA_LOCK
 
     metrics = list(metrics)
     names = ["precision" + m[1:] if m == "p" or m.startswith("p@") else m for m in metrics]

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .language import detect_language, encoder_mismatch
+from retrieval.language import detect_language, encoder_mismatch
 
 if TYPE_CHECKING:
-    from .workspace import Workspace
+    from retrieval.workspace import Workspace
 
 SAMPLE = 200  # documents sampled from the corpus, and from the reference text
 COLLAPSE_RATIO = 0.3  # spread on the corpus below this share of the spread on English: collapsed
@@ -96,7 +96,7 @@ def reference_texts(n: int = SAMPLE) -> list[str]:
 def dense_reliability(ws: Workspace) -> DenseReliability:
     """Both checks for ``ws``'s encoder on ``ws``'s corpus (the corpus must be encoded: ``ws.dense``),
     made once per corpus and encoder: the label-free λ and the prior of a tuned one both ask."""
-    from .dense import embed_texts
+    from retrieval.dense import embed_texts
 
     encoder = ws.encoder
     key = (ws.corpus.hash, encoder.fingerprint)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataset import Dataset
-from .store import Store, cache_key
+from retrieval.dataset import Dataset
+from retrieval.store import Store, cache_key
 
 METHODS = ("all", "random", "frequency", "stratified")
 COUNT_FIELDS = ("count", "frequency", "freq", "clicks", "impressions")

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .evaluate import evaluate_run
-from .judgments import disagreement
-from .metrics import SUMMARY_METRICS
-from .run import ranks
-from .sparse import TermScore
-from .systems import BASE_SYSTEMS, Probe
-from .workspace import Workspace
+from retrieval.evaluate import evaluate_run
+from retrieval.judgments import disagreement
+from retrieval.metrics import SUMMARY_METRICS
+from retrieval.run import ranks
+from retrieval.sparse import TermScore
+from retrieval.systems import BASE_SYSTEMS, Probe
+from retrieval.workspace import Workspace
 
 
 @dataclass

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import false_discovery_control
 
-from .dataset import Dataset
-from .evaluate import Comparison, Evaluation, compare_pairs
-from .intervals import Interval, mean_interval
-from .metrics import PRIMARY, SIGNIFICANCE_LEVEL
+from retrieval.dataset import Dataset
+from retrieval.evaluate import Comparison, Evaluation, compare_pairs
+from retrieval.intervals import Interval, mean_interval
+from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL
 
 MIN_QUERIES = 5
 MAX_VALUES = 20

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coverage import Verdict, condensed_ndcg, coverage, judged_verdict
-from .dataset import Qrels
-from .evaluate import Comparison, compare_pairs, evaluate_run
-from .intervals import Interval
-from .metrics import JUDGED_AT_10, PRIMARY
-from .run import Run
+from retrieval.coverage import Verdict, condensed_ndcg, coverage, judged_verdict
+from retrieval.dataset import Qrels
+from retrieval.evaluate import Comparison, compare_pairs, evaluate_run
+from retrieval.intervals import Interval
+from retrieval.metrics import JUDGED_AT_10, PRIMARY
+from retrieval.run import Run
 
 Z = 1.959963984540054 + 0.8416212335729143  # the 97.5th and the 80th percentiles of the standard normal
 OUT_OF_REACH = 100_000  # more judged queries than this: "out of reach"

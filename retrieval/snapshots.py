@@ -44,17 +44,17 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from .coverage import Coverage, coverages, from_judging
-from .dataset import Qrels
-from .evaluate import Comparison, compare, evaluate_run, positive_qrels
-from .judgments import rbo
-from .metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
-from .names import check_name, check_new_name
-from .owners import OPERATOR, Viewer, describe, when
-from .run import Run
-from .store import NameTaken, Store, cache_key
-from .stored_rows import left_out
-from .workspace import Workspace
+from retrieval.coverage import Coverage, coverages, from_judging
+from retrieval.dataset import Qrels
+from retrieval.evaluate import Comparison, compare, evaluate_run, positive_qrels
+from retrieval.judgments import rbo
+from retrieval.metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
+from retrieval.names import check_name, check_new_name
+from retrieval.owners import OPERATOR, Viewer, describe, when
+from retrieval.run import Run
+from retrieval.store import NameTaken, Store, cache_key
+from retrieval.stored_rows import left_out
+from retrieval.workspace import Workspace
 
 MAX_DROP = 0.01  # the default: a drop larger than this, and significant, is a regression
 SHOWN_QUERIES = 10  # the queries that moved most, per system, in a check's report
@@ -69,7 +69,7 @@ def gate_metric(metric: str) -> str:
     with a cutoff of 1 or more, ``map`` (the whole list), ``bpref`` or nDCG'@10; else a ValueError naming
     it. (A cutoff of 0 would read the whole list under another name; judged@k measures the labels, not
     the system.)"""
-    from .rank_metrics import parse
+    from retrieval.rank_metrics import parse
 
     parsed = parse(metric) if isinstance(metric, str) else None
     if metric in (BPREF, NDCG_CONDENSED, "map") or (parsed is not None and parsed[1] > 0):
@@ -277,7 +277,7 @@ def _of(row: dict) -> Snapshot:
 
 def _rows(store: Store, corpus: str, what: str, **where) -> list[dict]:
     """``store.snapshots``; a row whose runs do not unpack is a ``DamagedSnapshot`` naming ``what``."""
-    from .store import StoreError
+    from retrieval.store import StoreError
 
     try:
         return store.snapshots(corpus, **where)

@@ -32,11 +32,11 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .encoder import model_fingerprint
-from .errors import EncoderLoadError
-from .run import Run
-from .store import Store
-from .through_store import COMMIT_EVERY, encode_through_store
+from retrieval.encoder import model_fingerprint
+from retrieval.errors import EncoderLoadError
+from retrieval.run import Run
+from retrieval.store import Store
+from retrieval.through_store import COMMIT_EVERY, encode_through_store
 
 BUNDLED = "splade-tiny"
 # texts per forward pass: the MLM head's output is batch × tokens × vocabulary floats (16 × 256 ×
@@ -146,7 +146,7 @@ def load_sparse_model(name_or_path: str | None = None, device: str = "cpu") -> S
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import SpladePooling, Transformer
 
-    from .encoder import UnsafeModel, foreign_modules
+    from retrieval.encoder import UnsafeModel, foreign_modules
 
     target = str(bundled_path()) if name_or_path in (None, "", BUNDLED) else str(name_or_path)
     key = (target, device)

@@ -24,10 +24,10 @@ import numpy as np
 import platformdirs
 import sqlite_utils
 
-from . import staging, stored_rows
-from .owners import Viewer
-from .run import Run
-from .staging import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
+from retrieval import staging, stored_rows
+from retrieval.owners import Viewer
+from retrieval.run import Run
+from retrieval.staging import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
 
 SCHEMA_VERSION = 1
 _CHUNK = 500  # ids per "IN (...)" query, under SQLite's variable limit

@@ -25,7 +25,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from .coverage import (
+from retrieval.coverage import (
     Coverage,
     condensed_ndcg,
     coverages,
@@ -35,12 +35,12 @@ from .coverage import (
     measurable,
     pool_depth,
 )
-from .evaluate import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
-from .judgments import DEPTH, disagreement
-from .metrics import METRICS, PRIMARY
-from .owners import Viewer
-from .systems import BASE_SYSTEMS, BM25, DENSE, label
-from .workspace import Workspace
+from retrieval.evaluate import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
+from retrieval.judgments import DEPTH, disagreement
+from retrieval.metrics import METRICS, PRIMARY
+from retrieval.owners import Viewer
+from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
+from retrieval.workspace import Workspace
 
 RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 Entry = tuple[str, Workspace, str]  # (label shown, workspace, system name)

@@ -17,7 +17,7 @@ import sys
 import unicodedata
 from collections.abc import Iterator
 
-from .names import is_noncharacter
+from retrieval.names import is_noncharacter
 
 _HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Cs"}  # controls, format, line/paragraph separators, lone surrogates
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .store import text_hash
+from retrieval.store import text_hash
 
 COMMIT_EVERY = 1024  # texts encoded between two commits to the store: a crash loses at most these
 

@@ -15,10 +15,10 @@ import math
 import os
 from pathlib import Path
 
-from .dataset import Qrels
-from .names import check_name
-from .readers.records import require_id
-from .run import Run
+from retrieval.dataset import Qrels
+from retrieval.names import check_name
+from retrieval.readers.records import require_id
+from retrieval.run import Run
 
 QRELS_FORMATS = ("trec", "beir")
 

@@ -13,27 +13,27 @@ from __future__ import annotations
 import copy
 import threading
 
-from . import systems
-from .background import EncodingStatus
-from .builds import IndexBuild
-from .dataset import Dataset
-from .dense import DenseRetriever, index_kind_for
-from .encoder import Encoder, load_encoder
-from .engines import Corpus, InProcess
-from .errors import UnknownSplit
-from .evaluate import Evaluation, evaluate_run, scores_from_run
-from .lambdas import LambdaChoice, LambdaFit
-from .lexical import BM25Index
-from .metrics import CONDENSED_DEPTH, EVALUATED
-from .names import check_new_name
-from .progress import Progress, counting
-from .readers.runs import ImportedRun, match_dataset
-from .run import Run
-from .sparse import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
-from .store import Store, cache_key
-from .systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
-from .systems import hybrid as hybrid_system
-from .tokenize import Tokenizer
+from retrieval import systems
+from retrieval.background import EncodingStatus
+from retrieval.builds import IndexBuild
+from retrieval.dataset import Dataset
+from retrieval.dense import DenseRetriever, index_kind_for
+from retrieval.encoder import Encoder, load_encoder
+from retrieval.engines import Corpus, InProcess
+from retrieval.errors import UnknownSplit
+from retrieval.evaluate import Evaluation, evaluate_run, scores_from_run
+from retrieval.lambdas import LambdaChoice, LambdaFit
+from retrieval.lexical import BM25Index
+from retrieval.metrics import CONDENSED_DEPTH, EVALUATED
+from retrieval.names import check_new_name
+from retrieval.progress import Progress, counting
+from retrieval.readers.runs import ImportedRun, match_dataset
+from retrieval.run import Run
+from retrieval.sparse import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
+from retrieval.store import Store, cache_key
+from retrieval.systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
+from retrieval.systems import hybrid as hybrid_system
+from retrieval.tokenize import Tokenizer
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus

@@ -16,12 +16,11 @@ from retrieval.metrics import SUMMARY_METRICS, interval_text
 from retrieval.readers import load_dataset
 from retrieval.store import Store, default_store_path
 from retrieval.terminal import safe_output
-
-from .finetune import run_training
-from .losses import LOSSES
-from .negatives import SOURCES
-from .pairs import PRETRAIN_TASKS
-from .trainer import QUERY_POOLINGS, Cancelled, TrainConfig
+from training.finetune import run_training
+from training.losses import LOSSES
+from training.negatives import SOURCES
+from training.pairs import PRETRAIN_TASKS
+from training.trainer import QUERY_POOLINGS, Cancelled, TrainConfig
 
 NOT_CONFIG = ("command", "dataset", "model", "split", "cold_start", "store", "no_eval", "out")  # the rest: TrainConfig
 

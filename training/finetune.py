@@ -30,11 +30,10 @@ from retrieval.progress import Progress, scaled
 from retrieval.store import Store
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID
 from retrieval.workspace import Workspace
-
-from .holdout import MIN_LABELLED, HeldOutSelector, split_holdout
-from .pairs import cold_start_split, labelled_pairs, pseudo_pairs
-from .poly import has_poly_attention, make_portable
-from .trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, load_trainable
+from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
+from training.pairs import cold_start_split, labelled_pairs, pseudo_pairs
+from training.poly import has_poly_attention, make_portable
+from training.trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, load_trainable
 
 
 @dataclass

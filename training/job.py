@@ -20,9 +20,8 @@ from pathlib import Path
 
 from retrieval.dataset import Dataset
 from retrieval.store import Store
-
-from .finetune import run_training
-from .trainer import Cancelled, TrainConfig, TrainingProgress
+from training.finetune import run_training
+from training.trainer import Cancelled, TrainConfig, TrainingProgress
 
 FINAL = ("done", "failed", "cancelled", "interrupted")
 RESUMABLE = ("interrupted", "cancelled", "failed")

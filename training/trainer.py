@@ -38,12 +38,11 @@ import torch
 from retrieval.dataset import Dataset
 from retrieval.encoder import Encoder, open_model, pick_device, resolve_model
 from retrieval.lexical import BM25Index
-
-from . import checkpoint
-from .losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
-from .negatives import SOURCES, CandidatePool, bm25_pool, model_pool, random_pool
-from .pairs import PRETRAIN_TASKS, Pair, known_positives
-from .poly import routed, with_poly_attention
+from training import checkpoint
+from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
+from training.negatives import SOURCES, CandidatePool, bm25_pool, model_pool, random_pool
+from training.pairs import PRETRAIN_TASKS, Pair, known_positives
+from training.poly import routed, with_poly_attention
 
 
 class Cancelled(Exception):

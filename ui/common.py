@@ -16,14 +16,13 @@ from retrieval.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNI
 from retrieval.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
 from retrieval.tables import covered_comparisons, metrics_table
-
-from . import texts
-from .data import waiting_note
-from .notify import refuse
-from .present.counts import split_counted
-from .present.escape import text
-from .present.tables import conclusion_lines, coverage_line, table_cells
-from .registry import Registry
+from ui import texts
+from ui.data import waiting_note
+from ui.notify import refuse
+from ui.present.counts import split_counted
+from ui.present.escape import text
+from ui.present.tables import conclusion_lines, coverage_line, table_cells
+from ui.registry import Registry
 
 
 class View(Protocol):

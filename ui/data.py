@@ -22,12 +22,11 @@ from retrieval.readers.decode import count
 from retrieval.readers.queries import stable_query_id
 from retrieval.readers.runs import read_run
 from retrieval.systems import DENSE
-
-from . import texts
-from .notify import refuse
-from .present.counts import split_counted
-from .present.escape import code, text
-from .registry import ANONYMOUS, Registry, ServerBusy
+from ui import texts
+from ui.notify import refuse
+from ui.present.counts import split_counted
+from ui.present.escape import code, text
+from ui.registry import ANONYMOUS, Registry, ServerBusy
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 TYPED_QUERIES = 10_000  # queries typed in one go

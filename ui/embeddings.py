@@ -10,14 +10,13 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.progress import Progress, scaled
 from retrieval.projection import project, sample_points, sample_ranks, similarities, umap_is_warm, warm_up
-
-from . import texts
-from .common import SplitView, query_choices, require_dense, split_dropdown
-from .failures import tuned_choices, tuned_dropdown
-from .notify import refuse
-from .pools import HEAVY, LIGHT
-from .present.embeddings import COMPILE_NOTE, projection_figure, side_by_side_figure, similarity_histogram
-from .registry import Context
+from ui import texts
+from ui.common import SplitView, query_choices, require_dense, split_dropdown
+from ui.failures import tuned_choices, tuned_dropdown
+from ui.notify import refuse
+from ui.pools import HEAVY, LIGHT
+from ui.present.embeddings import COMPILE_NOTE, projection_figure, side_by_side_figure, similarity_histogram
+from ui.registry import Context
 
 
 def _compile_noted(progress: Progress | None) -> Progress | None:

@@ -13,9 +13,8 @@ from retrieval.owners import Viewer
 from retrieval.segments import MIN_QUERIES, segment_table
 from retrieval.systems import BASE_SYSTEMS, DENSE, label
 from retrieval.tables import covered_comparisons, headline, metrics_table, per_query_table
-
-from . import texts
-from .common import (
+from ui import texts
+from ui.common import (
     SplitView,
     conclusions_note,
     encoder_choices,
@@ -26,13 +25,13 @@ from .common import (
     shown_systems,
     split_dropdown,
 )
-from .data import warnings
-from .notify import refuse
-from .pools import HEAVY, LIGHT
-from .present.evaluation import comparison_figures
-from .present.figures import lambda_sweep
-from .present.tables import glance_html, headline_text, rounded, segment_cells
-from .registry import Context, Registry, session_of
+from ui.data import warnings
+from ui.notify import refuse
+from ui.pools import HEAVY, LIGHT
+from ui.present.evaluation import comparison_figures
+from ui.present.figures import lambda_sweep
+from ui.present.tables import glance_html, headline_text, rounded, segment_cells
+from ui.registry import Context, Registry, session_of
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
 INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders

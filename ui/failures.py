@@ -14,17 +14,16 @@ from retrieval.history import trained_encoders
 from retrieval.names import file_name
 from retrieval.owners import Viewer
 from retrieval.systems import label
-
-from . import texts
-from .common import SplitView, require_dense, split_dropdown
-from .exports import export_folder
-from .notify import refuse
-from .pools import HEAVY, LIGHT
-from .present.evaluation import report_parts
-from .present.figures import counts_figure
-from .present.report import gallery_fragment, write_gallery
-from .present.vocabulary import category_label
-from .registry import Context, Registry, session_of
+from ui import texts
+from ui.common import SplitView, require_dense, split_dropdown
+from ui.exports import export_folder
+from ui.notify import refuse
+from ui.pools import HEAVY, LIGHT
+from ui.present.evaluation import report_parts
+from ui.present.figures import counts_figure
+from ui.present.report import gallery_fragment, write_gallery
+from ui.present.vocabulary import category_label
+from ui.registry import Context, Registry, session_of
 
 # A click anywhere on a failure card sends its query id to Python (event delegation survives re-renders)
 CARD_CLICK_JS = ("element.addEventListener('click', (e) => { const card = e.target.closest('.rs-card'); "

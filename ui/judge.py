@@ -45,17 +45,16 @@ from retrieval.settling import standings
 from retrieval.store import cache_key
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
 from retrieval.trec import QRELS_FORMATS, write_qrels
-
-from . import texts
-from .common import shown_systems
-from .exports import export_folder
-from .notify import refuse
-from .pools import LIGHT
-from .present.counts import queries_counted
-from .present.escape import text as esc
-from .present.search import highlight
-from .present.tables import shortfall_text
-from .registry import Context, session_of
+from ui import texts
+from ui.common import shown_systems
+from ui.exports import export_folder
+from ui.notify import refuse
+from ui.pools import LIGHT
+from ui.present.counts import queries_counted
+from ui.present.escape import text as esc
+from ui.present.search import highlight
+from ui.present.tables import shortfall_text
+from ui.registry import Context, session_of
 
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
 # keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .present.escape import text
+from ui.present.escape import text
 
 
 def refuse(message: object) -> gr.Error:

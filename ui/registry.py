@@ -33,8 +33,7 @@ from retrieval.model_policy import ModelPolicy
 from retrieval.owners import Viewer, app_owner
 from retrieval.progress import Progress
 from training.job import JobQueue
-
-from .notify import refuse
+from ui.notify import refuse
 
 FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goes on in the background
 ANONYMOUS = ""  # the session of a caller that gave none (tests, the start-up load)

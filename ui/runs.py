@@ -25,15 +25,14 @@ from retrieval.intervals import mean_interval
 from retrieval.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
 from retrieval.owners import OPERATOR, Viewer, describe, when
 from retrieval.systems import label
-
-from . import texts
-from .common import shown_systems
-from .notify import refuse
-from .pools import HEAVY, LIGHT
-from .present.escape import code, text
-from .present.figures import history_figure
-from .present.tables import conclusion_lines, coverage_line
-from .registry import Context, session_of
+from ui import texts
+from ui.common import shown_systems
+from ui.notify import refuse
+from ui.pools import HEAVY, LIGHT
+from ui.present.escape import code, text
+from ui.present.figures import history_figure
+from ui.present.tables import conclusion_lines, coverage_line
+from ui.registry import Context, session_of
 
 RUN_HEADERS = ["when", "system", "split", "depth", "key"]
 COMPARE_HEADERS = ["query", "text", "A", "B", "B − A"]

@@ -12,13 +12,12 @@ from retrieval.metrics import VIEW_METRICS
 from retrieval.owners import Viewer
 from retrieval.search import side_by_side
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
-
-from .common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
-from .data import QUERY_CHARS, dataset_summary
-from .notify import refuse, warn
-from .pools import HEAVY, LIGHT, SEARCH
-from .present.search import side_by_side_html
-from .registry import ANONYMOUS, Context, Registry, session_of
+from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
+from ui.data import QUERY_CHARS, dataset_summary
+from ui.notify import refuse, warn
+from ui.pools import HEAVY, LIGHT, SEARCH
+from ui.present.search import side_by_side_html
+from ui.registry import ANONYMOUS, Context, Registry, session_of
 
 # ---- handlers --------------------------------------------------------------------------------
 MAX_COLUMNS = 4

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from . import common, data, embeddings, evaluate, failures, judge, runs, search, texts, train
-from .common import View
-from .notify import inform
-from .pools import HEAVY, LIGHT, SEARCH
-from .registry import ANONYMOUS, Context, Registry, session_of
+from ui import common, data, embeddings, evaluate, failures, judge, runs, search, texts, train
+from ui.common import View
+from ui.notify import inform
+from ui.pools import HEAVY, LIGHT, SEARCH
+from ui.registry import ANONYMOUS, Context, Registry, session_of
 
 BANNER_EVERY_S = 2.0
 

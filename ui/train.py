@@ -15,15 +15,14 @@ from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
-
-from . import texts
-from .common import require_dense
-from .notify import refuse
-from .pools import LIGHT
-from .present.escape import code, text
-from .present.figures import loss_figure
-from .present.tables import per_query_change_caption, per_query_change_rows, training_result_rows
-from .registry import Context, Registry
+from ui import texts
+from ui.common import require_dense
+from ui.notify import refuse
+from ui.pools import LIGHT
+from ui.present.escape import code, text
+from ui.present.figures import loss_figure
+from ui.present.tables import per_query_change_caption, per_query_change_rows, training_result_rows
+from ui.registry import Context, Registry
 
 RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
 PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dense", "hybrid base",

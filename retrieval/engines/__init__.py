@@ -37,9 +37,9 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import EngineError
-from .base import Capabilities, Corpus, Engine, Indexed, LexicalIndex, SparseVectorIndex, VectorIndex
-from .local import InProcess
+from retrieval.engines.base import Capabilities, Corpus, Engine, Indexed, LexicalIndex, SparseVectorIndex, VectorIndex
+from retrieval.engines.local import InProcess
+from retrieval.errors import EngineError
 
 ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
 TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"
@@ -98,7 +98,7 @@ def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create:
     if spec in (None, "", "in-process"):
         return InProcess()
     where = parse_milvus(spec, allow_insecure_token=allow_insecure_token, create=create)
-    from .milvus import Milvus
+    from retrieval.engines.milvus import Milvus
 
     return Milvus.connect(where)
 

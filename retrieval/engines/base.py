@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..run import Run
+from retrieval.run import Run
 
 if TYPE_CHECKING:
-    from ..encoder import Encoder
-    from ..progress import Progress
-    from ..sparse import SparseVector
-    from ..store import Store
-    from ..tokenize import Tokenizer
+    from retrieval.encoder import Encoder
+    from retrieval.progress import Progress
+    from retrieval.sparse import SparseVector
+    from retrieval.store import Store
+    from retrieval.tokenize import Tokenizer
 
 
 class Corpus(NamedTuple):

@@ -12,16 +12,16 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from .. import kept_index
-from ..dense import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
-from ..encoder import Encoder
-from ..kept_index import KEPT_FILES, Stamp, stamp_path
-from ..lexical import BM25Index
-from ..part_files import remove_orphans
-from ..sparse import SparseIndex, SparseVector
-from ..store import Store, cache_key, text_hash
-from ..tokenize import Tokenizer
-from .base import Capabilities, Indexed
+from retrieval import kept_index
+from retrieval.dense import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
+from retrieval.encoder import Encoder
+from retrieval.engines.base import Capabilities, Indexed
+from retrieval.kept_index import KEPT_FILES, Stamp, stamp_path
+from retrieval.lexical import BM25Index
+from retrieval.part_files import remove_orphans
+from retrieval.sparse import SparseIndex, SparseVector
+from retrieval.store import Store, cache_key, text_hash
+from retrieval.tokenize import Tokenizer
 
 log = logging.getLogger(__name__)
 KEPT_PER_CORPUS = 3  # kept indexes of one corpus (encoders, kinds) beyond which the least recently used goes

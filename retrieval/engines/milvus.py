@@ -48,14 +48,14 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..dense import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
-from ..encoder import Encoder
-from ..errors import EngineError
-from ..run import Run
-from ..sparse import SparseVector
-from ..store import Store, text_hash
-from ..tokenize import Tokenizer
-from .base import Capabilities, Indexed
+from retrieval.dense import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
+from retrieval.encoder import Encoder
+from retrieval.engines.base import Capabilities, Indexed
+from retrieval.errors import EngineError
+from retrieval.run import Run
+from retrieval.sparse import SparseVector
+from retrieval.store import Store, text_hash
+from retrieval.tokenize import Tokenizer
 
 PREFIX = "rankscope_"
 MAX_TERMS_BYTES = 65_535  # Milvus's VARCHAR limit: longer analyzed texts are cut at a term boundary

@@ -27,10 +27,10 @@ Files on disk are never read whole: documents, queries, qrels and TREC runs are 
 as they are decoded, so memory holds the records, not the file. (A zip member is read whole,
 under the archive's limits, and a ranx JSON run is one JSON object.)
 """
-from .assembly import detect_role, load_dataset, load_files, load_uploads
-from .qrels import read_qrels
-from .runs import ImportedRun, match_dataset, read_run
-from .safezip import DEFAULT_MAX_BYTES
+from retrieval.readers.assembly import detect_role, load_dataset, load_files, load_uploads
+from retrieval.readers.qrels import read_qrels
+from retrieval.readers.runs import ImportedRun, match_dataset, read_run
+from retrieval.readers.safezip import DEFAULT_MAX_BYTES
 
 __all__ = ["load_dataset", "load_files", "load_uploads", "read_qrels", "detect_role",
            "read_run", "match_dataset", "ImportedRun", "DEFAULT_MAX_BYTES"]

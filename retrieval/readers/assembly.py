@@ -13,17 +13,25 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from ..dataset import Dataset, Document, Qrels
-from ..errors import DataError, LoadReport
-from ..names import check_name, describe_char, display_name, hidden_char, normal_id
-from ..progress import Progress
-from .decode import PathLike, Text, count, decode, read_file, suffix, verb_for
-from .documents import read_docs
-from .qrels import attach_qrels, parse_qrels, split_key
-from .queries import read_queries
-from .records import EXAMPLES, QUERY_ID_COLUMNS, RecordSink, Skipped, column, int_like, looks_like_qrels_header
-from .safezip import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, SafeZip
-from .trees import CORPUS_NAMES, QUERY_NAMES, FolderTree, Tree, ZipTree, beir_root, first_file, join
+from retrieval.dataset import Dataset, Document, Qrels
+from retrieval.errors import DataError, LoadReport
+from retrieval.names import check_name, describe_char, display_name, hidden_char, normal_id
+from retrieval.progress import Progress
+from retrieval.readers.decode import PathLike, Text, count, decode, read_file, suffix, verb_for
+from retrieval.readers.documents import read_docs
+from retrieval.readers.qrels import attach_qrels, parse_qrels, split_key
+from retrieval.readers.queries import read_queries
+from retrieval.readers.records import (
+    EXAMPLES,
+    QUERY_ID_COLUMNS,
+    RecordSink,
+    Skipped,
+    column,
+    int_like,
+    looks_like_qrels_header,
+)
+from retrieval.readers.safezip import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, SafeZip
+from retrieval.readers.trees import CORPUS_NAMES, QUERY_NAMES, FolderTree, Tree, ZipTree, beir_root, first_file, join
 
 __all__ = ["load_dataset", "load_files", "load_uploads", "detect_role"]
 

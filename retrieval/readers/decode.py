@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from ..errors import DataError
-from ..progress import Progress
+from retrieval.errors import DataError
+from retrieval.progress import Progress
 
 PathLike = str | os.PathLike
 REPORT_EVERY = 1 << 22  # bytes read between two progress reports (4 MiB)

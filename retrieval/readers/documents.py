@@ -1,10 +1,10 @@
 """Documents from one file: JSONL, CSV/TSV with a header row, or text with one per line."""
 from __future__ import annotations
 
-from ..dataset import Document
-from ..errors import DataError, LoadReport
-from .decode import Text, suffix
-from .records import (
+from retrieval.dataset import Document
+from retrieval.errors import DataError, LoadReport
+from retrieval.readers.decode import Text, suffix
+from retrieval.readers.records import (
     DOC_ID_COLUMNS,
     DOC_TEXT_COLUMNS,
     RecordSink,

@@ -34,13 +34,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import tabular
-from ..dataset import Dataset
-from ..errors import DataError
-from ..judgments import check_judge, parse_grade
-from ..names import normal_id, shown
-from .decode import Text
-from .records import column, first_row, table_rows
+from retrieval import tabular
+from retrieval.dataset import Dataset
+from retrieval.errors import DataError
+from retrieval.judgments import check_judge, parse_grade
+from retrieval.names import normal_id, shown
+from retrieval.readers.decode import Text
+from retrieval.readers.records import column, first_row, table_rows
 
 QUERY_ID = ("query_id", "qid", "query-id", "queryid")
 QUERY_TEXT = ("query", "query_text", "query text")

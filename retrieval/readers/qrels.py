@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..dataset import Document, Qrels
-from ..errors import DataError, LoadReport
-from .decode import PathLike, Text, count, verb_for
-from .records import EXAMPLES, Skipped, looks_like_qrels_header, require_id
+from retrieval.dataset import Document, Qrels
+from retrieval.errors import DataError, LoadReport
+from retrieval.readers.decode import PathLike, Text, count, verb_for
+from retrieval.readers.records import EXAMPLES, Skipped, looks_like_qrels_header, require_id
 
 SPLIT_ORDER = {"test": 0, "dev": 1, "validation": 2, "train": 3}
 MAX_GRADE = 100  # labels are integers within ±MAX_GRADE (TREC's run from -2 to 4)

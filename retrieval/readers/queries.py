@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 
-from ..errors import DataError, LoadReport
-from ..names import shown
-from .decode import Text, suffix
-from .records import (
+from retrieval.errors import DataError, LoadReport
+from retrieval.names import shown
+from retrieval.readers.decode import Text, suffix
+from retrieval.readers.records import (
     EXAMPLES,
     QUERY_ID_COLUMNS,
     QUERY_TEXT_COLUMNS,

@@ -14,9 +14,9 @@ import json
 import re
 from collections.abc import Iterator
 
-from ..errors import DataError, LoadReport
-from ..names import describe_char, id_problem, normal_id, shown
-from .decode import Text
+from retrieval.errors import DataError, LoadReport
+from retrieval.names import describe_char, id_problem, normal_id, shown
+from retrieval.readers.decode import Text
 
 DOC_ID_COLUMNS = ("_id", "id", "doc_id", "docid")
 DOC_TEXT_COLUMNS = ("text", "body", "contents")

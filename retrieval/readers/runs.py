@@ -33,12 +33,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..dataset import Dataset
-from ..errors import DataError, LoadReport
-from ..names import check_name, shown
-from ..run import Run
-from .decode import PathLike, Text, count, verb_for
-from .records import EXAMPLES, require_id
+from retrieval.dataset import Dataset
+from retrieval.errors import DataError, LoadReport
+from retrieval.names import check_name, shown
+from retrieval.readers.decode import PathLike, Text, count, verb_for
+from retrieval.readers.records import EXAMPLES, require_id
+from retrieval.run import Run
 
 TREC_COLUMNS = "qid Q0 docid rank score tag"
 UNKNOWN_LIMIT = 0.5  # more than this share of unknown query ids or rows: another data set's run

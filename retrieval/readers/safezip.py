@@ -13,7 +13,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from ..errors import DataError
+from retrieval.errors import DataError
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024  # total uncompressed bytes an archive may hold
 DEFAULT_MAX_ENTRIES = 100_000

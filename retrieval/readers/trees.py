@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import DataError
-from ..progress import Progress
-from .decode import Text, read_file
-from .safezip import SafeZip
+from retrieval.errors import DataError
+from retrieval.progress import Progress
+from retrieval.readers.decode import Text, read_file
+from retrieval.readers.safezip import SafeZip
 
 CORPUS_NAMES = ("corpus.jsonl", "corpus.csv", "corpus.tsv")
 QUERY_NAMES = ("queries.jsonl", "queries.csv", "queries.tsv")

@@ -14,14 +14,14 @@ encoder's dense and hybrid, as the failure gallery names them beside the base on
 """
 from __future__ import annotations
 
-from .base import Hits, Needs, Probe, System
-from .bm25 import BM25 as _BM25
-from .dense import Dense as _Dense
-from .hybrid import HYBRID as _HYBRID
-from .hybrid import RRF as _RRF
-from .hybrid import WeightedSum as _WeightedSum
-from .imported import Imported
-from .sparse import Splade as _Splade
+from retrieval.systems.base import Hits, Needs, Probe, System
+from retrieval.systems.bm25 import BM25 as _BM25
+from retrieval.systems.dense import Dense as _Dense
+from retrieval.systems.hybrid import HYBRID as _HYBRID
+from retrieval.systems.hybrid import RRF as _RRF
+from retrieval.systems.hybrid import WeightedSum as _WeightedSum
+from retrieval.systems.imported import Imported
+from retrieval.systems.sparse import Splade as _Splade
 
 _REGISTRY: dict[str, System] = {}
 

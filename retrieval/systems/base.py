@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..run import Run
+from retrieval.run import Run
 
 if TYPE_CHECKING:
-    from ..sparse import TermScore
-    from ..workspace import Workspace
+    from retrieval.sparse import TermScore
+    from retrieval.workspace import Workspace
 
 Hits = list[tuple[str, float]]
 

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..run import Run
-from .base import Hits, Needs, Probe
+from retrieval.run import Run
+from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from retrieval.workspace import Workspace
 
 
 def lexical_params(ws: Workspace) -> dict:

@@ -6,21 +6,21 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .. import lambdas
-from ..dataset import queries_fingerprint
-from ..hybrid import TIE_BREAK, Hybrid, default_lambda, tune_lambda
-from ..labels import FOLDS_SEED, JUDGED, judged_counts, judged_folds
-from ..lambdas import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
-from ..lookup import RULE as LOOKUP_RULE
-from ..reliability import dense_reliability
-from ..run import Run
-from ..store import cache_key
-from .base import Hits, Needs, Probe
-from .bm25 import lexical_params
-from .dense import dense_params
+from retrieval import lambdas
+from retrieval.dataset import queries_fingerprint
+from retrieval.hybrid import TIE_BREAK, Hybrid, default_lambda, tune_lambda
+from retrieval.labels import FOLDS_SEED, JUDGED, judged_counts, judged_folds
+from retrieval.lambdas import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
+from retrieval.lookup import RULE as LOOKUP_RULE
+from retrieval.reliability import dense_reliability
+from retrieval.run import Run
+from retrieval.store import cache_key
+from retrieval.systems.base import Hits, Needs, Probe
+from retrieval.systems.bm25 import lexical_params
+from retrieval.systems.dense import dense_params
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from retrieval.workspace import Workspace
 
 
 def query_max_space(ws: Workspace) -> bool:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..readers.runs import ImportedRun
-from ..run import Run
-from .base import Hits, Needs, Probe
+from retrieval.readers.runs import ImportedRun
+from retrieval.run import Run
+from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from retrieval.workspace import Workspace
 
 
 class Imported:

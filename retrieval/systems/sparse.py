@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..run import Run
-from ..sparse import TermScore
-from .base import Hits, Needs, Probe
+from retrieval.run import Run
+from retrieval.sparse import TermScore
+from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from retrieval.workspace import Workspace
 
 
 class Splade:

@@ -13,8 +13,7 @@ from plotly.subplots import make_subplots
 from retrieval.failure_rules import NOT_RETRIEVED
 from retrieval.projection import DOC_ROLES, EASY, HARD, POSITIVE, QUERY, ROLES, Point, Projection, Sample, align
 from retrieval.systems import BASE_SYSTEMS, short
-
-from .escape import label as esc
+from ui.present.escape import label as esc
 
 ROLE_STYLE = {  # colour and symbol differ per role, so the roles read apart in grey print too
     QUERY: {"color": "#222222", "symbol": "star", "size": 13},

@@ -6,9 +6,8 @@ from __future__ import annotations
 from retrieval.segments import segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
 from retrieval.tables import RECALL_KS, covered_comparisons, metrics_table, recall_at_ks, versus
-
-from .figures import per_query_scatter, recall_curves
-from .tables import report_summary, segment_cells, shortfall_text
+from ui.present.figures import per_query_scatter, recall_curves
+from ui.present.tables import report_summary, segment_cells, shortfall_text
 
 
 def comparison_figures(ws, workspaces, split: str, systems=BASE_SYSTEMS, compared=None, viewer=None):

@@ -22,9 +22,8 @@ from retrieval.intervals import proportion_interval
 from retrieval.lambdas import LambdaChoice, shown
 from retrieval.metrics import interval_text
 from retrieval.tables import RECALL_KS
-
-from .escape import label as esc
-from .vocabulary import category_label
+from ui.present.escape import label as esc
+from ui.present.vocabulary import category_label
 
 OUTCOME_COLORS = {"win": "#2ca02c", "tie": "#7f7f7f", "loss": "#d62728"}
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")

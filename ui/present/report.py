@@ -25,10 +25,9 @@ from retrieval.failure_rules import Thresholds, rank_text
 from retrieval.failures import FailureCard, Gallery
 from retrieval.intervals import proportion_interval
 from retrieval.systems import SPLADE, short
-
-from .escape import text as _e
-from .figures import counts_figure
-from .vocabulary import category_label, describe
+from ui.present.escape import text as _e
+from ui.present.figures import counts_figure
+from ui.present.vocabulary import category_label, describe
 
 SNIPPET_CHARS = 280
 EXPANSION_SPAN = '<span class="rs-term rs-term-expansion" title="added by the model: not in the document">'

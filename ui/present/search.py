@@ -9,9 +9,8 @@ from retrieval.lookup import is_identifier_lookup
 from retrieval.search import Hit, SideBySide
 from retrieval.systems import HYBRID, label, short
 from retrieval.tokenize import Tokenizer
-
-from ..texts import identifier_lookup_why
-from .escape import text as esc
+from ui.present.escape import text as esc
+from ui.texts import identifier_lookup_why
 
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
                0: ("rel-0", "judged not relevant (0)")}

@@ -17,8 +17,7 @@ from retrieval.metrics import (
     significance_mark,
 )
 from retrieval.systems import DENSE, HYBRID
-
-from .report import Summary
+from ui.present.report import Summary
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
@@ -176,7 +175,7 @@ def headline_text(h, covered: dict | None = None, split: str = "", names: dict[s
     """``tables.Headline`` as the one line Evaluate opens with (Markdown, escaped): who is best and
     by how much over the nearest rival with its interval and p, or why no system can be called the
     best yet; each named system's judged@10 beside (``covered``: ``tables.table_coverage``)."""
-    from .escape import text
+    from ui.present.escape import text
 
     if h is None:
         return ""
@@ -207,7 +206,7 @@ def glance_html(rows: list[dict], metrics, help_texts: dict[str, str], names: di
     """The metrics table as Evaluate shows it first: the chosen ``metrics`` only, so it fits the
     page, each header explained on hover (``help_texts``), and a metric the judgments cannot
     measure written "n/m" with the reason on hover."""
-    from .escape import text
+    from ui.present.escape import text
 
     names = names or {}
     head = "".join(f'<th title="{text(help_texts.get(m, m))}">{text(names.get(m, m))} <span class="help">ⓘ</span></th>'
