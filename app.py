@@ -9,8 +9,8 @@ goes on encoding in the background, and the page shows how far it is. The views 
 
 A shared deployment (``--shared``, or on Hugging Face Spaces, ``SPACE_ID`` set: ``shared``) keeps
 the query sets and snapshots made in a browser session that session's until it publishes them
-(``retrieval.owners``), and a judge's name the session's that first grades under it, its grades
-counted in other sessions' views only once published (``retrieval.judge_owners``); elsewhere they
+(``retrieval.sharing.owners``), and a judge's name the session's that first grades under it, its grades
+counted in other sessions' views only once published (``retrieval.judging.judge_owners``); elsewhere they
 are everyone's who opens the corpus.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 
 from retrieval import Store, load_dataset
-from retrieval.encoder import PRECISIONS
-from retrieval.engines import open_engine
-from retrieval.model_policy import ModelPolicy, on_spaces
-from retrieval.terminal import terminal_safe
+from retrieval.files.terminal import terminal_safe
+from retrieval.index.encoder import PRECISIONS
+from retrieval.index.engines import open_engine
+from retrieval.sharing.model_policy import ModelPolicy, on_spaces
 from training.job import JobQueue
 from ui.boundary import guard
 from ui.data import DEMO
@@ -41,7 +41,7 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
            language: str = "auto", precision: str = "auto", foreground_s: float | None = FOREGROUND_S,
            engine: str | None = None, allow_models: tuple[str, ...] = (), trust_clients: bool = False,
            limits: Limits | None = None, allow_insecure_token: bool = False, shared: bool = False):
-    """Open the store, the index engine (``retrieval.engines``: in-process unless ``engine`` names
+    """Open the store, the index engine (``retrieval.index.engines``: in-process unless ``engine`` names
     Milvus) and the starting data set, and build the Blocks (used by main and tests); encoding that
     takes longer than ``foreground_s`` goes on in the background. Clients may switch to the
     encoders ``ModelPolicy`` offers: the base, the bundled one, those trained here and

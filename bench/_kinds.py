@@ -29,8 +29,8 @@ from __future__ import annotations
 import random
 import re
 
-from retrieval.dataset import Dataset, Document
-from retrieval.language import corpus_tokenizer
+from retrieval.data.dataset import Dataset, Document
+from retrieval.data.language import corpus_tokenizer
 
 TOLERANCE = 0.01  # the target on every kind: never more than this below the better single system (nDCG@10)
 GREEK = dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπϙρστθωςχυζ"))  # one letter for one

@@ -34,9 +34,9 @@ import numpy as np  # noqa: E402
 from rank_bm25 import BM25Okapi  # noqa: E402
 
 from _common import best_of, dataset_arg  # first: it puts the checkout on sys.path
-from retrieval.lexical import BM25Index  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
-from retrieval.tokenize import Tokenizer  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.index.bm25_index import BM25Index  # noqa: E402
+from retrieval.index.tokenize import Tokenizer  # noqa: E402
 
 K1, B, METHOD = 1.5, 0.75, "lucene"
 AGREE_AT = 10

@@ -6,7 +6,7 @@
 
 Speed: the first ``--docs`` documents of the first DATASET (``title. text``, corpus order), encoded
 in one run by stock ``SentenceTransformer.encode`` (fp32, its default batch size, normalized) and
-by RankScope's ``Encoder`` at its automatic precision (``retrieval.encoder``: fp16 on CUDA, bf16
+by RankScope's ``Encoder`` at its automatic precision (``retrieval.index.encoder``: fp16 on CUDA, bf16
 on a CPU with AVX-512 BF16 or AMX where measured faster than fp32 there, else fp32; longest texts
 first). One warm-up
 batch each first; documents per second and the ratio; the cosine between the two vectors of each
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 
 from _common import timed  # first: it puts the checkout on sys.path
-from retrieval.encoder import load_encoder  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.index.encoder import load_encoder  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 

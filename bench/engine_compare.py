@@ -51,7 +51,7 @@ def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evalu
     First (``reopen`` False): BM25 built anew (the in-process index is not read from the store),
     searches timed, the evaluation; reopening: what opening the data set again costs."""
     from retrieval import Store, Workspace, load_dataset
-    from retrieval.engines import open_engine
+    from retrieval.index.engines import open_engine
 
     t0 = time.perf_counter()
     ds = load_dataset(folder)
@@ -60,7 +60,7 @@ def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evalu
     store = Store(store_path)
     enc = None
     if max_seq_length:  # the vectors bench/scale.py --max-seq-length stored (the cut is in the encoder's fingerprint)
-        from retrieval.encoder import load_encoder
+        from retrieval.index.encoder import load_encoder
 
         enc = load_encoder(None)
         enc.model.max_seq_length = max_seq_length

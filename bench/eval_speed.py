@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """How long the CLI's ``evaluate`` and ``check`` take on a 5,000-document corpus, and the ranked-list
-metrics computed from the runs (``retrieval.rank_metrics``) against ranx on the same runs.
+metrics computed from the runs (``retrieval.evaluation.rank_metrics``) against ranx on the same runs.
 
     python bench/eval_speed.py [--docs 5000] [--queries 40] [--seed 0] [--model ID_OR_FOLDER]
         [--work DIR] [--profile FILE]
@@ -116,7 +116,7 @@ def cli(*args: str, profile: str | None = None) -> tuple[float, str]:
 
 def warm(data: Path, store: Path, model: str) -> None:
     """The corpus encoded into ``store`` (what a first load does; not timed)."""
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
     from retrieval.store import Store
     from retrieval.workspace import Workspace
 
@@ -129,8 +129,8 @@ def warm(data: Path, store: Path, model: str) -> None:
 
 def imported_run(data: Path, store: Path, model: str, out: Path) -> Path:
     """BM25's test lists as a TREC file, their scores rounded to 1 decimal (ties, as many runs have)."""
-    from retrieval.readers import load_dataset
-    from retrieval.trec import write_trec
+    from retrieval.data.readers import load_dataset
+    from retrieval.files.trec import write_trec
     from retrieval.workspace import Workspace
 
     ws = Workspace(load_dataset(data), None, model=model, precision="fp32")
@@ -140,12 +140,12 @@ def imported_run(data: Path, store: Path, model: str, out: Path) -> Path:
 
 def metrics_in_process(data: Path, store: Path, model: str) -> dict:
     """The six runs' ranked-list metrics by ``rank_metrics`` and by ranx, timed in this process."""
-    from retrieval import rank_metrics
-    from retrieval.evaluate import positive_qrels
-    from retrieval.metrics import METRICS
-    from retrieval.readers import load_dataset, read_run
+    from retrieval.data.readers import load_dataset, read_run
+    from retrieval.evaluation import rank_metrics
+    from retrieval.evaluation.measures import positive_qrels
+    from retrieval.evaluation.metric_tables import RECALL_KS
+    from retrieval.evaluation.metrics import METRICS
     from retrieval.store import Store
-    from retrieval.tables import RECALL_KS
     from retrieval.workspace import Workspace
 
     s = Store(store)
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     try:
         data = synthetic(work, args.docs, args.queries, args.seed)
         if args.model == "default":
-            from retrieval.encoder import default_model_path
+            from retrieval.index.encoder import default_model_path
             model = str(default_model_path())
         else:
             model = args.model or str(model_folder(work))

@@ -15,9 +15,9 @@ better). The labels are used only to score the final lists: each set is opened w
 labels alone (no train split), so the hybrid the app and the CLI give
 (``Workspace.run("hybrid", "test")``) is the label-free default: BM25 over the query's largest
 possible BM25 score, plus the cosine (λ = 1, i.e. α = 0.5), unless the reliability check
-(``retrieval/reliability.py``: the corpus's language, the encoder's spread on it) finds the
+(``retrieval/systems/reliability.py``: the corpus's language, the encoder's spread on it) finds the
 encoder unreliable, where it is BM25 alone; and a query that looks up an identifier
-(``retrieval/lookup.py``: at most three words, half of them with a digit) is ranked by BM25 alone.
+(``retrieval/systems/identifier_queries.py``: at most three words, half of them with a digit) is ranked by BM25 alone.
 
 Beside the default, on the same candidates (the union of BM25's and dense's top 1000, scored exactly
 by all three systems): the same combination without the reliability check and the identifier-lookup
@@ -27,7 +27,7 @@ and two weightings estimated without judgments from the agreement between the th
 (Soboroff, Nicholas, Cahan, SIGIR 2001: systems that agree with the others are the better ones; S.
 Wu, "Data Fusion in Information Retrieval", Springer 2012, ch. 5: weights from such estimates). A
 system's agreement is its mean rank-biased overlap (RBO_EXT, Webber, Moffat, Zobel, TOIS 2010, of
-the top 20s, p = 0.9: ``retrieval.judgments.rbo``) with the other two over the queries;
+the top 20s, p = 0.9: ``retrieval.judging.judgments.rbo``) with the other two over the queries;
 "agreement-weighted" fuses the three normalized scores with weights proportional to it;
 "agreement-chosen α" gives dense the share of the BM25–dense pair's agreement that is dense's.
 "cosine floored" counts a cosine no higher than the query's 95th percentile over 1,000 seeded random
@@ -52,14 +52,14 @@ import numpy as np  # noqa: E402
 from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from _kinds import KINDS, TOLERANCE  # noqa: E402
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
-from retrieval.evaluate import evaluate_run  # noqa: E402
-from retrieval.hybrid import Candidates, Hybrid, fused  # noqa: E402
-from retrieval.judgments import rbo  # noqa: E402
-from retrieval.lambdas import LEX_ONLY, shown  # noqa: E402
-from retrieval.lookup import is_identifier_lookup  # noqa: E402
-from retrieval.reliability import dense_reliability  # noqa: E402
+from retrieval.evaluation.measures import evaluate_run  # noqa: E402
+from retrieval.index.encoder import PRECISIONS, load_encoder  # noqa: E402
+from retrieval.judging.judgments import rbo  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
+from retrieval.systems.clear_lambda import LEX_ONLY, shown  # noqa: E402
+from retrieval.systems.fusion import Candidates, Hybrid, fused  # noqa: E402
+from retrieval.systems.identifier_queries import is_identifier_lookup  # noqa: E402
+from retrieval.systems.reliability import dense_reliability  # noqa: E402
 
 SETS = {"demo": (DEMO, "test", "train"), "scifact": (SHARED / "scifact", "test", "train"),
         "nfcorpus": (SHARED / "nfcorpus", "test", "dev"), "cranfield": (SHARED / "cranfield", "test", None)}

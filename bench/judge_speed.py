@@ -11,7 +11,7 @@ column) to a temporary folder, opens the app in-process on it (the default encod
 
 1. times ``--searches`` searches (``/search``) on an idle server: the baseline;
 2. times the first ``/judge_queue`` — with more than 1,000 queries the default judges a random
-   sample of 200 (``retrieval.sampling``), pooled by every system on show;
+   sample of 200 (``retrieval.judging.sampling``), pooled by every system on show;
 3. grades ``--judgments`` pairs one after another through ``/judge``, the judge alone on the server
    (beside it, the same work in-process, and Gradio's own round trip to an endpoint that returns its
    input: the floor no endpoint goes under);

@@ -10,7 +10,7 @@ pair has none). On every data set (the bundled demo; the shared SciFact, NFCorpu
 skipped where ``../shared`` is absent), with the default encoder, the systems on show are nine:
 BM25 (the app's k1 0.9, b 0.4, and Robertson's k1 1.2, b 0.75), dense (flat, int8 scalar-quantized,
 PCA to 128 dimensions), learned sparse (SPLADE), the CLEAR hybrid, RRF and the weighted sum. Each
-strategy of ``retrieval.judging_order`` grades the systems' depth-10 pools of the test queries, one
+strategy of ``retrieval.judging.order`` grades the systems' depth-10 pools of the test queries, one
 pair at a time, until every pooled pair is graded; after every grade the systems are evaluated on
 the grades so far as the app does (nDCG@10 over the queries with a relevant grade, unjudged
 documents not relevant).
@@ -41,15 +41,15 @@ from scipy.stats import kendalltau
 
 from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.evaluate import evaluate_run, paired_permutation_p  # noqa: E402
-from retrieval.hybrid import rank_candidates  # noqa: E402
-from retrieval.judging_order import DEFAULT, STRATEGIES, make  # noqa: E402
-from retrieval.judgments import top_ids  # noqa: E402
-from retrieval.lambdas import LABEL_FREE_LAMBDA, QUERY_MAX_GRID  # noqa: E402
-from retrieval.lexical import BM25Index  # noqa: E402
-from retrieval.metrics import SIGNIFICANCE_LEVEL  # noqa: E402
+from retrieval.evaluation.measures import evaluate_run, paired_permutation_p  # noqa: E402
+from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL  # noqa: E402
+from retrieval.index.bm25_index import BM25Index  # noqa: E402
+from retrieval.judging.judgments import top_ids  # noqa: E402
+from retrieval.judging.order import DEFAULT, STRATEGIES, make  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
 from retrieval.systems import BM25, DENSE, HYBRID, RRF, SPLADE, WSUM  # noqa: E402
+from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, QUERY_MAX_GRID  # noqa: E402
+from retrieval.systems.fusion import rank_candidates  # noqa: E402
 
 SETS = {"demo": DEMO, "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus",
         "cranfield": SHARED / "cranfield"}

@@ -25,7 +25,7 @@ same candidates (BM25's and dense's top 1000, both scored exactly):
 Each cell: the mean over the draws, and the worst draw. The last column is the app's choice minus
 the better of BM25 and dense (mean over the draws / worst draw), and a line per kind gives the number
 of labelled queries from which on every data set's mean is within 0.01 of its better single system.
-Identifier lookups (``retrieval/lookup.py``) are ranked by BM25 alone in the query-max ways, as in
+Identifier lookups (``retrieval/systems/identifier_queries.py``) are ranked by BM25 alone in the query-max ways, as in
 the app. Last line:
 ``worst_gap_vs_label_free=<x> mean_gain_vs_raw_tuned=<y>``: the app's choice minus the label-free
 λ, worst over every data set, n and draw; and the app's choice minus the raw grid best, mean over
@@ -43,12 +43,12 @@ import numpy as np  # noqa: E402
 from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
 from _kinds import KINDS, TOLERANCE  # noqa: E402
 from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
-from retrieval.hybrid import Candidates, Hybrid, fit_lambda, lambda_table
-from retrieval.lambdas import LAMBDA_GRID, grid_for, shown
-from retrieval.lookup import is_identifier_lookup
+from retrieval.index.encoder import PRECISIONS, load_encoder  # noqa: E402
 from retrieval.store import default_store_path  # noqa: E402
+from retrieval.systems.clear_lambda import LAMBDA_GRID, grid_for, shown
+from retrieval.systems.fusion import Candidates, Hybrid, fit_lambda, lambda_table
 from retrieval.systems.hybrid import label_free_prior  # noqa: E402
+from retrieval.systems.identifier_queries import is_identifier_lookup
 
 SETS = {"demo": ROOT / "data" / "demo", "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus"}
 WAYS = ("raw λ, grid best", "query-max λ, grid best", "query-max λ, the app's", "label-free (the app's)")

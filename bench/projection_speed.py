@@ -7,13 +7,13 @@
 DATASET defaults to the bundled data/demo (384 passages: at most 416 distinct texts on its test
 split, so use ``../shared/datasets/scifact`` for the 2,000-point figure). The script opens a
 Workspace (corpus embeddings from the store when cached), draws a role sample
-(``retrieval.projection.sample_points``: every labelled query of the split, hard and easy negatives
+(``retrieval.evaluation.projection.sample_points``: every labelled query of the split, hard and easy negatives
 per query raised until it holds --points distinct texts), embeds it, takes its first --points
 distinct texts (a document shared by two queries is one point to UMAP) and times:
 
 * warm-up — ``import umap`` and the first ``umap_layout`` in the process (numba compiles UMAP's
   code, or loads it from its disk cache): what the app's first projection pays once;
-* ours — ``retrieval.projection.umap_layout`` on those points, best of --repeat:
+* ours — ``retrieval.evaluation.projection.umap_layout`` on those points, best of --repeat:
   umap-learn, ``metric="cosine"``, with the exact cosine k-nearest neighbours computed by one
   matrix product and handed over as ``precomputed_knn``;
 * the whole ``project`` call on the full sample (embeddings from the store, fit, cache write), as
@@ -58,8 +58,8 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from _common import DEMO, best_of, store_arg  # first: it puts the checkout on sys.path
-from retrieval.projection import embed_sample, project, sample_points, umap_layout  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.evaluation.projection import embed_sample, project, sample_points, umap_layout  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 

@@ -22,15 +22,15 @@ from pathlib import Path
 
 from _common import dataset_arg, timed, write_json  # first: it puts the checkout on sys.path
 from retrieval import cli  # noqa: E402
-from retrieval.engines import open_engine  # noqa: E402
-from retrieval.evaluate import evaluate_run, significance_marks  # noqa: E402
-from retrieval.failure_rules import Thresholds  # noqa: E402
-from retrieval.lambdas import shown  # noqa: E402
-from retrieval.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
-from retrieval.run import rank_maps  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.data.run import rank_maps  # noqa: E402
+from retrieval.evaluation.failure_rules import Thresholds  # noqa: E402
+from retrieval.evaluation.measures import evaluate_run, significance_marks  # noqa: E402
+from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
+from retrieval.index.engines import open_engine  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
 from retrieval.systems import BM25, DENSE, SPLADE, SYSTEMS, label  # noqa: E402
+from retrieval.systems.clear_lambda import shown  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 
 

@@ -48,10 +48,10 @@ import numpy as np  # noqa: E402
 
 from _common import ROOT, SHARED, percentile_ms, timed  # first: it puts the checkout on sys.path
 from retrieval.cli import engine_arg  # noqa: E402
-from retrieval.dense import DenseIndex  # noqa: E402
-from retrieval.encoder import PRECISIONS, load_encoder  # noqa: E402
-from retrieval.engines import open_engine  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.index.dense_index import DenseIndex  # noqa: E402
+from retrieval.index.encoder import PRECISIONS, load_encoder  # noqa: E402
+from retrieval.index.engines import open_engine  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 
@@ -125,7 +125,7 @@ REOPEN = """
 import sys, time
 t = time.perf_counter()
 from retrieval import Store, Workspace, load_dataset
-from retrieval.encoder import load_encoder
+from retrieval.index.encoder import load_encoder
 enc = load_encoder(None, precision=sys.argv[5])
 if int(sys.argv[3]):
     enc.model.max_seq_length = int(sys.argv[3])

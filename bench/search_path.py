@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from sentence_transformers import SentenceTransformer
 
     import app as rankscope
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_index import BM25Index
 
     counters = Counters()
     counters.wrap(SentenceTransformer, "encode", "encodes", lambda a: 1 if isinstance(a[1], str) else len(a[1]))

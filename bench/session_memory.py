@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What an open workspace costs in memory: the app's estimate (``retrieval.footprint``, which its
+"""What an open workspace costs in memory: the app's estimate (``retrieval.sharing.memory_budget``, which its
 memory budget counts) against what the process really gains.
 
     python bench/session_memory.py [--docs 2000,20000] [--seed 0] [--dim 384] [--model ID_OR_FOLDER]
@@ -69,7 +69,7 @@ def model_folder(folder: Path, dim: int) -> Path:
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertModel
 
-    from retrieval.encoder import default_model_path
+    from retrieval.index.encoder import default_model_path
 
     hf = out.parent / "hf"
     hf.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ def measure(data: str, model: str, store: str, warm_up: str) -> dict:
     """In this process: the encoder loaded and a small corpus opened first (every library imported,
     every pool and buffer a first search or encoding allocates), the corpus read; then the growth of
     resident memory, and of the registry's estimate, as the workspace opens."""
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
     from retrieval.store import Store
     from ui.registry import Registry
 

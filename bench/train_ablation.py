@@ -48,11 +48,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
-from retrieval.dataset import Dataset  # noqa: E402
-from retrieval.encoder import Encoder, load_encoder, pick_device  # noqa: E402
-from retrieval.evaluate import compare  # noqa: E402
-from retrieval.metrics import SUMMARY_METRICS  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.data.dataset import Dataset  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.evaluation.measures import compare  # noqa: E402
+from retrieval.evaluation.metrics import SUMMARY_METRICS  # noqa: E402
+from retrieval.index.encoder import Encoder, load_encoder, pick_device  # noqa: E402
 from retrieval.store import Store, default_store_path  # noqa: E402
 from retrieval.workspace import Workspace  # noqa: E402
 from training.finetune import finished_run, run_training  # noqa: E402

@@ -30,8 +30,8 @@ import time
 import torch  # noqa: E402
 
 import _common  # noqa: F401 - first: it puts the checkout on sys.path
-from retrieval.encoder import pick_device  # noqa: E402
-from retrieval.readers import load_dataset  # noqa: E402
+from retrieval.data.readers import load_dataset  # noqa: E402
+from retrieval.index.encoder import pick_device  # noqa: E402
 from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss  # noqa: E402
 from training.pairs import labelled_pairs  # noqa: E402
 from training.trainer import TrainConfig, Trainer, load_trainable  # noqa: E402

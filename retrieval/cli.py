@@ -4,10 +4,10 @@
         [--run FILE[=NAME] ...] [--model PATH_OR_ID] [--json FILE] [--run-dir DIR] [--no-ci]
 
 prints a metrics table, each mean with its 95% interval over the queries (percentile bootstrap,
-``retrieval.intervals``; ``--no-ci`` leaves them out), a paired permutation test of each system
+``retrieval.evaluation.intervals``; ``--no-ci`` leaves them out), a paired permutation test of each system
 against the first, and every pair of systems in words ("Hybrid beats BM25 by 0.053 [0.029, 0.078]
 ndcg@10" or "not separable yet"). Where the split's labels were judged in the app (the store holds
-them as judgments: ``retrieval.coverage``), each system's judged@10 is printed, and a pair whose
+them as judgments: ``retrieval.judging.coverage``), each system's judged@10 is printed, and a pair whose
 system's top 10 is judged below the threshold gets no verdict, nor a † mark, but how many more of its
 documents to judge; writes the metrics, their intervals and the comparisons as JSON
 (``metrics_json``) and one TREC run file per system. ``--run`` adds a
@@ -38,25 +38,25 @@ import sys
 import time
 from pathlib import Path
 
-from retrieval.coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
-from retrieval.dataset import Dataset
-from retrieval.encoder import PRECISIONS
-from retrieval.engines import ENGINE_SPECS, open_engine
-from retrieval.evaluate import positive_qrels, significance_marks
-from retrieval.intervals import LEVEL
-from retrieval.lambdas import shown
-from retrieval.language import corpus_tokenizer
-from retrieval.lookup import RULE as LOOKUP_RULE
-from retrieval.lookup import identifier_lookups
-from retrieval.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, interval_text
-from retrieval.names import file_name
-from retrieval.readers import load_dataset, read_run
-from retrieval.staging import MAX_IMPORT_ROWS
+from retrieval.data.dataset import Dataset
+from retrieval.data.language import corpus_tokenizer
+from retrieval.data.readers import load_dataset, read_run
+from retrieval.evaluation.intervals import LEVEL
+from retrieval.evaluation.measures import positive_qrels, significance_marks
+from retrieval.evaluation.metric_tables import compared_pairs
+from retrieval.evaluation.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, cell, interval_text
+from retrieval.files.terminal import safe_output
+from retrieval.files.trec import write_trec
+from retrieval.index.encoder import PRECISIONS
+from retrieval.index.engines import ENGINE_SPECS, open_engine
+from retrieval.judging.coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
+from retrieval.judging.staged_writes import MAX_IMPORT_ROWS
+from retrieval.safe_names import file_name
 from retrieval.store import Store, default_store_path
 from retrieval.systems import HYBRID, SYSTEMS, label
-from retrieval.tables import compared_pairs
-from retrieval.terminal import safe_output
-from retrieval.trec import write_trec
+from retrieval.systems.clear_lambda import shown
+from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
+from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.workspace import Workspace
 
 
@@ -263,11 +263,11 @@ def cmd_info(args) -> int:
 
 def cmd_judges(args) -> int:
     """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
-    from retrieval import staging
-    from retrieval.agreement import agreement
-    from retrieval.judgments import merged_qrels
-    from retrieval.readers import judgments as judgment_files
-    from retrieval.trec import write_qrels
+    from retrieval.data.readers import judgment_files
+    from retrieval.files.trec import write_qrels
+    from retrieval.judging import staged_writes as staging
+    from retrieval.judging.agreement import agreement
+    from retrieval.judging.judgments import merged_qrels
 
     ds = load_dataset(args.dataset)
     store = Store(args.store or default_store_path())
@@ -318,7 +318,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_failures(args) -> int:
-    from retrieval.failures import failure_gallery
+    from retrieval.evaluation.failure_gallery import failure_gallery
     from ui.present.evaluation import report_parts
     from ui.present.report import write_gallery
 
@@ -354,8 +354,8 @@ def cmd_drop(args) -> int:
 
 
 def cmd_snapshot(args) -> int:
-    from retrieval import snapshots
-    from retrieval.owners import Viewer, cli_owner, describe, when
+    from retrieval.sharing.owners import Viewer, cli_owner, describe, when
+    from retrieval.tracking import snapshots
 
     ds, ws = _open(args)
     if ws.store is None:
@@ -459,7 +459,7 @@ def cmd_check(args) -> int:
 
 
 def _check(args) -> int:
-    from retrieval import check_report, snapshots
+    from retrieval.tracking import check_report, snapshots
 
     metric, max_drop = snapshots.gate_metric(args.metric), snapshots.gate_max_drop(args.max_drop)
     junit, summary = _output_path(args.junit, "--junit"), _output_path(args.summary, "--summary")

@@ -52,7 +52,7 @@ class UnknownSplit(ValueError):
 
 class EngineError(ValueError):
     """An index engine cannot do what was asked: a bad spec, unreachable, not installed, a foreign
-    collection (``retrieval.engines``)."""
+    collection (``retrieval.index.engines``)."""
 
 
 class EncoderLoadError(ValueError):

@@ -24,10 +24,11 @@ import numpy as np
 import platformdirs
 import sqlite_utils
 
-from retrieval import staging, stored_rows
-from retrieval.owners import Viewer
-from retrieval.run import Run
-from retrieval.staging import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
+from retrieval import stored_rows
+from retrieval.data.run import Run
+from retrieval.judging import staged_writes as staging
+from retrieval.judging.staged_writes import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
+from retrieval.sharing.owners import Viewer
 
 SCHEMA_VERSION = 1
 _CHUNK = 500  # ids per "IN (...)" query, under SQLite's variable limit
@@ -372,7 +373,7 @@ class Store:
     def put_judgments(self, corpus: str, judgments, source: str | None = None) -> JudgmentsStored:
         """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus as one
         write (an import), through a connection of its own and never under the store's lock, so other
-        sessions' reads go on meanwhile (``retrieval.staging``: a large import is staged, then copied
+        sessions' reads go on meanwhile (``retrieval.judging.staged_writes``: a large import is staged, then copied
         in by one short transaction). All or nothing: a bad row (``ValueError``) or more than
         ``staging.MAX_IMPORT_ROWS`` rows (``staging.TooManyRows``, naming ``source``, the file) stores
         none, and readers never see part of it. Counted against what the store held for the corpus
@@ -429,7 +430,7 @@ class Store:
             return [r[0] for r in self.db.execute(f"select distinct query_id from judgments where {where} "
                                                   "order by query_id", args).fetchall()]
 
-    # ---- judges' makers (``retrieval.judge_owners``) -----------------------------------------
+    # ---- judges' makers (``retrieval.judging.judge_owners``) -----------------------------------------
     def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list) -> tuple[str, list]:
         """``where`` and ``args`` of a judgments read leaving out the judges ``viewer`` does not see:
         on a shared deployment, another maker's judges that are not published (under the lock)."""
@@ -519,7 +520,7 @@ class Store:
     def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",
                       published: bool = True) -> None:
         """Keep queries added to the corpus ``corpus`` (a ``Dataset.corpus_hash``) as one named set
-        made by ``owner`` (``retrieval.owners``), ``published`` or not; the same ``set_id`` again
+        made by ``owner`` (``retrieval.sharing.owners``), ``published`` or not; the same ``set_id`` again
         replaces its name and queries, keeping its maker and whether it is published."""
         with self._lock, self.db.conn:
             was = self.db.execute("select owner, published from query_sets where corpus = ? and id = ?",
@@ -573,7 +574,7 @@ class Store:
 
     # ---- samples of queries to judge ---------------------------------------------------------
     def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str]) -> None:
-        """Keep a sample of a corpus's queries drawn for judging (``retrieval.sampling``)."""
+        """Keep a sample of a corpus's queries drawn for judging (``retrieval.judging.sampling``)."""
         with self._lock, self.db.conn:
             self.db["judging_samples"].upsert({"corpus": corpus, "id": sample_id, "method": method, "seed": int(seed),
                                                "query_ids": _pack(list(query_ids)), "created": time.time()},
@@ -594,7 +595,7 @@ class Store:
         stored_rows.left_out("judging samples", problems)
         return out
 
-    # ---- snapshots of runs (retrieval.snapshots) ---------------------------------------------
+    # ---- snapshots of runs (retrieval.tracking.snapshots) ---------------------------------------------
     def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict, owner: str = "", published: bool = True,
                      replace: bool = False) -> None:
         """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs. A name the

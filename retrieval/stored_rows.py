@@ -22,8 +22,8 @@ import zlib
 
 import numpy as np
 
-from retrieval.judgments import GRADES, check_judge
-from retrieval.names import id_problem
+from retrieval.judging.judgments import GRADES, check_judge
+from retrieval.safe_names import id_problem
 
 log = logging.getLogger(__name__)
 _GRADES = frozenset(GRADES)

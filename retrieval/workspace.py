@@ -14,26 +14,26 @@ import copy
 import threading
 
 from retrieval import systems
-from retrieval.background import EncodingStatus
-from retrieval.builds import IndexBuild
-from retrieval.dataset import Dataset
-from retrieval.dense import DenseRetriever, index_kind_for
-from retrieval.encoder import Encoder, load_encoder
-from retrieval.engines import Corpus, InProcess
+from retrieval.data.dataset import Dataset
+from retrieval.data.readers.runs import ImportedRun, match_dataset
+from retrieval.data.run import Run
 from retrieval.errors import UnknownSplit
-from retrieval.evaluate import Evaluation, evaluate_run, scores_from_run
-from retrieval.lambdas import LambdaChoice, LambdaFit
-from retrieval.lexical import BM25Index
-from retrieval.metrics import CONDENSED_DEPTH, EVALUATED
-from retrieval.names import check_new_name
+from retrieval.evaluation.measures import Evaluation, evaluate_run, scores_from_run
+from retrieval.evaluation.metrics import CONDENSED_DEPTH, EVALUATED
+from retrieval.index.background_build import EncodingStatus
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.builds import IndexBuild
+from retrieval.index.dense_index import DenseRetriever, index_kind_for
+from retrieval.index.encoder import Encoder, load_encoder
+from retrieval.index.engines import Corpus, InProcess
+from retrieval.index.splade import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
+from retrieval.index.tokenize import Tokenizer
 from retrieval.progress import Progress, counting
-from retrieval.readers.runs import ImportedRun, match_dataset
-from retrieval.run import Run
-from retrieval.sparse import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
+from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
 from retrieval.systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
 from retrieval.systems import hybrid as hybrid_system
-from retrieval.tokenize import Tokenizer
+from retrieval.systems.clear_lambda import LambdaChoice, LambdaFit
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
@@ -46,7 +46,7 @@ class Workspace:
                  device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto",
                  engine=None, sparse_model: str | None = None):
         self.dataset, self.store = dataset, store
-        self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.engines)
+        self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.index.engines)
         self._model_arg, self._device, self._precision = model, device, precision
         self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
@@ -56,7 +56,7 @@ class Workspace:
         self._lock = threading.RLock()
         n = len(dataset.docs)
         self._dense_build = IndexBuild(lambda: self.encoder, self._build_dense, n, "rankscope-dense-build")
-        self.sparse_model = sparse_model  # None: the bundled SPLADE-tiny (``retrieval.sparse``)
+        self.sparse_model = sparse_model  # None: the bundled SPLADE-tiny (``retrieval.index.splade``)
         self._sparse_build = IndexBuild(lambda: load_sparse_model(sparse_model), self._build_sparse, n,
                                         "rankscope-sparse-build")
         self._bm25: BM25Index | None = None  # in-process: explanations, training (the engine's own when in-process)
@@ -157,7 +157,7 @@ class Workspace:
 
     @property
     def lexical(self):
-        """The engine's BM25 (``retrieval.engines``): what the BM25 system and the hybrids rank with."""
+        """The engine's BM25 (``retrieval.index.engines``): what the BM25 system and the hybrids rank with."""
         return self.build_lexical()
 
     def build_lexical(self, progress: Progress | None = None):
@@ -214,7 +214,7 @@ class Workspace:
                                emb.from_store, emb.encoded)
 
     def start_dense(self) -> EncodingStatus | None:
-        """Build the dense index in a background thread (``retrieval.background``) unless it is
+        """Build the dense index in a background thread (``retrieval.index.background_build``) unless it is
         built or being built; returns where that build stands (None: built already, in the
         foreground). Meanwhile ``dense`` and the systems that need it raise ``DenseNotReady``,
         and BM25 answers."""
@@ -256,7 +256,7 @@ class Workspace:
 
     @property
     def sparse(self) -> SparseRetriever:
-        """The learned sparse retriever (SPLADE, ``retrieval.sparse``), built as ``dense`` is."""
+        """The learned sparse retriever (SPLADE, ``retrieval.index.splade``), built as ``dense`` is."""
         return self._sparse_build.value
 
     # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``lambdas``) ---------------------

@@ -58,7 +58,7 @@ def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertModel
 
-    from retrieval.encoder import default_model_path
+    from retrieval.index.encoder import default_model_path
 
     src = Path(default_model_path())
     hf_dir = folder / "hf"
@@ -81,7 +81,7 @@ def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    from retrieval.encoder import cpu_bf16_instructions, cpu_precision, load_encoder
+    from retrieval.index.encoder import cpu_bf16_instructions, cpu_precision, load_encoder
 
     folder = build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
     if cpu_bf16_instructions():  # "auto" loads it in bf16 here, as it always did: not measured on a busy
@@ -93,7 +93,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_encoder(tiny_model_dir):
-    from retrieval.encoder import load_encoder
+    from retrieval.index.encoder import load_encoder
 
     return load_encoder(str(tiny_model_dir), device="cpu")
 
@@ -110,7 +110,7 @@ def store(tmp_path):
 @pytest.fixture
 def toy_dataset():
     """Eight short documents, four queries, graded labels in a train and a test split."""
-    from retrieval.dataset import Dataset, Document
+    from retrieval.data.dataset import Dataset, Document
 
     docs = {
         "d1": Document("d1", "Cats", "The cat sat on the warm mat near the fire."),
@@ -140,6 +140,6 @@ def shots(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def demo():
     """The bundled demo data set (384 passages, train and test splits), loaded once per module."""
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
 
     return load_dataset(DEMO)

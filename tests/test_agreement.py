@@ -10,8 +10,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from retrieval import Store
-from retrieval.agreement import agreement, kappa_from_counts, pair_agreement
-from retrieval.judgments import grades_by_pair, merged_grade, merged_qrels
+from retrieval.judging.agreement import agreement, kappa_from_counts, pair_agreement
+from retrieval.judging.judgments import grades_by_pair, merged_grade, merged_qrels
 
 
 def rows_of(grades: dict[str, list[int]], offset: int = 0) -> list[dict]:

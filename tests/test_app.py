@@ -324,8 +324,8 @@ def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path)
 
 
 def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app, tmp_path):
-    from retrieval.readers import load_dataset
-    from retrieval.trec import write_trec
+    from retrieval.data.readers import load_dataset
+    from retrieval.files.trec import write_trec
 
     demo = load_dataset(DEMO)
     # an "oracle" system: each test query's labelled documents, best label first
@@ -346,7 +346,7 @@ def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app,
 
 
 def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
-    from retrieval.readers import read_qrels
+    from retrieval.data.readers import read_qrels
 
     progress, html, shown = client.predict("bea", 2, False, api_name="/judge_queue")
     assert "Judged 0 of" in progress and shown["query_id"] and shown["doc_id"] and "judge-pair" in html

@@ -12,12 +12,12 @@ import gradio as gr
 import pytest
 
 from retrieval import DenseNotReady, Workspace
-from retrieval.dataset import Dataset, Document
-from retrieval.diagnostics import label_health
-from retrieval.encoder import Encoder
-from retrieval.search import side_by_side
+from retrieval.data.dataset import Dataset, Document
+from retrieval.evaluation.diagnostics import label_health
+from retrieval.index.encoder import Encoder
 from retrieval.store import text_hash
 from retrieval.systems import BASE_SYSTEMS, SPLADE
+from retrieval.systems.side_by_side import side_by_side
 from ui import data as data_view
 from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view
@@ -66,9 +66,9 @@ def gated(tiny_encoder):
 
 @pytest.fixture(autouse=True)
 def small_parts(monkeypatch):
-    import retrieval.dense
+    import retrieval.index.dense_index
 
-    monkeypatch.setattr(retrieval.dense, "COMMIT_EVERY", PART)
+    monkeypatch.setattr(retrieval.index.dense_index, "COMMIT_EVERY", PART)
 
 
 def wait_for(condition, seconds: float = 30.0) -> None:
@@ -257,7 +257,7 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
 
 
 def test_a_build_that_waits_for_another_says_so_then_shows_its_rate_and_time_left():
-    from retrieval.builds import IndexBuild
+    from retrieval.index.builds import IndexBuild
 
     first_done, step = threading.Event(), threading.Event()
 
@@ -319,7 +319,7 @@ def test_a_page_built_while_the_corpus_encodes_is_computed_again_when_any_build_
 
 
 def test_the_judging_queue_gains_the_systems_whose_index_arrives_and_puts_their_documents_first(gated, store):
-    from retrieval.judgments import top_ids
+    from retrieval.judging.judgments import top_ids
     from ui import judge
 
     registry = Registry(store, model=gated, foreground_s=0.3)

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.bench
 
 
 def test_the_corpus_is_seeded_and_every_query_has_the_passage_it_was_drawn_from(tmp_path):
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
 
     bench = bench_module("eval_speed")
     ds = load_dataset(bench.synthetic(tmp_path / "a", 300, 8, seed=3))

@@ -20,7 +20,7 @@ def bench():
 
 
 def test_shares_are_seeded_nested_and_never_touch_test(bench):
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
 
     ds = load_dataset(DEMO)
     none, small, some, every = (bench.keep_share(ds, f) for f in (0, 0.01, 0.2, 1.0))

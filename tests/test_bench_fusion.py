@@ -24,7 +24,7 @@ def demo_rows(bench, tiny_encoder):
 @pytest.mark.slow
 def test_the_default_row_is_the_gated_query_max_combination(bench, demo_rows, tiny_encoder):
     from retrieval import Workspace, load_dataset
-    from retrieval.reliability import dense_reliability
+    from retrieval.systems.reliability import dense_reliability
 
     reliable = dense_reliability(Workspace(bench.KINDS["as is"](load_dataset(DEMO), "test"), None,
                                            model=tiny_encoder)).reliable
@@ -50,15 +50,15 @@ def test_gaps_are_against_the_better_of_bm25_and_dense(bench, demo_rows):
 
 
 def test_the_reported_split_is_the_only_labelled_one(bench):
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
 
     for make in bench.KINDS.values():
         assert make(load_dataset(DEMO), "test").splits == ["test"]  # no train split: λ cannot be tuned
 
 
 def test_a_kind_made_for_two_splits_edits_the_corpus_for_both_and_keeps_the_first_as_alone(bench):
-    from retrieval.language import corpus_tokenizer
-    from retrieval.readers import load_dataset
+    from retrieval.data.language import corpus_tokenizer
+    from retrieval.data.readers import load_dataset
 
     full = load_dataset(DEMO)
     for name, make in bench.KINDS.items():

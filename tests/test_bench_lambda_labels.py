@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval import Workspace
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
 
 from .conftest import DEMO, bench_module
 

@@ -305,7 +305,7 @@ def test_a_typed_query_is_added_to_the_queries_with_one_click(page, shots):
 def test_an_imported_run_appears_as_a_fourth_column_and_in_evaluate(page, shots, tmp_path):
     import json
 
-    from retrieval.trec import write_trec
+    from retrieval.files.trec import write_trec
 
     queries = [json.loads(line) for line in (DEMO / "queries.jsonl").read_text().splitlines()]
     run = {q["_id"]: [("fin-001", 3.0), ("fin-002", 2.0), ("home-001", 1.0)] for q in queries}
@@ -330,8 +330,8 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     metrics with a tuned λ and failures appear; export the qrels; import a TREC run beside the others."""
     import json
 
-    from retrieval.readers.queries import stable_query_id
-    from retrieval.trec import write_trec
+    from retrieval.data.readers.queries import stable_query_id
+    from retrieval.files.trec import write_trec
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text((DEMO / "corpus.jsonl").read_text())

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import snapshots
-from retrieval.check_report import junit_xml, markdown_summary, text_report, xml_text
 from retrieval.cli import main
-from retrieval.evaluate import Evaluation, compare
-from retrieval.readers import load_dataset
-from retrieval.trec import write_trec
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.measures import Evaluation, compare
+from retrieval.files.trec import write_trec
+from retrieval.tracking import snapshots
+from retrieval.tracking.check_report import junit_xml, markdown_summary, text_report, xml_text
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -208,9 +208,9 @@ _ANY = st.text(st.one_of(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, 
 def test_every_junit_file_parses_and_shows_the_names_whatever_they_hold(name, query_id, query, dataset, system):
     from markdown_it import MarkdownIt
 
-    from retrieval.check_report import short
-    from retrieval.markdown import text
+    from retrieval.files.markdown import text
     from retrieval.systems import label
+    from retrieval.tracking.check_report import short
 
     def as_written(value: str) -> str:
         return value.encode("utf-8", "backslashreplace").decode("utf-8")

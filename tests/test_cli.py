@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from retrieval.evaluate import evaluate_run
-from retrieval.names import file_name
-from retrieval.readers import load_dataset, read_run
+from retrieval.data.readers import load_dataset, read_run
+from retrieval.evaluation.measures import evaluate_run
+from retrieval.safe_names import file_name
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 
@@ -37,7 +37,7 @@ def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
     judge in the app would: the data's grade where it lists the document, else 0. The judgments go
     to the store at ``store_path`` and become the split's labels (as `judges --export` writes them):
     labels judged in the app, so the coverage gate applies."""
-    from retrieval.language import corpus_tokenizer
+    from retrieval.data.language import corpus_tokenizer
 
     ds = load_dataset(folder)
     truth = ds.qrels["test"]
@@ -159,7 +159,7 @@ def test_info_prints_the_summary(tmp_path):
 
 def test_judges_reports_agreement_and_exports_merged_qrels(tmp_path):
     from retrieval import Store
-    from retrieval.readers import read_qrels
+    from retrieval.data.readers import read_qrels
 
     ds = load_dataset(DEMO)
     store = Store(tmp_path / "s.sqlite3")
@@ -190,8 +190,8 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
     that read deeper than the pool; the JSON says the pair may not be concluded."""
     import shutil
 
-    from retrieval.language import corpus_tokenizer
-    from retrieval.trec import write_trec
+    from retrieval.data.language import corpus_tokenizer
+    from retrieval.files.trec import write_trec
 
     folder = tmp_path / "demo"
     shutil.copytree(DEMO, folder)

@@ -8,9 +8,9 @@ import faiss
 import numpy as np
 import pytest
 
-from retrieval.compression import compression_table
-from retrieval.dense import DenseIndex
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
+from retrieval.index.compression import compression_table
+from retrieval.index.dense_index import DenseIndex
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 

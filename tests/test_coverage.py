@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.coverage import (
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.metrics import NDCG_CONDENSED, VIEW_METRICS
+from retrieval.judging.coverage import (
     MIN_JUDGED_AT_10,
     VERDICT_METRIC,
     coverage,
@@ -21,10 +23,8 @@ from retrieval.coverage import (
     pool_depth,
     verdicts,
 )
-from retrieval.dataset import Dataset
-from retrieval.judgments import merged_qrels
-from retrieval.metrics import NDCG_CONDENSED, VIEW_METRICS
-from retrieval.settling import judged_at_10, standings
+from retrieval.judging.judgments import merged_qrels
+from retrieval.judging.settled_comparisons import judged_at_10, standings
 from retrieval.systems import BM25, DENSE
 from retrieval.workspace import Workspace
 from ui.common import conclusions_note, metrics_rows
@@ -180,7 +180,7 @@ def test_the_same_labels_from_the_data_set_are_measured_and_concluded(toy_ws):
 
 
 def test_the_reports_verdicts_are_gated_with_judged_at_10_beside(toy_ws, store, tiny_encoder):
-    from retrieval.tables import comparisons, metrics_table, table_coverage
+    from retrieval.evaluation.metric_tables import comparisons, metrics_table, table_coverage
 
     ds = judged_in_app(toy_ws.dataset, store, toy_ws)
     ws = Workspace(ds, store, model=tiny_encoder)
@@ -233,8 +233,8 @@ def test_significance_marks_need_both_systems_covered():
 def test_the_condensed_list_reads_a_fixed_depth_whatever_the_run_holds():
     """nDCG'@10 condenses each list's top CONDENSED_DEPTH: the Judge tab's searches of the sample
     and Evaluate's 1,000-deep runs give the same value (they gave +0.488 and −0.010 for one pair)."""
-    from retrieval.coverage import condensed_ndcg
-    from retrieval.metrics import CONDENSED_DEPTH
+    from retrieval.evaluation.metrics import CONDENSED_DEPTH
+    from retrieval.judging.coverage import condensed_ndcg
 
     judged = {"q": {"rel": 2, "n1": 0}}
     deep = {"q": [*((f"u{i}", 1.0 - i / 2000) for i in range(CONDENSED_DEPTH + 50)), ("rel", 0.01), ("n1", 0.0)]}
@@ -260,7 +260,7 @@ def test_the_condensed_ndcg_is_a_column_of_every_metrics_table(toy_ws, store, ti
 
 def test_the_stored_evaluation_is_keyed_by_the_condensed_depth(toy_ws, store, tiny_encoder, monkeypatch):
     """nDCG'@10 depends on how deep the list is condensed: another depth is another stored evaluation."""
-    import retrieval.evaluate
+    import retrieval.evaluation.measures
     import retrieval.workspace
 
     ds = judged_in_app(toy_ws.dataset, store, toy_ws)
@@ -269,7 +269,7 @@ def test_the_stored_evaluation_is_keyed_by_the_condensed_depth(toy_ws, store, ti
     again = Workspace(ds, store, model=tiny_encoder)
     monkeypatch.setattr(again, "run", lambda *a, **k: pytest.fail("the depth-100 evaluation was not kept"))
     assert again.evaluate(DENSE, "test").per_query[NDCG_CONDENSED] == deep  # the same depth: read back
-    for module in (retrieval.evaluate, retrieval.workspace):
+    for module in (retrieval.evaluation.measures, retrieval.workspace):
         monkeypatch.setattr(module, "CONDENSED_DEPTH", 1)
     shallow = Workspace(ds, store, model=tiny_encoder).evaluate(DENSE, "test").per_query[NDCG_CONDENSED]
     assert shallow != deep  # not the deeper value read back from the store

@@ -3,7 +3,7 @@ them): measured, never a crash (before: ZeroDivisionError in ``coverage.coverage
 ``python -m retrieval evaluate --run`` with any run file missing a labelled query)."""
 from __future__ import annotations
 
-from retrieval.coverage import coverage
+from retrieval.judging.coverage import coverage
 
 
 def test_a_query_the_run_has_no_list_for_counts_as_nothing_judged():

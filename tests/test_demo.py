@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.encoder import load_encoder
-from retrieval.failure_rules import CATEGORIES, FINETUNING_CATEGORIES
-from retrieval.failures import failure_gallery
-from retrieval.readers.assembly import load_dataset
+from retrieval.data.readers.assembly import load_dataset
+from retrieval.evaluation.failure_gallery import failure_gallery
+from retrieval.evaluation.failure_rules import CATEGORIES, FINETUNING_CATEGORIES
+from retrieval.index.encoder import load_encoder
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO

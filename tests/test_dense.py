@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.dense import DenseIndex, DenseRetriever, embed_texts
-from retrieval.encoder import Encoder, cpu_bf16_instructions, load_encoder, pick_precision
+from retrieval.index.dense_index import DenseIndex, DenseRetriever, embed_texts
+from retrieval.index.encoder import Encoder, cpu_bf16_instructions, load_encoder, pick_precision
 from retrieval.store import Store
 
 
@@ -54,8 +54,8 @@ def test_bf16_on_a_cpu_is_kept_only_where_measured_faster_and_the_choice_is_reme
                                                                                       tmp_path, monkeypatch):
     import json
 
-    from retrieval import encoder as encoder_module
-    from retrieval.encoder import BF16_GAIN, cpu_precision, precision_file
+    from retrieval.index import encoder as encoder_module
+    from retrieval.index.encoder import BF16_GAIN, cpu_precision, precision_file
 
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
     calls = []
@@ -189,8 +189,8 @@ def test_bad_model_name_gives_clear_error(tmp_path):
 
 
 def test_auto_index_is_flat_for_small_corpora_and_hnsw_past_the_threshold(toy_dataset, tiny_encoder, monkeypatch):
-    from retrieval import dense
-    from retrieval.dense import index_kind_for
+    from retrieval.index import dense_index as dense
+    from retrieval.index.dense_index import index_kind_for
     from retrieval.workspace import Workspace
 
     assert index_kind_for(dense.HNSW_FROM - 1) == "flat" and index_kind_for(dense.HNSW_FROM) == "hnsw"
@@ -224,7 +224,7 @@ def test_a_built_index_is_kept_beside_the_store_and_read_back_on_reopen(toy_data
     queries = toy_dataset.split_queries("test")
     assert reopened.search(queries, 5) == built.search(queries, 5)  # the graph read back answers alike
     if kind == "hnsw":  # the search breadth is set on the graph read back, not kept in it or its name
-        from retrieval.dense import EF_SEARCH
+        from retrieval.index.dense_index import EF_SEARCH
 
         assert reopened.index.index.hnsw.efSearch == built.index.index.hnsw.efSearch == EF_SEARCH
     kept[0].write_bytes(b"not a faiss index")  # damaged: built again from the store, the file replaced
@@ -238,7 +238,7 @@ def test_a_built_index_is_kept_beside_the_store_and_read_back_on_reopen(toy_data
 def test_kept_indexes_beyond_three_per_corpus_go_least_recently_used_first(toy_dataset, tiny_encoder, tmp_path):
     import os
 
-    from retrieval.engines.local import evict
+    from retrieval.index.engines.local import evict
     from retrieval.workspace import Workspace
 
     path = tmp_path / "store.sqlite3"
@@ -272,7 +272,7 @@ def test_vectors_read_back_are_the_index_memory_and_keep_it_alive(kind, tmp_path
 
     import faiss
 
-    from retrieval.dense import DenseIndex, held_vectors
+    from retrieval.index.dense_index import DenseIndex, held_vectors
 
     vecs = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)  # unit vectors: each its own best inner product

@@ -1,9 +1,9 @@
 """Label health and the language check on real workspaces (demo, tiny encoder, real BM25 and FAISS)."""
 from __future__ import annotations
 
-from retrieval.dataset import Dataset
-from retrieval.diagnostics import label_health, language_check
-from retrieval.readers import load_dataset
+from retrieval.data.dataset import Dataset
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.diagnostics import label_health, language_check
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -34,7 +34,7 @@ def test_language_check_names_the_encoder(store, tiny_encoder):
 
 
 def test_a_label_on_a_document_with_no_indexable_word_is_flagged(store, tiny_encoder, toy_dataset):
-    from retrieval.dataset import Document
+    from retrieval.data.dataset import Document
 
     docs = {**toy_dataset.docs, "d9": Document("d9", "", "and the of it")}  # stopwords only
     qrels = {"test": {**toy_dataset.qrels["test"], "q4": {"d5": 2, "d9": 1}}}

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from retrieval import Workspace
-from retrieval.engines import Capabilities, Engine, LexicalIndex, SparseVectorIndex, VectorIndex, open_engine
-from retrieval.readers.runs import ImportedRun, run_hash
+from retrieval.data.readers.runs import ImportedRun, run_hash
+from retrieval.index.engines import Capabilities, Engine, LexicalIndex, SparseVectorIndex, VectorIndex, open_engine
 from retrieval.systems import SYSTEMS, Probe, System
 
 ENGINES = ["in-process", pytest.param("milvus-lite", marks=pytest.mark.milvus)]

@@ -14,10 +14,10 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from retrieval import Workspace  # noqa: E402
-from retrieval.engines import Corpus, InProcess, open_engine  # noqa: E402
-from retrieval.engines import milvus as milvus_engine  # noqa: E402
-from retrieval.engines.milvus import EngineError, MilvusSparse  # noqa: E402
-from retrieval.sparse import SparseIndex, load_sparse_model  # noqa: E402
+from retrieval.index.engines import Corpus, InProcess, open_engine  # noqa: E402
+from retrieval.index.engines import milvus as milvus_engine  # noqa: E402
+from retrieval.index.engines.milvus import EngineError, MilvusSparse  # noqa: E402
+from retrieval.index.splade import SparseIndex, load_sparse_model  # noqa: E402
 from retrieval.store import Store  # noqa: E402
 
 from .conftest import DEMO  # noqa: E402

@@ -11,12 +11,12 @@ from ranx import Qrels as RQrels
 from ranx import Run as RRun
 from ranx import evaluate as ranx_evaluate
 
-from retrieval.evaluate import compare, evaluate_run, positive_qrels
-from retrieval.history import compare_runs, list_runs, params_summary
-from retrieval.lambdas import shown
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.measures import compare, evaluate_run, positive_qrels
+from retrieval.evaluation.metric_tables import RECALL_KS, metrics_table, recall_at_ks, versus
 from retrieval.store import Store
-from retrieval.tables import RECALL_KS, metrics_table, recall_at_ks, versus
+from retrieval.systems.clear_lambda import shown
+from retrieval.tracking.history import compare_runs, list_runs, params_summary
 from retrieval.workspace import Workspace
 from ui.present.figures import lambda_sweep, per_query_scatter, recall_curves
 from ui.present.tables import table_cells

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from retrieval.evaluate import Evaluation, compare, evaluate_run, is_incomplete_metric, pnr, scores_from_run
+from retrieval.evaluation.measures import Evaluation, compare, evaluate_run, is_incomplete_metric, pnr, scores_from_run
 
 L2 = math.log2
 
@@ -231,7 +231,7 @@ def test_unknown_test_raises():
 def test_the_permutation_test_agrees_with_scipy():
     from scipy import stats
 
-    from retrieval.evaluate import paired_permutation_p
+    from retrieval.evaluation.measures import paired_permutation_p
 
     def scipy_p(x, y):
         return stats.permutation_test((y, x), lambda a, b, axis: np.mean(a - b, axis=axis), permutation_type="samples",

@@ -8,8 +8,8 @@ from html import unescape
 
 import pytest
 
+from retrieval.evaluation.metric_tables import comparisons, headline, metrics_table
 from retrieval.systems import BM25, DENSE, HYBRID, label
-from retrieval.tables import comparisons, headline, metrics_table
 from retrieval.workspace import Workspace
 from ui import evaluate as evaluate_view
 from ui import texts

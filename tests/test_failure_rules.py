@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.failure_rules import CATEGORIES, SPARSE_CATEGORIES, Thresholds, classify, headline
+from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES, Thresholds, classify, headline
 
 
 def ranks_of(**lists):

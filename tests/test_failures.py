@@ -25,13 +25,13 @@ import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
 
-from retrieval.dataset import Dataset, Document
-from retrieval.encoder import Encoder, load_encoder
-from retrieval.failure_rules import CATEGORIES, SPARSE_CATEGORIES, headline
-from retrieval.failures import FailureCard, failure_gallery
-from retrieval.intervals import proportion_interval
-from retrieval.readers import load_dataset
-from retrieval.run import ranks
+from retrieval.data.dataset import Dataset, Document
+from retrieval.data.readers import load_dataset
+from retrieval.data.run import ranks
+from retrieval.evaluation.failure_gallery import FailureCard, failure_gallery
+from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES, headline
+from retrieval.evaluation.intervals import proportion_interval
+from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from ui.present.figures import counts_figure

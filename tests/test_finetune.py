@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from retrieval.dataset import Dataset
-from retrieval.encoder import Encoder, load_encoder
-from retrieval.metrics import SUMMARY_METRICS
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.metrics import SUMMARY_METRICS
+from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from training.finetune import plan_splits, run_training
@@ -187,7 +187,7 @@ def test_cold_start_run_trains_on_one_half(demo, tiny_model_dir, tmp_path):
 
 def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
     """Multi-stage (Baidu §4): ICT+BFS pseudo pairs first, then the labelled loss, one exported model."""
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
     from training.finetune import run_training
     from training.pairs import pseudo_pairs
     from training.trainer import TrainConfig
@@ -209,7 +209,7 @@ def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
 def test_unlabelled_corpus_trains_on_pseudo_pairs_only(tiny_model_dir, store, tmp_path, toy_dataset):
     from sentence_transformers import SentenceTransformer
 
-    from retrieval.dataset import Dataset
+    from retrieval.data.dataset import Dataset
     from training.finetune import run_training
     from training.trainer import TrainConfig
 

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not insta
 
 LATE = "Learned sparse (SPLADE)"
 SYSTEMS = ("BM25", "Dense", "Hybrid (CLEAR λ)", LATE)
-THRESHOLD = 90  # judged@10, in percent, that a verdict needs (retrieval.coverage.MIN_JUDGED_AT_10)
+THRESHOLD = 90  # judged@10, in percent, that a verdict needs (retrieval.judging.coverage.MIN_JUDGED_AT_10)
 COUNTED = re.compile(r"(\d+) judged quer(?:y|ies) \((\d+) with a relevant document: evaluated\)")
 
 TOPICS = {  # topic: its words, then a question about it
@@ -79,7 +79,7 @@ def write_corpus(folder, per_topic: int = 20, seed: int = 7):
 def sparse_gate(monkeypatch):
     """Holds the SPLADE model's encoding of the documents of ``gate.texts`` until ``gate`` is set
     (queries and other corpora pass)."""
-    from retrieval.sparse import SparseModel
+    from retrieval.index.splade import SparseModel
 
     gate = threading.Event()
     gate.texts = set()

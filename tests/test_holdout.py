@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from retrieval.dataset import Dataset
-from retrieval.encoder import Encoder, load_encoder
-from retrieval.evaluate import Evaluation, compare
+from retrieval.data.dataset import Dataset
+from retrieval.evaluation.measures import Evaluation, compare
+from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from training.finetune import run_training
@@ -111,7 +111,7 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     then wiped, the way a collapsed encoder ranks (every document alike), before the check reads them."""
     import torch
 
-    from retrieval.encoder import load_encoder as load
+    from retrieval.index.encoder import load_encoder as load
 
     def collapse(model, stage, epoch):
         with torch.no_grad():
@@ -193,7 +193,7 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     held-out check chose, and every workspace over the same train queries uses that one."""
     import json
 
-    from retrieval.lambdas import LABEL_FREE_LAMBDA, LambdaFit
+    from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LambdaFit
 
     result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
     sel = result.selection

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.dataset import Dataset, Document
+from retrieval.data.dataset import Dataset, Document
+from retrieval.data.readers import load_dataset, load_uploads, read_run
 from retrieval.errors import DataError
-from retrieval.names import NAME_LIMIT, check_name, display_name, file_name, id_problem
-from retrieval.readers import load_dataset, load_uploads, read_run
+from retrieval.files.terminal import SafeStream, terminal_safe
+from retrieval.safe_names import NAME_LIMIT, check_name, display_name, file_name, id_problem
 from retrieval.store import Store, StoreError
-from retrieval.terminal import SafeStream, terminal_safe
 
 from .conftest import DEMO, ROOT
 
@@ -201,7 +201,7 @@ def test_a_ten_thousand_character_tag_is_refused_as_a_name(demo, tmp_path):
 
 def test_a_run_of_only_some_queries_searches_the_others_without_error(demo, tmp_path, tiny_encoder):
     """A run that lacks a labelled query: that query is searched and scored 0 for the run."""
-    from retrieval.search import side_by_side
+    from retrieval.systems.side_by_side import side_by_side
     from retrieval.workspace import Workspace
 
     (q, d), (q2, _) = first_pairs(demo, 2)
@@ -249,7 +249,7 @@ def test_cli_run_dir_files_stay_in_the_folder_whatever_the_tag(demo, tmp_path):
     ("ann\x00", "U+0000"), ("ann\u202e", "U+202E"), ("ann\u2028x", "U+2028"), (42, "must be text"),
 ])
 def test_judge_names_are_checked(value, problem):
-    from retrieval.judgments import check_judge
+    from retrieval.judging.judgments import check_judge
 
     with pytest.raises(ValueError, match=problem.replace("+", r"\+")):
         check_judge(value)
@@ -392,14 +392,14 @@ def test_the_cli_says_a_bad_store_in_one_line(tmp_path):
     ("milvus://bad host:1", "HOST:PORT"), ("milvus+https://", "HOST:PORT"),
 ])
 def test_engine_specs_are_read_strictly(spec, problem):
-    from retrieval.engines import open_engine
+    from retrieval.index.engines import open_engine
 
     with pytest.raises(ValueError, match=problem):
         open_engine(spec)
 
 
 def test_a_token_is_never_sent_over_plain_milvus(monkeypatch):
-    from retrieval.engines import parse_milvus
+    from retrieval.index.engines import parse_milvus
 
     monkeypatch.setenv("RANKSCOPE_MILVUS_TOKEN", "root:secret")
     with pytest.raises(ValueError, match="would send it unencrypted: use milvus\\+https://h:19530"):
@@ -447,7 +447,7 @@ def planted_model(base: Path, folder: Path, marker: Path, module_type: str = "ev
     """``base`` (a saved sentence-transformer) with our poly-attention file, an ``evil.py`` that
     writes ``marker`` when imported, and a modules.json listing ``module_type`` between the
     Transformer and the Pooling module: the attack of the issue that asked for this suite."""
-    from retrieval.encoder import POLY_FILE
+    from retrieval.index.encoder import POLY_FILE
 
     shutil.copytree(base, folder)
     shutil.copy(ROOT / "retrieval" / "poly_attention.py", folder / POLY_FILE)
@@ -461,8 +461,8 @@ def planted_model(base: Path, folder: Path, marker: Path, module_type: str = "ev
 
 @pytest.mark.parametrize("module_type", ["evil.Evil", "os.system", "subprocess.Popen", "sentence_transformersX.Evil"])
 def test_a_model_folder_naming_foreign_code_is_refused_before_anything_runs(module_type, tiny_model_dir, tmp_path):
-    from retrieval.encoder import load_encoder
     from retrieval.errors import EncoderLoadError
+    from retrieval.index.encoder import load_encoder
 
     marker = tmp_path / "ran"
     folder = planted_model(tiny_model_dir, tmp_path / "model", marker, module_type)
@@ -474,8 +474,8 @@ def test_a_model_folder_naming_foreign_code_is_refused_before_anything_runs(modu
 
 def test_a_models_own_transformers_code_is_never_trusted(tiny_model_dir, tmp_path):
     """An ``auto_map`` in the Transformer's config.json (Hugging Face remote code): refused, not run."""
-    from retrieval.encoder import load_encoder
     from retrieval.errors import EncoderLoadError
+    from retrieval.index.encoder import load_encoder
 
     folder = tmp_path / "model"
     shutil.copytree(tiny_model_dir, folder)
@@ -494,7 +494,7 @@ def test_a_models_own_transformers_code_is_never_trusted(tiny_model_dir, tmp_pat
 
 @pytest.fixture
 def policy(tmp_path, tiny_model_dir):
-    from retrieval.model_policy import ModelPolicy
+    from retrieval.sharing.model_policy import ModelPolicy
 
     models = tmp_path / "store" / "models"
     shutil.copytree(tiny_model_dir, models / "20260101-000000-abcdef")
@@ -506,7 +506,7 @@ def policy(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("choice", ["/etc", "/no/such/folder", "../../", "sentence-transformers/all-mpnet-base-v2",
                                     "x\x00y", "~", "x" * 5000])
 def test_the_model_policy_refuses_anything_not_offered_in_the_same_words(choice, policy):
-    from retrieval.model_policy import ModelRefused
+    from retrieval.sharing.model_policy import ModelRefused
 
     p, _, _ = policy
     with pytest.raises(ModelRefused) as err:
@@ -520,7 +520,7 @@ def test_the_model_policy_refuses_anything_not_offered_in_the_same_words(choice,
 
 
 def test_the_model_policy_offers_the_base_bundled_trained_and_allowed(policy, tmp_path):
-    from retrieval.model_policy import ModelPolicy, ModelRefused
+    from retrieval.sharing.model_policy import ModelPolicy, ModelRefused
 
     p, models, allowed = policy
     trained = models / "20260101-000000-abcdef"
@@ -537,7 +537,7 @@ def test_the_model_policy_offers_the_base_bundled_trained_and_allowed(policy, tm
 
 
 def test_on_spaces_clients_are_never_trusted(monkeypatch, tmp_path):
-    from retrieval.model_policy import ModelPolicy, ModelRefused
+    from retrieval.sharing.model_policy import ModelPolicy, ModelRefused
 
     monkeypatch.setenv("SPACE_ID", "someone/rankscope")
     p = ModelPolicy.create(None, tmp_path, trust_clients=True)
@@ -573,7 +573,7 @@ def assert_inert(markup: str) -> None:
 def hostile(tmp_path_factory, tiny_encoder):
     """A data set whose every id, title, text, query, split and name carries a payload, with an
     imported run named by one, over the tiny encoder."""
-    from retrieval.readers.runs import ImportedRun, run_hash
+    from retrieval.data.readers.runs import ImportedRun, run_hash
     from retrieval.workspace import Workspace
 
     ids = [f"d{i}<img/src=x/onerror=alert({i})>" for i in range(6)]
@@ -590,7 +590,7 @@ def hostile(tmp_path_factory, tiny_encoder):
 
 
 def test_the_search_columns_escape_every_payload(hostile):
-    from retrieval.search import side_by_side
+    from retrieval.systems.side_by_side import side_by_side
     from ui.present.search import side_by_side_html
 
     systems = ("bm25", "dense", *hostile.imported)
@@ -602,7 +602,7 @@ def test_the_search_columns_escape_every_payload(hostile):
 
 
 def test_the_failure_cards_and_the_report_escape_every_payload(hostile):
-    from retrieval.failures import failure_gallery
+    from retrieval.evaluation.failure_gallery import failure_gallery
     from ui.present.figures import counts_figure
     from ui.present.report import card_html, gallery_fragment, gallery_html
 
@@ -667,8 +667,8 @@ def assert_plot_inert(figure) -> None:
 
 
 def test_the_figures_escape_every_payload(hostile):
-    from retrieval.projection import project, sample_points
-    from retrieval.tables import recall_at_ks, versus
+    from retrieval.evaluation.metric_tables import recall_at_ks, versus
+    from retrieval.evaluation.projection import project, sample_points
     from ui.present.embeddings import projection_figure
     from ui.present.figures import per_query_scatter, recall_curves
 

@@ -6,7 +6,7 @@ spreadsheet formula, a fullwidth lookalike and a megabyte of text; each number p
 Whatever an endpoint does with it, the caller gets either its normal answer, with every HTML in it
 inert, or one line saying what is wrong — never Gradio's generic "raised an exception" (an error
 nothing caught), never a traceback; and afterwards the server still searches, and the store holds
-no name or id the name boundary (``retrieval.names``) refuses. The app runs for real (tiny
+no name or id the name boundary (``retrieval.safe_names``) refuses. The app runs for real (tiny
 encoder, a real store) and is driven through ``gradio_client``.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sqlite3
 
 import pytest
 
-from retrieval.names import check_name, id_problem
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
+from retrieval.safe_names import check_name, id_problem
 
 from .conftest import DEMO
 from .test_hostile import assert_inert, shown, write

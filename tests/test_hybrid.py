@@ -10,13 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.dense import DenseIndex, DenseRetriever
-from retrieval.evaluate import evaluate_run
-from retrieval.hybrid import Candidates, Hybrid, default_lambda, fit_lambda, fuse_runs, rank_candidates, tune_lambda
-from retrieval.lambdas import LAMBDA_GRID, LEX_ONLY, LambdaFit
-from retrieval.lexical import BM25Index
-from retrieval.lookup import identifier_lookups, is_identifier_lookup
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.measures import evaluate_run
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.dense_index import DenseIndex, DenseRetriever
+from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY, LambdaFit
+from retrieval.systems.fusion import (
+    Candidates,
+    Hybrid,
+    default_lambda,
+    fit_lambda,
+    fuse_runs,
+    rank_candidates,
+    tune_lambda,
+)
+from retrieval.systems.identifier_queries import identifier_lookups, is_identifier_lookup
 
 from .conftest import DEMO
 
@@ -190,7 +198,7 @@ def test_the_label_free_prior_is_kept_unless_the_tuned_lambda_beats_it_significa
 
 
 def test_how_a_tuned_lambda_met_its_prior_is_said_in_words():
-    from retrieval.lambdas import against_prior
+    from retrieval.systems.clear_lambda import against_prior
 
     ids = ["d0", "d1"]
     beat = fit_lambda(*gated(20), ids, grid=(0.0, 1.0), prior=1.0)
@@ -348,16 +356,16 @@ def judged_only(demo, tiny_encoder):
     only split and there is no ``train``), over an encoder whose scores are not cosines: λ is tuned
     on the raw grid without a prior, so each half's λ is the grid's best there."""
     from retrieval import Workspace
-    from retrieval.dataset import Dataset
-    from retrieval.encoder import Encoder
-    from retrieval.labels import with_judgments
+    from retrieval.data.dataset import Dataset
+    from retrieval.index.encoder import Encoder
+    from retrieval.judging.labels import with_judgments
 
     ds = with_judgments(Dataset("bare", demo.docs, demo.queries), demo.qrels["test"])
     return Workspace(ds, None, model=Encoder(tiny_encoder.model, name="tiny-raw", normalize=False))
 
 
 def test_judged_queries_are_ranked_with_the_lambda_tuned_on_the_other_half(judged_only):
-    from retrieval.labels import JUDGED, judged_folds
+    from retrieval.judging.labels import JUDGED, judged_folds
 
     ws = judged_only
     ds = ws.dataset

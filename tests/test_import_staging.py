@@ -1,5 +1,5 @@
 """Judgment imports are staged outside the store's lock and copied in by one transaction
-(``retrieval.staging``): readers never wait for them and never see part of one, a process killed at
+(``retrieval.judging.staged_writes``): readers never wait for them and never see part of one, a process killed at
 any moment leaves all of an import or none, an import is bounded, and the counts (new, changed,
 unchanged) are those of one write whichever path it takes."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import staging
+from retrieval.judging import staged_writes as staging
 from retrieval.store import JudgmentsStored, Store
 
 from .conftest import ROOT

@@ -8,9 +8,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.evaluate import Evaluation, compare
-from retrieval.intervals import Interval
-from retrieval.metrics import UNBOUNDED, cell, conclusion, interval_text
+from retrieval.evaluation.intervals import Interval
+from retrieval.evaluation.measures import Evaluation, compare
+from retrieval.evaluation.metrics import UNBOUNDED, cell, conclusion, interval_text
 
 
 def pair(n: int):
@@ -31,8 +31,8 @@ def test_a_difference_on_five_queries_or_fewer_is_unbounded_in_words():
 
 
 def test_the_check_report_writes_a_five_query_difference_in_words():
-    from retrieval import snapshots
-    from retrieval.check_report import markdown_summary, text_report
+    from retrieval.tracking import snapshots
+    from retrieval.tracking.check_report import markdown_summary, text_report
 
     cmp = pair(4)
     system = snapshots.SystemCheck("bm25", cmp, (cmp.interval, cmp.interval), False, [], {}, {})

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.evaluate import Evaluation, compare
-from retrieval.intervals import (
+from retrieval.evaluation.intervals import (
     BUDGET,
     MIN_RESAMPLES,
     RESAMPLES,
@@ -20,7 +19,8 @@ from retrieval.intervals import (
     resamples_for,
     sign_flip_test,
 )
-from retrieval.metrics import cell, conclusion, interval_text
+from retrieval.evaluation.measures import Evaluation, compare
+from retrieval.evaluation.metrics import cell, conclusion, interval_text
 
 
 def test_the_interval_covers_the_true_mean_about_95_times_in_100():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.dataset import Dataset
+from retrieval.data.dataset import Dataset
 from training.job import FINAL, JobQueue, JobSpec
 from training.trainer import TrainConfig
 

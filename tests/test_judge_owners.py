@@ -1,4 +1,4 @@
-"""Judges with makers (``retrieval.judge_owners``): on a shared deployment (``--shared`` / ``SPACE_ID``)
+"""Judges with makers (``retrieval.judging.judge_owners``): on a shared deployment (``--shared`` / ``SPACE_ID``)
 a judge's name is the browser session's that first grades under it, another session that judges or
 imports under it is refused and nothing is stored; and a judge's grades count only in its maker's
 views (Judge, Evaluate, Runs, Failures, snapshots' check, the labels applied on open) until it is
@@ -16,13 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import judge_owners, snapshots
-from retrieval.failures import failure_gallery
-from retrieval.judgments import check_judge, store_judge
-from retrieval.owners import Viewer, app_owner
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.failure_gallery import failure_gallery
+from retrieval.evaluation.metric_tables import metrics_table
+from retrieval.judging import judge_owners
+from retrieval.judging.judgments import check_judge, store_judge
+from retrieval.sharing.owners import Viewer, app_owner
 from retrieval.store import Store
-from retrieval.tables import metrics_table
+from retrieval.tracking import snapshots
 from retrieval.workspace import Workspace
 from ui import data, evaluate, judge, runs
 from ui.registry import Registry
@@ -134,7 +135,7 @@ def test_another_session_cannot_import_under_a_judges_name(app, tmp_path):
 
 
 def test_an_import_over_the_row_limit_claims_no_judge(app, tmp_path, monkeypatch):
-    from retrieval import staging
+    from retrieval.judging import staged_writes as staging
 
     registry, ka, kb = app()
     ws = registry.get(kb)
@@ -409,7 +410,7 @@ def test_whatever_two_sessions_do_no_grade_lands_under_anothers_judge_and_each_s
     claim for the file's judges) and publishing, in any order, under names that look alike: a judge
     has one maker; on a shared deployment every grade under it is its maker's; no two judges look
     alike; and each session reads exactly its own judges' grades and the published ones'."""
-    from retrieval.names import name_key
+    from retrieval.safe_names import name_key
 
     store = Store(tmp_path_factory.mktemp("judges") / "s.sqlite3")
     who = (Viewer(app_owner(A), shared), Viewer(app_owner(B), shared))

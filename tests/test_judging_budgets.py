@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import settling
-from retrieval.agreement import agreement, alpha_from_patterns
-from retrieval.intervals import percentile_interval
+from retrieval.evaluation.intervals import percentile_interval
+from retrieval.judging import settled_comparisons as settling
+from retrieval.judging.agreement import agreement, alpha_from_patterns
 
 
 def rows_of(matrix: list[list[int | None]]) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The judging orders (``retrieval.judging_order``): each hands out every pooled pair once and never
+"""The judging orders (``retrieval.judging.order``): each hands out every pooled pair once and never
 one graded before; MTC's weights, the rates ``mtc-p`` learns and ``mtc-ndcg``'s weights, worked by
 hand; move-to-front and the bandit as their papers describe them; and ``bench/judging_effort.py``
 on the demo's real runs with a tiny encoder (the default order needs fewer judgments than depth
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from retrieval import judging_order as jo
-from retrieval.judgments import pool
+from retrieval.judging import order as jo
+from retrieval.judging.judgments import pool
 
 from .conftest import DEMO, bench_module
 

@@ -1,4 +1,4 @@
-"""Judgments that travel (``retrieval.readers.judgments``, ``python -m retrieval judges --import`` /
+"""Judgments that travel (``retrieval.data.readers.judgment_files``, ``python -m retrieval judges --import`` /
 ``--format csv|tsv --export``): each judge's grades round-trip through CSV and TSV, Quepid's case
 ratings (query text, docid, rating) and book judgements (a column per judge) are read, a formula
 cell is written inert and read back exactly (arbitrary ids, query texts with CR/LF/tab, judge names:
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import tabular
-from retrieval.dataset import Dataset, Document
+from retrieval.data.dataset import Dataset, Document
+from retrieval.data.readers import judgment_files as files
+from retrieval.data.readers import load_dataset
 from retrieval.errors import DataError
-from retrieval.readers import judgments as files
-from retrieval.readers import load_dataset
+from retrieval.files import tabular
 from retrieval.store import Store
 
 from .conftest import DEMO
@@ -41,7 +41,7 @@ def test_each_judges_grades_round_trip(tmp_path, demo, suffix):
         store.put_judgment(demo.corpus_hash, q, demo.queries[q], d, g, judge)
     path = files.write(store.judgments(demo.corpus_hash), tmp_path / f"judged{suffix}", suffix[1:])
     text = path.read_text()
-    # every text cell quoted (retrieval.tabular), the header's too
+    # every text cell quoted (retrieval.files.tabular), the header's too
     assert text.splitlines()[0] == ("\t" if suffix == ".tsv" else ",").join(f'"{c}"' for c in files.COLUMNS)
     assert "\"'=bob\"" in text  # a spreadsheet would run "=bob" as a formula
     back = files.read(path, demo)
@@ -144,8 +144,8 @@ def test_any_judgments_survive_their_export_exactly(qids, texts, docs, judges, d
     import tempfile
     from pathlib import Path
 
-    from retrieval.judgments import check_judge
-    from retrieval.names import confusable_with, id_problem
+    from retrieval.judging.judgments import check_judge
+    from retrieval.safe_names import confusable_with, id_problem
 
     qids = [q for q in qids if id_problem(q) is None]
     docs = [d for d in docs if id_problem(d) is None]

@@ -14,9 +14,12 @@ import warnings
 
 import pytest
 
+from retrieval.data.readers import load_dataset, read_qrels
 from retrieval.errors import DataError
-from retrieval.evaluate import evaluate_run
-from retrieval.judgments import (
+from retrieval.evaluation.measures import evaluate_run
+from retrieval.evaluation.metrics import JUDGING_METRICS
+from retrieval.files.trec import write_qrels
+from retrieval.judging.judgments import (
     GRADES,
     disagreement,
     disagreements,
@@ -28,10 +31,7 @@ from retrieval.judgments import (
     queue,
     rbo,
 )
-from retrieval.metrics import JUDGING_METRICS
-from retrieval.readers import load_dataset, read_qrels
 from retrieval.store import Store
-from retrieval.trec import write_qrels
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO

@@ -4,8 +4,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.dataset import Dataset
-from retrieval.labels import JUDGED, judged_counts, judged_folds, with_judgments
+from retrieval.data.dataset import Dataset
+from retrieval.judging.labels import JUDGED, judged_counts, judged_folds, with_judgments
 
 
 def test_judgments_of_labelled_queries_merge_into_their_split(toy_dataset):

@@ -2,8 +2,8 @@
 real PyStemmer)."""
 from __future__ import annotations
 
-from retrieval.language import detect_language, encoder_mismatch, tokenizer_for
-from retrieval.readers import load_dataset
+from retrieval.data.language import detect_language, encoder_mismatch, tokenizer_for
+from retrieval.data.readers import load_dataset
 
 from .conftest import DEMO
 
@@ -45,7 +45,7 @@ def test_the_setting_overrides_detection_in_the_cli(tmp_path, tiny_model_dir):
     import json
 
     from retrieval import cli
-    from retrieval.language import corpus_tokenizer
+    from retrieval.data.language import corpus_tokenizer
 
     assert corpus_tokenizer(FRENCH).config["stemmer"] == "french"
     assert corpus_tokenizer(FRENCH, "en").config["stemmer"] == "english"

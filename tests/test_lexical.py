@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from retrieval.lexical import BM25Index
-from retrieval.tokenize import Tokenizer
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.tokenize import Tokenizer
 
 from .conftest import DEMO, shared_dataset
 
@@ -33,7 +33,7 @@ def reference(tokens, method, k1, b):
 
 
 def corpus_texts():
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
     try:
         ds = load_dataset(shared_dataset("scifact"))
         docs = list(ds.docs.values())[:800]
@@ -166,7 +166,7 @@ def test_an_index_larger_than_sqlite_allows_is_not_kept(tmp_path):
 def test_max_score_bounds_every_document_and_is_approached():
     """BM25's largest possible score for a query: no document exceeds it, and one holding every
     query term very often comes within a few percent of it."""
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_index import BM25Index
 
     texts = ["the cat sat on the mat", "a dog barked at the cat", "stocks fell on rate fears", "cat food prices rose"]
     for method in BM25Index.METHODS:

@@ -1,4 +1,4 @@
-"""The Markdown writer (``retrieval.markdown``): whatever the text, CommonMark with GFM's tables and
+"""The Markdown writer (``retrieval.files.markdown``): whatever the text, CommonMark with GFM's tables and
 strikethrough (markdown-it-py, what Gradio installs) renders it back as one text node, in a
 paragraph and in a table cell, never as markup or raw HTML; and the source stays readable."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from retrieval.markdown import code, text
+from retrieval.files.markdown import code, text
 
 markdown_it = pytest.importorskip("markdown_it")
 

@@ -1,4 +1,4 @@
-"""The one text boundary for names and ids (``retrieval.names``) and the values at its edge.
+"""The one text boundary for names and ids (``retrieval.safe_names``) and the values at its edge.
 
 Properties (Hypothesis, arbitrary Unicode, lone surrogates included): the checks raise nothing but a
 ValueError in one line, an accepted name or id is NFC and passes again unchanged, the skeleton and the
@@ -21,15 +21,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import names
+from retrieval import safe_names as names
+from retrieval.data.readers import judgment_files
+from retrieval.data.readers import load_dataset, load_files, read_qrels, read_run
 from retrieval.errors import DataError
-from retrieval.judgments import check_judge, store_judge
-from retrieval.names import check_id, check_name, check_new_name, confusable_with, id_problem, name_key, skeleton
-from retrieval.readers import judgments as judgment_files
-from retrieval.readers import load_dataset, load_files, read_qrels, read_run
+from retrieval.files.terminal import SafeStream, terminal_safe
+from retrieval.files.trec import write_qrels
+from retrieval.judging.judgments import check_judge, store_judge
+from retrieval.safe_names import check_id, check_name, check_new_name, confusable_with, id_problem, name_key, skeleton
 from retrieval.store import Store
-from retrieval.terminal import SafeStream, terminal_safe
-from retrieval.trec import write_qrels
 
 # any code point (lone surrogates included), and the ones a hostile name tries more often than chance would
 HOSTILE_CHARS = ["\ufffe", "\uffff", "\ufdd0", "\ufdef", "\U0001fffe", "\U0010ffff", "\ud800", "\udfff", "\u202e",
@@ -309,7 +309,7 @@ def test_a_seed_out_of_range_is_one_line_naming_the_range(judging, seed):
 
 
 def test_the_largest_seed_is_accepted(judging):
-    from retrieval import sampling
+    from retrieval.judging import sampling
 
     ws, store = judging
     assert sampling.check_seed(2**63 - 1) == 2**63 - 1 and sampling.check_seed("7") == 7
@@ -444,7 +444,7 @@ def test_the_judge_tab_import_holds_new_judges_against_the_stored_ones(judging, 
 
 # ---- query-set and imported-run names ------------------------------------------------------------
 def test_a_query_set_named_like_another_is_refused(tmp_path, toy_dataset):
-    from retrieval import query_sets
+    from retrieval.data import query_sets
 
     store = Store(tmp_path / "sets.sqlite3")
     try:

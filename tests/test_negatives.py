@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from retrieval.dataset import Dataset
-from retrieval.lexical import BM25Index
+from retrieval.data.dataset import Dataset
+from retrieval.index.bm25_index import BM25Index
 from training.negatives import CandidatePool, bm25_pool, model_pool, random_pool
 from training.pairs import known_positives, labelled_pairs
 

@@ -1,4 +1,4 @@
-"""Shared objects with makers (``retrieval.owners``): snapshots are never overwritten by another, the
+"""Shared objects with makers (``retrieval.sharing.owners``): snapshots are never overwritten by another, the
 baseline mark is a deliberate act kept with who set it and when and every move logged, lookalike
 names are refused, and on a shared deployment (``--shared`` / ``SPACE_ID``) a session's query sets
 and snapshots are its own until published; what one maker stores is bounded. Two sessions are
@@ -18,10 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import query_sets, snapshots
-from retrieval.owners import OPERATOR, Viewer, app_owner, cli_owner, describe
-from retrieval.readers import load_dataset
+from retrieval.data import query_sets
+from retrieval.data.readers import load_dataset
+from retrieval.sharing.owners import OPERATOR, Viewer, app_owner, cli_owner, describe
 from retrieval.store import NameTaken, Store
+from retrieval.tracking import snapshots
 from retrieval.workspace import Workspace
 from ui import data, runs
 from ui.registry import Registry
@@ -563,7 +564,7 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["save", "replace", "mark", "publis
 @given(actions=ACTIONS, shared=st.booleans())
 def test_whatever_two_sessions_do_no_snapshot_changes_hands_and_every_baseline_move_is_logged(tmp_path_factory,
                                                                                              actions, shared):
-    from retrieval.names import name_key
+    from retrieval.safe_names import name_key
 
     store = Store(tmp_path_factory.mktemp("prop") / "s.sqlite3")
     who = viewers(shared)
@@ -611,8 +612,8 @@ def test_every_view_says_who_is_looking():
     import ast
     import inspect
 
-    from retrieval import query_sets as qs_module
-    from retrieval import snapshots as snap_module
+    from retrieval.data import query_sets as qs_module
+    from retrieval.tracking import snapshots as snap_module
 
     from .conftest import ROOT
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.dataset import Dataset, Document
+from retrieval.data.dataset import Dataset, Document
 from training.pairs import bfs_pairs, cold_start_split, ict_pairs, known_positives, labelled_pairs, sentences
 
 

@@ -1,4 +1,4 @@
-"""Poly-attention (``retrieval.poly_attention``, ``training.poly``): the paper's eq. 2–4 against hand
+"""Poly-attention (``retrieval.index.poly_attention``, ``training.poly``): the paper's eq. 2–4 against hand
 computation, documents embedded exactly as by the base, training through both of our losses, and
 an exported model that loads in RankScope (query route, own cache key) and in plain
 sentence-transformers with ``trust_remote_code``, with a real tiny transformer."""
@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from retrieval.encoder import POLY_FILE, POLY_REF, Encoder, foreign_modules, load_encoder
-from retrieval.poly_attention import PolyAttention
+from retrieval.index.encoder import POLY_FILE, POLY_REF, Encoder, foreign_modules, load_encoder
+from retrieval.index.poly_attention import PolyAttention
 from retrieval.workspace import Workspace
 from training.losses import QuadrupletLoss, ResidualMarginLoss, cosine_distance, match
 from training.pairs import labelled_pairs
@@ -168,7 +168,7 @@ def test_the_folders_copy_of_the_module_is_never_run(exported, tmp_path):
     (copy / POLY_FILE).write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit('ran')\n")
     enc = load_encoder(str(copy), device="cpu", precision="fp32")
     assert not marker.exists()
-    assert type(enc.model[1]).__module__ == "retrieval.poly_attention"
+    assert type(enc.model[1]).__module__ == "retrieval.index.poly_attention"
     np.testing.assert_allclose(enc.for_queries().encode(QUERIES),
                                model.encode_query(QUERIES, normalize_embeddings=True),
                                atol=1e-6)
@@ -192,7 +192,7 @@ def test_finetune_exports_poly_and_evaluates_it(demo, tiny_model_dir, tmp_path):
 
 
 def test_projection_embeds_query_points_by_the_query_route(exported, toy_dataset, store):
-    from retrieval.projection import QUERY, embed_sample, sample_points
+    from retrieval.evaluation.projection import QUERY, embed_sample, sample_points
 
     model, out = exported
     ws = Workspace(toy_dataset, store, model=load_encoder(str(out), device="cpu", precision="fp32"))

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from retrieval.encoder import load_encoder
-from retrieval.projection import (
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.projection import (
     DOC_ROLES,
     EASY,
     HARD,
@@ -29,7 +29,7 @@ from retrieval.projection import (
     umap_layout,
     warm_up,
 )
-from retrieval.readers import load_dataset
+from retrieval.index.encoder import load_encoder
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from ui.present.embeddings import ROLE_STYLE, projection_figure, rank_line, side_by_side_figure, similarity_histogram

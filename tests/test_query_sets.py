@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import Store, load_dataset, query_sets
-from retrieval.labels import JUDGED
+from retrieval import Store, load_dataset
+from retrieval.data import query_sets
+from retrieval.judging.labels import JUDGED
 from ui import data
 from ui.registry import Registry
 

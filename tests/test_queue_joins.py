@@ -8,8 +8,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.judgments import queue, top_ids
-from retrieval.run import Run
+from retrieval.data.run import Run
+from retrieval.judging.judgments import queue, top_ids
 
 
 def ranked(docs: list[str]) -> list[tuple[str, float]]:

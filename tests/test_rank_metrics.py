@@ -1,4 +1,4 @@
-"""The numpy ranked-list metrics (``retrieval.rank_metrics``) against ranx 0.3.21 itself, on
+"""The numpy ranked-list metrics (``retrieval.evaluation.rank_metrics``) against ranx 0.3.21 itself, on
 arbitrary small runs and labels and on a real data set's labels."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import rank_metrics
-from retrieval.evaluate import evaluate_run, positive_qrels
-from retrieval.metrics import METRICS
+from retrieval.evaluation import rank_metrics
+from retrieval.evaluation.measures import evaluate_run, positive_qrels
+from retrieval.evaluation.metrics import METRICS
 from tests.conftest import shared_dataset
 
 FAMILY_METRICS = [f"{name}@{k}" for name in rank_metrics.FAMILIES for k in (1, 2, 3, 5, 10, 20)] + \
@@ -115,8 +115,8 @@ def test_names_it_does_not_compute_go_to_ranx():
 def test_equals_ranx_on_a_real_data_set():
     """nfcorpus's graded test labels (up to hundreds relevant per query), 1,000-deep lists that hold
     some of them, distinct scores; every metric RankScope shows and the Recall@k curve's depths."""
-    from retrieval.readers import load_dataset
-    from retrieval.tables import RECALL_KS
+    from retrieval.data.readers import load_dataset
+    from retrieval.evaluation.metric_tables import RECALL_KS
 
     ds = load_dataset(shared_dataset("nfcorpus"))
     qrels = ds.qrels["test"]

@@ -27,11 +27,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import kept_index, part_files
-from retrieval.dataset import Dataset, Document
-from retrieval.dense import DenseIndex
-from retrieval.judgments import judgments_to_qrels, merged_qrels
-from retrieval.kept_index import Stamp, stamp_path
+from retrieval.data.dataset import Dataset, Document
+from retrieval.files import part_files
+from retrieval.index import kept_index
+from retrieval.index.dense_index import DenseIndex
+from retrieval.index.kept_index import Stamp, stamp_path
+from retrieval.judging.judgments import judgments_to_qrels, merged_qrels
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 
@@ -357,7 +358,7 @@ def test_a_600_kb_file_declaring_a_huge_vector_length_never_reaches_faiss(tmp_pa
 
 
 def test_evict_removes_each_index_with_its_stamp(flat):
-    from retrieval.engines.local import evict
+    from retrieval.index.engines.local import evict
 
     corpus = flat.index.name.split("-", 1)[0]
     old = flat.index.with_name(f"{corpus}-old.faiss")
@@ -376,7 +377,8 @@ def _dead_pid() -> int:
 
 
 def test_a_real_orphan_of_a_killed_writer_is_removed_when_the_folder_is_opened(flat, caplog):
-    script = (f"import os, faiss, sys; sys.path.insert(0, {str(ROOT)!r}); from retrieval.part_files import partial; "
+    script = (f"import os, faiss, sys; sys.path.insert(0, {str(ROOT)!r}); "
+              "from retrieval.files.part_files import partial; "
               f"p = partial({str(flat.index)!r}); faiss.write_index(faiss.IndexFlatIP(4), str(p)); os._exit(9)")
     got = subprocess.run([sys.executable, "-c", script], timeout=120)
     assert got.returncode == 9
@@ -417,7 +419,7 @@ def test_a_new_kept_index_clears_the_folder_of_orphans_first(flat):
 
 
 def test_the_precision_file_folder_loses_its_orphans(tiny_encoder, tmp_path, monkeypatch):
-    from retrieval.encoder import cpu_precision, precision_file
+    from retrieval.index.encoder import cpu_precision, precision_file
 
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
     orphan = precision_file().with_name(f"{precision_file().name}.{_dead_pid()}.part")
@@ -488,7 +490,7 @@ _VALUE = st.one_of(st.integers(-2, 9), st.booleans(), st.floats(allow_nan=False)
 def _accepted_on_input(row: dict, scratch: Store) -> bool:
     """Whether RankScope would have written this row: the ids the readers accept, the grade and
     judge ``put_judgments`` accepts (into a scratch store)."""
-    from retrieval.names import id_problem
+    from retrieval.safe_names import id_problem
 
     if not all(isinstance(row[k], str) and row[k] and id_problem(row[k]) is None for k in ("query_id", "doc_id")):
         return False
@@ -528,7 +530,7 @@ def test_the_store_reads_back_exactly_the_judgments_input_would_accept(rows):
 
 def test_a_grade_7_is_never_exported_or_evaluated(tmp_path):
     from retrieval.cli import main
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
 
     ds = load_dataset(DEMO)
     path = tmp_path / "store.sqlite3"
@@ -656,8 +658,8 @@ def test_a_tampered_training_job_is_left_out(tmp_path, caplog, column, value, sa
 @pytest.fixture
 def snapshotted(tmp_path):
     """The demo's BM25 run of the test split kept as two snapshots, 'good' and 'bad'."""
-    from retrieval import snapshots
-    from retrieval.readers import load_dataset
+    from retrieval.data.readers import load_dataset
+    from retrieval.tracking import snapshots
 
     ds = load_dataset(DEMO)
     path = tmp_path / "store.sqlite3"
@@ -675,7 +677,7 @@ def snapshotted(tmp_path):
     ("name", b"bad", "its name or corpus is not text"),
 ])
 def test_one_damaged_snapshot_leaves_the_others_listed(snapshotted, caplog, column, value, said):
-    from retrieval import snapshots
+    from retrieval.tracking import snapshots
 
     ds, store, path = snapshotted
     tamper(path, f"update snapshots set {column} = ? where name = 'bad'", value)
@@ -838,14 +840,14 @@ def _duplicate(kept: StoredBM25) -> bytes:
 
 def _other_corpus_index(kept: StoredBM25) -> bytes:
     """The same ids and settings, other texts: an index consistent in itself, for another corpus."""
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_index import BM25Index
 
     other = other_corpus(kept.dataset)
     return BM25Index(list(other.docs), [d.full_text for d in other.docs.values()]).to_bytes()
 
 
 def _other_k1_index(kept: StoredBM25) -> bytes:
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_index import BM25Index
 
     return BM25Index(list(kept.dataset.docs), [d.full_text for d in kept.dataset.docs.values()], k1=2.0).to_bytes()
 
@@ -1017,8 +1019,8 @@ def _peak_during(call) -> float:
 def test_a_stored_bm25_index_never_sizes_an_allocation(bm25_kept, caplog, case):
     """A deflated member expanding to 256 MB, or a .npy header declaring 4 TB, is refused from the zip's
     directory or the header, before anything is read: the refusal allocates next to nothing."""
-    from retrieval.bm25_blob import DamagedIndex
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_blob import DamagedIndex
+    from retrieval.index.bm25_index import BM25Index
 
     blob = _bomb(bm25_kept) if case == "zip bomb" else _huge_header("data.csc.index.npy", "<f4", 2 ** 40)(bm25_kept)
     assert len(blob) < 2 << 20
@@ -1056,7 +1058,7 @@ def test_a_stored_index_reads_back_as_bm25s_would_load_it(bm25_kept, tmp_path):
     settings, vocabulary and arrays): a later bm25s that lays them out otherwise fails here."""
     import bm25s
 
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_index import BM25Index
 
     for name, data in bm25_kept.members.items():
         (tmp_path / name).write_bytes(data)
@@ -1077,8 +1079,8 @@ def test_a_stored_index_reads_back_as_bm25s_would_load_it(bm25_kept, tmp_path):
 def test_a_stored_bm25_index_changed_anywhere_is_refused_or_reads_as_written(data):
     """Any byte of a stored index changed, or the blob cut anywhere: ``from_bytes`` either refuses it
     (``DamagedIndex``, nothing else) or reads an index scoring exactly as the one written."""
-    from retrieval.bm25_blob import DamagedIndex
-    from retrieval.lexical import BM25Index
+    from retrieval.index.bm25_blob import DamagedIndex
+    from retrieval.index.bm25_index import BM25Index
 
     blob, ids, texts, built = _property_index()
     if data.draw(st.booleans(), "cut"):
@@ -1100,7 +1102,7 @@ _PROPERTY_INDEX: list = []
 
 def _property_index():
     if not _PROPERTY_INDEX:
-        from retrieval.lexical import BM25Index
+        from retrieval.index.bm25_index import BM25Index
 
         texts = ["The cat sat on the warm mat.", "Dogs bark every morning.", "The stock market fell sharply.",
                  "Cat food prices rose.", "A young dog needs patience and treats."]
@@ -1121,7 +1123,7 @@ def floats(*values) -> bytes:
 @pytest.fixture
 def embedded(tiny_encoder, tmp_path):
     """TEXTS embedded by the tiny encoder into a store: (the store's path, the vectors)."""
-    from retrieval.dense import embed_corpus
+    from retrieval.index.dense_index import embed_corpus
 
     path = tmp_path / "store.sqlite3"
     store = Store(path)
@@ -1155,7 +1157,7 @@ HOSTILE_EMBEDDINGS = [  # (dim stored, vector stored, what the warning says)
 
 @pytest.mark.parametrize("dim, vector, said", HOSTILE_EMBEDDINGS, ids=[s for *_, s in HOSTILE_EMBEDDINGS])
 def test_a_tampered_embedding_is_encoded_again_never_served(embedded, tiny_encoder, caplog, dim, vector, said):
-    from retrieval.dense import embed_corpus
+    from retrieval.index.dense_index import embed_corpus
     from retrieval.store import text_hash
 
     path, vectors = embedded
@@ -1226,7 +1228,7 @@ HOSTILE_SPARSE = [  # (terms stored, weights stored, what the warning says)
 def test_a_tampered_sparse_vector_is_a_miss(tmp_path, caplog, terms, weights, said):
     """The sparse index is built from what ``get_sparse`` returns: a vector it could not hold (a
     term past the vocabulary, as many weights as terms, NaN) is a miss, encoded again, not served."""
-    from retrieval.sparse import SparseIndex
+    from retrieval.index.splade import SparseIndex
 
     store = Store(tmp_path / "store.sqlite3")
     store.put_sparse("s" * 64, SPARSE)
@@ -1244,7 +1246,7 @@ def test_a_tampered_sparse_vector_is_a_miss(tmp_path, caplog, terms, weights, sa
 def test_a_sparse_vector_past_the_model_s_vocabulary_is_encoded_again(tmp_path, caplog):
     """Through the real SPLADE model: a cached vector naming a term past its vocabulary is encoded
     again, and the index builds."""
-    from retrieval.sparse import SparseIndex, embed_sparse_corpus, load_sparse_model
+    from retrieval.index.splade import SparseIndex, embed_sparse_corpus, load_sparse_model
     from retrieval.store import text_hash
 
     model = load_sparse_model()
@@ -1307,7 +1309,7 @@ def test_a_tampered_projection_is_a_miss(projected, caplog, column, value, said)
 def test_a_judge_s_name_input_refuses_is_not_a_judge(judged, caplog, value, said):
     """``Store.judges`` (what a new judge's name is held against) leaves out the names the judgments'
     readers leave out, so a tampered name neither shows as a judge nor breaks the next judge's check."""
-    from retrieval.judgments import check_judge
+    from retrieval.judging.judgments import check_judge
 
     store, path = judged
     tamper(path, "update judgments set judge = ? where judge = 'ben'", value)
@@ -1328,7 +1330,7 @@ def test_a_judge_s_name_input_refuses_is_not_a_judge(judged, caplog, value, said
     ("created", "today", "its time is not a number"),
 ])
 def test_a_tampered_model_row_is_left_out(tmp_path, caplog, column, value, said):
-    from retrieval.history import list_runs
+    from retrieval.tracking.history import list_runs
 
     path = tmp_path / "store.sqlite3"
     store = Store(path)
@@ -1351,7 +1353,7 @@ def test_a_tampered_model_row_is_left_out(tmp_path, caplog, column, value, said)
 ])
 def test_a_tampered_dataset_row_is_left_out_and_history_still_lists_runs(toy_dataset, tmp_path, caplog, column, value,
                                                                          said):
-    from retrieval.history import list_runs
+    from retrieval.tracking.history import list_runs
 
     path = tmp_path / "store.sqlite3"
     ws = Workspace(toy_dataset, Store(path))
@@ -1378,7 +1380,7 @@ def test_a_tampered_dataset_row_is_left_out_and_history_still_lists_runs(toy_dat
 def test_a_tampered_run_row_is_left_out_of_the_history(toy_dataset, tmp_path, caplog, column, value, said):
     """The Runs tab's history (``history.list_runs``) lists the runs it can read and says which it
     left out, instead of failing for every session on one edited row."""
-    from retrieval.history import list_runs
+    from retrieval.tracking.history import list_runs
 
     path = tmp_path / "store.sqlite3"
     ws = Workspace(toy_dataset, Store(path))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.data.readers import detect_role, load_dataset, load_files, load_uploads, read_qrels
+from retrieval.data.readers.safezip import SafeZip
 from retrieval.errors import DataError
-from retrieval.readers import detect_role, load_dataset, load_files, load_uploads, read_qrels
-from retrieval.readers.safezip import SafeZip
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -467,7 +467,7 @@ def test_a_big_file_is_read_as_a_stream_with_progress_by_bytes(tmp_path):
     drops, so the file is 60 MB while the documents are well under 1 MB."""
     import tracemalloc
 
-    from retrieval.readers import decode
+    from retrieval.data.readers import decode
 
     filler = "x" * 20_000
     path = write(tmp_path / "corpus.jsonl", "".join(
@@ -651,7 +651,7 @@ def test_the_corpus_hash_is_the_sha256_of_each_documents_json_whatever_its_chara
     import hashlib
     import json
 
-    from retrieval.dataset import Dataset, Document
+    from retrieval.data.dataset import Dataset, Document
 
     texts = ["plain words", 'a "quoted" word', "back\\slash", "two\nlines\tand a tab", "bell \x07 and \x1f",
              "delete \x7f", "café, 東京, emoji 🎉", "line\u2028separator", "nbsp\u00a0here", "zero\u200bwidth", ""]

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from retrieval import Workspace
-from retrieval.dataset import Dataset, Document
-from retrieval.lambdas import LABEL_FREE_LAMBDA, LEX_ONLY
-from retrieval.reliability import COLLAPSE_RATIO, dense_reliability, spread
+from retrieval.data.dataset import Dataset, Document
+from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY
+from retrieval.systems.reliability import COLLAPSE_RATIO, dense_reliability, spread
 from ui.common import metrics_caption
 
 GREEK = str.maketrans(dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπϙρστθωςχυζ")))
@@ -21,7 +21,7 @@ GREEK = str.maketrans(dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηι
 
 @pytest.fixture(scope="module")
 def minilm():
-    from retrieval.encoder import load_encoder
+    from retrieval.index.encoder import load_encoder
 
     return load_encoder(None, device="cpu", precision="fp32")
 
@@ -112,7 +112,7 @@ def test_with_labels_on_a_corpus_the_encoder_cannot_read_bm25_alone_stays_unless
 def test_judged_queries_without_a_train_split_cross_fit_lambda_against_bm25_alone(demo, minilm, store):
     """The judged queries of a corpus the encoder cannot read, in no split: each half is ranked with
     the λ tuned on the other half against the prior BM25 alone, and the caption and the sweep show both."""
-    from retrieval.labels import JUDGED, judged_folds, with_judgments
+    from retrieval.judging.labels import JUDGED, judged_folds, with_judgments
     from ui.present.figures import lambda_sweep
 
     greek = small(demo, GREEK)

@@ -143,7 +143,7 @@ Workspace(load_dataset(data), Store(store), model=model).build_dense(progress=pr
 def test_encoding_killed_at_60_percent_resumes_where_it_stopped(tiny_model_dir, tmp_path):
     """A corpus of 3,000 passages, encoding killed (SIGKILL) once 60% is done; the CLI run that
     follows reads what was committed and encodes the rest, redoing at most one committed part."""
-    from retrieval.dense import COMMIT_EVERY
+    from retrieval.index.dense_index import COMMIT_EVERY
 
     data = tmp_path / "corpus.jsonl"
     words = "river stone garden kettle ledger harbour violin pepper lantern orbit".split()
@@ -165,6 +165,6 @@ def test_encoding_killed_at_60_percent_resumes_where_it_stopped(tiny_model_dir, 
                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert again.returncode == 0, again.stderr
     assert f"embeddings: {committed:,} from the store, {3000 - committed:,} encoded" in again.stderr
-    from retrieval.reliability import reference_texts  # the hybrid's reliability check embeds these too, once
+    from retrieval.systems.reliability import reference_texts  # the hybrid's reliability check embeds these too, once
 
     assert Store(store).count_embeddings() == 3000 + len(set(reference_texts()))

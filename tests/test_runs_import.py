@@ -10,14 +10,14 @@ import json
 import pytest
 import ranx
 
+from retrieval.data.readers import ImportedRun, load_dataset, match_dataset, read_run
 from retrieval.errors import DataError
-from retrieval.evaluate import positive_qrels
-from retrieval.history import list_runs
-from retrieval.names import file_name
-from retrieval.readers import ImportedRun, load_dataset, match_dataset, read_run
+from retrieval.evaluation.measures import positive_qrels
+from retrieval.evaluation.metric_tables import metrics_table
+from retrieval.files.trec import write_trec
+from retrieval.safe_names import file_name
 from retrieval.systems import BASE_SYSTEMS
-from retrieval.tables import metrics_table
-from retrieval.trec import write_trec
+from retrieval.tracking.history import list_runs
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -208,7 +208,7 @@ def test_a_run_of_another_data_set_is_refused(tmp_path, demo, bm25_run, what):
 
 
 def test_a_data_set_without_queries_takes_no_run(tmp_path, demo):
-    from retrieval.dataset import Dataset
+    from retrieval.data.dataset import Dataset
 
     corpus_only = Dataset("corpus", demo.docs)
     path = write(tmp_path / "r.trec", "q1 Q0 fin-003 1 2.0 prod\n")

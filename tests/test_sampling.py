@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
-from retrieval import Store, load_dataset, sampling
-from retrieval.dataset import Dataset, Document
+from retrieval import Store, load_dataset
+from retrieval.data.dataset import Dataset, Document
+from retrieval.judging import sampling
 
 from .conftest import DEMO
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.readers import load_dataset
-from retrieval.search import side_by_side
+from retrieval.data.readers import load_dataset
 from retrieval.store import Store
+from retrieval.systems.side_by_side import side_by_side
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -94,8 +94,8 @@ def test_unknown_query_id_and_empty_text_are_errors(demo_ws):
 
 def test_an_imported_run_gives_the_list_of_the_query_asked_for_even_when_texts_repeat(tmp_path, tiny_encoder,
                                                                                       toy_dataset, store):
-    from retrieval.readers.runs import read_run
-    from retrieval.trec import write_trec
+    from retrieval.data.readers.runs import read_run
+    from retrieval.files.trec import write_trec
 
     twins = toy_dataset.with_queries({"q5": toy_dataset.queries["q4"]})  # q4 and q5: the same text
     path = write_trec({"q4": [("d5", 2.0)], "q5": [("d1", 2.0)]}, tmp_path / "prod.trec", "prod")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from retrieval import load_dataset
-from retrieval.dataset import Dataset, Document
-from retrieval.evaluate import Evaluation
-from retrieval.readers.assembly import add_queries
-from retrieval.segments import MIN_QUERIES, digits_of, form_of, length_of, segment_table, segment_values
+from retrieval.data.dataset import Dataset, Document
+from retrieval.data.readers.assembly import add_queries
+from retrieval.evaluation.measures import Evaluation
+from retrieval.evaluation.query_kinds import MIN_QUERIES, digits_of, form_of, length_of, segment_table, segment_values
 from ui.present.tables import segment_cells
 
 from .conftest import DEMO
@@ -87,7 +87,7 @@ def test_segment_fields_come_from_the_queries_file(tmp_path):
     log = tmp_path / "log-without-ids.csv"  # a query log: the text and a count, no id column
     log.write_text("query,count\nkettle limescale,120\nsofa stains,3\nkettle limescale,5\n")
     counted = add_queries(ds, log)
-    from retrieval.readers.queries import stable_query_id
+    from retrieval.data.readers.queries import stable_query_id
     assert counted.query_fields[stable_query_id("kettle limescale")] == {"count": "120"}  # the first, kept once
     assert counted.query_fields[stable_query_id("sofa stains")] == {"count": "3"}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.settling import standings
+from retrieval.judging.settled_comparisons import standings
 
 
 def runs_and_labels(n_queries: int, seed: int = 0):

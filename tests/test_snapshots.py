@@ -1,4 +1,4 @@
-"""Snapshots and the regression gate (``retrieval.snapshots``, ``python -m retrieval snapshot`` /
+"""Snapshots and the regression gate (``retrieval.tracking.snapshots``, ``python -m retrieval snapshot`` /
 ``check``): snapshots kept whole in a real store, one baseline per corpus, a labels change reported
 and never mixed in; and through the CLI on the demo, a harmful BM25 change fails with exit 1 naming
 the queries (JUnit XML and a Markdown summary written), no change passes with 0, and what cannot
@@ -13,9 +13,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from retrieval import snapshots
-from retrieval.readers import load_dataset
+from retrieval.data.readers import load_dataset
 from retrieval.store import Store
+from retrieval.tracking import snapshots
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -166,8 +166,8 @@ def test_a_drop_too_few_queries_can_tell_is_flagged_never_passed_and_fails_with_
 def test_the_markdown_summary_reads_as_source_and_renders_as_the_text():
     from markdown_it import MarkdownIt
 
-    from retrieval.check_report import markdown_summary
-    from retrieval.evaluate import Evaluation, compare
+    from retrieval.evaluation.measures import Evaluation, compare
+    from retrieval.tracking.check_report import markdown_summary
 
     before = Evaluation({}, {"ndcg@10": {f"q{i}": 0.9 for i in range(40)}})
     now = Evaluation({}, {"ndcg@10": {f"q{i}": 0.9 - (0.5 if i < 30 else 0) for i in range(40)}})
@@ -251,8 +251,8 @@ def test_the_runs_view_gives_no_verdict_on_a_run_whose_top_10_is_not_judged(tmp_
     both runs' judged@10, where before the note said "A beats B by 0.175"."""
     from html import unescape
 
-    from retrieval.history import list_runs
-    from retrieval.language import corpus_tokenizer
+    from retrieval.data.language import corpus_tokenizer
+    from retrieval.tracking.history import list_runs
     from ui import runs
 
     judge_pools(demo_copy, tmp_path / "v.sqlite3", DEFAULTS)

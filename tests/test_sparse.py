@@ -11,7 +11,7 @@ import torch
 
 from retrieval import Workspace
 from retrieval.errors import EncoderLoadError
-from retrieval.sparse import SparseIndex, bundled_path, embed_sparse_corpus, load_sparse_model
+from retrieval.index.splade import SparseIndex, bundled_path, embed_sparse_corpus, load_sparse_model
 
 TEXTS = ["The cat sat on the warm mat.", "Stock markets fell after the rate decision.",
          "A puppy should be trained with patience."]
@@ -79,7 +79,7 @@ def test_without_the_package_that_ships_it_the_message_says_what_to_install(monk
 
 @pytest.mark.slow
 def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, store):
-    from retrieval.search import side_by_side
+    from retrieval.systems.side_by_side import side_by_side
     from ui.common import shown_systems
     from ui.present.search import side_by_side_html
 
@@ -106,7 +106,7 @@ def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, 
 
 @pytest.mark.slow
 def test_failures_show_learned_sparse_ranks_terms_and_what_its_expansion_bridges(demo, tiny_encoder, store):
-    from retrieval.failures import failure_gallery
+    from retrieval.evaluation.failure_gallery import failure_gallery
     from ui.present.report import card_html
 
     ws = Workspace(demo, store, model=tiny_encoder)
@@ -132,7 +132,7 @@ def test_explanations_show_the_words_people_wrote_not_word_pieces(splade):
     texts = ["The leaky faucets in the kitchen drip all night.", "Stock markets fell after the rate decision."]
     vecs = splade.encode(texts)
     index = SparseIndex(["a", "b"], vecs, splade.vocab_size)
-    from retrieval.sparse import SparseRetriever
+    from retrieval.index.splade import SparseRetriever
 
     retriever = SparseRetriever(splade, index)
     query = "leaky faucets"

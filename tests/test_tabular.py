@@ -1,4 +1,4 @@
-"""The one CSV/TSV writer (``retrieval.tabular``): whatever text a cell holds, it comes back exactly
+"""The one CSV/TSV writer (``retrieval.files.tabular``): whatever text a cell holds, it comes back exactly
 (a CR, LF or tab inside it never ends the row; ``'`` added by the guard, and only that, is taken
 off), plain numbers are written as they are, and no cell or piece of a cell a spreadsheet could
 split off starts a formula (OWASP, "CSV Injection")."""
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import tabular
+from retrieval.files import tabular
 
 _HOSTILE = st.sampled_from(list("=+-@'\t\r\n;,\" ") + ["\x00", "\u200b", "\uff1d", "\u3000", "-5", "'=", ";="])
 _TEXT = st.lists(st.one_of(_HOSTILE, st.text(st.characters(exclude_categories=("Cs",)), max_size=4)),

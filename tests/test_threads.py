@@ -13,8 +13,8 @@ from .conftest import ROOT
 
 SCRIPT = textwrap.dedent("""
     import random, threading
-    from retrieval.evaluate import evaluate_run
-    from retrieval.hybrid import fuse_runs
+    from retrieval.evaluation.measures import evaluate_run
+    from retrieval.systems.fusion import fuse_runs
 
     rng = random.Random(0)
     docs = [f"d{i}" for i in range(300)]

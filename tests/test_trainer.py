@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from retrieval.dataset import Dataset
-from retrieval.encoder import Encoder
-from retrieval.lexical import BM25Index
+from retrieval.data.dataset import Dataset
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.encoder import Encoder
 from training.losses import QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
 from training.pairs import Pair, known_positives, labelled_pairs
 from training.trainer import Cancelled, TrainConfig, Trainer
@@ -61,7 +61,7 @@ def test_residual_examples_carry_the_bm25_gap(toy_dataset):
 
 def uneven_dataset() -> Dataset:
     """One broad query with 40 positives beside three narrow ones with one each (NFCorpus's shape)."""
-    from retrieval.dataset import Document
+    from retrieval.data.dataset import Document
 
     docs = {f"d{i}": Document(f"d{i}", "", f"document number {i} about topic {i % 7}") for i in range(60)}
     queries = {"broad": "topic", "n1": "number 41", "n2": "number 42", "n3": "number 43"}

@@ -1,4 +1,4 @@
-"""The one TREC writer (``retrieval.trec``): any run or qrels it writes reads back as the same
+"""The one TREC writer (``retrieval.files.trec``): any run or qrels it writes reads back as the same
 lists, scores and grades (Hypothesis over any id a reader accepts and any finite score), and what no
 TREC file can hold is refused before a byte is written."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval.names import id_problem, normal_id
-from retrieval.readers import read_qrels, read_run
-from retrieval.trec import write_qrels, write_trec
+from retrieval.data.readers import read_qrels, read_run
+from retrieval.files.trec import write_qrels, write_trec
+from retrieval.safe_names import id_problem, normal_id
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

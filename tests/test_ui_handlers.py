@@ -104,8 +104,8 @@ def test_training_form_values_are_checked_before_a_job_is_queued(app_state, ws):
 
 
 def test_an_encoder_that_will_not_load_is_a_clear_error_and_changes_nothing(app_state, ws, tmp_path):
-    from retrieval.encoder import load_encoder
     from retrieval.errors import EncoderLoadError
+    from retrieval.index.encoder import load_encoder
 
     registry, key = app_state
     with pytest.raises(EncoderLoadError, match="as a local folder") as err:
@@ -130,7 +130,7 @@ def test_an_unknown_split_is_its_own_error(ws):
 
 
 def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
-    from retrieval.readers.queries import stable_query_id
+    from retrieval.data.readers.queries import stable_query_id
 
     registry, key = app_state
     before = registry.get(key).dataset
@@ -167,9 +167,9 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
 
 @pytest.mark.slow
 def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path):
-    from retrieval.dataset import Dataset, Document
-    from retrieval.encoder import Encoder
-    from retrieval.readers import load_dataset
+    from retrieval.data.dataset import Dataset, Document
+    from retrieval.data.readers import load_dataset
+    from retrieval.index.encoder import Encoder
     from retrieval.workspace import Workspace
 
     from .conftest import DEMO
@@ -198,7 +198,7 @@ def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_sta
     from ranx import Run as RRun
     from ranx import evaluate as ranx_evaluate
 
-    from retrieval.trec import write_trec
+    from retrieval.files.trec import write_trec
 
     registry, key = app_state
     ws = registry.get(key)
@@ -254,9 +254,9 @@ def unlabelled(tmp_path, tiny_model_dir, queries: int = 8):
 
 def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
 
-    from retrieval.judging_order import discounts
-    from retrieval.labels import judged_counts
-    from retrieval.readers import read_qrels
+    from retrieval.data.readers import read_qrels
+    from retrieval.judging.labels import judged_counts
+    from retrieval.judging.order import discounts
     from ui import judge
     from ui.present.counts import queries_counted
 
@@ -345,7 +345,7 @@ def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_
 def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_model_dir, tmp_path):
     """Judgments stored for a corpus are its labels when a page opens on it or it is loaded, with no
     click: after a reload (the same registry) and after a restart (a new registry on the same store)."""
-    from retrieval.readers import load_uploads
+    from retrieval.data.readers import load_uploads
 
     from .conftest import DEMO
 
@@ -382,8 +382,8 @@ def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_
 
 
 def test_a_run_imported_while_judging_joins_the_judges_queue(app_state, tmp_path):
-    from retrieval.judgments import top_ids
-    from retrieval.trec import write_trec
+    from retrieval.files.trec import write_trec
+    from retrieval.judging.judgments import top_ids
     from ui import judge
 
     registry, key = app_state

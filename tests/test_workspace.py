@@ -12,14 +12,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from retrieval.dataset import Dataset, Document
-from retrieval.encoder import Encoder, load_encoder
-from retrieval.hybrid import Hybrid, default_lambda, tune_lambda
-from retrieval.lambdas import LAMBDA_GRID, NO_LABELS, QUERY_MAX_GRID
-from retrieval.metrics import METRICS
-from retrieval.readers import load_dataset
+from retrieval.data.dataset import Dataset, Document
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.metrics import METRICS
+from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
 from retrieval.systems import SYSTEMS
+from retrieval.systems.clear_lambda import LAMBDA_GRID, NO_LABELS, QUERY_MAX_GRID
+from retrieval.systems.fusion import Hybrid, default_lambda, tune_lambda
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO, build_tiny_encoder
@@ -237,7 +237,7 @@ def test_search_one_gives_each_systems_top_k(toy_dataset, store, tiny_encoder):
 
 
 def test_with_model_shares_the_bm25_index_and_swaps_the_encoder(toy_dataset, store, tiny_encoder, tmp_path):
-    from retrieval.encoder import load_encoder
+    from retrieval.index.encoder import load_encoder
     from retrieval.workspace import Workspace
 
     from .conftest import build_tiny_encoder

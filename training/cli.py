@@ -10,12 +10,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from retrieval.data.readers import load_dataset
 from retrieval.errors import DataError
-from retrieval.lambdas import shown
-from retrieval.metrics import SUMMARY_METRICS, interval_text
-from retrieval.readers import load_dataset
+from retrieval.evaluation.metrics import SUMMARY_METRICS, interval_text
+from retrieval.files.terminal import safe_output
 from retrieval.store import Store, default_store_path
-from retrieval.terminal import safe_output
+from retrieval.systems.clear_lambda import shown
 from training.finetune import run_training
 from training.losses import LOSSES
 from training.negatives import SOURCES

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from retrieval.dataset import Dataset, queries_fingerprint
-from retrieval.encoder import TRAINING_RECORD, Encoder, load_encoder
-from retrieval.evaluate import compare
-from retrieval.lambdas import LambdaFit, TrainedOn
-from retrieval.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
+from retrieval.data.dataset import Dataset, queries_fingerprint
+from retrieval.evaluation.measures import compare
+from retrieval.evaluation.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
+from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID
+from retrieval.systems.clear_lambda import LambdaFit, TrainedOn
 from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from training.pairs import cold_start_split, labelled_pairs, pseudo_pairs

@@ -7,12 +7,12 @@ training queries is set aside. Before training and after every epoch of the labe
 held-out query's candidates — BM25's top ``depth`` and the base encoder's top ``depth`` (their
 union is fixed once, so it costs one encoding of those documents per epoch, not of the corpus) —
 are scored by the model being trained, and ranked both by the cosine alone (dense) and by
-CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.hybrid.fit_lambda``; s_lex
+CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.systems.fusion.fit_lambda``; s_lex
 divided by the query's largest possible BM25 score, as the app's hybrid does for cosine scores).
 The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
 the base encoder itself. The kept epoch's λ, chosen there as the app chooses λ with labels (the
 grid's best only where it beats the label-free λ significantly), goes with the exported encoder
-(``retrieval.lambdas.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
+(``retrieval.systems.clear_lambda.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
 Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
 looked: enough to choose among epochs, not a measurement of dense recall. With
 ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.dataset import Dataset, Qrels
-from retrieval.encoder import Encoder
-from retrieval.evaluate import Evaluation, compare, evaluate_run
-from retrieval.hybrid import Candidates, fit_lambda, rank_candidates
-from retrieval.lambdas import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID
-from retrieval.lexical import BM25Index
-from retrieval.metrics import SIGNIFICANCE_LEVEL
+from retrieval.data.dataset import Dataset, Qrels
+from retrieval.evaluation.measures import Evaluation, compare, evaluate_run
+from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.encoder import Encoder
+from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LAMBDA_GRID, QUERY_MAX_GRID
+from retrieval.systems.fusion import Candidates, fit_lambda, rank_candidates
 
 PRIMARY = "ndcg@10"
 

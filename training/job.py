@@ -18,7 +18,7 @@ import uuid
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from retrieval.dataset import Dataset
+from retrieval.data.dataset import Dataset
 from retrieval.store import Store
 from training.finetune import run_training
 from training.trainer import Cancelled, TrainConfig, TrainingProgress
@@ -138,7 +138,7 @@ class JobQueue:
                 last_write[0] = now
                 self.store.put_job({"id": job_id, "progress": asdict(p), "losses": losses})
 
-        from retrieval.encoder import pick_device
+        from retrieval.index.encoder import pick_device
 
         self.store.put_job({"id": job_id, "status": "running", "device": pick_device(spec.config.device)})
         try:

@@ -19,8 +19,8 @@ import random
 
 import numpy as np
 
-from retrieval.dataset import Dataset
-from retrieval.lexical import BM25Index
+from retrieval.data.dataset import Dataset
+from retrieval.index.bm25_index import BM25Index
 
 SOURCES = ("random", "bm25", "model")
 

@@ -20,7 +20,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from retrieval.dataset import Dataset
+from retrieval.data.dataset import Dataset
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 PRETRAIN_TASKS = ("ict", "bfs", "ict+bfs")  # pseudo-pair tasks: ``pseudo_pairs``' kinds, ``TrainConfig.pretrain``

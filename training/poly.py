@@ -1,6 +1,6 @@
 """Poly-attention as a training option: attach it to a base encoder, route training batches, export.
 
-The module itself (``retrieval.poly_attention.PolyAttention``, Yiding Liu et al., "Pre-trained
+The module itself (``retrieval.index.poly_attention.PolyAttention``, Yiding Liu et al., "Pre-trained
 Language Model for Web-scale Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373, §3.2) takes
 the place of the base model's mean pooling. Training scores a query against a document by
 max_i P_i·C' (eq. 3; ``losses.match``), serving by P_avg·C' (eq. 4), so the document index is the
@@ -10,7 +10,7 @@ in-batch) see the query's one vector, P_avg, i.e. they train the serving form. A
 carries a copy of the module's file, so that it loads in plain sentence-transformers with
 ``trust_remote_code=True`` (``SentenceTransformer(path, trust_remote_code=True).encode_query(...)``);
 RankScope loads it without that flag, with the class it ships, never running the folder's copy
-(``retrieval.encoder.open_model``).
+(``retrieval.index.encoder.open_model``).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import json
 import shutil
 from pathlib import Path
 
-from retrieval.encoder import POLY_FILE, POLY_REF
-from retrieval.poly_attention import PolyAttention
+from retrieval.index.encoder import POLY_FILE, POLY_REF
+from retrieval.index.poly_attention import PolyAttention
 
 
 def has_poly_attention(model) -> bool:

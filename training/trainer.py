@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from retrieval.dataset import Dataset
-from retrieval.encoder import Encoder, open_model, pick_device, resolve_model
-from retrieval.lexical import BM25Index
+from retrieval.data.dataset import Dataset
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.encoder import Encoder, open_model, pick_device, resolve_model
 from training import checkpoint
 from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
 from training.negatives import SOURCES, CandidatePool, bm25_pool, model_pool, random_pool

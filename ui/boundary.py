@@ -6,7 +6,7 @@ UTF-8, written to a file or sent back — so one such character made every endpo
 stored or searched it fail with Gradio's generic error. ``guard`` wraps every event handler of the
 app so that a value holding one (in a text, or inside a list or dict of them) is refused in one line
 naming the character and where it is, before the handler runs; the handlers' own checks (names,
-ids, grades, numbers: ``retrieval.names`` and each view's) then see only real text.
+ids, grades, numbers: ``retrieval.safe_names`` and each view's) then see only real text.
 
 Wrapping keeps what Gradio reads off a handler: its signature (``functools.wraps``, so ``gr.Request``
 parameters are still found) and its kind (plain, generator, coroutine, async generator).

@@ -9,13 +9,13 @@ from typing import Protocol
 import gradio as gr
 
 from retrieval import DenseNotReady, Workspace
-from retrieval.encoder import DEFAULT_MODEL
-from retrieval.history import trained_encoders
-from retrieval.lookup import identifier_lookups
-from retrieval.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
-from retrieval.owners import Viewer
+from retrieval.evaluation.metric_tables import covered_comparisons, metrics_table
+from retrieval.evaluation.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
+from retrieval.index.encoder import DEFAULT_MODEL
+from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
-from retrieval.tables import covered_comparisons, metrics_table
+from retrieval.systems.identifier_queries import identifier_lookups
+from retrieval.tracking.history import trained_encoders
 from ui import texts
 from ui.data import waiting_note
 from ui.notify import refuse

@@ -8,19 +8,20 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import DataError, Workspace, load_dataset, query_sets
-from retrieval.background import duration
-from retrieval.dataset import Dataset
-from retrieval.diagnostics import label_health, language_check
-from retrieval.judgments import judgments_to_qrels
-from retrieval.labels import with_judgments
-from retrieval.owners import Viewer, describe
+from retrieval import DataError, Workspace, load_dataset
+from retrieval.data import query_sets
+from retrieval.data.dataset import Dataset
+from retrieval.data.readers import load_uploads
+from retrieval.data.readers.assembly import add_queries as add_queries_file
+from retrieval.data.readers.decode import count
+from retrieval.data.readers.queries import stable_query_id
+from retrieval.data.readers.runs import read_run
+from retrieval.evaluation.diagnostics import label_health, language_check
+from retrieval.index.background_build import duration
+from retrieval.judging.judgments import judgments_to_qrels
+from retrieval.judging.labels import with_judgments
 from retrieval.progress import Progress
-from retrieval.readers import load_uploads
-from retrieval.readers.assembly import add_queries as add_queries_file
-from retrieval.readers.decode import count
-from retrieval.readers.queries import stable_query_id
-from retrieval.readers.runs import read_run
+from retrieval.sharing.owners import Viewer, describe
 from retrieval.systems import DENSE
 from ui import texts
 from ui.notify import refuse
@@ -120,7 +121,7 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
 def stored_judgments(store, dataset: Dataset, viewer: Viewer | None = None) -> tuple[Dataset, int]:
     """``dataset`` with the judgments stored for its corpus as labels (every judge's ``viewer`` counts:
     on a shared deployment its own and the published ones, ``Store.judgments``; merged by the lower
-    median, the data's own labels winning a pair both have: ``retrieval.labels``), and how many
+    median, the data's own labels winning a pair both have: ``retrieval.judging.labels``), and how many
     judged pairs that added; the same object and 0 when the store holds none it lacks. The labels
     are part of the data set's content, so a workspace (shared by content) and everything cached
     by its content hash is computed with the very judgments this session counts."""
@@ -340,7 +341,7 @@ def typed_queries(text: str | None) -> dict[str, str]:
 
 def apply_judgments(registry: Registry, key: str, prefer: str = "imported", session: str = ANONYMOUS) -> Loaded:
     """The session's data set with the judgments it counts as labels (every judge's; on a shared
-    deployment its own judges' and the published ones: ``retrieval.labels``), so every view
+    deployment its own judges' and the published ones: ``retrieval.judging.labels``), so every view
     evaluates with them; the data's own labels win a pair both have unless ``prefer`` is "judgments"."""
     ws = registry.get(key)
     judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash, viewer=registry.viewer(session)))

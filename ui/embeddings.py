@@ -8,8 +8,8 @@ import threading
 import gradio as gr
 
 from retrieval import Workspace
+from retrieval.evaluation.projection import project, sample_points, sample_ranks, similarities, umap_is_warm, warm_up
 from retrieval.progress import Progress, scaled
-from retrieval.projection import project, sample_points, sample_ranks, similarities, umap_is_warm, warm_up
 from ui import texts
 from ui.common import SplitView, query_choices, require_dense, split_dropdown
 from ui.failures import tuned_choices, tuned_dropdown

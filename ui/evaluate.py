@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from retrieval import Workspace
-from retrieval.compression import comparison_workspaces, compression_table, reduced_dims
-from retrieval.metrics import VIEW_METRICS
-from retrieval.owners import Viewer
-from retrieval.segments import MIN_QUERIES, segment_table
+from retrieval.evaluation.metric_tables import covered_comparisons, headline, metrics_table, per_query_table
+from retrieval.evaluation.metrics import VIEW_METRICS
+from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
+from retrieval.index.compression import comparison_workspaces, compression_table, reduced_dims
+from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, label
-from retrieval.tables import covered_comparisons, headline, metrics_table, per_query_table
 from ui import texts
 from ui.common import (
     SplitView,
@@ -100,7 +100,7 @@ def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | 
 def segments(ws: Workspace, split: str) -> dict:
     """nDCG@10 of every shown system by kind of query (length, digits, question or keywords,
     language, the queries file's own fields), each with its interval, the segments where one system
-    is significantly worse first (``retrieval.segments``); systems still being built are left out."""
+    is significantly worse first (``retrieval.evaluation.query_kinds``); systems still being built are left out."""
     _require_labels(split)
     systems = [s for s in shown_systems(ws) if not ws.pending((s,))]
     evals = {label(s): ws.evaluate(s, split) for s in systems}

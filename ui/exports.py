@@ -1,7 +1,7 @@
 """Where the app writes the files a user downloads (the failure report, judged qrels).
 
 Each export gets a fresh folder of its own under one root in the system's temporary folder, so two
-sessions never share a file; the file's name inside it comes from ``retrieval.names.file_name``
+sessions never share a file; the file's name inside it comes from ``retrieval.safe_names.file_name``
 (a slug and a hash), never from a user's text as such. Gradio copies what a handler returns into
 its own cache, so an export folder is needed only for moments: folders older than ``KEEP_S`` are
 removed whenever a new one is made, and repeated exports cannot fill the disk.

@@ -9,11 +9,11 @@ from pathlib import Path
 import gradio as gr
 
 from retrieval import Workspace
-from retrieval.failures import Gallery, failure_gallery
-from retrieval.history import trained_encoders
-from retrieval.names import file_name
-from retrieval.owners import Viewer
+from retrieval.evaluation.failure_gallery import Gallery, failure_gallery
+from retrieval.safe_names import file_name
+from retrieval.sharing.owners import Viewer
 from retrieval.systems import label
+from retrieval.tracking.history import trained_encoders
 from ui import texts
 from ui.common import SplitView, require_dense, split_dropdown
 from ui.exports import export_folder
@@ -49,7 +49,7 @@ def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
 
 def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
             viewer: Viewer | None = None) -> Gallery:
-    """The failure gallery (``retrieval.failures``), with the judgments ``viewer`` counts."""
+    """The failure gallery (``retrieval.evaluation.failure_gallery``), with the judgments ``viewer`` counts."""
     if not split:
         raise refuse("this data set has no relevance labels: failures need them")
     require_dense(ws)

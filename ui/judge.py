@@ -1,6 +1,6 @@
 """The Judge view: relevance labels made in the app. Every system on show pools its top k for each
 query; the pairs come one at a time, each the one expected to move the comparisons of the systems on
-show (or of the pair aimed at) most (``retrieval.judging_order``), the system names hidden unless
+show (or of the pair aimed at) most (``retrieval.judging.order``), the system names hidden unless
 asked; grades 0 / 1 / 2 (keys 0, 1, 2), skip (s), previous / next (← →). Each grade
 is written to the store the moment it is given; the judgments export as TREC or BEIR qrels, and
 once applied every view evaluates with them."""
@@ -13,11 +13,18 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import Store, Workspace, judge_owners, sampling, settling, staging
-from retrieval.agreement import agreement
-from retrieval.coverage import MIN_JUDGED_AT_10
+from retrieval import Store, Workspace
+from retrieval.data.readers import judgment_files
+from retrieval.data.run import Run
 from retrieval.errors import DataError
-from retrieval.judgments import (
+from retrieval.evaluation.metrics import CONDENSED_DEPTH, conclusion, interval_text
+from retrieval.files.trec import QRELS_FORMATS, write_qrels
+from retrieval.judging import judge_owners, sampling
+from retrieval.judging import settled_comparisons as settling
+from retrieval.judging import staged_writes as staging
+from retrieval.judging.agreement import agreement
+from retrieval.judging.coverage import MIN_JUDGED_AT_10
+from retrieval.judging.judgments import (
     DEPTH,
     MAX_DEPTH,
     MERGE_RULES,
@@ -34,17 +41,13 @@ from retrieval.judgments import (
     queue,
     store_judge,
 )
-from retrieval.labels import judged_counts
-from retrieval.metrics import CONDENSED_DEPTH, conclusion, interval_text
-from retrieval.names import file_name
-from retrieval.owners import Viewer
-from retrieval.readers import judgments as judgment_files
-from retrieval.run import Run
-from retrieval.sampling import DEFAULT_SIZE, Sample
-from retrieval.settling import standings
+from retrieval.judging.labels import judged_counts
+from retrieval.judging.sampling import DEFAULT_SIZE, Sample
+from retrieval.judging.settled_comparisons import standings
+from retrieval.safe_names import file_name
+from retrieval.sharing.owners import Viewer
 from retrieval.store import cache_key
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
-from retrieval.trec import QRELS_FORMATS, write_qrels
 from ui import texts
 from ui.common import shown_systems
 from ui.exports import export_folder
@@ -104,7 +107,7 @@ def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...], query_ids) -> di
 
 def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
                    k: int = DEPTH) -> Sample:
-    """The queries to judge (``retrieval.sampling``: every query, or a random, frequency-weighted or
+    """The queries to judge (``retrieval.judging.sampling``: every query, or a random, frequency-weighted or
     disagreement-stratified sample): the one stored with the corpus, else drawn and stored."""
     method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
     try:
@@ -144,11 +147,11 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
                   viewer: Viewer | None = None) -> Queue:
     """The judge's queue over the sampled queries (``judging_sample``): their own grades count as
     judged; the next pair is the one expected to move the comparisons of the systems on show most
-    (``retrieval.judging_order``), or of the one pair ``aim`` names. Built once per judge, depth,
+    (``retrieval.judging.order``), or of the one pair ``aim`` names. Built once per judge, depth,
     sample and aim, then kept up to date grade by grade (``grade_pair``): ``fresh`` rebuilds it from
     the store (starting to judge). A judge's name or a depth out of range
     (``judgments.store_judge``: one that looks like another judge's is refused too, and on a shared
-    deployment one another session made, ``viewer``: ``retrieval.judge_owners``; ``check_depth``) is refused."""
+    deployment one another session made, ``viewer``: ``retrieval.judging.judge_owners``; ``check_depth``) is refused."""
     try:
         judge, k = store_judge(store, ws.dataset.corpus_hash, judge, viewer), check_depth(k)
     except ValueError as err:
@@ -260,7 +263,7 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
     """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), note it in the
     judge's queue (never rebuilt per grade) and give the queue and the next unjudged position;
     anything else is refused and nothing is stored. On a shared deployment the judge's name becomes
-    ``viewer``'s with its first grade, and another session's is refused (``retrieval.judge_owners``)."""
+    ``viewer``'s with its first grade, and another session's is refused (``retrieval.judging.judge_owners``)."""
     if not (judge or "").strip():
         raise refuse("type your name as the judge first")
     try:
@@ -313,11 +316,11 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
 
 def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str = "",
                      viewer: Viewer | None = None) -> str:
-    """The judgments of an uploaded CSV/TSV (``retrieval.readers.judgments``: RankScope's own
+    """The judgments of an uploaded CSV/TSV (``retrieval.data.readers.judgment_files``: RankScope's own
     export, a spreadsheet's, Quepid's) added to the corpus's, each with its judge (``judge`` for a
     file without a judge column); a row that cannot be mapped is refused with its line, and then
     nothing is stored; so is, on a shared deployment, a judge another session made (``viewer``:
-    ``retrieval.judge_owners``). Says how many were new, changed a grade, or were stored already."""
+    ``retrieval.judging.judge_owners``). Says how many were new, changed a grade, or were stored already."""
     if not path:
         raise refuse("upload a CSV or TSV of judgments first")
 
@@ -355,7 +358,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                  seed: int = 0, aim: str | None = None, viewer: Viewer | None = None) -> str:
     """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
     queries of the sample, every judge's grades merged by the lower median), and about how many more
-    judgments the others need (``retrieval.settling``); the pair ``aim`` names first. Run after every
+    judgments the others need (``retrieval.judging.settled_comparisons``); the pair ``aim`` names first. Run after every
     grade, so computed on at most ``settling.MAX_QUERIES`` judged queries (``settling.capped``, only
     their judgments read), which it says when it cuts."""
     try:
@@ -470,7 +473,7 @@ def disagreement_rows(ws: Workspace, store: Store, viewer: Viewer | None = None)
 
 def publish_judge(store: Store, ws: Workspace, judge: str | None, viewer: Viewer) -> str:
     """Make the session's judge ``judge`` count in every session's views (a shared deployment's
-    Publish: ``retrieval.judge_owners``); the status line. Refused in one line, nothing changed: off
+    Publish: ``retrieval.judging.judge_owners``); the status line. Refused in one line, nothing changed: off
     a shared deployment (every judge counts for everyone already), no name, a judge this session
     has not graded under, another's, one published already."""
     if not viewer.shared:

@@ -10,7 +10,7 @@ and it is the least recently used such one. A session counts as live while it ho
 within ``Limits.idle_s`` (an API client never says it left; a browser tab does, on unload).
 
 What the registry may hold is bounded by a memory budget (``Limits.budget_bytes``; every shared part
-counted once, ``retrieval.footprint``) and a number of workspaces; past either, the least recently
+counted once, ``retrieval.sharing.memory_budget``) and a number of workspaces; past either, the least recently
 used unheld workspaces are closed, and when every one is in use, opening another is refused
 (``ServerBusy``) instead of closing someone's. Per session, ``Limits`` bounds the imported runs a
 workspace carries, the query sets added to one data set, and the workspaces one session keeps open
@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from retrieval import Store, Workspace, footprint
-from retrieval.dataset import Dataset
-from retrieval.language import corpus_tokenizer
-from retrieval.model_policy import ModelPolicy
-from retrieval.owners import Viewer, app_owner
+from retrieval import Store, Workspace
+from retrieval.data.dataset import Dataset
+from retrieval.data.language import corpus_tokenizer
 from retrieval.progress import Progress
+from retrieval.sharing import memory_budget as footprint
+from retrieval.sharing.model_policy import ModelPolicy
+from retrieval.sharing.owners import Viewer, app_owner
 from training.job import JobQueue
 from ui.notify import refuse
 
@@ -87,7 +88,7 @@ class Registry:
                  policy: ModelPolicy | None = None, shared: bool = False):
         self.store, self.model, self.language = store, model, language
         self.shared = shared  # a shared deployment: query sets and snapshots are their session's until published
-        self.engine = engine  # retrieval.engines: None is the in-process one
+        self.engine = engine  # retrieval.index.engines: None is the in-process one
         self.precision, self.foreground_s = precision, foreground_s
         self.limits = limits or Limits()
         self.policy = policy or ModelPolicy.create(model if isinstance(model, str) else None, store.models_dir)
@@ -177,13 +178,13 @@ class Registry:
         return key
 
     def viewer(self, session: str) -> Viewer:
-        """Who ``session`` is to the store's shared objects (``retrieval.owners``): its owner id, and
+        """Who ``session`` is to the store's shared objects (``retrieval.sharing.owners``): its owner id, and
         whether this deployment is shared."""
         return Viewer(app_owner(session), self.shared)
 
     def allowed_model(self, choice: str | None) -> str | None:
         """The encoder a client's ``choice`` names, if the model policy offers it ("" or None: the
-        app's own), else ``ModelRefused`` (``retrieval.model_policy``)."""
+        app's own), else ``ModelRefused`` (``retrieval.sharing.model_policy``)."""
         return self.policy.check(choice)
 
     def count_query_set(self, session: str) -> None:

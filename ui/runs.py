@@ -1,11 +1,11 @@
 """The Runs view: every run the store holds for this data set, and any two compared query by query
 (paired permutation test, 95% intervals of both means and of their difference); snapshots of the
-systems on show (``retrieval.snapshots``): take one with a note, mark the baseline, a metric's
+systems on show (``retrieval.tracking.snapshots``): take one with a note, mark the baseline, a metric's
 history across them with intervals, and two snapshots of a system diffed query by query. On labels
 judged in the app, neither comparison speaks a verdict where a run's top 10 is not judged enough
 (``coverage.verdict``): it says how many more of its documents to judge, with both runs' judged@10.
 
-Snapshots have makers (``retrieval.owners``, the session's ``Registry.viewer``): a name in use is
+Snapshots have makers (``retrieval.sharing.owners``, the session's ``Registry.viewer``): a name in use is
 refused with a free one suggested, unless its maker asks to replace it ("Replace mine of this
 name", ``/replace_snapshot``); the baseline line says who
 set it and when; on a shared deployment a session sees its own snapshots and the published ones,
@@ -16,15 +16,16 @@ from dataclasses import replace
 
 import gradio as gr
 
-from retrieval import Store, Workspace, snapshots
-from retrieval.coverage import coverages, from_judging, verdict
+from retrieval import Store, Workspace
 from retrieval.errors import UnknownRun
-from retrieval.evaluate import positive_qrels
-from retrieval.history import compare_stored, list_runs
-from retrieval.intervals import mean_interval
-from retrieval.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
-from retrieval.owners import OPERATOR, Viewer, describe, when
+from retrieval.evaluation.intervals import mean_interval
+from retrieval.evaluation.measures import positive_qrels
+from retrieval.evaluation.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text
+from retrieval.judging.coverage import coverages, from_judging, verdict
+from retrieval.sharing.owners import OPERATOR, Viewer, describe, when
 from retrieval.systems import label
+from retrieval.tracking import snapshots
+from retrieval.tracking.history import compare_stored, list_runs
 from ui import texts
 from ui.common import shown_systems
 from ui.notify import refuse

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from retrieval import Workspace, query_sets
+from retrieval import Workspace
+from retrieval.data import query_sets
 from retrieval.errors import EncoderLoadError
-from retrieval.metrics import VIEW_METRICS
-from retrieval.owners import Viewer
-from retrieval.search import side_by_side
+from retrieval.evaluation.metrics import VIEW_METRICS
+from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label
+from retrieval.systems.side_by_side import side_by_side
 from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
 from ui.data import QUERY_CHARS, dataset_summary
 from ui.notify import refuse, warn
@@ -61,7 +62,7 @@ LABELLED = ""  # the query-set picker's value for the labelled queries
 
 def query_set_options(registry: Registry, ws: Workspace, viewer: Viewer) -> list[tuple[str, str]]:
     """The query-set picker's choices: the labelled queries, then every query set kept with the
-    corpus (``retrieval.query_sets``) that ``viewer`` sees and that has queries in this data set."""
+    corpus (``retrieval.data.query_sets``) that ``viewer`` sees and that has queries in this data set."""
     sets = [(qs["id"], qs["name"], sum(q in ws.dataset.queries for q in qs["queries"]))
             for qs in query_sets.listed(registry.store, ws.dataset.corpus_hash, viewer)]
     return [("labelled queries", LABELLED)] + [(f"{name} ({n:,} quer{'y' if n == 1 else 'ies'})", sid)

@@ -1,7 +1,7 @@
 """The app's help texts and choice labels, in one place."""
 from __future__ import annotations
 
-from retrieval.lookup import MAX_WORDS
+from retrieval.systems.identifier_queries import MAX_WORDS
 
 IDENTIFIER_LOOKUP = ("(at most {words} words, half of them with a digit, such as a part number): the encoder splits "
                      "it into word pieces that say nothing of it, so the hybrid ranks {which} by BM25 alone")

@@ -9,8 +9,8 @@ import uuid
 import gradio as gr
 
 from retrieval import Workspace
-from retrieval.metrics import SUMMARY_METRICS
-from retrieval.names import shown
+from retrieval.evaluation.metrics import SUMMARY_METRICS
+from retrieval.safe_names import shown
 from training.job import FINAL, JobQueue, JobSpec
 from training.losses import LOSSES
 from training.pairs import PRETRAIN_TASKS

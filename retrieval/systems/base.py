@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from retrieval.run import Run
+from retrieval.data.run import Run
 
 if TYPE_CHECKING:
-    from retrieval.sparse import TermScore
+    from retrieval.index.splade import TermScore
     from retrieval.workspace import Workspace
 
 Hits = list[tuple[str, float]]
@@ -90,7 +90,7 @@ class Probe:
 
     @cached_property
     def sparse(self):
-        """The query's learned sparse vector (``retrieval.sparse``: term ids and weights)."""
+        """The query's learned sparse vector (``retrieval.index.splade``: term ids and weights)."""
         return self.ws.sparse.encode_query(self.text)
 
     @cached_property

@@ -1,4 +1,4 @@
-"""BM25 as a system: the engine's lexical index (``retrieval.lexical``, or Milvus's), its settings
+"""BM25 as a system: the engine's lexical index (``retrieval.index.bm25_index``, or Milvus's), its settings
 and tokenizer in the cache key, its exact score of any document for PNR."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.run import Run
+from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:
@@ -38,4 +38,4 @@ class BM25:
         return probe.lexical[:k]
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
-        return None  # every hit carries BM25's per-term contributions already (``retrieval.search``)
+        return None  # every hit carries BM25's per-term contributions already (``retrieval.systems.side_by_side``)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.run import Run
+from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:

@@ -1,23 +1,23 @@
 """The hybrids as systems: CLEAR's λ·s_lex + s_emb over the union of both candidate lists (its λ
-chosen by ``retrieval.lambdas``' policy, tuned and cached here), reciprocal-rank fusion and the
-min-max weighted sum (``retrieval.hybrid`` computes them all)."""
+chosen by ``retrieval.systems.clear_lambda``' policy, tuned and cached here), reciprocal-rank fusion and the
+min-max weighted sum (``retrieval.systems.fusion`` computes them all)."""
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
-from retrieval import lambdas
-from retrieval.dataset import queries_fingerprint
-from retrieval.hybrid import TIE_BREAK, Hybrid, default_lambda, tune_lambda
-from retrieval.labels import FOLDS_SEED, JUDGED, judged_counts, judged_folds
-from retrieval.lambdas import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
-from retrieval.lookup import RULE as LOOKUP_RULE
-from retrieval.reliability import dense_reliability
-from retrieval.run import Run
+from retrieval.data.dataset import queries_fingerprint
+from retrieval.data.run import Run
+from retrieval.judging.labels import FOLDS_SEED, JUDGED, judged_counts, judged_folds
 from retrieval.store import cache_key
+from retrieval.systems import clear_lambda as lambdas
 from retrieval.systems.base import Hits, Needs, Probe
 from retrieval.systems.bm25 import lexical_params
+from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
 from retrieval.systems.dense import dense_params
+from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
+from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
+from retrieval.systems.reliability import dense_reliability
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace

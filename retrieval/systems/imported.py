@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from retrieval.readers.runs import ImportedRun
-from retrieval.run import Run
+from retrieval.data.readers.runs import ImportedRun
+from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:

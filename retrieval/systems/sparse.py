@@ -1,4 +1,4 @@
-"""Learned sparse retrieval (SPLADE, ``retrieval.sparse``) as a system: the third family beside BM25
+"""Learned sparse retrieval (SPLADE, ``retrieval.index.splade``) as a system: the third family beside BM25
 and the dense encoder. Its cache key is the sparse model's fingerprint; its scores are exact dot
 products of term weights, so it has exact scores for PNR; and a hit is explained by the terms that
 made its score — the query's terms and the expansion terms the model added to either side.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from retrieval.run import Run
-from retrieval.sparse import TermScore
+from retrieval.data.run import Run
+from retrieval.index.splade import TermScore
 from retrieval.systems.base import Hits, Needs, Probe
 
 if TYPE_CHECKING:

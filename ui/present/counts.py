@@ -1,8 +1,8 @@
 """Counts of judged queries in words, each saying what it counts: the Judge panel, the data set
-summary and the Evaluate caption write them alike, from ``retrieval.labels.judged_counts``."""
+summary and the Evaluate caption write them alike, from ``retrieval.judging.labels.judged_counts``."""
 from __future__ import annotations
 
-from retrieval.labels import JUDGED, JudgedCounts, judged_counts
+from retrieval.judging.labels import JUDGED, JudgedCounts, judged_counts
 
 
 def queries_counted(counts: JudgedCounts, what: str = "judged") -> str:

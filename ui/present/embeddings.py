@@ -10,8 +10,19 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from retrieval.failure_rules import NOT_RETRIEVED
-from retrieval.projection import DOC_ROLES, EASY, HARD, POSITIVE, QUERY, ROLES, Point, Projection, Sample, align
+from retrieval.evaluation.failure_rules import NOT_RETRIEVED
+from retrieval.evaluation.projection import (
+    DOC_ROLES,
+    EASY,
+    HARD,
+    POSITIVE,
+    QUERY,
+    ROLES,
+    Point,
+    Projection,
+    Sample,
+    align,
+)
 from retrieval.systems import BASE_SYSTEMS, short
 from ui.present.escape import label as esc
 

@@ -3,9 +3,9 @@ curves, saying no more than the table (on labels judged in the app, no Δ and p 
 coverage gate holds back, no recall past the judged pool's depth), and the report's systems section."""
 from __future__ import annotations
 
-from retrieval.segments import segment_table
+from retrieval.evaluation.metric_tables import RECALL_KS, covered_comparisons, metrics_table, recall_at_ks, versus
+from retrieval.evaluation.query_kinds import segment_table
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
-from retrieval.tables import RECALL_KS, covered_comparisons, metrics_table, recall_at_ks, versus
 from ui.present.figures import per_query_scatter, recall_curves
 from ui.present.tables import report_summary, segment_cells, shortfall_text
 

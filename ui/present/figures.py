@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from retrieval.evaluate import Comparison, Evaluation
-from retrieval.failures import Gallery
-from retrieval.intervals import proportion_interval
-from retrieval.lambdas import LambdaChoice, shown
-from retrieval.metrics import interval_text
-from retrieval.tables import RECALL_KS
+from retrieval.evaluation.failure_gallery import Gallery
+from retrieval.evaluation.intervals import proportion_interval
+from retrieval.evaluation.measures import Comparison, Evaluation
+from retrieval.evaluation.metric_tables import RECALL_KS
+from retrieval.evaluation.metrics import interval_text
+from retrieval.systems.clear_lambda import LambdaChoice, shown
 from ui.present.escape import label as esc
 from ui.present.vocabulary import category_label
 

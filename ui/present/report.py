@@ -21,9 +21,9 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from retrieval.failure_rules import Thresholds, rank_text
-from retrieval.failures import FailureCard, Gallery
-from retrieval.intervals import proportion_interval
+from retrieval.evaluation.failure_gallery import FailureCard, Gallery
+from retrieval.evaluation.failure_rules import Thresholds, rank_text
+from retrieval.evaluation.intervals import proportion_interval
 from retrieval.systems import SPLADE, short
 from ui.present.escape import text as _e
 from ui.present.figures import counts_figure

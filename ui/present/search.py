@@ -4,11 +4,11 @@ own terms (SPLADE's, expansions marked) and the query terms it lacks; for a labe
 table of every labelled document's rank per system."""
 from __future__ import annotations
 
-from retrieval.failure_rules import NOT_RETRIEVED
-from retrieval.lookup import is_identifier_lookup
-from retrieval.search import Hit, SideBySide
+from retrieval.evaluation.failure_rules import NOT_RETRIEVED
+from retrieval.index.tokenize import Tokenizer
 from retrieval.systems import HYBRID, label, short
-from retrieval.tokenize import Tokenizer
+from retrieval.systems.identifier_queries import is_identifier_lookup
+from retrieval.systems.side_by_side import Hit, SideBySide
 from ui.present.escape import text as esc
 from ui.texts import identifier_lookup_why
 

@@ -1,11 +1,9 @@
 """Table cells: the library's rows written as the app shows them (every metric through
-``retrieval.metrics.cell``: 4 decimals, the 95% interval and the significance mark), and the
-comparisons of systems in words (``retrieval.metrics.conclusion``)."""
+``retrieval.evaluation.metrics.cell``: 4 decimals, the 95% interval and the significance mark), and the
+comparisons of systems in words (``retrieval.evaluation.metrics.conclusion``)."""
 from __future__ import annotations
 
-from retrieval.coverage import MIN_JUDGED_AT_10
-from retrieval.lambdas import shown
-from retrieval.metrics import (
+from retrieval.evaluation.metrics import (
     METRICS,
     SIGNIFICANCE_LEVEL,
     SIGNIFICANT,
@@ -16,7 +14,9 @@ from retrieval.metrics import (
     p_text,
     significance_mark,
 )
+from retrieval.judging.coverage import MIN_JUDGED_AT_10
 from retrieval.systems import DENSE, HYBRID
+from retrieval.systems.clear_lambda import shown
 from ui.present.report import Summary
 
 

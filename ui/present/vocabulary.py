@@ -1,10 +1,10 @@
 """What the failure categories are called and how each is defined, as users read them (the rules
-themselves are ``retrieval.failure_rules``)."""
+themselves are ``retrieval.evaluation.failure_rules``)."""
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from retrieval.failure_rules import PAIR_CATEGORIES, Thresholds
+from retrieval.evaluation.failure_rules import PAIR_CATEGORIES, Thresholds
 from retrieval.systems import label
 
 CATEGORY_LABELS = {

@@ -1,0 +1,1 @@
+"""Data in: the data set, its readers, the queries added to it and its language."""

@@ -1,0 +1,87 @@
+"""Documents from one file: JSONL, CSV/TSV with a header row, or text with one per line."""
+from __future__ import annotations
+
+from retrieval.data.dataset import Document
+from retrieval.data.readers.decode import Text, suffix
+from retrieval.data.readers.records import (
+    DOC_ID_COLUMNS,
+    DOC_TEXT_COLUMNS,
+    RecordSink,
+    Skipped,
+    column,
+    first_row,
+    id_value,
+    jsonl_id_text,
+    not_qrels,
+    table_rows,
+    text_value,
+)
+from retrieval.errors import DataError, LoadReport
+
+
+def _docs_jsonl(text: Text, sink: RecordSink) -> None:
+    display = text.display
+    for lineno, obj, ident, body in jsonl_id_text(text, DOC_TEXT_COLUMNS):
+        title = text_value(obj.get("title"), "title", display, lineno)
+        sink.add(ident, lineno, Document(ident, title, body),
+                 not body.strip() and not title.strip())
+
+
+def _docs_table(text: Text, sink: RecordSink, delimiter: str) -> None:
+    display = text.display
+    rows = table_rows(text, delimiter)
+    header_line, header = first_row(rows, display)
+    not_qrels(header, display, header_line, "documents")
+    id_col = column(header, DOC_ID_COLUMNS)
+    text_col = column(header, DOC_TEXT_COLUMNS)
+    title_col = column(header, ("title",))
+    for col, names in ((id_col, DOC_ID_COLUMNS), (text_col, DOC_TEXT_COLUMNS)):
+        if col is None:
+            raise DataError(f"missing required column '{names[0]}' (the header row names one of "
+                            f"{', '.join(names)}; it has: {', '.join(header)})",
+                            display, header_line)
+    width = len(header)
+    for lineno, row in rows:
+        if len(row) != width:
+            raise DataError(f"expected {width} columns as in the header, found {len(row)}",
+                            display, lineno)
+        ident = id_value(row[id_col], header[id_col].strip(), display, lineno)
+        body = row[text_col]
+        title = row[title_col] if title_col is not None else ""
+        sink.add(ident, lineno, Document(ident, title, body),
+                 not body.strip() and not title.strip())
+
+
+def _docs_lines(text: Text, sink: RecordSink) -> None:
+    for lineno, line in text.lines():
+        line = line.strip()
+        if line:
+            ident = f"line-{lineno}"
+            sink.add(ident, lineno, Document(ident, "", line), False)
+
+
+def read_docs(text: Text, filename: str, report: LoadReport) -> tuple[dict[str, Document], Skipped]:
+    """Documents from one file, by its extension (content decides for unknown ones), read as a
+    stream: the file's text is never held whole, only the documents."""
+    display = text.display
+    kind = suffix(filename)
+    sink = RecordSink(display)
+    head = text.head() if kind not in (".jsonl", ".ndjson", ".csv", ".tsv", ".txt") else ""
+    if kind in (".jsonl", ".ndjson") or (kind == ".json" and head == "{"):
+        _docs_jsonl(text, sink)
+    elif kind == ".json":
+        raise DataError("a JSON array or value is not supported; write one JSON object per line "
+                        "(JSONL)", display)
+    elif kind == ".csv":
+        _docs_table(text, sink, ",")
+    elif kind == ".tsv":
+        _docs_table(text, sink, "\t")
+    elif kind == ".txt":
+        _docs_lines(text, sink)
+    elif head == "{":
+        _docs_jsonl(text, sink)
+    else:
+        raise DataError(f"cannot tell the format of this file ('{kind or 'no extension'}'); "
+                        f"expected .jsonl, .csv, .tsv or .txt", display)
+    sink.warn_skipped(report)
+    return sink.items, sink.skipped

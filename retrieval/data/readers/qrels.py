@@ -1,0 +1,172 @@
+"""Relevance labels: read BEIR or TREC qrels, then keep those whose query and document loaded.
+
+Labels that point nowhere are dropped with a counted warning, never silently.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from retrieval.data.dataset import Document, Qrels
+from retrieval.data.readers.decode import PathLike, Text, count, verb_for
+from retrieval.data.readers.records import EXAMPLES, Skipped, looks_like_qrels_header, require_id
+from retrieval.errors import DataError, LoadReport
+
+SPLIT_ORDER = {"test": 0, "dev": 1, "validation": 2, "train": 3}
+MAX_GRADE = 100  # labels are integers within ±MAX_GRADE (TREC's run from -2 to 4)
+
+
+def _quote(ids: Iterable[str]) -> str:
+    return ", ".join(repr(i) for i in ids)
+
+
+def _dropped(n: int, verb: str, where: str) -> str:
+    """"3 labels point to <where>; dropped": the warning for labels that lost their target."""
+    return f"{count(n, 'label')} {verb_for(n, verb)} to {where}; dropped"
+
+
+def _label(value: str, display: str, lineno: int) -> int:
+    try:
+        grade = int(value)
+    except ValueError:
+        grade = None
+    if grade is not None:
+        return _in_range(grade, value, display, lineno)
+    try:
+        f = float(value)
+    except ValueError:
+        f = None
+    if f is not None and f.is_integer():
+        return _in_range(int(f), value, display, lineno)
+    raise DataError(f"relevance label '{value}' is not an integer", display, lineno)
+
+
+def _in_range(grade: int, value: str, display: str, lineno: int) -> int:
+    if abs(grade) > MAX_GRADE:
+        shown = value if len(value) <= 20 else f"{value[:20]}… ({len(value):,} characters)"
+        raise DataError(f"relevance label '{shown}' is out of range (labels are integers from {-MAX_GRADE} "
+                        f"to {MAX_GRADE})", display, lineno)
+    return grade
+
+
+def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
+    qrels: Qrels = {}
+    ncols = 0
+    dups = 0
+    first = True
+    display = text.display
+    for lineno, line in text.lines():
+        line = line.strip()
+        if not line:
+            continue
+        parts = line.split("\t") if "\t" in line else line.split()
+        if first:
+            first = False
+            if line[:1] in "{[" and len(parts) not in (3, 4):  # a query id may start with "{" too
+                raise DataError("this looks like JSON, not relevance labels (expected lines "
+                                "'query-id<TAB>corpus-id<TAB>score' or TREC 'qid 0 docid rel')",
+                                display, lineno)
+            if looks_like_qrels_header(parts):
+                continue
+        n = len(parts)
+        if not ncols:
+            if n not in (3, 4):
+                raise DataError(f"expected 3 columns (query-id, corpus-id, score) or 4 (TREC: "
+                                f"query-id, iteration, doc-id, relevance), found {n}",
+                                display, lineno)
+            ncols = n
+        elif n != ncols:
+            raise DataError(f"expected {ncols} columns like the lines above, found {n}",
+                            display, lineno)
+        if n == 3:
+            qid, docid, score = parts
+        else:
+            qid, _, docid, score = parts
+        qid, docid = qid.strip(), docid.strip()
+        if not qid or not docid:
+            raise DataError("empty query id or document id", display, lineno)
+        qid, docid = require_id(qid, "query id", display, lineno), require_id(docid, "document id", display, lineno)
+        rel = _label(score.strip(), display, lineno)
+        row = qrels.get(qid)
+        if row is None:
+            row = qrels[qid] = {}
+        elif docid in row:
+            dups += 1
+        row[docid] = rel
+    if dups and report is not None:
+        report.warn(f"{count(dups, '(query, document) pair')} labelled more than once; "
+                    f"the last label was kept", display)
+    return qrels
+
+
+def read_qrels(path: PathLike, report: LoadReport | None = None) -> Qrels:
+    """Relevance labels ``{query_id: {doc_id: grade}}`` from a BEIR TSV or a TREC qrels file.
+
+    BEIR: ``query-id<TAB>corpus-id<TAB>score`` with or without the header line. TREC:
+    ``qid iter docid rel``, whitespace separated. The layout is detected from the first line.
+    """
+    display = str(path)
+    return parse_qrels(Text.of_file(Path(path), display), report)
+
+
+def split_key(split: str) -> tuple[int, str]:
+    return SPLIT_ORDER.get(split, len(SPLIT_ORDER)), split
+
+
+def attach_qrels(split: str, display: str, raw: Qrels, docs: Mapping[str, Document],
+                 skipped_docs: Skipped, queries: Mapping[str, str], skipped_queries: Skipped,
+                 report: LoadReport) -> Qrels:
+    """Keep the labels whose query and document were loaded; warn about the rest, counted."""
+    kept: Qrels = {}
+    unknown_q = skipped_q = unknown_d = skipped_d = emptied = 0
+    ex_q: list[str] = []
+    ex_d: list[str] = []
+    doc_keys = docs.keys()
+    for qid, row in raw.items():
+        if qid not in queries:
+            if qid in skipped_queries:
+                skipped_q += len(row)
+            else:
+                unknown_q += len(row)
+                if len(ex_q) < EXAMPLES:
+                    ex_q.append(qid)
+            continue
+        if row.keys() <= doc_keys:
+            kept[qid] = row
+            continue
+        new = {}
+        for docid, rel in row.items():
+            if docid in docs:
+                new[docid] = rel
+            elif docid in skipped_docs:
+                skipped_d += 1
+            else:
+                unknown_d += 1
+                if len(ex_d) < EXAMPLES:
+                    ex_d.append(docid)
+        if new:
+            kept[qid] = new
+        else:
+            emptied += 1
+    if unknown_q:
+        if not queries and not skipped_queries:
+            report.warn(f"no queries were loaded, so the {count(unknown_q, 'label')} of split "
+                        f"'{split}' cannot be used; dropped", display)
+        else:
+            report.warn(_dropped(unknown_q, "point", f"query ids that are not in the queries "
+                                                     f"(e.g. {_quote(ex_q)})"), display)
+    if skipped_q:
+        report.warn(_dropped(skipped_q, "belong", "queries skipped for empty text"), display)
+    if unknown_d:
+        report.warn(_dropped(unknown_d, "point", f"document ids that are not in the corpus "
+                                                 f"(e.g. {_quote(ex_d)})"), display)
+    if skipped_d:
+        report.warn(_dropped(skipped_d, "point", "documents skipped for empty text"), display)
+    if emptied:
+        report.warn(f"{count(emptied, 'query', 'queries')} with no label left dropped from "
+                    f"split '{split}'", display)
+    if not raw:
+        report.warn(f"split '{split}' has no labels; left out", display)
+    elif not kept:
+        report.warn(f"split '{split}' has no usable label; left out", display)
+    return kept

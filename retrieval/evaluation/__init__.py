@@ -1,0 +1,3 @@
+"""Evaluation: the metric vocabulary, metrics, intervals, tables, query kinds, failure rules and the failure
+gallery, projections.
+"""

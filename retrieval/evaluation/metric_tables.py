@@ -1,0 +1,246 @@
+"""Evaluation tables as plain data: every system's metrics with significance marks, Recall@k at
+many depths, and each query's metric under each system (the wins and losses against BM25).
+
+* ``metrics_table`` — every system of one or more workspaces (base, fine-tuned, compressed
+  indexes), each mean with its 95% interval over queries (``intervals``), and "†" where a system
+  differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``, paired permutation test,
+  ``evaluate.significance_marks``).
+* ``comparisons`` — every pair of those systems on one metric: the paired difference, its interval
+  and p-value (``evaluate.compare``), the separable pairs first, each with the coverage gate's
+  ``coverage.Verdict`` (on labels judged in the app, no verdict where a system's top 10 is not
+  judged enough).
+* ``table_coverage`` — each system's judged@10 (``coverage.coverages``) and the depth the labels
+  judged in the app were pooled to (``coverage.pool_depth``): ``metrics_table`` marks the metrics
+  that read deeper than that pool as not measurable.
+* ``headline`` — the one verdict Evaluate opens with: the best system on the mean, and whether the
+  judgments carry calling it the best (``Headline``).
+* ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
+  1 to 1000, computed by ranx from the cached runs, with 95% intervals.
+* ``per_query_table`` — each query's nDCG@10 under each system, the queries where another system
+  gains most over the first listed first.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from retrieval.evaluation.measures import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
+from retrieval.evaluation.metrics import METRICS, PRIMARY
+from retrieval.judging.coverage import (
+    Coverage,
+    condensed_ndcg,
+    coverages,
+    from_judging,
+    gated_marks,
+    judged_verdict,
+    measurable,
+    pool_depth,
+)
+from retrieval.judging.judgments import DEPTH, disagreement
+from retrieval.sharing.owners import Viewer
+from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
+from retrieval.workspace import Workspace
+
+RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+Entry = tuple[str, Workspace, str]  # (label shown, workspace, system name)
+
+
+def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems) -> list[Entry]:
+    """(label, workspace, system) for each system of each workspace, BM25 first and only once.
+
+    ``workspaces``: one workspace, or ``{label: workspace}`` (e.g. base, fine-tuned, int8) whose
+    systems are labelled "Dense · int8". A system whose parameters repeat an earlier one (BM25
+    shared by ``with_model`` / ``with_index`` siblings) is listed once.
+    """
+    named = workspaces if isinstance(workspaces, dict) else {"": workspaces}
+    entries, seen = [], set()
+    for ws_label, ws in named.items():
+        for s in (BM25, *[s for s in systems if s != BM25]):
+            key = json.dumps([s, ws.system_params(s, split)], sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            entries.append((label(s) if s == BM25 or not ws_label else f"{label(s)} · {ws_label}", ws, s))
+    return entries
+
+
+def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                  metrics=METRICS, viewer: Viewer | None = None) -> list[dict]:
+    """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
+    "marks": {m: "†"}, "queries": evaluated queries, "measurable": {m: bool}, "pool_depth": int | None}``.
+
+    BM25 always comes first: it is the base of the significance marks, which labels judged in the app
+    give only between systems whose top 10 is judged enough (``coverage.gated_marks``).
+    ``measurable`` is False for a metric that reads deeper than the pool the split's labels judged
+    in the app were judged to (``coverage.measurable``; ``pool_depth`` None where no label came from
+    judging in the app). ``viewer``: whose judgments tell which labels were judged in the app (a
+    session of a shared deployment counts its own judges' and the published ones: ``Store.judgments``;
+    None, every judge's); every function here that reads judgments takes it.
+    """
+    entries = system_entries(ws_by_label, split, systems)
+    evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
+    base = entries[0][0]
+    marks = significance_marks(evals, base, [m for m in metrics if not m.startswith("judged@")])  # coverage: no test
+    judgments = _judgments(entries[0][1], viewer)
+    runs = _runs(entries, split) if _pooled(entries, split, judgments) else None  # read only where needed
+    depth = judged_pool_depth(entries, split, runs, judgments)
+    if depth is not None:  # labels judged in the app: no mark where a system's top 10 is not judged enough
+        marks = gated_marks(marks, table_coverage(ws_by_label, split, systems, entries, runs, judgments)[0], base)
+    return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
+             "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
+             "queries": len(evals[name].per_query.get(PRIMARY, {})),
+             "measurable": {m: measurable(m, depth) for m in metrics}, "pool_depth": depth} for name, _, s in entries]
+
+
+def _judgments(ws: Workspace, viewer: Viewer | None) -> list[dict]:
+    """The store's judgments of the workspace's corpus that ``viewer`` counts (none without a store)."""
+    return ws.store.judgments(ws.dataset.corpus_hash, viewer=viewer) if ws.store is not None else []
+
+
+def _runs(entries: list[Entry], split: str) -> dict:
+    """Each entry's run on the split, by label: read (and decoded) from the store once per table."""
+    return {name: w.run(s, split) for name, w, s in entries}
+
+
+def _pooled(entries: list[Entry], split: str, judgments: list[dict]) -> set[str]:
+    """The split's queries with a relevant label whose labels came from judging in the app."""
+    return from_judging(positive_qrels(entries[0][1].dataset.qrels[split]), judgments)
+
+
+def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                   entries: list[Entry] | None = None, runs: dict | None = None,
+                   judgments: list[dict] | None = None, viewer: Viewer | None = None
+                   ) -> tuple[dict[str, Coverage], int | None]:
+    """(each system's ``coverage.Coverage`` on the split, by label; the depth the split's labels
+    judged in the app were pooled to, None where none came from judging in the app). ``runs`` and
+    ``judgments``: the entries' runs and the corpus's judgments where the caller has read them."""
+    entries = entries or system_entries(ws_by_label, split, systems)
+    runs = runs if runs is not None else _runs(entries, split)
+    judgments = judgments if judgments is not None else _judgments(entries[0][1], viewer)
+    return (coverages(runs, entries[0][1].dataset.qrels[split], judgments),
+            judged_pool_depth(entries, split, runs, judgments))
+
+
+def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None,
+                      judgments: list[dict] | None = None, viewer: Viewer | None = None) -> int | None:
+    """``coverage.pool_depth`` of the split's queries judged in the app, over the entries' runs;
+    None where no query's labels came from judging in the app."""
+    pooled = _pooled(entries, split, judgments if judgments is not None else _judgments(entries[0][1], viewer))
+    if not pooled:
+        return None
+    return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
+
+
+def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
+                viewer: Viewer | None = None) -> list[dict]:
+    """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``:
+    ``{"a", "b", "comparison": evaluate.Comparison}`` with B the better on the mean; the separable
+    pairs (significant, the interval of B − A above 0) first, then by the size of the difference; each
+    row's ``"verdict"`` (``coverage.Verdict``) says whether the judgments carry a verdict on it, and
+    the pairs they do not come last."""
+    return covered_comparisons(ws_by_label, split, systems, metric, pairs, viewer)[0]
+
+
+def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                        metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
+                        viewer: Viewer | None = None) -> tuple[list[dict], dict[str, Coverage], int | None]:
+    """``comparisons`` with what they were gated on: each system's ``Coverage`` and the judged pool's
+    depth (``table_coverage``), the runs and judgments read once for all three."""
+    entries = system_entries(ws_by_label, split, systems)
+    evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
+    for pair in pairs or []:
+        missing = [n for n in pair if n not in evals]
+        if missing:
+            raise KeyError(f"no system labelled {missing[0]!r} on this split")
+    rows = compared_pairs(evals, metric, pairs)
+    runs, judgments = _runs(entries, split), _judgments(entries[0][1], viewer)
+    covered, depth = table_coverage(ws_by_label, split, systems, entries, runs, judgments)
+    qrels = positive_qrels(entries[0][1].dataset.qrels[split])
+    basis = {q: qrels[q] for q in from_judging(qrels, judgments)} or qrels
+    cond = {name: condensed_ndcg(run, basis) for name, run in runs.items()}
+    for r in rows:
+        r["verdict"] = judged_verdict(r["a"], r["b"], r["comparison"], covered, runs, basis, cond)
+    return sorted(rows, key=lambda r: not r["verdict"].may_conclude), covered, depth  # stable: the order above
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What Evaluate opens with, as data: the system with the best mean on ``metric`` and how far
+    the judgments carry a verdict on it (``headline``).
+
+    ``state``: ``"best"`` — it beats every other system shown (each comparison separable and, on
+    labels judged in the app, covered); ``"open"`` — it leads but ``against`` is not separable from
+    it yet; ``"coverage"`` — ``against``'s pair gets no verdict because a system's top 10 is not
+    judged enough (``coverage.Verdict.lacking``). ``against`` is the comparison row (``comparisons``)
+    that decides the state: the nearest rival when it is best, the pair in question otherwise."""
+
+    best: str
+    row: dict  # its ``metrics_table`` row
+    state: str
+    against: dict
+    metric: str = PRIMARY
+
+
+def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> Headline | None:
+    """The ``Headline`` of a ``metrics_table`` and its ``comparisons`` (on ``metric``); None with
+    fewer than two systems or no defined mean. A pair held back for coverage wins over an open one
+    (more judging, not more queries, is what it needs), and among several the least covered."""
+    ranked = sorted((r for r in rows if not math.isnan(r["metrics"].get(metric, math.nan))),
+                    key=lambda r: -r["metrics"][metric])
+    if len(ranked) < 2:
+        return None
+    best = ranked[0]["label"]
+    mine = [c for c in compared if best in (c["a"], c["b"]) and c["comparison"].metric == metric]
+    if not mine:
+        return None
+    held = [c for c in mine if c.get("verdict") is not None and not c["verdict"].may_conclude]
+    if held:
+        worst = min(held, key=lambda c: min((s.judged for s in c["verdict"].lacking), default=1.0))
+        return Headline(best, ranked[0], "coverage", worst, metric)
+    open_ = [c for c in mine if c["comparison"].outcome == "open"]
+    if open_:
+        return Headline(best, ranked[0], "open", min(open_, key=lambda c: abs(c["comparison"].delta)), metric)
+    return Headline(best, ranked[0], "best", min(mine, key=lambda c: abs(c["comparison"].delta)), metric)
+
+
+def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
+    """``evaluate.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
+    then by the size of the difference (what ``comparisons`` and the CLI show)."""
+    rows = [{"a": a, "b": b, "comparison": cmp} for a, b, cmp in compare_pairs(evals, metric, pairs)]
+    return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
+
+
+def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                 ks=RECALL_KS) -> dict[str, dict[str, list[float]]]:
+    """``{label: {"mean": [mean Recall@k for k in ks], "low": [...], "high": [...]}}`` from each
+    system's cached run, by ranx, with each mean's 95% interval over the queries (``intervals``)."""
+    metrics = tuple(f"recall@{k}" for k in ks)
+    out = {}
+    for name, ws, s in system_entries(workspaces, split, systems):
+        ev = evaluate_run(ws.run(s, split), ws.dataset.qrels[split], metrics=metrics)
+        bounds = [ev.interval(m) for m in metrics]
+        out[name] = {"mean": [ev.mean[m] for m in metrics], "low": [b.low for b in bounds],
+                     "high": [b.high for b in bounds]}
+    return out
+
+
+def versus(ws: Workspace, split: str, a: str = BM25, b: str = DENSE, metric: str = PRIMARY):
+    """(A's evaluation, B's, their paired comparison on ``metric``): the per-query scatter's data
+    (``ui.present.figures.per_query_scatter``), BM25 against dense unless told otherwise."""
+    eval_a, eval_b = ws.evaluate(a, split), ws.evaluate(b, split)
+    return eval_a, eval_b, compare(eval_a, eval_b, metric)
+
+
+def per_query_table(ws: Workspace, split: str, systems=BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict]:
+    """Each evaluated query's ``metric`` under every system: ``{"query", "text", "values": {system:
+    value}, "disagreement": 1 − mean pairwise RBO of the systems' top 10}``, ordered by how much the
+    best of the other systems gains over the first (largest first): where dense and hybrid win and
+    lose against BM25."""
+    per = {s: ws.evaluate(s, split).per_query.get(metric, {}) for s in systems}
+    runs = {s: ws.run(s, split) for s in systems}
+    first, others = systems[0], systems[1:]
+    qids = sorted(per[first], key=lambda q: -(max((per[s].get(q, 0) for s in others), default=0) - per[first][q]))
+    return [{"query": q, "text": ws.dataset.queries.get(q, ""), "values": {s: per[s].get(q, 0.0) for s in systems},
+             "disagreement": disagreement(runs, q, DEPTH)} for q in qids]

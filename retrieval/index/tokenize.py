@@ -1,0 +1,74 @@
+"""Tokenization shared by BM25 indexing, query parsing, term highlighting and explanations.
+
+Lowercase → ``\\w+`` words → optional stopword removal → optional Snowball stemming (PyStemmer,
+the C implementation of Snowball, in any of its languages). Stems are cached per distinct word.
+
+Stopword lists: ``"en"`` is Lucene's 33-word English list (what Pyserini/Anserini BM25 uses),
+``"en_plus"`` NLTK's 179 words, and the lists bm25s ships for other languages under their ISO 639-1
+codes (``"fr"``, ``"de"``, …); ``None`` keeps every word. ``retrieval.data.language`` picks both for a
+corpus's language.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import Stemmer
+from bm25s import stopwords as _bm25s_stopwords
+
+# stopword lists by ISO 639-1 code (bm25s ships them); "en" is Lucene's 33 words, "en_plus" NLTK's 179
+STOPWORD_LISTS = {"en": _bm25s_stopwords.STOPWORDS_EN, "en_plus": _bm25s_stopwords.STOPWORDS_EN_PLUS,
+                  **{code: getattr(_bm25s_stopwords, f"STOPWORDS_{name}") for code, name in (
+                      ("da", "DANISH"), ("de", "GERMAN"), ("es", "SPANISH"), ("fr", "FRENCH"), ("it", "ITALIAN"),
+                      ("nl", "DUTCH"), ("no", "NORWEGIAN"), ("pt", "PORTUGUESE"), ("ru", "RUSSIAN"),
+                      ("sv", "SWEDISH"), ("tr", "TURKISH"))}}
+
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Tokenizer:
+    lowercase: bool = True
+    stopwords: str | None = "en"
+    stemmer: str | None = "english"  # any PyStemmer algorithm name, or None
+    _stem_cache: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._stemmer = Stemmer.Stemmer(self.stemmer) if self.stemmer else None
+        if self.stopwords and self.stopwords not in STOPWORD_LISTS:
+            raise ValueError(f"unknown stopword list {self.stopwords!r}; choose from {sorted(STOPWORD_LISTS)} or None")
+        self._stop = frozenset(STOPWORD_LISTS[self.stopwords]) if self.stopwords else frozenset()
+
+    @property
+    def config(self) -> dict:
+        return {"lowercase": self.lowercase, "stopwords": self.stopwords, "stemmer": self.stemmer}
+
+    def words(self, text: str) -> list[str]:
+        """Surface words kept after lowercasing and stopword removal (before stemming)."""
+        if self.lowercase:
+            text = text.lower()
+        return [w for w in WORD.findall(text) if w.lower() not in self._stop]
+
+    def stem(self, word: str) -> str:
+        if self._stemmer is None:
+            return word
+        s = self._stem_cache.get(word)
+        if s is None:
+            s = self._stem_cache[word] = self._stemmer.stemWord(word)
+        return s
+
+    def __call__(self, text: str) -> list[str]:
+        return [self.stem(w) for w in self.words(text)]
+
+    def tokenize_many(self, texts) -> list[list[str]]:
+        return [self(t) for t in texts]
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, token) for each kept word of ``text``, for highlighting matches."""
+        out = []
+        for m in WORD.finditer(text):
+            w = m.group(0).lower() if self.lowercase else m.group(0)
+            if w.lower() in self._stop:
+                continue
+            out.append((m.start(), m.end(), self.stem(w)))
+        return out

@@ -1,0 +1,509 @@
+"""Relevance judging: which (query, document) pairs to judge, in what order, and the judges' grades
+as relevance labels to evaluate with or to export.
+
+Plain functions over runs and labels; the store keeps the grades themselves (``Store.put_judgment``,
+keyed by ``Dataset.corpus_hash``, so judgments outlive added queries).
+
+* ``pool`` — the judging pool of a query: the union of every system's top k (TREC's depth-k
+  pooling), ordered by best rank across systems, then document id.
+* ``rbo``, ``disagreement``, ``order_queries`` — how much the systems' top-k lists differ on a
+  query, by rank-biased overlap (Webber, Moffat and Zobel, "A Similarity Measure for Indefinite
+  Rankings", ACM Transactions on Information Systems 28(4), article 20, 2010), so the queries the
+  systems disagree on most are judged first: those are the ones whose labels tell the systems
+  apart, as DiffIR ranks contrasting queries by how differently two runs rank them (Jose, Nguyen,
+  MacAvaney, Dalton and Yates, "DiffIR: Exploring Differences in Ranking Models' Behavior",
+  SIGIR 2021, demonstration papers, pp. 2595-2599; it uses rank correlations, we use RBO).
+* ``queue`` / ``Queue`` — the pairs in judging order, which are judged, the next to judge, progress.
+* ``judgments_to_qrels``, ``disagreements``, ``merge_labels`` — the judgments as
+  qrels (one rule for several judges), where judges differ, with imported labels (``trec.write_qrels``
+  writes them as a file).
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from statistics import median_low
+
+from retrieval.data.dataset import Qrels
+from retrieval.data.run import Run, ranks
+from retrieval.safe_names import check_name, check_new_name
+
+GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
+MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
+DEPTH = 10  # pool depth: each system's top k
+MAX_DEPTH = 100  # the deepest pool a judge may ask for
+PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
+PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both label
+
+Pair = tuple[str, str]  # (query id, document id)
+
+
+def parse_grade(value: object) -> int:
+    """A grade as given by a person or a script: 0, 1 or 2 as an integer, an integral float (2.0)
+    or their text ("2"); a ValueError in one line for anything else (1.5, 3, -1, "two", True)."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or number not in GRADES:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ValueError(f"a grade is 0, 1 or 2 (not relevant, relevant, highly relevant), not {shown}")
+    return int(number)
+
+
+def check_judge(name: object, existing: Iterable[str] = ()) -> str:
+    """A judge's name, NFC and stripped: not empty, at most ``names.NAME_LIMIT`` characters, no
+    control or invisible character, noncharacter or lone surrogate; with ``existing`` (the judges
+    the corpus has), not one that looks like one of them without being it (``names.check_new_name``:
+    ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
+    return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
+
+
+_KNOWN_JUDGES: "weakref.WeakKeyDictionary[object, set[tuple[str, str]]]" = weakref.WeakKeyDictionary()
+_KNOWN_LOCK = threading.Lock()
+
+
+def store_judge(store, corpus: str, name: object, viewer=None) -> str:
+    """``check_judge`` against the judges ``store`` holds for ``corpus`` (``Store.judges``). A name the
+    store holds is remembered for the store and corpus (later names are held against it, not it against
+    them), so a judge grading pair after pair is checked once, not once a grade; a new one is checked
+    until it is stored (one that passed, then was refused for another reason, is held against the
+    names stored since). With ``viewer`` (a
+    session of the app, ``owners.Viewer``), on a shared deployment a name another made is refused
+    (``judge_owners.check``; the name becomes the session's with its first grade: ``judge_owners.claim``)."""
+    name = check_judge(name)
+    with _KNOWN_LOCK:
+        known = _KNOWN_JUDGES.setdefault(store, set())
+        remembered = (corpus, name) in known
+    existing: list[str] = []
+    if not remembered:
+        existing = store.judges(corpus)
+        name = check_judge(name, existing)
+    if viewer is not None:  # whose the name is: read each time (one row), never remembered
+        from retrieval.judging import judge_owners
+
+        judge_owners.check(store, corpus, name, viewer)
+    if not remembered and name in existing:  # a new name: not remembered until the store holds it
+        with _KNOWN_LOCK:
+            known.add((corpus, name))
+    return name
+
+
+def check_depth(value: object) -> int:
+    """A pool depth: a whole number from 1 to ``MAX_DEPTH`` (a ValueError in one line otherwise)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        number = float("nan")
+    if isinstance(value, bool) or not number.is_integer() or not 1 <= number <= MAX_DEPTH:
+        raise ValueError(f"the pool depth is a whole number from 1 to {MAX_DEPTH}, not {value!r}")
+    return int(number)
+
+
+def top_ids(run: Run, query_id: str, k: int = DEPTH) -> list[str]:
+    """The first ``k`` distinct document ids of ``run``'s list for ``query_id`` (``[]`` if none)."""
+    return list(dict.fromkeys(d for d, _ in run.get(query_id, [])))[:k]
+
+
+def pool(runs: dict[str, Run], query_ids, k: int = DEPTH) -> dict[str, list[str]]:
+    """Each query's judging pool: every document some system ranks in its top ``k``, ordered by
+    its best (smallest) rank over the systems, then by document id (so the order does not depend
+    on the order of ``runs``). A query no system retrieves anything for has an empty pool."""
+    pools: dict[str, list[str]] = {}
+    for qid in query_ids:
+        best: dict[str, int] = {}
+        for run in runs.values():
+            for rank, doc in enumerate(top_ids(run, qid, k), 1):
+                best[doc] = min(rank, best.get(doc, rank))
+        pools[qid] = sorted(best, key=lambda d: (best[d], d))
+    return pools
+
+
+def rbo(left: list[str], right: list[str], p: float = PERSISTENCE) -> float:
+    """Extrapolated rank-biased overlap RBO_EXT of two ranked lists (Webber, Moffat and Zobel,
+    TOIS 2010, eq. 32, which covers lists of uneven length), in [0, 1]: 1 for identical lists,
+    0 for disjoint ones.
+
+    With S the shorter list (length s), L the longer (length l) and X_d the overlap
+    |S[:d] ∩ L[:d]| (for d > s, |S ∩ L[:d]|)::
+
+        RBO_EXT = (1−p)/p · ( Σ_{d=1..l} X_d/d · p^d + Σ_{d=s+1..l} X_s·(d−s)/(s·d) · p^d )
+                  + ( (X_l − X_s)/l + X_s/s ) · p^l
+
+    For lists of equal length k it is (1−p)/p · Σ_{d=1..k} X_d/d · p^d + X_k/k · p^k: the
+    agreement seen down to k, assumed to go on below it. Two empty lists score 1, one empty list 0.
+    A repeated id counts once, at its first rank.
+
+    Why not the PyPI package ``rbo`` (0.1.3, January 2023, which implements eq. 32 too and agrees
+    with this function to 1e-15 on 3,000 random pairs of lists, checked when this was written): it
+    requires ``numpy<2.0``, so pip cannot install it beside our numpy 2 pin, and it prints to
+    stdout when it clamps a value.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"RBO's persistence p must be between 0 and 1 (exclusive), not {p}")
+    short, long_ = list(dict.fromkeys(left)), list(dict.fromkeys(right))
+    if len(short) > len(long_):
+        short, long_ = long_, short
+    s, l = len(short), len(long_)  # noqa: E741 (the paper's names)
+    if l == 0:
+        return 1.0
+    if s == 0:
+        return 0.0
+    seen_short: set[str] = set()
+    seen_long: set[str] = set()
+    overlap = overlap_at_s = 0  # X_d, X_s
+    total = 0.0
+    for d in range(1, l + 1):
+        b = long_[d - 1]
+        if d <= s:
+            a = short[d - 1]
+            overlap += 1 if a == b else int(a in seen_long) + int(b in seen_short)
+            seen_short.add(a)
+        else:
+            overlap += int(b in seen_short)
+        seen_long.add(b)
+        if d == s:
+            overlap_at_s = overlap
+        total += overlap / d * p ** d
+        if d > s:
+            total += overlap_at_s * (d - s) / (s * d) * p ** d
+    return (1 - p) / p * total + ((overlap - overlap_at_s) / l + overlap_at_s / s) * p ** l
+
+
+def disagreement(runs: dict[str, Run], query_id: str, k: int = DEPTH, p: float = PERSISTENCE) -> float:
+    """1 − the mean RBO_EXT (``rbo``) over every pair of systems' top-``k`` lists for ``query_id``:
+    0 when all systems return the same ranking, 1 when no two share a document. A system with no
+    list for the query counts as an empty list; fewer than two systems disagree on nothing (0)."""
+    lists = [top_ids(runs[name], query_id, k) for name in sorted(runs)]
+    pairs = list(itertools.combinations(lists, 2))
+    if not pairs:
+        return 0.0
+    return 1.0 - sum(rbo(a, b, p) for a, b in pairs) / len(pairs)
+
+
+def order_queries(runs: dict[str, Run], query_ids, k: int = DEPTH,
+                  p: float = PERSISTENCE) -> list[tuple[str, float]]:
+    """``[(query id, disagreement)]``, most disagreement first; ties (to 12 decimals, so float
+    noise does not order them) by query id."""
+    scored = [(qid, disagreement(runs, qid, k, p)) for qid in query_ids]
+    return sorted(scored, key=lambda item: (-round(item[1], 12), item[0]))
+
+
+class Queue:
+    """The pooled pairs of the sampled queries in judging order. A position is an index into
+    ``pairs``: positions below ``handed`` hold the pairs in the order the judge got them (the grades
+    made before first, so ← goes back through them); ``next_unjudged`` past them asks the judging
+    order (``judging_order``: by default the pair expected to move the comparisons of the systems
+    on show most) and puts its pair at the next position. The rest wait in pool order (queries the
+    systems disagree on most first).
+
+    A pair is ``(query id, document id)`` only: which systems retrieved it, and where, is left out
+    so the judge is not swayed by it, and given only when asked (``retrieved_by``). Several sessions
+    of one judge may share a queue: its methods hold a lock.
+    """
+
+    def __init__(self, runs: dict[str, Run], order: list[tuple[str, float]],
+                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None, strategy=None):
+        self.sample = sample  # the ``sampling.Sample`` of queries the pool was drawn from, if any
+        pooled = [(qid, doc) for qid, _ in order for doc in pools[qid]]
+        self._grades: dict[Pair, int] = dict(judged)
+        done = [pair for pair in pooled if pair in self._grades]
+        self.pairs: list[Pair] = done + [pair for pair in pooled if pair not in self._grades]
+        self.handed = len(done)
+        self.disagreement: dict[str, float] = dict(order)  # query id -> disagreement
+        self.strategy = strategy  # a ``judging_order`` strategy; None: pool order
+        self._runs = runs
+        self._position = {pair: i for i, pair in enumerate(self.pairs)}
+        self._lock = threading.RLock()
+        # how it was made (``queue`` sets them), for ``add_runs``: depth, RBO's p, order, pairs of interest
+        self.k, self.p, self.order, self.interest = DEPTH, PERSISTENCE, None if strategy else "pool", None
+        self.joined: Joined | None = None  # the systems that joined last (``add_runs``)
+        self._focus = None  # their pairs' strategy, while they go first
+        self._theirs: set[Pair] = set()  # their unjudged pairs, when they go first
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        """The systems whose top k is pooled, in name order."""
+        return tuple(sorted(self._runs))
+
+    def add_runs(self, runs: dict[str, Run]) -> "Joined | None":
+        """Systems that joined the ones on show (an index built, a run imported): their top ``k`` of
+        the queue's queries joins the pool without a rebuild. The grades and the positions handed
+        out stay as they are; the new systems' unjudged top-``k`` pairs come next, in the judging
+        order aimed at the comparisons they are in (``judging_order.Focus``, then the order over
+        every pair, ``Chain``), unless the queue is aimed at one pair of systems, whose aim stays.
+        What joined (``Joined``), or None when every system was pooled already."""
+        from retrieval.judging import order as judging_order
+
+        with self._lock:
+            fresh = {name: run for name, run in runs.items() if name not in self._runs}
+            if not fresh:
+                return None
+            self._runs = {**self._runs, **fresh}
+            ordered = order_queries(self._runs, list(self.disagreement), self.k, self.p)
+            self.disagreement = dict(ordered)
+            query_ids = [q for q, _ in ordered]
+            pools = pool(self._runs, query_ids, self.k)
+            for qid in query_ids:  # the new pairs wait after the others, in pool order
+                for doc in pools[qid]:
+                    if (qid, doc) not in self._position:
+                        self._position[(qid, doc)] = len(self.pairs)
+                        self.pairs.append((qid, doc))
+            handed = set(self.pairs[:self.handed])
+            theirs = list(dict.fromkeys((qid, doc) for qid in query_ids for run in fresh.values()
+                                        for doc in top_ids(run, qid, self.k)
+                                        if (qid, doc) not in self._grades and (qid, doc) not in handed))
+            first = self.interest is None
+            self._theirs = set(theirs) if first else set()
+            if self.order == "pool":
+                mine = self._theirs
+                waiting = self.pairs[self.handed:]
+                self.pairs[self.handed:] = [p for p in waiting if p in mine] + [p for p in waiting if p not in mine]
+                self._position = {pair: i for i, pair in enumerate(self.pairs)}
+                self._focus = None
+            else:
+                def made(interest):
+                    order = judging_order.make(self.order or judging_order.DEFAULT, self._runs, query_ids, self.k,
+                                               dict(self._grades), interest)
+                    for pair in handed:
+                        order.hand_out(pair)
+                    return order
+
+                general = made(self.interest)
+                self._focus = None
+                if first and theirs:
+                    near = [(a, b) for a, b in judging_order.all_pairs(self._runs) if a in fresh or b in fresh]
+                    self._focus = judging_order.Focus(made(near), theirs)
+                self.strategy = judging_order.Chain(self._focus, general) if self._focus else general
+            self.joined = Joined(tuple(sorted(fresh)), len(theirs), first, self.k)
+            return self.joined
+
+    def joined_left(self) -> int:
+        """How many of the last joined systems' pairs are still to come before the others."""
+        with self._lock:
+            return sum(1 for pair in self._theirs if pair not in self._grades and self._position[pair] >= self.handed)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def pooled_count(self) -> int:
+        """How many pairs are pooled (the "of N" in "judged n of N")."""
+        return len(self.pairs)
+
+    @property
+    def judged_count(self) -> int:
+        """How many pooled pairs have a grade (grades of pairs outside the pool do not count)."""
+        return sum(pair in self._grades for pair in self.pairs)
+
+    def position(self, query_id: str, doc_id: str) -> int:
+        """The position of a pooled pair; a KeyError naming it when it is not pooled."""
+        pair = (query_id, doc_id)
+        if pair not in self._position:
+            raise KeyError(f"({query_id!r}, {doc_id!r}) is not in the judging pool")
+        return self._position[pair]
+
+    def grade(self, position: int) -> int | None:
+        """The pair's grade, None while it is unjudged."""
+        return self._grades.get(self.pairs[position])
+
+    def is_judged(self, position: int) -> bool:
+        return self.pairs[position] in self._grades
+
+    def next_unjudged(self, after: int = -1, wrap: bool = True) -> int | None:
+        """The first unjudged position after ``after`` (-1: from the start) among the pairs handed
+        out, else the judging order's next pair; with ``wrap``, when none is left, the first
+        unjudged one from the start (pairs skipped earlier). None when every pooled pair is judged."""
+        with self._lock:
+            for i in range(after + 1, self.handed):
+                if self.pairs[i] not in self._grades:
+                    return i
+            found = self._hand_out()
+            if found is not None:
+                return found
+            if wrap:
+                for i in range(0, min(after + 1, len(self.pairs))):
+                    if self.pairs[i] not in self._grades:
+                        return i
+            return None
+
+    def step(self, position: int, forward: bool) -> int:
+        """The position after (``forward``) or before ``position``: → past the pairs handed out
+        asks the judging order, as ``next_unjudged`` does; it stays put at either end."""
+        with self._lock:
+            if not forward:
+                return max(position - 1, 0)
+            if position + 1 < self.handed:
+                return position + 1
+            found = self._hand_out()
+            return position if found is None else found
+
+    def _hand_out(self) -> int | None:
+        """The judging order's next pair (pool order without one), moved to position ``handed``."""
+        if self.strategy is None:
+            pair = next((p for p in self.pairs[self.handed:] if p not in self._grades), None)
+        else:
+            pair = self.strategy.next()
+            while pair is not None and (pair not in self._position or self._position[pair] < self.handed
+                                        or pair in self._grades):
+                self.strategy.hand_out(pair)  # a pair already handed or graded elsewhere: never again
+                pair = self.strategy.next()
+        if pair is None:
+            return None
+        if self.strategy is not None:
+            self.strategy.hand_out(pair)
+        at, to = self._position[pair], self.handed
+        self.pairs[at], self.pairs[to] = self.pairs[to], self.pairs[at]
+        self._position[self.pairs[at]], self._position[pair] = at, to
+        self.handed += 1
+        return to
+
+    def record(self, query_id: str, doc_id: str, grade: int) -> None:
+        """Note a grade just stored (``Store.put_judgment``), so the queue need not be rebuilt."""
+        with self._lock:
+            self._grades[(query_id, doc_id)] = grade
+            if self.strategy is not None:
+                self.strategy.record((query_id, doc_id), grade)
+
+    def forget(self, query_id: str, doc_id: str) -> None:
+        """Note a grade just deleted (``Store.delete_judgment``): the pair is unjudged again."""
+        with self._lock:
+            self._grades.pop((query_id, doc_id), None)
+
+    def sync(self, judged: dict[Pair, int]) -> None:
+        """Take the judge's grades as stored now (``judged_pairs``): those made or deleted elsewhere
+        (another session's queue) are noted as ``record`` and ``forget`` do."""
+        with self._lock:
+            for pair, grade in judged.items():
+                if self._grades.get(pair) != grade:
+                    self.record(*pair, grade)
+            for pair in [p for p in self._grades if p not in judged]:
+                self.forget(*pair)
+
+    def retrieved_by(self, position: int) -> dict[str, int]:
+        """``{system: 1-based rank}`` of the systems whose whole list for the query holds the pair's
+        document, in system-name order (the ones that pooled it rank it within the pool depth)."""
+        qid, doc = self.pairs[position]
+        found = {name: ranks(self._runs[name].get(qid, [])).get(doc) for name in sorted(self._runs)}
+        return {name: rank for name, rank in found.items() if rank is not None}
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Systems that joined a judging queue (``Queue.add_runs``): their names, how many of their
+    top-``k`` pairs were unjudged and not yet handed out, and whether those go ``first`` (not when
+    the queue is aimed at one pair of other systems)."""
+
+    systems: tuple[str, ...]
+    pairs: int
+    first: bool
+    k: int
+
+
+def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
+          p: float = PERSISTENCE, sample=None, order: str | None = None,
+          interest: list[tuple[str, str]] | None = None) -> Queue:
+    """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
+    order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels);
+    ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
+    ``judging_order`` strategy that picks the next pair (default ``judging_order.DEFAULT``; "pool"
+    for pool order), aimed at the ``interest`` pairs of systems (default: every pair)."""
+    from retrieval.judging import order as judging_order  # it builds on this module's pools
+
+    query_ids = list(query_ids)
+    ordered = order_queries(runs, query_ids, k, p)
+    strategy = None
+    if order != "pool":
+        strategy = judging_order.make(order or judging_order.DEFAULT, runs, [q for q, _ in ordered], k, judged,
+                                      interest)
+    pools = strategy.pools if strategy is not None else pool(runs, query_ids, k)  # made once
+    made = Queue(runs, ordered, pools, judged, sample, strategy)
+    made.k, made.p, made.order, made.interest = k, p, order, interest
+    return made
+
+
+# ---- judgments as relevance labels -------------------------------------------------------------
+def grades_by_pair(rows: list[dict], judge: str | None = None) -> dict[Pair, dict[str, int]]:
+    """(query id, doc id) -> {judge: grade} from store rows (``Store.judgments``), in row order, so
+    a later row of the same judge and pair replaces an earlier one."""
+    grades: dict[Pair, dict[str, int]] = {}
+    for row in rows:
+        if judge is None or row["judge"] == judge:
+            grades.setdefault((row["query_id"], row["doc_id"]), {})[row["judge"]] = int(row["grade"])
+    return grades
+
+
+def judgments_to_qrels(rows: list[dict], judge: str | None = None, rule: str = "median") -> Qrels:
+    """Relevance labels (query id -> doc id -> grade) from judgment rows (``Store.judgments``).
+
+    With ``judge``, that judge's grades. Without, a pair judged by several judges gets one grade by
+    ``rule`` (``merged_grade``); the default, the lower median (``statistics.median_low``), is the
+    highest grade that more than half of them give at least, so a pair counts as relevant only when
+    a majority says so, whatever the order the grades were made in.
+    """
+    qrels: Qrels = {}
+    for (qid, doc), by_judge in grades_by_pair(rows, judge).items():
+        qrels.setdefault(qid, {})[doc] = merged_grade(list(by_judge.values()), rule)
+    return qrels
+
+
+def merged_grade(grades: list[int], rule: str = "median") -> int:
+    """One grade from several judges' grades of a pair, by ``rule`` (``MERGE_RULES``): ``median``
+    (the lower median), ``majority`` (the most frequent grade, the lower on a tie), ``min`` (strict:
+    any judge's "not relevant" wins), ``max`` (lenient)."""
+    ordered = sorted(grades)
+    if rule == "median":
+        return median_low(ordered)
+    if rule == "majority":
+        counts = Counter(ordered)
+        top = max(counts.values())
+        return min(g for g, c in counts.items() if c == top)
+    if rule == "min":
+        return ordered[0]
+    if rule == "max":
+        return ordered[-1]
+    raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name")
+
+
+def merged_qrels(rows: list[dict], rule: str = "median") -> Qrels:
+    """Stored judgments as qrels: every judge's grades merged by ``rule`` (``MERGE_RULES``), or,
+    when ``rule`` names a judge, that judge's grades alone (``judgments_to_qrels``)."""
+    if rule in MERGE_RULES:
+        return judgments_to_qrels(rows, rule=rule)
+    judges = sorted({r["judge"] for r in rows})
+    if rule not in judges:
+        raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name "
+                         f"({', '.join(judges) or 'none yet'})")
+    return judgments_to_qrels(rows, judge=rule)
+
+
+def disagreements(rows: list[dict]) -> list[tuple[str, str, dict[str, int]]]:
+    """``[(query id, doc id, {judge: grade})]`` for the pairs judges graded differently: the ones to
+    adjudicate, the widest spread of grades first (a 0 against a 2 before a 1 against a 2), then by
+    query id and document id."""
+    return sorted(((qid, doc, by_judge) for (qid, doc), by_judge in grades_by_pair(rows).items()
+                   if len(set(by_judge.values())) > 1),
+                  key=lambda t: (min(t[2].values()) - max(t[2].values()), t[0], t[1]))
+
+
+def judged_pairs(qrels: Qrels) -> dict[Pair, int]:
+    """Labels as ``{(query id, doc id): grade}``, the shape ``queue`` takes."""
+    return {(qid, doc): grade for qid, docs in qrels.items() for doc, grade in docs.items()}
+
+
+def merge_labels(imported: Qrels, judged: Qrels, prefer: str = "imported") -> Qrels:
+    """Imported labels and judgments together: a pair only one side labels keeps that label; a pair
+    both label takes the imported grade unless ``prefer="judgments"``. The inputs are not changed."""
+    if prefer not in PREFER:
+        raise ValueError(f"prefer must be one of {', '.join(PREFER)}, not {prefer!r}")
+    base, winner = (judged, imported) if prefer == "imported" else (imported, judged)
+    merged: Qrels = {qid: dict(docs) for qid, docs in base.items()}
+    for qid, docs in winner.items():
+        merged.setdefault(qid, {}).update(docs)
+    return merged
