@@ -29,14 +29,14 @@ import argparse
 import sys
 import time
 
-import bm25s  # noqa: E402
-import numpy as np  # noqa: E402
-from rank_bm25 import BM25Okapi  # noqa: E402
+import bm25s
+import numpy as np
+from rank_bm25 import BM25Okapi
 
 from _common import best_of, dataset_arg  # first: it puts the checkout on sys.path
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.index.bm25_index import BM25Index  # noqa: E402
-from retrieval.index.tokenize import Tokenizer  # noqa: E402
+from retrieval.data.readers import load_dataset
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.tokenize import Tokenizer
 
 K1, B, METHOD = 1.5, 0.75, "lucene"
 AGREE_AT = 10

@@ -26,13 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from _common import timed  # first: it puts the checkout on sys.path
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.index.encoder import load_encoder  # noqa: E402
-from retrieval.store import Store  # noqa: E402
-from retrieval.workspace import Workspace  # noqa: E402
+from retrieval.data.readers import load_dataset
+from retrieval.index.encoder import load_encoder
+from retrieval.store import Store
+from retrieval.workspace import Workspace
 
 
 def speed(texts: list[str], model: str | None, device: str) -> tuple[float, str]:

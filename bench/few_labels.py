@@ -39,12 +39,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
-from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.data.dataset import Dataset  # noqa: E402
-from retrieval.index.encoder import load_encoder  # noqa: E402
-from retrieval.store import default_store_path  # noqa: E402
-from training.finetune import finished_run, run_training  # noqa: E402
-from training.trainer import TrainConfig  # noqa: E402
+from retrieval import Store, Workspace, load_dataset
+from retrieval.data.dataset import Dataset
+from retrieval.index.encoder import load_encoder
+from retrieval.store import default_store_path
+from training.finetune import finished_run, run_training
+from training.trainer import TrainConfig
 
 
 def keep_share(ds: Dataset, fraction: float, seed: int = 42) -> Dataset:

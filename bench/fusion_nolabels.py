@@ -45,21 +45,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from collections.abc import Callable
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
-from _kinds import KINDS, TOLERANCE  # noqa: E402
-from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.evaluation.measures import evaluate_run  # noqa: E402
-from retrieval.index.encoder import PRECISIONS, load_encoder  # noqa: E402
-from retrieval.judging.judgments import rbo  # noqa: E402
-from retrieval.store import default_store_path  # noqa: E402
-from retrieval.systems.clear_lambda import LEX_ONLY, shown  # noqa: E402
-from retrieval.systems.fusion import Candidates, Hybrid, fused  # noqa: E402
-from retrieval.systems.identifier_queries import is_identifier_lookup  # noqa: E402
-from retrieval.systems.reliability import dense_reliability  # noqa: E402
+from _kinds import KINDS, TOLERANCE
+from retrieval import Store, Workspace, load_dataset
+from retrieval.evaluation.measures import evaluate_run
+from retrieval.index.encoder import PRECISIONS, load_encoder
+from retrieval.judging.judgments import rbo
+from retrieval.store import default_store_path
+from retrieval.systems.clear_lambda import LEX_ONLY, shown
+from retrieval.systems.fusion import Candidates, Hybrid, fused
+from retrieval.systems.identifier_queries import is_identifier_lookup
+from retrieval.systems.reliability import dense_reliability
 
 SETS = {"demo": (DEMO, "test", "train"), "scifact": (SHARED / "scifact", "test", "train"),
         "nfcorpus": (SHARED / "nfcorpus", "test", "dev"), "cranfield": (SHARED / "cranfield", "test", None)}

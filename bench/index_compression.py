@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import time
 
-import faiss  # noqa: E402
+import faiss
 
 from _common import DEMO, store_arg, write_json  # first: it puts the checkout on sys.path
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.index.compression import compression_table, variant_workspace  # noqa: E402
-from retrieval.store import Store  # noqa: E402
-from retrieval.workspace import Workspace  # noqa: E402
+from retrieval.data.readers import load_dataset
+from retrieval.index.compression import compression_table, variant_workspace
+from retrieval.store import Store
+from retrieval.workspace import Workspace
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 

@@ -40,16 +40,16 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
-from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.evaluation.measures import evaluate_run, paired_permutation_p  # noqa: E402
-from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL  # noqa: E402
-from retrieval.index.bm25_index import BM25Index  # noqa: E402
-from retrieval.judging.judgments import top_ids  # noqa: E402
-from retrieval.judging.order import DEFAULT, STRATEGIES, make  # noqa: E402
-from retrieval.store import default_store_path  # noqa: E402
-from retrieval.systems import BM25, DENSE, HYBRID, RRF, SPLADE, WSUM  # noqa: E402
-from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, QUERY_MAX_GRID  # noqa: E402
-from retrieval.systems.fusion import rank_candidates  # noqa: E402
+from retrieval import Store, Workspace, load_dataset
+from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
+from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
+from retrieval.index.bm25_index import BM25Index
+from retrieval.judging.judgments import top_ids
+from retrieval.judging.order import DEFAULT, STRATEGIES, make
+from retrieval.store import default_store_path
+from retrieval.systems import BM25, DENSE, HYBRID, RRF, SPLADE, WSUM
+from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, QUERY_MAX_GRID
+from retrieval.systems.fusion import rank_candidates
 
 SETS = {"demo": DEMO, "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus",
         "cranfield": SHARED / "cranfield"}

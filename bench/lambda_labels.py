@@ -38,16 +38,16 @@ import random
 import sys
 from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
-from _kinds import KINDS, TOLERANCE  # noqa: E402
-from retrieval import Store, Workspace, load_dataset  # noqa: E402
-from retrieval.index.encoder import PRECISIONS, load_encoder  # noqa: E402
-from retrieval.store import default_store_path  # noqa: E402
+from _kinds import KINDS, TOLERANCE
+from retrieval import Store, Workspace, load_dataset
+from retrieval.index.encoder import PRECISIONS, load_encoder
+from retrieval.store import default_store_path
 from retrieval.systems.clear_lambda import LAMBDA_GRID, grid_for, shown
 from retrieval.systems.fusion import Candidates, Hybrid, fit_lambda, lambda_table
-from retrieval.systems.hybrid import label_free_prior  # noqa: E402
+from retrieval.systems.hybrid import label_free_prior
 from retrieval.systems.identifier_queries import is_identifier_lookup
 
 SETS = {"demo": ROOT / "data" / "demo", "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus"}

@@ -54,14 +54,14 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 
-import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+import numpy as np
+from threadpoolctl import threadpool_limits
 
 from _common import DEMO, best_of, store_arg  # first: it puts the checkout on sys.path
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.evaluation.projection import embed_sample, project, sample_points, umap_layout  # noqa: E402
-from retrieval.store import Store  # noqa: E402
-from retrieval.workspace import Workspace  # noqa: E402
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.projection import embed_sample, project, sample_points, umap_layout
+from retrieval.store import Store
+from retrieval.workspace import Workspace
 
 SEED = 42
 

@@ -21,17 +21,17 @@ import sys
 from pathlib import Path
 
 from _common import dataset_arg, timed, write_json  # first: it puts the checkout on sys.path
-from retrieval import cli  # noqa: E402
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.data.run import rank_maps  # noqa: E402
-from retrieval.evaluation.failure_rules import Thresholds  # noqa: E402
-from retrieval.evaluation.measures import evaluate_run, significance_marks  # noqa: E402
-from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS  # noqa: E402
-from retrieval.index.engines import open_engine  # noqa: E402
-from retrieval.store import Store, default_store_path  # noqa: E402
-from retrieval.systems import BM25, DENSE, SPLADE, SYSTEMS, label  # noqa: E402
-from retrieval.systems.clear_lambda import shown  # noqa: E402
-from retrieval.workspace import Workspace  # noqa: E402
+from retrieval import cli
+from retrieval.data.readers import load_dataset
+from retrieval.data.run import rank_maps
+from retrieval.evaluation.failure_rules import Thresholds
+from retrieval.evaluation.measures import evaluate_run, significance_marks
+from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS
+from retrieval.index.engines import open_engine
+from retrieval.store import Store, default_store_path
+from retrieval.systems import BM25, DENSE, SPLADE, SYSTEMS, label
+from retrieval.systems.clear_lambda import shown
+from retrieval.workspace import Workspace
 
 
 class CountingStore(Store):

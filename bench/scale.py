@@ -44,16 +44,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from _common import ROOT, SHARED, percentile_ms, timed  # first: it puts the checkout on sys.path
-from retrieval.cli import engine_arg  # noqa: E402
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.index.dense_index import DenseIndex  # noqa: E402
-from retrieval.index.encoder import PRECISIONS, load_encoder  # noqa: E402
-from retrieval.index.engines import open_engine  # noqa: E402
-from retrieval.store import Store  # noqa: E402
-from retrieval.workspace import Workspace  # noqa: E402
+from retrieval.cli import engine_arg
+from retrieval.data.readers import load_dataset
+from retrieval.index.dense_index import DenseIndex
+from retrieval.index.encoder import PRECISIONS, load_encoder
+from retrieval.index.engines import open_engine
+from retrieval.store import Store
+from retrieval.workspace import Workspace
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 

@@ -48,18 +48,18 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
-from retrieval.data.dataset import Dataset  # noqa: E402
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.evaluation.measures import compare  # noqa: E402
-from retrieval.evaluation.metrics import SUMMARY_METRICS  # noqa: E402
-from retrieval.index.encoder import Encoder, load_encoder, pick_device  # noqa: E402
-from retrieval.store import Store, default_store_path  # noqa: E402
-from retrieval.workspace import Workspace  # noqa: E402
-from training.finetune import finished_run, run_training  # noqa: E402
-from training.losses import suggest_scale  # noqa: E402
-from training.negatives import bm25_pool  # noqa: E402
-from training.pairs import known_positives, labelled_pairs  # noqa: E402
-from training.trainer import TrainConfig, load_trainable  # noqa: E402
+from retrieval.data.dataset import Dataset
+from retrieval.data.readers import load_dataset
+from retrieval.evaluation.measures import compare
+from retrieval.evaluation.metrics import SUMMARY_METRICS
+from retrieval.index.encoder import Encoder, load_encoder, pick_device
+from retrieval.store import Store, default_store_path
+from retrieval.workspace import Workspace
+from training.finetune import finished_run, run_training
+from training.losses import suggest_scale
+from training.negatives import bm25_pool
+from training.pairs import known_positives, labelled_pairs
+from training.trainer import TrainConfig, load_trainable
 
 ROWS = {
     "triplet-random": dict(loss="triplet", negatives="random"),

@@ -27,14 +27,14 @@ import os
 import tempfile
 import time
 
-import torch  # noqa: E402
+import torch
 
 import _common  # noqa: F401 - first: it puts the checkout on sys.path
-from retrieval.data.readers import load_dataset  # noqa: E402
-from retrieval.index.encoder import pick_device  # noqa: E402
-from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss  # noqa: E402
-from training.pairs import labelled_pairs  # noqa: E402
-from training.trainer import TrainConfig, Trainer, load_trainable  # noqa: E402
+from retrieval.data.readers import load_dataset
+from retrieval.index.encoder import pick_device
+from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
+from training.pairs import labelled_pairs
+from training.trainer import TrainConfig, Trainer, load_trainable
 
 COLUMNS = ("anchor", "positive", "negative")
 

@@ -454,7 +454,7 @@ def cmd_check(args) -> int:
         return _check(args)
     except ValueError:
         raise
-    except Exception as err:  # noqa: BLE001 — a crash is a failure to decide (exit 2), not a regression (1)
+    except Exception as err:
         raise ValueError(f"the check could not decide: {type(err).__name__}: {err}") from None
 
 

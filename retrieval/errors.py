@@ -34,7 +34,7 @@ class LoadReport:
     def warn(self, problem: str, file: str | None = None, line: int | None = None) -> None:
         self.warnings.append(DataError(problem, file, line).args[0])
 
-    def extend(self, other: "LoadReport") -> None:
+    def extend(self, other: LoadReport) -> None:
         self.warnings.extend(other.warnings)
 
     def __bool__(self) -> bool:  # a report is "truthy" when it holds warnings

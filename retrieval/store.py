@@ -27,7 +27,7 @@ import sqlite_utils
 from retrieval import stored_rows
 from retrieval.data.run import Run
 from retrieval.judging import staged_writes as staging
-from retrieval.judging.staged_writes import JudgmentsStored  # noqa: F401 - what put_judgments returns, importable from here
+from retrieval.judging.staged_writes import JudgmentsStored
 from retrieval.sharing.owners import Viewer
 
 SCHEMA_VERSION = 1

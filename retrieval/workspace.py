@@ -73,11 +73,11 @@ class Workspace:
         """The encoder as given by name or folder (None: the default, or an in-memory encoder)."""
         return self._model_arg if isinstance(self._model_arg, str) else None
 
-    def with_model(self, model: str | Encoder | None) -> "Workspace":
+    def with_model(self, model: str | Encoder | None) -> Workspace:
         """The same data set with another encoder, sharing this workspace's BM25 index."""
         return self._sibling(model, self.index_kind, self.index_dims)
 
-    def with_index(self, kind: str, dims: int | None = None) -> "Workspace":
+    def with_index(self, kind: str, dims: int | None = None) -> Workspace:
         """The same data set and encoder over another dense index (``kind``, optionally reduced to
         ``dims`` dimensions), sharing BM25, the encoder and the corpus embeddings; its runs, metrics
         and λ are cached under its own parameters. In-process only (the variants are FAISS's)."""
@@ -89,7 +89,7 @@ class Workspace:
         other._embeddings_from = self
         return other
 
-    def with_run(self, imported: ImportedRun) -> "Workspace":
+    def with_run(self, imported: ImportedRun) -> Workspace:
         """This workspace with one more imported run, as a copy of its own: the indexes, encoder,
         embeddings and λ are shared, the imported runs are not, so a workspace other sessions hold
         is left as it was."""
@@ -98,7 +98,7 @@ class Workspace:
         other.add_run(imported)
         return other
 
-    def with_dataset(self, dataset: Dataset) -> "Workspace":
+    def with_dataset(self, dataset: Dataset) -> Workspace:
         """The same corpus with other queries or labels (``dataset.corpus_hash`` must match): the
         BM25 and dense indexes, the encoder and the imported runs are shared, while runs, metrics
         and λ are the new data set's own (they are keyed by its content hash)."""
@@ -111,7 +111,7 @@ class Workspace:
             self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
         return other
 
-    def _sibling(self, model, index_kind: str, index_dims: int | None) -> "Workspace":
+    def _sibling(self, model, index_kind: str, index_dims: int | None) -> Workspace:
         args = self.bm25_args
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
                           bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,

@@ -13,15 +13,15 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from retrieval import Workspace  # noqa: E402
-from retrieval.index.engines import Corpus, InProcess, open_engine  # noqa: E402
-from retrieval.index.engines import milvus as milvus_engine  # noqa: E402
-from retrieval.index.engines.milvus import EngineError, MilvusSparse  # noqa: E402
-from retrieval.index.splade import SparseIndex, load_sparse_model  # noqa: E402
-from retrieval.store import Store  # noqa: E402
+from retrieval import Workspace
+from retrieval.index.engines import Corpus, InProcess, open_engine
+from retrieval.index.engines import milvus as milvus_engine
+from retrieval.index.engines.milvus import EngineError, MilvusSparse
+from retrieval.index.splade import SparseIndex, load_sparse_model
+from retrieval.store import Store
 
-from .conftest import DEMO  # noqa: E402
-from .test_cli import cli  # noqa: E402
+from .conftest import DEMO
+from .test_cli import cli
 
 pytestmark = pytest.mark.milvus
 

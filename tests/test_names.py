@@ -22,8 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval import safe_names as names
-from retrieval.data.readers import judgment_files
-from retrieval.data.readers import load_dataset, load_files, read_qrels, read_run
+from retrieval.data.readers import judgment_files, load_dataset, load_files, read_qrels, read_run
 from retrieval.errors import DataError
 from retrieval.files.terminal import SafeStream, terminal_safe
 from retrieval.files.trec import write_qrels

@@ -1007,7 +1007,7 @@ def _peak_during(call) -> float:
     tracemalloc.start()
     try:
         call()
-    except Exception:  # noqa: BLE001 - only the memory is asked about here
+    except Exception:
         pass
     finally:
         peak = tracemalloc.get_traced_memory()[1]

@@ -152,6 +152,6 @@ class JobQueue:
                                 "device": result.device})
         except Cancelled as err:
             self.store.put_job({"id": job_id, "status": "cancelled", "losses": losses, "error": str(err)})
-        except Exception as err:  # noqa: BLE001 - recorded for the user; the app keeps serving
+        except Exception as err:
             self.store.put_job({"id": job_id, "status": "failed", "losses": losses,
                                 "error": f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}"})

@@ -71,7 +71,7 @@ KEYS_JS = ("document.addEventListener('keydown', (e) => {"
            " const b = document.getElementById(id); if (b) { e.preventDefault(); b.click(); } });")
 
 
-_CACHE: "weakref.WeakKeyDictionary[Workspace, dict]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Workspace, dict] = weakref.WeakKeyDictionary()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -186,7 +186,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     return q
 
 
-_LATEST: "weakref.WeakValueDictionary[tuple, Queue]" = weakref.WeakValueDictionary()  # the last queue per judging
+_LATEST: weakref.WeakValueDictionary[tuple, Queue] = weakref.WeakValueDictionary()  # the last queue per judging
 
 
 def _carried(carried: tuple, ws: Workspace, query_ids, systems: tuple[str, ...]) -> Queue | None:

@@ -128,7 +128,7 @@ class Dataset:
         return self._hash
 
     def with_queries(self, queries: dict[str, str], report: LoadReport | None = None,
-                     fields: dict[str, dict[str, str]] | None = None) -> "Dataset":
+                     fields: dict[str, dict[str, str]] | None = None) -> Dataset:
         """A copy with ``queries`` (and their segment ``fields``) added (its documents, labels and
         warnings shared, ``report``'s warnings appended). A query id already present must come with
         the same text."""
@@ -142,7 +142,7 @@ class Dataset:
         copy._corpus_hash, copy._docs_sha = self._corpus_hash, self._docs_sha
         return copy
 
-    def without_queries(self, ids) -> "Dataset":
+    def without_queries(self, ids) -> Dataset:
         """A copy without the queries ``ids`` (their labels too); the same object when none is there."""
         gone = set(ids) & set(self.queries)
         if not gone:

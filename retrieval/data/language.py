@@ -25,7 +25,7 @@ SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de"
             "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
             "tr": "turkish", "yi": "yiddish"}
 # encoders trained on English text only (the default among them)
-_guesses: dict[str, "LanguageGuess"] = {}  # sample hash -> guess (detection is deterministic)
+_guesses: dict[str, LanguageGuess] = {}  # sample hash -> guess (detection is deterministic)
 ENGLISH_ONLY = {"all-MiniLM-L6-v2", "all-MiniLM-L12-v2", "all-mpnet-base-v2", "multi-qa-MiniLM-L6-cos-v1"}
 
 

@@ -45,7 +45,7 @@ class Interval:
     level: float = LEVEL
 
     @classmethod
-    def undefined(cls) -> "Interval":
+    def undefined(cls) -> Interval:
         return cls(float("nan"), float("nan"))
 
     @property

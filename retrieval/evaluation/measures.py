@@ -78,7 +78,7 @@ class Evaluation:
         return {"mean": self.mean, "per_query": self.per_query}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "Evaluation":
+    def from_json(cls, obj: dict) -> Evaluation:
         return cls(obj["mean"], obj["per_query"])
 
 
@@ -213,7 +213,7 @@ class Comparison:
     def queries(self) -> int:
         return len(self.wins) + len(self.losses) + self.ties
 
-    def flipped(self) -> "Comparison":
+    def flipped(self) -> Comparison:
         """The same comparison as A − B (the p-value is two-sided: unchanged)."""
         iv = self.interval
         return Comparison(self.metric, self.mean_b, self.mean_a, -self.delta, self.p_value, self.test,

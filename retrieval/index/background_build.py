@@ -140,7 +140,7 @@ class BackgroundBuild(Generic[T]):
     def _run(self) -> None:
         try:
             value = self._build(self._progress, self._indexing)
-        except BaseException as err:  # noqa: BLE001 - kept and raised again by result()
+        except BaseException as err:
             with self._lock:
                 self._error, self._state, self._ended = err, "failed", time.monotonic()
             return

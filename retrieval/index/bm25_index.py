@@ -109,7 +109,7 @@ class BM25Index:
 
     @classmethod
     def from_bytes(cls, blob: bytes, doc_ids: list[str], texts: list[str], k1: float = 0.9, b: float = 0.4,
-                   method: str = "lucene", tokenizer: Tokenizer | None = None) -> "BM25Index":
+                   method: str = "lucene", tokenizer: Tokenizer | None = None) -> BM25Index:
         """The index ``to_bytes`` saved, over the same ``doc_ids`` and ``texts`` (not re-tokenized).
 
         Nothing in the blob is trusted (``bm25_blob``): its members are read in memory, never
@@ -188,7 +188,7 @@ class BM25Index:
         order = np.lexsort((rows, -top))  # score descending, then document order
         return rows[order], top[order]
 
-    def max_score(self, query: "str | QueryTerms") -> float:
+    def max_score(self, query: str | QueryTerms) -> float:
         """The largest BM25 score any document could get for ``query``: Σ over its terms of
         count · idf · the tf part's limit (1 for ``lucene`` and ``robertson``, k1 + 1 for ``atire``),
         reached by a document holding every term, often; 0 when no query term is in the corpus."""
@@ -197,7 +197,7 @@ class BM25Index:
         return float(sum(count * idf for _, count, _, _, idf in terms.terms) * limit)
 
     # ---- explanation ---------------------------------------------------------------------
-    def query_terms(self, query: str) -> "QueryTerms":
+    def query_terms(self, query: str) -> QueryTerms:
         """The query's terms with their counts, surface words and idf: what every explanation of
         this query needs, tokenized once."""
         words_by_term: dict[str, list[str]] = {}
@@ -211,7 +211,7 @@ class BM25Index:
                           _idf(self.method, df, n) if df else 0.0))
         return QueryTerms(terms)
 
-    def explain(self, query: "str | QueryTerms", doc_index: int) -> list[TermContribution]:
+    def explain(self, query: str | QueryTerms, doc_index: int) -> list[TermContribution]:
         """Per-term contributions of ``query`` to document ``doc_index``; they sum to its score.
 
         Recomputed from the document's own tokens with the formula in the module docstring, so
@@ -220,7 +220,7 @@ class BM25Index:
         """
         return self.explain_text(query, self._texts[doc_index], self.doc_len[doc_index])
 
-    def explain_text(self, query: "str | QueryTerms", text: str, dl: float | None = None) -> list[TermContribution]:
+    def explain_text(self, query: str | QueryTerms, text: str, dl: float | None = None) -> list[TermContribution]:
         """Contributions of ``query`` to any ``text`` under this index's statistics (N, df, avgdl).
 
         For a text outside the corpus (a pseudo document) this is the score it would get if added

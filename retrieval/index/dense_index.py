@@ -145,7 +145,7 @@ class DenseIndex:
 
     @classmethod
     def from_faiss(cls, doc_ids: list[str], index: faiss.Index, kind: str,
-                   ef_search: int = EF_SEARCH, dim: int | None = None) -> "DenseIndex":
+                   ef_search: int = EF_SEARCH, dim: int | None = None) -> DenseIndex:
         """A ``flat`` or ``hnsw`` index read back (``retrieval.index.kept_index.read``): its float32 vectors
         are the embeddings, so nothing is re-encoded, read from the store or rebuilt. It must hold one
         vector per document, of ``dim`` floats where given (the encoder's)."""

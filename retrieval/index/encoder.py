@@ -39,7 +39,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TRAINING_RECORD = "rankscope_training.json"  # written beside a model RankScope fine-tuned (``training.finetune``)
-_cache: dict[tuple[str, str, str], "Encoder"] = {}
+_cache: dict[tuple[str, str, str], Encoder] = {}
 _cache_lock = threading.Lock()
 
 
@@ -363,7 +363,7 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
         is_local = Path(target).expanduser().exists()
         try:
             model = open_model(target, device)
-        except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
+        except Exception as exc:
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
             raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc
         if measure:

@@ -165,7 +165,7 @@ def load_sparse_model(name_or_path: str | None = None, device: str = "cpu") -> S
                     raise UnsafeModel(f"its modules.json names {', '.join(repr(t) for t in foreign[:3])}, code "
                                       f"RankScope never runs")
                 model = SparseEncoder(str(local) if local.exists() else target, device=device)
-        except Exception as exc:  # noqa: BLE001 - re-raised with a message a user can act on
+        except Exception as exc:
             raise EncoderLoadError(str(name_or_path or BUNDLED), "sparse model", exc) from exc
         found = SparseModel(model, BUNDLED if target == str(bundled_path()) else str(name_or_path))
         _cache[key] = found

@@ -65,7 +65,7 @@ def check_judge(name: object, existing: Iterable[str] = ()) -> str:
     return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
 
 
-_KNOWN_JUDGES: "weakref.WeakKeyDictionary[object, set[tuple[str, str]]]" = weakref.WeakKeyDictionary()
+_KNOWN_JUDGES: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 _KNOWN_LOCK = threading.Lock()
 
 
@@ -232,7 +232,7 @@ class Queue:
         """The systems whose top k is pooled, in name order."""
         return tuple(sorted(self._runs))
 
-    def add_runs(self, runs: dict[str, Run]) -> "Joined | None":
+    def add_runs(self, runs: dict[str, Run]) -> Joined | None:
         """Systems that joined the ones on show (an index built, a run imported): their top ``k`` of
         the queue's queries joins the pool without a rebuild. The grades and the positions handed
         out stay as they are; the new systems' unjudged top-``k`` pairs come next, in the judging

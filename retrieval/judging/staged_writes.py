@@ -119,7 +119,7 @@ def in_background(work):
                 pass
         try:
             done["value"] = work()
-        except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
+        except BaseException as err:
             done["error"] = err
 
     with yielding():

@@ -63,7 +63,7 @@ class ModelPolicy:
 
     @classmethod
     def create(cls, base: str | None, models_dir: Path, allowed: Iterable[str] = (),
-               trust_clients: bool = False) -> "ModelPolicy":
+               trust_clients: bool = False) -> ModelPolicy:
         """The policy for an app started with these flags (``trust_clients`` ignored on Spaces)."""
         allowed = tuple(a for a in allowed if a)
         paths = frozenset(p for p in (_resolved(a) for a in allowed) if p is not None and p.exists())

@@ -38,7 +38,7 @@ class Text:
         self.display, self._open, self.size, self.progress = display, opener, size, progress
 
     @classmethod
-    def of_file(cls, path: Path, display: str, progress: Progress | None = None) -> "Text":
+    def of_file(cls, path: Path, display: str, progress: Progress | None = None) -> Text:
         """A file on disk; a missing or unreadable file, or a folder, is a DataError."""
         with file_errors(display):
             if path.is_dir():
@@ -48,7 +48,7 @@ class Text:
         return cls(display, lambda: open(path, "rb"), size, progress)
 
     @classmethod
-    def of_bytes(cls, data: bytes, display: str) -> "Text":
+    def of_bytes(cls, data: bytes, display: str) -> Text:
         """Bytes already in memory (a zip member, read under the archive's limits)."""
         return cls(display, lambda: io.BytesIO(data), len(data))
 

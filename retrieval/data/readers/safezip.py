@@ -140,7 +140,7 @@ class SafeZip:
     def close(self) -> None:
         self._zf.close()
 
-    def __enter__(self) -> "SafeZip":
+    def __enter__(self) -> SafeZip:
         return self
 
     def __exit__(self, *exc) -> None:

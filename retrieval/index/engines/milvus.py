@@ -130,7 +130,7 @@ class Milvus:
         self.client, self.where, self.lite = _Client(client, where), where, lite
 
     @classmethod
-    def connect(cls, spec) -> "Milvus":
+    def connect(cls, spec) -> Milvus:
         """The engine at a parsed spec (``engines.MilvusSpec``)."""
         # gRPC logs the embedded server's keep-alive complaints to stderr; failures raise anyway
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
@@ -197,7 +197,7 @@ class Milvus:
 
     # ---- BM25 ----------------------------------------------------------------------------
     def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None = None,
-                progress=None) -> "MilvusBM25":
+                progress=None) -> MilvusBM25:
         """The corpus's BM25 collection, loaded (or its interrupted load resumed) first."""
         if bm25_args.get("method", "lucene") != "lucene":
             raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25_args['method']!r} "
@@ -315,7 +315,7 @@ class Milvus:
         return Indexed(index, from_store, encoded)
 
     # ---- learned sparse vectors ------------------------------------------------------------
-    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> "MilvusSparse":
+    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> MilvusSparse:
         """The corpus's learned sparse collection for the model of ``fingerprint``: a complete one is
         searched as it is; otherwise the documents it lacks are inserted from ``vectors`` (aligned
         with ``corpus.doc_ids``), ``INSERT_BATCH`` a request, those without a term left out."""
