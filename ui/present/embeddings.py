@@ -32,8 +32,8 @@ ROLE_STYLE = {  # colour and symbol differ per role, so the roles read apart in 
     HARD: {"color": "#d62728", "symbol": "x", "size": 8},
     EASY: {"color": "#1f77b4", "symbol": "diamond", "size": 7},
 }
-COMPILE_NOTE = ("the first projection in this process loads and compiles UMAP's numba code "
-                "(about 8 s on 2 CPU cores; up to 25 s while numba's disk cache is empty), once")
+COMPILE_NOTE = ("the first projection in this process loads and compiles UMAP's numba code once, "
+                "which takes longer than later projections (longest while numba's disk cache is empty)")
 
 
 def rank_line(ranks_by_system: dict[str, int | None]) -> str:
