@@ -33,7 +33,7 @@ import bm25s
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from _common import best_of, dataset_arg  # first: it puts the checkout on sys.path
+from _common import best_of, dataset_arg, json_arg, recorded  # first: it puts the checkout on sys.path
 from retrieval.data.readers import load_dataset
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.tokenize import Tokenizer
@@ -75,6 +75,7 @@ def main(argv=None) -> int:
     p.add_argument("--k", type=int, default=100, help="documents retrieved per query")
     p.add_argument("--max-queries", type=int, default=200,
                    help="queries timed for rank-bm25 (the others run all queries)")
+    json_arg(p)
     args = p.parse_args(argv)
     if args.repeat < 1 or args.k < 1 or args.max_queries < 1:
         p.error("--repeat, --k and --max-queries must be positive")
@@ -159,4 +160,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from gradio_client import Client
 
-from _common import ROOT, percentile_ms, write_json  # first: it puts the checkout on sys.path
+from _common import ROOT, percentile_ms, recorded, write_json  # first: it puts the checkout on sys.path
 
 
 def free_port() -> int:
@@ -151,4 +151,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

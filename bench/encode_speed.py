@@ -22,13 +22,14 @@ over the data sets; ``nan`` with ``--no-quality``).
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import timed  # first: it puts the checkout on sys.path
+from _common import json_arg, recorded, timed  # first: it puts the checkout on sys.path
 from retrieval.data.readers import load_dataset
 from retrieval.index.encoder import load_encoder
 from retrieval.store import Store
@@ -75,6 +76,7 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--store", default=None, help="cache file (default: a temporary one, so everything is encoded)")
     p.add_argument("--no-quality", action="store_true")
+    json_arg(p)
     args = p.parse_args(argv)
     first = load_dataset(args.datasets[0])
     texts = [d.full_text for d in first.docs.values()][:args.docs]
@@ -89,4 +91,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

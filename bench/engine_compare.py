@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, SHARED, percentile_ms  # first: it puts the checkout on sys.path
+from _common import ROOT, SHARED, json_arg, percentile_ms, recorded  # first: it puts the checkout on sys.path
 
 SYSTEMS = ("bm25", "dense", "hybrid")
 
@@ -146,6 +146,7 @@ def main(argv=None) -> None:
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     p.add_argument("--reopen", action="store_true", help=argparse.SUPPRESS)
+    json_arg(p)
     args = p.parse_args(argv)
     if args.worker:
         worker(args.worker, args.engine, args.store, args.queries, not args.no_eval, args.reopen, args.out,
@@ -200,4 +201,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

@@ -49,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, timed  # first: it puts the checkout on sys.path
+from _common import ROOT, json_arg, recorded, timed  # first: it puts the checkout on sys.path
 
 SYSTEMS = ("bm25", "dense", "hybrid", "rrf", "wsum")
 IMPORTED = "imported"
@@ -207,6 +207,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default=None, help="folder for the corpus and stores (default: a temporary one)")
     parser.add_argument("--profile", default=None, help="write the fresh check's cProfile statistics here")
     parser.add_argument("--metrics-of", default=None, help=argparse.SUPPRESS)  # the metrics' own fresh process
+    json_arg(parser)
     args = parser.parse_args(argv)
     if args.metrics_of:
         data = synthetic(Path(args.work), args.docs, args.queries, args.seed)
@@ -277,4 +278,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(recorded(main, __file__))

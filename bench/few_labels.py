@@ -38,7 +38,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
+from _common import dataset_arg, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset
 from retrieval.data.dataset import Dataset
 from retrieval.index.encoder import load_encoder
@@ -153,4 +153,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

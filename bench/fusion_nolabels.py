@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
+from _common import DEMO, SHARED, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from _kinds import KINDS, TOLERANCE
 from retrieval import Store, Workspace, load_dataset
 from retrieval.evaluation.measures import evaluate_run
@@ -293,11 +293,10 @@ def main(argv=None) -> None:
     sig: dict[str, dict[str, float]] = {}
     results = table(sets, kinds, store, load_encoder(None, precision=args.precision), select=args.select, signals_=sig)
     g = show(results, sig)
-    if args.json:
-        write_json(args.json, {"ndcg@10": results, "signals": sig})
+    write_json(args.json, {"ndcg@10": results, "signals": sig})
     worst, mean = g[DEFAULT]
     print(f"worst_gap_vs_best_single={worst:.4f} mean_gain_vs_best_single={mean:.4f}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import percentile_ms, timed  # first: it puts the checkout on sys.path
+from _common import json_arg, percentile_ms, recorded, timed  # first: it puts the checkout on sys.path
 
 
 def write_data(folder: Path, docs: int, queries: int, seed: int) -> Path:
@@ -95,6 +95,7 @@ def main(argv=None) -> int:
     p.add_argument("--searches", type=int, default=1_000, help="idle searches (a few seconds: a steadier p95)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work", default=None, help="folder for the data, the CSV and the store (default: a temporary one)")
+    json_arg(p)
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -157,4 +158,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

@@ -17,11 +17,12 @@ the top ``--k``, on one FAISS thread; best of ``--repeat``.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import faiss
 
-from _common import DEMO, store_arg, write_json  # first: it puts the checkout on sys.path
+from _common import DEMO, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval.data.readers import load_dataset
 from retrieval.index.compression import compression_table, variant_workspace
 from retrieval.store import Store
@@ -88,9 +89,8 @@ def main(argv=None) -> None:
         out.append({**r.to_dict(), "marks": r.marks, "ms_per_query": ms[r.label]})
     print(f"\n× = ratio to the float32 flat index; † = differs from it at p < 0.05 (paired permutation "
           f"test); search: top {args.k}, one query per call, one thread, best of {args.repeat}.")
-    if args.json:
-        write_json(args.json, out)
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import DEMO, ROOT, percentile_ms  # first: it puts the checkout on sys.path
+from _common import DEMO, ROOT, json_arg, percentile_ms, recorded  # first: it puts the checkout on sys.path
 
 
 def log_folder(n_queries: int, seed: int = 0) -> Path:
@@ -112,6 +112,7 @@ def main(argv=None) -> int:
     p.add_argument("--searches", type=int, default=40, help="searches on the idle server (the baseline)")
     p.add_argument("--depth", type=int, default=10)
     p.add_argument("--model", default=None)
+    json_arg(p)
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -186,4 +187,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

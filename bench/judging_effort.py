@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from _common import DEMO, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
+from _common import DEMO, SHARED, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval import Store, Workspace, load_dataset
 from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
 from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
@@ -292,4 +292,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, best_of, timed  # first: it puts the checkout on sys.path
+from _common import ROOT, best_of, json_arg, recorded, timed  # first: it puts the checkout on sys.path
 
 
 def corpus_folder(n_queries: int, seed: int, folder: Path) -> Path:
@@ -83,6 +83,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default=None)
     p.add_argument("--repeat", type=int, default=3)
+    json_arg(p)
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -119,4 +120,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

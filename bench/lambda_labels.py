@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, SHARED, store_arg, write_json  # first: it puts the checkout on sys.path
+from _common import ROOT, SHARED, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from _kinds import KINDS, TOLERANCE
 from retrieval import Store, Workspace, load_dataset
 from retrieval.index.encoder import PRECISIONS, load_encoder
@@ -163,10 +163,9 @@ def main(argv=None) -> None:
         for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
             results[f"{name}|{kind}"] = study(SETS[name], store, sizes, args.seeds, model=model, kind=kind)
     worst, gain = show(results)
-    if args.json:
-        write_json(args.json, results)
+    write_json(args.json, results)
     print(f"worst_gap_vs_label_free={worst:.4f} mean_gain_vs_raw_tuned={gain:.4f}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

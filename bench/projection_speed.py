@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -57,7 +58,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from _common import DEMO, best_of, store_arg  # first: it puts the checkout on sys.path
+from _common import DEMO, best_of, json_arg, recorded, store_arg  # first: it puts the checkout on sys.path
 from retrieval.data.readers import load_dataset
 from retrieval.evaluation.projection import embed_sample, project, sample_points, umap_layout
 from retrieval.store import Store
@@ -154,6 +155,7 @@ def main(argv=None) -> None:
     ap.add_argument("--model", default=None)
     store_arg(ap)
     ap.add_argument("--no-tsne", action="store_true", help="leave the (slow) t-SNE peer out")
+    json_arg(ap)
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")  # umap-learn's notes on seeds and n_jobs
 
@@ -178,4 +180,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

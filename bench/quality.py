@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from _common import dataset_arg, timed, write_json  # first: it puts the checkout on sys.path
+from _common import dataset_arg, recorded, timed, write_json  # first: it puts the checkout on sys.path
 from retrieval import cli
 from retrieval.data.readers import load_dataset
 from retrieval.data.run import rank_maps
@@ -163,15 +162,13 @@ def main(argv=None) -> int:
     print("setup seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in setup.items()) + emb)
     print("evaluate seconds: " + ", ".join(f"{s} {seconds[s]:.2f} ({provenance[s]})" for s in systems))
 
-    if args.json:
-        out = {"dataset": ds.name, "split": args.split, "metrics": results,
-               "significant": marks, "seconds": {**setup, **seconds}, "provenance": provenance,
-               "vocabulary_bridges": bridges,
-               "lambda": {"value": lam.value, "how": lam.how, "grid": lam.grid} if lam else None}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        write_json(args.json, out)
+    out = {"dataset": ds.name, "split": args.split, "metrics": results,
+           "significant": marks, "seconds": {**setup, **seconds}, "provenance": provenance,
+           "vocabulary_bridges": bridges,
+           "lambda": {"value": lam.value, "how": lam.how, "grid": lam.grid} if lam else None}
+    write_json(args.json, out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, SHARED, percentile_ms, timed  # first: it puts the checkout on sys.path
+from _common import ROOT, SHARED, json_arg, percentile_ms, recorded, timed  # first: it puts the checkout on sys.path
 from retrieval.cli import engine_arg
 from retrieval.data.readers import load_dataset
 from retrieval.index.dense_index import DenseIndex
@@ -150,6 +150,7 @@ def main(argv=None) -> None:
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="the encoder's arithmetic (auto: as the app picks it; vectors are stored per precision)")
     engine_arg(p)
+    json_arg(p)
     args = p.parse_args(argv)
     if not (SHARED / "scifact" / "corpus.jsonl").exists():
         sys.exit(f"{SHARED} is absent: the corpus is built from the shared BEIR data sets")
@@ -235,4 +236,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

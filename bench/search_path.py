@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT  # first: it puts the checkout on sys.path
+from _common import ROOT, json_arg, recorded  # first: it puts the checkout on sys.path
 
 COUNTED = ("encodes", "faiss_searches", "bm25_scorings", "explanations", "store_writes")
 
@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     p.add_argument("--repo", default=str(ROOT), help="the RankScope checkout to measure (default: this one)")
     p.add_argument("--model", default=None, help="encoder id or folder (default: all-MiniLM-L6-v2)")
     p.add_argument("--data", default=None, help="data set (default: the bundled demo)")
+    json_arg(p)
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -113,4 +114,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

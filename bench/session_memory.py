@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import SHARED  # first: it puts the checkout on sys.path
+from _common import SHARED, json_arg, recorded  # first: it puts the checkout on sys.path
 
 
 def synthetic(folder: Path, n: int, seed: int) -> Path:
@@ -137,6 +137,7 @@ def main(argv=None) -> int:
     p.add_argument("--datasets", default="scifact,nfcorpus")
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rankscope-session-memory"))
     p.add_argument("--one", nargs=4, metavar=("DATA", "MODEL", "STORE", "WARM_UP"), help=argparse.SUPPRESS)  # a child
+    json_arg(p)
     args = p.parse_args(argv)
     if args.one:
         print(json.dumps(measure(*args.one)))
@@ -168,4 +169,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

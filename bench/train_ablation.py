@@ -47,7 +47,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from _common import dataset_arg, store_arg, write_json  # first: it puts the checkout on sys.path
+from _common import dataset_arg, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers import load_dataset
 from retrieval.evaluation.measures import compare
@@ -313,4 +313,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main, __file__))

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 
 import torch
 
-import _common  # noqa: F401 - first: it puts the checkout on sys.path
+from _common import json_arg, recorded  # first: it puts the checkout on sys.path
 from retrieval.data.readers import load_dataset
 from retrieval.index.encoder import pick_device
 from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
@@ -131,6 +132,7 @@ def main(argv=None) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--device", default="auto")
     p.add_argument("--seed", type=int, default=42)
+    json_arg(p)
     args = p.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     dataset = load_dataset(args.dataset)
@@ -161,4 +163,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main, __file__))

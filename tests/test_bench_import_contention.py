@@ -16,7 +16,8 @@ pytestmark = pytest.mark.bench
 @pytest.mark.slow
 def test_a_tiny_run_prints_both_phases_and_the_ratio_last(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "import_contention.py"), "--docs", "100", "--queries",
-                           "12", "--rows", "3000", "--searches", "10", "--work", str(tmp_path)],
+                           "12", "--rows", "3000", "--searches", "10", "--work", str(tmp_path),
+                           "--json", str(tmp_path / "run.json")],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.bench
 @pytest.mark.slow
 def test_a_small_run_measures_held_and_untrimmed_memory_against_the_estimate(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "session_memory.py"), "--docs", "400", "--datasets", "",
-                           "--dim", "64", "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
+                           "--dim", "64", "--work", str(tmp_path),
+                           "--json", str(tmp_path / "run.json")], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
     row = next(line for line in lines if line.startswith("synthetic 400"))

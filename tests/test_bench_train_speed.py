@@ -21,7 +21,8 @@ def test_both_trainers_run_the_timed_steps_and_the_last_line_is_their_ratio(tmp_
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
     res = subprocess.run(
         [sys.executable, "bench/train_speed.py", str(DEMO), "--model", str(tiny_model_dir), "--device", "cpu",
-         "--steps", "6", "--skip", "2", "--batch-size", "4", "--repeats", "2"],
+         "--steps", "6", "--skip", "2", "--batch-size", "4", "--repeats", "2",
+         "--json", str(tmp_path / "run.json")],
         cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = res.stdout.strip().splitlines()
