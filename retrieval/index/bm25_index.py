@@ -28,6 +28,7 @@ import numpy as np
 
 from retrieval.data.run import Run
 from retrieval.index.tokenize import Tokenizer
+from retrieval.index.top_k import top_k
 
 
 @dataclass(frozen=True)
@@ -176,17 +177,10 @@ class BM25Index:
     def top_rows(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the top ``k`` of a score vector, best first; zero scores left out.
 
-        Ranked here rather than by ``bm25s.retrieve``: only the documents with a positive score
-        are partitioned (numpy's argpartition is slow on the mostly-zero score vector bm25s
-        ranks), ties are broken by document order.
+        Ranked by ``top_k`` rather than by ``bm25s.retrieve``: only the documents with a positive
+        score are partitioned, ties are broken by document order.
         """
-        k = min(k, len(self.doc_ids))
-        rows = np.flatnonzero(scores > 0)
-        if len(rows) > k:
-            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
-        top = scores[rows]
-        order = np.lexsort((rows, -top))  # score descending, then document order
-        return rows[order], top[order]
+        return top_k(scores, k)
 
     def max_score(self, query: str | QueryTerms) -> float:
         """The largest BM25 score any document could get for ``query``: Σ over its terms of

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from retrieval.data.run import Run
 from retrieval.errors import EncoderLoadError
 from retrieval.index.encoder import model_fingerprint
+from retrieval.index.top_k import top_k
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store
 
@@ -229,13 +230,7 @@ class SparseIndex:
 
     def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the ``k`` best documents, best first; zero scores left out, ties by row."""
-        scores = self.scores(query)
-        rows = np.flatnonzero(scores > 0)
-        k = min(k, len(rows))
-        if len(rows) > k:
-            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
-        order = np.lexsort((rows, -scores[rows]))
-        return rows[order], scores[rows][order]
+        return top_k(self.scores(query), k)
 
     def contributions(self, query: SparseVector, row: int) -> list[tuple[int, float, float, float]]:
         """The terms a document shares with the query: (term id, query weight, document weight,
