@@ -5,7 +5,7 @@
 Opens the bundled demo corpus (already indexed at start-up) unless ``--data`` names another data
 set. BM25 is built before the page opens; a corpus whose encoding takes longer than a few seconds
 goes on encoding in the background, and the page shows how far it is. The views live in ``ui/``
-(one module per tab, assembled by ``ui.shell``); the named API endpoints are listed in the README.
+(one module per tab, assembled by ``ui.shell``); the named API endpoints are listed in docs/app.md.
 
 A shared deployment (``--shared``, or on Hugging Face Spaces, ``SPACE_ID`` set: ``shared``) keeps
 the query sets and snapshots made in a browser session that session's until it publishes them

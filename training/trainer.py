@@ -75,7 +75,7 @@ class TrainConfig:
     on them is kept, or the base encoder when no epoch beats it, and the kept number of epochs is
     trained again on all of train. It was chosen over CLEAR's residual margin (the default before
     2026-11-25) on the held-out part of SciFact's and NFCorpus's training queries, where in-batch was
-    better at every epoch (the figures: README, "Measured"; ``bench/README.md``). ξ = 0.3 and λ_train =
+    better at every epoch (the figures: ``bench/README.md``). ξ = 0.3 and λ_train =
     0.019 (residual loss only) are CLEAR's margin rescaled for a normalizing encoder
     (``losses.suggest_scale`` on the BM25 score gaps of SciFact's training pairs), not the paper's ξ =
     1, λ_train = 0.1 for unnormalized dot products. ``max_seq_length`` applies to training inputs only:
