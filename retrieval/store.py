@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import platformdirs
-import sqlite_utils
 
 from retrieval import stored_rows
 from retrieval.data.run import Run
@@ -97,6 +96,8 @@ class Store:
         try:
             parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            import sqlite_utils  # it brings pandas where installed: imported when a store is opened
+
             self.db = sqlite_utils.Database(conn)
             self.db.enable_wal()
             self._create()

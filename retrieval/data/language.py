@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import Stemmer
 
-from retrieval.index.tokenize import STOPWORD_LISTS, Tokenizer
+from retrieval.index.tokenize import Tokenizer, stopword_lists
 
 # ISO 639-1 code -> Snowball (PyStemmer) algorithm
 SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german", "el": "greek",
@@ -66,7 +66,7 @@ def tokenizer_for(code: str) -> Tokenizer:
     stemmer = SNOWBALL.get(code)
     if stemmer not in Stemmer.algorithms():
         stemmer = None
-    return Tokenizer(stopwords=code if code in STOPWORD_LISTS else None, stemmer=stemmer)
+    return Tokenizer(stopwords=code if code in stopword_lists() else None, stemmer=stemmer)
 
 
 def encoder_mismatch(guess: LanguageGuess, encoder_name: str, min_share: float = 0.5) -> bool:

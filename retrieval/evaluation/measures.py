@@ -42,7 +42,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
@@ -253,6 +252,8 @@ def compare(a: Evaluation, b: Evaluation, metric: str = "ndcg@10", test: str = "
     elif np.allclose(diff, 0):  # rounding noise is no difference
         p, interval = 1.0, Interval(0.0, 0.0)
     elif test == "ttest":
+        from scipy import stats  # scipy.stats takes a second to import: here, where the t-test is asked for
+
         result = stats.ttest_rel(xb, xa)
         ci = result.confidence_interval(1 - SIGNIFICANCE_LEVEL)
         p, interval = float(result.pvalue), Interval(float(ci.low), float(ci.high))

@@ -27,7 +27,6 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import false_discovery_control
 
 from retrieval.data.dataset import Dataset
 from retrieval.evaluation.intervals import Interval, mean_interval
@@ -122,6 +121,8 @@ def segment_table(evals: dict[str, Evaluation], dataset: Dataset, metric: str = 
             tests += [(row, worse, better, cmp) for worse, better, cmp in compare_pairs(sub, metric)]
             rows.append(row)
     if tests:
+        from scipy.stats import false_discovery_control
+
         adjusted = false_discovery_control([t[3].p_value for t in tests], method="bh")
         for (row, worse, better, cmp), p in zip(tests, adjusted):
             if p < SIGNIFICANCE_LEVEL and cmp.interval.excludes(0.0):

@@ -23,7 +23,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
 
 from retrieval.data.run import Run
@@ -74,6 +73,8 @@ class BM25Index:
         self.df: Counter[str] = Counter()
         for toks in corpus_tokens:
             self.df.update(set(toks))
+        import bm25s  # numba and scipy come with it: imported where an index is built
+
         self._engine = bm25s.BM25(k1=self.k1, b=self.b, method=method)
         self._engine.index(corpus_tokens, show_progress=False)
 

@@ -25,17 +25,20 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import faiss
 import numpy as np
 
 from retrieval.data.run import Run
 from retrieval.files.part_files import partial, remove_orphans
-from retrieval.index.encoder import Encoder
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path, write_stamp
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store, text_hash
+
+if TYPE_CHECKING:  # FAISS is imported where an index is made, read or written
+    import faiss
+
+    from retrieval.index.encoder import Encoder
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)
@@ -104,6 +107,8 @@ def held_vectors(index: faiss.Index) -> np.ndarray:
     FAISS's own memory: no copy (1.5 GB less, and seconds, at a million 384-dimensional vectors). The
     array keeps the index alive; nothing adds to a built index, which would move its memory. Any
     other index: its vectors decoded into a copy."""
+    import faiss
+
     try:
         flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
         if not isinstance(flat, faiss.IndexFlat) or index.ntotal == 0:
@@ -135,6 +140,8 @@ class DenseIndex:
             raise ValueError(f"dims must be between 1 and the embedding size {d}, not {dims}")
         self.projection = pca_projection(self.embeddings, dims) if dims is not None else None
         vecs = self.embeddings if self.projection is None else self.projection.apply(self.embeddings)
+        import faiss
+
         index = _faiss_index(kind, vecs.shape[1], hnsw_m, ef_search)
         if not index.is_trained:
             index.train(vecs)
@@ -177,6 +184,8 @@ class DenseIndex:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_orphans(path.parent, KEPT_FILES)
         aside = partial(path)
+        import faiss
+
         try:
             faiss.write_index(self.index, str(aside))
             if stamp is not None:  # the stamp first: a crash between the two leaves a stamp the old file fails
@@ -195,6 +204,8 @@ class DenseIndex:
     @property
     def index_bytes(self) -> int:
         """Size of the whole serialized FAISS index (codes, quantizer ranges, projection, graph)."""
+        import faiss
+
         return int(faiss.serialize_index(self.index).size)
 
     def search_vectors(self, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -219,6 +230,8 @@ class DenseIndex:
 
 
 def _faiss_index(kind: str, d: int, hnsw_m: int, ef_search: int) -> faiss.Index:
+    import faiss
+
     if kind == "flat":
         return faiss.IndexFlatIP(d)
     if kind == "hnsw":
@@ -238,6 +251,8 @@ def pca_projection(embeddings: np.ndarray, dims: int) -> faiss.LinearTransform:
     document-dependent term −⟨A·μ, A·(d − μ)⟩ instead, which costs quality (``bench/README.md``,
     ``index_compression.py``).
     """
+    import faiss
+
     d = embeddings.shape[1]
     pca = faiss.PCAMatrix(d, dims)
     pca.train(np.ascontiguousarray(embeddings, dtype=np.float32))

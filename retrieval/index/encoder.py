@@ -28,12 +28,15 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retrieval.errors import EncoderLoadError
 from retrieval.files.part_files import partial, remove_orphans
-from retrieval.systems.clear_lambda import TrainedOn
+
+if TYPE_CHECKING:
+    from retrieval.systems.clear_lambda import TrainedOn
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -45,6 +48,8 @@ _cache_lock = threading.Lock()
 
 def read_trained_on(folder: str | Path) -> TrainedOn | None:
     """The ``TrainedOn`` a fine-tuned model's folder records (``TRAINING_RECORD``), or None."""
+    from retrieval.systems.clear_lambda import TrainedOn  # the record is λ's: read where a model is opened
+
     record = Path(folder).expanduser() / TRAINING_RECORD
     if not record.is_file():
         return None

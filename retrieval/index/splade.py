@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 from retrieval.data.run import Run
 from retrieval.errors import EncoderLoadError
@@ -211,6 +210,8 @@ class SparseIndex:
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         terms = np.concatenate([t for t, _ in vectors]) if vectors else np.zeros(0, np.int32)
         weights = np.concatenate([w for _, w in vectors]) if vectors else np.zeros(0, np.float32)
+        import scipy.sparse as sp
+
         csr = sp.csr_matrix((weights, terms, indptr), shape=(len(vectors), vocab_size), dtype=np.float32)
         self.matrix = csr.tocsc()
 

@@ -10,18 +10,32 @@ corpus's language.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 import Stemmer
-from bm25s import stopwords as _bm25s_stopwords
 
-# stopword lists by ISO 639-1 code (bm25s ships them); "en" is Lucene's 33 words, "en_plus" NLTK's 179
-STOPWORD_LISTS = {"en": _bm25s_stopwords.STOPWORDS_EN, "en_plus": _bm25s_stopwords.STOPWORDS_EN_PLUS,
-                  **{code: getattr(_bm25s_stopwords, f"STOPWORDS_{name}") for code, name in (
-                      ("da", "DANISH"), ("de", "GERMAN"), ("es", "SPANISH"), ("fr", "FRENCH"), ("it", "ITALIAN"),
-                      ("nl", "DUTCH"), ("no", "NORWEGIAN"), ("pt", "PORTUGUESE"), ("ru", "RUSSIAN"),
-                      ("sv", "SWEDISH"), ("tr", "TURKISH"))}}
+_BM25S_LISTS = (("da", "DANISH"), ("de", "GERMAN"), ("es", "SPANISH"), ("fr", "FRENCH"), ("it", "ITALIAN"),
+                ("nl", "DUTCH"), ("no", "NORWEGIAN"), ("pt", "PORTUGUESE"), ("ru", "RUSSIAN"), ("sv", "SWEDISH"),
+                ("tr", "TURKISH"))
+
+
+@functools.cache
+def stopword_lists() -> dict[str, tuple[str, ...]]:
+    """Stopword lists by ISO 639-1 code (bm25s ships them); "en" is Lucene's 33 words, "en_plus"
+    NLTK's 179. Read on first use: importing bm25s brings numba and scipy."""
+    from bm25s import stopwords
+
+    return {"en": tuple(stopwords.STOPWORDS_EN), "en_plus": tuple(stopwords.STOPWORDS_EN_PLUS),
+            **{code: tuple(getattr(stopwords, f"STOPWORDS_{name}")) for code, name in _BM25S_LISTS}}
+
+
+def __getattr__(name: str):
+    """``STOPWORD_LISTS``, the lists of ``stopword_lists``, read on first use."""
+    if name == "STOPWORD_LISTS":
+        return stopword_lists()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -35,9 +49,10 @@ class Tokenizer:
 
     def __post_init__(self) -> None:
         self._stemmer = Stemmer.Stemmer(self.stemmer) if self.stemmer else None
-        if self.stopwords and self.stopwords not in STOPWORD_LISTS:
-            raise ValueError(f"unknown stopword list {self.stopwords!r}; choose from {sorted(STOPWORD_LISTS)} or None")
-        self._stop = frozenset(STOPWORD_LISTS[self.stopwords]) if self.stopwords else frozenset()
+        lists = stopword_lists() if self.stopwords else {}
+        if self.stopwords and self.stopwords not in lists:
+            raise ValueError(f"unknown stopword list {self.stopwords!r}; choose from {sorted(lists)} or None")
+        self._stop = frozenset(lists[self.stopwords]) if self.stopwords else frozenset()
 
     @property
     def config(self) -> dict:

@@ -34,17 +34,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import compare, evaluate_run
-from retrieval.index.bm25_index import BM25Index
-from retrieval.index.dense_index import DenseRetriever
 from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY, LambdaFit
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import is_identifier_lookup
+
+if TYPE_CHECKING:  # the indexes are given, never built here
+    from retrieval.index.bm25_index import BM25Index
+    from retrieval.index.dense_index import DenseRetriever
 
 FUSIONS = ("clear", "rrf", "wsum")
 TIE_BREAK = 1e-6  # λ = ∞: the cosine's weight, below any gap between two BM25 shares that matters

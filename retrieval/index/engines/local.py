@@ -8,20 +8,22 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 
 from retrieval.files.part_files import remove_orphans
 from retrieval.index import kept_index
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.dense_index import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
-from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path
 from retrieval.index.splade import SparseIndex, SparseVector
 from retrieval.index.tokenize import Tokenizer
 from retrieval.store import Store, cache_key, text_hash
+
+if TYPE_CHECKING:
+    from retrieval.index.encoder import Encoder
 
 log = logging.getLogger(__name__)
 KEPT_PER_CORPUS = 3  # kept indexes of one corpus (encoders, kinds) beyond which the least recently used goes
@@ -36,6 +38,8 @@ def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m:
     graph does not depend on it."""
     if store is None or kind not in KEPT_KINDS:
         return None
+    import faiss
+
     params = {"model": encoder.fingerprint, "kind": kind, "hnsw_m": hnsw_m, "faiss": faiss.__version__}
     key = cache_key(dataset=corpus.hash, system="faiss-index", params=params, split=None, k=0)
     return store.path.parent / "indexes" / f"{corpus.hash[:16]}-{key}.faiss"
