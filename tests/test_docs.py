@@ -217,3 +217,13 @@ def test_the_ui_strings_hold_no_measured_figure():
     from ui.present.embeddings import COMPILE_NOTE
 
     assert not re.search(r"\d", COMPILE_NOTE)
+
+
+def test_the_architecture_page_names_every_package_and_lists_every_module():
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    packages = sorted(p.parent.name for p in (ROOT / "retrieval").glob("*/__init__.py"))
+    assert packages and all(f"`retrieval/{name}/`" in text for name in packages), packages
+    assert "<!-- rankscope:layout -->" in text
+    layout = hooks().render_layout(ROOT / "retrieval")
+    for module in (ROOT / "retrieval").rglob("*.py"):
+        assert f"`{module.name}`" in layout and f"**`{module.parent.relative_to(ROOT).as_posix()}/`**" in layout
