@@ -22,7 +22,7 @@ import zlib
 
 import numpy as np
 
-from retrieval.judging.judgments import GRADES, check_judge
+from retrieval.judging.grades import GRADES, check_judge
 from retrieval.safe_names import id_problem
 
 log = logging.getLogger(__name__)

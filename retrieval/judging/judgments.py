@@ -24,45 +24,21 @@ import itertools
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median_low
 
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run, ranks
-from retrieval.safe_names import check_name, check_new_name
+from retrieval.judging import order as judging_order
+from retrieval.judging.grades import GRADES as GRADES  # the grades and pools, re-exported where they were
+from retrieval.judging.grades import Pair, check_judge
+from retrieval.judging.grades import parse_grade as parse_grade
+from retrieval.judging.pools import DEPTH, pool, top_ids
 
-GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
 MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
-DEPTH = 10  # pool depth: each system's top k
 MAX_DEPTH = 100  # the deepest pool a judge may ask for
 PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
 PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both label
-
-Pair = tuple[str, str]  # (query id, document id)
-
-
-def parse_grade(value: object) -> int:
-    """A grade as given by a person or a script: 0, 1 or 2 as an integer, an integral float (2.0)
-    or their text ("2"); a ValueError in one line for anything else (1.5, 3, -1, "two", True)."""
-    number = value
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or number not in GRADES:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-        raise ValueError(f"a grade is 0, 1 or 2 (not relevant, relevant, highly relevant), not {shown}")
-    return int(number)
-
-
-def check_judge(name: object, existing: Iterable[str] = ()) -> str:
-    """A judge's name, NFC and stripped: not empty, at most ``names.NAME_LIMIT`` characters, no
-    control or invisible character, noncharacter or lone surrogate; with ``existing`` (the judges
-    the corpus has), not one that looks like one of them without being it (``names.check_new_name``:
-    ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
-    return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
 
 
 _KNOWN_JUDGES: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
@@ -104,25 +80,6 @@ def check_depth(value: object) -> int:
     if isinstance(value, bool) or not number.is_integer() or not 1 <= number <= MAX_DEPTH:
         raise ValueError(f"the pool depth is a whole number from 1 to {MAX_DEPTH}, not {value!r}")
     return int(number)
-
-
-def top_ids(run: Run, query_id: str, k: int = DEPTH) -> list[str]:
-    """The first ``k`` distinct document ids of ``run``'s list for ``query_id`` (``[]`` if none)."""
-    return list(dict.fromkeys(d for d, _ in run.get(query_id, [])))[:k]
-
-
-def pool(runs: dict[str, Run], query_ids, k: int = DEPTH) -> dict[str, list[str]]:
-    """Each query's judging pool: every document some system ranks in its top ``k``, ordered by
-    its best (smallest) rank over the systems, then by document id (so the order does not depend
-    on the order of ``runs``). A query no system retrieves anything for has an empty pool."""
-    pools: dict[str, list[str]] = {}
-    for qid in query_ids:
-        best: dict[str, int] = {}
-        for run in runs.values():
-            for rank, doc in enumerate(top_ids(run, qid, k), 1):
-                best[doc] = min(rank, best.get(doc, rank))
-        pools[qid] = sorted(best, key=lambda d: (best[d], d))
-    return pools
 
 
 def rbo(left: list[str], right: list[str], p: float = PERSISTENCE) -> float:
@@ -239,8 +196,6 @@ class Queue:
         order aimed at the comparisons they are in (``judging_order.Focus``, then the order over
         every pair, ``Chain``), unless the queue is aimed at one pair of systems, whose aim stays.
         What joined (``Joined``), or None when every system was pooled already."""
-        from retrieval.judging import order as judging_order
-
         with self._lock:
             fresh = {name: run for name, run in runs.items() if name not in self._runs}
             if not fresh:
@@ -414,8 +369,6 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
     ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
     ``judging_order`` strategy that picks the next pair (default ``judging_order.DEFAULT``; "pool"
     for pool order), aimed at the ``interest`` pairs of systems (default: every pair)."""
-    from retrieval.judging import order as judging_order  # it builds on this module's pools
-
     query_ids = list(query_ids)
     ordered = order_queries(runs, query_ids, k, p)
     strategy = None

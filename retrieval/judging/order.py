@@ -57,7 +57,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from retrieval.data.run import Run
-from retrieval.judging.judgments import DEPTH, Pair, pool, top_ids
+from retrieval.judging.grades import Pair
+from retrieval.judging.pools import DEPTH, pool, top_ids
 
 STRATEGIES = ("depth", "mtf", "bandit", "mtc", "mtc-p", "mtc-ndcg")
 DEFAULT = "mtc-ndcg"  # chosen by bench/judging_effort.py (bench/README.md has the table)

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.judging.judgments import GRADES, check_judge
+from retrieval.judging.grades import GRADES, check_judge
 
 MAX_IMPORT_ROWS = 2_000_000  # judgments one import may hold
 DIRECT_UP_TO = 1_000  # more rows than this are staged

@@ -1,0 +1,38 @@
+"""What one judgment is made of, before any pool, queue or store: a grade (``GRADES``: 0 not
+relevant, 1 relevant, 2 highly relevant; ``parse_grade`` reads one as typed) of a (query id,
+document id) ``Pair`` by a judge whose name ``check_judge`` accepts.
+
+A leaf: the store checks the judgments it reads and writes with it (``retrieval.stored_rows``,
+``retrieval.judging.staged_writes``) without importing the judging workflow (``judgments``).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from retrieval.safe_names import check_name, check_new_name
+
+GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
+Pair = tuple[str, str]  # (query id, document id)
+
+
+def parse_grade(value: object) -> int:
+    """A grade as given by a person or a script: 0, 1 or 2 as an integer, an integral float (2.0)
+    or their text ("2"); a ValueError in one line for anything else (1.5, 3, -1, "two", True)."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or number not in GRADES:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ValueError(f"a grade is 0, 1 or 2 (not relevant, relevant, highly relevant), not {shown}")
+    return int(number)
+
+
+def check_judge(name: object, existing: Iterable[str] = ()) -> str:
+    """A judge's name, NFC and stripped: not empty, at most ``names.NAME_LIMIT`` characters, no
+    control or invisible character, noncharacter or lone surrogate; with ``existing`` (the judges
+    the corpus has), not one that looks like one of them without being it (``names.check_new_name``:
+    ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
+    return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
