@@ -82,18 +82,10 @@ def main(argv=None) -> int:
         return _main(argv)
 
 
-def _main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        cfg = TrainConfig.from_mapping({k: v for k, v in vars(args).items() if k not in NOT_CONFIG})
-        dataset = load_dataset(args.dataset)
-        store = Store(args.store or default_store_path())
-    except (DataError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+def _progress_bar(bars: dict):
+    """``run_training``'s progress callback: one tqdm bar on stderr per stage, the last one open in ``bars``
+    (closed by the caller)."""
     from tqdm.auto import tqdm
-
-    bars: dict[str, tqdm] = {}  # the one open bar, under its stage's name
 
     def progress(p) -> None:
         bar = bars.get(p.stage)
@@ -106,9 +98,22 @@ def _main(argv=None) -> int:
         bar.n = p.step
         bar.refresh()
 
+    return progress
+
+
+def _main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = TrainConfig.from_mapping({k: v for k, v in vars(args).items() if k not in NOT_CONFIG})
+        dataset = load_dataset(args.dataset)
+        store = Store(args.store or default_store_path())
+    except (DataError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    bars: dict = {}  # the one open bar, under its stage's name
     try:
         result = run_training(dataset, cfg, args.out, args.model, store, args.split, args.cold_start,
-                              on_progress=progress, evaluate=not args.no_eval)
+                              on_progress=_progress_bar(bars), evaluate=not args.no_eval)
     except Cancelled as err:
         print(f"cancelled: {err}", file=sys.stderr)
         return 1
@@ -122,6 +127,13 @@ def _main(argv=None) -> int:
     finally:
         for b in bars.values():
             b.close()
+    _print_result(result)
+    return 0
+
+
+def _print_result(result) -> None:
+    """Where the model went, any resumption, the verdict, each system's metrics with their intervals and the
+    paired tests of fine-tuned against base."""
     print(f"{result.plan_note}; device {result.device}; {result.seconds:.0f} s; model saved to {result.model_path}")
     for line in result.stages:
         if line.startswith("resumed after"):
@@ -142,4 +154,3 @@ def _main(argv=None) -> int:
             for k, v in ps.items()))
     if result.metrics:
         print("[low, high]: 95% intervals over the evaluated queries (percentile bootstrap; Δ paired)")
-    return 0

@@ -33,7 +33,7 @@ from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from training.pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from training.poly import has_poly_attention, make_portable
-from training.trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, load_trainable
+from training.trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, TrainResult, load_trainable
 
 
 @dataclass
@@ -242,6 +242,46 @@ def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | 
     return f"refit on all {queries} train queries for {refit_cfg.epochs} epoch{'s' if refit_cfg.epochs != 1 else ''}"
 
 
+def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model: str | None, model, common: dict,
+                    on_epoch) -> tuple[TrainResult, HeldOutSelector | None, str, TrainedOn | None]:
+    """The labelled stage, from ``model`` (the first stage's, or None: the base), with its held-out
+    check when ``cfg.holdout`` has queries to hold out, and a refit when asked. Returns (what was
+    trained, the held-out selector or None, the verdict line, the queries the exported model saw or
+    None when the base is exported)."""
+    on_progress, cancel, checkpoints = common["on_progress"], common["cancel"], common["checkpoint_dir"]
+    selector, verdict, trained_on = None, "", None  # the held-out check, what it kept, the queries seen
+    train_data, epoch_hook = plan.dataset, on_epoch
+    labelled = len(plan.dataset.qrels.get(plan.train_split, {}))
+    check = bool(cfg.holdout) and labelled >= MIN_LABELLED  # else nothing to hold out: it trains on all
+    start = copy.deepcopy(model) if model is not None and check and cfg.refit else model  # refit's start
+    if check:
+        train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
+        epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
+            m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
+    pairs = labelled_pairs(train_data, plan.train_split)
+    trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
+                      hook_state=selector, **{**common, "checkpoint_dir": checkpoints / "train"})
+    trainer.resume()  # a resumed run brings the selector's scores back with it
+    if selector is not None and not selector.started:
+        selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress,
+                                                                 cancel))
+    trained = trainer.train()
+    if selector is not None:
+        kept = selector.selection.chosen
+        if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
+            trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
+        verdict = selector.describe()
+        if cfg.refit and kept["stage"] != "base":
+            verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch})
+    elif cfg.holdout:
+        verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
+    if verdict:
+        trained.stages.append(verdict)
+    if selector is None or selector.best_state is not None:  # else the base is exported: it saw no query
+        trained_on = _trained_on(plan, selector, ws_base.query_max_space)
+    return trained, selector, verdict, trained_on
+
+
 def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                  on_progress: Callable[[TrainingProgress], None] | None = None,
@@ -274,35 +314,8 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         model = pre.model
     selector, verdict, trained_on = None, "", None  # the held-out check, what it kept, the queries seen
     if has_labels:
-        train_data, epoch_hook = plan.dataset, on_epoch
-        labelled = len(plan.dataset.qrels.get(plan.train_split, {}))
-        check = bool(cfg.holdout) and labelled >= MIN_LABELLED  # else nothing to hold out: it trains on all
-        start = copy.deepcopy(model) if model is not None and check and cfg.refit else model  # refit's start
-        if check:
-            train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
-            epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
-                m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
-        pairs = labelled_pairs(train_data, plan.train_split)
-        trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
-                          hook_state=selector, **{**common, "checkpoint_dir": checkpoints / "train"})
-        trainer.resume()  # a resumed run brings the selector's scores back with it
-        if selector is not None and not selector.started:
-            selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress,
-                                                                     cancel))
-        trained = trainer.train()
-        if selector is not None:
-            kept = selector.selection.chosen
-            if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
-                trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
-            verdict = selector.describe()
-            if cfg.refit and kept["stage"] != "base":
-                verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch})
-        elif cfg.holdout:
-            verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
-        if verdict:
-            trained.stages.append(verdict)
-        if selector is None or selector.best_state is not None:  # else the base is exported: it saw no query
-            trained_on = _trained_on(plan, selector, ws_base.query_max_space)
+        trained, selector, verdict, trained_on = _train_labelled(plan, cfg, ws_base, base_model, model, common,
+                                                                 on_epoch)
         if cfg.pretrain:
             trained.losses, trained.epoch_losses = pre.losses + trained.losses, pre.epoch_losses + trained.epoch_losses
             trained.seconds += pre.seconds

@@ -489,6 +489,18 @@ def publish_judge(store: Store, ws: Workspace, judge: str | None, viewer: Viewer
             "Runs, Failures, the labels applied). Only this session grades under the name.")
 
 
+def _key_action(ws: Workspace, store: Store, judge: str, shown_: dict, action: str, k: int, method: str, size: int,
+                seed: int, aim: str, viewer: Viewer) -> tuple[Queue, int | None]:
+    """What a key or button of the judging panel does to the pair on show (``shown_``): a grade (``action``
+    "0", "1" or "2") stored, or skip, previous or next; returns the queue and the position to show."""
+    if action in ("0", "1", "2"):
+        return grade_pair(ws, store, judge, shown_["query_id"], shown_["doc_id"], int(action), k, method, size, seed,
+                          aim, viewer)
+    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer)
+    here = shown_["position"]
+    return q, (q.next_unjudged(here) if action == "skip" else q.step(here, action == "next"))
+
+
 @dataclass
 class JudgeView:
     apply: gr.Button  # "use the judgments in every view" (wired by the shell: it switches the workspace)
@@ -579,16 +591,9 @@ def build(ctx: Context) -> JudgeView:
         again before the pair on screen has changed is dropped, never applied to that pair."""
         if not shown_ or shown_.get("position") is None:
             raise refuse("start judging first")
-        action = evt.target.elem_id.removeprefix("judge-")
         ws = ctx.workspace(key)
-        if action in ("0", "1", "2"):
-            q, to = grade_pair(ws, ctx.registry.store, judge_, shown_["query_id"], shown_["doc_id"], int(action), k,
-                               method_, size_, seed_, aim_, viewer(request))
-        else:
-            q = judging_queue(ws, ctx.registry.store, judge_, k, method_, size_, seed_, aim=aim_,
-                              viewer=viewer(request))
-            here = shown_["position"]
-            to = q.next_unjudged(here) if action == "skip" else q.step(here, action == "next")
+        q, to = _key_action(ws, ctx.registry.store, judge_, shown_, evt.target.elem_id.removeprefix("judge-"), k,
+                            method_, size_, seed_, aim_, viewer(request))
         return render(key, q, to, reveal_)
 
     def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0,

@@ -126,6 +126,40 @@ def _book_judges(header: list[str], read_cols: tuple[int, ...], existing, displa
     return judges
 
 
+def _refuse_unnamed(cells: list[str], judges: dict[int, str], read_cols: tuple[int | None, ...], display: str,
+                    lineno: int) -> None:
+    """In the book layout, a grade in a column the header gives no judge would be lost: refused."""
+    unnamed = next((i for i, c in enumerate(cells) if c.strip() and i not in judges and i not in read_cols), None)
+    if unnamed is not None:
+        raise DataError(f"a value in column {unnamed + 1}, which the header names no judge of: {ACCEPTED}",
+                        display, lineno)
+
+
+def _query_id(cell, q_id: int | None, q_text: int | None, dataset: Dataset, by_text: dict[str, str], display: str,
+              lineno: int) -> str:
+    """The row's query id in ``dataset`` (as written, else in NFC), from its id column or else its text's."""
+    if q_id is None:
+        text = cell(q_text)
+        qid = by_text.get(text, "")
+        if not qid:
+            raise DataError(f"query {shown(text)} is not a query of {dataset.name} (add it first)", display,
+                            lineno)
+    else:
+        qid = cell(q_id)
+        if qid not in dataset.queries and normal_id(qid) not in dataset.queries:
+            raise DataError(f"query id {shown(qid)} is not in {dataset.name}", display, lineno)
+    return qid if qid in dataset.queries else normal_id(qid)
+
+
+def _doc_id(doc_id: str, dataset: Dataset, display: str, lineno: int) -> str:
+    """The row's document id in ``dataset``: as written, else in NFC."""
+    if doc_id not in dataset.docs:
+        if normal_id(doc_id) not in dataset.docs:
+            raise DataError(f"document {shown(doc_id)} is not in {dataset.name}", display, lineno)
+        doc_id = normal_id(doc_id)
+    return doc_id
+
+
 def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: str | None = None,
          existing: Iterable[str] = ()) -> Judgments:
     """Every judgment in the file (module docstring), checked against ``dataset``; ``judge`` names
@@ -158,27 +192,10 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     first: dict[tuple[str, str, str], tuple[int, int]] = {}  # (query, document, judge) -> (grade, line)
     for lineno, cells in rows:
         cell = _cells(cells, plain)
-        if judges:  # a grade in a column the header gives no judge would be lost: refused
-            unnamed = next((i for i, c in enumerate(cells) if c.strip() and i not in judges
-                            and i not in (q_id, q_text, doc)), None)
-            if unnamed is not None:
-                raise DataError(f"a value in column {unnamed + 1}, which the header names no judge of: {ACCEPTED}",
-                                display, lineno)
-        qid = cell(q_id) if q_id is not None else ""
-        if q_id is None:
-            text = cell(q_text)
-            qid = by_text.get(text, "")
-            if not qid:
-                raise DataError(f"query {shown(text)} is not a query of {dataset.name} (add it first)", display,
-                                lineno)
-        elif qid not in dataset.queries and normal_id(qid) not in dataset.queries:
-            raise DataError(f"query id {shown(qid)} is not in {dataset.name}", display, lineno)
-        qid = qid if qid in dataset.queries else normal_id(qid)
-        doc_id = cell(doc)
-        if doc_id not in dataset.docs:
-            if normal_id(doc_id) not in dataset.docs:
-                raise DataError(f"document {shown(doc_id)} is not in {dataset.name}", display, lineno)
-            doc_id = normal_id(doc_id)
+        if judges:
+            _refuse_unnamed(cells, judges, (q_id, q_text, doc), display, lineno)
+        qid = _query_id(cell, q_id, q_text, dataset, by_text, display, lineno)
+        doc_id = _doc_id(cell(doc), dataset, display, lineno)
         graded = {judges[i]: cell(i) for i in judges if cell(i)} if judges else \
             {cell(judge_col) if judge_col is not None else default_judge: cell(grade_col)}
         for who, value in graded.items():

@@ -5,6 +5,7 @@ Labels that point nowhere are dropped with a counted warning, never silently.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.data.dataset import Document, Qrels
@@ -113,58 +114,87 @@ def split_key(split: str) -> tuple[int, str]:
     return SPLIT_ORDER.get(split, len(SPLIT_ORDER)), split
 
 
-def attach_qrels(split: str, display: str, raw: Qrels, docs: Mapping[str, Document],
-                 skipped_docs: Skipped, queries: Mapping[str, str], skipped_queries: Skipped,
-                 report: LoadReport) -> Qrels:
-    """Keep the labels whose query and document were loaded; warn about the rest, counted."""
+@dataclass
+class _Dropped:
+    """What ``attach_qrels`` left out, counted, with a few example ids of each kind."""
+    unknown_q: int = 0  # labels of a query id not in the queries
+    skipped_q: int = 0  # labels of a query skipped for empty text
+    unknown_d: int = 0  # labels of a document id not in the corpus
+    skipped_d: int = 0  # labels of a document skipped for empty text
+    emptied: int = 0  # queries with no label left
+    ex_q: list[str] = field(default_factory=list)
+    ex_d: list[str] = field(default_factory=list)
+
+
+def _kept_docs(row: Mapping[str, int], docs: Mapping[str, Document], skipped_docs: Skipped,
+               dropped: _Dropped) -> dict[str, int]:
+    """The labels of one query whose document was loaded; the rest counted in ``dropped``."""
+    new = {}
+    for docid, rel in row.items():
+        if docid in docs:
+            new[docid] = rel
+        elif docid in skipped_docs:
+            dropped.skipped_d += 1
+        else:
+            dropped.unknown_d += 1
+            if len(dropped.ex_d) < EXAMPLES:
+                dropped.ex_d.append(docid)
+    return new
+
+
+def _keep(raw: Qrels, docs: Mapping[str, Document], skipped_docs: Skipped, queries: Mapping[str, str],
+          skipped_queries: Skipped) -> tuple[Qrels, _Dropped]:
+    """The labels whose query and document were loaded, and what was left out."""
     kept: Qrels = {}
-    unknown_q = skipped_q = unknown_d = skipped_d = emptied = 0
-    ex_q: list[str] = []
-    ex_d: list[str] = []
+    dropped = _Dropped()
     doc_keys = docs.keys()
     for qid, row in raw.items():
         if qid not in queries:
             if qid in skipped_queries:
-                skipped_q += len(row)
+                dropped.skipped_q += len(row)
             else:
-                unknown_q += len(row)
-                if len(ex_q) < EXAMPLES:
-                    ex_q.append(qid)
+                dropped.unknown_q += len(row)
+                if len(dropped.ex_q) < EXAMPLES:
+                    dropped.ex_q.append(qid)
             continue
         if row.keys() <= doc_keys:
             kept[qid] = row
             continue
-        new = {}
-        for docid, rel in row.items():
-            if docid in docs:
-                new[docid] = rel
-            elif docid in skipped_docs:
-                skipped_d += 1
-            else:
-                unknown_d += 1
-                if len(ex_d) < EXAMPLES:
-                    ex_d.append(docid)
+        new = _kept_docs(row, docs, skipped_docs, dropped)
         if new:
             kept[qid] = new
         else:
-            emptied += 1
-    if unknown_q:
-        if not queries and not skipped_queries:
-            report.warn(f"no queries were loaded, so the {count(unknown_q, 'label')} of split "
+            dropped.emptied += 1
+    return kept, dropped
+
+
+def _warn_dropped(dropped: _Dropped, split: str, display: str, nothing_loaded: bool, report: LoadReport) -> None:
+    """One counted warning per kind of label left out."""
+    if dropped.unknown_q:
+        if nothing_loaded:
+            report.warn(f"no queries were loaded, so the {count(dropped.unknown_q, 'label')} of split "
                         f"'{split}' cannot be used; dropped", display)
         else:
-            report.warn(_dropped(unknown_q, "point", f"query ids that are not in the queries "
-                                                     f"(e.g. {_quote(ex_q)})"), display)
-    if skipped_q:
-        report.warn(_dropped(skipped_q, "belong", "queries skipped for empty text"), display)
-    if unknown_d:
-        report.warn(_dropped(unknown_d, "point", f"document ids that are not in the corpus "
-                                                 f"(e.g. {_quote(ex_d)})"), display)
-    if skipped_d:
-        report.warn(_dropped(skipped_d, "point", "documents skipped for empty text"), display)
-    if emptied:
-        report.warn(f"{count(emptied, 'query', 'queries')} with no label left dropped from "
+            report.warn(_dropped(dropped.unknown_q, "point", f"query ids that are not in the queries "
+                                                             f"(e.g. {_quote(dropped.ex_q)})"), display)
+    if dropped.skipped_q:
+        report.warn(_dropped(dropped.skipped_q, "belong", "queries skipped for empty text"), display)
+    if dropped.unknown_d:
+        report.warn(_dropped(dropped.unknown_d, "point", f"document ids that are not in the corpus "
+                                                         f"(e.g. {_quote(dropped.ex_d)})"), display)
+    if dropped.skipped_d:
+        report.warn(_dropped(dropped.skipped_d, "point", "documents skipped for empty text"), display)
+    if dropped.emptied:
+        report.warn(f"{count(dropped.emptied, 'query', 'queries')} with no label left dropped from "
                     f"split '{split}'", display)
+
+
+def attach_qrels(split: str, display: str, raw: Qrels, docs: Mapping[str, Document],
+                 skipped_docs: Skipped, queries: Mapping[str, str], skipped_queries: Skipped,
+                 report: LoadReport) -> Qrels:
+    """Keep the labels whose query and document were loaded; warn about the rest, counted."""
+    kept, dropped = _keep(raw, docs, skipped_docs, queries, skipped_queries)
+    _warn_dropped(dropped, split, display, not queries and not skipped_queries, report)
     if not raw:
         report.warn(f"split '{split}' has no labels; left out", display)
     elif not kept:

@@ -255,64 +255,63 @@ class Milvus:
         name, props = self._collection("dense", corpus, {"model": encoder.fingerprint, "index": kind})
 
         def create(name: str, properties: dict) -> None:
-            from pymilvus import DataType
+            self._create_vectors(name, properties, corpus, encoder, kind)
 
-            schema = self.client.create_schema(auto_id=False, description=f"RankScope vectors of {encoder.name}")
-            self._fields(schema, corpus.doc_ids)
-            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=encoder.dim)
-            index = self.client.prepare_index_params()
-            if kind == "hnsw":
-                index.add_index("vector", index_type="HNSW", metric_type="IP", params={**HNSW, "params": HNSW})
-            else:
-                index.add_index("vector", index_type="FLAT", metric_type="IP")
-            self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
-
-        n = len(corpus.doc_ids)
         from_store = encoded = 0
         if self._open(name, props, create):
             from_store = len(set(corpus.texts))  # distinct texts, as counted when loaded
         else:
-            present = self._present(name, corpus.doc_ids)
-            from_store = len(present)
-            rows: dict[str, list[int]] = {}
-            for i, d in enumerate(corpus.doc_ids):
-                if d not in present:
-                    rows.setdefault(text_hash(corpus.texts[i]), []).append(i)
-            done = n - sum(len(r) for r in rows.values())
-            if progress:
-                progress(done, n)
-
-            def insert(hashes: list[str], vecs) -> None:
-                batch = [{"doc_id": corpus.doc_ids[i], "vector": np.asarray(v, dtype=np.float32).tolist()}
-                         for h, v in zip(hashes, vecs) for i in rows[h]]
-                for start in range(0, len(batch), INSERT_BATCH):
-                    self.client.insert(name, batch[start:start + INSERT_BATCH])
-
-            cached = store.get_embeddings(encoder.fingerprint, list(rows)) if store is not None else {}
-            if cached:
-                insert(list(cached), list(cached.values()))
-                from_store += len(cached)
-                done += sum(len(rows[h]) for h in cached)
-                if progress:
-                    progress(done, n)
-            missing = sorted((h for h in rows if h not in cached), key=lambda h: -len(corpus.texts[rows[h][0]]))
-            for start in range(0, len(missing), COMMIT_EVERY):
-                part = missing[start:start + COMMIT_EVERY]
-                before = done
-
-                def report(k: int, _total: int, before=before, part=part) -> None:
-                    if progress:
-                        progress(before + sum(len(rows[h]) for h in part[:k]), n)
-
-                vecs = encoder.encode([corpus.texts[rows[h][0]] for h in part], progress=report)
-                insert(part, vecs)
-                encoded += len(part)
-                done = before + sum(len(rows[h]) for h in part)
+            from_store, encoded = self._fill_vectors(name, corpus, encoder, store, progress)
             if indexing:
                 indexing()
             self._complete(name)
         index = MilvusVectors(self.client, name, corpus.doc_ids, kind, encoder.dim)
         return Indexed(index, from_store, encoded)
+
+    def _create_vectors(self, name: str, properties: dict, corpus, encoder: Encoder, kind: str) -> None:
+        """An empty vector collection for ``encoder``'s vectors, indexed flat or HNSW (inner product)."""
+        from pymilvus import DataType
+
+        schema = self.client.create_schema(auto_id=False, description=f"RankScope vectors of {encoder.name}")
+        self._fields(schema, corpus.doc_ids)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=encoder.dim)
+        index = self.client.prepare_index_params()
+        if kind == "hnsw":
+            index.add_index("vector", index_type="HNSW", metric_type="IP", params={**HNSW, "params": HNSW})
+        else:
+            index.add_index("vector", index_type="FLAT", metric_type="IP")
+        self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
+
+    def _fill_vectors(self, name: str, corpus, encoder: Encoder, store: Store | None,
+                      progress) -> tuple[int, int]:
+        """Insert the vectors collection ``name`` lacks: the store's cached embeddings first, then the
+        rest encoded ``COMMIT_EVERY`` distinct texts at a time (longest first), each part inserted
+        before the next is encoded. Returns (texts present or taken from the store, texts encoded)."""
+        n = len(corpus.doc_ids)
+        present = self._present(name, corpus.doc_ids)
+        rows: dict[str, list[int]] = {}  # text hash -> the rows of the documents lacking it
+        for i, d in enumerate(corpus.doc_ids):
+            if d not in present:
+                rows.setdefault(text_hash(corpus.texts[i]), []).append(i)
+        done = n - sum(len(r) for r in rows.values())
+        if progress:
+            progress(done, n)
+
+        def insert(hashes: list[str], vecs) -> None:
+            batch = [{"doc_id": corpus.doc_ids[i], "vector": np.asarray(v, dtype=np.float32).tolist()}
+                     for h, v in zip(hashes, vecs) for i in rows[h]]
+            for start in range(0, len(batch), INSERT_BATCH):
+                self.client.insert(name, batch[start:start + INSERT_BATCH])
+
+        cached = store.get_embeddings(encoder.fingerprint, list(rows)) if store is not None else {}
+        if cached:
+            insert(list(cached), list(cached.values()))
+            done += sum(len(rows[h]) for h in cached)
+            if progress:
+                progress(done, n)
+        missing = sorted((h for h in rows if h not in cached), key=lambda h: -len(corpus.texts[rows[h][0]]))
+        encoded = _encode_parts(missing, rows, corpus.texts, encoder, insert, done, n, progress)
+        return len(present) + len(cached), encoded
 
     # ---- learned sparse vectors ------------------------------------------------------------
     def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> MilvusSparse:
@@ -368,6 +367,26 @@ class Milvus:
         for name in names:
             self.client.drop_collection(name)
         return len(names)
+
+
+def _encode_parts(missing: list[str], rows: dict[str, list[int]], texts: list[str], encoder: Encoder, insert,
+                  done: int, n: int, progress) -> int:
+    """Encode the texts of ``missing`` (hashes) ``COMMIT_EVERY`` at a time, each part inserted before
+    the next is encoded, progress counted in documents from ``done`` of ``n``; returns how many."""
+    encoded = 0
+    for start in range(0, len(missing), COMMIT_EVERY):
+        part = missing[start:start + COMMIT_EVERY]
+        before = done
+
+        def report(k: int, _total: int, before=before, part=part) -> None:
+            if progress:
+                progress(before + sum(len(rows[h]) for h in part[:k]), n)
+
+        vecs = encoder.encode([texts[rows[h][0]] for h in part], progress=report)
+        insert(part, vecs)
+        encoded += len(part)
+        done = before + sum(len(rows[h]) for h in part)
+    return encoded
 
 
 class _Recent:
