@@ -19,7 +19,7 @@ _WHERE = {  # name -> the module that defines it
     "DataError": "retrieval.errors", "LoadReport": "retrieval.errors",
     "DenseNotReady": "retrieval.index.background_build", "EncodingStatus": "retrieval.index.background_build",
     "Store": "retrieval.store",
-    "SYSTEMS": "retrieval.workspace", "Workspace": "retrieval.workspace",
+    "SYSTEMS": "retrieval.systems", "Workspace": "retrieval.workspace",
 }
 
 __all__ = ["DenseNotReady", "EncodingStatus", "Dataset", "Document", "DataError", "LoadReport", "load_dataset",
@@ -40,6 +40,17 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
+def _keep_compiled() -> None:
+    """numba's compiled kernels (ranx, UMAP, bm25s) kept in RankScope's cache folder
+    (``evaluation.numba_guard.keep_compiled``): set before anything imports numba."""
+    from retrieval.evaluation.numba_guard import keep_compiled
+
+    keep_compiled()
+
+
+_keep_compiled()
+
+
 if TYPE_CHECKING:  # what type checkers and editors see
     from retrieval.data.dataset import Dataset, Document
     from retrieval.data.readers import load_dataset, load_files
@@ -47,4 +58,5 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from retrieval.errors import DataError, LoadReport
     from retrieval.index.background_build import DenseNotReady, EncodingStatus
     from retrieval.store import Store
-    from retrieval.workspace import SYSTEMS, Workspace
+    from retrieval.systems import SYSTEMS
+    from retrieval.workspace import Workspace

@@ -79,14 +79,14 @@ def scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
 def _ranked_labels(run: Run, qrels: Qrels, qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(queries × longest list matrix of each ranked document's integer label, 0 past a list's end;
     each list's length), the lists ranked by score, best first, equal scores in list order."""
-    labels, scores_, lengths = [], [], []
+    labels, scores_, sizes = [], [], []
     for q in qids:
         hits = dict(run[q])  # one place per document: its first, with its last score
         judged = {d: int(v) for d, v in qrels.get(q, {}).items()}
         labels.append(np.array([judged.get(d, 0) for d in hits], dtype=np.float64))
         scores_.append(np.fromiter(hits.values(), dtype=np.float64, count=len(hits)))
-        lengths.append(len(hits))
-    lengths = np.asarray(lengths, dtype=np.int64)
+        sizes.append(len(hits))
+    lengths = np.asarray(sizes, dtype=np.int64)
     row = np.repeat(np.arange(len(qids)), lengths)
     order = np.lexsort((-np.concatenate(scores_), row))  # by query, then score descending; stable
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
@@ -148,15 +148,16 @@ def judged(run: Run, qrels: Qrels, k: int) -> dict[str, float]:
     ranked = [q for q in qrels if run.get(q)]
     if not ranked:
         return out
-    docs, scores_, lengths = [], [], []
+    docs: list[str] = []
+    scores_, sizes = [], []
     for q in ranked:
         hits = dict(run[q])
         docs.extend(hits)
         scores_.append(np.fromiter(hits.values(), dtype=np.float64, count=len(hits)))
-        lengths.append(len(hits))
-    lengths = np.asarray(lengths, dtype=np.int64)
+        sizes.append(len(hits))
+    lengths = np.asarray(sizes, dtype=np.int64)
     row = np.repeat(np.arange(len(ranked)), lengths)
-    ids = np.asarray(docs, dtype=str)
+    ids = np.array(docs, dtype=np.str_)
     order = np.lexsort((ids, -np.concatenate(scores_), row))  # by query, score descending, then id
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     top = order[(np.arange(len(order)) - starts[row]) < k]  # rows stay grouped: the first k of each
@@ -171,11 +172,12 @@ def ranx_scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
     """metric -> query id -> value by ranx itself (any name ranx knows; ``p@k`` as ``precision@k``),
     for every query of ``qrels``, a query with an empty or absent list scoring 0: what ``scores``
     reproduces, and the path for the names it does not compute."""
+    from retrieval.evaluation.numba_guard import NUMBA_LOCK, keep_compiled
+
+    keep_compiled()  # before ranx imports numba: its kernels compiled once, then loaded (numba_guard)
     from ranx import Qrels as RQrels
     from ranx import Run as RRun
     from ranx import evaluate
-
-    from retrieval.evaluation.numba_guard import NUMBA_LOCK
 
     metrics = list(metrics)
     names = ["precision" + m[1:] if m == "p" or m.startswith("p@") else m for m in metrics]
