@@ -93,7 +93,7 @@ def number(value: float | int) -> str:
 
 
 def _cell(value) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, bool):
+    if isinstance(value, (int, float)):  # bool included: number() writes true / false
         text = number(value)
     elif value is None:
         text = "—"
@@ -139,8 +139,8 @@ def render_data(data, depth: int = 0, limit: int = 60) -> list[str]:
             deeper = [(i, r) for i, r in enumerate(data[:limit]) if any(not _scalar(v) for v in r.values())]
             if deeper and depth < 2:
                 for i, r in deeper:
-                    lines += [f"*item {i + 1}:*", ""] + render_data({k: v for k, v in r.items() if not _scalar(v)},
-                                                                    depth + 1, limit)
+                    sub = render_data({k: v for k, v in r.items() if not _scalar(v)}, depth + 1, limit)
+                    lines += [f"*item {i + 1}:*", "", *sub] if any(line.strip() for line in sub) else []
             return lines
         return ["`" + _cell(data[:limit]) + "`", ""]
     scalars = {k: v for k, v in data.items() if _scalar(v)}
@@ -154,10 +154,13 @@ def render_data(data, depth: int = 0, limit: int = 60) -> list[str]:
         lines += _table(["", *columns], [[k, *(v.get(c) for c in columns)] for k, v in list(records.items())[:limit]])
         nested = {k: v for k, v in nested.items() if k not in records}
     for key, value in nested.items():
+        if not value:
+            continue
         if depth >= 3:
             lines += [f"**{_cell(key)}**: `{_cell(value)}`", ""]
         else:
-            lines += [f"**{_cell(key)}**", ""] + render_data(value, depth + 1, limit)
+            sub = render_data(value, depth + 1, limit)
+            lines += [f"**{_cell(key)}**", "", *sub] if any(line.strip() for line in sub) else []
     return lines
 
 
