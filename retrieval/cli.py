@@ -1,6 +1,6 @@
 """Command line: ``python -m retrieval evaluate|info|search|failures ...``.
 
-    python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid]
+    python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid,...]
         [--run FILE[=NAME] ...] [--model PATH_OR_ID] [--json FILE] [--run-dir DIR] [--no-ci]
 
 prints a metrics table, each mean with its 95% interval over the queries (percentile bootstrap,
@@ -53,12 +53,14 @@ from retrieval.judging.coverage import coverages, from_judging, gated_marks, jud
 from retrieval.judging.staged_writes import MAX_IMPORT_ROWS
 from retrieval.safe_names import file_name
 from retrieval.store import Store, default_store_path
-from retrieval.systems import HYBRID, SYSTEMS, label
+from retrieval.systems import HYBRID, keys, label
+from retrieval.systems import shown as shown_by_default
 from retrieval.systems.clear_lambda import shown
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.workspace import Workspace
 
+LABEL_WIDTH = 24  # the system column of the metrics table, at the least (a longer label widens it)
 
 def _progress(fraction: float, what: str) -> None:
     print(f"\r  {what} ({fraction:.0%})", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
@@ -93,13 +95,14 @@ def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str
     were pooled to, a metric that reads deeper is "n/m (pool depth 10)" (``coverage.measurable``)."""
     metrics = [m for m in TABLE_METRICS if any(m in r for r in results.values())]
     width = 24 if intervals else 13
-    header = f"{'system':<24}" + "".join(f"{m:>{width}}" for m in metrics)
+    names = max([LABEL_WIDTH, *(len(label(s)) + 2 for s in results)])  # every label whole, two spaces after
+    header = f"{'system':<{names}}" + "".join(f"{m:>{width}}" for m in metrics)
     lines = [header, "-" * len(header)]
     for system, row in results.items():
         bounds = (intervals or {}).get(system, {})
         cells = "".join(f"{cell(row.get(m), marks.get(system, {}).get(m, ''), bounds.get(m)):>{width}}"
                         if measurable(m, pool) else f"{f'n/m (pool depth {pool})':>{width}}" for m in metrics)
-        lines.append(f"{label(system):<24}{cells}")
+        lines.append(f"{label(system):<{names}}{cells}")
     return "\n".join(lines)
 
 
@@ -149,15 +152,25 @@ def import_runs(ws: Workspace, values: list[str]) -> list[str]:
     return names
 
 
-def evaluated_systems(args, ws: Workspace) -> list[str]:
-    """``--systems``, then the ``--run`` names not already listed; an unknown name is a ValueError."""
-    imported = import_runs(ws, args.run or [])
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+def listed_systems(ws: Workspace, listed: str | None, imported=()) -> list[str]:
+    """The systems ``--systems`` lists (None: those shown by default, ``retrieval.systems.shown``),
+    then the ``imported`` run names not already listed; an unknown name is a ValueError."""
+    systems = [s.strip() for s in listed.split(",") if s.strip()] if listed is not None else list(shown_by_default())
     systems += [name for name in imported if name not in systems]
     unknown = [s for s in systems if s not in ws.system_names]
     if unknown:
         raise ValueError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ws.system_names)}")
     return systems
+
+
+def evaluated_systems(args, ws: Workspace) -> list[str]:
+    """``--systems``, then the ``--run`` names not already listed; an unknown name is a ValueError."""
+    return listed_systems(ws, args.systems, import_runs(ws, args.run or []))
+
+
+def systems_help() -> str:
+    """``--systems``' help: the registered systems, and the default (those shown by default)."""
+    return f"comma-separated, of {','.join(keys())} (default: {','.join(shown_by_default())})"
 
 
 def _split_of(ds: Dataset, wanted: str | None) -> str:
@@ -307,8 +320,10 @@ def cmd_judges(args) -> int:
 
 def cmd_search(args) -> int:
     ds, ws = _open(args)
-    _build_dense(ws)
-    results = ws.search_one(args.query, k=args.k, eval_split=ds.default_split())
+    systems = listed_systems(ws, args.systems)
+    if any(ws.system(s).needs.vectors for s in systems):
+        _build_dense(ws)
+    results = ws.search_one(args.query, systems, k=args.k, eval_split=ds.default_split())
     for system, hits in results.items():
         print(f"\n{label(system)}")
         for rank, (doc, score) in enumerate(hits, 1):
@@ -527,10 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--no-store", action="store_true", help="compute everything, cache nothing")
             engine_arg(sp)
 
-    ev = sub.add_parser("evaluate", help="metrics of BM25 / dense / hybrid on a labelled split")
+    ev = sub.add_parser("evaluate", help="metrics of the systems (BM25, dense, hybrid, ...) on a labelled split")
     common(ev)
     ev.add_argument("--split", default=None, help="labels split (default: test, else the first)")
-    ev.add_argument("--systems", default="bm25,dense,hybrid", help=f"comma-separated: {','.join(SYSTEMS)}")
+    ev.add_argument("--systems", default=None, help=systems_help())
     ev.add_argument("--run", action="append", metavar="FILE[=NAME]",
                     help="a run file of another system (TREC 'qid Q0 docid rank score tag' or ranx JSON), "
                          "evaluated beside the others under NAME (default: its TREC tag or file stem); repeatable")
@@ -566,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(se)
     se.add_argument("query")
     se.add_argument("-k", type=int, default=10)
+    se.add_argument("--systems", default=None, help=systems_help())
     se.set_defaults(func=cmd_search)
     fa = sub.add_parser("failures", help="the failure gallery as one self-contained HTML report")
     common(fa)
@@ -582,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("--replace", action="store_true", help="replace the snapshot --name that the command line took "
                     "(never another maker's, never the baseline)")
     sn.add_argument("--split", default=None, help="labels split (default: test, else the first)")
-    sn.add_argument("--systems", default="bm25,dense,hybrid", help=f"comma-separated: {','.join(SYSTEMS)}")
+    sn.add_argument("--systems", default=None, help=systems_help())
     sn.add_argument("--run", action="append", metavar="FILE[=NAME]", help="a run file to keep too (repeatable)")
     sn.add_argument("--baseline", action="store_true", help="mark this snapshot the corpus's baseline")
     sn.add_argument("--list", action="store_true", help="list the corpus's snapshots (* the baseline, who took "

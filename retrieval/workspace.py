@@ -4,9 +4,12 @@ This is the one object the CLI, the app and the benchmarks share. Everything exp
 lazily and cached: embeddings in the store by (model fingerprint, text hash); runs and metrics by
 (data set hash, system, parameters, split, depth).
 
-Its systems (``retrieval.systems``) are the built-in ``SYSTEMS`` and the runs imported from files
+Its systems (``retrieval.systems``) are the registered built-ins and the runs imported from files
 (``add_run``): each is an object that ranks over this workspace's data and indexes, and the
-workspace caches what it gives; nothing here depends on which system it is.
+workspace caches what it gives; nothing here depends on which system it is. What a system builds
+it keeps in a slot here (``system_state``, per corpus or per workspace: ``retrieval.systems.state``),
+an index built in the background included (``background_build``); ``start_builds`` starts every
+background build the registered systems wait for.
 """
 from __future__ import annotations
 
@@ -31,9 +34,10 @@ from retrieval.index.tokenize import Tokenizer
 from retrieval.progress import Progress, counting
 from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
-from retrieval.systems import BASE_SYSTEMS, SYSTEMS, Imported, Probe, System
+from retrieval.systems import BASE_SYSTEMS, Imported, Probe, System
 from retrieval.systems import hybrid as hybrid_system
 from retrieval.systems.clear_lambda import LambdaChoice, LambdaFit
+from retrieval.systems.state import CORPUS, SCOPES, Slots
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
@@ -62,7 +66,8 @@ class Workspace:
         self._bm25: BM25Index | None = None  # in-process: explanations, training (the engine's own when in-process)
         self._lexical = None  # the engine's BM25 (what ranks)
         self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
-        self._lambda: dict[str | None, LambdaChoice] = {}
+        self._corpus_states = Slots()  # systems' per-corpus states: shared with every sibling
+        self._workspace_states = Slots()  # systems' per-workspace states (λ): shared with with_run's copies
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
         self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
         if store is not None:
@@ -105,7 +110,7 @@ class Workspace:
         if dataset.corpus_hash != self.dataset.corpus_hash:
             raise ValueError("with_dataset needs the same documents (corpus hash)")
         other = copy.copy(self)
-        other.dataset, other._lambda = dataset, {}
+        other.dataset, other._workspace_states = dataset, Slots()
         other._imported = dict(self._imported)
         if self.store is not None:
             self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
@@ -121,6 +126,7 @@ class Workspace:
         if other.sparse_model == self.sparse_model:  # the same corpus and sparse model: the same index
             other._sparse_build = self._sparse_build
         other._imported = self._imported  # the same data set: the same imported runs
+        other._corpus_states = self._corpus_states  # the same corpus and lexical settings
         return other
 
     # ---- systems: the built-in ones and the imported runs --------------------------------
@@ -131,8 +137,42 @@ class Workspace:
 
     @property
     def system_names(self) -> tuple[str, ...]:
-        """Every system this workspace can run: the built-in ``SYSTEMS``, then the imported runs."""
-        return (*SYSTEMS, *self._imported)
+        """Every system this workspace can run: the registered built-ins, then the imported runs."""
+        return (*systems.keys(), *self._imported)
+
+    @property
+    def shown_systems(self) -> tuple[str, ...]:
+        """The systems listed unless the analyst picks others: the built-ins shown by default
+        (``System.shown_by_default``, in the order they registered), then the imported runs."""
+        return (*systems.shown(), *self._imported)
+
+    def system_state(self, key: str, make, scope: str = CORPUS):
+        """The state a system keeps under ``key`` (an index over the corpus, λ), made by ``make()``
+        the first time it is asked for in its ``scope`` (``retrieval.systems.state``: ``CORPUS``,
+        shared with every workspace made from this one; ``WORKSPACE``, with ``with_run``'s copies).
+        The state must have ``nbytes()``: the memory budget counts it."""
+        return self._slots(scope).get(key, make)
+
+    def background_build(self, key: str, make, total: int, expected_bytes: int = 0, scope: str = CORPUS) -> IndexBuild:
+        """A system's index built in the background (``retrieval.index.builds.IndexBuild``), kept as its
+        state under ``key``: ``make(progress, indexing)`` builds it (``progress(done, total)`` as it
+        goes); ``start_builds`` starts it after the encoders' builds, and the system, naming it in
+        ``waits_for``, is ``pending`` until it is done. Asked for before, it is built in the caller's
+        thread, as the dense index is."""
+        return self.system_state(key, lambda: IndexBuild(lambda: None, lambda _, progress, indexing:
+                                                         make(progress, indexing), total, f"rankscope-{key}-build",
+                                                         expected_bytes), scope)
+
+    def system_states(self) -> dict[tuple, object]:
+        """Every system state made so far, by a key the workspaces sharing it share (its slots' and
+        its own), for the memory budget."""
+        return {(id(slots), key): state for slots in (self._corpus_states, self._workspace_states)
+                for key, state in slots.items()}
+
+    def _slots(self, scope: str) -> Slots:
+        if scope not in SCOPES:
+            raise ValueError(f"unknown state scope {scope!r}; choose from {', '.join(SCOPES)}")
+        return self._corpus_states if scope == CORPUS else self._workspace_states
 
     def add_run(self, imported: ImportedRun) -> str:
         """Register an imported run as a system under its name (matched to this data set's ids
@@ -181,6 +221,17 @@ class Workspace:
             if self._bm25 is None:
                 self._bm25 = InProcess().lexical(self.corpus, self.tokenizer, self.bm25_args, self.store)
             return self._bm25
+
+    @property
+    def built_lexical(self) -> tuple:
+        """The BM25 indexes this workspace holds built (the engine's, and the in-process one beside
+        another engine); builds nothing."""
+        return tuple(i for i in (self._lexical, self._bm25) if i is not None)
+
+    @property
+    def loaded_encoder(self) -> Encoder | None:
+        """The encoder if it is loaded, else None; loads nothing."""
+        return self._encoder
 
     @property
     def encoder(self) -> Encoder:
@@ -238,15 +289,31 @@ class Workspace:
 
     @property
     def builds(self) -> dict[str, IndexBuild]:
-        """Every index this workspace may build in the background, by kind ("dense", "sparse")."""
-        return {"dense": self._dense_build, "sparse": self._sparse_build}
+        """Every index this workspace may build in the background, by kind ("dense", "sparse", and
+        the key of each system's own ``background_build`` asked for so far)."""
+        own = {key: s for key, s in self._corpus_states.items() + self._workspace_states.items()
+               if isinstance(s, IndexBuild)}
+        return {"dense": self._dense_build, "sparse": self._sparse_build, **own}
+
+    def start_builds(self) -> None:
+        """Start every background build the registered systems wait for (``System.waits_for``): the
+        dense index, then the learned sparse one, then the systems' own, one after the other (one
+        encoder at a time has the cores)."""
+        self.start_dense()
+        self.start_sparse()
+        started = [self._dense_build, self._sparse_build]
+        for key in systems.keys():
+            for build in systems.builtin(key).waits_for(self):
+                if all(build is not b for b in started):
+                    before = tuple(started)
+                    build.start(after=lambda before=before: [b.follow(None, None, POLL_S) for b in before])
+                    started.append(build)
 
     def pending(self, names) -> list[str]:
-        """Those of the systems ``names`` that cannot answer yet: an index they need (dense, or the
-        learned sparse one) is still being built in the background (BM25 and imported runs never wait)."""
-        dense, sparse = self._dense_build.pending, self._sparse_build.pending
-        needs = {s: self.system(s).needs for s in names}
-        return [s for s in names if (dense and needs[s].vectors) or (sparse and needs[s].sparse)]
+        """Those of the systems ``names`` that cannot answer yet: an index they wait for
+        (``System.waits_for``: the dense one, the learned sparse one, a system's own) is still being
+        built in the background (BM25 and imported runs never wait)."""
+        return [s for s in names if any(b.pending for b in self.system(s).waits_for(self))]
 
     @property
     def dense(self) -> DenseRetriever:

@@ -61,8 +61,8 @@ def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
 @pytest.mark.slow
 def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_model_dir):
     out_json, run_dir = tmp_path / "out" / "metrics.json", tmp_path / "runs"
-    res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3",
-              "--json", out_json, "--run-dir", run_dir, tmp_path=tmp_path)
+    res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--systems",
+              "bm25,dense,hybrid", "--json", out_json, "--run-dir", run_dir, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "demo: 384 documents, 32 test queries" in res.stderr
 

@@ -264,11 +264,12 @@ def test_index_variants_need_the_in_process_engine(pair):
 @pytest.mark.slow
 def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
     db = tmp_path / "cli.db"
-    done = cli("evaluate", DEMO, "--model", tiny_model_dir, "--engine", f"milvus:{db}", tmp_path=tmp_path)
+    three = ("--systems", "bm25,dense,hybrid")  # BM25 and the vectors: the two collections dropped below
+    done = cli("evaluate", DEMO, "--model", tiny_model_dir, "--engine", f"milvus:{db}", *three, tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"engine: milvus at {db}" in done.stderr
     assert "Hybrid (CLEAR λ)" in done.stdout
-    local = cli("evaluate", DEMO, "--model", tiny_model_dir, "--no-store", tmp_path=tmp_path)
+    local = cli("evaluate", DEMO, "--model", tiny_model_dir, "--no-store", *three, tmp_path=tmp_path)
     assert local.stdout.splitlines()[:5] == done.stdout.splitlines()[:5]  # the same table
     dropped = cli("drop", DEMO, "--engine", f"milvus:{db}", tmp_path=tmp_path)
     assert dropped.returncode == 0 and "2 collection(s) dropped" in dropped.stderr

@@ -13,7 +13,7 @@ from retrieval.evaluation.metric_tables import covered_comparisons, metrics_tabl
 from retrieval.evaluation.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.index.encoder import DEFAULT_MODEL
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, SPLADE
+from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.tracking.history import trained_encoders
 from ui import texts
@@ -36,9 +36,10 @@ class View(Protocol):
 
 
 def shown_systems(ws: Workspace) -> tuple[str, ...]:
-    """The systems every view shows by default: BM25, dense, hybrid, learned sparse (SPLADE), then the
-    imported runs (each only once its index is built: ``Workspace.pending``)."""
-    systems = (*BASE_SYSTEMS, SPLADE, *ws.imported)
+    """The systems every view shows by default: the registered ones shown by default
+    (``Workspace.shown_systems``: BM25, dense, hybrid, learned sparse (SPLADE) …), then the imported
+    runs, each only once its index is built (``Workspace.pending``)."""
+    systems = ws.shown_systems
     waiting = ws.pending(systems)
     return tuple(s for s in systems if s not in waiting)
 

@@ -12,7 +12,8 @@ from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
 from retrieval.index.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import BASE_SYSTEMS, DENSE, label
+from retrieval.systems import DENSE, label
+from retrieval.systems import shown as shown_builtins
 from ui import texts
 from ui.common import (
     SplitView,
@@ -33,7 +34,7 @@ from ui.present.figures import lambda_sweep
 from ui.present.tables import glance_html, headline_text, rounded, segment_cells
 from ui.registry import Context, Registry, session_of
 
-WINS_HEADERS = ["query", "text", *(label(s) for s in BASE_SYSTEMS)]
+WINS_HEADERS = ["query", "text", *(label(s) for s in shown_builtins())]  # before a data set's own (shown_systems)
 INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders
 
 

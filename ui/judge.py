@@ -47,7 +47,7 @@ from retrieval.judging.settled_comparisons import standings
 from retrieval.safe_names import file_name
 from retrieval.sharing.owners import Viewer
 from retrieval.store import cache_key
-from retrieval.systems import BASE_SYSTEMS, SPLADE, label
+from retrieval.systems import label
 from ui import texts
 from ui.common import shown_systems
 from ui.exports import export_folder
@@ -383,7 +383,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     rows = sorted(standings(runs, judged, coverage_runs=tens, beyond=beyond),
                   key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
     if len(runs) < 2:
-        waiting = ", ".join(label(s) for s in ws.pending((*BASE_SYSTEMS, SPLADE)))
+        waiting = ", ".join(label(s) for s in ws.pending(ws.shown_systems))
         return (f"Only {esc(', '.join(runs)) or 'no system'} on show so far: a comparison needs two systems"
                 + (f" ({esc(waiting)} join once the corpus is encoded)." if waiting else "."))
     if not rows:

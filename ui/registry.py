@@ -125,8 +125,7 @@ class Registry:
                            engine=self.engine)
         ws.build_lexical(progress)  # now, so the first search is fast (loaded into the engine if it is not)
         ws.bm25  # noqa: B018 - and the explanations' statistics (the same index in-process)
-        ws.start_dense()
-        ws.start_sparse()  # learned sparse (SPLADE) in a thread of its own: its column fills when it is done
+        ws.start_builds()  # dense, learned sparse, any system's own: each column fills when its index is done
         self._wait(ws, progress)
         self._keep(key, ws, session)
         return key

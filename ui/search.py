@@ -11,7 +11,8 @@ from retrieval.data import query_sets
 from retrieval.errors import EncoderLoadError
 from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import BASE_SYSTEMS, SPLADE, label
+from retrieval.systems import label
+from retrieval.systems import shown as shown_builtins
 from retrieval.systems.side_by_side import side_by_side
 from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
 from ui.data import QUERY_CHARS, dataset_summary
@@ -25,17 +26,18 @@ MAX_COLUMNS = 4
 
 
 def default_columns(ws: Workspace) -> tuple[str, ...]:
-    """The columns a newly opened workspace starts with: BM25, dense, hybrid, then the imported runs,
-    then learned sparse (SPLADE), four at most (those whose index is being built show as waiting,
-    then fill)."""
-    return (*BASE_SYSTEMS, *ws.imported, SPLADE)[:MAX_COLUMNS]
+    """The columns a newly opened workspace starts with, four at most: the systems shown by default
+    (``retrieval.systems.shown``: BM25, dense, hybrid, learned sparse …), an imported run taking the
+    last column (those whose index is being built show as waiting, then fill)."""
+    shown = shown_builtins()
+    return (*shown[:MAX_COLUMNS - 1], *ws.imported, *shown[MAX_COLUMNS - 1:])[:MAX_COLUMNS]
 
 
 def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
     """The systems to put side by side: those ``chosen`` that the workspace has (at most four),
-    else BM25, dense and hybrid."""
+    else the default columns."""
     kept = tuple(s for s in chosen or () if s in ws.system_names)[:MAX_COLUMNS]
-    return kept or BASE_SYSTEMS
+    return kept or default_columns(ws)
 
 
 def search(ws: Workspace, text: str, systems: list[str] | None = None) -> tuple[str, dict]:

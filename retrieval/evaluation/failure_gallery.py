@@ -20,7 +20,7 @@ from retrieval.evaluation.failure_rules import Thresholds, classify, headline
 from retrieval.index.splade import TermScore
 from retrieval.judging.coverage import from_judging
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS
+from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS, shown
 from retrieval.workspace import EVAL_DEPTH, Workspace
 
 
@@ -118,6 +118,8 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     "dense" or "hybrid", what those categories compare. ``pair``: two systems of ``ws`` (A, B; e.g.
     BM25 and an imported run) for the categories "B finds, A misses" and the reverse. ``sparse``:
     learned sparse's ranks and terms too, and its category, unless its index is still being built.
+    The systems are those shown by default (``retrieval.systems.shown``); BM25, dense and the CLEAR
+    hybrid always, any other once its index is built.
     ``viewer``: whose judgments tell which labels were judged in the app (``Store.judgments``; None,
     every judge's).
     """
@@ -125,7 +127,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     if tuned_ws is not None and tuned_ws.dataset.content_hash != ws.dataset.content_hash:
         raise ValueError("the fine-tuned workspace must hold the same data set")
     t = Thresholds(top, low, fp_top, EVAL_DEPTH, tuned_system)
-    base = [*BASE_SYSTEMS, *([SPLADE] if sparse and not ws.pending([SPLADE]) else [])]
+    base = [s for s in shown() if (sparse or s != SPLADE) and (s in BASE_SYSTEMS or not ws.pending([s]))]
     runs = {s: ws.run(s, split) for s in base}
     if tuned_ws is not None:
         runs.update({TUNED_OF[s]: tuned_ws.run(s, split) for s in ENCODER_SYSTEMS})

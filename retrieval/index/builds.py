@@ -1,11 +1,15 @@
-"""One index of a workspace (the dense index, the learned sparse one), built once: in the caller's
-thread when someone needs it, or in a background thread started early (``start``), whichever
-comes first; while the background build runs, asking for it raises ``DenseNotReady`` with how far
-it is, and the systems that need it wait (``Workspace.pending``).
+"""One index of a workspace (the dense index, the learned sparse one, a system's own:
+``Workspace.background_build``), built once: in the caller's thread when someone needs it, or in
+a background thread started early (``start``), whichever comes first; while the background build
+runs, asking for it raises ``DenseNotReady`` with how far it is, and the systems that need it wait
+(``Workspace.pending``).
 
 ``prepare()`` resolves what the build needs (the encoder, say) before the build's own lock is
 taken, in the calling thread: the build may then take the workspace's lock without another thread
 holding that lock waiting for this one.
+
+As a system's state (``retrieval.systems.state``) it tells the memory budget its size (``nbytes``):
+the built index's own ``nbytes()``, or while it is being built the size it will have.
 """
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ A = TypeVar("A")
 
 class IndexBuild(Generic[A, T]):
     def __init__(self, prepare: Callable[[], A], make: Callable[[A, Progress | None, Callable[[], None] | None], T],
-                 total: int, name: str):
+                 total: int, name: str, expected_bytes: int = 0):
         self._prepare, self._make, self.total, self.name = prepare, make, total, name
+        self.expected_bytes = expected_bytes  # what the index will hold, counted while it is built
         self._value: T | None = None
         self._background: BackgroundBuild[T] | None = None
         self._lock = threading.Lock()
@@ -96,6 +101,15 @@ class IndexBuild(Generic[A, T]):
         """Whether a background build was started and is over (ready or failed): what the views
         showed while it ran is out of date."""
         return self._background is not None and self._background.finished
+
+    def nbytes(self) -> int:
+        """Bytes the index holds (its own ``nbytes()``), ``expected_bytes`` while it is being built,
+        0 before anything built it."""
+        built = self.built
+        if built is not None:
+            size = getattr(built, "nbytes", None)
+            return int(size()) if callable(size) else 0
+        return self.expected_bytes if self._background is not None else 0
 
     @property
     def identity(self) -> int:

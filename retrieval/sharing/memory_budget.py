@@ -11,7 +11,12 @@ bytes a character as CPython stores them), a fixed cost per document, query, lab
 and run row for the objects around them (``PER_DOC`` …, measured with ``bench/session_memory.py``,
 which compares the estimate with the process's resident memory as workspaces open), and the numpy
 arrays and FAISS codes of the indexes by their sizes. A dense index still being encoded counts as
-the size it will have.
+the size it will have. What the systems keep in the workspace's slots (``Workspace.system_states``:
+an index a system built, the CLEAR hybrid's λ) each says itself, through its ``nbytes()``.
+
+Everything is read through the workspace's public accessors (``built_lexical``, ``builds``,
+``loaded_encoder``, ``system_states``, ``imported``), so a new system's index is counted with no
+change here.
 """
 from __future__ import annotations
 
@@ -85,23 +90,24 @@ def dense_bytes(dense) -> int:
 def parts(ws) -> Parts:
     """Every part ``ws`` holds, by a key two workspaces sharing the part share, with its bytes."""
     out = dataset_parts(ws.dataset)
-    for attr in ("_lexical", "_bm25"):
-        index = getattr(ws, attr, None)
-        if index is not None:
-            out[("bm25", id(index))] = lexical_bytes(index)
-    build = getattr(ws, "_dense_build", None)
-    if build is not None and (build.built is not None or build.status is not None):  # keyed by the shared build
+    for index in ws.built_lexical:
+        out[("bm25", id(index))] = lexical_bytes(index)
+    builds = ws.builds
+    build = builds["dense"]
+    if build.built is not None or build.status is not None:  # keyed by the shared build
         if build.built is not None:  # another engine keeps the vectors itself
             out[("dense", build.identity)] = dense_bytes(build.built) if ws.engine.where is None else 0
         else:  # being encoded: counted at the size it will have
-            encoder = getattr(ws, "_encoder", None)
+            encoder = ws.loaded_encoder
             out[("dense", build.identity)] = DENSE_COPIES * 4 * (encoder.dim if encoder is not None else 384) \
                 * len(ws.dataset.docs)
-    sparse = getattr(ws, "_sparse_build", None)
-    if sparse is not None and (sparse.built is not None or sparse.status is not None):
+    sparse = builds["sparse"]
+    if sparse.built is not None or sparse.status is not None:
         index = sparse.built.index if sparse.built is not None else None
         out[("sparse", sparse.identity)] = index.nbytes if index is not None else SPARSE_DOC * len(ws.dataset.docs)
-    for imported in (getattr(ws, "_imported", None) or {}).values():
+    for key, state in ws.system_states().items():  # each system's own (an index it built, λ), shared once
+        out[("state", *key)] = int(state.nbytes())
+    for imported in ws.imported.values():
         out[("run", id(imported.run))] = PER_RUN_ROW * sum(len(h) for h in imported.run.values())
     return out
 

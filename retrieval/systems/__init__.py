@@ -1,16 +1,19 @@
 """Retrieval systems as objects, and the registry of the built-in ones.
 
-Each system is one module of this package implementing ``base.System`` (key, labels, what it
-needs, its cache parameters, search, exact scores, one typed query, an explanation): ``bm25``,
-``dense``, ``hybrid`` (CLEAR, RRF, weighted sum), ``sparse`` (learned sparse, SPLADE),
-``imported`` (a run file's lists). The built-ins
-register here, in the order views list them; a new system is a new module and one ``register``
-line. Nothing outside this package tests a system's key: it asks the system (``needs``,
-``params``) or names it through the constants below.
+Each system is one module of this package implementing ``base.System`` (key, labels, what it needs,
+its cache parameters, search, exact scores, one typed query, an explanation, whether it is shown by
+default, the background builds it waits for): ``bm25``, ``dense``, ``hybrid`` (CLEAR, RRF, weighted
+sum), ``sparse`` (learned sparse, SPLADE), ``imported`` (a run file's lists). What a system builds
+it keeps on the workspace (``Workspace.system_state``, ``state``). The built-ins register here, in
+the order views list them; a new system is a new module and one ``register`` line. Nothing outside
+this package tests a system's key: it asks the system (``needs``, ``params``, ``shown_by_default``)
+or names it through the constants below, and every view and the CLI take their lists from the
+registry (``keys``, ``shown``).
 
-``SYSTEMS`` are the built-in keys a ``Workspace`` can run; ``BASE_SYSTEMS`` the three every view
-puts side by side; ``ENCODER_SYSTEMS`` those an encoder changes; ``TUNED_SYSTEMS`` a fine-tuned
-encoder's dense and hybrid, as the failure gallery names them beside the base ones.
+``SYSTEMS`` are the built-in keys a ``Workspace`` can run; ``BASE_SYSTEMS`` BM25, dense and the
+CLEAR hybrid, the library functions' default (``metrics_table``, ``side_by_side``);
+``ENCODER_SYSTEMS`` those an encoder changes; ``TUNED_SYSTEMS`` a fine-tuned encoder's dense and
+hybrid, as the failure gallery names them beside the base ones.
 """
 from __future__ import annotations
 
@@ -34,9 +37,24 @@ def register(system: System) -> System:
     return system
 
 
+def unregister(key: str) -> None:
+    """Take the built-in ``key`` off the registry (a system a test or a plugin registered for a while)."""
+    _REGISTRY.pop(key, None)
+
+
 def builtin(key: str) -> System | None:
     """The built-in system of that key, or None."""
     return _REGISTRY.get(key)
+
+
+def keys() -> tuple[str, ...]:
+    """Every registered system's key, in the order they registered (the order views list them)."""
+    return tuple(_REGISTRY)
+
+
+def shown() -> tuple[str, ...]:
+    """The registered systems shown by default (``System.shown_by_default``), in that order."""
+    return tuple(k for k, s in _REGISTRY.items() if s.shown_by_default)
 
 
 BM25, DENSE, HYBRID, RRF, WSUM, SPLADE = (register(s).key for s in (_BM25(), _Dense(), _HYBRID, _RRF(),
@@ -71,4 +89,4 @@ def short(key: str) -> str:
 
 __all__ = ["BASE_SYSTEMS", "BM25", "DENSE", "ENCODER_SYSTEMS", "HYBRID", "Hits", "Imported", "Needs", "Probe", "RRF",
            "SPLADE", "SYSTEMS", "System", "TUNED_DENSE", "TUNED_HYBRID", "TUNED_OF", "TUNED_SYSTEMS", "WSUM", "builtin",
-           "is_reserved", "label", "register", "short"]
+           "is_reserved", "keys", "label", "register", "short", "shown", "unregister"]

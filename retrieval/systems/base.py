@@ -17,6 +17,13 @@ whose data and indexes it ranks:
 
 and ``explain(ws, probe, row)``, what made it rank a document (its terms and their weights), or
 None where BM25's per-term explanation, which every hit carries, is all there is.
+
+What it keeps per corpus (an index) or per workspace (the CLEAR hybrid's λ) it keeps in a slot of
+the workspace (``Workspace.system_state``, ``retrieval.systems.state``), which the memory budget
+counts; an index built in the background it asks for with ``Workspace.background_build`` and names
+in ``waits_for(ws)``, so that the views leave the system out until it is built. ``shown_by_default``:
+whether the views and the CLI list it unless asked otherwise. ``SystemBase`` gives the defaults
+(shown, nothing to wait for, no exact scores, no explanation).
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import numpy as np
 from retrieval.data.run import Run
 
 if TYPE_CHECKING:
+    from retrieval.index.builds import IndexBuild
     from retrieval.index.splade import TermScore
     from retrieval.workspace import Workspace
 
@@ -52,6 +60,7 @@ class System(Protocol):
     label: str  # "Hybrid (CLEAR λ)"
     short: str  # "hybrid", in rank lines such as "BM25 — → dense 3"
     needs: Needs
+    shown_by_default: bool  # listed by every view and the CLI unless the analyst picks otherwise
 
     def params(self, ws: Workspace, split: str | None) -> dict: ...  # noqa: E704
 
@@ -63,6 +72,27 @@ class System(Protocol):
     def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits: ...  # noqa: E704
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None: ...  # noqa: E704
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]: ...  # noqa: E704
+
+
+class SystemBase:
+    """The defaults of a ``System``: shown by default, no background build to wait for, no exact
+    scores of its own, no explanation beyond BM25's."""
+
+    shown_by_default = True
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
+        return None
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None:
+        return None
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+        """The background builds it needs (``Workspace.background_build``; the dense index's, the
+        learned sparse one's): while one runs, the system cannot answer (``Workspace.pending``)."""
+        return ()
 
 
 class Probe:

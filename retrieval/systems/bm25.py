@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retrieval.data.run import Run
-from retrieval.systems.base import Hits, Needs, Probe
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
@@ -18,7 +18,7 @@ def lexical_params(ws: Workspace) -> dict:
     return {"bm25": {**ws.bm25_args, "tokenizer": ws.tokenizer.config}}
 
 
-class BM25:
+class BM25(SystemBase):
     key, label, short = "bm25", "BM25", "BM25"
     needs = Needs(lexical=True)
 

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retrieval.data.run import Run
-from retrieval.systems.base import Hits, Needs, Probe
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 
 if TYPE_CHECKING:
+    from retrieval.index.builds import IndexBuild
     from retrieval.workspace import Workspace
 
 
@@ -25,7 +26,7 @@ def dense_params(ws: Workspace) -> dict:
     return p
 
 
-class Dense:
+class Dense(SystemBase):
     key, label, short = "dense", "Dense", "dense"
     needs = Needs(vectors=True)
 
@@ -47,3 +48,6 @@ class Dense:
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
         return None  # a cosine has no parts to show
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+        return (ws.builds["dense"],)

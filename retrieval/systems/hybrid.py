@@ -1,9 +1,12 @@
 """The hybrids as systems: CLEAR's λ·s_lex + s_emb over the union of both candidate lists (its λ
 chosen by ``retrieval.systems.clear_lambda``' policy, tuned and cached here), reciprocal-rank fusion and the
-min-max weighted sum (``retrieval.systems.fusion`` computes them all)."""
+min-max weighted sum (``retrieval.systems.fusion`` computes them all). The λ chosen for each split
+is CLEAR's state on the workspace (``Lambdas``, in ``Workspace.system_state``): kept with the data
+set and encoder it was chosen for, shared by ``with_run``'s copies only."""
 from __future__ import annotations
 
 import math
+import threading
 from typing import TYPE_CHECKING
 
 from retrieval.data.dataset import queries_fingerprint
@@ -11,16 +14,40 @@ from retrieval.data.run import Run
 from retrieval.judging.labels import FOLDS_SEED, JUDGED, judged_counts, judged_folds
 from retrieval.store import cache_key
 from retrieval.systems import clear_lambda as lambdas
-from retrieval.systems.base import Hits, Needs, Probe
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.bm25 import lexical_params
 from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
 from retrieval.systems.dense import dense_params
 from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.reliability import dense_reliability
+from retrieval.systems.state import WORKSPACE
 
 if TYPE_CHECKING:
+    from retrieval.index.builds import IndexBuild
     from retrieval.workspace import Workspace
+
+
+PER_CHOICE = 2_000  # bytes of a LambdaChoice: its value, how, grid and fit (the memory budget's estimate)
+PER_QUERY_LAMBDA = 120  # a cross-fitted choice's λ of one query
+
+
+class Lambdas:
+    """The CLEAR hybrid's state on a workspace: the λ chosen for each split evaluated (None: the
+    queries of no split), and the lock choosing one holds (tuning λ is slow: one thread tunes,
+    the others wait for its answer)."""
+
+    def __init__(self) -> None:
+        self.by_split: dict[str | None, LambdaChoice] = {}
+        self.lock = threading.RLock()
+
+    def nbytes(self) -> int:
+        return sum(PER_CHOICE + PER_QUERY_LAMBDA * len(c.per_query) for c in list(self.by_split.values()))
+
+
+def lambdas_of(ws: Workspace) -> Lambdas:
+    """``ws``'s λ state (made empty the first time)."""
+    return ws.system_state(HYBRID.key, Lambdas, WORKSPACE)
 
 
 def query_max_space(ws: Workspace) -> bool:
@@ -71,8 +98,9 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
     each seeded half (``labels.judged_folds``) is ranked with the λ ``lambda_fit`` tunes on the
     other half, so no query is ranked with a λ tuned on itself; the λ of any other query (Search)
     is tuned on all of them."""
-    with ws._lock:
-        if split not in ws._lambda:
+    state = lambdas_of(ws)
+    with state.lock:
+        if split not in state.by_split:
             train = tuning_split(ws, split)
             normalized = query_max_space(ws)
 
@@ -93,10 +121,10 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
                     return 0.0
                 return default_lambda(Hybrid(lexical_half(ws), ws.dense, depth=ws.depth).candidates(sample))
 
-            ws._lambda[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale,
+            state.by_split[split] = lambdas.choose(train, normalized, trained, lambda on: lambda_fit(ws, on), scale,
                                                lambda: dense_reliability(ws),
                                                cross if train == JUDGED and split == JUDGED else None)
-        return ws._lambda[split]
+        return state.by_split[split]
 
 
 def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
@@ -104,7 +132,7 @@ def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None)
     on) over the grid of the hybrid's score space, against the label-free choice as the prior
     (``label_free_prior``); cached in the store. ``lambda_for`` calls it on the training split to
     choose λ; on any other split it only shows how λ would have done."""
-    with ws._lock:
+    with lambdas_of(ws).lock:
         normalized = query_max_space(ws)
         prior = label_free_prior(ws, normalized)
         params = {**HYBRID.params(ws, None), "metric": "ndcg@10"}
@@ -143,11 +171,12 @@ def label_free_prior(ws: Workspace, normalized: bool) -> float | None:
 def fix_lambda(ws: Workspace, value: float, how: str, split: str | None = None) -> None:
     """Use λ_test = ``value`` when evaluating ``split`` (chosen elsewhere, e.g. on a held-out split,
     in the space ``lambda_fit`` tunes in)."""
-    with ws._lock:
-        ws._lambda[split] = lambdas.fixed(value, how, query_max_space(ws))
+    state = lambdas_of(ws)
+    with state.lock:
+        state.by_split[split] = lambdas.fixed(value, how, query_max_space(ws))
 
 
-class _Fusion:
+class _Fusion(SystemBase):
     """What the three hybrids share: both indexes, their parameters and the candidate depth."""
 
     key = label = short = fusion = ""
@@ -168,6 +197,9 @@ class _Fusion:
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
         return None
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+        return (ws.builds["dense"],)
 
 
 class Clear(_Fusion):
@@ -205,10 +237,12 @@ class Clear(_Fusion):
 
 class RRF(_Fusion):
     key, label, short, fusion = "rrf", "Hybrid (RRF)", "RRF", "rrf"
+    shown_by_default = False  # CLEAR is the hybrid on show; RRF and the weighted sum on request
 
 
 class WeightedSum(_Fusion):
     key, label, short, fusion = "wsum", "Hybrid (weighted sum)", "weighted sum", "wsum"
+    shown_by_default = False
 
 
 HYBRID = Clear()

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 from retrieval.data.readers.runs import ImportedRun
 from retrieval.data.run import Run
-from retrieval.systems.base import Hits, Needs, Probe
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
 
 
-class Imported:
+class Imported(SystemBase):
     needs = Needs(run=True)
 
     def __init__(self, imported: ImportedRun):

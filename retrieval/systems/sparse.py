@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 from retrieval.data.run import Run
 from retrieval.index.splade import TermScore
-from retrieval.systems.base import Hits, Needs, Probe
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 
 if TYPE_CHECKING:
+    from retrieval.index.builds import IndexBuild
     from retrieval.workspace import Workspace
 
 
-class Splade:
+class Splade(SystemBase):
     key, label, short = "splade", "Learned sparse (SPLADE)", "SPLADE"
     needs = Needs(sparse=True)
 
@@ -42,3 +43,6 @@ class Splade:
     def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
         text = ws.dataset.docs[ws.dataset.doc_ids[row]].full_text  # not ws.corpus: it lists every text
         return ws.sparse.explain(probe.sparse, row, text, query_text=probe.text)
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+        return (ws.builds["sparse"],)
