@@ -197,7 +197,9 @@ def recorded(main: Callable[[], int | None], script_file: str, argv: list[str] |
         del os.environ[_RECORDING]
     if status:
         return status
-    lines = [line.rsplit("\r", 1)[-1] for line in tee.text.getvalue().splitlines()]
+    home = str(Path.home())  # the output names paths on this machine: the checkout as ., the home folder as ~
+    lines = [line.rsplit("\r", 1)[-1].replace(str(ROOT), ".").replace(home, "~")
+             for line in tee.text.getvalue().splitlines()]
     run = {"script": script, "command": command_line(script, argv), "key": run_key(argv),
            "date": time.strftime("%Y-%m-%d", time.localtime(started)), "seconds": round(time.time() - started, 1),
            "machine": machine(), "figures": figures(lines), "output": lines[-keep_lines:]}
