@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES, Thresholds, classify, headline
+from retrieval.evaluation.failure_gallery import headline
+from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES, Thresholds, classify
 
 
 def ranks_of(**lists):

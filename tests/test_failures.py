@@ -28,8 +28,8 @@ from plotly.offline import get_plotlyjs
 from retrieval.data.dataset import Dataset, Document
 from retrieval.data.readers import load_dataset
 from retrieval.data.run import ranks
-from retrieval.evaluation.failure_gallery import FailureCard, failure_gallery
-from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES, headline
+from retrieval.evaluation.failure_gallery import FailureCard, failure_gallery, headline
+from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES
 from retrieval.evaluation.intervals import proportion_interval
 from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store

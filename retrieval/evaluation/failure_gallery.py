@@ -16,11 +16,11 @@ from typing import NamedTuple
 import numpy as np
 
 from retrieval.data.run import rank_maps
-from retrieval.evaluation.failure_rules import Thresholds, classify, headline
+from retrieval.evaluation.failure_rules import Thresholds, classify, headline_systems, rank_text
 from retrieval.index.splade import TermScore
 from retrieval.judging.coverage import from_judging
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS, shown
+from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS, short, shown
 from retrieval.workspace import EVAL_DEPTH, Workspace
 
 
@@ -146,6 +146,15 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
         _fill_sparse_terms(ws, [card for cs in cards.values() for card in cs])
     return Gallery(ws.dataset.name, split, systems, asdict(t), found.counts, cards, found.query_categories,
                    found.skipped, found.pair, found.pooled)
+
+
+def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str = DENSE,
+             pair: tuple[str, str] | None = None) -> str:
+    """"BM25 989 → dense 3", "BM25 — · dense 52 → hybrid 4", "BM25 37 · dense 52" (both fail): the
+    systems ``failure_rules.headline_systems`` names, by their short labels (``retrieval.systems.short``)."""
+    sources, target = headline_systems(category, tuned_system, pair)
+    text = " · ".join(f"{short(s)} {rank_text(card_ranks[s])}" for s in sources)
+    return text if target is None else f"{text} → {short(target)} {rank_text(card_ranks[target])}"
 
 
 def _card(ws: Workspace, qid: str, category: str, doc_id: str, gap: int, labels: dict[str, int], maps,

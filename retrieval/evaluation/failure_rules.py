@@ -69,7 +69,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from retrieval.systems import BM25, DENSE, ENCODER_SYSTEMS, HYBRID, SPLADE, TUNED_OF, short
+# the runs the rules read, by the keys ``retrieval.systems`` registers them under (named here, so that the
+# rules import no system: tests/test_layering.py checks the two agree)
+BM25, DENSE, HYBRID, SPLADE = "bm25", "dense", "hybrid", "splade"
+TUNED_OF = {DENSE: "tuned_dense", HYBRID: "tuned_hybrid"}  # a base system -> the fine-tuned encoder's same one
+ENCODER_SYSTEMS = tuple(TUNED_OF)  # the systems an encoder changes
 
 NOT_RETRIEVED = "—"
 CATEGORIES = ("vocabulary_mismatch", "exact_match_miss", "semantic_false_positive", "lexical_trap",
@@ -252,9 +256,10 @@ _CLASSIFIERS = {
 }
 
 
-def _headline_systems(category: str, tuned_system: str,
-                      pair: tuple[str, str] | None = None) -> tuple[tuple[str, ...], str | None]:
-    """(the systems the headline starts from, the one it moves to)."""
+def headline_systems(category: str, tuned_system: str,
+                     pair: tuple[str, str] | None = None) -> tuple[tuple[str, ...], str | None]:
+    """(the systems a card's headline starts from, the one it moves to): ``failure_gallery.headline``
+    writes them with their labels, "BM25 989 → dense 3"."""
     if category in PAIR_CATEGORIES:
         missed_by, found_by = _pair_order(category, pair)
         return (missed_by,), found_by
@@ -273,14 +278,6 @@ def _headline_systems(category: str, tuned_system: str,
 
 def rank_text(rank: int | None) -> str:
     return NOT_RETRIEVED if rank is None else str(rank)
-
-
-def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str = DENSE,
-             pair: tuple[str, str] | None = None) -> str:
-    """"BM25 989 → dense 3", "BM25 — · dense 52 → hybrid 4", "BM25 37 · dense 52" (both fail)."""
-    sources, target = _headline_systems(category, tuned_system, pair)
-    text = " · ".join(f"{short(s)} {rank_text(card_ranks[s])}" for s in sources)
-    return text if target is None else f"{text} → {short(target)} {rank_text(card_ranks[target])}"
 
 
 # ---- all queries --------------------------------------------------------------------------------
