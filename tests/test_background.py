@@ -16,7 +16,7 @@ from retrieval.data.dataset import Dataset, Document
 from retrieval.evaluation.diagnostics import label_health
 from retrieval.index.encoder import Encoder
 from retrieval.store import text_hash
-from retrieval.systems import BASE_SYSTEMS, SPLADE
+from retrieval.systems import BASE_SYSTEMS, SPLADE, label, shown
 from retrieval.systems.side_by_side import side_by_side
 from ui import data as data_view
 from ui import embeddings as embeddings_view
@@ -102,12 +102,14 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     html = side_by_side_html(res, ws.tokenizer)
     assert html.count("Waiting for the dense index") == 2 and f"{PART:,} of {3 * PART:,}" in html
     # columns wait, tables don't; learned sparse has its own index and does not wait for the dense one
-    assert shown_systems(ws) == ("bm25", SPLADE) and default_columns(ws) == (*BASE_SYSTEMS, SPLADE)
-    assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == ["BM25", "Learned sparse (SPLADE)"]
+    answering = tuple(s for s in shown() if s not in ("dense", "hybrid"))  # BM25, SPLADE, any system without vectors
+    assert answering[:2] == ("bm25", SPLADE) and shown_systems(ws) == answering
+    assert default_columns(ws) == (*BASE_SYSTEMS, SPLADE)
+    assert [r[0] for r in metrics_rows(ws, "test", shown_systems(ws))] == [label(s) for s in answering]
     assert label_health(ws, "test").queries == 2  # from BM25 alone meanwhile
     caption, rows, wins = evaluate_view.evaluate(ws, "test", ["int8", "pca"])  # variants wait too
-    assert [r[0] for r in rows] == ["BM25", "Learned sparse (SPLADE)"]
-    assert wins["headers"][2:] == ["BM25", "Learned sparse (SPLADE)", "disagreement"]
+    assert [r[0] for r in rows] == [label(s) for s in answering]
+    assert wins["headers"][2:] == [*(label(s) for s in answering), "disagreement"]
     assert "left out until the corpus is encoded" in caption
     with pytest.raises(gr.Error, match="still being built"):
         failures_view.failures(ws, "test", "")
@@ -120,7 +122,7 @@ def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store)
     assert ws.dense.encoded == 3 * PART and ws.dense.from_store == 0
     res = side_by_side(ws, "how do glaciers carve valleys")
     assert list(res.systems) == list(BASE_SYSTEMS) and res.waiting == [] and res.encoding is None
-    assert shown_systems(ws) == (*BASE_SYSTEMS, SPLADE)
+    assert shown_systems(ws) == shown() and shown()[:4] == (*BASE_SYSTEMS, SPLADE)
 
 
 def test_the_parts_encoded_before_a_crash_are_kept_and_a_new_start_resumes(tiny_encoder, store):
@@ -325,7 +327,8 @@ def test_the_judging_queue_gains_the_systems_whose_index_arrives_and_puts_their_
     registry = Registry(store, model=gated, foreground_s=0.3)
     ws = registry.get(data_view.open_dataset(registry, corpus()).key)
     q = judge.judging_queue(ws, store, "ann", k=3)  # dense and learned sparse are still being built
-    assert q.systems == ("bm25",)
+    assert q.systems == shown_systems(ws) and q.systems[0] == "bm25"  # and any system with nothing to wait for
+    assert not {"dense", "hybrid", SPLADE} & set(q.systems)
     at = q.next_unjudged()
     first = q.pairs[at]
     q, _ = judge.grade_pair(ws, store, "ann", *first, 1, k=3)
