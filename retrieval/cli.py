@@ -510,9 +510,10 @@ def _check(args) -> int:
     xml = check_report.junit_xml(result, strict=args.strict) if junit else None
     markdown = check_report.markdown_summary(result, strict=args.strict) if summary else None
     print(check_report.text_report(result, strict=args.strict))
-    if junit:
+    if junit and xml is not None:
         write_atomic(junit, xml, "--junit")
-    if summary:  # appended to, as GitHub's $GITHUB_STEP_SUMMARY is: what was there, then this, in one rename
+    # appended to, as GitHub's $GITHUB_STEP_SUMMARY is: what was there, then this, in one rename
+    if summary and markdown is not None:
         before = summary.read_bytes() if summary.exists() else b""
         write_atomic(summary, before + markdown.encode("utf-8", "backslashreplace"), "--summary")
     return 1 if result.fails(args.strict) else 0

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 Progress = Callable[[float, str], None]  # (fraction done in [0, 1], what is happening)
+Counter = Callable[[int, int], None]  # (done, total): what long loops report
 
 
-def counting(progress: Progress | None, message: str) -> Callable[[int, int], None] | None:
+def counting(progress: Progress | None, message: str) -> Counter | None:
     """``(done, total) -> progress(done / total, message.format(done=done, total=total))``, e.g.
     ``message = "encoding {done}/{total} documents"``; None stays None."""
     if progress is None:

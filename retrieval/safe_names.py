@@ -119,7 +119,7 @@ def check_id(ident: object, what: str = "id") -> str:
     return normal_id(ident)
 
 
-def check_name(name: str, what: str, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
+def check_name(name: object, what: str, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
     """``name`` NFC-normalized and stripped, or a ValueError in one line: empty, too long (over
     ``limit`` characters), with whitespace (unless ``spaces``), a control or an invisible
     character, a noncharacter or a lone surrogate."""
@@ -227,7 +227,7 @@ def _differing(name: str, other: str, most: int = 3) -> str:
     return described + (" …" if len(found) > most else "")
 
 
-def check_new_name(name: str, what: str, existing, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
+def check_new_name(name: object, what: str, existing, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
     """``check_name``, then a ValueError in one line when the name looks like one of ``existing``
     without being it (``confusable_with``), showing both names escaped and the characters that
     differ. The same name as an existing one is allowed (it is that one, reused)."""

@@ -14,11 +14,13 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import platformdirs
@@ -80,6 +82,14 @@ class NameTaken(ValueError):
     """A snapshot's name the corpus has already (``Store.put_snapshot``), or none of the writer's to replace."""
 
 
+def _max_value_length(conn: sqlite3.Connection) -> int:
+    """SQLite's largest value in bytes (``SQLITE_LIMIT_LENGTH``): asked of the connection where Python can
+    (3.11 and later), else SQLite's compiled-in default."""
+    if sys.version_info >= (3, 11):
+        return conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    return 1_000_000_000
+
+
 class Store:
     """Thread-safe access to the cache file (one connection, serialized by a lock)."""
 
@@ -118,39 +128,40 @@ class Store:
         with self._lock, self.db.conn:
             db = self.db
             if "meta" not in db.table_names():
-                db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
-            db["embeddings"].create({"model": str, "text_hash": str, "dim": int, "vector": bytes},
-                                    pk=("model", "text_hash"), if_not_exists=True)
-            db["sparse_vectors"].create({"model": str, "text_hash": str, "terms": bytes, "weights": bytes},
-                                        pk=("model", "text_hash"), if_not_exists=True)
-            db["models"].create({"fingerprint": str, "name": str, "dim": int, "info": str,
-                                 "created": float}, pk="fingerprint", if_not_exists=True)
-            db["datasets"].create({"hash": str, "name": str, "summary": str, "created": float},
-                                  pk="hash", if_not_exists=True)
-            db["runs"].create({"key": str, "dataset": str, "system": str, "params": str,
-                               "split": str, "k": int, "hits": bytes, "created": float},
-                              pk="key", if_not_exists=True)
-            db["jobs"].create({"id": str, "status": str, "kind": str, "dataset": str, "dataset_name": str,
-                               "config": str, "progress": str, "losses": str, "device": str, "error": str,
-                               "model_path": str, "result": str, "created": float, "updated": float},
-                              pk="id", if_not_exists=True)
-            db["metrics"].create({"key": str, "dataset": str, "system": str, "params": str,
-                                  "split": str, "metrics": str, "per_query": bytes,
-                                  "created": float}, pk="key", if_not_exists=True)
-            db["projections"].create({"key": str, "sample": str, "model": str, "params": str,
-                                      "points": int, "xy": bytes, "seconds": float, "created": float},
-                                     pk="key", if_not_exists=True)
-            db["bm25_indexes"].create({"key": str, "corpus": str, "index": bytes, "created": float},
-                                      pk="key", if_not_exists=True)
-            db["judgments"].create({"corpus": str, "query_id": str, "doc_id": str, "judge": str,
-                                    "grade": int, "query_text": str, "time": float},
-                                   pk=("corpus", "query_id", "doc_id", "judge"), if_not_exists=True)
-            db["query_sets"].create({"corpus": str, "id": str, "name": str, "queries": bytes, "n": int,
-                                     "created": float}, pk=("corpus", "id"), if_not_exists=True)
-            db["judging_samples"].create({"corpus": str, "id": str, "method": str, "seed": int, "query_ids": bytes,
+                db.table("meta").insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+            db.table("embeddings").create({"model": str, "text_hash": str, "dim": int, "vector": bytes},
+                                         pk=("model", "text_hash"), if_not_exists=True)
+            db.table("sparse_vectors").create({"model": str, "text_hash": str, "terms": bytes, "weights": bytes},
+                                             pk=("model", "text_hash"), if_not_exists=True)
+            db.table("models").create({"fingerprint": str, "name": str, "dim": int, "info": str,
+                                      "created": float}, pk="fingerprint", if_not_exists=True)
+            db.table("datasets").create({"hash": str, "name": str, "summary": str, "created": float},
+                                       pk="hash", if_not_exists=True)
+            db.table("runs").create({"key": str, "dataset": str, "system": str, "params": str,
+                                    "split": str, "k": int, "hits": bytes, "created": float},
+                                   pk="key", if_not_exists=True)
+            db.table("jobs").create({"id": str, "status": str, "kind": str, "dataset": str, "dataset_name": str,
+                                    "config": str, "progress": str, "losses": str, "device": str, "error": str,
+                                    "model_path": str, "result": str, "created": float, "updated": float},
+                                   pk="id", if_not_exists=True)
+            db.table("metrics").create({"key": str, "dataset": str, "system": str, "params": str,
+                                       "split": str, "metrics": str, "per_query": bytes,
+                                       "created": float}, pk="key", if_not_exists=True)
+            db.table("projections").create({"key": str, "sample": str, "model": str, "params": str,
+                                           "points": int, "xy": bytes, "seconds": float, "created": float},
+                                          pk="key", if_not_exists=True)
+            db.table("bm25_indexes").create({"key": str, "corpus": str, "index": bytes, "created": float},
+                                           pk="key", if_not_exists=True)
+            db.table("judgments").create({"corpus": str, "query_id": str, "doc_id": str, "judge": str,
+                                         "grade": int, "query_text": str, "time": float},
+                                        pk=("corpus", "query_id", "doc_id", "judge"), if_not_exists=True)
+            db.table("query_sets").create({"corpus": str, "id": str, "name": str, "queries": bytes, "n": int,
                                           "created": float}, pk=("corpus", "id"), if_not_exists=True)
-            db["snapshots"].create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
-                                    "created": float}, pk=("corpus", "name"), if_not_exists=True)
+            db.table("judging_samples").create({"corpus": str, "id": str, "method": str, "seed": int,
+                                               "query_ids": bytes, "created": float}, pk=("corpus", "id"),
+                                              if_not_exists=True)
+            db.table("snapshots").create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
+                                         "created": float}, pk=("corpus", "name"), if_not_exists=True)
             self._owner_columns()
             self._judge_owners()
 
@@ -179,7 +190,7 @@ class Store:
         """Keep a BM25 index; False (nothing written) when it is larger than SQLite's largest
         value (1 GB by default: a corpus of well over a million passages), which is then rebuilt
         on every open instead."""
-        if len(index) > self.db.conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH):
+        if len(index) > _max_value_length(self.db.conn):
             return False
         with self._lock, self.db.conn:
             self.db.conn.execute("insert or replace into bm25_indexes (key, corpus, [index], created) "
@@ -248,33 +259,33 @@ class Store:
     def count_embeddings(self, model: str | None = None) -> int:
         with self._lock:
             if model is None:
-                return self.db["embeddings"].count
+                return self.db.table("embeddings").count
             return self.db.execute("select count(*) from embeddings where model = ?", [model]).fetchone()[0]
 
     # ---- models and data sets ------------------------------------------------------------
     def register_model(self, fingerprint: str, name: str, dim: int, info: dict | None = None) -> None:
         with self._lock, self.db.conn:
-            self.db["models"].upsert({"fingerprint": fingerprint, "name": name, "dim": dim,
-                                      "info": json.dumps(info or {}), "created": time.time()},
-                                     pk="fingerprint")
+            self.db.table("models").upsert({"fingerprint": fingerprint, "name": name, "dim": dim,
+                                           "info": json.dumps(info or {}), "created": time.time()},
+                                          pk="fingerprint")
 
     def models(self) -> list[dict]:
         """The registered encoders (``fingerprint, name, dim, info`` (JSON text), ``created``), newest
         first; a row not of the shape ``register_model`` writes is left out, with a warning."""
         with self._lock:
-            rows = list(self.db["models"].rows_where(order_by="created desc"))
+            rows = list(self.db.table("models").rows_where(order_by="created desc"))
         return self._checked("models", rows, stored_rows.model_problem, "fingerprint")
 
     def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
         with self._lock, self.db.conn:
-            self.db["datasets"].upsert({"hash": content_hash, "name": name,
-                                        "summary": json.dumps(summary), "created": time.time()}, pk="hash")
+            self.db.table("datasets").upsert({"hash": content_hash, "name": name,
+                                             "summary": json.dumps(summary), "created": time.time()}, pk="hash")
 
     def datasets(self) -> list[dict]:
         """The data sets opened with this store (``hash, name, summary`` (JSON text), ``created``),
         newest first; a row not of the shape ``register_dataset`` writes is left out, with a warning."""
         with self._lock:
-            rows = list(self.db["datasets"].rows_where(order_by="created desc"))
+            rows = list(self.db.table("datasets").rows_where(order_by="created desc"))
         return self._checked("datasets", rows, stored_rows.dataset_problem, "hash")
 
     @staticmethod
@@ -301,15 +312,15 @@ class Store:
         if problem is not None:  # damaged: a miss, so the run is computed again and written over
             stored_rows.left_out("runs", [f"run {key[:12]}: {problem}"])
             return None
-        return {q: [(d, s) for d, s in hits] for q, hits in hits.items()}
+        return {q: [(d, s) for d, s in hits] for q, hits in cast(dict, hits).items()}  # hits_problem: a dict
 
     def put_run(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                 k: int, run: Run) -> None:
         with self._lock, self.db.conn:
-            self.db["runs"].upsert({"key": key, "dataset": dataset, "system": system,
-                                    "params": json.dumps(params, sort_keys=True, default=str),
-                                    "split": split or "", "k": k, "hits": _pack(run),
-                                    "created": time.time()}, pk="key")
+            self.db.table("runs").upsert({"key": key, "dataset": dataset, "system": system,
+                                         "params": json.dumps(params, sort_keys=True, default=str),
+                                         "split": split or "", "k": k, "hits": _pack(run),
+                                         "created": time.time()}, pk="key")
 
     def get_metrics(self, key: str) -> tuple[dict, dict] | None:
         with self._lock:
@@ -325,22 +336,22 @@ class Store:
         if problem is not None:  # damaged: a miss, so the evaluation is computed again and written over
             stored_rows.left_out("metrics", [f"evaluation {key[:12]}: {problem}"])
             return None
-        return metrics, per_query
+        return metrics, cast(dict, per_query)  # metrics_problem: both dicts
 
     def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                     metrics: dict, per_query: dict) -> None:
         with self._lock, self.db.conn:
-            self.db["metrics"].upsert({"key": key, "dataset": dataset, "system": system,
-                                       "params": json.dumps(params, sort_keys=True, default=str),
-                                       "split": split or "", "metrics": json.dumps(metrics),
-                                       "per_query": _pack(per_query), "created": time.time()}, pk="key")
+            self.db.table("metrics").upsert({"key": key, "dataset": dataset, "system": system,
+                                            "params": json.dumps(params, sort_keys=True, default=str),
+                                            "split": split or "", "metrics": json.dumps(metrics),
+                                            "per_query": _pack(per_query), "created": time.time()}, pk="key")
 
     def runs(self, dataset: str | None = None) -> list[dict]:
         """Run history (without the hits), newest first."""
         where, args = ("dataset = ?", [dataset]) if dataset else (None, None)
         with self._lock:
-            return list(self.db["runs"].rows_where(where, args, order_by="created desc",
-                                                   select="key, dataset, system, params, split, k, created"))
+            return list(self.db.table("runs").rows_where(where, args, order_by="created desc",
+                                                        select="key, dataset, system, params, split, k, created"))
 
     # ---- 2-D projections (UMAP) ------------------------------------------------------------
     def get_projection(self, key: str) -> tuple[np.ndarray, float] | None:
@@ -359,10 +370,10 @@ class Store:
                        seconds: float) -> None:
         xy = np.ascontiguousarray(xy, dtype=np.float32)
         with self._lock, self.db.conn:
-            self.db["projections"].upsert({"key": key, "sample": sample, "model": model,
-                                           "params": json.dumps(params, sort_keys=True, default=str),
-                                           "points": int(xy.shape[0]), "xy": xy.tobytes(),
-                                           "seconds": float(seconds), "created": time.time()}, pk="key")
+            self.db.table("projections").upsert({"key": key, "sample": sample, "model": model,
+                                                "params": json.dumps(params, sort_keys=True, default=str),
+                                                "points": int(xy.shape[0]), "xy": xy.tobytes(),
+                                                "seconds": float(seconds), "created": time.time()}, pk="key")
 
     # ---- relevance judgments ----------------------------------------------------------------
     def put_judgment(self, corpus: str, query_id: str, query_text: str, doc_id: str, grade: int,
@@ -398,7 +409,7 @@ class Store:
                 sorted(set(query_ids)))]
         with self._lock:
             where, args = self._unseen_judges(corpus, viewer, where, args)
-            rows = list(self.db["judgments"].rows_where(where, args, order_by="time, query_id, doc_id, judge"))
+            rows = list(self.db.table("judgments").rows_where(where, args, order_by="time, query_id, doc_id, judge"))
         check, kept, problems = stored_rows.JudgmentCheck(), [], []
         for r in rows:  # rows not of the shape put_judgments writes are left out (``stored_rows``)
             problem = check.problem(r)
@@ -507,8 +518,8 @@ class Store:
         existing store's judges become published, with no maker known, as they were everyone's."""
         if "judges" in self.db.table_names():
             return
-        self.db["judges"].create({"corpus": str, "judge": str, "owner": str, "published": int, "created": float},
-                                 pk=("corpus", "judge"))
+        self.db.table("judges").create({"corpus": str, "judge": str, "owner": str, "published": int, "created": float},
+                                      pk=("corpus", "judge"))
         self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
                         "select corpus, judge, '', 1, min(time) from judgments group by corpus, judge")
 
@@ -526,10 +537,10 @@ class Store:
         with self._lock, self.db.conn:
             was = self.db.execute("select owner, published from query_sets where corpus = ? and id = ?",
                                   [corpus, set_id]).fetchone()
-            owner, published = (was[0] or "", was[1]) if was else (owner, int(bool(published)))
-            self.db["query_sets"].upsert({"corpus": corpus, "id": set_id, "name": name, "queries": _pack(queries),
-                                          "n": len(queries), "created": time.time(), "owner": owner,
-                                          "published": published}, pk=("corpus", "id"))
+            owner, shared = (was[0] or "", was[1]) if was else (owner, int(bool(published)))
+            self.db.table("query_sets").upsert({"corpus": corpus, "id": set_id, "name": name, "queries": _pack(queries),
+                                               "n": len(queries), "created": time.time(), "owner": owner,
+                                               "published": shared}, pk=("corpus", "id"))
 
     def query_sets(self, corpus: str, owner: str | None = None) -> list[dict]:
         """The corpus's query sets (``id, name, n, created, owner, published, queries``), oldest
@@ -538,7 +549,7 @@ class Store:
         if owner is not None:
             where, args = where + " and (published = 1 or owner = ?)", args + [owner]
         with self._lock:
-            rows = list(self.db["query_sets"].rows_where(where, args, order_by="created, id"))
+            rows = list(self.db.table("query_sets").rows_where(where, args, order_by="created, id"))
         out, problems = [], []
         for r in rows:  # a set not of the shape put_query_set writes is left out, with a warning
             queries, problem = stored_rows.unpacked(r["queries"], "queries")
@@ -577,14 +588,15 @@ class Store:
     def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str]) -> None:
         """Keep a sample of a corpus's queries drawn for judging (``retrieval.judging.sampling``)."""
         with self._lock, self.db.conn:
-            self.db["judging_samples"].upsert({"corpus": corpus, "id": sample_id, "method": method, "seed": int(seed),
-                                               "query_ids": _pack(list(query_ids)), "created": time.time()},
-                                              pk=("corpus", "id"))
+            self.db.table("judging_samples").upsert({"corpus": corpus, "id": sample_id, "method": method,
+                                                     "seed": int(seed), "query_ids": _pack(list(query_ids)),
+                                                     "created": time.time()}, pk=("corpus", "id"))
 
     def samples(self, corpus: str) -> list[dict]:
         """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first."""
         with self._lock:
-            rows = list(self.db["judging_samples"].rows_where("corpus = ?", [corpus], order_by="created desc, id"))
+            rows = list(self.db.table("judging_samples").rows_where("corpus = ?", [corpus],
+                                                                    order_by="created desc, id"))
         out, problems = [], []
         for r in rows:  # a sample not of the shape put_sample writes is left out, with a warning
             query_ids, problem = stored_rows.unpacked(r["query_ids"], "query ids")
@@ -633,7 +645,7 @@ class Store:
         if owner is not None:
             where, args = where + " and (published = 1 or owner = ?)", args + [owner]
         with self._lock:
-            rows = list(self.db["snapshots"].rows_where(where, args, order_by="created, name"))
+            rows = list(self.db.table("snapshots").rows_where(where, args, order_by="created, name"))
         out = []
         for r in rows:  # runs that do not unpack: the row is kept, marked, for ``snapshots`` to say so
             runs, problem = stored_rows.unpacked(r["runs"], "runs")
@@ -652,7 +664,7 @@ class Store:
         if owner is not None:
             where, args = where + " and (published = 1 or owner = ?)", args + [owner]
         with self._lock:
-            rows = list(self.db["snapshots"].rows_where(
+            rows = list(self.db.table("snapshots").rows_where(
                 where, args, select="name, created, baseline, owner, published, baseline_by, baseline_at",
                 order_by="created, name"))
         stored_rows.left_out("snapshots", [f"a name {r['name']!r:.60} that is not text" for r in rows
@@ -681,8 +693,8 @@ class Store:
         """Every move of the corpus's baseline mark (``moved_from`` (None: none before), ``moved_to``,
         ``who``, ``at``), oldest first."""
         with self._lock:
-            return list(self.db["baseline_log"].rows_where("corpus = ?", [corpus], order_by="at, rowid",
-                                                           select="moved_from, moved_to, who, at"))
+            return list(self.db.table("baseline_log").rows_where("corpus = ?", [corpus], order_by="at, rowid",
+                                                                select="moved_from, moved_to, who, at"))
 
     def publish_snapshot(self, corpus: str, name: str, owner: str) -> bool:
         """Make ``owner``'s snapshot ``name`` visible to everyone; False when it has none of that name."""
@@ -705,9 +717,9 @@ class Store:
             for column, declared in columns.items():
                 if column not in have:
                     self.db.execute(f"alter table {table} add column {column} {declared}")
-        self.db["baseline_log"].create({"corpus": str, "moved_from": str, "moved_to": str, "who": str, "at": float},
-                                       if_not_exists=True)
-        self.db["baseline_log"].create_index(["corpus"], if_not_exists=True)
+        self.db.table("baseline_log").create({"corpus": str, "moved_from": str, "moved_to": str, "who": str,
+                                              "at": float}, if_not_exists=True)
+        self.db.table("baseline_log").create_index(["corpus"], if_not_exists=True)
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")
@@ -720,29 +732,30 @@ class Store:
             # set on the first write only: an update must not move the job in the newest-first list
             if "created" not in row and not self.db.execute("select 1 from jobs where id = ?", [row["id"]]).fetchone():
                 row["created"] = row["updated"]
-            self.db["jobs"].upsert(row, pk="id", alter=True)
+            self.db.table("jobs").upsert(row, pk="id", alter=True)
 
     def get_job(self, job_id: str) -> dict | None:
         """The training job ``job_id``; None when there is none, or its row is damaged (with a warning)."""
         with self._lock:
-            rows = list(self.db["jobs"].rows_where("id = ?", [job_id]))
+            rows = list(self.db.table("jobs").rows_where("id = ?", [job_id]))
         found = self._checked_jobs(rows)
         return found[0] if found else None
 
     def jobs(self, limit: int = 50) -> list[dict]:
         """The newest ``limit`` training jobs, newest first; a damaged row is left out, with a warning."""
         with self._lock:
-            rows = list(self.db["jobs"].rows_where(order_by="created desc", limit=limit))
+            rows = list(self.db.table("jobs").rows_where(order_by="created desc", limit=limit))
         return self._checked_jobs(rows)
 
     def _checked_jobs(self, rows: list[dict]) -> list[dict]:
         out, problems = [], []
         for row in rows:
             try:
-                job, problem = self._job_row(row), None
+                job = self._job_row(row)
             except (TypeError, ValueError, RecursionError) as err:
-                job, problem = None, f"a JSON field does not decode ({err})"
-            problem = problem or stored_rows.job_problem(job)
+                problems.append(f"job {row.get('id')!r:.60}: a JSON field does not decode ({err})")
+                continue
+            problem = stored_rows.job_problem(job)
             if problem is None:
                 out.append(job)
             else:

@@ -210,7 +210,7 @@ def vectors(rows, dim: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
         problems.append(f"vector {str(h)[:12]}: {problem}")
     for d, held in by_dim.items():
         matrix = np.frombuffer(b"".join(blob for _, blob in held), dtype=np.float32).reshape(len(held), d)
-        finite = np.isfinite(matrix).all(axis=1).tolist()
+        finite = np.all(np.isfinite(matrix), axis=1).tolist()
         for (h, _), vector, ok in zip(held, matrix, finite):
             if ok:
                 out[h] = vector

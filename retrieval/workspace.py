@@ -14,7 +14,9 @@ background build the registered systems wait for.
 from __future__ import annotations
 
 import copy
+import functools
 import threading
+from typing import Any
 
 from retrieval import systems
 from retrieval.data.dataset import Dataset
@@ -26,9 +28,9 @@ from retrieval.evaluation.metrics import CONDENSED_DEPTH, EVALUATED
 from retrieval.index.background_build import EncodingStatus
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.builds import IndexBuild
-from retrieval.index.dense_index import DenseRetriever, index_kind_for
+from retrieval.index.dense_index import DenseIndex, DenseRetriever, index_kind_for
 from retrieval.index.encoder import Encoder, load_encoder
-from retrieval.index.engines import Corpus, InProcess
+from retrieval.index.engines import Corpus, InProcess, LexicalIndex
 from retrieval.index.splade import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
 from retrieval.index.tokenize import Tokenizer
 from retrieval.progress import Progress, counting
@@ -43,6 +45,12 @@ EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
 
 
+def _follow_all(builds: tuple[IndexBuild, ...]) -> None:
+    """Wait for each of ``builds`` in turn (what a background build started after them waits for)."""
+    for b in builds:
+        b.follow(None, None, POLL_S)
+
+
 class Workspace:
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
@@ -52,7 +60,7 @@ class Workspace:
         self.dataset, self.store = dataset, store
         self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.index.engines)
         self._model_arg, self._device, self._precision = model, device, precision
-        self.bm25_args = {"k1": k1, "b": b, "method": bm25_method}
+        self.bm25_args: dict[str, Any] = {"k1": k1, "b": b, "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
         self.index_kind = index_kind_for(len(dataset.docs), index_kind)  # "auto": flat, or HNSW when big
         self.index_dims, self.depth = index_dims, depth
@@ -64,7 +72,7 @@ class Workspace:
         self._sparse_build = IndexBuild(lambda: load_sparse_model(sparse_model), self._build_sparse, n,
                                         "rankscope-sparse-build")
         self._bm25: BM25Index | None = None  # in-process: explanations, training (the engine's own when in-process)
-        self._lexical = None  # the engine's BM25 (what ranks)
+        self._lexical: LexicalIndex | None = None  # the engine's BM25 (what ranks)
         self._encoder: Encoder | None = model if isinstance(model, Encoder) else None
         self._corpus_states = Slots()  # systems' per-corpus states: shared with every sibling
         self._workspace_states = Slots()  # systems' per-workspace states (λ): shared with with_run's copies
@@ -237,7 +245,7 @@ class Workspace:
     def encoder(self) -> Encoder:
         with self._lock:
             if self._encoder is None:
-                self._encoder = load_encoder(self._model_arg, device=self._device, precision=self._precision)
+                self._encoder = load_encoder(self.model_name, device=self._device, precision=self._precision)
             return self._encoder
 
     def build_dense(self, progress: Progress | None = None) -> DenseRetriever:
@@ -250,8 +258,9 @@ class Workspace:
             self.store.register_model(enc.fingerprint, enc.name, enc.dim, {"max_seq_length": enc.max_seq_length})
         if self._embeddings_from:
             source = self._embeddings_from.build_dense()
+            held = source.index.embeddings if isinstance(source.index, DenseIndex) else None  # an engine's: encoded
             built = self.engine.vectors(self.corpus, enc, self.store, self.index_kind, self.index_dims,
-                                        indexing=indexing, embeddings=source.index.embeddings)
+                                        indexing=indexing, embeddings=held)
             return DenseRetriever(enc, built.index, self.store, source.from_store, source.encoded)
         built = self.engine.vectors(self.corpus, enc, self.store, self.index_kind, self.index_dims,
                                     progress=progress, indexing=indexing)
@@ -301,12 +310,11 @@ class Workspace:
         encoder at a time has the cores)."""
         self.start_dense()
         self.start_sparse()
-        started = [self._dense_build, self._sparse_build]
+        started: list[IndexBuild] = [self._dense_build, self._sparse_build]
         for key in systems.keys():
-            for build in systems.builtin(key).waits_for(self):
+            for build in self.system(key).waits_for(self):
                 if all(build is not b for b in started):
-                    before = tuple(started)
-                    build.start(after=lambda before=before: [b.follow(None, None, POLL_S) for b in before])
+                    build.start(after=functools.partial(_follow_all, tuple(started)))
                     started.append(build)
 
     def pending(self, names) -> list[str]:

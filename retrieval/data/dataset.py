@@ -83,8 +83,8 @@ class Dataset:
             for qid, qtext in self.queries.items():
                 index.setdefault(qtext.strip(), qid)
             self._by_text = index  # built once: a data set's queries never change (``with_queries`` copies)
-        qid = self._by_text.get(text.strip())
-        return (qid, self.query_split(qid)) if qid is not None else (None, None)
+        found = self._by_text.get(text.strip())
+        return (found, self.query_split(found)) if found is not None else (None, None)
 
     def query_split(self, query_id: str) -> str | None:
         """The first split whose labels hold ``query_id`` (None: an unlabelled query)."""

@@ -103,7 +103,7 @@ def drop(store: Store | None, dataset: Dataset, sid: str, viewer: Viewer = OPERA
     in the app goes, its grades kept in the store). ``KeyError`` for a set ``viewer`` does not see; on
     a shared deployment a ValueError, nothing removed, for one another session made."""
     sets = {qs["id"]: qs for qs in listed(store, dataset.corpus_hash, viewer)}
-    if sid not in sets:
+    if store is None or sid not in sets:  # no store: no set
         raise KeyError(f"no query set {sid!r} is stored for this corpus")
     if viewer.shared and sets[sid]["owner"] != viewer.owner:
         raise ValueError(f"the query set {sets[sid]['name']!r} was added by {describe(sets[sid]['owner'], viewer)}: "
@@ -122,7 +122,7 @@ def publish(store: Store | None, corpus_hash: str, sid: str, viewer: Viewer) -> 
     """Make ``viewer``'s set ``sid`` visible to every session (for good); the set. ``KeyError`` for one
     it does not see, a ValueError for one another made or one published already."""
     found = next((qs for qs in listed(store, corpus_hash, viewer) if qs["id"] == sid), None)
-    if found is None:
+    if store is None or found is None:  # no store: no set
         raise KeyError(f"no query set {sid!r} is stored for this corpus")
     if found["owner"] != viewer.owner:
         raise ValueError(f"only its maker can publish the query set {found['name']!r}")

@@ -176,8 +176,10 @@ def _exact_match_miss(q: QueryRanks, t: Thresholds) -> str | None:
     return q.most_dramatic(docs, "exact_match_miss", t.tuned_system)
 
 
-def _pair_order(category: str, pair: tuple[str, str]) -> tuple[str, str]:
+def _pair_order(category: str, pair: tuple[str, str] | None) -> tuple[str, str]:
     """(the system that misses, the system that finds) of a pair category."""
+    if pair is None:
+        raise ValueError(f"the category {category} compares a pair of systems, and none was given")
     a, b = pair
     return (a, b) if category == "pair_b_finds" else (b, a)
 
@@ -330,7 +332,8 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
             continue
         per_system = {s: m.get(qid, {}) for s, m in ranks.items()}
         first = {s: next(iter(r), None) for s, r in per_system.items()}  # rank maps keep list order
-        q = QueryRanks(qid, query_labels, per_system, first, t.depth, tuple(pair) if pair else None, qid in pooled)
+        q = QueryRanks(qid, query_labels, per_system, first, t.depth, (pair[0], pair[1]) if pair else None,
+                       qid in pooled)
         query_categories[qid] = []
         for c in categories:
             doc = _CLASSIFIERS[c](q, t)
@@ -339,5 +342,5 @@ def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[
                 query_categories[qid].append(c)
     for rows in found.values():
         rows.sort(key=lambda row: (-row[2], row[0], row[1]))
-    return Classification(categories, found, query_categories, skipped, tuple(pair) if pair else None,
+    return Classification(categories, found, query_categories, skipped, (pair[0], pair[1]) if pair else None,
                           [q for q in query_categories if q in pooled])

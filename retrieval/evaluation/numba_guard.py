@@ -48,5 +48,5 @@ def keep_compiled() -> Path:
         os.environ[CACHE_ENV] = str(folder)
         config = sys.modules.get("numba.core.config")
         if config is not None:
-            config.CACHE_DIR = str(folder)
+            config.__dict__["CACHE_DIR"] = str(folder)  # numba's configuration module, set at run time
     return folder

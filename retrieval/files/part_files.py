@@ -47,7 +47,7 @@ def remove_orphans(folder: str | Path, ends: tuple[str, ...], max_age: float = O
     removes nothing."""
     folder = Path(folder)
     now = time.time() if now is None else now
-    gone = []
+    gone: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:

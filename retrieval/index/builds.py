@@ -18,14 +18,14 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from retrieval.index.background_build import BackgroundBuild, EncodingStatus, check_stopping
-from retrieval.progress import Progress
+from retrieval.progress import Counter
 
 T = TypeVar("T")
 A = TypeVar("A")
 
 
 class IndexBuild(Generic[A, T]):
-    def __init__(self, prepare: Callable[[], A], make: Callable[[A, Progress | None, Callable[[], None] | None], T],
+    def __init__(self, prepare: Callable[[], A], make: Callable[[A, Counter | None, Callable[[], None] | None], T],
                  total: int, name: str, expected_bytes: int = 0):
         self._prepare, self._make, self.total, self.name = prepare, make, total, name
         self.expected_bytes = expected_bytes  # what the index will hold, counted while it is built
@@ -41,7 +41,7 @@ class IndexBuild(Generic[A, T]):
             self._value = self._background.result()
         return self._value
 
-    def get(self, progress: Progress | None = None) -> T:
+    def get(self, progress: Counter | None = None) -> T:
         """The index, built now if it is not (a background build under way is waited for)."""
         if self._background is not None:
             self._background.wait()

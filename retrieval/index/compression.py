@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from retrieval.evaluation.intervals import Interval
 from retrieval.evaluation.measures import Evaluation, compare
 from retrieval.evaluation.metrics import SIGNIFICANT, SUMMARY_METRICS, interval_text
+from retrieval.index.dense_index import DenseIndex
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID
 from retrieval.workspace import Workspace
 
@@ -97,6 +98,8 @@ def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
 def _row(ws: Workspace, ev: dict[str, Evaluation], reference: dict[str, Evaluation], split: str,
          metrics) -> CompressionRow:
     index = ws.dense.index
+    if not isinstance(index, DenseIndex):
+        raise ValueError("index compression is measured on in-process indexes (FAISS), not an engine's")
     compared = {s: {m: compare(reference[s], e, m) for m in metrics} for s, e in ev.items()}
     return CompressionRow(
         variant_label(ws.index_kind, ws.index_dims), ws.index_kind, index.stored.shape[1], index.bytes_per_doc,

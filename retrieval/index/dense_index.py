@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # FAISS is imported where an index is made, read or written
     import faiss
 
     from retrieval.index.encoder import Encoder
+    from retrieval.index.engines.base import VectorIndex
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)
@@ -110,13 +111,15 @@ def held_vectors(index: faiss.Index) -> np.ndarray:
     import faiss
 
     try:
-        flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
+        flat = index if isinstance(index, faiss.IndexFlat) else \
+            faiss.downcast_index(index.storage) if isinstance(index, faiss.IndexHNSW) else None
         if not isinstance(flat, faiss.IndexFlat) or index.ntotal == 0:
             raise TypeError("not flat storage")
         n, d = index.ntotal, index.d
         memory = (ctypes.c_float * (n * d)).from_address(int(flat.get_xb()))
-        memory.owner = index  # the buffer, and so every array over it, holds the index
-        out = np.frombuffer(memory, dtype=np.float32).reshape(n, d)
+        # the buffer, and so every array over it, holds the index (typeshed's ctypes arrays declare no attributes)
+        memory.owner = index  # type: ignore[attr-defined]
+        out = np.frombuffer(memoryview(memory), dtype=np.float32).reshape(n, d)
         out.flags.writeable = False
         return out
     except (AttributeError, TypeError):
@@ -164,6 +167,10 @@ class DenseIndex:
             raise ValueError(f"the index holds vectors of {index.d:,} floats, the encoder makes {dim:,}")
         self = cls.__new__(cls)
         if kind == "hnsw":
+            import faiss
+
+            if not isinstance(index, faiss.IndexHNSW):
+                raise ValueError(f"an index of kind hnsw must be an HNSW index, not {type(index).__name__}")
             index.hnsw.efSearch = ef_search
         self.doc_ids, self.kind, self.dims, self.projection, self.index = list(doc_ids), kind, None, None, index
         self.embeddings = held_vectors(index)
@@ -265,7 +272,7 @@ def pca_projection(embeddings: np.ndarray, dims: int) -> faiss.LinearTransform:
 class DenseRetriever:
     """Encode queries, search the index: the ``search(queries, k) -> Run`` shape."""
 
-    def __init__(self, encoder: Encoder, index: DenseIndex, store: Store | None = None,
+    def __init__(self, encoder: Encoder, index: VectorIndex, store: Store | None = None,
                  from_store: int = 0, encoded: int = 0):
         self.encoder, self.index, self.store = encoder, index, store
         self.from_store, self.encoded = from_store, encoded  # how the corpus's vectors were obtained

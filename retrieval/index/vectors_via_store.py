@@ -5,15 +5,18 @@ is encoded, so a run killed half way resumes where it stopped, redoing at most o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.store import text_hash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COMMIT_EVERY = 1024  # texts encoded between two commits to the store: a crash loses at most these
 
 
 def encode_through_store(texts: Sequence[str], get: Callable[[list[str]], dict[str, Any]],
-                         put: Callable[[dict[str, Any]], None], encode: Callable[..., Sequence[Any]],
+                         put: Callable[[dict[str, Any]], None], encode: Callable[..., Sequence[Any] | np.ndarray],
                          sink: Callable[[list[int], Any], None],
                          progress: Callable[[int, int], None] | None = None,
                          commit_every: int = COMMIT_EVERY) -> tuple[int, int]:

@@ -26,6 +26,7 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass
 from statistics import median_low
+from typing import Any
 
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run, ranks
@@ -71,7 +72,7 @@ def store_judge(store, corpus: str, name: object, viewer=None) -> str:
     return name
 
 
-def check_depth(value: object) -> int:
+def check_depth(value: Any) -> int:
     """A pool depth: a whole number from 1 to ``MAX_DEPTH`` (a ValueError in one line otherwise)."""
     try:
         number = float(value)
@@ -179,9 +180,10 @@ class Queue:
         self._position = {pair: i for i, pair in enumerate(self.pairs)}
         self._lock = threading.RLock()
         # how it was made (``queue`` sets them), for ``add_runs``: depth, RBO's p, order, pairs of interest
-        self.k, self.p, self.order, self.interest = DEPTH, PERSISTENCE, None if strategy else "pool", None
+        self.k, self.p, self.order = DEPTH, PERSISTENCE, None if strategy else "pool"
+        self.interest: list[tuple[str, str]] | None = None
         self.joined: Joined | None = None  # the systems that joined last (``add_runs``)
-        self._focus = None  # their pairs' strategy, while they go first
+        self._focus: judging_order.Focus | None = None  # their pairs' strategy, while they go first
         self._theirs: set[Pair] = set()  # their unjudged pairs, when they go first
 
     @property

@@ -301,10 +301,10 @@ class NdcgMTC(ExpectedMTC):
         self._disc = disc
         self._vectors = np.array([[d.get(doc, 0.0) for d in disc[q]] for q, doc in self.pairs]).reshape(
             len(self.pairs), len(names))
-        self._of_query: dict[str, np.ndarray] = {}
+        of_query: dict[str, list[int]] = {}
         for i, (q, _) in enumerate(self.pairs):
-            self._of_query.setdefault(q, []).append(i)
-        self._of_query = {q: np.array(rows, dtype=int) for q, rows in self._of_query.items()}
+            of_query.setdefault(q, []).append(i)
+        self._of_query = {q: np.array(rows, dtype=int) for q, rows in of_query.items()}
         self._dcg = {q: np.zeros(len(names)) for q in self.query_ids}
         self._relevant: dict[str, list[float]] = {q: [] for q in self.query_ids}
         self.weight = np.zeros(len(self.pairs))

@@ -132,9 +132,9 @@ def draw(dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
         scores = disagreement(pool)
         ordered = sorted(pool, key=lambda q: (scores.get(q, 0.0), q))
         strata = [ordered[i * len(ordered) // STRATA:(i + 1) * len(ordered) // STRATA] for i in range(STRATA)]
-        rng = random.Random(seed + 1)
+        strata_rng = random.Random(seed + 1)
         per = [size // STRATA + (1 if i < size % STRATA else 0) for i in range(STRATA)]
-        picked = [q for stratum, n in zip(strata, per) for q in rng.sample(stratum, min(n, len(stratum)))]
+        picked = [q for stratum, n in zip(strata, per) for q in strata_rng.sample(stratum, min(n, len(stratum)))]
     sid = cache_key(method=method, size=len(picked), seed=seed, ids=cache_key(ids=ids))[:16]
     return Sample(sid, method, len(picked), seed, picked)
 

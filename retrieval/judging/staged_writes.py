@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +48,7 @@ CHUNK = 20_000  # rows per staging transaction
 BUSY_S = 120.0  # how long a write waits for another writer (an import's copy) before it fails
 STAGING_PREFIX = "staging_judgments_"
 _STAGING = re.compile(rf"{STAGING_PREFIX}(\d+)_[0-9a-f]+")
+SQLITE_BUSY = 5  # SQLite's result code (sqlite3.SQLITE_BUSY from Python 3.11)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def checked(corpus: str, judgments: Iterable, source: str | None = None):
 def put(path: str | Path, corpus: str, judgments: Iterable, source: str | None = None) -> JudgmentsStored:
     """Store the grades (``Store.put_judgments``) through a connection of this call's own: a few in
     one transaction, more staged (module docstring). Nothing is stored when any is refused."""
-    if hasattr(judgments, "__len__"):  # refused before a row is written
+    if isinstance(judgments, Sized):  # refused before a row is written
         check_count(len(judgments), source)
     rows = checked(corpus, judgments, source)
     first = []
@@ -259,7 +260,7 @@ def _staged(conn: sqlite3.Connection, corpus: str, first: list[tuple], rest) -> 
 
 
 def _busy(err: sqlite3.OperationalError) -> bool:
-    return getattr(err, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY or "locked" in str(err)
+    return getattr(err, "sqlite_errorcode", 0) & 0xFF == SQLITE_BUSY or "locked" in str(err)
 
 
 def _swap(conn: sqlite3.Connection, table: str, corpus: str, begin: str) -> tuple[int, int, int]:

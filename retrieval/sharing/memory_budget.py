@@ -106,7 +106,8 @@ def parts(ws) -> Parts:
         index = sparse.built.index if sparse.built is not None else None
         out[("sparse", sparse.identity)] = index.nbytes if index is not None else SPARSE_DOC * len(ws.dataset.docs)
     for key, state in ws.system_states().items():  # each system's own (an index it built, λ), shared once
-        out[("state", *key)] = int(state.nbytes())
+        part = ("state", *key)  # named first: mypy reads out[("state", *key)] as 3.11's out["state", *key]
+        out[part] = int(state.nbytes())
     for imported in ws.imported.values():
         out[("run", id(imported.run))] = PER_RUN_ROW * sum(len(h) for h in imported.run.values())
     return out

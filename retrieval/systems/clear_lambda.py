@@ -162,8 +162,11 @@ class TrainedOn:
 
 
 def against_prior(fit: LambdaFit) -> str:
-    """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not."""
-    p = "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
+    """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not ("" for a
+    fit without a prior)."""
+    if fit.prior is None:
+        return ""
+    p = "not tested" if fit.p_value is None else "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
     prior = f"λ {shown(fit.prior)}" + (" (BM25 alone: the encoder failed the reliability check)"
                                        if math.isinf(fit.prior) else "")
     if fit.best == fit.prior:

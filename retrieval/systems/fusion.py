@@ -243,6 +243,7 @@ def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
         fused: dict[str, float] = {}
         for i, run in enumerate(runs):
             hits = run.get(q, [])
+            contributions: dict[str, float]
             if method == "rrf":
                 contributions = {}
                 for rank, (d, _) in enumerate(hits, 1):

@@ -232,7 +232,8 @@ class Clear(_Fusion):
         h = make(ws, "clear", split)
         lam = h.lam_by_query.get(probe.query_id, h.lam) if probe.query_id else h.lam
         h.lam_by_query = {}  # the probe's one list is named "q", whatever the query's id
-        return h.rank({"q": h.union(probe.text, probe.vector, probe.dense_rows)}, lam, k)["q"]
+        cands = {"q": h.union(probe.text, probe.vector, probe.dense_rows)}
+        return h.rank(cands, lam if lam is not None else default_lambda(cands), k)["q"]
 
 
 class RRF(_Fusion):

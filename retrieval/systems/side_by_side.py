@@ -62,6 +62,7 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     index is still being built in the background are listed in ``waiting``, not searched. Every hit
     carries BM25's per-term contributions and, where its system has its own (SPLADE's expansion
     terms), those too."""
+    qid: str | None
     if query_id is not None:
         if query_id not in ws.dataset.queries:
             raise KeyError(f"no query {query_id!r} in data set {ws.dataset.name!r}")
@@ -77,14 +78,15 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     probe = Probe(ws, text, max(depth, ws.depth), qid)
     full = ws.search_one(text, systems=systems, k=depth, eval_split=lam_split, query_id=qid, probe=probe)
     rank_maps = {s: ranks(hits) for s, hits in full.items()}
-    labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid else {}
+    labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid and split else {}
     query_terms = ws.bm25.query_terms(text)
     terms = query_terms.names
     words = {term: "/".join(forms) or term for term, _, forms, _, _ in query_terms.terms}
     result = SideBySide(text, qid, split, terms, term_words=words,
                         disagreement=disagreement({s: {"q": hits[:k]} for s, hits in full.items()}, "q", k),
                         waiting=waiting,
-                        encoding=ws.encoding.to_json() if any(ws.system(s).needs.vectors for s in waiting) else None)
+                        encoding=ws.encoding.to_json() if ws.encoding is not None
+                        and any(ws.system(s).needs.vectors for s in waiting) else None)
     evidence: dict[str, tuple[list[str], list[str], list[tuple[str, float]]]] = {}
     for s, hits in full.items():
         rows, system = [], ws.system(s)

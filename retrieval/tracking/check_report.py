@@ -16,7 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from retrieval.evaluation.metrics import interval_text
-from retrieval.judging.coverage import MIN_JUDGED_AT_10
+from retrieval.judging.coverage import MIN_JUDGED_AT_10, Coverage
 from retrieval.systems import label
 from retrieval.tracking.snapshots import CheckResult, SystemCheck
 
@@ -38,6 +38,14 @@ def short(query: str, width: int = QUERY_WIDTH) -> str:
     return (cut[:space] if space > width // 2 else cut).rstrip() + "…"
 
 
+def _today(s: SystemCheck) -> Coverage:
+    """Today's judged@10 of a system held back for too few judged results (``SystemCheck.unjudged``)."""
+    now = s.coverage[1]
+    if now is None:
+        raise ValueError(f"{label(s.system)} has no judged@10 today, so no shortfall")
+    return now
+
+
 def _named(query_id: str, query: str) -> str:
     return f"{query_id} “{short(query)}”" if query else query_id
 
@@ -47,7 +55,8 @@ def verdict(s: SystemCheck, result: CheckResult) -> str:
         return "new: the baseline has no run of this system" + (f"; judged@10 {judged(s.coverage[1])}" if s.gated
                                                                else "")
     c = s.comparison
-    means = f" ({c.mean_a:.4f} {interval_text(s.intervals[0])} → {c.mean_b:.4f} {interval_text(s.intervals[1])})"
+    before, now = s.intervals or (None, None)
+    means = f" ({c.mean_a:.4f} {interval_text(before)} → {c.mean_b:.4f} {interval_text(now)})"
     return _verdict(s, c) + means + (f"; judged@10 {judged_change(s)}" if s.gated else "")
 
 
@@ -67,7 +76,7 @@ def judged_change(s: SystemCheck) -> str:
 def shortfall(s: SystemCheck) -> str:
     """Why an ``unjudged`` system has no verdict: "⚠ not enough of its results judged (judged@10 0.80
     [0.713, 0.874]) — judge 24 more of its top-10 documents (47 unjudged) for judged@10 to reach 0.9"."""
-    now = s.coverage[1]
+    now = _today(s)
     return (f"⚠ {UNJUDGED} (judged@10 {judged(now)}) — judge {now.to_threshold:,} more of its top-10 documents "
             f"({now.unjudged:,} unjudged) for judged@10 to reach {now.threshold:g}")
 
@@ -126,7 +135,7 @@ def tally(result: CheckResult, strict: bool = False) -> str:
         line += f"; {len(dropped)} {DROPPED}: " + ", ".join(label(s.system) for s in dropped)
     if unjudged:
         line += f"; {len(unjudged)} {UNJUDGED}: " + ", ".join(
-            f"{label(s.system)} (judge {s.coverage[1].to_threshold:,} more)" for s in unjudged)
+            f"{label(s.system)} (judge {_today(s).to_threshold:,} more)" for s in unjudged)
     if dropped or unjudged:
         line += " (a failure with --strict)" if strict else " (not a failure; --strict makes it one)"
     return line
@@ -208,7 +217,7 @@ def headline(result: CheckResult, strict: bool = False) -> str:
 def _word(s: SystemCheck) -> str:
     """The Markdown table's verdict cell."""
     if s.unjudged:
-        return f"⚠️ {UNJUDGED}: judge {s.coverage[1].to_threshold:,} more of its top-10 documents"
+        return f"⚠️ {UNJUDGED}: judge {_today(s).to_threshold:,} more of its top-10 documents"
     return {"regressed": "**regressed**", "dropped": f"⚠️ {DROPPED}", "ok": "ok"}[s.state]
 
 
@@ -236,8 +245,9 @@ def markdown_summary(result: CheckResult, shown: int = 10, strict: bool = False)
         if c is None:
             lines.append(f"| {text(label(s.system))} | — | — | — | — |{covered} new |")
             continue
-        lines.append(f"| {text(label(s.system))} | {c.mean_a:.4f} {interval_text(s.intervals[0])} | "
-                     f"{c.mean_b:.4f} {interval_text(s.intervals[1])} | {c.delta:+.4f} "
+        before, now = s.intervals or (None, None)
+        lines.append(f"| {text(label(s.system))} | {c.mean_a:.4f} {interval_text(before)} | "
+                     f"{c.mean_b:.4f} {interval_text(now)} | {c.delta:+.4f} "
                      f"{interval_text(c.interval)} | {c.p_value:.4f} |{covered} {_word(s)} |")
     for s in [s for s in result.systems if s.regressed or s.dropped or s.unjudged]:
         lines += ["", f"**{text(label(s.system))}**: the queries that dropped most ({result.metric})", "",

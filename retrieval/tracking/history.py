@@ -95,7 +95,7 @@ def compare_runs(store: Store, key_a: str, key_b: str, qrels: Qrels, metric: str
     ev_a, ev_b = evals
     cmp = compare(ev_a, ev_b, metric, test=test)
     qa, qb = ev_a.per_query[metric], ev_b.per_query[metric]
-    rows = [{"query": q, "a": qa[q], "b": qb[q], "delta": qb[q] - qa[q]} for q in qa if q in qb]
+    rows: list[dict] = [{"query": q, "a": qa[q], "b": qb[q], "delta": qb[q] - qa[q]} for q in qa if q in qb]
     rows.sort(key=lambda r: (-abs(r["delta"]), r["query"]))
     return RunComparison(key_a, key_b, split, cmp, rows)
 

@@ -224,8 +224,9 @@ class DamagedSnapshot(ValueError):
     """A snapshot row in the store that does not parse or does not have the shape ``save`` writes."""
 
 
-_META = {"dataset": str, "dataset_name": str, "split": str, "labels": str, "systems": dict, "note": str,
-         "created": (int, float)}
+_META: dict[str, type | tuple[type, ...]] = {
+    "dataset": str, "dataset_name": str, "split": str, "labels": str, "systems": dict, "note": str,
+    "created": (int, float)}
 
 
 def _shape_problem(row: dict) -> str | None:

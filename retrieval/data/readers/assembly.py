@@ -91,6 +91,7 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
     root = beir_root(tree)
     if root is not None:
         corpus = first_file(tree, root, CORPUS_NAMES)
+        assert corpus is not None  # beir_root found the root by its corpus file
         cdisp = tree.display_of(corpus)
         parts = _Parts(*read_docs(tree.text(corpus, progress), corpus, report), cdisp)
         qfile = first_file(tree, root, QUERY_NAMES)

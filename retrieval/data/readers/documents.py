@@ -35,11 +35,11 @@ def _docs_table(text: Text, sink: RecordSink, delimiter: str) -> None:
     id_col = column(header, DOC_ID_COLUMNS)
     text_col = column(header, DOC_TEXT_COLUMNS)
     title_col = column(header, ("title",))
-    for col, names in ((id_col, DOC_ID_COLUMNS), (text_col, DOC_TEXT_COLUMNS)):
-        if col is None:
-            raise DataError(f"missing required column '{names[0]}' (the header row names one of "
-                            f"{', '.join(names)}; it has: {', '.join(header)})",
-                            display, header_line)
+    if id_col is None or text_col is None:
+        names = DOC_ID_COLUMNS if id_col is None else DOC_TEXT_COLUMNS
+        raise DataError(f"missing required column '{names[0]}' (the header row names one of "
+                        f"{', '.join(names)}; it has: {', '.join(header)})",
+                        display, header_line)
     width = len(header)
     for lineno, row in rows:
         if len(row) != width:

@@ -62,7 +62,8 @@ class _TextSink:
     """Collects id-less queries under stable ids, keeping each distinct text once."""
 
     def __init__(self, sink: RecordSink):
-        self.sink, self.repeats = sink, []
+        self.sink = sink
+        self.repeats: list[int] = []
 
     def add(self, lineno: int, qtext: str) -> None:
         if not qtext.strip():

@@ -42,7 +42,7 @@ def _jsonl_records(text: Text) -> Iterator[tuple[int, dict]]:
         except RecursionError:
             raise DataError("invalid JSON: nested too deeply", display, lineno) from None
         if not isinstance(obj, dict):
-            kind = {list: "an array", str: "a string"}.get(type(obj), "a single value")
+            kind = "an array" if isinstance(obj, list) else "a string" if isinstance(obj, str) else "a single value"
             raise DataError(f"expected a JSON object per line, found {kind}", display, lineno)
         yield lineno, obj
 

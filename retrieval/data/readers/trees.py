@@ -6,6 +6,7 @@ know which they have; :func:`beir_root` finds where in a tree a BEIR data set li
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from retrieval.data.readers.decode import Text, read_file
@@ -17,17 +18,31 @@ CORPUS_NAMES = ("corpus.jsonl", "corpus.csv", "corpus.tsv")
 QUERY_NAMES = ("queries.jsonl", "queries.csv", "queries.tsv")
 
 
-class Tree:
+class Tree(ABC):
     """A folder or a zip archive seen alike: files by relative posix path, bytes, display names."""
 
     display: str
 
-    def files(self) -> list[str]: ...  # noqa: E704  relative posix paths, ignored ones left out
-    def read(self, rel: str) -> bytes: ...  # noqa: E704
-    def text(self, rel: str, progress: Progress | None = None) -> Text: ...  # noqa: E704  read as a stream
-    def display_of(self, rel: str) -> str: ...  # noqa: E704
-    def is_file(self, rel: str) -> bool: ...  # noqa: E704
-    def children(self, rel: str) -> tuple[list[str], list[str]]: ...  # noqa: E704  (dirs, files)
+    @abstractmethod
+    def files(self) -> list[str]:
+        """Relative posix paths, ignored ones left out."""
+
+    @abstractmethod
+    def read(self, rel: str) -> bytes: ...
+
+    @abstractmethod
+    def text(self, rel: str, progress: Progress | None = None) -> Text:
+        """The file read as a stream."""
+
+    @abstractmethod
+    def display_of(self, rel: str) -> str: ...
+
+    @abstractmethod
+    def is_file(self, rel: str) -> bool: ...
+
+    @abstractmethod
+    def children(self, rel: str) -> tuple[list[str], list[str]]:
+        """(dirs, files) directly under ``rel``."""
 
 
 class FolderTree(Tree):
@@ -50,7 +65,8 @@ class FolderTree(Tree):
 
     def children(self, rel: str) -> tuple[list[str], list[str]]:
         base = self.root.joinpath(*rel.split("/")) if rel else self.root
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         try:
             entries = sorted(os.scandir(base), key=lambda e: e.name)
         except OSError:

@@ -5,6 +5,7 @@ holds every engine to it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
@@ -69,8 +70,8 @@ class SparseVectorIndex(Protocol):
     @property
     def nbytes(self) -> int: ...  # noqa: E704 - what it holds in this process (0: the engine keeps it)
 
-    def scores(self, query: SparseVector, rows: np.ndarray | None = None) -> np.ndarray:  # noqa: E704 - exact
-        ...
+    def scores(self, query: SparseVector, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:  # noqa: E704
+        ...  # exact
 
     def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: E704 - (rows, scores)
         ...  # best first, zero scores left out, ties by row
@@ -79,7 +80,8 @@ class SparseVectorIndex(Protocol):
         ...  # (term id, query weight, document weight, product) of the shared terms, largest product first
 
 
-class Indexed(NamedTuple):
+@dataclass(frozen=True)
+class Indexed:
     """An engine's vector index and how the corpus's vectors were obtained."""
 
     index: VectorIndex

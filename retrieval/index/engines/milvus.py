@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -527,7 +528,7 @@ class MilvusVectors:
     def vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The stored vectors of the documents at ``rows`` (float32, in that order)."""
         out = np.zeros((len(rows), self.dim), dtype=np.float32)
-        where = {}
+        where: dict[str, list[int]] = {}
         for j, r in enumerate(rows.tolist()):
             where.setdefault(self.doc_ids[r], []).append(j)
         ids = list(where)
@@ -572,7 +573,7 @@ class MilvusSparse:
         self._recent.put(_key(query), (found, len(hits) < k))
         return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
 
-    def scores(self, query: SparseVector, rows: np.ndarray | None = None) -> np.ndarray:
+    def scores(self, query: SparseVector, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Σ_j w_j(q)·w_j(d) of every document (or of those at ``rows``): from the last search of this
         query where it returned them (or returned every match), else from searches filtered to the
         others (0 where they share no term)."""
