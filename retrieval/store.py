@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -91,7 +92,15 @@ def _max_value_length(conn: sqlite3.Connection) -> int:
 
 
 class Store:
-    """Thread-safe access to the cache file (one connection, serialized by a lock)."""
+    """Thread-safe access to the cache file (one connection, serialized by a lock).
+
+    Args:
+        path: The SQLite file, created with its folder where absent; None: ``default_store_path()``
+            (``$RANKSCOPE_STORE``, else ``rankscope.sqlite3`` in ``$RANKSCOPE_HOME`` or the user cache folder).
+
+    Raises:
+        StoreError: The path is a folder, or cannot be opened and written.
+    """
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path).expanduser() if path else default_store_path()
@@ -171,6 +180,7 @@ class Store:
         return self.path.parent / "models"
 
     def close(self) -> None:
+        """Close the store's connection."""
         with self._lock:
             self.db.conn.close()
 
@@ -178,7 +188,14 @@ class Store:
     def get_bm25(self, key: str) -> bytes | None:
         """A BM25 index saved by ``put_bm25`` (``BM25Index.to_bytes``), or None; a value that is not
         bytes is a miss (with a warning). The bytes themselves are checked as they are read
-        (``BM25Index.from_bytes``: ``bm25_blob``)."""
+        (``BM25Index.from_bytes``: ``bm25_blob``).
+
+        Args:
+            key: The index's cache key.
+
+        Returns:
+            The index's bytes, or None.
+        """
         with self._lock:
             row = self.db.execute("select [index] from bm25_indexes where key = ?", [key]).fetchone()
         if row is not None and not isinstance(row[0], bytes):
@@ -189,7 +206,16 @@ class Store:
     def put_bm25(self, key: str, corpus: str, index: bytes) -> bool:
         """Keep a BM25 index; False (nothing written) when it is larger than SQLite's largest
         value (1 GB by default: a corpus of well over a million passages), which is then rebuilt
-        on every open instead."""
+        on every open instead.
+
+        Args:
+            key: The index's cache key.
+            corpus: The corpus hash the index is of.
+            index: The index's bytes.
+
+        Returns:
+            Whether it was written.
+        """
         if len(index) > _max_value_length(self.db.conn):
             return False
         with self._lock, self.db.conn:
@@ -202,7 +228,16 @@ class Store:
         """The stored vectors of ``model`` for the texts ``hashes`` (text hash -> float32 vector).
         A vector whose bytes are not its row's ``dim`` × 4, whose dimension is not ``dim`` (given,
         else the model's in the models table) or that holds NaN or ±inf is left out, a miss to encode
-        again and write over, with one warning (``stored_rows.vectors``)."""
+        again and write over, with one warning (``stored_rows.vectors``).
+
+        Args:
+            model: The encoder's fingerprint.
+            hashes: The texts' hashes (``text_hash``).
+            dim: The vectors' dimension; None: the registered model's.
+
+        Returns:
+            ``{text hash: vector}`` of those stored and sound.
+        """
         out: dict[str, np.ndarray] = {}
         problems: list[str] = []
         with self._lock:
@@ -222,6 +257,12 @@ class Store:
         return out
 
     def put_embeddings(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        """Keep vectors of ``model`` by text hash (float32 bytes), replacing any stored.
+
+        Args:
+            model: The encoder's fingerprint.
+            vectors: ``{text hash: vector}``.
+        """
         rows = [(model, h, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes())
                 for h, v in vectors.items()]
         with self._lock, self.db.conn:
@@ -233,7 +274,16 @@ class Store:
         """Learned sparse vectors stored by ``put_sparse``: text hash -> (term ids, weights). One whose
         terms and weights differ in number, with a term id outside 0..``vocab_size``-1 (when given) or
         a weight that is not finite is left out, a miss to encode again and write over, with one
-        warning (``stored_rows.sparse_vectors``)."""
+        warning (``stored_rows.sparse_vectors``).
+
+        Args:
+            model: The sparse model's fingerprint.
+            hashes: The texts' hashes (``text_hash``).
+            vocab_size: The model's vocabulary size, to check term ids against; None: unchecked.
+
+        Returns:
+            ``{text hash: (term ids, weights)}`` of those stored and sound.
+        """
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         problems: list[str] = []
         with self._lock:
@@ -249,7 +299,12 @@ class Store:
         return out
 
     def put_sparse(self, model: str, vectors: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
-        """Keep learned sparse vectors (term ids and their weights) by model fingerprint and text hash."""
+        """Keep learned sparse vectors (term ids and their weights) by model fingerprint and text hash.
+
+        Args:
+            model: The sparse model's fingerprint.
+            vectors: ``{text hash: (term ids, weights)}``.
+        """
         rows = [(model, h, np.ascontiguousarray(t, dtype=np.int32).tobytes(),
                  np.ascontiguousarray(w, dtype=np.float32).tobytes()) for h, (t, w) in vectors.items()]
         with self._lock, self.db.conn:
@@ -257,6 +312,14 @@ class Store:
                                      "values (?, ?, ?, ?)", rows)
 
     def count_embeddings(self, model: str | None = None) -> int:
+        """How many vectors are stored.
+
+        Args:
+            model: Count this encoder's only (its fingerprint); None: every model's.
+
+        Returns:
+            The count.
+        """
         with self._lock:
             if model is None:
                 return self.db.table("embeddings").count
@@ -264,6 +327,14 @@ class Store:
 
     # ---- models and data sets ------------------------------------------------------------
     def register_model(self, fingerprint: str, name: str, dim: int, info: dict | None = None) -> None:
+        """Record an encoder (replacing a record of the same fingerprint).
+
+        Args:
+            fingerprint: The encoder's fingerprint.
+            name: Its name or folder.
+            dim: Its embedding size.
+            info: What else to keep about it (JSON-able).
+        """
         with self._lock, self.db.conn:
             self.db.table("models").upsert({"fingerprint": fingerprint, "name": name, "dim": dim,
                                            "info": json.dumps(info or {}), "created": time.time()},
@@ -271,19 +342,34 @@ class Store:
 
     def models(self) -> list[dict]:
         """The registered encoders (``fingerprint, name, dim, info`` (JSON text), ``created``), newest
-        first; a row not of the shape ``register_model`` writes is left out, with a warning."""
+        first; a row not of the shape ``register_model`` writes is left out, with a warning.
+
+        Returns:
+            One dict per encoder.
+        """
         with self._lock:
             rows = list(self.db.table("models").rows_where(order_by="created desc"))
         return self._checked("models", rows, stored_rows.model_problem, "fingerprint")
 
     def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
+        """Record a data set opened with this store (replacing a record of the same hash).
+
+        Args:
+            content_hash: The data set's ``Dataset.content_hash``.
+            name: Its name.
+            summary: Its counts (``Dataset.summary``).
+        """
         with self._lock, self.db.conn:
             self.db.table("datasets").upsert({"hash": content_hash, "name": name,
                                              "summary": json.dumps(summary), "created": time.time()}, pk="hash")
 
     def datasets(self) -> list[dict]:
         """The data sets opened with this store (``hash, name, summary`` (JSON text), ``created``),
-        newest first; a row not of the shape ``register_dataset`` writes is left out, with a warning."""
+        newest first; a row not of the shape ``register_dataset`` writes is left out, with a warning.
+
+        Returns:
+            One dict per data set.
+        """
         with self._lock:
             rows = list(self.db.table("datasets").rows_where(order_by="created desc"))
         return self._checked("datasets", rows, stored_rows.dataset_problem, "hash")
@@ -303,6 +389,14 @@ class Store:
 
     # ---- runs and metrics ----------------------------------------------------------------
     def get_run(self, key: str) -> Run | None:
+        """A run saved by ``put_run``, or None; a damaged one is a miss (with a warning), computed again.
+
+        Args:
+            key: The run's cache key.
+
+        Returns:
+            ``{query id: [(document id, score), …]}``, or None.
+        """
         with self._lock:
             row = self.db.execute("select hits from runs where key = ?", [key]).fetchone()
         if row is None:
@@ -316,6 +410,17 @@ class Store:
 
     def put_run(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                 k: int, run: Run) -> None:
+        """Keep a run under ``key``, replacing any.
+
+        Args:
+            key: The run's cache key (``cache_key``).
+            dataset: The data set's content hash.
+            system: The system.
+            params: The system's parameters.
+            split: The split searched (None: no split).
+            k: The lists' depth.
+            run: ``{query id: [(document id, score), …]}``.
+        """
         with self._lock, self.db.conn:
             self.db.table("runs").upsert({"key": key, "dataset": dataset, "system": system,
                                          "params": json.dumps(params, sort_keys=True, default=str),
@@ -323,6 +428,14 @@ class Store:
                                          "created": time.time()}, pk="key")
 
     def get_metrics(self, key: str) -> tuple[dict, dict] | None:
+        """An evaluation saved by ``put_metrics``, or None; a damaged one is a miss (with a warning).
+
+        Args:
+            key: The evaluation's cache key.
+
+        Returns:
+            (the metrics' means, their per-query values), or None.
+        """
         with self._lock:
             row = self.db.execute("select metrics, per_query from metrics where key = ?", [key]).fetchone()
         if row is None:
@@ -340,6 +453,17 @@ class Store:
 
     def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                     metrics: dict, per_query: dict) -> None:
+        """Keep an evaluation under ``key``, replacing any.
+
+        Args:
+            key: The evaluation's cache key (``cache_key``).
+            dataset: The data set's content hash.
+            system: The system.
+            params: The system's parameters.
+            split: The split evaluated.
+            metrics: ``{metric: mean}``.
+            per_query: ``{metric: {query id: value}}``.
+        """
         with self._lock, self.db.conn:
             self.db.table("metrics").upsert({"key": key, "dataset": dataset, "system": system,
                                             "params": json.dumps(params, sort_keys=True, default=str),
@@ -347,7 +471,14 @@ class Store:
                                             "per_query": _pack(per_query), "created": time.time()}, pk="key")
 
     def runs(self, dataset: str | None = None) -> list[dict]:
-        """Run history (without the hits), newest first."""
+        """Run history (without the hits), newest first.
+
+        Args:
+            dataset: Only this data set's (its content hash); None: all.
+
+        Returns:
+            One dict per run: ``key, dataset, system, params, split, k, created``.
+        """
         where, args = ("dataset = ?", [dataset]) if dataset else (None, None)
         with self._lock:
             return list(self.db.table("runs").rows_where(where, args, order_by="created desc",
@@ -355,7 +486,14 @@ class Store:
 
     # ---- 2-D projections (UMAP) ------------------------------------------------------------
     def get_projection(self, key: str) -> tuple[np.ndarray, float] | None:
-        """(``(points, 2)`` float32 coordinates, seconds the fit took) or None."""
+        """(``(points, 2)`` float32 coordinates, seconds the fit took) or None.
+
+        Args:
+            key: The projection's cache key.
+
+        Returns:
+            The coordinates and seconds, or None.
+        """
         with self._lock:
             row = self.db.execute("select points, xy, seconds from projections where key = ?", [key]).fetchone()
         if row is None:
@@ -368,6 +506,16 @@ class Store:
 
     def put_projection(self, key: str, *, sample: str, model: str, params: dict, xy: np.ndarray,
                        seconds: float) -> None:
+        """Keep a projection's 2-D coordinates under ``key``, replacing any.
+
+        Args:
+            key: The projection's cache key.
+            sample: The sample of documents projected.
+            model: The encoder's fingerprint.
+            params: The projection's parameters.
+            xy: ``(points, 2)`` coordinates.
+            seconds: How long the fit took.
+        """
         xy = np.ascontiguousarray(xy, dtype=np.float32)
         with self._lock, self.db.conn:
             self.db.table("projections").upsert({"key": key, "sample": sample, "model": model,
@@ -379,10 +527,19 @@ class Store:
     def put_judgment(self, corpus: str, query_id: str, query_text: str, doc_id: str, grade: int,
                      judge: str) -> None:
         """Store one judge's grade of a (query, document) pair of the corpus ``corpus`` (a
-        ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade."""
+        ``Dataset.corpus_hash``), in its own transaction; judging the pair again replaces the grade.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            query_id: The query.
+            query_text: Its text, kept beside the grade.
+            doc_id: The document.
+            grade: 0, 1 or 2.
+            judge: The judge's name.
+        """
         self.put_judgments(corpus, [(query_id, query_text, doc_id, grade, judge)])
 
-    def put_judgments(self, corpus: str, judgments, source: str | None = None) -> JudgmentsStored:
+    def put_judgments(self, corpus: str, judgments: Iterable, source: str | None = None) -> JudgmentsStored:
         """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus as one
         write (an import), through a connection of its own and never under the store's lock, so other
         sessions' reads go on meanwhile (``retrieval.judging.staged_writes``: a large import is staged, then copied
@@ -390,17 +547,36 @@ class Store:
         ``staging.MAX_IMPORT_ROWS`` rows (``staging.TooManyRows``, naming ``source``, the file) stores
         none, and readers never see part of it. Counted against what the store held for the corpus
         and judge (``JudgmentsStored``: new, changed, unchanged; a pair given twice counts once, its
-        last grade); an unchanged grade is left as it was (its time too)."""
+        last grade); an unchanged grade is left as it was (its time too).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            judgments: ``(query id, query text, doc id, grade, judge)`` tuples.
+            source: The file they came from, named in errors.
+
+        Returns:
+            How many grades were new, changed and unchanged.
+        """
         return staging.put(self.path, corpus, judgments, source)
 
-    def judgments(self, corpus: str, judge: str | None = None, query_ids=None, viewer: Viewer | None = None
-                  ) -> list[dict]:
+    def judgments(self, corpus: str, judge: str | None = None, query_ids: Iterable[str] | None = None,
+                  viewer: Viewer | None = None) -> list[dict]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
         oldest first; only ``judge``'s when given, only those of the queries ``query_ids`` when given;
         with ``viewer`` (``owners.Viewer``: a session of a shared deployment), only the grades of its
         own judges and the published ones (``judges``' makers); None: every judge's (the command line,
         a deployment that is not shared). A row ``put_judgments`` could not have written (a
-        grade outside ``GRADES``, an id or judge's name refused on input) is left out, with a warning."""
+        grade outside ``GRADES``, an id or judge's name refused on input) is left out, with a warning.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            judge: Only this judge's.
+            query_ids: Only these queries'.
+            viewer: Only the judges whose grades this viewer sees.
+
+        Returns:
+            One dict per judgment.
+        """
         where, args = "corpus = ?", [corpus]
         if judge is not None:
             where, args = where + " and judge = ?", [corpus, judge]
@@ -424,7 +600,14 @@ class Store:
     def judges(self, corpus: str) -> list[str]:
         """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
         ``names.check_new_name``): every session's, those with a maker and no grade yet among them; a
-        name ``check_judge`` refuses is left out, with a warning."""
+        name ``check_judge`` refuses is left out, with a warning.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+
+        Returns:
+            The judges' names.
+        """
         with self._lock:
             names = [r[0] for r in self.db.execute("select judge from judgments where corpus = ? union "
                                                    "select judge from judges where corpus = ? order by judge",
@@ -436,7 +619,15 @@ class Store:
 
     def judged_query_ids(self, corpus: str, viewer: Viewer | None = None) -> list[str]:
         """The ids of the corpus's queries that have a judgment (with ``viewer``: by one of the judges
-        whose grades it sees, as ``judgments``), each once (read from the key's index, not the rows)."""
+        whose grades it sees, as ``judgments``), each once (read from the key's index, not the rows).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            viewer: Only by the judges whose grades this viewer sees.
+
+        Returns:
+            The query ids.
+        """
         with self._lock:
             where, args = self._unseen_judges(corpus, viewer, "corpus = ?", [corpus])
             return [r[0] for r in self.db.execute(f"select distinct query_id from judgments where {where} "
@@ -454,12 +645,24 @@ class Store:
             return where, args
         return where + " and judge not in (select value from json_each(?))", args + [json.dumps(hidden)]
 
-    def claim_judges(self, corpus: str, names, owner: str, published: bool, refuse: bool = True) -> JudgesClaimed:
+    def claim_judges(self, corpus: str, names: Iterable[str], owner: str, published: bool,
+                     refuse: bool = True) -> JudgesClaimed:
         """Make ``owner`` the maker of each judge of ``names`` the corpus has no maker for, ``published``
         or not, in one transaction (a judge with grades but no maker recorded, kept before makers were,
         becomes published with no maker: ``""``). ``JudgesClaimed``: the names now ``owner``'s that were
         no one's (``new``), and those another maker holds (``taken``: name -> maker); with ``refuse``,
-        when any is taken none is claimed. Two sessions claiming one name: the first write wins."""
+        when any is taken none is claimed. Two sessions claiming one name: the first write wins.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            names: The judges' names.
+            owner: The session's owner (``retrieval.sharing.owners``).
+            published: Whether the new judges count for every session.
+            refuse: Refuse (``NameTaken``) a name another owner made, claiming none.
+
+        Returns:
+            The names claimed now, and those that were ``owner``'s already.
+        """
         names = sorted({str(n) for n in names})
         if not names:
             return JudgesClaimed((), {})
@@ -491,16 +694,29 @@ class Store:
                 return JudgesClaimed((), refused.taken)
         return JudgesClaimed(tuple(n for n in names if n not in before and held.get(n) == owner), taken)
 
-    def release_judges(self, corpus: str, names, owner: str) -> None:
+    def release_judges(self, corpus: str, names: Iterable[str], owner: str) -> None:
         """Forget ``owner``'s claim on each of ``names`` that holds no grade (an import that stored
-        nothing after claiming them)."""
+        nothing after claiming them).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            names: The judges' names.
+            owner: The session's owner (``retrieval.sharing.owners``).
+        """
         with self._lock, self.db.conn:
             self.db.execute("delete from judges where corpus = ? and owner = ? and judge in (select value from "
                             "json_each(?)) and not exists (select 1 from judgments j where j.corpus = judges.corpus "
                             "and j.judge = judges.judge)", [corpus, owner, json.dumps(sorted(set(names)))])
 
     def judge_makers(self, corpus: str) -> dict[str, dict]:
-        """Each judge of the corpus with a maker recorded: name -> ``owner, published, created``."""
+        """Each judge of the corpus with a maker recorded: name -> ``owner, published, created``.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+
+        Returns:
+            ``{judge: {owner, published, created}}``.
+        """
         with self._lock:
             rows = self.db.execute("select judge, owner, published, created from judges where corpus = ? order by "
                                    "judge", [corpus]).fetchall()
@@ -508,7 +724,16 @@ class Store:
                 if isinstance(j, str)}
 
     def publish_judge(self, corpus: str, judge: str, owner: str) -> bool:
-        """Make ``owner``'s judge ``judge`` count for everyone; False when it has no such unpublished judge."""
+        """Make ``owner``'s judge ``judge`` count for everyone; False when it has no such unpublished judge.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            judge: The judge's name.
+            owner: The session's owner (``retrieval.sharing.owners``).
+
+        Returns:
+            Whether it was published now.
+        """
         with self._lock, self.db.conn:
             return self.db.execute("update judges set published = 1 where corpus = ? and judge = ? and owner = ? "
                                    "and published = 0", [corpus, judge, owner]).rowcount > 0
@@ -525,7 +750,17 @@ class Store:
 
     def delete_judgment(self, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
         """Remove one judge's grade of a pair (undo); True when there was one. Written as
-        ``put_judgments`` writes, not under the store's lock."""
+        ``put_judgments`` writes, not under the store's lock.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            query_id: The query.
+            doc_id: The document.
+            judge: The judge's name.
+
+        Returns:
+            Whether a grade was removed.
+        """
         return staging.delete(self.path, corpus, query_id, doc_id, judge)
 
     # ---- query sets added to a corpus ---------------------------------------------------------
@@ -533,7 +768,16 @@ class Store:
                       published: bool = True) -> None:
         """Keep queries added to the corpus ``corpus`` (a ``Dataset.corpus_hash``) as one named set
         made by ``owner`` (``retrieval.sharing.owners``), ``published`` or not; the same ``set_id`` again
-        replaces its name and queries, keeping its maker and whether it is published."""
+        replaces its name and queries, keeping its maker and whether it is published.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            set_id: The set's id.
+            name: Its name.
+            queries: ``{query id: text}``.
+            owner: The session's owner (``retrieval.sharing.owners``).
+            published: Whether every session sees it.
+        """
         with self._lock, self.db.conn:
             was = self.db.execute("select owner, published from query_sets where corpus = ? and id = ?",
                                   [corpus, set_id]).fetchone()
@@ -544,7 +788,15 @@ class Store:
 
     def query_sets(self, corpus: str, owner: str | None = None) -> list[dict]:
         """The corpus's query sets (``id, name, n, created, owner, published, queries``), oldest
-        first; with ``owner``, only its own and the published ones (``owners.Viewer.filter``)."""
+        first; with ``owner``, only its own and the published ones (``owners.Viewer.filter``).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            owner: The session's owner (``retrieval.sharing.owners``). None: every set.
+
+        Returns:
+            One dict per set.
+        """
         where, args = "corpus = ?", [corpus]
         if owner is not None:
             where, args = where + " and (published = 1 or owner = ?)", args + [owner]
@@ -563,7 +815,16 @@ class Store:
         return out
 
     def query_set_count(self, corpus: str, owner: str | None = None, but: str | None = None) -> int:
-        """How many query sets the corpus keeps (``owner``'s only, when given), leaving out ``but``."""
+        """How many query sets the corpus keeps (``owner``'s only, when given), leaving out ``but``.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            owner: The session's owner (``retrieval.sharing.owners``). None: every set.
+            but: A set id not counted.
+
+        Returns:
+            The count.
+        """
         where, args = "corpus = ? and id != ?", [corpus, but or ""]
         if owner is not None:
             where, args = where + " and owner = ?", args + [owner]
@@ -571,7 +832,16 @@ class Store:
             return self.db.execute(f"select count(*) from query_sets where {where}", args).fetchone()[0]
 
     def delete_query_set(self, corpus: str, set_id: str, owner: str | None = None) -> bool:
-        """Forget one query set of the corpus (with ``owner``: only if it made it); True when one went."""
+        """Forget one query set of the corpus (with ``owner``: only if it made it); True when one went.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            set_id: The set's id.
+            owner: The session's owner (``retrieval.sharing.owners``). None: any maker's.
+
+        Returns:
+            Whether a set was removed.
+        """
         where, args = "corpus = ? and id = ?", [corpus, set_id]
         if owner is not None:
             where, args = where + " and owner = ?", args + [owner]
@@ -579,21 +849,45 @@ class Store:
             return self.db.execute(f"delete from query_sets where {where}", args).rowcount > 0
 
     def publish_query_set(self, corpus: str, set_id: str, owner: str) -> bool:
-        """Make ``owner``'s query set ``set_id`` visible to everyone; False when it has none of that id."""
+        """Make ``owner``'s query set ``set_id`` visible to everyone; False when it has none of that id.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            set_id: The set's id.
+            owner: The session's owner (``retrieval.sharing.owners``).
+
+        Returns:
+            Whether it was published now.
+        """
         with self._lock, self.db.conn:
             return self.db.execute("update query_sets set published = 1 where corpus = ? and id = ? and owner = ?",
                                    [corpus, set_id, owner]).rowcount > 0
 
     # ---- samples of queries to judge ---------------------------------------------------------
     def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str]) -> None:
-        """Keep a sample of a corpus's queries drawn for judging (``retrieval.judging.sampling``)."""
+        """Keep a sample of a corpus's queries drawn for judging (``retrieval.judging.sampling``).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            sample_id: The sample's id.
+            method: How it was drawn.
+            seed: The seed it was drawn with.
+            query_ids: The queries drawn.
+        """
         with self._lock, self.db.conn:
             self.db.table("judging_samples").upsert({"corpus": corpus, "id": sample_id, "method": method,
                                                      "seed": int(seed), "query_ids": _pack(list(query_ids)),
                                                      "created": time.time()}, pk=("corpus", "id"))
 
     def samples(self, corpus: str) -> list[dict]:
-        """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first."""
+        """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+
+        Returns:
+            One dict per sample; a damaged one left out, with a warning.
+        """
         with self._lock:
             rows = list(self.db.table("judging_samples").rows_where("corpus = ?", [corpus],
                                                                     order_by="created desc, id"))
@@ -614,7 +908,20 @@ class Store:
         """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs. A name the
         corpus has already is ``NameTaken`` unless ``replace`` and the snapshot is ``owner``'s and
         not the baseline (then its runs, meta and time are replaced; it stays published if it was).
-        Checked in the write's transaction, so two writers of one name cannot both succeed."""
+        Checked in the write's transaction, so two writers of one name cannot both succeed.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            name: The snapshot's name.
+            meta: What it records besides the runs (JSON-able).
+            runs: ``{system: run}``.
+            owner: The session's owner (``retrieval.sharing.owners``).
+            published: Whether every session sees it.
+            replace: Replace ``owner``'s own snapshot of that name.
+
+        Raises:
+            NameTaken: The name is taken and may not be replaced.
+        """
         row = {"corpus": corpus, "name": name, "meta": json.dumps(meta), "runs": _pack(runs),
                "created": float(meta["created"])}
         with self._lock, self.db.conn:
@@ -636,7 +943,17 @@ class Store:
                   owner: str | None = None) -> list[dict]:
         """The corpus's snapshots (``name, meta, runs, baseline, owner, published, baseline_by,
         baseline_at``), oldest first: all, the one called ``name``, or the baseline (only those rows'
-        runs are read and unpacked); with ``owner``, only its own and the published ones."""
+        runs are read and unpacked); with ``owner``, only its own and the published ones.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            name: Only the snapshot of this name.
+            baseline: Only the baseline.
+            owner: The session's owner (``retrieval.sharing.owners``). None: every snapshot.
+
+        Returns:
+            One dict per snapshot.
+        """
         where, args = "corpus = ?", [corpus]
         if name is not None:
             where, args = where + " and name = ?", args + [name]
@@ -654,12 +971,28 @@ class Store:
 
     def snapshot_names(self, corpus: str, owner: str | None = None) -> list[str]:
         """The names of the corpus's snapshots, oldest first (no runs read); with ``owner``, only
-        its own and the published ones."""
+        its own and the published ones.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            owner: The session's owner (``retrieval.sharing.owners``). None: every snapshot.
+
+        Returns:
+            The names.
+        """
         return [r["name"] for r in self.snapshot_index(corpus, owner)]
 
     def snapshot_index(self, corpus: str, owner: str | None = None) -> list[dict]:
         """The corpus's snapshots without their runs or meta (``name, created, baseline, owner,
-        published, baseline_by, baseline_at``), oldest first; with ``owner``, its own and the published."""
+        published, baseline_by, baseline_at``), oldest first; with ``owner``, its own and the published.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            owner: The session's owner (``retrieval.sharing.owners``). None: every snapshot.
+
+        Returns:
+            One dict per snapshot.
+        """
         where, args = "corpus = ?", [corpus]
         if owner is not None:
             where, args = where + " and (published = 1 or owner = ?)", args + [owner]
@@ -674,7 +1007,19 @@ class Store:
     def mark_baseline(self, corpus: str, name: str, who: str = "") -> str | None:
         """Make the snapshot ``name`` the corpus's only baseline, set by ``who`` now, and log the move
         (``baseline_log``) in the same transaction; the name of the baseline before (None: none).
-        ``KeyError`` when the corpus has no snapshot ``name`` (nothing changes)."""
+        ``KeyError`` when the corpus has no snapshot ``name`` (nothing changes).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            name: The snapshot.
+            who: Who moved the mark, for the log.
+
+        Returns:
+            The baseline's name before, or None.
+
+        Raises:
+            KeyError: The corpus has no snapshot ``name``.
+        """
         now = time.time()
         with self._lock, self.db.conn:
             if not self.db.execute("select 1 from snapshots where corpus = ? and name = ?", [corpus, name]).fetchone():
@@ -691,13 +1036,29 @@ class Store:
 
     def baseline_log(self, corpus: str) -> list[dict]:
         """Every move of the corpus's baseline mark (``moved_from`` (None: none before), ``moved_to``,
-        ``who``, ``at``), oldest first."""
+        ``who``, ``at``), oldest first.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+
+        Returns:
+            One dict per move.
+        """
         with self._lock:
             return list(self.db.table("baseline_log").rows_where("corpus = ?", [corpus], order_by="at, rowid",
                                                                 select="moved_from, moved_to, who, at"))
 
     def publish_snapshot(self, corpus: str, name: str, owner: str) -> bool:
-        """Make ``owner``'s snapshot ``name`` visible to everyone; False when it has none of that name."""
+        """Make ``owner``'s snapshot ``name`` visible to everyone; False when it has none of that name.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            name: The snapshot.
+            owner: The session's owner (``retrieval.sharing.owners``).
+
+        Returns:
+            Whether it was published now.
+        """
         with self._lock, self.db.conn:
             return self.db.execute("update snapshots set published = 1 where corpus = ? and name = ? and owner = ?",
                                    [corpus, name, owner]).rowcount > 0
@@ -725,6 +1086,11 @@ class Store:
     JOB_JSON = ("config", "progress", "losses", "result")
 
     def put_job(self, job: dict) -> None:
+        """Write a training job: a new row, or the fields given over the row of its ``id``.
+
+        Args:
+            job: The job; its ``JOB_JSON`` fields are written as JSON.
+        """
         row = {k: (json.dumps(v, default=str) if k in self.JOB_JSON and not isinstance(v, str) else v)
                for k, v in job.items()}
         row["updated"] = time.time()
@@ -735,14 +1101,28 @@ class Store:
             self.db.table("jobs").upsert(row, pk="id", alter=True)
 
     def get_job(self, job_id: str) -> dict | None:
-        """The training job ``job_id``; None when there is none, or its row is damaged (with a warning)."""
+        """The training job ``job_id``; None when there is none, or its row is damaged (with a warning).
+
+        Args:
+            job_id: The job's id.
+
+        Returns:
+            The job, its JSON fields decoded, or None.
+        """
         with self._lock:
             rows = list(self.db.table("jobs").rows_where("id = ?", [job_id]))
         found = self._checked_jobs(rows)
         return found[0] if found else None
 
     def jobs(self, limit: int = 50) -> list[dict]:
-        """The newest ``limit`` training jobs, newest first; a damaged row is left out, with a warning."""
+        """The newest ``limit`` training jobs, newest first; a damaged row is left out, with a warning.
+
+        Args:
+            limit: The most jobs returned.
+
+        Returns:
+            One dict per job.
+        """
         with self._lock:
             rows = list(self.db.table("jobs").rows_where(order_by="created desc", limit=limit))
         return self._checked_jobs(rows)
@@ -767,12 +1147,21 @@ class Store:
         return {k: (json.loads(v) if k in self.JOB_JSON and isinstance(v, str) and v else v) for k, v in row.items()}
 
     def mark_interrupted(self) -> int:
-        """Jobs left queued or running by a process that died are marked ``interrupted``."""
+        """Jobs left queued or running by a process that died are marked ``interrupted``.
+
+        Returns:
+            How many jobs were marked.
+        """
         with self._lock, self.db.conn:
             cur = self.db.execute("update jobs set status = 'interrupted', updated = ? "
                                   "where status in ('queued', 'running')", [time.time()])
             return cur.rowcount
 
     def integrity_check(self) -> str:
+        """SQLite's ``pragma integrity_check`` of the file.
+
+        Returns:
+            "ok", or SQLite's first complaint.
+        """
         with self._lock:
             return self.db.execute("pragma integrity_check").fetchone()[0]

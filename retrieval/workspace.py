@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from retrieval import systems
@@ -30,10 +31,10 @@ from retrieval.index.bm25_index import BM25Index
 from retrieval.index.builds import IndexBuild
 from retrieval.index.dense_index import DenseIndex, DenseRetriever, index_kind_for
 from retrieval.index.encoder import Encoder, load_encoder
-from retrieval.index.engines import Corpus, InProcess, LexicalIndex
+from retrieval.index.engines import Corpus, Engine, InProcess, LexicalIndex
 from retrieval.index.splade import SparseModel, SparseRetriever, embed_sparse_corpus, load_sparse_model
 from retrieval.index.tokenize import Tokenizer
-from retrieval.progress import Progress, counting
+from retrieval.progress import Counter, Progress, counting
 from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
 from retrieval.systems import BASE_SYSTEMS, Imported, Probe, System
@@ -52,11 +53,32 @@ def _follow_all(builds: tuple[IndexBuild, ...]) -> None:
 
 
 class Workspace:
+    """A data set opened for analysis (module docstring): its systems, indexes, runs and evaluations.
+
+    Args:
+        dataset: The data set (``retrieval.data.readers.load_dataset``).
+        store: Where embeddings, runs and metrics are cached and judgments kept; None caches nothing
+            beyond this process.
+        model: The dense encoder: a sentence-transformers id or folder, a loaded ``Encoder``, or None
+            for the default (all-MiniLM-L6-v2). Loaded when first needed.
+        k1: BM25's term-frequency saturation.
+        b: BM25's length normalization.
+        bm25_method: BM25's variant as bm25s names it ("lucene" by default).
+        tokenizer: How BM25 analyzes text (default: ``Tokenizer()``).
+        index_kind: The dense index: "flat", "hnsw", "sq8", or "auto" (flat, HNSW on a large corpus).
+        depth: How deep each system's candidate lists go for fusion and probes.
+        device: Where the encoders run: "auto", "cpu", "cuda" or "mps".
+        index_dims: Reduce the dense vectors to this many dimensions (PCA) before indexing; None keeps them.
+        precision: The encoder's precision: "auto", "fp32", "bf16" or "fp16".
+        engine: Where BM25 and the vectors live (``retrieval.index.engines``); None: in this process.
+        sparse_model: The learned sparse model; None: the bundled SPLADE-tiny.
+    """
+
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
                  k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
                  tokenizer: Tokenizer | None = None, index_kind: str = "auto", depth: int = 1000,
                  device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto",
-                 engine=None, sparse_model: str | None = None):
+                 engine: Engine | None = None, sparse_model: str | None = None):
         self.dataset, self.store = dataset, store
         self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.index.engines)
         self._model_arg, self._device, self._precision = model, device, precision
@@ -87,13 +109,31 @@ class Workspace:
         return self._model_arg if isinstance(self._model_arg, str) else None
 
     def with_model(self, model: str | Encoder | None) -> Workspace:
-        """The same data set with another encoder, sharing this workspace's BM25 index."""
+        """The same data set with another encoder, sharing this workspace's BM25 index.
+
+        Args:
+            model: The other encoder, as ``Workspace``'s ``model``.
+
+        Returns:
+            A new workspace over the same data set, store and engine.
+        """
         return self._sibling(model, self.index_kind, self.index_dims)
 
     def with_index(self, kind: str, dims: int | None = None) -> Workspace:
         """The same data set and encoder over another dense index (``kind``, optionally reduced to
         ``dims`` dimensions), sharing BM25, the encoder and the corpus embeddings; its runs, metrics
-        and λ are cached under its own parameters. In-process only (the variants are FAISS's)."""
+        and λ are cached under its own parameters. In-process only (the variants are FAISS's).
+
+        Args:
+            kind: The dense index: "flat", "hnsw" or "sq8".
+            dims: Reduce the vectors to this many dimensions (PCA); None keeps them.
+
+        Returns:
+            A new workspace sharing this one's BM25, encoder and embeddings.
+
+        Raises:
+            ValueError: The engine serves its own index only.
+        """
         if not self.engine.capabilities.index_variants:
             raise ValueError(f"index variants (int8, PCA) are built in-process; the {self.engine.name} engine "
                              f"serves its own flat or HNSW index only")
@@ -105,7 +145,14 @@ class Workspace:
     def with_run(self, imported: ImportedRun) -> Workspace:
         """This workspace with one more imported run, as a copy of its own: the indexes, encoder,
         embeddings and λ are shared, the imported runs are not, so a workspace other sessions hold
-        is left as it was."""
+        is left as it was.
+
+        Args:
+            imported: The run to add (``retrieval.data.readers.runs``), under its name.
+
+        Returns:
+            The copy holding the run.
+        """
         other = copy.copy(self)
         other._imported = dict(self._imported)
         other.add_run(imported)
@@ -114,7 +161,17 @@ class Workspace:
     def with_dataset(self, dataset: Dataset) -> Workspace:
         """The same corpus with other queries or labels (``dataset.corpus_hash`` must match): the
         BM25 and dense indexes, the encoder and the imported runs are shared, while runs, metrics
-        and λ are the new data set's own (they are keyed by its content hash)."""
+        and λ are the new data set's own (they are keyed by its content hash).
+
+        Args:
+            dataset: The same documents with other queries or labels.
+
+        Returns:
+            A copy of this workspace over ``dataset``.
+
+        Raises:
+            ValueError: ``dataset`` holds other documents.
+        """
         if dataset.corpus_hash != self.dataset.corpus_hash:
             raise ValueError("with_dataset needs the same documents (corpus hash)")
         other = copy.copy(self)
@@ -154,26 +211,51 @@ class Workspace:
         (``System.shown_by_default``, in the order they registered), then the imported runs."""
         return (*systems.shown(), *self._imported)
 
-    def system_state(self, key: str, make, scope: str = CORPUS):
+    def system_state(self, key: str, make: Callable[[], Any], scope: str = CORPUS) -> Any:
         """The state a system keeps under ``key`` (an index over the corpus, λ), made by ``make()``
         the first time it is asked for in its ``scope`` (``retrieval.systems.state``: ``CORPUS``,
         shared with every workspace made from this one; ``WORKSPACE``, with ``with_run``'s copies).
-        The state must have ``nbytes()``: the memory budget counts it."""
+        The state must have ``nbytes()``: the memory budget counts it.
+
+        Args:
+            key: The state's name, unique among the systems (the system's key, say).
+            make: Makes the state, called once per scope.
+            scope: ``CORPUS`` or ``WORKSPACE``.
+
+        Returns:
+            The state, made now or earlier.
+        """
         return self._slots(scope).get(key, make)
 
-    def background_build(self, key: str, make, total: int, expected_bytes: int = 0, scope: str = CORPUS) -> IndexBuild:
+    def background_build(self, key: str, make: Callable[[Counter | None, Callable[[], None] | None], Any], total: int,
+                         expected_bytes: int = 0, scope: str = CORPUS) -> IndexBuild:
         """A system's index built in the background (``retrieval.index.builds.IndexBuild``), kept as its
         state under ``key``: ``make(progress, indexing)`` builds it (``progress(done, total)`` as it
         goes); ``start_builds`` starts it after the encoders' builds, and the system, naming it in
         ``waits_for``, is ``pending`` until it is done. Asked for before, it is built in the caller's
-        thread, as the dense index is."""
+        thread, as the dense index is.
+
+        Args:
+            key: The state's name (as ``system_state``).
+            make: ``make(progress, indexing)`` builds the index and returns it.
+            total: The count ``progress`` counts to (the corpus's documents, say).
+            expected_bytes: What the index will hold, counted by the memory budget while it is built.
+            scope: ``CORPUS`` or ``WORKSPACE``.
+
+        Returns:
+            The build; ``get()`` or ``value`` gives the index.
+        """
         return self.system_state(key, lambda: IndexBuild(lambda: None, lambda _, progress, indexing:
                                                          make(progress, indexing), total, f"rankscope-{key}-build",
                                                          expected_bytes), scope)
 
     def system_states(self) -> dict[tuple, object]:
         """Every system state made so far, by a key the workspaces sharing it share (its slots' and
-        its own), for the memory budget."""
+        its own), for the memory budget.
+
+        Returns:
+            ``{(slots id, key): state}``.
+        """
         return {(id(slots), key): state for slots in (self._corpus_states, self._workspace_states)
                 for key, state in slots.items()}
 
@@ -185,7 +267,17 @@ class Workspace:
     def add_run(self, imported: ImportedRun) -> str:
         """Register an imported run as a system under its name (matched to this data set's ids
         first when it was read without it); a name already taken, or one that looks like a system's
-        without being it (``names.check_new_name``: ``bm２5``, ``Dense``), is a ValueError."""
+        without being it (``names.check_new_name``: ``bm２5``, ``Dense``), is a ValueError.
+
+        Args:
+            imported: The run read from a file (``retrieval.data.readers.runs``).
+
+        Returns:
+            The name it is registered under.
+
+        Raises:
+            ValueError: The name is a built-in's, taken, or looks like another system's.
+        """
         name = imported.name
         if systems.is_reserved(name):
             raise ValueError(f"an imported run cannot be named {name!r}: a built-in system has that name")
@@ -208,9 +300,16 @@ class Workspace:
         """The engine's BM25 (``retrieval.index.engines``): what the BM25 system and the hybrids rank with."""
         return self.build_lexical()
 
-    def build_lexical(self, progress: Progress | None = None):
+    def build_lexical(self, progress: Progress | None = None) -> LexicalIndex:
         """The engine's BM25, built (or loaded into the engine) now if it is not yet; reports
-        progress where the engine loads documents one batch at a time."""
+        progress where the engine loads documents one batch at a time.
+
+        Args:
+            progress: ``progress(fraction, message)`` as documents are indexed, or None.
+
+        Returns:
+            The engine's lexical index (``retrieval.index.engines.LexicalIndex``).
+        """
         with self._lock:
             if self._lexical is None:
                 self._lexical = self.engine.lexical(self.corpus, self.tokenizer, self.bm25_args, self.store,
@@ -243,6 +342,7 @@ class Workspace:
 
     @property
     def encoder(self) -> Encoder:
+        """The dense encoder, loaded now if it is not yet."""
         with self._lock:
             if self._encoder is None:
                 self._encoder = load_encoder(self.model_name, device=self._device, precision=self._precision)
@@ -250,7 +350,14 @@ class Workspace:
 
     def build_dense(self, progress: Progress | None = None) -> DenseRetriever:
         """Embed the corpus (from the store where cached) and index it; reports progress. A build
-        under way in the background (``start_dense``) is waited for instead."""
+        under way in the background (``start_dense``) is waited for instead.
+
+        Args:
+            progress: ``progress(fraction, message)`` as documents are encoded, or None.
+
+        Returns:
+            The dense retriever (the encoder and its index).
+        """
         return self._dense_build.get(counting(progress, "encoding {done}/{total} documents"))
 
     def _build_dense(self, enc: Encoder, progress=None, indexing=None) -> DenseRetriever:
@@ -277,18 +384,34 @@ class Workspace:
         """Build the dense index in a background thread (``retrieval.index.background_build``) unless it is
         built or being built; returns where that build stands (None: built already, in the
         foreground). Meanwhile ``dense`` and the systems that need it raise ``DenseNotReady``,
-        and BM25 answers."""
+        and BM25 answers.
+
+        Returns:
+            Where the build stands, or None when it is built.
+        """
         return self._dense_build.start()
 
     def start_sparse(self) -> EncodingStatus | None:
         """The learned sparse index's build, in the background (as ``start_dense``), once a dense
-        build under way is over: one encoder at a time has the cores."""
+        build under way is over: one encoder at a time has the cores.
+
+        Returns:
+            Where the build stands, or None when it is built.
+        """
         return self._sparse_build.start(after=lambda: self._dense_build.follow(None, None, POLL_S))
 
     def wait_dense(self, timeout: float | None = None, progress: Progress | None = None) -> bool:
         """Wait at most ``timeout`` seconds (None: as long as it takes) for the background dense
         build, reporting it to ``progress`` every ``POLL_S``; True when the dense index is ready or
-        nothing builds it in the background."""
+        nothing builds it in the background.
+
+        Args:
+            timeout: The most seconds to wait; None waits until it is done.
+            progress: ``progress(fraction, message)`` as documents are encoded, or None.
+
+        Returns:
+            Whether the dense index is ready (or nothing builds it in the background).
+        """
         return self._dense_build.follow(timeout, counting(progress, "encoding {done}/{total} documents"), POLL_S)
 
     @property
@@ -317,10 +440,17 @@ class Workspace:
                     build.start(after=functools.partial(_follow_all, tuple(started)))
                     started.append(build)
 
-    def pending(self, names) -> list[str]:
+    def pending(self, names: Iterable[str]) -> list[str]:
         """Those of the systems ``names`` that cannot answer yet: an index they wait for
         (``System.waits_for``: the dense one, the learned sparse one, a system's own) is still being
-        built in the background (BM25 and imported runs never wait)."""
+        built in the background (BM25 and imported runs never wait).
+
+        Args:
+            names: System names (``system_names``).
+
+        Returns:
+            Those of ``names`` that wait, in their order.
+        """
         return [s for s in names if any(b.pending for b in self.system(s).waits_for(self))]
 
     @property
@@ -337,20 +467,55 @@ class Workspace:
     # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``lambdas``) ---------------------
     @property
     def query_max_space(self) -> bool:
+        """Whether the CLEAR hybrid's λ weighs BM25 over the query's largest possible score (``systems.hybrid``)."""
         return hybrid_system.query_max_space(self)
 
     def lambda_for(self, eval_split: str | None) -> LambdaChoice:
+        """The CLEAR hybrid's λ when ``eval_split`` is evaluated (``systems.hybrid.lambda_for``).
+
+        Args:
+            eval_split: The split evaluated; None for queries of no split (Search).
+
+        Returns:
+            The λ, how it was chosen, and its tuning grid where it was tuned.
+        """
         return hybrid_system.lambda_for(self, eval_split)
 
     def lambda_fit(self, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
+        """λ tuned on ``split``'s labelled queries against the label-free prior (``systems.hybrid.lambda_fit``).
+
+        Args:
+            split: A split with labels.
+            queries: Tune on these of its queries only; None: all.
+
+        Returns:
+            The grid's best λ, the prior, and the test between them.
+        """
         return hybrid_system.lambda_fit(self, split, queries)
 
     def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
+        """Set the CLEAR hybrid's λ by hand for ``eval_split`` (``systems.hybrid.fix_lambda``).
+
+        Args:
+            value: The λ.
+            how: Why it is this value, shown beside it.
+            eval_split: The split it applies to; None for queries of no split.
+        """
         hybrid_system.fix_lambda(self, value, how, eval_split)
 
     # ---- systems ---------------------------------------------------------------------------
     def system(self, name: str) -> System:
-        """The system ``name`` names: a built-in (``retrieval.systems``) or an imported run."""
+        """The system ``name`` names: a built-in (``retrieval.systems``) or an imported run.
+
+        Args:
+            name: A system's key or an imported run's name.
+
+        Returns:
+            The system (``retrieval.systems.System``).
+
+        Raises:
+            ValueError: No system has that name.
+        """
         if name in self._imported:
             return Imported(self._imported[name])
         found = systems.builtin(name)
@@ -359,7 +524,15 @@ class Workspace:
         return found
 
     def system_params(self, name: str, eval_split: str | None = None) -> dict:
-        """What a system's runs and metrics are cached under (beside the data set, split and depth)."""
+        """What a system's runs and metrics are cached under (beside the data set, split and depth).
+
+        Args:
+            name: The system.
+            eval_split: The split evaluated (λ depends on it); None for queries of no split.
+
+        Returns:
+            The system's parameters, as JSON-able values.
+        """
         return self.system(name).params(self, eval_split)
 
     def _key(self, system: str, params: dict, split: str | None, k: int = 0) -> str:
@@ -368,7 +541,16 @@ class Workspace:
     # ---- runs and evaluations ------------------------------------------------------------
     def run(self, system: str, split: str, k: int = EVAL_DEPTH) -> Run:
         """The system's run on a split's queries, from the store when it was computed before (an
-        imported run: its lists of those queries cut to ``k``, ``[]`` where it has none)."""
+        imported run: its lists of those queries cut to ``k``, ``[]`` where it has none).
+
+        Args:
+            system: The system.
+            split: The split whose queries are searched.
+            k: How many documents each list keeps.
+
+        Returns:
+            ``{query id: [(document id, score), …]}``, best first.
+        """
         params = self.system_params(system, split)
         key = self._key(system, params, split, k)
         if self.store is not None:
@@ -382,7 +564,17 @@ class Workspace:
         return run
 
     def search(self, system: str, queries: dict[str, str], k: int, split: str | None = None) -> Run:
-        """``system``'s ranked lists of ``queries`` (not cached; ``split``: the split evaluated)."""
+        """``system``'s ranked lists of ``queries`` (not cached).
+
+        Args:
+            system: The system.
+            queries: ``{query id: text}``.
+            k: How many documents each list keeps.
+            split: The split evaluated (λ depends on it); None for queries of no split.
+
+        Returns:
+            ``{query id: [(document id, score), …]}``, best first.
+        """
         return self.system(system).search(self, queries, k, split)
 
     def _exact_scores(self, system: str, split: str) -> dict | None:
@@ -393,6 +585,19 @@ class Workspace:
         return self.system(system).exact_scores(self, split, rows, queries)
 
     def evaluate(self, system: str, split: str) -> Evaluation:
+        """The system's metrics on a split (``EVALUATED``, PNR from its exact scores where it has them),
+        from the store when computed before.
+
+        Args:
+            system: The system.
+            split: A split with labels.
+
+        Returns:
+            The mean of each metric and its per-query values.
+
+        Raises:
+            UnknownSplit: The data set has no labels for ``split``.
+        """
         self.require_split(split)
         params = self.system_params(system, split)
         measured = {"metrics": EVALUATED, "condensed_depth": CONDENSED_DEPTH}  # nDCG'@10 reads that deep
@@ -412,18 +617,40 @@ class Workspace:
         return ev
 
     def require_split(self, split: str | None) -> str:
-        """``split`` itself when the data set has labels for it, else ``UnknownSplit``."""
+        """``split`` itself when the data set has labels for it, else ``UnknownSplit``.
+
+        Args:
+            split: A split's name, or None.
+
+        Returns:
+            ``split``.
+
+        Raises:
+            UnknownSplit: The data set has no labels for ``split``.
+        """
         if split not in self.dataset.qrels:
             raise UnknownSplit(self.dataset.name, split, self.dataset.splits)
         return split
 
-    def search_one(self, text: str, systems=BASE_SYSTEMS, k: int = 10, eval_split: str | None = None,
+    def search_one(self, text: str, systems: Iterable[str] = BASE_SYSTEMS, k: int = 10, eval_split: str | None = None,
                    query_id: str | None = None, probe: Probe | None = None) -> dict[str, list[tuple[str, float]]]:
         """Ranked lists of every system for one free-text query, in one pass (not cached): the query
         goes through one ``systems.Probe`` (BM25 searched, the query encoded and the vector index
         searched, each once, to ``max(k, depth)``, and only when a system asks) and each system cuts
         or fuses its list from it. An imported run gives its list of the data set's query
-        ``query_id`` (default: the one with exactly this text, ``Dataset.find_query``), else ``[]``."""
+        ``query_id`` (default: the one with exactly this text, ``Dataset.find_query``), else ``[]``.
+
+        Args:
+            text: The query's text.
+            systems: The systems asked.
+            k: How many documents each list keeps.
+            eval_split: The split whose λ the CLEAR hybrid uses; None: the default split's.
+            query_id: The data set's query this text is, for imported runs.
+            probe: A probe made already for this text (searched once for every system).
+
+        Returns:
+            ``{system: [(document id, score), …]}``, best first.
+        """
         chosen = [self.system(s) for s in systems]
         if query_id is None and any(s.needs.run for s in chosen):
             query_id = self.dataset.find_query(text)[0]

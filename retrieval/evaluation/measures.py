@@ -285,8 +285,9 @@ def paired_permutation_p(diff, n_resamples: int = 10_000, seed: int = 0) -> floa
     ``scipy.stats.permutation_test(..., permutation_type="samples")`` computes it — every pattern
     when there are at most ``n_resamples`` (exact), else random ones with the +1 adjustment, and
     twice the smaller tail. Written out (``intervals.sign_flip_test``, which inverts the same test
-    into the difference's interval) because scipy's general routine takes 0.2–0.4 s a call and
-    every table makes dozens (``tests/test_evaluate.py`` checks the two agree)."""
+    into the difference's interval) because scipy's general routine is slow for a test every table
+    runs dozens of (``bench/eval_speed.py`` times a table); ``tests/test_evaluate.py`` checks the
+    two agree."""
     return sign_flip_test(diff, n_resamples=n_resamples, seed=seed).p_value
 
 

@@ -1,6 +1,6 @@
 """Building the dense index in a background thread, and where that build stands.
 
-Encoding a corpus takes minutes to hours (100,000 passages: about 20 minutes on 2 CPU cores), while
+Encoding a corpus takes minutes to hours on a CPU (``bench/encode_speed.py`` measures the rate), while
 BM25 is ready in seconds. ``Workspace.start_dense`` hands the dense build to a ``BackgroundBuild``:
 BM25 answers at once, and whatever needs the dense index meanwhile gets ``DenseNotReady`` (with
 the build's ``EncodingStatus``: documents done, rate, time left) instead of waiting.

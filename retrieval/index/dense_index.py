@@ -52,9 +52,9 @@ def index_kind_for(n_docs: int, kind: str = "auto") -> str:
     from there on; any other kind is returned as it is.
 
     Why 500,000: a flat search scans every vector, so its time grows with the corpus, and around
-    500,000 documents the scan alone takes a third of the 100 ms an interactive search should take
-    end to end; HNSW (M 32, efSearch 512) answers far faster and grows slowly, but costs a build,
-    256 more bytes per document and a few percent of recall. Below that size exactness is
+    500,000 documents the scan alone takes a large share of the 100 ms an interactive search should
+    take end to end; HNSW (M 32, efSearch 512) answers far faster and grows slowly, but costs a build,
+    256 more bytes per document and some recall. Below that size exactness is
     affordable, above it speed is worth the loss (the figures: ``bench/README.md``, ``scale.py``).
     """
     if kind != "auto":

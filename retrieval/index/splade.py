@@ -27,7 +27,7 @@ import importlib.metadata
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from retrieval.index.encoder import model_fingerprint
 from retrieval.index.top_k import top_k
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store
+
+if TYPE_CHECKING:
+    from retrieval.index.engines.base import SparseVectorIndex
 
 BUNDLED = "splade-tiny"
 # texts per forward pass: the MLM head's output is batch × tokens × vocabulary floats (16 × 256 ×
@@ -248,7 +251,7 @@ class SparseIndex:
 class SparseRetriever:
     """Encode queries, search the inverted index: the ``search(queries, k) -> Run`` shape."""
 
-    def __init__(self, model: SparseModel, index: SparseIndex, from_store: int = 0, encoded: int = 0):
+    def __init__(self, model: SparseModel, index: SparseVectorIndex, from_store: int = 0, encoded: int = 0):
         self.model, self.index, self.from_store, self.encoded = model, index, from_store, encoded
 
     def encode_query(self, text: str) -> SparseVector:

@@ -13,12 +13,13 @@ several judges' grades into qrels are ``judgments.MERGE_RULES``.
   graded carry no information on agreement and are left out); interval: percentile bootstrap over
   those pairs (``ALPHA_RESAMPLES``).
 
-Both bootstraps cost the same for 60 pairs as for 600,000 (after a 200,000-row import the old ones
-took 22 s): κ reads a pair only through its cell of the confusion matrix, so a resample of n pairs
-drawn with replacement is a multinomial draw of n over the cells, in the shared pairs' proportions;
-α reads a pair only through how many judges gave it each grade (its *pattern*; a few dozen occur),
-so a resample is a multinomial draw over the patterns, and its α comes from the coincidence matrix
-those counts weight. Each is the same distribution as resampling the pairs themselves (Efron and
+Both bootstraps cost the same for 60 pairs as for 600,000 (resampling the pairs themselves grew with
+them; ``bench/judging_views.py`` times ``/agreement`` after a large import): κ reads a pair only
+through its cell of the confusion matrix, so a resample of n pairs drawn with replacement is a
+multinomial draw of n over the cells, in the shared pairs' proportions; α reads a pair only through
+how many judges gave it each grade (its *pattern*; a few dozen occur), so a resample is a
+multinomial draw over the patterns, and its α comes from the coincidence matrix those counts
+weight. Each is the same distribution as resampling the pairs themselves (Efron and
 Tibshirani, "An Introduction to the Bootstrap", Chapman & Hall 1993, ch. 6: the nonparametric
 bootstrap draws from the empirical distribution, here one on finitely many cells or patterns).
 """

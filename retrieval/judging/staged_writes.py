@@ -2,7 +2,7 @@
 
 ``Store`` serializes its one shared SQLite connection with a Python lock, and every session's
 reads (cached runs, metrics, judgments) go through it. A write that took that lock for the length
-of an import stalled them all (19 s for 200,000 rows). Judgments are written here instead, each
+of an import stalled them all (``bench/import_contention.py`` measures it). Judgments are written here instead, each
 write through a connection of its own to the same file: in WAL mode the shared connection goes on
 reading the last committed state while this one writes, and sees the new one once it commits.
 
@@ -77,8 +77,8 @@ def yielding():
     (the app), it gives way to them: Python's cyclic garbage collector is off, and the interpreter
     switches threads every ``SWITCH_S`` instead of every 5 ms; both as they were once the last
     import running ends. Reading a million rows makes a million objects, and each full collection
-    walks them all holding the interpreter (up to 0.65 s at a time, no other session's search
-    running meanwhile); reference counting still frees everything without a cycle. And a search
+    walks them all holding the interpreter (no other session's search running meanwhile);
+    reference counting still frees everything without a cycle. And a search
     waits for the interpreter each time it comes back from SQLite or numpy: up to a switch interval
     each time while the import's thread holds it."""
     global _RUNNING, _SAVED
@@ -106,8 +106,8 @@ def in_background(work):
     """``work()``'s value (or its exception), computed in a thread of its own at the lowest OS
     priority (``BACKGROUND_NICE``: Linux gives each thread its own) while ``yielding``: when the
     machine's cores are busy, other sessions' searches run first and the import waits, instead of
-    both slowing down alike (a labelled search's p95 went from 2.4× its idle value to under 1× during
-    a 1,000,000-row import on two busy cores). The calling thread only waits. A thread of its own, not
+    both slowing down alike (``bench/import_contention.py`` measures a labelled search's latency
+    during a large import). The calling thread only waits. A thread of its own, not
     the caller's: an unprivileged process cannot raise a thread's priority back once lowered, and
     the caller's thread serves other requests after."""
     done: dict = {}

@@ -56,24 +56,100 @@ class Needs:
 
 @runtime_checkable
 class System(Protocol):
+    """A retrieval system (module docstring): what every built-in and imported system provides.
+
+    Attributes:
+        key: What its runs and metrics are cached under, and what the API and the CLI call it.
+        label: Its long name, "Hybrid (CLEAR λ)".
+        short: Its short name, in rank lines such as "BM25 — → dense 3".
+        needs: What it reads to answer.
+        shown_by_default: Whether every view and the CLI list it unless the analyst picks otherwise.
+    """
+
     key: str
     label: str  # "Hybrid (CLEAR λ)"
     short: str  # "hybrid", in rank lines such as "BM25 — → dense 3"
     needs: Needs
     shown_by_default: bool  # listed by every view and the CLI unless the analyst picks otherwise
 
-    def params(self, ws: Workspace, split: str | None) -> dict: ...  # noqa: E704
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        """Everything its results depend on: the cache key beside the data set, split and depth.
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run: ...  # noqa: E704
+        Args:
+            ws: The workspace it ranks over.
+            split: The split evaluated; None for queries of no split.
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],  # noqa: E704
-                     queries: dict[str, str]) -> dict[str, dict[str, float]] | None: ...
+        Returns:
+            JSON-able parameters (an encoder's fingerprint, λ and how it was chosen, BM25's settings).
+        """
+        ...
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits: ...  # noqa: E704
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+        """Rank the corpus for a set of queries.
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None: ...  # noqa: E704
+        Args:
+            ws: The workspace it ranks over.
+            queries: ``{query id: text}``.
+            k: How many documents each list keeps.
+            split: The split evaluated (a hybrid's λ is chosen for it); None for queries of no split.
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]: ...  # noqa: E704
+        Returns:
+            ``{query id: [(document id, score), …]}``, best first.
+        """
+        ...
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
+        """Its score of chosen documents, retrieved or not (the judged ones, for PNR).
+
+        Args:
+            ws: The workspace it ranks over.
+            split: The split evaluated.
+            rows: ``{query id: [document row, …]}``, rows of ``ws.dataset.doc_ids``.
+            queries: ``{query id: text}``.
+
+        Returns:
+            ``{query id: {document id: score}}``, or None where it has no score of its own.
+        """
+        ...
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        """One typed query's ranked list, from what the probe has computed already.
+
+        Args:
+            ws: The workspace it ranks over.
+            probe: The query, searched once for every system.
+            k: How many documents the list keeps.
+            split: The split whose λ a hybrid uses; None: the default.
+
+        Returns:
+            ``[(document id, score), …]``, best first.
+        """
+        ...
+
+    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None:
+        """What made it rank a document: its terms and their weights.
+
+        Args:
+            ws: The workspace it ranks over.
+            probe: The query.
+            row: The document's row in ``ws.dataset.doc_ids``.
+
+        Returns:
+            The terms' scores, or None where BM25's per-term explanation, which every hit carries, is all.
+        """
+        ...
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+        """The background builds it needs (``Workspace.background_build``); while one runs, it cannot answer.
+
+        Args:
+            ws: The workspace it ranks over.
+
+        Returns:
+            The builds; empty when it waits for none.
+        """
+        ...
 
 
 class SystemBase:
@@ -98,17 +174,26 @@ class SystemBase:
 class Probe:
     """One typed query, searched once: BM25's list, the query's vector and the dense index's rows
     to ``depth``, each computed the first time a system asks and shared by the rest (not cached in
-    the store: a typed query is seldom typed again)."""
+    the store: a typed query is seldom typed again).
+
+    Args:
+        ws: The workspace whose indexes are searched.
+        text: The query's text.
+        depth: How deep each list goes.
+        query_id: The data set's query this text is, where it is one (imported runs list it).
+    """
 
     def __init__(self, ws: Workspace, text: str, depth: int, query_id: str | None = None):
         self.ws, self.text, self.depth, self.query_id = ws, text, depth, query_id
 
     @cached_property
     def lexical(self) -> Hits:
+        """BM25's list (the engine's) to ``depth``."""
         return self.ws.lexical.search({"q": self.text}, self.depth)["q"]
 
     @cached_property
     def vector(self) -> np.ndarray:
+        """The query's embedding by the workspace's encoder."""
         return self.ws.dense.encode_query(self.text)
 
     @cached_property
@@ -125,5 +210,6 @@ class Probe:
 
     @cached_property
     def dense(self) -> Hits:
+        """The dense index's list to ``depth``: ``[(document id, score), …]``, best first."""
         rows, ids = self.dense_rows, self.ws.dense.index.doc_ids
         return [(ids[j], float(v)) for j, v in zip(rows, self.dense_scores) if j >= 0]

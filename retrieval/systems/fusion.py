@@ -228,7 +228,8 @@ def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
               weights: tuple[float, ...] = (0.5, 0.5)) -> Run:
     """Reciprocal-rank fusion or min-max normalized weighted sum of runs, as ranx's ``fuse``
     computes them (``tests/test_hybrid.py`` checks the two agree), written out in Python: ranx
-    compiles its numba kernels on first use in every process, 20-40 s before a first fused list.
+    compiles its numba kernels on first use in every process, before a first fused list
+    (``bench/cold_start.py`` times a fresh process's first fused list).
 
     ``rrf`` (Cormack, Clarke and Büttcher, "Reciprocal Rank Fusion outperforms Condorcet and
     individual Rank Learning Methods", SIGIR 2009): Σ_runs 1 / (``rrf_k`` + rank), a document a run

@@ -205,6 +205,21 @@ def load_dataset(path: PathLike, name: str | None = None, *, max_bytes: int = DE
     ``max_bytes`` (total uncompressed size) and ``max_entries`` bound what a zip may hold. The
     documents file is read as a stream (``decode.Text``), its progress by bytes reported to
     ``progress``. Messages name a file as ``displays`` says (default: the path as given).
+
+    Args:
+        path: The folder, zip archive or documents file.
+        name: The data set's name; None: the folder's name or the file's stem.
+        max_bytes: The most bytes a zip may hold uncompressed.
+        max_entries: The most files a zip may hold.
+        progress: ``progress(fraction, message)`` as the documents file is read, or None.
+        displays: How messages name a path (a path as given -> its name; an upload's file name).
+
+    Returns:
+        The data set, with the warnings of what was skipped in its ``report``.
+
+    Raises:
+        DataError: The path is missing or holds no data set it can read; the message names the file
+            and line.
     """
     p, display = _existing(path, displays)
     report = LoadReport()
@@ -223,6 +238,23 @@ def load_files(corpus: PathLike, queries: PathLike | None = None,
     ``.tsv`` file; ``qrels`` a ``{split: path}`` dict or a list of paths whose file stems name
     the splits (``test.tsv`` is split "test"). Queries and labels given here replace any that
     came with the corpus.
+
+    Args:
+        corpus: The documents: anything ``load_dataset`` reads.
+        queries: The queries file, or None.
+        qrels: The labels: ``{split: path}``, paths named by split, one path, or None.
+        name: The data set's name; None: the corpus's folder name or file stem.
+        max_bytes: The most bytes a zip may hold uncompressed.
+        max_entries: The most files a zip may hold.
+        progress: ``progress(fraction, message)`` as the documents file is read, or None.
+        displays: How messages name a path (a path as given -> its name).
+
+    Returns:
+        The data set, with the warnings of what was skipped in its ``report``.
+
+    Raises:
+        DataError: A file is missing or unreadable, or two label files name one split; the message
+            names the file and line.
     """
     p, display = _existing(corpus, displays)
     report = LoadReport()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from retrieval.index.encoder import Encoder
     from retrieval.index.splade import SparseVector
     from retrieval.index.tokenize import Tokenizer
-    from retrieval.progress import Progress
+    from retrieval.progress import Counter
     from retrieval.store import Store
 
 
@@ -102,11 +102,13 @@ class Capabilities:
 class Engine(Protocol):
     name: str  # "in-process", "milvus"
     key: dict  # added to every cached run's parameters: one engine's runs are never served as another's
-    where: str | None  # where it keeps the indexes, to name in messages (None: in this process)
     capabilities: Capabilities
 
+    @property
+    def where(self) -> str | None: ...  # noqa: E704 - where it keeps the indexes, for messages (None: in this process)
+
     def lexical(self, corpus: Corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None,  # noqa: E704
-                progress: Progress | None = None) -> LexicalIndex: ...
+                progress: Counter | None = None) -> LexicalIndex: ...
 
     def vectors(self, corpus: Corpus, encoder: Encoder, store: Store | None, kind: str,  # noqa: E704
                 dims: int | None, progress=None, indexing=None, embeddings=None) -> Indexed: ...
