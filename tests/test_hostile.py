@@ -450,7 +450,7 @@ def planted_model(base: Path, folder: Path, marker: Path, module_type: str = "ev
     from retrieval.index.encoder import POLY_FILE
 
     shutil.copytree(base, folder)
-    shutil.copy(ROOT / "retrieval" / "poly_attention.py", folder / POLY_FILE)
+    shutil.copy(ROOT / "retrieval" / "index" / "poly_attention.py", folder / POLY_FILE)
     write(folder / "evil.py", f"open({str(marker)!r}, 'w').write('ran')\nclass Evil:\n    pass\n")
     modules = json.loads((folder / "modules.json").read_text())
     modules.insert(1, {"idx": 1, "name": "1b", "path": "", "type": module_type})
