@@ -72,7 +72,7 @@ def big_enough_sample(ws: Workspace, split: str, points: int):
     sample holds ``points`` distinct texts, or every text of the split's queries and the corpus."""
     qrels = ws.dataset.qrels[split]
     labelled = [q for q in ws.dataset.split_queries(split) if any(v > 0 for v in qrels[q].values())]
-    available = len(set(ws.texts) | {ws.dataset.queries[q] for q in labelled})
+    available = len(set(ws.corpus.texts) | {ws.dataset.queries[q] for q in labelled})
     positives = sum(v > 0 for q in labelled for v in qrels[q].values()) / max(1, len(labelled))
     per_side = max(3, math.ceil((points / max(1, len(labelled)) - 1 - positives) / 2))
     while True:
