@@ -105,20 +105,6 @@ def normal_id(ident: str) -> str:
     return unicodedata.normalize("NFC", ident)
 
 
-def check_id(ident: object, what: str = "id") -> str:
-    """``ident`` NFC-normalized, or a ValueError in one line: not text, empty, or an ``id_problem``."""
-    if not isinstance(ident, str):
-        raise ValueError(f"a {what} must be text, not {type(ident).__name__}")
-    if not ident:
-        raise ValueError(f"a {what} cannot be empty")
-    if _PLAIN_ID.fullmatch(ident):
-        return ident
-    problem = id_problem(ident)
-    if problem:
-        raise ValueError(f"{what} {shown(ident)} {problem}")
-    return normal_id(ident)
-
-
 def check_name(name: object, what: str, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
     """``name`` NFC-normalized and stripped, or a ValueError in one line: empty, too long (over
     ``limit`` characters), with whitespace (unless ``spaces``), a control or an invisible

@@ -56,10 +56,6 @@ def _pack(obj) -> bytes:
     return zlib.compress(json.dumps(obj, separators=(",", ":")).encode(), 6)
 
 
-def _unpack(blob: bytes):
-    return json.loads(zlib.decompress(blob))
-
-
 class StoreError(ValueError):
     """A store path that cannot be used (a folder, a file that is not a store, no write access)."""
 
@@ -310,20 +306,6 @@ class Store:
         with self._lock, self.db.conn:
             self.db.conn.executemany("insert or replace into sparse_vectors (model, text_hash, terms, weights) "
                                      "values (?, ?, ?, ?)", rows)
-
-    def count_embeddings(self, model: str | None = None) -> int:
-        """How many vectors are stored.
-
-        Args:
-            model: Count this encoder's only (its fingerprint); None: every model's.
-
-        Returns:
-            The count.
-        """
-        with self._lock:
-            if model is None:
-                return self.db.table("embeddings").count
-            return self.db.execute("select count(*) from embeddings where model = ?", [model]).fetchone()[0]
 
     # ---- models and data sets ------------------------------------------------------------
     def register_model(self, fingerprint: str, name: str, dim: int, info: dict | None = None) -> None:
@@ -748,21 +730,6 @@ class Store:
         self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
                         "select corpus, judge, '', 1, min(time) from judgments group by corpus, judge")
 
-    def delete_judgment(self, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
-        """Remove one judge's grade of a pair (undo); True when there was one. Written as
-        ``put_judgments`` writes, not under the store's lock.
-
-        Args:
-            corpus: The corpus (``Dataset.corpus_hash``).
-            query_id: The query.
-            doc_id: The document.
-            judge: The judge's name.
-
-        Returns:
-            Whether a grade was removed.
-        """
-        return staging.delete(self.path, corpus, query_id, doc_id, judge)
-
     # ---- query sets added to a corpus ---------------------------------------------------------
     def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",
                       published: bool = True) -> None:
@@ -1156,12 +1123,3 @@ class Store:
             cur = self.db.execute("update jobs set status = 'interrupted', updated = ? "
                                   "where status in ('queued', 'running')", [time.time()])
             return cur.rowcount
-
-    def integrity_check(self) -> str:
-        """SQLite's ``pragma integrity_check`` of the file.
-
-        Returns:
-            "ok", or SQLite's first complaint.
-        """
-        with self._lock:
-            return self.db.execute("pragma integrity_check").fetchone()[0]

@@ -24,11 +24,13 @@ from retrieval.judging.coverage import (
     verdicts,
 )
 from retrieval.judging.judgments import merged_qrels
-from retrieval.judging.settled_comparisons import judged_at_10, standings
+from retrieval.judging.settled_comparisons import standings
 from retrieval.systems import BM25, DENSE
 from retrieval.workspace import Workspace
 from ui.common import conclusions_note, metrics_rows
 from ui.present.tables import conclusion_lines, report_summary, shortfall_text
+
+from .helpers import judged_at_10
 
 N = 20  # judged queries
 
@@ -180,11 +182,11 @@ def test_the_same_labels_from_the_data_set_are_measured_and_concluded(toy_ws):
 
 
 def test_the_reports_verdicts_are_gated_with_judged_at_10_beside(toy_ws, store, tiny_encoder):
-    from retrieval.evaluation.metric_tables import comparisons, metrics_table, table_coverage
+    from retrieval.evaluation.metric_tables import covered_comparisons, metrics_table, table_coverage
 
     ds = judged_in_app(toy_ws.dataset, store, toy_ws)
     ws = Workspace(ds, store, model=tiny_encoder)
-    compared = comparisons(ws, "test", (BM25, DENSE))
+    compared = covered_comparisons(ws, "test", (BM25, DENSE))[0]
     summary = report_summary(metrics_table(ws, "test", (BM25, DENSE)), compared,
                              covered=table_coverage(ws, "test", (BM25, DENSE))[0])
     assert summary.conclusions == conclusion_lines(compared)

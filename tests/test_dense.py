@@ -8,6 +8,8 @@ from retrieval.index.dense_index import DenseIndex, DenseRetriever, embed_texts
 from retrieval.index.encoder import Encoder, cpu_bf16_instructions, load_encoder, pick_precision
 from retrieval.store import Store
 
+from .helpers import count_embeddings, integrity_check
+
 
 class CountingEncoder(Encoder):
     """The real encoder, counting how many texts it actually encodes."""
@@ -132,8 +134,8 @@ def test_embeddings_come_from_the_store_after_first_encoding(tiny_encoder, tmp_p
     np.testing.assert_allclose(first, tiny_encoder.encode(texts), rtol=1e-5, atol=1e-6)
     embed_texts(enc, texts[:10] + ["a brand new text"], reopened)
     assert enc.encoded == 51
-    assert reopened.count_embeddings(enc.fingerprint) == 51
-    assert reopened.integrity_check() == "ok"
+    assert count_embeddings(reopened, enc.fingerprint) == 51
+    assert integrity_check(reopened) == "ok"
 
 
 def test_flat_index_is_exact(tiny_encoder):

@@ -17,6 +17,8 @@ from training.finetune import plan_splits, run_training
 from training.pairs import labelled_pairs
 from training.trainer import Cancelled, TrainConfig
 
+from .helpers import count_embeddings, integrity_check
+
 # ---- split planning ------------------------------------------------------------------------
 
 def test_plan_uses_the_train_split_and_evaluates_on_test(demo):
@@ -109,9 +111,9 @@ def test_cancel_while_evaluating_stops_before_anything_is_stored(demo, tiny_mode
                      on_progress=on_progress, cancel=cancel)
     base_fp = load_encoder(str(tiny_model_dir), device="cpu").fingerprint
     tuned_fp = load_encoder(str(tmp_path / "ft"), device="cpu").fingerprint
-    assert store.count_embeddings(base_fp) >= len(demo.docs)  # the base corpus was cached in full
-    assert store.count_embeddings(tuned_fp) == 0  # no half-encoded corpus in the cache
-    assert store.integrity_check() == "ok"
+    assert count_embeddings(store, base_fp) >= len(demo.docs)  # the base corpus was cached in full
+    assert count_embeddings(store, tuned_fp) == 0  # no half-encoded corpus in the cache
+    assert integrity_check(store) == "ok"
     store.close()
 
 

@@ -10,6 +10,8 @@ from retrieval.data.dataset import Dataset
 from training.job import FINAL, JobQueue, JobSpec
 from training.trainer import TrainConfig
 
+from .helpers import integrity_check
+
 
 def spec(dataset, out_dir, model_dir, **config) -> JobSpec:
     cfg = TrainConfig(**{"loss": "triplet", "negatives": "random", "epochs": 1, "batch_size": 2, "device": "cpu",
@@ -89,7 +91,7 @@ def test_cancel_a_running_job_and_a_queued_one(store, toy_dataset, tiny_model_di
     assert skipped["status"] == "cancelled" and skipped["progress"] == {} and skipped["device"] == ""
     assert not Path(tmp_path / "queued").exists()
     assert not jobs.cancel(long) and not jobs.cancel(queued) and not jobs.cancel("no-such-job")
-    assert store.integrity_check() == "ok"
+    assert integrity_check(store) == "ok"
 
 
 def test_a_failing_job_records_its_traceback_and_the_queue_goes_on(store, toy_dataset, tiny_model_dir, tmp_path):
@@ -108,7 +110,7 @@ def test_a_failing_job_records_its_traceback_and_the_queue_goes_on(store, toy_da
     assert "run_training" in b["error"]  # the traceback points at where it failed
     assert c["status"] == "done" and c["result"]["metrics"]
     assert blocker.read_text() == "not a folder"
-    assert store.integrity_check() == "ok"
+    assert integrity_check(store) == "ok"
 
 
 def test_a_new_queue_marks_jobs_a_dead_process_left_as_interrupted(store, tmp_path):

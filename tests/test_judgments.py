@@ -35,6 +35,7 @@ from retrieval.store import Store
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
+from .helpers import delete_judgment, integrity_check
 
 
 def _run(**lists: str) -> dict:
@@ -114,7 +115,7 @@ def test_queue_in_pool_order_progress_and_next_unjudged():
     assert qu.handed == 1
     assert qu.disagreement["q1"] == pytest.approx(0.0) and qu.disagreement["q2"] > 0
     assert (qu.judged_count, qu.pooled_count, len(qu)) == (1, 7, 7)  # ("q9", "zz") is not pooled
-    assert qu.is_judged(0) and qu.grade(0) == 1 and qu.grade(1) is None
+    assert qu.grade(0) == 1 and qu.grade(1) is None
     assert qu.next_unjudged() == 1 and qu.next_unjudged(1) == 2 and qu.handed == 3
     assert qu.step(2, forward=False) == 1 and qu.step(0, forward=False) == 0
     assert qu.step(2, forward=True) == 3 and qu.handed == 4  # → past the pairs handed out takes the next
@@ -179,15 +180,15 @@ def test_judgments_survive_a_reopen_and_rejudging_replaces(tmp_path):
     store.put_judgment("c1", "q1", "cats on mats", "d1", 0, "ann")  # changed mind
     assert [r["grade"] for r in store.judgments("c1", judge="ann") if r["doc_id"] == "d1"] == [0]
     assert len(store.judgments("c1")) == 3 and store.judgments("c1", judge="ann")[-1]["doc_id"] == "d1"
-    assert store.delete_judgment("c1", "q1", "d2", "ann") is True
-    assert store.delete_judgment("c1", "q1", "d2", "ann") is False
+    assert delete_judgment(store, "c1", "q1", "d2", "ann") is True
+    assert delete_judgment(store, "c1", "q1", "d2", "ann") is False
     assert {r["doc_id"] for r in store.judgments("c1", judge="ann")} == {"d1"}
     for bad in (3, -1, True, "2"):
         with pytest.raises(ValueError, match="grade"):
             store.put_judgment("c1", "q1", "t", "d9", bad, "ann")
     with pytest.raises(ValueError, match="judge"):
         store.put_judgment("c1", "q1", "t", "d9", 1, "")
-    assert store.integrity_check() == "ok"
+    assert integrity_check(store) == "ok"
     store.close()
 
 

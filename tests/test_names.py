@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 
 from retrieval import safe_names as names
 from retrieval.data.readers import judgment_files, load_dataset, load_files, read_qrels, read_run
+from retrieval.data.readers.records import require_id
 from retrieval.errors import DataError
 from retrieval.files.terminal import SafeStream, terminal_safe
 from retrieval.files.trec import write_qrels
 from retrieval.judging.judgments import check_judge, store_judge
-from retrieval.safe_names import check_id, check_name, check_new_name, confusable_with, id_problem, name_key, skeleton
+from retrieval.safe_names import check_name, check_new_name, confusable_with, id_problem, name_key, skeleton
 from retrieval.store import Store
 
 # any code point (lone surrogates included), and the ones a hostile name tries more often than chance would
@@ -58,6 +59,11 @@ def test_check_name_accepts_nfc_or_refuses_in_one_line(raw, spaces):
     assert unicodedata.is_normalized("NFC", name) and name == name.strip() and 0 < len(name) <= names.NAME_LIMIT
     assert names.hidden_char(name) is None and check_name(name, "judge's name", spaces=spaces) == name
     name.encode("utf-8")  # no lone surrogate left: any file, page or terminal can hold it
+
+
+def check_id(ident: str, what: str = "id") -> str:
+    """An id as the readers keep it (``records.require_id``), outside any file."""
+    return require_id(ident, what, None)
 
 
 @settings(max_examples=400, deadline=None)

@@ -21,6 +21,7 @@ from gradio_client import Client
 from retrieval.store import Store
 
 from .conftest import ROOT
+from .helpers import count_embeddings, integrity_check
 
 
 def free_port() -> int:
@@ -52,7 +53,7 @@ def start_app(model_dir: Path, store: Path, log: Path) -> tuple[subprocess.Popen
 def counts(store_path: Path) -> dict:
     store = Store(store_path)
     try:
-        return {"embeddings": store.count_embeddings(), "runs": {r["key"] for r in store.runs()},
+        return {"embeddings": count_embeddings(store), "runs": {r["key"] for r in store.runs()},
                 "metrics": store.db["metrics"].count}
     finally:
         store.close()
@@ -83,7 +84,7 @@ def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_mode
     client.close()
 
     store = Store(store_path)
-    assert store.integrity_check() == "ok"
+    assert integrity_check(store) == "ok"
     store.close()
     after_kill = counts(store_path)
     assert after_kill["embeddings"] == before["embeddings"] > 0
@@ -123,7 +124,7 @@ def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_mode
         except subprocess.TimeoutExpired:
             proc.kill()
     store = Store(store_path)
-    assert store.integrity_check() == "ok"
+    assert integrity_check(store) == "ok"
     store.close()
 
 
@@ -158,7 +159,7 @@ def test_encoding_killed_at_60_percent_resumes_where_it_stopped(tiny_model_dir, 
     assert killed.returncode == -signal.SIGKILL
     done_at_kill = int(killed.stdout.split("encoding ")[1].split("/")[0])
     assert 1800 <= done_at_kill < 3000
-    committed = Store(store).count_embeddings()
+    committed = count_embeddings(Store(store))
     assert done_at_kill - COMMIT_EVERY <= committed <= done_at_kill  # at most one part lost
     again = subprocess.run([sys.executable, "-m", "retrieval", "search", str(data), "violin harbour",
                             "--model", str(tiny_model_dir), "--store", str(store)],
@@ -167,4 +168,4 @@ def test_encoding_killed_at_60_percent_resumes_where_it_stopped(tiny_model_dir, 
     assert f"embeddings: {committed:,} from the store, {3000 - committed:,} encoded" in again.stderr
     from retrieval.systems.reliability import reference_texts  # the hybrid's reliability check embeds these too, once
 
-    assert Store(store).count_embeddings() == 3000 + len(set(reference_texts()))
+    assert count_embeddings(Store(store)) == 3000 + len(set(reference_texts()))

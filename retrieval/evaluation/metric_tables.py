@@ -5,7 +5,7 @@ many depths, and each query's metric under each system (the wins and losses agai
   indexes), each mean with its 95% interval over queries (``intervals``), and "†" where a system
   differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``, paired permutation test,
   ``evaluate.significance_marks``).
-* ``comparisons`` — every pair of those systems on one metric: the paired difference, its interval
+* ``covered_comparisons`` — every pair of those systems on one metric: the paired difference, its interval
   and p-value (``evaluate.compare``), the separable pairs first, each with the coverage gate's
   ``coverage.Verdict`` (on labels judged in the app, no verdict where a system's top 10 is not
   judged enough).
@@ -132,22 +132,15 @@ def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None
     return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
 
 
-def comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
-                viewer: Viewer | None = None) -> list[dict]:
-    """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``:
-    ``{"a", "b", "comparison": evaluate.Comparison}`` with B the better on the mean; the separable
-    pairs (significant, the interval of B − A above 0) first, then by the size of the difference; each
-    row's ``"verdict"`` (``coverage.Verdict``) says whether the judgments carry a verdict on it, and
-    the pairs they do not come last."""
-    return covered_comparisons(ws_by_label, split, systems, metric, pairs, viewer)[0]
-
-
 def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
                         metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
                         viewer: Viewer | None = None) -> tuple[list[dict], dict[str, Coverage], int | None]:
-    """``comparisons`` with what they were gated on: each system's ``Coverage`` and the judged pool's
-    depth (``table_coverage``), the runs and judgments read once for all three."""
+    """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``, with what
+    the comparisons were gated on: (rows ``{"a", "b", "comparison": evaluate.Comparison}`` with B the
+    better on the mean, the separable pairs (significant, the interval of B − A above 0) first, then by
+    the size of the difference, each row's ``"verdict"`` (``coverage.Verdict``) saying whether the
+    judgments carry a verdict on it and the pairs they do not last; each system's ``Coverage``; the
+    judged pool's depth (``table_coverage``)), the runs and judgments read once for all three."""
     entries = system_entries(ws_by_label, split, systems)
     evals = {name: ws.evaluate(s, split) for name, ws, s in entries}
     for pair in pairs or []:
@@ -173,7 +166,7 @@ class Headline:
     ``state``: ``"best"`` — it beats every other system shown (each comparison separable and, on
     labels judged in the app, covered); ``"open"`` — it leads but ``against`` is not separable from
     it yet; ``"coverage"`` — ``against``'s pair gets no verdict because a system's top 10 is not
-    judged enough (``coverage.Verdict.lacking``). ``against`` is the comparison row (``comparisons``)
+    judged enough (``coverage.Verdict.lacking``). ``against`` is the comparison row (``covered_comparisons``)
     that decides the state: the nearest rival when it is best, the pair in question otherwise."""
 
     best: str
@@ -184,7 +177,7 @@ class Headline:
 
 
 def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> Headline | None:
-    """The ``Headline`` of a ``metrics_table`` and its ``comparisons`` (on ``metric``); None with
+    """The ``Headline`` of a ``metrics_table`` and its ``covered_comparisons`` (on ``metric``); None with
     fewer than two systems or no defined mean. A pair held back for coverage wins over an open one
     (more judging, not more queries, is what it needs), and among several the least covered."""
     ranked = sorted((r for r in rows if not math.isnan(r["metrics"].get(metric, math.nan))),
@@ -207,7 +200,7 @@ def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> H
 
 def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
     """``evaluate.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
-    then by the size of the difference (what ``comparisons`` and the CLI show)."""
+    then by the size of the difference (what ``covered_comparisons`` and the CLI show)."""
     rows = [{"a": a, "b": b, "comparison": cmp} for a, b, cmp in compare_pairs(evals, metric, pairs)]
     return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
 

@@ -107,10 +107,6 @@ class SparseModel:
                 progress(len(out), len(texts))
         return out
 
-    def term_ids(self, text: str) -> set[int]:
-        """The vocabulary ids of the text's own word pieces (all of them, however long the text)."""
-        return set(self.model.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
-
     def words(self, text: str) -> list[tuple[str, list[int]]]:
         """The text's words as written, each with the vocabulary ids of its word pieces ("faucet",
         [fa, ##uce, ##t]); words as the tokenizer's own pre-tokenizer splits them (whitespace and

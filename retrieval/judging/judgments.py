@@ -270,9 +270,6 @@ class Queue:
         """The pair's grade, None while it is unjudged."""
         return self._grades.get(self.pairs[position])
 
-    def is_judged(self, position: int) -> bool:
-        return self.pairs[position] in self._grades
-
     def next_unjudged(self, after: int = -1, wrap: bool = True) -> int | None:
         """The first unjudged position after ``after`` (-1: from the start) among the pairs handed
         out, else the judging order's next pair; with ``wrap``, when none is left, the first
@@ -329,7 +326,7 @@ class Queue:
                 self.strategy.record((query_id, doc_id), grade)
 
     def forget(self, query_id: str, doc_id: str) -> None:
-        """Note a grade just deleted (``Store.delete_judgment``): the pair is unjudged again."""
+        """Note a grade deleted from the store (``sync``: by another session): the pair is unjudged again."""
         with self._lock:
             self._grades.pop((query_id, doc_id), None)
 

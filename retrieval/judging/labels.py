@@ -30,11 +30,6 @@ class JudgedCounts:
     relevant: int  # of those, queries with a relevant (> 0) document: the ones every metric is evaluated on
     pairs: int  # (query, document) pairs judged
 
-    @property
-    def without_relevant(self) -> int:
-        """Judged queries with no relevant document: labelled, but not evaluated (nothing to find)."""
-        return self.queries - self.relevant
-
 
 def judged_counts(labels: Qrels) -> JudgedCounts:
     """The counts of ``labels`` (``JudgedCounts``): the one count of judged queries every view shows."""

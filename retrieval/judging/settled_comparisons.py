@@ -36,9 +36,8 @@ import numpy as np
 
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
-from retrieval.evaluation.intervals import Interval
 from retrieval.evaluation.measures import Comparison, compare_pairs, evaluate_run
-from retrieval.evaluation.metrics import JUDGED_AT_10, PRIMARY
+from retrieval.evaluation.metrics import PRIMARY
 from retrieval.judging.coverage import Verdict, condensed_ndcg, coverage, judged_verdict
 
 Z = 1.959963984540054 + 0.8416212335729143  # the 97.5th and the 80th percentiles of the standard normal
@@ -103,19 +102,6 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY,
     return sorted(out, key=lambda s: (s.blocked, not s.settled,
                                       s.more_queries if s.more_queries is not None else math.inf,
                                       -s.comparison.delta))
-
-
-def judged_at_10(runs: dict[str, Run], judged: Qrels) -> dict[str, tuple[float, Interval]]:
-    """Each system's judged@10 over the ``judged`` queries with a relevant label (the ones its
-    comparisons use), with its 95% interval over those queries: the share of its top 10 that has a
-    grade — how far the comparisons rest on judged documents rather than on unjudged ones counted
-    as not relevant."""
-    relevant = {q: docs for q, docs in judged.items() if any(g > 0 for g in docs.values())}
-    out = {}
-    for name, run in (runs.items() if relevant else ()):
-        ev = evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(JUDGED_AT_10,))
-        out[name] = (ev.mean[JUDGED_AT_10], ev.interval(JUDGED_AT_10))
-    return out
 
 
 def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison, beyond: int = 0) -> int | None:

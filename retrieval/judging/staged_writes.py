@@ -292,17 +292,6 @@ def _write_chunk(conn: sqlite3.Connection, insert: str, chunk: list[tuple]) -> N
             raise
 
 
-def delete(path: str | Path, corpus: str, query_id: str, doc_id: str, judge: str) -> bool:
-    """Remove one judge's grade of a pair (``Store.delete_judgment``); True when there was one."""
-    conn = connect(path)
-    try:
-        cur = conn.execute("delete from judgments where corpus = ? and query_id = ? and doc_id = ? and judge = ?",
-                           [corpus, query_id, doc_id, judge])
-        return cur.rowcount > 0
-    finally:
-        conn.close()
-
-
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
