@@ -18,7 +18,7 @@ read from the store, where the first search cached them). Two phases on the same
 1. idle: ``--searches`` searches, nothing else running — the reference;
 2. during the import: the same searches, round robin, for as long as another thread imports the
    CSV through the Judge tab's import (``ui.judge.import_judgments``: the file read and checked,
-   then ``Store.put_judgments``, at background priority: ``staging.in_background``), on another
+   then ``Store.put_judgments``, at background priority: ``staged_writes.in_background``), on another
    session's workspace of the same data set.
 
 Prints the p50 / p95 / max of each phase, the import's seconds and what it stored. Last line:

@@ -26,7 +26,7 @@ documents not relevant).
 Judgments are counted as a share of the pool too. The ratio is each strategy's judgments to τ 0.9
 over depth pooling's (queries in file order, each query's whole pool). Last line:
 ``judgments_to_tau90_ratio_vs_depth_pooling=<x> judgments_to_lambda=<n>`` for the app's order
-(``judging_order.DEFAULT``): the worst data set's ratio, and its largest judgments to λ.
+(``order.DEFAULT``): the worst data set's ratio, and its largest judgments to λ.
 """
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ class Judged:
 
 def separable(per_query: np.ndarray) -> np.ndarray:
     """Which pairs of systems (i < j) all the labels tell apart: the paired permutation test of
-    their per-query nDCG@10 at p < 0.05 (``evaluate.paired_permutation_p``, as the app's tables)."""
+    their per-query nDCG@10 at p < 0.05 (``measures.paired_permutation_p``, as the app's tables)."""
     n = per_query.shape[0]
     out = np.zeros((n, n), dtype=bool)
     for i in range(n):

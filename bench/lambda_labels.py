@@ -17,7 +17,7 @@ same candidates (BM25's and dense's top 1000, both scored exactly):
 * ``raw λ, grid best`` — CLEAR's λ·BM25 + cosine, λ the best of ``LAMBDA_GRID`` (the app before);
 * ``query-max λ, grid best`` — λ·BM25/BM25max(q) + cosine, λ the best of ``QUERY_MAX_GRID``;
 * ``query-max λ, the app's`` — the same grid, but the label-free choice is kept unless the grid's best
-  beats it on the drawn queries by a paired permutation test at 0.05 (``hybrid.fit_lambda``, what
+  beats it on the drawn queries by a paired permutation test at 0.05 (``fusion.fit_lambda``, what
   ``Workspace.lambda_for`` does);
 * ``label-free (the app's)`` — no labels used: λ = 1, or BM25 alone (λ = ∞, also on the grid then)
   where the encoder fails the reliability check (``systems.hybrid.label_free_prior``).

@@ -186,7 +186,7 @@ def _split_of(ds: Dataset, wanted: str | None) -> str:
 
 def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[dict]) -> tuple[dict, int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the labels judged in
-    the app were pooled to), and each row of ``pairs`` (``tables.compared_pairs``) given its
+    the app were pooled to), and each row of ``pairs`` (``metric_tables.compared_pairs``) given its
     ``"verdict"`` (``coverage.Verdict``, by label): on labels judged in the app (the store's judgments
     of the corpus) none where a system's top 10 is not judged enough. On the data set's own labels
     every verdict stands: ({}, None), the rows as they were."""

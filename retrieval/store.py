@@ -526,7 +526,7 @@ class Store:
         write (an import), through a connection of its own and never under the store's lock, so other
         sessions' reads go on meanwhile (``retrieval.judging.staged_writes``: a large import is staged, then copied
         in by one short transaction). All or nothing: a bad row (``ValueError``) or more than
-        ``staging.MAX_IMPORT_ROWS`` rows (``staging.TooManyRows``, naming ``source``, the file) stores
+        ``staged_writes.MAX_IMPORT_ROWS`` rows (``staged_writes.TooManyRows``, naming ``source``, the file) stores
         none, and readers never see part of it. Counted against what the store held for the corpus
         and judge (``JudgmentsStored``: new, changed, unchanged; a pair given twice counts once, its
         last grade); an unchanged grade is left as it was (its time too).
@@ -581,7 +581,7 @@ class Store:
 
     def judges(self, corpus: str) -> list[str]:
         """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
-        ``names.check_new_name``): every session's, those with a maker and no grade yet among them; a
+        ``safe_names.check_new_name``): every session's, those with a maker and no grade yet among them; a
         name ``check_judge`` refuses is left out, with a warning.
 
         Args:

@@ -2,7 +2,7 @@
 
 The store is a file: another program, an old version, a crash or a person with ``sqlite3`` can put
 anything in it. What ``retrieval.store.Store`` reads back is therefore held to the shape RankScope
-writes — a grade in ``judgments.GRADES``, ids ``names.id_problem`` accepts, a judge's name
+writes — a grade in ``judgments.GRADES``, ids ``safe_names.id_problem`` accepts, a judge's name
 ``judgments.check_judge`` accepts, blobs that decompress and decode to the objects they were made
 from, runs whose hits are ``[document, score]`` pairs. A row that is not is left out of what the
 reader returns (never exported, evaluated or shown) and said in one logged warning per read, naming

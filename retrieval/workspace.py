@@ -267,7 +267,7 @@ class Workspace:
     def add_run(self, imported: ImportedRun) -> str:
         """Register an imported run as a system under its name (matched to this data set's ids
         first when it was read without it); a name already taken, or one that looks like a system's
-        without being it (``names.check_new_name``: ``bm２5``, ``Dense``), is a ValueError.
+        without being it (``safe_names.check_new_name``: ``bm２5``, ``Dense``), is a ValueError.
 
         Args:
             imported: The run read from a file (``retrieval.data.readers.runs``).
@@ -464,7 +464,7 @@ class Workspace:
         """The learned sparse retriever (SPLADE, ``retrieval.index.splade``), built as ``dense`` is."""
         return self._sparse_build.value
 
-    # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``lambdas``) ---------------------
+    # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``clear_lambda``) ---------------------
     @property
     def query_max_space(self) -> bool:
         """Whether the CLEAR hybrid's λ weighs BM25 over the query's largest possible score (``systems.hybrid``)."""

@@ -1,6 +1,6 @@
 """The Judge tab's views stay within their budgets after a large import: ``/agreement``'s bootstraps
 cost the same for any number of pairs (and give the krippendorff package's α, and the intervals of
-resampling the pairs themselves), ``/settled`` reads and compares at most ``settling.MAX_QUERIES``
+resampling the pairs themselves), ``/settled`` reads and compares at most ``settled_comparisons.MAX_QUERIES``
 judged queries, and says so when it cuts."""
 from __future__ import annotations
 

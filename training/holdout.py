@@ -112,7 +112,7 @@ class HeldOutSelector:
         return row, per_query
 
     def _ranked(self, model, progress=None):
-        """``score_per_query``'s two, and λ's fit on the held-out queries (``hybrid.fit_lambda``)."""
+        """``score_per_query``'s two, and λ's fit on the held-out queries (``fusion.fit_lambda``)."""
         train_mode = model.training
         try:
             enc = Encoder(model, precision=self.precision)

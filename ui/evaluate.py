@@ -71,7 +71,7 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
 
 
 def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None) -> tuple[str, str, str]:
-    """What a stakeholder reads first: the one-line verdict (``tables.headline``) with its interval
+    """What a stakeholder reads first: the one-line verdict (``metric_tables.headline``) with its interval
     and judged@10, the table of the metrics chosen for a glance (``texts.AT_A_GLANCE``, each
     explained on hover), and the formulas kept behind a toggle."""
     if not split:

@@ -359,8 +359,8 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     """Which comparisons of the systems on show the judgments so far settle (nDCG@10 over the judged
     queries of the sample, every judge's grades merged by the lower median), and about how many more
     judgments the others need (``retrieval.judging.settled_comparisons``); the pair ``aim`` names first. Run after every
-    grade, so computed on at most ``settling.MAX_QUERIES`` judged queries (``settling.capped``, only
-    their judgments read), which it says when it cuts."""
+    grade, so computed on at most ``settled_comparisons.MAX_QUERIES`` judged queries
+    (``settled_comparisons.capped``, only their judgments read), which it says when it cuts."""
     try:
         k = check_depth(k)
     except ValueError as err:

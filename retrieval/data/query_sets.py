@@ -51,8 +51,8 @@ def keep(store: Store | None, before: Dataset, after: Dataset, name: str, viewer
     ``viewer`` (private to it on a shared deployment); its id, or None when nothing was added (or
     there is no store). A ValueError in one line, nothing stored, past ``MAX_QUERIES``,
     ``MAX_CHARS`` or the maker's ``MAX_SETS``, or for a name (made from file names, so made plain by
-    ``names.display_name`` rather than refused) that looks like another set's without being it
-    (``names.check_new_name``)."""
+    ``safe_names.display_name`` rather than refused) that looks like another set's without being it
+    (``safe_names.check_new_name``)."""
     added = {q: t for q, t in after.queries.items() if q not in before.queries}
     if not added:
         return None

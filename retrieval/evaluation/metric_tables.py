@@ -4,9 +4,9 @@ many depths, and each query's metric under each system (the wins and losses agai
 * ``metrics_table`` — every system of one or more workspaces (base, fine-tuned, compressed
   indexes), each mean with its 95% interval over queries (``intervals``), and "†" where a system
   differs from BM25 (p below ``metrics.SIGNIFICANCE_LEVEL``, paired permutation test,
-  ``evaluate.significance_marks``).
+  ``measures.significance_marks``).
 * ``covered_comparisons`` — every pair of those systems on one metric: the paired difference, its interval
-  and p-value (``evaluate.compare``), the separable pairs first, each with the coverage gate's
+  and p-value (``measures.compare``), the separable pairs first, each with the coverage gate's
   ``coverage.Verdict`` (on labels judged in the app, no verdict where a system's top 10 is not
   judged enough).
 * ``table_coverage`` — each system's judged@10 (``coverage.coverages``) and the depth the labels
@@ -199,7 +199,7 @@ def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> H
 
 
 def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
-    """``evaluate.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
+    """``measures.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
     then by the size of the difference (what ``covered_comparisons`` and the CLI show)."""
     rows = [{"a": a, "b": b, "comparison": cmp} for a, b, cmp in compare_pairs(evals, metric, pairs)]
     return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))

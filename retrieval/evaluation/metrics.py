@@ -28,7 +28,7 @@ SUMMARY_METRICS = ("ndcg@10", "recall@100", "mrr@10")  # short summaries: traini
 COMPARE_METRICS = ("ndcg@10", "mrr@10", "recall@100", "map")  # what two runs can be compared on
 PRIMARY = "ndcg@10"  # the one metric λ is tuned on and per-query wins and losses are counted in
 
-SIGNIFICANCE_LEVEL = 0.05  # paired permutation test (``evaluate.compare``)
+SIGNIFICANCE_LEVEL = 0.05  # paired permutation test (``measures.compare``)
 MAX_UNBOUNDED = 5  # with this many queries or fewer no sign-flip p falls below 0.05 (2 / 2⁵ > 0.05)
 SIGNIFICANT = "†"
 

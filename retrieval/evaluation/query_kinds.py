@@ -14,7 +14,7 @@ Segments of the evaluated queries (each query falls in one value of each kind):
   ``MAX_VALUES`` values on the evaluated queries.
 
 A segment value with fewer than ``MIN_QUERIES`` queries is left out (no interval worth the name).
-In each segment every pair of systems is compared (``evaluate.compare``: paired permutation test,
+In each segment every pair of systems is compared (``measures.compare``: paired permutation test,
 and the interval of the difference that test gives); with many segments and pairs some tests come out
 below 0.05 by chance, so a difference counts as significant only when its p-value stays below
 ``metrics.SIGNIFICANCE_LEVEL`` after the Benjamini–Hochberg correction over every test of the

@@ -3,7 +3,7 @@ qrels (``qid 0 docid grade``, or BEIR's ``query-id<TAB>corpus-id<TAB>score`` TSV
 
 Both columns formats separate fields by whitespace, so what goes into a line passes the id
 boundary first (``readers.records.require_id``: no whitespace, control, invisible or noncharacter,
-no lone surrogate; written in NFC), and a run's tag is one plain word (``names.check_name``). A
+no lone surrogate; written in NFC), and a run's tag is one plain word (``safe_names.check_name``). A
 score is written as the shortest text that reads back as the same float (``repr``), so a file read
 back by ``readers.read_run`` gives the same ranked lists, ties and all; a NaN or infinite score is
 refused, since no reader takes one. Each file is written aside and moved into place

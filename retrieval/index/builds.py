@@ -113,5 +113,5 @@ class IndexBuild(Generic[A, T]):
 
     @property
     def identity(self) -> int:
-        """Stable while the index lives, shared by the workspaces sharing it (``footprint``'s key)."""
+        """Stable while the index lives, shared by the workspaces sharing it (``memory_budget``'s key)."""
         return id(self)

@@ -83,7 +83,7 @@ def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
     """Quality (dense and hybrid) and bytes per document of each (index kind, dims) variant.
 
     Deltas with their paired 95% intervals and "†" marks (paired permutation test,
-    ``evaluate.compare``) are against the float32 flat index over the full embedding, computed in the
+    ``measures.compare``) are against the float32 flat index over the full embedding, computed in the
     same call; each mean carries its own 95% interval. Variants asking for at least as
     many dimensions as the encoder has are left out.
     """

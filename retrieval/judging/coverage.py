@@ -108,7 +108,7 @@ class Verdict:
 
 
 def gated_marks(marks: dict[str, dict[str, str]], covered: dict[str, Coverage], base: str) -> dict[str, dict[str, str]]:
-    """Significance marks against ``base`` (``evaluate.significance_marks``) kept only where both
+    """Significance marks against ``base`` (``measures.significance_marks``) kept only where both
     systems' coverage is ``sufficient``: "differs from BM25" is a verdict too."""
     if base in covered and not covered[base].sufficient:
         return {}

@@ -31,8 +31,8 @@ def parse_grade(value: object) -> int:
 
 
 def check_judge(name: object, existing: Iterable[str] = ()) -> str:
-    """A judge's name, NFC and stripped: not empty, at most ``names.NAME_LIMIT`` characters, no
+    """A judge's name, NFC and stripped: not empty, at most ``safe_names.NAME_LIMIT`` characters, no
     control or invisible character, noncharacter or lone surrogate; with ``existing`` (the judges
-    the corpus has), not one that looks like one of them without being it (``names.check_new_name``:
+    the corpus has), not one that looks like one of them without being it (``safe_names.check_new_name``:
     ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
     return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")

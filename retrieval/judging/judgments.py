@@ -157,7 +157,7 @@ class Queue:
     """The pooled pairs of the sampled queries in judging order. A position is an index into
     ``pairs``: positions below ``handed`` hold the pairs in the order the judge got them (the grades
     made before first, so ← goes back through them); ``next_unjudged`` past them asks the judging
-    order (``judging_order``: by default the pair expected to move the comparisons of the systems
+    order (``order``: by default the pair expected to move the comparisons of the systems
     on show most) and puts its pair at the next position. The rest wait in pool order (queries the
     systems disagree on most first).
 
@@ -175,7 +175,7 @@ class Queue:
         self.pairs: list[Pair] = done + [pair for pair in pooled if pair not in self._grades]
         self.handed = len(done)
         self.disagreement: dict[str, float] = dict(order)  # query id -> disagreement
-        self.strategy = strategy  # a ``judging_order`` strategy; None: pool order
+        self.strategy = strategy  # a ``order`` strategy; None: pool order
         self._runs = runs
         self._position = {pair: i for i, pair in enumerate(self.pairs)}
         self._lock = threading.RLock()
@@ -195,7 +195,7 @@ class Queue:
         """Systems that joined the ones on show (an index built, a run imported): their top ``k`` of
         the queue's queries joins the pool without a rebuild. The grades and the positions handed
         out stay as they are; the new systems' unjudged top-``k`` pairs come next, in the judging
-        order aimed at the comparisons they are in (``judging_order.Focus``, then the order over
+        order aimed at the comparisons they are in (``order.Focus``, then the order over
         every pair, ``Chain``), unless the queue is aimed at one pair of systems, whose aim stays.
         What joined (``Joined``), or None when every system was pooled already."""
         with self._lock:
@@ -366,7 +366,7 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
     """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
     order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels);
     ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
-    ``judging_order`` strategy that picks the next pair (default ``judging_order.DEFAULT``; "pool"
+    ``order`` strategy that picks the next pair (default ``order.DEFAULT``; "pool"
     for pool order), aimed at the ``interest`` pairs of systems (default: every pair)."""
     query_ids = list(query_ids)
     ordered = order_queries(runs, query_ids, k, p)

@@ -1,7 +1,7 @@
 """While judging: which comparisons of the systems on show the judgments made so far settle, and
 about how many more judgments the others need.
 
-Each pair of systems is compared on the judged queries (``evaluate.compare``: the paired
+Each pair of systems is compared on the judged queries (``measures.compare``: the paired
 permutation test and the interval of the difference in nDCG@10 that test gives, unjudged documents
 counting as not relevant, as everywhere). A comparison is settled when one system is the better at
 p < 0.05 with an interval above 0 (``Comparison.outcome``).

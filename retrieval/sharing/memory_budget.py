@@ -74,7 +74,7 @@ def lexical_bytes(index) -> int:
 
 
 def dense_bytes(dense) -> int:
-    """A built dense index (``dense.DenseRetriever``): the vectors RankScope keeps and FAISS's codes."""
+    """A built dense index (``dense_index.DenseRetriever``): the vectors RankScope keeps and FAISS's codes."""
     index = getattr(dense, "index", None)
     if index is None:  # another engine's: vectors live there
         return 0

@@ -237,7 +237,7 @@ def unreliable(check: DenseReliability, normalized: bool) -> LambdaChoice:
 
 
 def scale_matched(value: float) -> LambdaChoice:
-    """Raw scores without labels: λ matching the two scores' spreads (``hybrid.default_lambda``)."""
+    """Raw scores without labels: λ matching the two scores' spreads (``fusion.default_lambda``)."""
     return LambdaChoice(value, "scale-matched default (no training labels)")
 
 

@@ -14,11 +14,11 @@ equally: a convex combination of scores normalized by a theoretical bound, after
 Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 42(1), 2023,
 arXiv:2210.11934, §4–5 (their TMM normalization bounds by the theoretical minimum and the list's
 maximum; here both bounds are theoretical, so a query whose terms barely match gets little BM25
-weight). Without labels λ = 1 (``lambdas.LABEL_FREE_LAMBDA``); ``bench/fusion_nolabels.py`` compares it with
+weight). Without labels λ = 1 (``clear_lambda.LABEL_FREE_LAMBDA``); ``bench/fusion_nolabels.py`` compares it with
 the other label-free fusions.
 
 With labelled (training) queries λ_test is tuned on a grid, as the paper tuned it on 500 training
-queries (``lambdas.QUERY_MAX_GRID`` in this normalized space; ``LAMBDA_GRID`` for raw BM25 scores), and
+queries (``clear_lambda.QUERY_MAX_GRID`` in this normalized space; ``LAMBDA_GRID`` for raw BM25 scores), and
 ``fit_lambda`` keeps the label-free λ = 1 unless the grid's best beats it on those queries by a
 paired permutation test at the 0.05 level: tuned on a few judged queries the grid's best is noise
 (on 5–20 SciFact or NFCorpus train queries it falls below λ = 1 on test, ``bench/lambda_labels.py``).
@@ -79,7 +79,7 @@ class Hybrid:
         self.rrf_k, self.weights = rrf_k, weights
         self.lex_norm = lex_norm  # query text -> what its BM25 scores are divided by (None: raw scores)
         self.lookups = lookups  # CLEAR: identifier lookups ranked by BM25 alone (``identifier_queries``)
-        self.lam_by_query: dict[str, float] = {}  # cross-fitted λ (``lambdas.CrossFold``): a query's own, over ``lam``
+        self.lam_by_query: dict[str, float] = {}  # cross-fitted λ (``CrossFold``): a query's own, over ``lam``
 
     @property
     def doc_ids(self) -> list[str]:
@@ -177,7 +177,7 @@ def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str]
 
 
 def fused(lam: float, s_lex, s_emb):
-    """λ·s_lex + s_emb; for λ = ∞ (``lambdas.LEX_ONLY``: the encoder left out, or an identifier
+    """λ·s_lex + s_emb; for λ = ∞ (``clear_lambda.LEX_ONLY``: the encoder left out, or an identifier
     lookup) s_lex plus the cosine scaled by ``TIE_BREAK``, so that the cosine only breaks BM25's
     ties — in the score itself: an evaluator orders a run by its scores, and the documents BM25 does
     not match would otherwise all score 0 and come in an order of the evaluator's own."""
@@ -203,7 +203,7 @@ def tune_lambda(hybrid: Hybrid, queries: dict[str, str], qrels: Qrels, metric: s
 def fit_lambda(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str], metric: str = "ndcg@10",
                grid=LAMBDA_GRID, prior: float | None = None) -> LambdaFit:
     """The grid's best λ on these candidates and, with a ``prior`` λ, the p-value of its per-query
-    ``metric`` against the prior's (``evaluate.compare``, paired permutation test)."""
+    ``metric`` against the prior's (``measures.compare``, paired permutation test)."""
     best, table = lambda_table(cands, qrels, doc_ids, metric, grid)
     p = None
     if prior is not None:

@@ -92,7 +92,7 @@ def tuning_split(ws: Workspace, split: str | None) -> str | None:
 
 def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
     """λ_test for evaluating ``split``: the training split's (``tuning_split``), chosen by
-    ``lambdas.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the training split
+    ``clear_lambda.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the training split
     against the label-free prior, else the label-free λ — and kept on the workspace. Where the
     training split is the judged queries and they are the split evaluated, λ is cross-fitted:
     each seeded half (``labels.judged_folds``) is ranked with the λ ``lambda_fit`` tunes on the

@@ -16,7 +16,7 @@ Two checks, either of which marks the encoder unreliable:
   passages near cosine 0, E5-style encoders near 0.7. Collapsed below ``COLLAPSE_RATIO`` of the
   reference spread (MiniLM: 0.94 on English, 0.10 on the demo written in Greek letters).
 
-The sample's embeddings are the corpus's own (``dense.embed_texts`` reads them from the store,
+The sample's embeddings are the corpus's own (``dense_index.embed_texts`` reads them from the store,
 where the dense build put them), so the check costs a few hundred dot products once the corpus is
 encoded; the reference sample is encoded once per encoder and cached in the store too.
 """
@@ -42,7 +42,7 @@ _checks: dict[tuple[str, str], DenseReliability] = {}  # (corpus hash, encoder f
 
 @dataclass(frozen=True)
 class DenseReliability:
-    """What the checks found (plain data: ``lambdas`` words the reason where λ is shown)."""
+    """What the checks found (plain data: ``clear_lambda`` words the reason where λ is shown)."""
 
     encoder: str
     language: str  # the corpus's detected language (ISO 639-1)

@@ -4,7 +4,7 @@ encoders fine-tuned on a data set.
 Runs are stored by ``Workspace.run`` keyed by (data set hash, system, parameters, split, depth);
 ``list_runs`` reads them back with a one-line summary of their parameters, and ``compare_runs``
 evaluates two of them on the same labels and tests the difference with the paired permutation
-test of ``evaluate.compare``.
+test of ``measures.compare``.
 """
 from __future__ import annotations
 

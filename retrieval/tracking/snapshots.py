@@ -10,7 +10,7 @@ not lose them); one per corpus may be marked its baseline.
 Snapshots are shared objects with makers (``retrieval.sharing.owners``): a name is never reused silently —
 saving under a name the corpus has is refused (with a free name suggested), unless its maker asks
 to replace it (``replace``), and never the baseline's; a new name that looks like an existing one
-(``names.check_new_name``: confusable letters, case, width) is refused. Marking the baseline is an
+(``safe_names.check_new_name``: confusable letters, case, width) is refused. Marking the baseline is an
 act of its own, kept with who did it and when, every move logged (``baseline_moves``). On a
 shared deployment a snapshot is its session's until published, and only a published one can be
 the baseline (which is everyone's). What one maker may keep is bounded: ``NOTE_CHARS`` characters
@@ -20,7 +20,7 @@ of note, ``MAX_SNAPSHOTS`` snapshots per corpus each and ``MAX_CORPUS_SNAPSHOTS`
 now (the baseline's lists are re-evaluated on them, so a labels change is never mixed into the
 difference; it is reported as ``labels_changed``): per system the paired difference now −
 baseline in the metric with its permutation p-value and the interval the same test gives
-(``evaluate.compare``: the interval excludes 0 exactly when p < 0.05). A system has regressed when
+(``measures.compare``: the interval excludes 0 exactly when p < 0.05). A system has regressed when
 its mean dropped by more than ``max_drop`` and the drop is significant (p < 0.05); a drop by more
 than ``max_drop`` that is not significant is a third state, ``dropped``: these queries cannot tell
 a real drop from chance, so the gate neither fails nor passes it silently. The queries that moved
@@ -135,7 +135,7 @@ def admit(store: Store, corpus: str, name: str, note: str = "", viewer: Viewer =
 
     * a name the corpus has already, unless ``replace`` — which only its maker may ask, and never
       for the baseline (take a new one and mark it);
-    * a new name that looks like one the corpus has (``names.check_new_name``; another session's
+    * a new name that looks like one the corpus has (``safe_names.check_new_name``; another session's
       private snapshot is not named);
     * a note over ``NOTE_CHARS`` characters; past ``MAX_SNAPSHOTS`` of the maker's own or
       ``MAX_CORPUS_SNAPSHOTS`` in all;

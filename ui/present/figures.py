@@ -2,7 +2,7 @@
 
 * ``per_query_scatter`` — one point per query, x = system A's value, y = system B's; points above
   the diagonal are queries B wins.
-* ``recall_curves`` — Recall@k against k (log axis) for each system (``tables.recall_at_ks``).
+* ``recall_curves`` — Recall@k against k (log axis) for each system (``metric_tables.recall_at_ks``).
 
 Each draws the data it is given; none computes an evaluation (the views and the CLI do).
 * ``lambda_sweep`` — nDCG@10 of the CLEAR hybrid λ_test·s_lex + s_emb over the λ grid on the split
@@ -65,7 +65,7 @@ def per_query_scatter(eval_a: Evaluation, eval_b: Evaluation, cmp: Comparison, l
 
 def recall_curves(recall: dict[str, dict[str, list[float]]], split: str, ks=RECALL_KS,
                   judged_depth: int | None = None) -> go.Figure:
-    """Recall@k against k (log axis), one line per system of ``recall`` (``tables.recall_at_ks``),
+    """Recall@k against k (log axis), one line per system of ``recall`` (``metric_tables.recall_at_ks``),
     each in a shaded band: its 95% interval over the queries. On labels judged in the app
     (``judged_depth``: the depth their pool was judged to) the curve stops there, and the title
     says why: deeper, every document is unjudged and recall is not measurable."""
@@ -98,7 +98,7 @@ def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, 
     and, when given, ``split``'s own sweep (``eval_grid``: ``Workspace.lambda_fit(split).grid``) —
     labelled as not used for choosing λ; cross-fitted (``choice.folds``), each half's sweep on the
     other half with its λ starred, ``split``'s own sweep giving new queries' λ. λ values are
-    categories written as ``lambdas.shown`` writes them (∞: BM25 alone)."""
+    categories written as ``clear_lambda.shown`` writes them (∞: BM25 alone)."""
     fig = go.Figure()
     for i, fold in enumerate(choice.folds, 1):  # cross-fitted: each half's λ, chosen on the other half's sweep
         lams, values = zip(*fold.fit.grid)

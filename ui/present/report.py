@@ -37,15 +37,15 @@ GALLERY_CSS = Path(__file__).with_name("gallery.css").read_text(encoding="utf-8"
 
 @dataclass
 class Summary:
-    """The report's systems section: the metrics table's cells (``tables.table_cells``) and the
-    comparisons in words (``tables.conclusion_lines``), with a note on how they were computed."""
+    """The report's systems section: the metrics table's cells (``metric_tables.table_cells``) and the
+    comparisons in words (``metric_tables.conclusion_lines``), with a note on how they were computed."""
 
     headers: list[str]
     rows: list[list[str]]
     conclusions: list[str]
-    segments: dict | None = None  # ``tables.segment_cells``: {"headers", "data"}
+    segments: dict | None = None  # ``metric_tables.segment_cells``: {"headers", "data"}
     note: str = ""
-    coverage: str = ""  # each system's judged@10 beside the verdicts (``tables.coverage_line``)
+    coverage: str = ""  # each system's judged@10 beside the verdicts (``metric_tables.coverage_line``)
 
 
 

@@ -21,7 +21,7 @@ from ui.present.report import Summary
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
-    """Rows of ``tables.metrics_table`` as text cells: label, then "0.6804 [0.652, 0.709]†" per metric;
+    """Rows of ``metric_tables.metrics_table`` as text cells: label, then "0.6804 [0.652, 0.709]†" per metric;
     a metric the judgments cannot measure (it reads deeper than the pool judged in the app,
     ``row["measurable"]``) is ``not_measurable``'s "n/m (pool depth 10)", not its value."""
     return [[r["label"], *(cell(r["metrics"][m], r["marks"].get(m, ""), r.get("intervals", {}).get(m))
@@ -37,8 +37,8 @@ def not_measurable(depth: int | None) -> str:
 
 def report_summary(rows: list[dict], compared: list[dict], metrics=METRICS, segments: dict | None = None,
                    covered: dict | None = None) -> Summary:
-    """The report's systems section from ``tables.metrics_table`` rows, ``tables.comparisons`` and
-    (``segment_cells``) the metrics by kind of query; ``covered`` (``tables.table_coverage``) puts
+    """The report's systems section from ``metric_tables.metrics_table`` rows, ``metric_tables.comparisons`` and
+    (``segment_cells``) the metrics by kind of query; ``covered`` (``metric_tables.table_coverage``) puts
     each system's judged@10 beside the verdicts."""
     n = max((r.get("queries", 0) for r in rows), default=0)
     depth = next((r["pool_depth"] for r in rows if r.get("pool_depth") is not None), None)
@@ -51,7 +51,7 @@ def report_summary(rows: list[dict], compared: list[dict], metrics=METRICS, segm
 
 
 def segment_cells(rows: list, labels: list[str]) -> dict:
-    """``segments.segment_table`` as a table: kind, segment, queries, each system's mean with its 95%
+    """``query_kinds.segment_table`` as a table: kind, segment, queries, each system's mean with its 95%
     interval, then the significant differences there ("Dense below Hybrid by 0.105 [0.050, 0.160],
     adjusted p = 0.001"), the segments with one first."""
     data = []
@@ -65,7 +65,7 @@ def segment_cells(rows: list, labels: list[str]) -> dict:
 
 
 def conclusion_lines(rows: list[dict]) -> list[str]:
-    """``tables.comparisons`` in words, one line per pair (the separable ones first); a pair the
+    """``metric_tables.comparisons`` in words, one line per pair (the separable ones first); a pair the
     coverage gate holds back (``row["verdict"]``, ``coverage.Verdict``) says which system's results
     are not judged enough and how many more to judge, never who wins."""
     return [conclusion(r["a"], r["b"], r["comparison"]) if r.get("verdict") is None or r["verdict"].may_conclude
@@ -172,9 +172,9 @@ def per_query_change_caption(result: dict) -> str:
 
 
 def headline_text(h, covered: dict | None = None, split: str = "", names: dict[str, str] | None = None) -> str:
-    """``tables.Headline`` as the one line Evaluate opens with (Markdown, escaped): who is best and
+    """``metric_tables.Headline`` as the one line Evaluate opens with (Markdown, escaped): who is best and
     by how much over the nearest rival with its interval and p, or why no system can be called the
-    best yet; each named system's judged@10 beside (``covered``: ``tables.table_coverage``)."""
+    best yet; each named system's judged@10 beside (``covered``: ``metric_tables.table_coverage``)."""
     from ui.present.escape import text
 
     if h is None:

@@ -138,7 +138,7 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
 
 def _tree_id(ident: str, display: str) -> str:
     """A .txt file's path (without ``.txt``) as its document's id, NFC as every id is
-    (``names.normal_id``); a file name holding a control or invisible character, a noncharacter or
+    (``safe_names.normal_id``); a file name holding a control or invisible character, a noncharacter or
     a lone surrogate (a name on disk that is not UTF-8) is refused. Whitespace is kept: file names
     have it (such an id cannot be exported to a TREC file, which says so then)."""
     c = hidden_char(ident)

@@ -19,7 +19,7 @@ unknown query or document, a grade outside 0, 1, 2, an empty judge, a judge's na
 another's without being it (``judgments.check_judge``) — is refused with ``file:line``; so is a row
 grading a (query, document) pair its judge graded differently on an earlier line (both lines
 named). A row that repeats an earlier one exactly is read once and counted (``Judgments.duplicates``).
-Ids are matched as written, else in NFC (``names.normal_id``), as every reader keeps them.
+Ids are matched as written, else in NFC (``safe_names.normal_id``), as every reader keeps them.
 
 ``write`` writes through ``retrieval.files.tabular``: every text
 cell quoted (a CR, LF or tab in a query's text stays in its cell) and a cell a spreadsheet would
@@ -166,7 +166,7 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     the judge of a file without a judge column. A DataError names the file and line of the first
     row that cannot be mapped; of a header naming a column twice or a column it cannot read; of a
     judge's name that looks like one of ``existing`` (the corpus's judges) or another of the file
-    without being it (``names.check_new_name``); of a row that grades a pair a second time,
+    without being it (``safe_names.check_new_name``); of a row that grades a pair a second time,
     differently (both lines named). A row repeating another exactly is read once, and counted."""
     display = display or Path(path).name
     existing = list(existing)

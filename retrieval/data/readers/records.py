@@ -2,7 +2,7 @@
 
 Checks ids and texts: an id holding whitespace, a control or an invisible character, a noncharacter
 or a lone surrogate is refused, and one not in NFC normalized (``require_id``, after
-``names.id_problem`` and ``names.normal_id``); a text holding a lone surrogate is refused
+``safe_names.id_problem`` and ``safe_names.normal_id``); a text holding a lone surrogate is refused
 (``whole_text``). Tells relevance labels given in place of documents or queries apart, and collects
 id/text records in a :class:`RecordSink`, which rejects duplicate ids and skips (with a warning)
 records whose text is empty.
@@ -117,8 +117,8 @@ def id_value(value: object, field: str, display: str, lineno: int) -> str:
 
 
 def require_id(ident: str, what: str, display: str | None, lineno: int | None = None) -> str:
-    """``ident`` as ids are kept (``names.normal_id``: its NFC form), or a DataError naming the
-    file and line when it cannot be an id (``names.id_problem``): whitespace (TREC run and qrels
+    """``ident`` as ids are kept (``safe_names.normal_id``: its NFC form), or a DataError naming the
+    file and line when it cannot be an id (``safe_names.id_problem``): whitespace (TREC run and qrels
     files separate their columns by it, so such an id could not be exported or read back), a
     control character or an invisible one, a noncharacter, a lone surrogate."""
     if _PLAIN_ID(ident):

@@ -102,7 +102,7 @@ def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = 
 def run_name(given: str | None, default: str) -> str:
     """The name a run is listed under: ``given``, else ``default`` (the TREC tag, or the file's
     stem with its whitespace turned into "_"): one word (it is a TREC tag) of at most
-    ``names.NAME_LIMIT`` characters, no control or invisible character (``names.check_name``)."""
+    ``safe_names.NAME_LIMIT`` characters, no control or invisible character (``safe_names.check_name``)."""
     if given is None:
         return check_name(re.sub(r"\s+", "_", default.strip()) or "run", "run name (by default its TREC tag "
                           "or file name)", spaces=False)
