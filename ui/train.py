@@ -113,7 +113,7 @@ JOB_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")  # what ``JobQueue.submit`` name
 
 def job_status(jobs: JobQueue, job_id: object) -> dict:
     """The job ``job_id`` names (``/training_status``); an id that is not a job's (the wrong shape,
-    or no such job) is refused in one line that quotes at most ``names.SHOWN_CHARS`` of it."""
+    or no such job) is refused in one line that quotes at most ``safe_names.SHOWN_CHARS`` of it."""
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id.strip()):
         shown_id = shown(job_id) if isinstance(job_id, str) else type(job_id).__name__
         raise refuse(f"{shown_id} is not a training job's id (they read like 20260101-120000-a1b2c3)")
