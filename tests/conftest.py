@@ -137,6 +137,54 @@ def shots(tmp_path_factory) -> Path:
     return folder
 
 
+def run_folder(tmp_path_factory) -> Path:
+    """The folder every process of this run shares: the run's base temporary folder (each xdist
+    worker's own is one level below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def made_once(path: Path, make) -> Path:
+    """``path``, written by ``make(part)`` into a part file and renamed, by whichever process of
+    the run asks first (the others wait on a lock, then read it)."""
+    from filelock import FileLock
+
+    with FileLock(f"{path}.lock"):
+        if not path.exists():
+            part = path.with_name(f"{path.name}.part")
+            make(part)
+            part.rename(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_sparse_store(tmp_path_factory) -> Path:
+    """A store file holding the bundled SPLADE-tiny's vectors of the demo corpus and nothing else,
+    encoded once a run and shared by xdist's workers. A module that builds the demo's learned
+    sparse index on a store starts from a copy (``store_copy``), so the 384 passages go through
+    SPLADE once a run, not once per module and worker: the vectors are the model's own, read back
+    as the store reads any (``test_sparse`` holds that round trip and the encoding itself)."""
+
+    def make(part: Path) -> None:
+        from retrieval.data.readers import load_dataset
+        from retrieval.index.splade import embed_sparse_corpus, load_sparse_model
+        from retrieval.store import Store
+
+        store = Store(part)
+        texts = [d.full_text for d in load_dataset(DEMO).docs.values()]
+        embed_sparse_corpus(load_sparse_model(), texts, store)
+        store.close()
+
+    return made_once(run_folder(tmp_path_factory) / "demo-sparse.sqlite3", make)
+
+
+def store_copy(source: Path, path: Path) -> Path:
+    """``source`` (a closed store file) copied to ``path``; returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def demo():
     """The bundled demo data set (384 passages, train and test splits), loaded once per module."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .conftest import DEMO, bench_module
+from .conftest import DEMO, bench_module, store_copy
 
 pytestmark = pytest.mark.bench
 
@@ -17,8 +17,14 @@ def bench():
 
 
 @pytest.fixture(scope="module")
-def demo_rows(bench, tiny_encoder):
-    return bench.table({"demo": (DEMO, "test", "train")}, ["as is", "codes"], None, model=tiny_encoder)
+def demo_rows(bench, tiny_encoder, demo_sparse_store, tmp_path_factory):
+    """The bench's table on the demo, over a store holding the demo's learned sparse vectors already
+    (``demo_sparse_store``: the "codes" corpus, every passage edited, is encoded here)."""
+    from retrieval.store import Store
+
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("bench-fusion") / "store.sqlite3"))
+    yield bench.table({"demo": (DEMO, "test", "train")}, ["as is", "codes"], store, model=tiny_encoder)
+    store.close()
 
 
 @pytest.mark.slow

@@ -14,26 +14,32 @@ import pytest
 from retrieval import Workspace
 from retrieval.data.readers.runs import ImportedRun, run_hash
 from retrieval.index.engines import Capabilities, Engine, LexicalIndex, SparseVectorIndex, VectorIndex, open_engine
+from retrieval.store import Store
 from retrieval.systems import SYSTEMS, Probe, System
+
+from .conftest import store_copy
 
 ENGINES = ["in-process", pytest.param("milvus-lite", marks=pytest.mark.milvus)]
 
 
 @pytest.fixture(scope="module", params=ENGINES)
-def ws(request, demo, tiny_encoder, tmp_path_factory):
-    """The demo over one engine, with an imported run beside the built-in systems."""
+def ws(request, demo, tiny_encoder, tmp_path_factory, demo_sparse_store):
+    """The demo over one engine, with an imported run beside the built-in systems; its store holds
+    the corpus's learned sparse vectors already (``demo_sparse_store``), so no engine encodes them again."""
     if request.param == "milvus-lite":
         pytest.importorskip("pymilvus")
         pytest.importorskip("milvus_lite")
         engine = open_engine(f"milvus:{tmp_path_factory.mktemp('contract') / 'engine.db'}")
     else:
         engine = open_engine(None)
-    workspace = Workspace(demo, None, model=tiny_encoder, engine=engine)
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("contract-store") / "store.sqlite3"))
+    workspace = Workspace(demo, store, model=tiny_encoder, engine=engine)
     test = demo.split_queries("test")
     lists = workspace.search("bm25", test, 20)
     run = {q: [(d, float(len(hits) - i)) for i, (d, _) in enumerate(hits)] for q, hits in lists.items()}
     workspace.add_run(ImportedRun("vendor", run, "vendor.trec", run_hash(run), dataset=demo.content_hash))
-    return workspace
+    yield workspace
+    store.close()
 
 
 @pytest.mark.slow

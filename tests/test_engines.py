@@ -20,7 +20,7 @@ from retrieval.index.engines.milvus import EngineError, MilvusSparse
 from retrieval.index.splade import SparseIndex, load_sparse_model
 from retrieval.store import Store
 
-from .conftest import DEMO
+from .conftest import DEMO, store_copy
 from .test_cli import cli
 
 pytestmark = pytest.mark.milvus
@@ -82,9 +82,10 @@ def same_up_to_near_ties(got, expected, tol=1e-5):
 
 
 @pytest.fixture(scope="module")
-def sparse_store(tmp_path_factory):
-    """A store the SPLADE tests share: the demo's sparse vectors are encoded once for all of them."""
-    store = Store(tmp_path_factory.mktemp("sparse") / "store.sqlite3")
+def sparse_store(tmp_path_factory, demo_sparse_store):
+    """A store the SPLADE tests share, holding the demo's sparse vectors (encoded once a run:
+    ``demo_sparse_store``)."""
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("sparse") / "store.sqlite3"))
     yield store
     store.close()
 

@@ -38,7 +38,7 @@ from retrieval.workspace import Workspace
 from ui.present.figures import counts_figure
 from ui.present.report import Summary, card_html, gallery_html, write_gallery
 
-from .conftest import DEMO, build_tiny_encoder
+from .conftest import DEMO, build_tiny_encoder, store_copy
 
 # ---- the toy data set with known similarities ----------------------------------------------
 DOCS = {
@@ -435,8 +435,8 @@ def test_without_figures_no_plotly_is_embedded(toy):
 
 # ---- the demo corpus with the tiny random encoder: definitions hold, evidence is right -------
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, tiny_encoder):
-    store = Store(tmp_path_factory.mktemp("failures-demo") / "store.sqlite3")
+def demo(tmp_path_factory, tiny_encoder, demo_sparse_store):
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("failures-demo") / "store.sqlite3"))
     ws = Workspace(load_dataset(DEMO), store, model=tiny_encoder)
     other = load_encoder(str(build_tiny_encoder(tmp_path_factory.mktemp("tiny-2"), seed=1)), device="cpu")
     tuned = ws.with_model(other)

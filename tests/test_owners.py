@@ -27,7 +27,7 @@ from retrieval.workspace import Workspace
 from ui import data, runs
 from ui.registry import Registry
 
-from .conftest import DEMO
+from .conftest import DEMO, store_copy
 from .test_cli import cli
 
 A, B = "session-of-ana", "session-of-bo"  # two browser sessions' hashes
@@ -52,12 +52,12 @@ def demo():
 
 
 @pytest.fixture(scope="module")
-def warmed(tmp_path_factory, demo, tiny_encoder):
+def warmed(tmp_path_factory, demo, tiny_encoder, demo_sparse_store):
     """A store holding the demo's vectors (the tiny encoder's, SPLADE's) and runs, and no snapshot,
     query set or judgment: each test starts from a copy, so none encodes the corpus again."""
     from ui.common import shown_systems
 
-    path = tmp_path_factory.mktemp("owners-warm") / "owners.sqlite3"
+    path = store_copy(demo_sparse_store, tmp_path_factory.mktemp("owners-warm") / "owners.sqlite3")
     s = Store(path)
     ws = Workspace(demo, s, model=tiny_encoder)
     for system in shown_systems(ws):

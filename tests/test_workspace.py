@@ -22,7 +22,7 @@ from retrieval.systems.clear_lambda import LAMBDA_GRID, NO_LABELS, QUERY_MAX_GRI
 from retrieval.systems.fusion import Hybrid, default_lambda, tune_lambda
 from retrieval.workspace import Workspace
 
-from .conftest import DEMO, build_tiny_encoder
+from .conftest import DEMO, build_tiny_encoder, store_copy
 from .test_dense import CountingEncoder
 
 
@@ -34,9 +34,10 @@ def check_metrics(mean: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory, tiny_encoder):
-    """The demo data set evaluated once with every system, cached in a store file."""
-    path = tmp_path_factory.mktemp("workspace") / "store.sqlite3"
+def demo_cache(tmp_path_factory, tiny_encoder, demo_sparse_store):
+    """The demo data set evaluated once with every system, cached in a store file (that starts
+    with the learned sparse vectors of the corpus alone: every other system's work is done here)."""
+    path = store_copy(demo_sparse_store, tmp_path_factory.mktemp("workspace") / "store.sqlite3")
     store = Store(path)
     enc = CountingEncoder(tiny_encoder)
     ds = load_dataset(DEMO)
