@@ -41,6 +41,7 @@ def test_every_failure_category_has_two_cards_on_test(ws):
     assert {c: n for c, n in gallery.counts.items() if n < 2} == {}, gallery.counts
 
 
+@pytest.mark.slow  # the real encoder's gallery over the demo: its cost is the model's
 def test_the_exact_match_misses_are_codes_past_the_encoder_window(ws):
     """Each exact-match-miss card: BM25 finds the page by a token the dense model never reads,
     because it lies past the encoder's window (max_seq_length word pieces)."""
