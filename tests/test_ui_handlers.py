@@ -9,6 +9,7 @@ import gradio as gr
 import pytest
 
 from retrieval.store import Store
+from retrieval.systems import label
 from training.job import JobQueue
 from ui import common, data, evaluate, failures, runs, search, train
 from ui.registry import Registry
@@ -49,11 +50,15 @@ def test_search_free_text_and_by_id(ws):
 def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
     caption, rows, wins = evaluate.evaluate(ws, "test", [])
     assert "tuned on train" in caption
-    assert [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
+    # the systems shown by default (the registry's), but those whose index is still being built
+    shown = [label(s) for s in ws.shown_systems if not ws.pending([s])]
+    assert {"BM25", "Dense", "Hybrid (CLEAR λ)"} <= set(shown)
+    assert [r[0] for r in rows] == shown
     n_test = len(ws.dataset.split_queries("test"))
-    assert wins["headers"] == ["query", "text", "BM25", "Dense", "Hybrid (CLEAR λ)", "disagreement"]
-    assert len(wins["data"]) == n_test and all(len(r) == 6 and 0 <= r[5] <= 1 for r in wins["data"])
-    assert any(r[5] > 0 for r in wins["data"])  # BM25 and the random tiny encoder rank differently
+    assert wins["headers"] == ["query", "text", *shown, "disagreement"]
+    width = len(shown) + 3
+    assert len(wins["data"]) == n_test and all(len(r) == width and 0 <= r[-1] <= 1 for r in wins["data"])
+    assert any(r[-1] > 0 for r in wins["data"])  # BM25 and the random tiny encoder rank differently
     gains = [max(r[3], r[4]) - r[2] for r in wins["data"]]
     assert gains[0] == pytest.approx(max(gains), abs=1e-3)  # the biggest gain over BM25 first
     _, with_int8, _ = evaluate.evaluate(ws, "test", ["int8"])
@@ -288,9 +293,10 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     assert "Which comparisons are settled" in note and "Judged@10" in note
     ws.pending = lambda names: [s for s in names if s != "bm25"]  # as while the corpus is still being encoded
     alone = judge.settled_note(ws, store, 2)
+    waiting = ", ".join(label(s) for s in ws.shown_systems if s != "bm25")
     assert alone.replace("&#40;", "(").replace("&#41;", ")") == (
-        "Only BM25 on show so far: a comparison needs two systems (Dense, Hybrid (CLEAR λ), Learned sparse (SPLADE) "
-        "join once the corpus is encoded).")
+        f"Only BM25 on show so far: a comparison needs two systems ({waiting} join once the corpus is encoded).")
+    assert "Dense, Hybrid (CLEAR λ)" in waiting
     del ws.pending
     share = re.search(r"BM25 (\d+)% \[(\d+)%, (\d+)%\]", note)  # with its 95% interval over the judged queries
     assert 20 <= int(share.group(1)) < 100  # its top 2 of 10, and others' top 2 in it
@@ -311,7 +317,8 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     assert ws2.bm25 is ws.bm25  # the same corpus: the indexes are reused, not rebuilt
     caption, rows, _ = evaluate.evaluate(ws2, "judged", [])
     assert "cross-fitted: each half evaluated with λ tuned on the other half" in shown(caption)
-    assert [r[0] for r in rows] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
+    assert [r[0] for r in rows] == [label(s) for s in ws2.shown_systems if not ws2.pending([s])]
+    assert [r[0] for r in rows][:3] == ["BM25", "Dense", "Hybrid (CLEAR λ)"]
     # one count of the judged queries, saying what it counts, in the Judge panel, the summary and Evaluate
     counts = judged_counts(ws2.dataset.qrels["judged"])
     assert (counts.queries, counts.relevant, counts.pairs) == (8, 8, q.pooled_count)
