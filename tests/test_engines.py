@@ -53,6 +53,7 @@ def test_bm25_through_milvus_matches_the_in_process_engine(pair, demo):
     assert remote.lexical.top("the of and", 10)[0].size == 0  # stopwords only: no term to search
 
 
+@pytest.mark.slow
 def test_dense_and_hybrid_through_milvus_match(pair):
     local, remote = pair
     split = "test"
@@ -174,6 +175,7 @@ def test_runs_of_each_engine_are_cached_apart(pair):
     assert "engine" not in local.system_params("bm25")  # the in-process keys of every existing cache
 
 
+@pytest.mark.slow
 def test_an_interrupted_vector_load_resumes(demo, tiny_encoder, tmp_path, monkeypatch):
     engine = open_engine(f"milvus:{tmp_path / 'resume.db'}")
     monkeypatch.setattr(milvus_engine, "COMMIT_EVERY", 100)
@@ -278,6 +280,7 @@ def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
     assert unreachable.returncode == 2 and "error: cannot reach Milvus at milvus://127.0.0.1:9" in unreachable.stderr
 
 
+@pytest.mark.slow
 def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
     """``python app.py --engine milvus:PATH.db`` as a user reaches it: launched, searched through
     gradio_client; the lists are the in-process engine's."""

@@ -407,6 +407,7 @@ def test_judged_queries_are_ranked_with_the_lambda_tuned_on_the_other_half(judge
                                 st.lists(st.sampled_from([f"d{i}" for i in range(12)]), unique=True, max_size=10),
                                 max_size=3), min_size=2, max_size=3),
        st.sampled_from(["rrf", "wsum"]), st.integers(1, 80), st.data())
+@pytest.mark.slow
 def test_fusion_equals_ranx(lists, method, rrf_k, data):
     """fuse_runs is ranx's fuse (RRF, min-max weighted sum) without its numba compile: the same
     scores for every document, the same order where scores differ."""

@@ -314,6 +314,7 @@ def test_judging_real_runs_end_to_end(demo_runs):
     assert again.next_unjudged() == 5 == position
 
 
+@pytest.mark.slow
 def test_bpref_matches_ranx_and_judged_at_10_matches_ir_measures_on_real_runs(demo_runs):
     import ir_measures
     from ranx import Qrels as RQrels

@@ -101,6 +101,7 @@ def test_ql_evaluates_with_intervals_and_ranks_like_bm25_on_the_demo(ws):
     assert "pnr" in ev.mean  # exact scores for PNR
 
 
+@pytest.mark.slow
 def test_every_view_and_the_cli_list_ql(ws, store, tmp_path):
     """Search (its choices), Evaluate (the table), Judge (the pools and the pairs to aim at), Runs
     (a snapshot's systems), Failures (the picker and the gallery's ranks) and the CLI's default."""

@@ -90,6 +90,7 @@ def test_identifier_lookups_are_left_to_bm25_and_the_caption_says_so(demo, minil
     assert f"{len(picked)} of these queries look up an identifier" in caption and "BM25 alone" in caption
 
 
+@pytest.mark.slow
 def test_with_labels_on_a_corpus_the_encoder_cannot_read_bm25_alone_stays_unless_they_beat_it(demo, minilm, store):
     from ui.present.figures import lambda_sweep
 
@@ -109,6 +110,7 @@ def test_with_labels_on_a_corpus_the_encoder_cannot_read_bm25_alone_stays_unless
     assert "∞" in list(lambda_sweep(choice, "test").data[0].x)
 
 
+@pytest.mark.slow
 def test_judged_queries_without_a_train_split_cross_fit_lambda_against_bm25_alone(demo, minilm, store):
     """The judged queries of a corpus the encoder cannot read, in no split: each half is ranked with
     the λ tuned on the other half against the prior BM25 alone, and the caption and the sweep show both."""

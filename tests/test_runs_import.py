@@ -74,6 +74,7 @@ def test_a_trec_run_reads_back_as_the_same_lists(tmp_path, bm25_run):
     assert read_run(path, name="elastic").name == "elastic"
 
 
+@pytest.mark.slow
 def test_a_ranx_json_run_reads_back_and_is_named_after_its_file(tmp_path, bm25_run):
     path = tmp_path / "vendor api.json"
     ranx.Run({q: dict(hits) for q, hits in bm25_run.items()}).save(str(path))

@@ -164,6 +164,7 @@ def test_the_memory_budget_counts_each_state_once_through_its_nbytes(ws, demo):
     assert together == alone + run_bytes + 5 + other_data  # the shared index once, each own λ-like state once
 
 
+@pytest.mark.slow
 def test_a_system_asks_for_a_background_build_and_every_view_waits_for_it(ws, toy):
     from ui.common import shown_systems
 
@@ -179,6 +180,7 @@ def test_a_system_asks_for_a_background_build_and_every_view_waits_for_it(ws, to
     assert ws.run("toy_bg", "test", 5)  # answers from what it built
 
 
+@pytest.mark.slow
 def test_every_list_comes_from_the_registry(ws, toy):
     """A registered system shows in Search (its choices, the default columns' order), Evaluate, Judge
     and Runs (``shown_systems``), the Failures picker and the failure gallery, and the CLI's default

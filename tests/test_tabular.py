@@ -56,6 +56,7 @@ def test_the_guard_marks_each_piece_a_spreadsheet_could_run(cell, written):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.one_of(_TEXT, _NUMBER), min_size=1, max_size=5), min_size=1, max_size=5),
        st.sampled_from(tabular.FORMATS))
+@pytest.mark.slow
 def test_any_table_round_trips_and_no_cell_is_a_formula(rows, fmt):
     header = [f"c{i}" for i in range(max(len(r) for r in rows))]
     text = tabular.dumps(header, rows, fmt)
