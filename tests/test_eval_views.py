@@ -82,6 +82,7 @@ def test_scatter_has_one_point_per_query_and_counts_outcomes(demo):
 
 
 # ---- Recall@k -------------------------------------------------------------------------------
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 def test_recall_curves_are_monotone_and_equal_ranx(demo):
     ws = demo.ws
     curves = recall_at_ks(ws, "test", SYSTEMS)

@@ -91,6 +91,7 @@ def test_bpref_and_judged_at_k_hand_computed():
     assert ev.per_query["ndcg@10"] == pytest.approx(EXPECTED["ndcg@10"])  # the ranx metrics unchanged
 
 
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 def test_bpref_defined_where_ranx_gives_nan():
     from ranx import Qrels as RQrels
     from ranx import Run as RRun

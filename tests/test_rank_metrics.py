@@ -58,6 +58,7 @@ def test_equals_ranx_on_small_runs_with_ties(data):
     assert_equal(rank_metrics.scores(run, labelled, ALL), rank_metrics.ranx_scores(run, labelled, ALL))
 
 
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run_and_qrels(max_len=60, distinct=True))
 def test_equals_ranx_on_longer_runs_without_ties(data):
@@ -98,6 +99,7 @@ def test_a_repeated_document_counts_once_at_its_first_place_with_its_last_score(
     assert got == {"mrr@10": {"q": 0.5}, "p@10": {"q": 0.1}, "hits@3": {"q": 1.0}}
 
 
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 def test_names_it_does_not_compute_go_to_ranx():
     assert not rank_metrics.supported("bpref") and not rank_metrics.supported("ndcg@10-l2")
     assert not rank_metrics.supported("recall@") and not rank_metrics.supported("rbp.95")
@@ -112,6 +114,7 @@ def test_names_it_does_not_compute_go_to_ranx():
     assert ev.per_query["ndcg@10"] == pytest.approx(theirs["ndcg@10"])
 
 
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 def test_equals_ranx_on_a_real_data_set():
     """nfcorpus's graded test labels (up to hundreds relevant per query), 1,000-deep lists that hold
     some of them, distinct scores; every metric RankScope shows and the Recall@k curve's depths."""

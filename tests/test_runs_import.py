@@ -218,6 +218,7 @@ def test_a_data_set_without_queries_takes_no_run(tmp_path, demo):
 
 
 # ---- a system like the others ------------------------------------------------------------------
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 def test_its_metrics_equal_ranx_on_the_same_file(tmp_path, demo, workspace, bm25_run):
     path = write_trec(worse_run(bm25_run), tmp_path / "prod.trec", "prod")
     assert workspace.add_run(read_run(path, demo)) == "prod"

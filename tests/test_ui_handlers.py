@@ -198,6 +198,7 @@ def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lamb
     assert data.warnings(Workspace(demo, store, model=tiny_encoder)) == []
 
 
+@pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
 def test_an_imported_run_stands_beside_the_others_in_search_and_evaluate(app_state, tmp_path):
     from ranx import Qrels as RQrels
     from ranx import Run as RRun
