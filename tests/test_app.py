@@ -120,6 +120,7 @@ def test_evaluate_endpoint(client):
     assert 0 < len(wins["data"]) <= n_test
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_evaluate_with_an_int8_and_a_reduced_index(client, running_app):
     _, table, _ = client.predict("test", ["int8", "pca"], api_name="/evaluate")
     labels = [r[0] for r in table["data"]]
@@ -133,6 +134,7 @@ def test_evaluate_with_an_int8_and_a_reduced_index(client, running_app):
     assert flat["Dense · int8 index"][1] != "" and flat["Dense"][1] != ""
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_compression_endpoint_gives_sizes_and_quality(client):
     table = client.predict("test", api_name="/compression")
     rows = {r[0]: dict(zip(table["headers"], r)) for r in table["data"]}
@@ -145,6 +147,7 @@ def test_compression_endpoint_gives_sizes_and_quality(client):
         assert 0.0 <= row["dense ndcg@10"] <= 1.0 and 0.0 <= row["hybrid ndcg@10"] <= 1.0
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_runs_history_and_comparing_two_runs(client):
     client.predict("test", [], api_name="/evaluate")  # makes sure BM25 and dense test runs are stored
     rows, a_choices, _ = client.predict(api_name="/runs")
@@ -163,6 +166,7 @@ def test_runs_history_and_comparing_two_runs(client):
         client.predict(bm25, "not-a-run", "ndcg@10", api_name="/compare_runs")
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_failures_endpoint_and_the_offline_report(client):
     figure, cards_html, picks, gallery = client.predict("test", "", api_name="/failures")
     assert gallery["split"] == "test" and set(gallery["counts"]) >= {"vocabulary_mismatch", "lexical_trap",
@@ -227,6 +231,7 @@ def test_bad_upload_reports_line_and_keeps_previous_data_set(client, tmp_path):
     assert any(h["doc_id"].startswith("home-") for h in result["systems"]["bm25"])  # still the demo
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_upload_switches_data_set_for_this_session_only(running_app, client, tmp_path):
     docs = [json.dumps({"_id": f"m{i}", "title": f"Mini {i}", "text": t}) for i, t in enumerate(
         ["glaciers carve valleys slowly", "volcanoes erupt molten rock", "rivers erode canyons over time",
@@ -243,6 +248,7 @@ def test_upload_switches_data_set_for_this_session_only(running_app, client, tmp
     assert any(h["doc_id"].startswith("home-") for h in theirs["systems"]["bm25"])
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_loading_reports_encoding_progress(client, tmp_path):
     corpus = tmp_path / "progress.jsonl"
     corpus.write_text("\n".join(json.dumps({"_id": f"x{i}", "text": f"passage {i} about item {i * 7} " * 10})
@@ -322,6 +328,7 @@ def test_uploads_over_the_size_limit_are_refused(running_app, tmp_path):
     assert served.status_code == 200 and served.text == small.read_text()
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path):
     log = tmp_path / "queries.txt"
     log.write_text("why is my tap dripping\nbest way to clean an oven\n")
@@ -335,6 +342,7 @@ def test_add_queries_endpoint_takes_a_txt_file_and_typed_lines(client, tmp_path)
     assert "bad.csv:3:" in shown(out[0]) and "unchanged" in out[0]
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app, tmp_path):
     from retrieval.data.readers import load_dataset
     from retrieval.files.trec import write_trec
@@ -357,6 +365,7 @@ def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app,
     assert "vendor" not in theirs["systems"]  # another session does not see it
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     from retrieval.data.readers import read_qrels
 

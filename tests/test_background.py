@@ -80,6 +80,7 @@ def wait_for(condition, seconds: float = 30.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_bm25_answers_while_dense_waits_then_dense_and_hybrid_join(gated, store):
     ws = Workspace(corpus(), store, model=gated)
     status = ws.start_dense()
@@ -283,6 +284,7 @@ def test_a_build_that_waits_for_another_says_so_then_shows_its_rate_and_time_lef
     assert build.follow(30, None, 0.01) and build.finished and build.built == "index"
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_a_page_built_while_the_corpus_encodes_is_computed_again_when_any_build_is_over(gated, store):
     """The page's content (Search's metrics, made when the page was built) is out of date once the
     dense build is over, and again once the learned sparse one is: each time the banner's look finds

@@ -147,6 +147,7 @@ def test_a_damaged_snapshot_in_the_store_is_refused(gate, tmp_path, columns, sai
     refused(run_check(gate, store=_damaged(gate, tmp_path, **columns), capsys=capsys), said)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_a_damaged_snapshot_exits_2_without_a_traceback_in_a_real_process(gate, tmp_path):
     demo, _, prod = gate
     store = _damaged(gate, tmp_path, runs=b"not zlib")
@@ -203,6 +204,7 @@ _ANY = st.text(st.one_of(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, 
                          st.sampled_from("\ufffe\uffff\x00\x1b\ud800\udfff\r\n\t|<&`*")), min_size=1, max_size=30)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=_ANY, query_id=_ANY, query=_ANY, dataset=_ANY, system=_ANY)
 def test_every_junit_file_parses_and_shows_the_names_whatever_they_hold(name, query_id, query, dataset, system):

@@ -236,6 +236,7 @@ def test_a_collection_of_another_corpus_is_refused(demo, tmp_path):
         Workspace(demo, None, engine=engine).build_lexical()
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_drop_removes_the_corpus_collections(demo, tmp_path, tiny_encoder):
     path = tmp_path / "drop.db"
     engine = open_engine(f"milvus:{path}")

@@ -229,6 +229,7 @@ def test_unknown_test_raises():
 
 
 # ---- the paired permutation test, written out -------------------------------------------------
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_permutation_test_agrees_with_scipy():
     from scipy import stats
 

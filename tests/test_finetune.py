@@ -187,6 +187,7 @@ def test_cold_start_run_trains_on_one_half(demo, tiny_model_dir, tmp_path):
     assert set(plan.dataset.qrels["train"]).isdisjoint(plan.dataset.qrels["test"])
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
     """Multi-stage (Baidu §4): ICT+BFS pseudo pairs first, then the labelled loss, one exported model."""
     from retrieval.data.readers import load_dataset

@@ -79,6 +79,7 @@ def run(demo, tiny_model_dir, tmp_path, **cfg):
     return result, stages
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, tmp_path):
     result, stages = run(demo, tiny_model_dir, tmp_path, lr=1e-3)
     sel = result.selection
@@ -171,6 +172,7 @@ def weights(path):
     return load_file(str(path / "model.safetensors"))
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_model_dir, tmp_path):
     result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
     kept = result.selection["chosen"]
@@ -188,6 +190,7 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
     assert not (Path(result.model_path) / "checkpoints").exists()
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_queries(demo, tiny_model_dir, tmp_path):
     """λ tuned on the queries the encoder trained on would favour it: the export records the λ its
     held-out check chose, and every workspace over the same train queries uses that one."""

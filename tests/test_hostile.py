@@ -666,6 +666,7 @@ def assert_plot_inert(figure) -> None:
         assert not any(bad in s for bad in ("<img", "<i>", "q0<b>", "q1<b>", "q2<b>", "<a ")), s
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_figures_escape_every_payload(hostile):
     from retrieval.evaluation.metric_tables import recall_at_ks, versus
     from retrieval.evaluation.projection import project, sample_points
@@ -920,6 +921,7 @@ def test_the_judge_endpoint_refuses_bad_grades_in_one_line(grade, shared_app):
     assert store.judgments(load_dataset(DEMO).corpus_hash, "ann") == []
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_encoder_endpoint_refuses_paths_alike_whether_they_exist_or_not(shared_app, tmp_path):
     client = client_of(shared_app)
     real = error_of(lambda: client.predict(str(ROOT), api_name="/use_encoder"))

@@ -45,6 +45,7 @@ IMPORTS = st.lists(st.lists(st.tuples(st.sampled_from(["q1", "q2"]), st.sampled_
                             max_size=12), min_size=1, max_size=4)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @pytest.mark.parametrize("direct_up_to, chunk", [(1_000, 20_000), (0, 3)])  # a few in one write; all staged
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(imports=IMPORTS)
@@ -107,6 +108,7 @@ def test_readers_never_wait_for_an_import_that_waits_to_write(store):
     assert done.is_set() and count(store.path) == 5_001
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_another_connection_sees_all_of_an_import_or_none(store):
     n = 150_000
     store.put_judgments("c", [("q0", "text", "before", 1, "ann")])
@@ -144,6 +146,7 @@ def _staged_rows(path: Path) -> int | None:
             return None
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @pytest.mark.parametrize("when", ["staging begins", "half staged", "copy begins", "copy under way"])
 def test_kill_9_at_any_moment_of_an_import_leaves_all_of_it_or_none(tmp_path, when):
     n = 120_000

@@ -23,6 +23,7 @@ from retrieval.evaluation.measures import Evaluation, compare
 from retrieval.evaluation.metrics import cell, conclusion, interval_text
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_interval_covers_the_true_mean_about_95_times_in_100():
     rng = np.random.default_rng(7)
     trials, covered = 300, 0

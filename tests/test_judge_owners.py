@@ -147,6 +147,7 @@ def test_an_import_over_the_row_limit_claims_no_judge(app, tmp_path, monkeypatch
     assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}  # cy is still no one's
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_searchs_metrics_table_counts_the_sessions_judges(app):
     """The Search tab's metrics (after a change of encoder, as on every refresh) are computed with the
     judgments the session counts, on the workspace both share."""
@@ -242,6 +243,7 @@ def test_bs_evaluate_does_not_change_when_a_grades_until_a_publishes(app):
     assert evaluate.evaluate(ws, "test", [], registry.viewer(B)) == hers
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_judge_tabs_views_leave_out_anothers_unpublished_grades(app, tmp_path):
     registry, ka, kb = app()
     ws = registry.get(kb)

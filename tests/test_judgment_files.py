@@ -78,6 +78,7 @@ def test_a_row_that_cannot_be_mapped_is_refused_with_its_line(tmp_path, demo, ro
     assert str(err.value).startswith(problem)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_cli_imports_all_or_nothing_and_exports_each_judge(tmp_path, demo):
     store = tmp_path / "s.sqlite3"
     q, d = list(demo.queries)[0], list(demo.docs)[:2]
@@ -137,6 +138,7 @@ _TEXTS = st.text(st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled
 @given(st.lists(_IDS, min_size=1, max_size=4, unique=True), st.lists(_TEXTS, min_size=4, max_size=4),
        st.lists(_IDS, min_size=1, max_size=4, unique=True), st.lists(_JUDGES, min_size=1, max_size=3, unique=True),
        st.data())
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_any_judgments_survive_their_export_exactly(qids, texts, docs, judges, data):
     """Export then import gives back exactly the judgments written, in CSV and TSV, whatever ids,
     query texts (a lone CR, LF, tab, ';=') and judge names the name checks let in: ``-5`` and

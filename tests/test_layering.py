@@ -35,6 +35,7 @@ def test_a_leaf_imports_nothing_heavy(leaf):
     assert fresh(f"import {leaf}\n{LOADED}") == []
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_command_lines_help_imports_nothing_heavy():
     code = ("import contextlib, io\nfrom retrieval.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
@@ -46,6 +47,7 @@ def test_the_command_lines_help_imports_nothing_heavy():
     assert fresh(code) == []
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_python_m_retrieval_help_prints_the_commands():
     done = subprocess.run([sys.executable, "-m", "retrieval", "--help"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -83,6 +85,7 @@ def test_the_import_contracts_hold():
     assert "0 broken" in done.stdout
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_numba_keeps_its_kernels_in_rankscopes_cache_folder():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     code = ("import json, os, platformdirs, retrieval, numba\n"
@@ -95,6 +98,7 @@ def test_numba_keeps_its_kernels_in_rankscopes_cache_folder():
     assert variable == numbas == os.path.join(home, "numba")
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_a_numba_cache_the_user_chose_is_kept(tmp_path):
     chosen = str(tmp_path / "mine")
     got = fresh("import json, os, retrieval, numba\n"
@@ -103,6 +107,7 @@ def test_a_numba_cache_the_user_chose_is_kept(tmp_path):
     assert got == [chosen, chosen]
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_numba_imported_first_is_pointed_at_the_folder_too():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     code = ("import json, numba, platformdirs, retrieval, os\n"

@@ -48,6 +48,7 @@ def refusal(err: Exception) -> str:
 
 
 # ---- properties ----------------------------------------------------------------------------------
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=400, deadline=None)
 @given(ANY_TEXT, st.booleans())
 def test_check_name_accepts_nfc_or_refuses_in_one_line(raw, spaces):
@@ -66,6 +67,7 @@ def check_id(ident: str, what: str = "id") -> str:
     return require_id(ident, what, None)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=400, deadline=None)
 @given(ANY_TEXT)
 def test_ids_are_checked_and_normalized_without_surprises(raw):
@@ -80,6 +82,7 @@ def test_ids_are_checked_and_normalized_without_surprises(raw):
     ident.encode("utf-8")
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=300, deadline=None)
 @given(ANY_TEXT, st.lists(ANY_TEXT, max_size=4))
 def test_check_new_name_never_fails_otherwise(raw, existing):
@@ -91,6 +94,7 @@ def test_check_new_name_never_fails_otherwise(raw, existing):
     assert name in existing or confusable_with(name, existing) is None
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=300, deadline=None)
 @given(ANY_TEXT)
 def test_skeleton_is_total_and_stable(raw):
@@ -99,6 +103,7 @@ def test_skeleton_is_total_and_stable(raw):
     assert name_key(raw) == name_key(unicodedata.normalize("NFKC", raw).casefold())
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=300, deadline=None)
 @given(ANY_TEXT)
 def test_what_a_terminal_or_a_display_name_gets_is_always_printable(raw):

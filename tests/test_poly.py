@@ -174,6 +174,7 @@ def test_the_folders_copy_of_the_module_is_never_run(exported, tmp_path):
                                atol=1e-6)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_finetune_exports_poly_and_evaluates_it(demo, tiny_model_dir, tmp_path):
     from retrieval.store import Store
     from training.finetune import run_training

@@ -510,6 +510,7 @@ def _accepted_on_input(row: dict, scratch: Store) -> bool:
 @given(st.lists(st.fixed_dictionaries({"query_id": st.one_of(_TEXT, _VALUE), "doc_id": st.one_of(_TEXT, _VALUE),
                                        "judge": st.one_of(_TEXT, _VALUE), "grade": _VALUE, "query_text": _VALUE,
                                        "time": st.one_of(st.floats(0, 1e9), _VALUE)}), max_size=8))
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_store_reads_back_exactly_the_judgments_input_would_accept(rows):
     import tempfile
 

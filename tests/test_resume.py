@@ -108,6 +108,7 @@ def weights(path: Path) -> dict:
     return load_file(str(path / "model.safetensors"))
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @pytest.mark.parametrize("stop", [("residual", 2), ("refit: residual", 1)])
 def test_held_out_check_and_refit_resume_with_their_scores(demo, tiny_model_dir, tmp_path, stop):
     """Stopped in the held-out run's second epoch, or in the refit: the run started again keeps the

@@ -282,6 +282,7 @@ def test_names_clash_and_siblings_keep_imported_runs(tmp_path, demo, workspace, 
 
 
 # ---- the command line ----------------------------------------------------------------------------
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_cli_evaluates_a_run_file_beside_bm25(tmp_path, bm25_run):
     run = worse_run(bm25_run)
     run[next(iter(run))].append(("ghost", -5.0))
@@ -299,6 +300,7 @@ def test_cli_evaluates_a_run_file_beside_bm25(tmp_path, bm25_run):
     assert lines and all(line.split()[5] == "prod" for line in lines)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_cli_reports_a_broken_run_file_with_its_line(tmp_path):
     path = write(tmp_path / "bad.trec", "q1 Q0 d1 1 2.0 prod\nq1 Q0 d2 2 prod\n")
     res = cli("evaluate", DEMO, "--systems", "bm25", "--run", path, "--store", tmp_path / "s.sqlite3",

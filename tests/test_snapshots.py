@@ -130,6 +130,7 @@ def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_pat
     store.close()
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_a_drop_too_few_queries_can_tell_is_flagged_never_passed_and_fails_with_strict(tmp_path, demo_copy):
     # 8 of the test queries, q58 among them: the mis-set BM25 drops the mean by 0.08, but on 8 queries
     # (2 of them moved) the permutation test cannot tell that from chance
@@ -233,6 +234,7 @@ def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_
     assert judged.returncode == (1 if "REGRESSED" in judged.stdout else 0)
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_the_data_sets_own_labels_are_never_gated_in_the_check(tmp_path, demo_copy):
     """The same pooled labels without the judgments in the store: the data's labels, no judged@10, and
     the mis-set BM25 regresses as before."""

@@ -37,6 +37,7 @@ def _formula_risk(cell: str) -> bool:
     return False
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @settings(max_examples=300, deadline=None)
 @given(_TEXT)
 def test_the_guard_is_undone_exactly(cell):

@@ -47,6 +47,7 @@ def test_search_free_text_and_by_id(ws):
         search.search(ws, "  ")
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
     caption, rows, wins = evaluate.evaluate(ws, "test", [])
     assert "tuned on train" in caption
@@ -67,6 +68,7 @@ def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
         evaluate.evaluate(ws, "", [])
 
 
+@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_failures_cards_and_picks_name_query_ids(ws):
     _, cards_html, picks, gallery = failures.failures(ws, "test", "")
     n_cards = sum(len(c) for c in gallery["cards"].values())
