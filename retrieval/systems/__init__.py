@@ -23,6 +23,7 @@ from retrieval.systems.dense import Dense as _Dense
 from retrieval.systems.hybrid import HYBRID as _HYBRID
 from retrieval.systems.hybrid import RRF as _RRF
 from retrieval.systems.hybrid import WeightedSum as _WeightedSum
+from retrieval.systems.hybrid3 import Hybrid3 as _Hybrid3
 from retrieval.systems.imported import Imported
 from retrieval.systems.ql import QueryLikelihood as _QueryLikelihood
 from retrieval.systems.sparse import Splade as _Splade
@@ -61,6 +62,7 @@ def shown() -> tuple[str, ...]:
 BM25, DENSE, HYBRID, RRF, WSUM, SPLADE = (register(s).key for s in (_BM25(), _Dense(), _HYBRID, _RRF(),
                                                                      _WeightedSum(), _Splade()))
 register(_QueryLikelihood())  # query likelihood, Dirichlet-smoothed: ``ql``
+register(_Hybrid3())  # BM25 + dense + SPLADE fused: ``hybrid3``
 TUNED_DENSE, TUNED_HYBRID = "tuned_dense", "tuned_hybrid"  # a fine-tuned encoder's, in the failure gallery
 _ROLES = {TUNED_DENSE: ("Fine-tuned dense", "fine-tuned dense"),
           TUNED_HYBRID: ("Fine-tuned hybrid", "fine-tuned hybrid")}

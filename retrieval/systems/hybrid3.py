@@ -1,0 +1,290 @@
+"""Three-way fusion: BM25, the dense encoder and learned sparse (SPLADE) as one system, ``hybrid3``.
+
+Every candidate of the union of the three top-``depth`` lists is scored exactly by all three models,
+and the union is ranked by
+
+    s(q, d) = λ·s_lex(q, d) + s_emb(q, d) + μ·s_sp(q, d)
+
+where λ·s_lex + s_emb is the CLEAR hybrid's score (Gao, Dai, Chen, Fan, Van Durme and Callan,
+"Complement Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021, arXiv:2004.13969,
+§3.4, eq. 8; ``retrieval.systems.fusion``) at the λ that hybrid ranks the split with
+(``systems.hybrid.lambda_for``: label-free, tuned on training labels, cross-fitted on judged queries,
+or BM25 alone where the encoder fails the reliability check), and s_sp is SPLADE's dot product divided
+by the largest SPLADE score among the query's candidates: the theoretical-min-max normalization of
+Bruch, Gai and Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 42(1), 2023,
+arXiv:2210.11934, §4, with SPLADE's theoretical minimum 0 (its weights are log(1 + ReLU(·)) ≥ 0), so
+s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible score) and the cosine.
+
+μ, the learned sparse model's weight, follows the rule λ follows (``clear_lambda``):
+
+* without labels, μ = 1 (``LABEL_FREE_MU``: each normalized part weighs alike) — unless the sparse
+  model cannot read the corpus: an English-only model (the bundled SPLADE-tiny's vocabulary is
+  BERT's English word pieces) on a corpus mostly in another language (the reliability check's
+  language guess, ``systems.reliability``), where μ = 0 and the system is the CLEAR hybrid;
+* with a training split (``systems.hybrid.tuning_split``: ``train``, else the judged queries), the
+  grid's best μ (``MU_GRID``, λ fixed at the split's) replaces the label-free μ only where it beats it
+  on those queries by a paired permutation test at the 0.05 level (nDCG@10); where the judged queries
+  are also the split evaluated, μ stays label-free (it is not cross-fitted as λ is), so no query is
+  ranked with a μ tuned on itself;
+* an identifier lookup (``systems.identifier_queries``) is ranked by BM25 alone, as the CLEAR hybrid
+  ranks it, and where λ is ∞ (BM25 alone: the encoder failed the reliability check) the score is
+  s_lex + μ·s_sp, the cosine only breaking ties.
+
+What is chosen for each split evaluated is this system's state on the workspace (``Mus``); a fit is
+cached in the store under everything it depends on.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from retrieval.data.dataset import queries_fingerprint
+from retrieval.data.run import Run
+from retrieval.evaluation.measures import compare, evaluate_run
+from retrieval.judging.labels import JUDGED
+from retrieval.store import cache_key
+from retrieval.systems import hybrid as clear
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase
+from retrieval.systems.clear_lambda import LambdaFit, shown
+from retrieval.systems.fusion import TIE_BREAK
+from retrieval.systems.identifier_queries import is_identifier_lookup
+from retrieval.systems.reliability import dense_reliability
+from retrieval.systems.state import WORKSPACE
+
+if TYPE_CHECKING:
+    from retrieval.index.builds import IndexBuild
+    from retrieval.workspace import Workspace
+
+KEY = "hybrid3"
+LABEL_FREE_MU = 1.0
+MU_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+ENGLISH_ONLY_SPARSE = {"splade-tiny"}  # the bundled model's name (``index.splade.BUNDLED``)
+METRIC = "ndcg@10"
+
+
+@dataclass
+class Candidates3:
+    """One query's union of candidates with the three exact scores, each normalized (module docstring)."""
+
+    rows: np.ndarray
+    s_lex: np.ndarray
+    s_emb: np.ndarray
+    s_sp: np.ndarray
+    lex_only: bool = False  # an identifier lookup: BM25 alone
+    sp_max: float = 0.0  # the largest raw SPLADE score among the candidates (what s_sp is divided by)
+
+
+@dataclass
+class MuChoice:
+    """μ for one split evaluated, and why (plain data; ``how`` in the words ``clear_lambda`` uses for λ)."""
+
+    value: float
+    how: str
+    fit: LambdaFit | None = None  # the sweep it was chosen on, if any (a ``LambdaFit`` over ``MU_GRID``)
+    lam: float = LABEL_FREE_MU  # the CLEAR λ it was chosen with (fixed while μ is tuned)
+    lam_by_query: dict[str, float] = field(default_factory=dict)
+
+
+class Mus:
+    """This system's state on a workspace: the μ chosen for each split evaluated, and the lock
+    choosing one holds (one thread tunes, the others wait for its answer)."""
+
+    def __init__(self) -> None:
+        self.by_split: dict[str | None, MuChoice] = {}
+        self.lock = threading.RLock()
+
+    def nbytes(self) -> int:
+        return sum(2_000 + 120 * len(c.lam_by_query) for c in list(self.by_split.values()))
+
+
+def fused3(lam: float, mu: float, c: Candidates3) -> np.ndarray:
+    """The score of every candidate of ``c`` (module docstring)."""
+    if c.lex_only:
+        return c.s_lex + TIE_BREAK * c.s_emb
+    if math.isinf(lam):
+        return c.s_lex + mu * c.s_sp + TIE_BREAK * c.s_emb
+    return lam * c.s_lex + c.s_emb + mu * c.s_sp
+
+
+def rank3(cands: dict[str, Candidates3], lam: float, mu: float, doc_ids: list[str], k: int,
+          lam_by_query: dict[str, float] | None = None) -> Run:
+    """Each query's candidates ranked by ``fused3`` (a query in ``lam_by_query`` at its own λ)."""
+    by_query = lam_by_query or {}
+    run: Run = {}
+    for qid, c in cands.items():
+        s = fused3(by_query.get(qid, lam), mu, c)
+        order = np.argsort(-s, kind="stable")[:k]
+        run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
+    return run
+
+
+def _lex_scores(ws: Workspace, text: str, rows: np.ndarray) -> np.ndarray:
+    lex = np.asarray(ws.bm25.scores_at(text, rows), dtype=np.float64)
+    if clear.query_max_space(ws):
+        lex = lex / max(ws.bm25.max_score(text), 1e-9)
+    return lex
+
+
+class Encoded(NamedTuple):
+    """Queries through both encoders once: their embeddings, the dense index's top rows, their sparse vectors."""
+
+    vectors: np.ndarray
+    dense_rows: np.ndarray
+    sparse: list
+
+
+def encode(ws: Workspace, queries: dict[str, str]) -> Encoded:
+    qvecs = ws.dense.encode_queries(queries)
+    _, dense_rows = ws.dense.index.search_vectors(qvecs, ws.depth)
+    return Encoded(qvecs, dense_rows, ws.sparse.model.encode(list(queries.values()), query=True))
+
+
+def union3(ws: Workspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, svec) -> Candidates3:
+    """One query's candidates: BM25's top ``depth`` with a positive score, the dense index's top
+    ``depth`` (``-1`` = no hit) and SPLADE's top ``depth`` (non-zero scores), each scored by all three."""
+    depth = ws.depth
+    lex_top, _ = ws.bm25.top(text, depth)
+    sp_top, _ = ws.sparse.index.top(svec, depth)
+    dense_rows = np.asarray(dense_rows[:depth])
+    rows = np.union1d(np.union1d(lex_top, dense_rows[dense_rows >= 0]), sp_top).astype(np.int64)
+    return scored(ws, text, qvec, svec, rows)
+
+
+def scored(ws: Workspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray,
+           sp_max: float | None = None) -> Candidates3:
+    """The documents at ``rows`` scored by all three models; SPLADE's divided by ``sp_max`` (None: the
+    largest among these rows, as for a candidate list)."""
+    sp = np.asarray(ws.sparse.index.scores(svec, rows), dtype=np.float64)
+    top = (float(sp.max()) if len(sp) else 0.0) if sp_max is None else sp_max
+    emb = np.asarray(ws.dense.index.scores(qvec, rows), dtype=np.float64)
+    return Candidates3(rows, _lex_scores(ws, text, rows), emb, sp / top if top > 0 else sp,
+                       is_identifier_lookup(text), top)
+
+
+def candidates(ws: Workspace, queries: dict[str, str]) -> dict[str, Candidates3]:
+    """``union3`` of every query (one batch through each encoder)."""
+    if not queries:
+        return {}
+    enc = encode(ws, queries)
+    return {qid: union3(ws, text, enc.vectors[i], enc.dense_rows[i], enc.sparse[i])
+            for i, (qid, text) in enumerate(queries.items())}
+
+
+def sparse_unreliable(ws: Workspace) -> str | None:
+    """Why the sparse model cannot read this corpus (an English-only model, a corpus mostly in
+    another language), or None."""
+    check = dense_reliability(ws)
+    name = ws.sparse.model.name
+    if name in ENGLISH_ONLY_SPARSE and check.language != "en" and check.language_share >= 0.5:
+        return (f"the learned sparse model {name} reads English word pieces and {check.language_share:.0%} of a "
+                f"sample of this corpus is detected as {check.language!r}")
+    return None
+
+
+def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float], prior: float) -> LambdaFit:
+    """μ tuned on ``split``'s labelled queries over ``MU_GRID`` at the CLEAR λ given, against ``prior``
+    (paired permutation test on nDCG@10); cached in the store."""
+    params = {**Hybrid3.base_params(ws), "lambda": lam if math.isfinite(lam) else shown(lam),
+              "lambda_by_query": queries_fingerprint({q: f"{v!r}" for q, v in sorted(lam_by_query.items())}),
+              "grid": list(MU_GRID), "prior": prior, "metric": METRIC}
+    tuned_on = {q: t for q, t in ws.dataset.split_queries(split).items() if q in ws.dataset.qrels[split]}
+    params["queries"] = queries_fingerprint(tuned_on)
+    key = cache_key(dataset=ws.dataset.content_hash, system="hybrid3_mu", params=params, split=split, k=0)
+    cached = ws.store.get_metrics(key) if ws.store else None
+    if cached:
+        return LambdaFit.from_json(cached[1]["fit"])
+    if not tuned_on:
+        raise ValueError(f"no labelled {split} queries to tune μ on")
+    qrels, ids = ws.dataset.qrels[split], ws.dataset.doc_ids
+    cands = candidates(ws, tuned_on)
+    evals = {mu: evaluate_run(rank3(cands, lam, mu, ids, 100, lam_by_query), qrels, metrics=(METRIC,))
+             for mu in MU_GRID}
+    table = [(mu, ev.mean[METRIC]) for mu, ev in evals.items()]
+    best = max(table, key=lambda row: (row[1], -abs(row[0] - prior)))[0]  # a tie: nearer the prior
+    p = 1.0 if best == prior else compare(evals[prior], evals[best], METRIC).p_value
+    fit = LambdaFit(best, table, len(tuned_on), prior, p)
+    if ws.store:
+        ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="hybrid3_mu", params=params, split=split,
+                             metrics={"best": fit.best, "chosen": fit.chosen}, per_query={"fit": fit.to_json()})
+    return fit
+
+
+def mu_for(ws: Workspace, split: str | None) -> MuChoice:
+    """μ (and the CLEAR λ it goes with) when ``split`` is evaluated: the policy of the module docstring."""
+    state = ws.system_state(KEY, Mus, WORKSPACE)
+    with state.lock:
+        if split not in state.by_split:
+            lam_choice = clear.lambda_for(ws, split)
+            lam, by_query = lam_choice.value, lam_choice.per_query
+            why_not = sparse_unreliable(ws)
+            prior = 0.0 if why_not else LABEL_FREE_MU
+            train = clear.tuning_split(ws, split)
+            if train is None or (train == JUDGED and split == JUDGED):
+                how = (f"μ 0: {why_not}, so the system is the CLEAR hybrid" if why_not else
+                       "μ 1, label-free: each part's score normalized to [0, 1] and weighed alike" +
+                       (" (the judged queries are the split evaluated: μ is not tuned on them)" if train else ""))
+                choice = MuChoice(prior, how, None, lam, by_query)
+            else:
+                fit = mu_fit(ws, train, lam, by_query, prior)
+                p = "not tested" if fit.p_value is None else f"p {fit.p_value:.3f}"
+                if fit.chosen == fit.prior:
+                    how = (f"tuned on {train} ({METRIC}, {fit.queries} queries): the grid's best μ {shown(fit.best)} "
+                           f"does not beat the label-free μ {shown(prior)} significantly ({p}), so it is kept"
+                           if fit.best != prior else f"tuned on {train}: the grid's best is the label-free μ itself")
+                else:
+                    how = (f"tuned on {train} ({METRIC}, {fit.queries} queries): μ {shown(fit.best)} beats the "
+                           f"label-free μ {shown(prior)} ({p})")
+                choice = MuChoice(fit.chosen, how, fit, lam, by_query)
+            state.by_split[split] = choice
+        return state.by_split[split]
+
+
+class Hybrid3(SystemBase):
+    key, label, short = KEY, "Hybrid (BM25 + dense + SPLADE)", "hybrid3"
+    needs = Needs(lexical=True, vectors=True, sparse=True)
+
+    @staticmethod
+    def base_params(ws: Workspace) -> dict:
+        return {**clear.HYBRID.params(ws, None), "sparse_model": ws.sparse.model.fingerprint,
+                "sparse_scale": "list max"}
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        p = {**clear.HYBRID.params(ws, split), "sparse_model": ws.sparse.model.fingerprint,
+             "sparse_scale": "list max"}
+        if split is not None:
+            p["mu"] = mu_for(ws, split).value
+        return p
+
+    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+        choice = mu_for(ws, split)
+        return rank3(candidates(ws, queries), choice.lam, choice.value, ws.dataset.doc_ids, k, choice.lam_by_query)
+
+    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+                     queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
+        """The fused score of chosen documents, retrieved or not; s_sp divided by the largest SPLADE
+        score of the query's candidate list, as its ranking divides it."""
+        choice = mu_for(ws, split)
+        asked = {q: queries[q] for q in rows}
+        enc = encode(ws, asked) if asked else None
+        ids, out = ws.dataset.doc_ids, {}
+        for i, (qid, rs) in enumerate(rows.items()):
+            assert enc is not None
+            listed = union3(ws, asked[qid], enc.vectors[i], enc.dense_rows[i], enc.sparse[i])
+            at = np.asarray(rs, dtype=np.int64)
+            c = scored(ws, asked[qid], enc.vectors[i], enc.sparse[i], at, listed.sp_max)
+            s = fused3(choice.lam_by_query.get(qid, choice.lam), choice.value, c)
+            out[qid] = {ids[r]: float(v) for r, v in zip(at.tolist(), s.tolist())}
+        return out
+
+    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+        choice = mu_for(ws, split)
+        lam = choice.lam_by_query.get(probe.query_id, choice.lam) if probe.query_id else choice.lam
+        cands = {"q": union3(ws, probe.text, probe.vector, probe.dense_rows, probe.sparse)}
+        return rank3(cands, lam, choice.value, ws.dataset.doc_ids, k)["q"]
+
+    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+        return (ws.builds["dense"], ws.builds["sparse"])
