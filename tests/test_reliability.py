@@ -13,7 +13,7 @@ import pytest
 from retrieval import Workspace
 from retrieval.data.dataset import Dataset, Document
 from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY
-from retrieval.systems.reliability import COLLAPSE_RATIO, dense_reliability, spread
+from retrieval.systems.reliability import COLLAPSE_RATIO, REFERENCE, dense_reliability, reference_texts, spread
 from ui.common import metrics_caption
 
 GREEK = str.maketrans(dict(zip("abcdefghijklmnopqrstuvwxyz", "αβψδεφγηιξκλμνοπϙρστθωςχυζ")))
@@ -34,6 +34,11 @@ def small(demo, translate=None, n: int = 60) -> Dataset:
     qrels = {q: labels for q, labels in qrels.items() if labels}
     return Dataset("small" + ("-greek" if translate else ""), docs, {q: t(demo.queries[q]) for q in qrels},
                    {"test": qrels})
+
+
+def test_the_english_reference_text_is_found():
+    """Without it the collapse check is off (reference_spread None): the demo corpus, from any install."""
+    assert REFERENCE.is_file() and len(reference_texts()) > 100
 
 
 def test_spread_is_one_minus_the_mean_cosine_between_distinct_rows():

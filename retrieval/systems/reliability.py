@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 SAMPLE = 200  # documents sampled from the corpus, and from the reference text
 COLLAPSE_RATIO = 0.3  # spread on the corpus below this share of the spread on English: collapsed
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "demo" / "corpus.jsonl"
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "demo" / "corpus.jsonl"  # the repository's data/demo
 _checks: dict[tuple[str, str], DenseReliability] = {}  # (corpus hash, encoder fingerprint) -> the checks
 
 
