@@ -21,6 +21,8 @@ import threading
 
 import pytest
 
+from retrieval.systems import label, shown
+
 from .conftest import DEMO
 from .test_browser import ARGS, CHROMIUM, open_tab, upload
 
@@ -28,7 +30,7 @@ pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not insta
               pytest.mark.browser, pytest.mark.slow]
 
 LATE = "Learned sparse (SPLADE)"
-SYSTEMS = ("BM25", "Dense", "Hybrid (CLEAR λ)", LATE)
+SYSTEMS = tuple(label(s) for s in shown())  # every system on show by default, SPLADE the last to join
 THRESHOLD = 90  # judged@10, in percent, that a verdict needs (retrieval.judging.coverage.MIN_JUDGED_AT_10)
 COUNTED = re.compile(r"(\d+) judged quer(?:y|ies) \((\d+) with a relevant document: evaluated\)")
 
