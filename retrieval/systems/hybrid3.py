@@ -45,6 +45,7 @@ import numpy as np
 from retrieval.data.dataset import queries_fingerprint
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import compare, evaluate_run
+from retrieval.index.splade import BUNDLED
 from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 KEY = "hybrid3"
 LABEL_FREE_MU = 1.0
 MU_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
-ENGLISH_ONLY_SPARSE = {"splade-tiny"}  # the bundled model's name (``index.splade.BUNDLED``)
+ENGLISH_ONLY_SPARSE = {BUNDLED}  # the bundled SPLADE-tiny: BERT's English word pieces
 METRIC = "ndcg@10"
 
 
@@ -148,18 +149,22 @@ def union3(ws: Workspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, s
     ``depth`` (``-1`` = no hit) and SPLADE's top ``depth`` (non-zero scores), each scored by all three."""
     depth = ws.depth
     lex_top, _ = ws.bm25.top(text, depth)
-    sp_top, _ = ws.sparse.index.top(svec, depth)
+    sp_top, sp_scores = ws.sparse.index.top(svec, depth)
     dense_rows = np.asarray(dense_rows[:depth])
     rows = np.union1d(np.union1d(lex_top, dense_rows[dense_rows >= 0]), sp_top).astype(np.int64)
-    return scored(ws, text, qvec, svec, rows)
+    return scored(ws, text, qvec, svec, rows, float(sp_scores[0]) if len(sp_scores) else 0.0)
 
 
-def scored(ws: Workspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray,
-           sp_max: float | None = None) -> Candidates3:
-    """The documents at ``rows`` scored by all three models; SPLADE's divided by ``sp_max`` (None: the
-    largest among these rows, as for a candidate list)."""
+def sp_max(ws: Workspace, svec) -> float:
+    """The largest SPLADE score of any document for the query: SPLADE's own top 1, so the largest of
+    any candidate union, which holds SPLADE's top list (0 where no document shares a term)."""
+    _, top = ws.sparse.index.top(svec, 1)
+    return float(top[0]) if len(top) else 0.0
+
+
+def scored(ws: Workspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray, top: float) -> Candidates3:
+    """The documents at ``rows`` scored by all three models; SPLADE's divided by ``top`` (``sp_max``)."""
     sp = np.asarray(ws.sparse.index.scores(svec, rows), dtype=np.float64)
-    top = (float(sp.max()) if len(sp) else 0.0) if sp_max is None else sp_max
     emb = np.asarray(ws.dense.index.scores(qvec, rows), dtype=np.float64)
     return Candidates3(rows, _lex_scores(ws, text, rows), emb, sp / top if top > 0 else sp,
                        is_identifier_lookup(text), top)
@@ -249,13 +254,13 @@ class Hybrid3(SystemBase):
     shown_by_default = False  # on request until it is measured at least as good as the CLEAR hybrid it extends
 
     @staticmethod
-    def base_params(ws: Workspace) -> dict:
-        return {**clear.HYBRID.params(ws, None), "sparse_model": ws.sparse.model.fingerprint,
+    def base_params(ws: Workspace, split: str | None = None) -> dict:
+        """The CLEAR hybrid's parameters for ``split`` and the sparse model's: what μ is tuned under."""
+        return {**clear.HYBRID.params(ws, split), "sparse_model": ws.sparse.model.fingerprint,
                 "sparse_scale": "list max"}
 
     def params(self, ws: Workspace, split: str | None) -> dict:
-        p = {**clear.HYBRID.params(ws, split), "sparse_model": ws.sparse.model.fingerprint,
-             "sparse_scale": "list max"}
+        p = self.base_params(ws, split)
         if split is not None:
             p["mu"] = mu_for(ws, split).value
         return p
@@ -274,9 +279,8 @@ class Hybrid3(SystemBase):
         ids, out = ws.dataset.doc_ids, {}
         for i, (qid, rs) in enumerate(rows.items()):
             assert enc is not None
-            listed = union3(ws, asked[qid], enc.vectors[i], enc.dense_rows[i], enc.sparse[i])
             at = np.asarray(rs, dtype=np.int64)
-            c = scored(ws, asked[qid], enc.vectors[i], enc.sparse[i], at, listed.sp_max)
+            c = scored(ws, asked[qid], enc.vectors[i], enc.sparse[i], at, sp_max(ws, enc.sparse[i]))
             s = fused3(choice.lam_by_query.get(qid, choice.lam), choice.value, c)
             out[qid] = {ids[r]: float(v) for r, v in zip(at.tolist(), s.tolist())}
         return out
