@@ -79,6 +79,18 @@ def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
     return out
 
 
+@pytest.fixture(scope="module", autouse=True)
+def builds_end_with_their_module():
+    """Background builds a module's workspaces left running (an app's registry encoding the demo
+    with SPLADE, say) are stopped when the module ends, not left to take the cores from the tests
+    of the next one."""
+    yield
+    from retrieval.index.background_build import running
+
+    for build in running():
+        build.stop()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     from retrieval.index.encoder import cpu_bf16_instructions, cpu_precision, load_encoder
@@ -158,14 +170,35 @@ def made_once(path: Path, make) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_sparse_store(tmp_path_factory) -> Path:
+def demo_sparse_store(request, tmp_path_factory) -> Path:
     """A store file holding the bundled SPLADE-tiny's vectors of the demo corpus and nothing else,
     encoded once a run and shared by xdist's workers. A module that builds the demo's learned
     sparse index on a store starts from a copy (``store_copy``), so the 384 passages go through
     SPLADE once a run, not once per module and worker: the vectors are the model's own, read back
-    as the store reads any (``test_sparse`` holds that round trip and the encoding itself)."""
+    as the store reads any (``test_sparse`` holds that round trip and the encoding itself).
+
+    Between runs the file is kept in pytest's cache folder, under a key of the model's files, the
+    demo corpus and the encoding code: the next run of the edit-test loop copies it instead of
+    encoding again (a stale file could only cost time: the store keys vectors by the model's
+    fingerprint and the text's hash)."""
+    import hashlib
+
+    from retrieval.index.splade import bundled_path
+
+    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+    model = bundled_path()
+    digest = hashlib.sha256()
+    for file in sorted([*model.rglob("*"), DEMO / "corpus.jsonl", ROOT / "retrieval" / "index" / "splade.py",
+                        ROOT / "retrieval" / "store.py"]):
+        if file.is_file():
+            digest.update(f"{file.relative_to(file.anchor)} {file.stat().st_size}\n".encode())
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    kept = Path(cache.mkdir("demo-sparse")) / f"{digest.hexdigest()[:24]}.sqlite3" if cache is not None else None
 
     def make(part: Path) -> None:
+        if kept is not None and kept.exists():
+            shutil.copyfile(kept, part)
+            return
         from retrieval.data.readers import load_dataset
         from retrieval.index.splade import embed_sparse_corpus, load_sparse_model
         from retrieval.store import Store
@@ -174,6 +207,11 @@ def demo_sparse_store(tmp_path_factory) -> Path:
         texts = [d.full_text for d in load_dataset(DEMO).docs.values()]
         embed_sparse_corpus(load_sparse_model(), texts, store)
         store.close()
+        if kept is not None:
+            for old in kept.parent.glob("*.sqlite3"):  # one kept file: the others are of older keys
+                old.unlink()
+            shutil.copyfile(part, kept.with_suffix(".part"))
+            kept.with_suffix(".part").rename(kept)
 
     return made_once(run_folder(tmp_path_factory) / "demo-sparse.sqlite3", make)
 

@@ -145,6 +145,40 @@ def test_the_parts_encoded_before_a_crash_are_kept_and_a_new_start_resumes(tiny_
     assert ws.dense.from_store == PART and ws.dense.encoded == 2 * PART
 
 
+def test_a_stopped_build_ends_at_its_next_part_and_the_next_use_resumes_from_the_store(gated, store):
+    ws = Workspace(corpus(), store, model=gated)
+    ws.start_dense()
+    wait_for(lambda: gated.calls == 2)  # the first part is stored, the second waits at the gate
+    build = ws.builds["dense"]
+    assert not build.stop(timeout=0)  # told, not over: it ends at its next progress report
+    gated.gate.set()
+    assert build.stop(timeout=30)
+    status = ws.encoding
+    assert status.state == "failed" and "stopped" in status.error and 0 < status.done < 3 * PART
+    assert ws.pending(BASE_SYSTEMS) == []  # nothing is coming any more
+    dense = ws.dense  # built again here, from the parts the stopped build stored
+    assert dense.from_store >= PART and dense.from_store + dense.encoded == 3 * PART
+    assert dense.encoded < 3 * PART and build.built is dense
+
+
+def test_a_workspace_closed_while_its_corpus_encodes_stops_encoding_it(gated, store):
+    from ui.registry import Limits
+
+    registry = Registry(store, model=gated, foreground_s=0.0, limits=Limits(session_workspaces=1))
+    key = data_view.open_dataset(registry, corpus(), session="a").key
+    first = registry.get(key)
+    wait_for(lambda: gated.calls == 2)
+    second = data_view.open_dataset(registry, corpus(2 * PART), session="a")  # one workspace a session
+    assert second.ok
+    with pytest.raises(ValueError, match="closed to free memory"):
+        registry.get(key)
+    gated.gate.set()
+    assert first.wait_dense(30) and first.encoding.state == "failed" and "stopped" in first.encoding.error
+    assert first.encoding.done < 3 * PART  # its third part was never encoded
+    assert registry.get(second.key).wait_dense(30)  # the open one was not stopped
+    assert registry.get(second.key).encoding.state == "ready"
+
+
 def test_wait_dense_reports_progress_and_gives_up_at_its_timeout(gated, store):
     ws = Workspace(corpus(), store, model=gated)
     ws.start_dense()

@@ -261,7 +261,7 @@ class Registry:
         mine = [k for k, e in self._items.items() if e.opener == session]
         excess = len(mine) - self.limits.session_workspaces
         for old in [k for k in mine if k not in keep][:max(0, excess)]:
-            del self._items[old]
+            self._close(old)
 
     def _make_room(self, needed: int) -> None:
         """Close unused workspaces until ``needed`` more bytes fit the budget (and one more the
@@ -289,8 +289,17 @@ class Registry:
             victim = next((k for k in self._items if k not in keep), None)
             if victim is None:
                 return False
-            del self._items[victim]
+            self._close(victim)
         return True
+
+    def _close(self, key: str) -> None:
+        """Drop workspace ``key`` and stop the background builds no open workspace shares: a closed
+        workspace's encoding would go on holding cores and memory the budget no longer counts."""
+        closed = self._items.pop(key).ws
+        shared = {id(b) for e in self._items.values() for b in e.ws.builds.values()}
+        for build in closed.builds.values():
+            if id(build) not in shared:
+                build.stop(timeout=0)  # told, not joined: the registry's lock is held
 
     def memory(self) -> dict:
         """What the registry holds: workspaces, sessions holding one, estimated bytes, the budget."""

@@ -7,7 +7,9 @@ the build's ``EncodingStatus``: documents done, rate, time left) instead of wait
 
 A process that exits while a build runs stops it first: at exit every running build is told to
 stop at its next progress report (between two batches) and joined, so no model is left computing
-while the interpreter tears down (which aborts the process).
+while the interpreter tears down (which aborts the process). One build is stopped the same way by
+``stop`` (a workspace closed while its index was being built: what it encoded is in the store, and
+starting it again resumes from there).
 """
 from __future__ import annotations
 
@@ -40,6 +42,11 @@ def _stop_builds() -> None:
     _STOPPING.set()
     for build in list(_RUNNING):
         build.wait(STOP_WAIT_S)
+
+
+def running() -> list[BackgroundBuild]:
+    """The builds of this process still running."""
+    return [b for b in list(_RUNNING) if not b.finished]
 
 STATES = ("waiting", "encoding", "indexing", "ready", "failed")  # waiting: for another build to finish first
 
@@ -118,12 +125,15 @@ class BackgroundBuild(Generic[T]):
         self._ended: float | None = None
         self._value: T | None = None
         self._error: BaseException | None = None
+        self._stop = threading.Event()  # ``stop``: end at the next progress report
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         _RUNNING.add(self)
         self._thread.start()
 
     def _progress(self, done: int, total: int) -> None:
         check_stopping()
+        if self._stop.is_set():
+            raise BuildStopped("the build was stopped")
         now = time.monotonic()
         with self._lock:
             self._done, self.total = done, total
@@ -159,6 +169,17 @@ class BackgroundBuild(Generic[T]):
             end = self._ended if self._ended is not None else time.monotonic()
             error = f"{type(self._error).__name__}: {self._error}" if self._error is not None else None
             return EncodingStatus(self._state, self._done, self.total, rate, end - self._started, error)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether ``stop`` ended it before it was done (it is "failed" with ``BuildStopped``)."""
+        return self.finished and isinstance(self._error, BuildStopped)
+
+    def stop(self, timeout: float | None = STOP_WAIT_S) -> bool:
+        """Tell the build to stop at its next progress report (between two batches) and join it for
+        at most ``timeout`` seconds; True when it is over (stopped, or done before it could be)."""
+        self._stop.set()
+        return self.wait(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Join the build for at most ``timeout`` seconds (None: until done); True when it is done."""

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from retrieval.index.background_build import BackgroundBuild, EncodingStatus, check_stopping
+from retrieval.index.background_build import STOP_WAIT_S, BackgroundBuild, EncodingStatus, check_stopping
 from retrieval.progress import Counter
 
 T = TypeVar("T")
@@ -42,10 +42,12 @@ class IndexBuild(Generic[A, T]):
         return self._value
 
     def get(self, progress: Counter | None = None) -> T:
-        """The index, built now if it is not (a background build under way is waited for)."""
+        """The index, built now if it is not (a background build under way is waited for; one that
+        was stopped is done again here, from what it stored)."""
         if self._background is not None:
             self._background.wait()
-            return self.value
+            if not self._background.stopped:
+                return self.value
         arg = self._prepare()
         with self._lock:
             if self._value is None:
@@ -56,9 +58,14 @@ class IndexBuild(Generic[A, T]):
     def value(self) -> T:
         """The index: built now when nothing builds it in the background; while a background build
         runs, ``DenseNotReady`` (a failed one raises its error)."""
-        if self._value is None and self._background is not None:
+        if self._value is None and self._background is not None and not self._background.stopped:
             self._value = self._background.result()
         return self._value if self._value is not None else self.get()
+
+    def stop(self, timeout: float | None = STOP_WAIT_S) -> bool:
+        """Stop a background build under way (``BackgroundBuild.stop``); the next ``get`` or
+        ``start`` builds it again, from what it had stored. True when nothing runs any more."""
+        return self._background is None or self._background.stop(timeout)
 
     def start(self, after: Callable[[], object] | None = None) -> EncodingStatus | None:
         """Build it in a background thread unless it is built or being built; where that build
