@@ -223,3 +223,56 @@ def test_unlabelled_corpus_trains_on_pseudo_pairs_only(tiny_model_dir, store, tm
     res = run_training(bare, cfg, tmp_path / "bfs", str(tiny_model_dir), store)
     assert res.metrics == {} and res.epoch_losses and res.stages[0].startswith("pretrain bfs")
     assert SentenceTransformer(str(tmp_path / "bfs"), device="cpu").encode(["x"]).shape == (1, 32)
+
+
+# ---- Margin-MSE: the tuned hybrid as a teacher ----------------------------------------------
+
+def test_each_example_is_labelled_with_the_hybrids_margin_of_its_positive_over_its_negative(demo, tiny_encoder):
+    from training.finetune import distillation_teacher
+    from training.trainer import Trainer
+
+    ws = Workspace(demo, None, model=tiny_encoder)
+    cfg = TrainConfig(loss="marginmse", negatives="bm25", epochs=1, batch_size=4, device="cpu", holdout=0.0)
+    teacher = distillation_teacher(cfg, ws, demo, "train")
+    asked: list[dict] = []
+    trainer = Trainer(cfg, demo, labelled_pairs(demo, "train"), bm25=ws.bm25,
+                      teacher=lambda rows, queries: asked.append(rows) or teacher(rows, queries))
+    pool = trainer.pool("bm25")
+    examples = trainer.examples([pool])
+    assert len(asked) == 1 and examples  # one call for the epoch's documents
+    ids = {text: qid for qid, text in demo.queries.items()}
+    docs = {d.full_text: d.id for d in demo.docs.values()}
+    assert len(docs) == len(demo.docs)  # a text names its document
+    hybrid = ws.system("hybrid")
+    margins = []
+    for (query, positive, negative), label in examples:
+        qid = ids[query]
+        rows = [ws.doc_row[docs[positive]], ws.doc_row[docs[negative]]]
+        scores = hybrid.exact_scores(ws, "train", {qid: rows}, {qid: query})[qid]  # asked anew, on its own
+        assert label == pytest.approx(scores[docs[positive]] - scores[docs[negative]], abs=1e-6)
+        assert demo.qrels["train"][qid].get(docs[negative], 0) < 1  # the negative is not a positive
+        margins.append(label)
+    assert min(margins) < 0 < max(margins)  # BM25's mistakes include negatives the hybrid ranks above p
+    first = {(q, r) for q, rows in asked[0].items() for r in rows}
+    trainer.examples([pool])  # the next epoch: other negatives drawn, the teacher asked for those alone
+    again = {(q, r) for rows_ in asked[1:] for q, rows in rows_.items() for r in rows}
+    assert again and not again & first
+
+
+def test_margin_mse_needs_a_teacher_and_a_teacher_the_app_has(demo):
+    from training.trainer import Trainer
+
+    with pytest.raises(ValueError, match="needs a teacher"):
+        Trainer(TrainConfig(loss="marginmse"), demo, labelled_pairs(demo, "train"))
+    with pytest.raises(ValueError, match="unknown teacher 'bm25'; choose from hybrid, hybrid3"):
+        TrainConfig.from_mapping({"loss": "marginmse", "teacher": "bm25"})
+
+
+def test_a_margin_mse_run_distils_the_hybrid_and_says_so(demo, tiny_model_dir, tmp_path):
+    cfg = TrainConfig(loss="marginmse", epochs=1, batch_size=8, lr=1e-3, device="cpu", max_steps_per_epoch=3,
+                      holdout=0.0)
+    result = run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), evaluate=False)
+    assert result.stages == ["marginmse with bm25 negatives, the margins of hybrid"]
+    assert [s for s, _, _ in result.losses] == ["marginmse"] * 3
+    assert all(loss > 0 for _, _, loss in result.losses)
+    assert "Margin-MSE distillation of hybrid" in (tmp_path / "ft" / "README.md").read_text()

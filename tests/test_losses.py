@@ -13,6 +13,7 @@ from training.losses import (
     ResidualMarginLoss,
     cosine_distance,
     inbatch_loss,
+    margin_mse_loss,
     suggest_scale,
     triplet_loss,
 )
@@ -121,6 +122,14 @@ def test_residual_margin_uses_the_bm25_gap_and_dot_products():
     assert loss.compute_loss_from_embeddings(row1, GAPS[:1]).item() == pytest.approx(0.5, abs=1e-6)
 
 
+def test_margin_mse_is_the_squared_error_of_the_dot_product_margin_against_the_teachers():
+    # the residual rows above: s⁺ − s⁻ = 2 − 2 = 0, 3 − 2 = 1, 4 − 0 = 4 (dot products, not cosines);
+    # teacher margins 5, −10, 0 → errors −5, 11, 4 → mean of squares (25 + 121 + 16) / 3 = 54
+    loss = margin_mse_loss(model=None)
+    assert loss.compute_loss_from_embeddings([RQ, RPOS, RNEG], GAPS).item() == pytest.approx(54.0, abs=1e-5)
+    assert loss.compute_loss_from_embeddings([RQ, RPOS, RNEG], torch.tensor([0.0, 1.0, 4.0])).item() == 0.0
+
+
 def test_residual_margin_with_lambda_zero_is_a_constant_margin():
     loss = ResidualMarginLoss(model=None, xi=1.0, lambda_train=0.0)
     # m_r = ξ = 1 whatever the gap: row 1 [1 − 2 + 2]₊ = 1, row 2 [1 − 3 + 2]₊ = 0, row 3 [1 − 4]₊ = 0
@@ -175,12 +184,13 @@ TEXTS = [  # columns: query, positive, negative, hard negative
 ]
 
 
-@pytest.mark.parametrize("name", ["quadruplet", "residual", "triplet", "inbatch"])
+@pytest.mark.parametrize("name", ["quadruplet", "residual", "triplet", "inbatch", "marginmse"])
 def test_forward_through_the_model_matches_the_embedding_formula(st_model, name):
     build = {"quadruplet": lambda m: QuadrupletLoss(m, margin=1.0),
              "residual": lambda m: ResidualMarginLoss(m, xi=1.0, lambda_train=0.1),
              "triplet": lambda m: triplet_loss(m, margin=1.0),
-             "inbatch": lambda m: inbatch_loss(m)}[name]
+             "inbatch": lambda m: inbatch_loss(m),
+             "marginmse": lambda m: margin_mse_loss(m)}[name]
     loss = build(st_model)
     columns = TEXTS if name == "quadruplet" else TEXTS[:3]
     labels = torch.tensor([2.5, -1.0, 0.0])

@@ -17,7 +17,7 @@ from retrieval.files.terminal import safe_output
 from retrieval.store import Store, default_store_path
 from retrieval.systems.clear_lambda import shown
 from training.finetune import run_training
-from training.losses import LOSSES
+from training.losses import LOSSES, TEACHERS
 from training.negatives import SOURCES
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, Cancelled, TrainConfig
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t.add_argument("dataset")
     config("--loss", choices=LOSSES)
+    config("--teacher", "marginmse: the system whose score margins the encoder learns", choices=TEACHERS)
     config("--negatives", "bm25: BM25's top-N mistakes (CLEAR); model: the encoder's top-k; random", choices=SOURCES)
     config("--epochs", type=int)
     config("--batch-size", type=int)

@@ -33,7 +33,7 @@ from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from training.pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from training.poly import has_poly_attention, make_portable
-from training.trainer import Cancelled, TrainConfig, Trainer, TrainingProgress, TrainResult, load_trainable
+from training.trainer import Cancelled, Teacher, TrainConfig, Trainer, TrainingProgress, TrainResult, load_trainable
 
 
 @dataclass
@@ -142,7 +142,8 @@ def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: FineTuneRes
             rows.append(f"| {label} | {system} | " + " | ".join(cell(m.get(k), "", bounds.get(k))
                                                                   for k in SUMMARY_METRICS) + " |")
     p = result.significance
-    source = {"quadruplet": " (QuadrupletBERT, two stages)", "residual": " (CLEAR residual margin)"}.get(cfg.loss, "")
+    source = {"quadruplet": " (QuadrupletBERT, two stages)", "residual": " (CLEAR residual margin)",
+              "marginmse": f" (Margin-MSE distillation of {cfg.teacher})"}.get(cfg.loss, "")
     negatives = cfg.negatives if cfg.loss != "quadruplet" else "random n + model hard negatives"
     return f"""---
 library_name: sentence-transformers
@@ -223,7 +224,19 @@ def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: boo
                      LambdaFit.from_json(fit) if fit else None, per_query_max)
 
 
-def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict) -> str:
+def distillation_teacher(cfg: TrainConfig, ws_base: Workspace, dataset: Dataset, split: str) -> Teacher | None:
+    """For ``marginmse``, the teacher the encoder learns from: ``cfg.teacher`` (the CLEAR hybrid, say)
+    as the app ranks ``dataset``'s ``split`` with the base encoder, its λ tuned on that split's
+    labels (the held-out queries are not in ``dataset``); None for any other loss."""
+    if cfg.loss != "marginmse":
+        return None
+    ws = ws_base if dataset is ws_base.dataset else ws_base.with_dataset(dataset)
+    system = ws.system(cfg.teacher)
+    return lambda rows, queries: system.exact_scores(ws, split, rows, queries)
+
+
+def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict,
+           teacher: Teacher | None = None) -> str:
     """Train ``cfg`` again from ``start`` (the base, or the first stage's model) on every train query
     for the kept number of epochs, into ``trained`` (its model, time, losses and stages); returns
     what was done, for the verdict line. Quadruplet stage two's epochs count after a stage one run
@@ -233,8 +246,9 @@ def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | 
         return "not refit: the kept epoch is in quadruplet stage one"
     refit_cfg = replace(cfg, holdout=0.0, refit=False, epochs=int(kept["epoch"]))
     pairs = labelled_pairs(plan.dataset, plan.train_split)
-    again = Trainer(refit_cfg, plan.dataset, pairs, base_model=base_model, model=start,
-                    stage_prefix="refit: ", **{**common, "checkpoint_dir": common["checkpoint_dir"] / "refit"}).train()
+    again = Trainer(refit_cfg, plan.dataset, pairs, base_model=base_model, model=start, stage_prefix="refit: ",
+                    teacher=teacher,
+                    **{**common, "checkpoint_dir": common["checkpoint_dir"] / "refit"}).train()
     queries = len(plan.dataset.qrels.get(plan.train_split, {}))
     trained.model, trained.seconds = again.model, trained.seconds + again.seconds
     trained.losses, trained.epoch_losses = trained.losses + again.losses, trained.epoch_losses + again.epoch_losses
@@ -260,7 +274,8 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
             m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
     pairs = labelled_pairs(train_data, plan.train_split)
     trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
-                      hook_state=selector, **{**common, "checkpoint_dir": checkpoints / "train"})
+                      hook_state=selector, teacher=distillation_teacher(cfg, ws_base, train_data, plan.train_split),
+                      **{**common, "checkpoint_dir": checkpoints / "train"})
     trainer.resume()  # a resumed run brings the selector's scores back with it
     if selector is not None and not selector.started:
         selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress,
@@ -272,7 +287,8 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
             trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
         verdict = selector.describe()
         if cfg.refit and kept["stage"] != "base":
-            verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch})
+            verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch},
+                                     distillation_teacher(cfg, ws_base, plan.dataset, plan.train_split))
     elif cfg.holdout:
         verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
     if verdict:

@@ -17,6 +17,11 @@ and (the two written here) a ``citation`` property with the BibTeX entry of its 
   "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021, arXiv:2106.03373,
   §3.3–3.4): sentence-transformers' ``MultipleNegativesRankingLoss``, a softmax over the positive,
   the given hard negatives and every other document of the batch.
+* ``margin_mse_loss`` — Margin-MSE distillation (Sebastian Hofstätter, Sophia Althammer, Michael
+  Schröder, Mete Sertkan, Allan Hanbury, "Improving Efficient Neural Ranking Models with
+  Cross-Architecture Knowledge Distillation", arXiv:2010.02666, §3, eq. 1):
+  ``MSE(M_s(q, p) − M_s(q, n), M_t(q, p) − M_t(q, n))``, sentence-transformers' ``MarginMSELoss``
+  with the dot product as M_s; the labels are the teacher's margins (``TrainConfig.teacher``).
 """
 from __future__ import annotations
 
@@ -28,12 +33,18 @@ from torch import Tensor, nn
 
 try:  # sentence-transformers ≥ 6
     from sentence_transformers.sentence_transformer.losses import (
+        MarginMSELoss,
         MultipleNegativesRankingLoss,
         TripletDistanceMetric,
         TripletLoss,
     )
 except ImportError:  # pragma: no cover - older releases
-    from sentence_transformers.losses import MultipleNegativesRankingLoss, TripletDistanceMetric, TripletLoss
+    from sentence_transformers.losses import (
+        MarginMSELoss,
+        MultipleNegativesRankingLoss,
+        TripletDistanceMetric,
+        TripletLoss,
+    )
 
 
 def match(q: Tensor, d: Tensor) -> Tensor:
@@ -192,4 +203,11 @@ def inbatch_loss(model, scale: float = 20.0) -> MultipleNegativesRankingLoss:
     return MultipleNegativesRankingLoss(model, scale=scale)
 
 
-LOSSES = ("quadruplet", "residual", "triplet", "inbatch")
+def margin_mse_loss(model) -> MarginMSELoss:
+    """(q, p, n) with the teacher's margin M_t(q, p) − M_t(q, n) as the label: the squared error of
+    the student's margin q·p − q·n against it, averaged over the batch (Hofstätter et al. eq. 1)."""
+    return MarginMSELoss(model)
+
+
+LOSSES = ("quadruplet", "residual", "triplet", "inbatch", "marginmse")
+TEACHERS = ("hybrid", "hybrid3")  # the systems Margin-MSE may distil (their scores of any document: exact_scores)

@@ -15,6 +15,11 @@ Schedules:
   from ``negatives`` (bm25 errors, model top-k, or random). ``residual`` is the margin of CLEAR
   (Luyu Gao, Zhuyun Dai, Tongfei Chen, Zhen Fan, Benjamin Van Durme, Jamie Callan, "Complement
   Lexical Retrieval Model with Semantic Residual Embeddings", ECIR 2021, arXiv:2004.13969, §3.3).
+* ``marginmse`` — one stage like those, each example labelled with the teacher's margin (a tuned
+  hybrid's scores of p and n, ``Trainer(teacher=…)``): Margin-MSE distillation (Sebastian Hofstätter,
+  Sophia Althammer, Michael Schröder, Mete Sertkan, Allan Hanbury, "Improving Efficient Neural
+  Ranking Models with Cross-Architecture Knowledge Distillation", arXiv:2010.02666, §3). A pair the
+  teacher cannot score (a pseudo document outside the corpus) is left out.
 
 ``TrainConfig.pretrain`` adds a first stage on pseudo pairs, the multi-stage paradigm of Yiding Liu,
 Guan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng, Yukun Li, Daiting Shi, Shuaiqiang Wang,
@@ -39,10 +44,20 @@ from retrieval.data.dataset import Dataset
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.encoder import Encoder, open_model, pick_device, resolve_model
 from training import checkpoint
-from training.losses import LOSSES, QuadrupletLoss, ResidualMarginLoss, inbatch_loss, triplet_loss
+from training.losses import (
+    LOSSES,
+    TEACHERS,
+    QuadrupletLoss,
+    ResidualMarginLoss,
+    inbatch_loss,
+    margin_mse_loss,
+    triplet_loss,
+)
 from training.negatives import SOURCES, CandidatePool, bm25_pool, model_pool, random_pool
 from training.pairs import PRETRAIN_TASKS, Pair, known_positives
 from training.poly import routed, with_poly_attention
+
+Teacher = Callable[[dict[str, list[int]], dict[str, str]], dict[str, dict[str, float]]]
 
 
 class Cancelled(Exception):
@@ -107,12 +122,15 @@ class TrainConfig:
     poly_codes: int = 16  # m, the number of context codes (Baidu §6: 16)
     holdout: float = 0.2  # share of the training queries held out to keep the best epoch (``training.holdout``); 0: off
     refit: bool = True  # with holdout: train again on all of train for the kept number of epochs
+    teacher: str = "hybrid"  # marginmse: the system whose score margins the encoder learns (one of TEACHERS)
 
     def validate(self) -> None:
         """A ValueError in one line for a choice that is not offered or a number out of its range
         (``RANGES``: the bounds a shared server can afford, a NaN or an infinity included)."""
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
+        if self.teacher not in TEACHERS:
+            raise ValueError(f"unknown teacher {self.teacher!r}; choose from {', '.join(TEACHERS)}")
         if self.pretrain is not None and self.pretrain not in PRETRAIN_TASKS:
             raise ValueError(f"unknown pretraining task {self.pretrain!r}; choose from {', '.join(PRETRAIN_TASKS)}")
         if self.negatives not in SOURCES:
@@ -240,7 +258,8 @@ class Trainer:
                  bm25: BM25Index | None = None, on_progress: Callable[[TrainingProgress], None] | None = None,
                  cancel: threading.Event | None = None, checkpoint_dir: str | Path | None = None,
                  model=None, stage_prefix: str = "",
-                 on_epoch: Callable[[object, str, int], None] | None = None, hook_state=None):
+                 on_epoch: Callable[[object, str, int], None] | None = None, hook_state=None,
+                 teacher: Teacher | None = None):
         """``model``: continue training this SentenceTransformer instead of loading ``base_model``.
         ``on_epoch(model, stage, epoch)`` runs after each epoch, before its checkpoint (e.g. a
         held-out evaluation for early stopping); it may encode with the model (the loop puts it
@@ -249,8 +268,16 @@ class Trainer:
         checkpoint and given back on resume.
 
         ``checkpoint_dir``: where each finished epoch's state is kept (``training.checkpoint``); a
-        checkpoint of the same run found there is resumed from."""
+        checkpoint of the same run found there is resumed from.
+
+        ``teacher(rows, queries)`` (``marginmse``, required there): the teacher's score of chosen
+        documents, ``{query id: {document id: score}}`` for ``rows`` ``{query id: [document row, …]}``
+        and ``queries`` ``{query id: text}`` (a system's ``exact_scores``)."""
         config.validate()
+        if config.loss == "marginmse" and teacher is None:
+            raise ValueError("Margin-MSE distillation needs a teacher's scores")
+        self.teacher = teacher
+        self._taught: dict[tuple[str, int], float] = {}  # the teacher's scores asked for so far
         if not pairs:
             raise ValueError("no training pairs: the training split has no relevant labels")
         self.cfg, self.dataset, self.pairs = config, dataset, pairs
@@ -334,14 +361,20 @@ class Trainer:
 
     def examples(self, pools: list[CandidatePool]) -> list[tuple[list[str], float]]:
         """One epoch of (texts, label) examples: [q, p, n₁, …] per pair of ``epoch_pairs``,
-        label = BM25 gap."""
+        label = BM25 gap (``residual``), the teacher's margin (``marginmse``), else 0."""
         out = []
         lex_cache: dict[str, np.ndarray] = {}
-        for pair in self.epoch_pairs():
-            rows = [self._sample(pool, pair) for pool in pools]
+        drawn = [(pair, [self._sample(pool, pair) for pool in pools]) for pair in self.epoch_pairs()]
+        if self.cfg.loss == "marginmse":
+            drawn = [(pair, rows) for pair, rows in drawn if pair.doc_id in self.row_of]  # the teacher's documents
+            self._teach(drawn)
+        for pair, rows in drawn:
             if any(r is None for r in rows):
                 continue
             label = 0.0
+            if self.cfg.loss == "marginmse":
+                qid = self.query_ids[pair.query]
+                label = self._taught[qid, self.row_of[pair.doc_id]] - self._taught[qid, rows[0]]
             if self.cfg.loss == "residual":
                 scores = lex_cache.get(pair.query)
                 if scores is None:
@@ -352,6 +385,22 @@ class Trainer:
             out.append(([pair.query, pair.doc_text] + [self.texts[r] for r in rows], label))
         self.rng.shuffle(out)
         return out
+
+    def _teach(self, drawn: list[tuple[Pair, list[int | None]]]) -> None:
+        """Ask the teacher, once, for its scores of the positives and negatives drawn not asked for before."""
+        rows: dict[str, set[int]] = {}
+        for pair, negatives in drawn:
+            qid = self.query_ids[pair.query]
+            for row in (self.row_of[pair.doc_id], *negatives):
+                if row is not None and (qid, row) not in self._taught:
+                    rows.setdefault(qid, set()).add(int(row))
+        if not rows or self.teacher is None:
+            return
+        queries = {qid: text for text, qid in self.query_ids.items() if qid in rows}
+        scores = self.teacher({q: sorted(r) for q, r in rows.items()}, queries)
+        for qid, wanted in rows.items():
+            for row in wanted:
+                self._taught[qid, row] = float(scores[qid][self.dataset.doc_ids[row]])
 
     def _lex_of_text(self, pair: Pair) -> float:
         # a pseudo document (not in the corpus): score it with the corpus statistics
@@ -495,8 +544,10 @@ class Trainer:
                 pool = self.pool(cfg.negatives, model)
             loss_fn = {"residual": lambda: ResidualMarginLoss(model, cfg.xi, cfg.lambda_train),
                        "triplet": lambda: triplet_loss(model, cfg.margin),
-                       "inbatch": lambda: inbatch_loss(model)}[cfg.loss]()
-            result.stages.append(f"{self.stage_prefix}{cfg.loss} with {cfg.negatives} negatives")
+                       "inbatch": lambda: inbatch_loss(model),
+                       "marginmse": lambda: margin_mse_loss(model)}[cfg.loss]()
+            taught = f", the margins of {cfg.teacher}" if cfg.loss == "marginmse" else ""
+            result.stages.append(f"{self.stage_prefix}{cfg.loss} with {cfg.negatives} negatives{taught}")
             self._run_epochs(model, loss_fn, [pool], cfg.loss, cfg.epochs, result)
         model.eval()
         result.seconds = self._elapsed()

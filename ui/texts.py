@@ -32,6 +32,7 @@ LOSS_HELP = {
     "residual": "residual margin — CLEAR: margin shrinks where BM25 already ranks well",
     "triplet": "triplet — three-tower Sentence-BERT baseline, cosine",
     "inbatch": "in-batch — softmax over batch + hard negatives (Baidu)",
+    "marginmse": "Margin-MSE — distils the tuned hybrid's score margins (Hofstätter et al.)",
 }
 NEGATIVES_HELP = {"bm25": "BM25 errors (CLEAR §3.3)", "model": "encoder's own top-k (QuadrupletBERT stage 2)",
                   "random": "random (easy)"}

@@ -11,8 +11,9 @@ import gradio as gr
 from retrieval import Workspace
 from retrieval.evaluation.metrics import SUMMARY_METRICS
 from retrieval.safe_names import shown
+from retrieval.systems import label
 from training.job import FINAL, JobQueue, JobSpec
-from training.losses import LOSSES
+from training.losses import LOSSES, TEACHERS
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
 from ui import texts
@@ -163,6 +164,8 @@ def build(ctx: Context) -> None:
         holdout = gr.Number(d.holdout, label="Held-out share: keep the best epoch, or the base (0: off)",
                             minimum=0, maximum=0.9, elem_id="train-holdout")
         refit = gr.Checkbox(d.refit, label="Then refit on all of train for the kept epochs", elem_id="train-refit")
+        teacher = gr.Dropdown([(label(t), t) for t in TEACHERS], value=d.teacher, label="Teacher (Margin-MSE)",
+                              elem_id="train-teacher")
     with gr.Row():
         train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
         cancel_btn = gr.Button("Cancel", variant="stop")
@@ -177,11 +180,12 @@ def build(ctx: Context) -> None:
     timer = gr.Timer(1.0, active=False)
 
     def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
-                 cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None):
+                 cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None,
+                 teacher_=None):
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
                       max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
-                      positives_per_query=per_query_, holdout=holdout_, refit=refit_)
+                      positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_)
         job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
@@ -205,7 +209,7 @@ def build(ctx: Context) -> None:
 
     gr.api(training_status, api_name="training_status")
     inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
-              pretrain, pooling, codes, positives, holdout, refit]
+              pretrain, pooling, codes, positives, holdout, refit, teacher]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],
