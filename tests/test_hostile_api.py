@@ -130,9 +130,11 @@ def text_cases(q, d):
         "/snapshots": lambda p: (p,),
         "/use_judgments": lambda p: (p,),
         "/train loss": lambda p: (p, "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean", 4, 1, 0.0,
-                                  False),
+                                  False, "hybrid"),
         "/train device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean", 4, 1,
-                                    0.0, False),
+                                    0.0, False, "hybrid"),
+        "/train teacher": lambda p: ("marginmse", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean",
+                                     4, 1, 0.0, False, p),
     }
 
 

@@ -14,6 +14,8 @@ from training.job import JobQueue
 from ui import common, data, evaluate, failures, runs, search, train
 from ui.registry import Registry
 
+from .conftest import store_copy
+
 
 def shown(status: str) -> str:
     """A status as the browser shows it (user text in it is escaped: ``ui.present.escape``)."""
@@ -21,8 +23,9 @@ def shown(status: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def app_state(tmp_path_factory, tiny_model_dir):
-    store = Store(tmp_path_factory.mktemp("handlers") / "store.sqlite3")
+def app_state(tmp_path_factory, tiny_model_dir, demo_sparse_store):
+    # the demo's SPLADE vectors are in the store already: the learned sparse index is read, not encoded
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("handlers") / "store.sqlite3"))
     registry = Registry(store, str(tiny_model_dir))
     key = data.load_demo(registry).key
     yield registry, key
@@ -31,13 +34,18 @@ def app_state(tmp_path_factory, tiny_model_dir):
 
 @pytest.fixture
 def ws(app_state):
+    """The demo's workspace, its background builds over (what each view shows does not change mid-test)."""
     registry, key = app_state
-    return registry.get(key)
+    ws = registry.get(key)
+    for build in ws.builds.values():
+        build.follow(None, None, 0.05)
+    return ws
 
 
 def test_search_free_text_and_by_id(ws):
     html, result = search.search(ws, "leaky faucet washer")
-    assert set(result["systems"]) == {"bm25", "dense", "hybrid"} and result["query_id"] is None
+    assert set(result["systems"]) == set(search.default_columns(ws)) and result["query_id"] is None
+    assert {"bm25", "dense", "hybrid"} <= set(result["systems"])
     assert html.count('class="hit"') == sum(len(h) for h in result["systems"].values())
     text, html, result = search.search_by_id(ws, "q01")
     assert text == ws.dataset.queries["q01"] and result["query_id"] == "q01"
@@ -60,12 +68,31 @@ def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
     width = len(shown) + 3
     assert len(wins["data"]) == n_test and all(len(r) == width and 0 <= r[-1] <= 1 for r in wins["data"])
     assert any(r[-1] > 0 for r in wins["data"])  # BM25 and the random tiny encoder rank differently
-    gains = [max(r[3], r[4]) - r[2] for r in wins["data"]]
-    assert gains[0] == pytest.approx(max(gains), abs=1e-3)  # the biggest gain over BM25 first
+    gains = [max(r[3:-1]) - r[2] for r in wins["data"]]
+    assert gains[0] == pytest.approx(max(gains), abs=1e-3)  # the biggest gain of any system over BM25 first
     _, with_int8, _ = evaluate.evaluate(ws, "test", ["int8"])
     assert [r[0] for r in with_int8][-2:] == ["Dense · int8 index", "Hybrid (CLEAR λ) · int8 index"]
     with pytest.raises(gr.Error, match="no relevance labels"):
         evaluate.evaluate(ws, "", [])
+
+
+def test_a_system_shown_on_request_is_evaluated_when_picked_with_its_weights_and_why(app_state, ws):
+    from retrieval.systems import keys
+
+    registry, _ = app_state
+    requested = [s for s in keys() if s not in ws.shown_systems]
+    choices = evaluate.extras_choices(registry, ws)
+    assert requested and choices[:len(requested)] == [(label(s), s) for s in requested]
+    weighed = [s for s in requested if ws.system(s).weights(ws, "test")]
+    assert weighed, "no system shown on request has weights of its own"
+    caption, rows, wins = evaluate.evaluate(ws, "test", weighed)
+    assert [r[0] for r in rows][-len(weighed):] == [label(s) for s in weighed]
+    assert wins["headers"][-1 - len(weighed):-1] == [label(s) for s in weighed]
+    for s in weighed:
+        for w in ws.system(s).weights(ws, "test"):
+            assert f"**{label(s)}**: {w.name} = " in shown(caption) and w.how in shown(caption)
+    plain, rows, _ = evaluate.evaluate(ws, "test", [])
+    assert not any(label(s) in r[0] for s in weighed for r in rows) and "**: μ" not in shown(plain)
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC

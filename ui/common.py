@@ -13,7 +13,8 @@ from retrieval.evaluation.metric_tables import covered_comparisons, metrics_tabl
 from retrieval.evaluation.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.index.encoder import DEFAULT_MODEL
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID
+from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, keys, label
+from retrieval.systems.clear_lambda import shown
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.tracking.history import trained_encoders
 from ui import texts
@@ -80,6 +81,16 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
             f"queries); {SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25, paired permutation test. Unjudged "
             "documents count as not relevant; judged@10 is the share of a system's top 10 that is labelled, and bpref "
             "leaves unlabelled documents out.")
+
+
+def weights_note(ws: Workspace, split: str | None, systems: tuple[str, ...]) -> str:
+    """Each system's own weights for ``split`` and how they were chosen (``System.weights``: the
+    three-way hybrid's μ, say), one line each; "" when none of ``systems`` has any."""
+    if not split:
+        return ""
+    lines = [f"**{text(label(s))}**: {w.name} = {text(shown(w.value))} ({text(w.how)})."
+             for s in systems if s in keys() and not ws.pending((s,)) for w in ws.system(s).weights(ws, split)]
+    return "\n\n".join(lines)
 
 
 def metrics_formulas(ws: Workspace, split: str | None) -> str:

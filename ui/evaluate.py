@@ -12,7 +12,7 @@ from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
 from retrieval.index.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import DENSE, label
+from retrieval.systems import DENSE, keys, label
 from retrieval.systems import shown as shown_builtins
 from ui import texts
 from ui.common import (
@@ -25,6 +25,7 @@ from ui.common import (
     require_dense,
     shown_systems,
     split_dropdown,
+    weights_note,
 )
 from ui.data import warnings
 from ui.notify import refuse
@@ -44,10 +45,22 @@ def _require_labels(split: str | None) -> str:
     return split
 
 
+def on_request(ws: Workspace) -> list[str]:
+    """The registered systems not shown by default (the other hybrids, say): Evaluate adds them when picked."""
+    return [s for s in keys() if s not in ws.shown_systems]
+
+
+def _systems(ws: Workspace, extras: list[str] | None) -> tuple[str, ...]:
+    """The systems on show, then those of ``extras`` shown on request, each once its index is built."""
+    asked = [e for e in extras or [] if e in on_request(ws)]
+    waiting = ws.pending(asked)
+    return (*shown_systems(ws), *(s for s in asked if s not in waiting))
+
+
 def _ready(ws: Workspace, extras: list[str] | None) -> list[str]:
     """The variants to add (int8, PCA, fine-tuned encoders): none while the base's dense index is
     still being built (each would wait for it, or encode the corpus again)."""
-    return [] if ws.pending((DENSE,)) else list(extras or [])
+    return [] if ws.pending((DENSE,)) else [e for e in extras or [] if e not in keys()]
 
 
 def evaluate(ws: Workspace, split: str, extras: list[str] | None,
@@ -55,10 +68,9 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
     """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table;
     ``viewer``: whose judgments count (the session's, ``Registry.viewer``)."""
     _require_labels(split)
-    systems = shown_systems(ws)
-    extras = _ready(ws, extras)
+    systems = _systems(ws, extras)
     try:
-        shown = comparison_workspaces(ws, extras)
+        shown = comparison_workspaces(ws, _ready(ws, extras))
         rows = metrics_rows(shown, split, systems, viewer)
         verdicts = conclusions_note(shown, split, systems, viewer=viewer)
     except (ValueError, OSError) as err:  # e.g. a fine-tuned folder deleted meanwhile
@@ -66,7 +78,9 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
     wins = {"headers": ["query", "text", *(label(s) for s in systems), "disagreement"],
             "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems),
                       round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
-    note = metrics_caption(ws, split) + "".join(f"\n\n⚠️ {w}" for w in warnings(ws))
+    weighed = weights_note(ws, split, systems)
+    note = (metrics_caption(ws, split) + (f"\n\n{weighed}" if weighed else "")
+            + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)))
     return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
 
 
@@ -76,7 +90,7 @@ def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer 
     explained on hover), and the formulas kept behind a toggle."""
     if not split:
         return "", "", metrics_formulas(ws, None)
-    systems = shown_systems(ws)
+    systems = _systems(ws, extras)
     try:
         shown = comparison_workspaces(ws, _ready(ws, extras))
         rows = metrics_table(shown, split, systems, metrics=VIEW_METRICS, viewer=viewer)
@@ -91,8 +105,8 @@ def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | 
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
-    scatter, curves = comparison_figures(ws, comparison_workspaces(ws, _ready(ws, extras)), split, shown_systems(ws),
-                                         viewer=viewer)
+    scatter, curves = comparison_figures(ws, comparison_workspaces(ws, _ready(ws, extras)), split,
+                                         _systems(ws, extras), viewer=viewer)
     if ws.pending((DENSE,)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
     return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
@@ -124,8 +138,10 @@ def compression(ws: Workspace, split: str) -> dict:
 
 
 def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
-    """What can be evaluated beside the workspace: int8 and PCA indexes, fine-tuned encoders."""
-    return ([("int8 index (FAISS SQ8, Baidu §5.1)", "int8"), (f"PCA to {reduced_dims(ws.encoder.dim)} dims", "pca")]
+    """What can be evaluated beside the workspace: the systems shown on request, int8 and PCA
+    indexes, fine-tuned encoders."""
+    return ([(label(s), s) for s in on_request(ws)]
+            + [("int8 index (FAISS SQ8, Baidu §5.1)", "int8"), (f"PCA to {reduced_dims(ws.encoder.dim)} dims", "pca")]
             + [(name, path) for name, path in encoder_choices(registry, ws)[1:] if path != ws.model_name])
 
 
@@ -148,7 +164,8 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     with gr.Row():
         split = split_dropdown(ws)
         extras = gr.CheckboxGroup(choices=extras_choices(ctx.registry, ws), value=[], elem_id="eval-extras",
-                                  label="Also evaluate (compressed indexes, fine-tuned encoders)", scale=3)
+                                  label="Also evaluate (systems on request, compressed indexes, fine-tuned encoders)",
+                                  scale=3)
         button = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button", scale=1)
     headline_ = gr.Markdown(elem_id="eval-headline")
     glance = gr.HTML(elem_id="eval-glance")
@@ -172,7 +189,7 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
         compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
 
     def allowed(extras_: list[str] | None) -> list[str]:
-        return [e if e in INDEX_VARIANTS else ctx.allowed_model(e) for e in extras_ or [] if e]
+        return [e if e in INDEX_VARIANTS or e in keys() else ctx.allowed_model(e) for e in extras_ or [] if e]
 
     def viewer(request: gr.Request | None) -> Viewer:
         return ctx.registry.viewer(session_of(request))

@@ -96,11 +96,12 @@ class SparseModel:
 
     def encode(self, texts: list[str], query: bool = False, progress: Callable[[int, int], None] | None = None,
                chunk: int | None = None) -> list[SparseVector]:
-        """Each text's sparse vector, ``chunk`` texts a call (default: two batches), ``progress(done,
-        total)`` after each: a build reports, and can be stopped, every few seconds on a CPU."""
+        """Each text's sparse vector, ``chunk`` texts a call (default: eight batches), ``progress(done,
+        total)`` after each: a build reports, and can be stopped, every few seconds on a CPU (two
+        batches a call cost about a tenth more time than 32)."""
         out: list[SparseVector] = []
         call = self.model.encode_query if query else self.model.encode_document
-        chunk = chunk or 2 * self.batch_size
+        chunk = chunk or 8 * self.batch_size
         for start in range(0, len(texts), chunk):
             part = call(texts[start:start + chunk], batch_size=self.batch_size, convert_to_tensor=True,
                         convert_to_sparse_tensor=True, show_progress_bar=False)

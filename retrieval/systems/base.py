@@ -44,6 +44,16 @@ Hits = list[tuple[str, float]]
 
 
 @dataclass(frozen=True)
+class Weight:
+    """A weight a system chose for a split (μ, say), and how it was chosen, in the words the
+    library uses for λ (``clear_lambda``)."""
+
+    name: str
+    value: float
+    how: str
+
+
+@dataclass(frozen=True)
 class Needs:
     """What a system reads to answer: the engine's BM25, the dense index (and its encoder), its
     own sparse index, an imported run's lists."""
@@ -140,6 +150,18 @@ class System(Protocol):
         """
         ...
 
+    def weights(self, ws: Workspace, split: str | None) -> list[Weight]:
+        """The weights it chose for ``split`` and how, for the views to show beside its figures.
+
+        Args:
+            ws: The workspace it ranks over.
+            split: The split evaluated.
+
+        Returns:
+            Its weights, none for a system without a weight of its own to choose.
+        """
+        ...
+
     def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
         """The background builds it needs (``Workspace.background_build``); while one runs, it cannot answer.
 
@@ -164,6 +186,9 @@ class SystemBase:
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None:
         return None
+
+    def weights(self, ws: Workspace, split: str | None) -> list[Weight]:
+        return []
 
     def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
         """The background builds it needs (``Workspace.background_build``; the dense index's, the

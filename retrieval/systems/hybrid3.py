@@ -49,7 +49,7 @@ from retrieval.index.splade import BUNDLED
 from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
-from retrieval.systems.base import Hits, Needs, Probe, SystemBase
+from retrieval.systems.base import Hits, Needs, Probe, SystemBase, Weight
 from retrieval.systems.clear_lambda import LambdaFit, shown
 from retrieval.systems.fusion import TIE_BREAK
 from retrieval.systems.identifier_queries import is_identifier_lookup
@@ -264,6 +264,11 @@ class Hybrid3(SystemBase):
         if split is not None:
             p["mu"] = mu_for(ws, split).value
         return p
+
+    def weights(self, ws: Workspace, split: str | None) -> list[Weight]:
+        """μ for ``split`` and how it was chosen (λ is the CLEAR hybrid's, shown with it)."""
+        choice = mu_for(ws, split)
+        return [Weight("μ", choice.value, choice.how)]
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         choice = mu_for(ws, split)
