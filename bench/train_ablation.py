@@ -69,6 +69,7 @@ ROWS = {
     "residual-constant-margin": dict(loss="residual", negatives="bm25", lambda_train=0.0),
     "residual-random-negatives": dict(loss="residual", negatives="random"),
     "inbatch-bm25": dict(loss="inbatch", negatives="bm25"),
+    "marginmse-hybrid": dict(loss="marginmse", negatives="bm25", teacher="hybrid"),  # the hybrid as a teacher
 }
 
 

@@ -133,6 +133,8 @@ def text_cases(q, d):
                                   False, "hybrid"),
         "/train device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean", 4, 1,
                                     0.0, False, "hybrid"),
+        "/train_on_judged device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean",
+                                              4, 1, 0.0, False, "hybrid"),
         "/train teacher": lambda p: ("marginmse", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean",
                                      4, 1, 0.0, False, p),
     }

@@ -137,6 +137,36 @@ def test_training_form_values_are_checked_before_a_job_is_queued(app_state, ws):
     assert registry.store.jobs() == []
 
 
+def test_judged_queries_train_in_one_step_and_base_and_trained_are_compared_on_the_judged_rest(app_state, ws):
+    from retrieval.data.dataset import Dataset
+    from retrieval.judging.labels import JUDGED
+
+    registry, _ = app_state
+    demo = ws.dataset
+    judged = Dataset("demo-judged", demo.docs, demo.queries, {JUDGED: demo.qrels["test"]})  # no train split
+    few = Dataset("demo-few", demo.docs, demo.queries, {JUDGED: dict(list(demo.qrels["test"].items())[:6])})
+    jobs = JobQueue(registry.store)
+    values = {"loss": "inbatch", "epochs": 1, "batch_size": 4, "max_steps_per_epoch": 1, "device": "cpu"}
+    few_ws = registry.get(data.open_dataset(registry, few).key)
+    with pytest.raises(gr.Error, match="a part would hold fewer than 5; judge more queries"):
+        train.start(registry, jobs, few_ws, values, 0.5, on=JUDGED)
+    with pytest.raises(gr.Error, match="no judged queries with a relevant document yet"):
+        train.start(registry, jobs, ws, values, 0.5, on=JUDGED)  # the demo has train and test, nothing judged
+    assert registry.store.jobs() == []
+    judged_ws = registry.get(data.open_dataset(registry, judged).key)
+    job = jobs.wait(train.start(registry, jobs, judged_ws, values, 0.5, on=JUDGED), timeout=300)
+    assert job["status"] == "done", job
+    result = job["result"]
+    n = len(demo.qrels["test"])
+    assert result["plan_note"] == (f"cold-start split of '{JUDGED}' by query (seed 42): {n // 2} queries train (50%), "
+                                   f"{n - n // 2} evaluate")
+    base, tuned = result["metrics"]["base"]["dense"], result["metrics"]["fine-tuned"]["dense"]
+    for side in (base, tuned):
+        low, high = side["intervals"]["ndcg@10"]
+        assert low <= side["ndcg@10"] <= high
+    assert "interval" in result["differences"]["dense"]["ndcg@10"]
+
+
 def test_an_encoder_that_will_not_load_is_a_clear_error_and_changes_nothing(app_state, ws, tmp_path):
     from retrieval.errors import EncoderLoadError
     from retrieval.index.encoder import load_encoder

@@ -2,6 +2,7 @@
 device), watch its progress and loss curve, cancel it, and read base against fine-tuned."""
 from __future__ import annotations
 
+import functools
 import re
 import time
 import uuid
@@ -10,6 +11,7 @@ import gradio as gr
 
 from retrieval import Workspace
 from retrieval.evaluation.metrics import SUMMARY_METRICS
+from retrieval.judging.labels import JUDGED, judged_counts
 from retrieval.safe_names import shown
 from retrieval.systems import label
 from training.job import FINAL, JobQueue, JobSpec
@@ -35,12 +37,14 @@ MAX_WAITING = 8  # training jobs waiting in the queue, all sessions together
 
 
 def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_start: float,
-          previous: str | None = None) -> str:
+          previous: str | None = None, on: str | None = None) -> str:
     """Queue a training job on ``ws``'s data set from the form's ``values`` (``TrainConfig`` field
     names; blanks take the defaults); returns the job id. ``cold_start`` is the training fraction
-    of a seeded split by query, used only when the data set has no train split. A session whose
-    ``previous`` job has not ended, or a full queue (``MAX_WAITING``), is refused: one session
-    cannot hold everyone else's training back."""
+    of a seeded split by query, used only when the data set has no train split, or when ``on``
+    names the split to train on (the judged queries: ``JUDGED``), which is then cut by query into a
+    part that trains and a part base and trained are evaluated on. A session whose ``previous``
+    job has not ended, or a full queue (``MAX_WAITING``), is refused: one session cannot hold
+    everyone else's training back."""
     if previous and (jobs.status(previous) or {}).get("status") not in (None, *FINAL):
         raise refuse(f"job {previous} of this session is still queued or running: cancel it, or wait for it to end")
     if jobs.waiting() >= MAX_WAITING:
@@ -53,12 +57,32 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     except (TypeError, ValueError, OverflowError) as err:
         raise refuse(err) from err
     require_dense(ws)  # else the job would encode the same corpus a second time
-    if ws.dataset.default_split() is None and not cfg.pretrain:
+    if on is not None:
+        _require_queries_to_train_on(ws, on, cold_start)
+    elif ws.dataset.default_split() is None and not cfg.pretrain:
         raise refuse("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
     out = registry.store.models_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"  # two at once differ
-    return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws.model_name,
-                               cold_start=None if has_train else cold_start))
+    return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws.model_name, eval_split=on,
+                               cold_start=None if has_train and on is None else cold_start))
+
+
+def _require_queries_to_train_on(ws: Workspace, split: str, fraction: float) -> None:
+    """Refuse, in one line, a split that cannot be cut into queries to train on and queries to
+    evaluate on (each part needs ``MIN_SPLIT_QUERIES`` queries with a relevant document)."""
+    labels = ws.dataset.qrels.get(split, {})
+    relevant = judged_counts(labels).relevant
+    if not relevant:
+        raise refuse("no judged queries with a relevant document yet: judge some on the Judge tab and use them, "
+                     "then train on them")
+    smaller = min(round(relevant * fraction), relevant - round(relevant * fraction))
+    if smaller < MIN_SPLIT_QUERIES:
+        raise refuse(f"{relevant} judged {'query has' if relevant == 1 else 'queries have'} a relevant document: "
+                     f"cut {fraction:.0%} / {1 - fraction:.0%} to train and to evaluate, a part would hold fewer than "
+                     f"{MIN_SPLIT_QUERIES}; judge more queries")
+
+
+MIN_SPLIT_QUERIES = 5  # queries with a relevant document in each part of a judged split cut to train and evaluate
 
 
 def resume(jobs: JobQueue, ws: Workspace) -> str:
@@ -152,7 +176,7 @@ def build(ctx: Context) -> None:
         lam = gr.Number(d.lambda_train, label="λ_train (residual; 0 = constant margin)")
         device = gr.Dropdown(DEVICES, value=d.device, label="Device")
         cold = gr.Slider(0.05, 0.95, value=0.8, step=0.05,
-                         label="Cold-start train fraction (only without a train split)")
+                         label="Cold-start train fraction (without a train split, or training on judged queries)")
         pretrain = gr.Dropdown([(texts.PRETRAIN_HELP[t], t) for t in ("", *PRETRAIN_TASKS)], value="",
                                label="First stage on pseudo pairs (ICT/BFS)")
     with gr.Row():
@@ -168,6 +192,7 @@ def build(ctx: Context) -> None:
                               elem_id="train-teacher")
     with gr.Row():
         train_btn = gr.Button("Start training", variant="primary", elem_id="train-button")
+        judged_btn = gr.Button("Train on my judged queries", elem_id="train-judged")
         cancel_btn = gr.Button("Cancel", variant="stop")
         resume_btn = gr.Button("Resume the last stopped run", elem_id="train-resume")
     job_state = gr.State("")
@@ -181,13 +206,17 @@ def build(ctx: Context) -> None:
 
     def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
                  cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None,
-                 teacher_=None):
+                 teacher_=None, *, on: str | None = None):
+        """``on``: the split to train on (``JUDGED``: cut by query, the cold-start fraction trains and base and
+        trained are evaluated on the rest); None: the train split, or a cold-start split without one."""
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
                       max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
                       positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_)
-        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_)
+        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_, on=on)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
+
+    on_train_judged = functools.partial(on_train, on=JUDGED)
 
     def on_resume(key):
         job_id = resume(ctx.jobs, ctx.workspace(key))
@@ -211,6 +240,7 @@ def build(ctx: Context) -> None:
     inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
               pretrain, pooling, codes, positives, holdout, refit, teacher]
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
+    judged_btn.click(on_train_judged, inputs, [job_state, status, timer], api_name="train_on_judged", **LIGHT)
     resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],
                api_visibility="private", **LIGHT)
