@@ -87,8 +87,11 @@ def builds_end_with_their_module():
     yield
     from retrieval.index.background_build import running
 
-    for build in running():
-        build.stop()
+    builds = running()
+    for build in builds:  # every one told first, so none goes on encoding while another is waited for
+        build.stop(timeout=0)
+    for build in builds:
+        build.wait(60)
 
 
 @pytest.fixture(scope="session")

@@ -28,18 +28,18 @@ from retrieval.workspace import Workspace
 from ui import data, evaluate, judge, runs
 from ui.registry import Registry
 
-from .conftest import DEMO
+from .conftest import DEMO, store_copy
 from .test_owners import A, B, refusal, shown
 
 
 @pytest.fixture
-def app(tmp_path, tiny_model_dir):
+def app(tmp_path, tiny_model_dir, demo_sparse_store):
     """A registry over a fresh store (shared or not), the demo opened by both sessions: (registry,
     ana's key, bo's key), one workspace (the same content)."""
     stores = []
 
     def make(shared: bool = True):
-        store = Store(tmp_path / f"app-{len(stores)}.sqlite3")
+        store = Store(store_copy(demo_sparse_store, tmp_path / f"app-{len(stores)}.sqlite3"))  # SPLADE's vectors
         stores.append(store)
         registry = Registry(store, model=str(tiny_model_dir), foreground_s=120, shared=shared)
         keys = [data.open_dataset(registry, load_dataset(DEMO), session=s).key for s in (A, B)]

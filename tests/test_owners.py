@@ -306,9 +306,10 @@ def test_snapshots_per_maker_and_per_corpus_are_bounded(ws, store, monkeypatch):
 
 # ---- query sets --------------------------------------------------------------------------------
 @pytest.fixture
-def app(tmp_path, tiny_model_dir):
-    """Two registries over one store (a shared deployment and a local one) on the demo."""
-    store = Store(tmp_path / "app.sqlite3")
+def app(tmp_path, tiny_model_dir, demo_sparse_store):
+    """Two registries over one store (a shared deployment and a local one) on the demo (its SPLADE
+    vectors stored already)."""
+    store = Store(store_copy(demo_sparse_store, tmp_path / "app.sqlite3"))
 
     def make(shared: bool) -> tuple[Registry, str]:
         registry = Registry(store, model=str(tiny_model_dir), foreground_s=120, shared=shared)

@@ -10,7 +10,7 @@ from retrieval.judging.labels import JUDGED
 from ui import data
 from ui.registry import Registry
 
-from .conftest import DEMO
+from .conftest import DEMO, store_copy
 
 NEW = {"q-new-1": "how do I descale a coffee machine", "q-new-2": "winter tyres pressure"}
 
@@ -61,10 +61,10 @@ def test_dropping_a_set_takes_out_only_its_own_unlabelled_queries(tmp_path):
         query_sets.drop(store, after, a)
 
 
-def test_the_reported_scenario_queries_and_grades_survive_a_reload(tmp_path, tiny_model_dir):
+def test_the_reported_scenario_queries_and_grades_survive_a_reload(tmp_path, tiny_model_dir, demo_sparse_store):
     """20 queries added from a .txt, 16 grades, then a new page: the queries are back, the grades
     apply to them, and evaluation has labels."""
-    store = Store(tmp_path / "s.sqlite3")
+    store = Store(store_copy(demo_sparse_store, tmp_path / "s.sqlite3"))  # the demo's SPLADE vectors stored
     registry = Registry(store, model=str(tiny_model_dir), foreground_s=120)
     start = registry.open(load_dataset(DEMO), budgeted=False)
     registry.pin(start)
