@@ -43,12 +43,14 @@ def test_the_default_row_is_the_gated_query_max_combination(bench, demo_rows, ti
     assert all(0.0 <= v <= 1.0 for v in row.values())
 
 
+@pytest.mark.slow  # its table encodes the edited corpus with SPLADE: over 20 s on a 2-core AVX2-only AMD EPYC
 def test_codes_are_known_items_bm25_finds_and_the_default_leaves_to_it(demo_rows):
     row = demo_rows["demo|codes"]
     assert row["bm25"] > 0.9 > row["dense"]  # the part number is one exact token
     assert row["query max α 0.5, lookups by BM25 alone"] == pytest.approx(row["bm25"], abs=1e-9)
 
 
+@pytest.mark.slow  # its table encodes the edited corpus with SPLADE: over 20 s on a 2-core AVX2-only AMD EPYC
 def test_gaps_are_against_the_better_of_bm25_and_dense(bench, demo_rows):
     g = bench.show(demo_rows)
     worst = [r[bench.DEFAULT] - max(r["bm25"], r["dense"]) for r in demo_rows.values()]
