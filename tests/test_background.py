@@ -5,6 +5,7 @@ The encoder is the real tiny transformer; a gate (an ``Event``) holds its second
 back, so the test sees the build half way, every time, however fast the machine."""
 from __future__ import annotations
 
+import html
 import threading
 import time
 
@@ -177,6 +178,20 @@ def test_a_workspace_closed_while_its_corpus_encodes_stops_encoding_it(gated, st
     assert first.encoding.done < 3 * PART  # its third part was never encoded
     assert registry.get(second.key).wait_dense(30)  # the open one was not stopped
     assert registry.get(second.key).encoding.state == "ready"
+
+
+def test_a_system_picked_in_evaluate_while_its_index_is_built_is_said_to_wait(gated, store):
+    from retrieval.systems import keys
+
+    ws = Workspace(corpus(), store, model=gated)
+    ws.start_builds()
+    asked = [s for s in keys() if s not in ws.shown_systems and ws.system(s).waits_for(ws)]
+    assert asked and ws.pending(asked) == asked
+    caption, rows, _ = evaluate_view.evaluate(ws, "test", asked)
+    for s in asked:
+        assert f"⏳ {label(s)} waits for its index, still being built" in html.unescape(caption)
+        assert all(r[0] != label(s) for r in rows)
+    gated.gate.set()
 
 
 def test_wait_dense_reports_progress_and_gives_up_at_its_timeout(gated, store):

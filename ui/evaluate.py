@@ -30,6 +30,7 @@ from ui.common import (
 from ui.data import warnings
 from ui.notify import refuse
 from ui.pools import HEAVY, LIGHT
+from ui.present.escape import text
 from ui.present.evaluation import comparison_figures
 from ui.present.figures import lambda_sweep
 from ui.present.tables import glance_html, headline_text, rounded, segment_cells
@@ -50,9 +51,14 @@ def on_request(ws: Workspace) -> list[str]:
     return [s for s in keys() if s not in ws.shown_systems]
 
 
+def _asked(ws: Workspace, extras: list[str] | None) -> list[str]:
+    """Those of ``extras`` that are systems shown on request."""
+    return [e for e in extras or [] if e in on_request(ws)]
+
+
 def _systems(ws: Workspace, extras: list[str] | None) -> tuple[str, ...]:
     """The systems on show, then those of ``extras`` shown on request, each once its index is built."""
-    asked = [e for e in extras or [] if e in on_request(ws)]
+    asked = _asked(ws, extras)
     waiting = ws.pending(asked)
     return (*shown_systems(ws), *(s for s in asked if s not in waiting))
 
@@ -79,6 +85,9 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
             "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems),
                       round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
     weighed = weights_note(ws, split, systems)
+    waiting = ws.pending(_asked(ws, extras))
+    weighed += "".join(f"\n\n⏳ {text(label(s))} waits for its index, still being built: evaluate again when it "
+                       "is done." for s in waiting)
     note = (metrics_caption(ws, split) + (f"\n\n{weighed}" if weighed else "")
             + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)))
     return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
