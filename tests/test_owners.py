@@ -315,6 +315,8 @@ def app(tmp_path, tiny_model_dir, demo_sparse_store):
         registry = Registry(store, model=str(tiny_model_dir), foreground_s=120, shared=shared)
         start = registry.open(load_dataset(DEMO), budgeted=False)
         registry.pin(start)
+        for build in registry.get(start).builds.values():  # the views' systems settle before the test reads them
+            build.follow(None, None, 0.05)
         return registry, start
 
     yield make

@@ -68,6 +68,8 @@ def test_the_reported_scenario_queries_and_grades_survive_a_reload(tmp_path, tin
     registry = Registry(store, model=str(tiny_model_dir), foreground_s=120)
     start = registry.open(load_dataset(DEMO), budgeted=False)
     registry.pin(start)
+    for build in registry.get(start).builds.values():  # the views' systems settle before the test reads them
+        build.follow(None, None, 0.05)
     log = tmp_path / "log.txt"
     lines = [f"{w} cleaning tips number {i}" for i, w in enumerate(["kettle", "oven", "sofa", "rug"] * 5)]
     log.write_text("\n".join(lines) + "\n")
