@@ -31,6 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from retrieval.systems import HYBRID
+from retrieval.systems.hybrid3 import KEY as HYBRID3
+
 try:  # sentence-transformers ≥ 6
     from sentence_transformers.sentence_transformer.losses import (
         MarginMSELoss,
@@ -210,4 +213,4 @@ def margin_mse_loss(model) -> MarginMSELoss:
 
 
 LOSSES = ("quadruplet", "residual", "triplet", "inbatch", "marginmse")
-TEACHERS = ("hybrid", "hybrid3")  # the systems Margin-MSE may distil (their scores of any document: exact_scores)
+TEACHERS = (HYBRID, HYBRID3)  # the systems Margin-MSE may distil (their scores of any document: exact_scores)

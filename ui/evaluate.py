@@ -53,7 +53,8 @@ def on_request(ws: Workspace) -> list[str]:
 
 def _asked(ws: Workspace, extras: list[str] | None) -> list[str]:
     """Those of ``extras`` that are systems shown on request."""
-    return [e for e in extras or [] if e in on_request(ws)]
+    offered = on_request(ws)
+    return [e for e in extras or [] if e in offered]
 
 
 def _systems(ws: Workspace, extras: list[str] | None) -> tuple[str, ...]:
@@ -84,12 +85,11 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
     wins = {"headers": ["query", "text", *(label(s) for s in systems), "disagreement"],
             "data": [[r["query"], r["text"][:80], *(round(r["values"][s], 3) for s in systems),
                       round(r["disagreement"], 3)] for r in per_query_table(ws, split, systems)]}
-    weighed = weights_note(ws, split, systems)
-    waiting = ws.pending(_asked(ws, extras))
-    weighed += "".join(f"\n\n⏳ {text(label(s))} waits for its index, still being built: evaluate again when it "
-                       "is done." for s in waiting)
-    note = (metrics_caption(ws, split) + (f"\n\n{weighed}" if weighed else "")
-            + "".join(f"\n\n⚠️ {w}" for w in warnings(ws)))
+    waiting = [s for s in _asked(ws, extras) if s not in systems]  # left out by _systems: its index is being built
+    lines = [metrics_caption(ws, split), weights_note(ws, split, systems),
+             *(f"⏳ {text(label(s))} waits for its index, still being built: evaluate again when it is done."
+               for s in waiting), *(f"⚠️ {w}" for w in warnings(ws))]
+    note = "\n\n".join(line for line in lines if line)
     return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
 
 
