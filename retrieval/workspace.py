@@ -119,6 +119,21 @@ class Workspace:
         """
         return self._sibling(model, self.index_kind, self.index_dims)
 
+    def with_sparse_model(self, sparse_model: str | None) -> Workspace:
+        """The same data set and dense encoder with another learned sparse model (a fine-tuned SPLADE
+        folder, say), sharing BM25, the encoder and its dense index.
+
+        Args:
+            sparse_model: The other sparse model, as ``Workspace``'s ``sparse_model``.
+
+        Returns:
+            A new workspace over the same data set, store and engine.
+        """
+        other = self._sibling(self._model_arg, self.index_kind, self.index_dims, sparse_model)
+        other._encoder, other._dense_build, other._embeddings_from = self._encoder, self._dense_build, \
+            self._embeddings_from
+        return other
+
     def with_index(self, kind: str, dims: int | None = None) -> Workspace:
         """The same data set and encoder over another dense index (``kind``, optionally reduced to
         ``dims`` dimensions), sharing BM25, the encoder and the corpus embeddings; its runs, metrics
@@ -181,12 +196,15 @@ class Workspace:
             self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
         return other
 
-    def _sibling(self, model, index_kind: str, index_dims: int | None) -> Workspace:
+    def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: object = ...) -> Workspace:
+        """A workspace over the same data set sharing BM25 (and the sparse index when its model is
+        the same); ``sparse_model`` left out: this one's."""
         args = self.bm25_args
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
                           bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
                           depth=self.depth, device=self._device, index_dims=index_dims,
-                          precision=self._precision, engine=self.engine)
+                          precision=self._precision, engine=self.engine,
+                          sparse_model=self.sparse_model if sparse_model is ... else sparse_model)
         other._bm25, other._lexical = self._bm25, self.lexical
         if other.sparse_model == self.sparse_model:  # the same corpus and sparse model: the same index
             other._sparse_build = self._sparse_build
@@ -372,6 +390,18 @@ class Workspace:
         built = self.engine.vectors(self.corpus, enc, self.store, self.index_kind, self.index_dims,
                                     progress=progress, indexing=indexing)
         return DenseRetriever(enc, built.index, self.store, built.from_store, built.encoded)
+
+    def build_sparse(self, progress: Progress | None = None) -> SparseRetriever:
+        """Encode the corpus with the learned sparse model (from the store where cached) and index
+        it, reporting progress; a build under way in the background is waited for instead.
+
+        Args:
+            progress: ``progress(fraction, message)`` as documents are encoded, or None.
+
+        Returns:
+            The learned sparse retriever (the model and its index).
+        """
+        return self._sparse_build.get(counting(progress, "encoding {done}/{total} documents"))
 
     def _build_sparse(self, model: SparseModel, progress=None, indexing=None) -> SparseRetriever:
         emb = embed_sparse_corpus(model, self.corpus.texts, self.store, progress)

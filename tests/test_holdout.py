@@ -137,7 +137,7 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     shown = result.to_json()
     assert shown["per_query"]["hybrid"] and per_query_change_rows(shown, demo.queries) == []
     caption = per_query_change_caption(shown)
-    assert caption.endswith("no query's score changed — the held-out check kept the base encoder.")
+    assert caption.endswith("no query's score changed — the held-out check kept the base model.")
 
 
 def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):

@@ -17,7 +17,7 @@ from retrieval.files.terminal import safe_output
 from retrieval.store import Store, default_store_path
 from retrieval.systems.clear_lambda import shown
 from training.finetune import run_training
-from training.losses import LOSSES, TEACHERS
+from training.losses import FAMILIES, LOSSES, TEACHERS
 from training.negatives import SOURCES
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, Cancelled, TrainConfig
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     """``train``'s options: every ``TrainConfig`` field, its default from ``TrainConfig()``, plus ``NOT_CONFIG``."""
     p = argparse.ArgumentParser(prog="python -m training", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="fine-tune the dense encoder")
+    t = sub.add_parser("train", help="fine-tune the dense encoder or the learned sparse model")
     defaults = TrainConfig()
 
     def config(flag: str, help: str = "", **kw) -> None:
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         t.add_argument(flag, default=default, help=f"{help} (default: %(default)s)".lstrip(), **kw)
 
     t.add_argument("dataset")
+    config("--family", "what to fine-tune: the dense encoder, or the learned sparse model (SPLADE; in-batch loss "
+                       "with FLOPS regularization)", choices=FAMILIES)
     config("--loss", choices=LOSSES)
     config("--teacher", "marginmse: the system whose score margins the encoder learns", choices=TEACHERS)
     config("--negatives", "bm25: BM25's top-N mistakes (CLEAR); model: the encoder's top-k; random", choices=SOURCES)
@@ -68,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     config("--query-pooling", "poly: poly-attention over the query's tokens (Baidu §3.2); documents keep mean "
                               "pooling", choices=QUERY_POOLINGS)
     config("--poly-codes", "poly-attention's number of context codes m", type=int)
-    t.add_argument("--model", default=None, help="base encoder (default: all-MiniLM-L6-v2)")
+    t.add_argument("--model", default=None, help="base model: the dense encoder (default: all-MiniLM-L6-v2), "
+                   "with --family sparse the learned sparse model (default: the bundled SPLADE-tiny)")
     t.add_argument("--split", default=None, help="evaluation split (default: test)")
     t.add_argument("--cold-start", type=float, default=None,
                    help="train on this fraction of the evaluation split's queries (seeded), evaluate on the rest")

@@ -27,7 +27,7 @@ from retrieval.evaluation.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
 from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
-from retrieval.systems import ENCODER_SYSTEMS, HYBRID
+from retrieval.systems import ENCODER_SYSTEMS, HYBRID, SPARSE_SYSTEMS
 from retrieval.systems.clear_lambda import LambdaFit, TrainedOn
 from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
@@ -95,7 +95,10 @@ def finished_run(out_dir: str | Path, cfg: TrainConfig | None = None) -> FineTun
     if not record.exists():
         return None
     saved = json.loads(record.read_text())
-    if cfg is not None and saved.get("config") != asdict(cfg):
+    if "result" not in saved:  # written before its evaluation ended
+        return None
+    # a field a record predates took its default then ("family": dense)
+    if cfg is not None and {**asdict(TrainConfig()), **(saved.get("config") or {})} != asdict(cfg):
         return None
     return FineTuneResult(**saved["result"])
 
@@ -110,21 +113,34 @@ def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
     ``progress(fraction, what)`` is called while each encoder's corpus embeddings are built (from
     the store when cached); it may raise to stop (the job's cancel), before anything is stored.
     """
+    ws_tuned = ws_base.with_model(tuned)
+    out = compare_workspaces(ws_base, ws_tuned, eval_split, ENCODER_SYSTEMS,
+                             lambda ws, p: ws.build_dense(progress=p), progress)
+    for label, ws in (("base", ws_base), ("fine-tuned", ws_tuned)):
+        out[0][label][HYBRID]["lambda"] = ws.lambda_for(eval_split).value
+    return out
+
+
+def compare_workspaces(ws_base: Workspace, ws_tuned: Workspace, eval_split: str, systems: tuple[str, ...],
+                       build: Callable[[Workspace, Progress | None], object],
+                       progress: Progress | None = None) -> tuple[dict, dict, dict, dict]:
+    """``systems`` under the base and the fine-tuned workspace on ``eval_split``, as
+    ``evaluate_against_base`` returns them; ``build(ws, progress)`` builds what a workspace's
+    systems read (its index) first."""
     metrics: dict = {"base": {}, "fine-tuned": {}}
     pvalues: dict = {}
     differences: dict = {}
     evals = {}
-    for label, ws in (("base", ws_base), ("fine-tuned", ws_base.with_model(tuned))):
-        ws.build_dense(progress=scaled(progress, 0.0, 1.0, f"{label}: "))
-        for system in ENCODER_SYSTEMS:
+    for label, ws in (("base", ws_base), ("fine-tuned", ws_tuned)):
+        build(ws, scaled(progress, 0.0, 1.0, f"{label}: "))
+        for system in systems:
             ev = ws.evaluate(system, eval_split)
             evals[(label, system)] = ev
             shown = [m for m in (*SUMMARY_METRICS, PNR) if m in ev.mean]
             metrics[label][system] = {m: ev.mean.get(m) for m in shown}
             metrics[label][system]["intervals"] = {m: ev.interval(m).to_json() for m in shown}
-        metrics[label][HYBRID]["lambda"] = ws.lambda_for(eval_split).value
     per_query: dict = {}
-    for system in ENCODER_SYSTEMS:
+    for system in systems:
         before, after = evals[("base", system)], evals[("fine-tuned", system)]
         cmps = {m: compare(before, after, m) for m in SUMMARY_METRICS}
         pvalues[system] = {m: c.p_value for m, c in cmps.items()}
@@ -144,10 +160,14 @@ def model_card(cfg: TrainConfig, base_name: str, plan: Plan, result: FineTuneRes
     p = result.significance
     source = {"quadruplet": " (QuadrupletBERT, two stages)", "residual": " (CLEAR residual margin)",
               "marginmse": f" (Margin-MSE distillation of {cfg.teacher})"}.get(cfg.loss, "")
+    if cfg.family == "sparse":
+        source = " (SPLADE: in-batch softmax with FLOPS regularization)"
     negatives = cfg.negatives if cfg.loss != "quadruplet" else "random n + model hard negatives"
+    if cfg.family == "sparse":
+        negatives = "one of BM25's top documents per query, in-batch"
     return f"""---
 library_name: sentence-transformers
-tags: [sentence-transformers, retrieval, rankscope]
+tags: [sentence-transformers, {'sparse-encoder, splade, ' if cfg.family == 'sparse' else ''}retrieval, rankscope]
 base_model: {base_name}
 ---
 # {Path(result.model_path).name}
@@ -303,13 +323,19 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                  on_progress: Callable[[TrainingProgress], None] | None = None,
                  cancel: threading.Event | None = None, evaluate: bool = True,
                  train_split: str = "train",
-                 on_epoch: Callable[[object, str, int], None] | None = None) -> FineTuneResult:
+                 on_epoch: Callable[[object, str, int], None] | None = None,
+                 encoder: str | Encoder | None = None) -> FineTuneResult:
     """Train ``cfg`` on ``dataset``, export to ``out_dir``, and (``evaluate``) compare with the base.
 
     ``on_epoch(model, stage, epoch)`` is called after every epoch of the labelled stage(s)
-    (``Trainer``'s hook), e.g. for early stopping on a held-out split.
+    (``Trainer``'s hook), e.g. for early stopping on a held-out split. ``cfg.family == "sparse"``
+    trains the learned sparse model instead (``run_sparse_training``; ``base_model`` is then the
+    sparse model, ``encoder`` the dense encoder its three-way fusion is evaluated with).
     """
     out_dir = Path(out_dir)
+    if cfg.family == "sparse":
+        return run_sparse_training(dataset, cfg, out_dir, base_model, store, eval_split, cold_start, on_progress,
+                                   cancel, evaluate, train_split, encoder)
     has_labels = dataset.default_split() is not None
     if not has_labels and not cfg.pretrain:
         raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (pretrain ict, bfs "
@@ -363,4 +389,60 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
         {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"},
          "trained_on": trained_on.to_json() if trained_on else None}, indent=2))
     shutil.rmtree(checkpoints, ignore_errors=True)  # kept until now: a run killed while evaluating resumes at once
+    return result
+
+
+def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_model: str | None = None,
+                        store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
+                        on_progress: Callable[[TrainingProgress], None] | None = None,
+                        cancel: threading.Event | None = None, evaluate: bool = True,
+                        train_split: str = "train", encoder: str | Encoder | None = None) -> FineTuneResult:
+    """``run_training`` for the learned sparse model (``cfg.family == "sparse"``; ``base_model``: the
+    sparse model to start from, None the bundled SPLADE-tiny): the same splits, pairs and held-out
+    guard (``training.sparse``); exported as a ``SparseEncoder`` folder, registered in the store
+    (its vectors are kept there under its fingerprint), and compared with the base on the learned
+    sparse systems (SPLADE and the three-way fusion) with paired intervals."""
+    from retrieval.index.splade import load_sparse_model
+    from training import sparse
+
+    if dataset.default_split() is None:
+        raise ValueError(f"{dataset.name} has no relevance labels: the learned sparse model trains on labelled "
+                         "queries (judge some, or add a qrels file)")
+    plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split)
+    ws_base = Workspace(plan.dataset, store, model=encoder, sparse_model=base_model)
+    checkpoints = out_dir / "checkpoints"
+    def base_top(queries: dict[str, str], k: int) -> dict[str, list[int]]:
+        index = ws_base.build_sparse(_share_progress("held-out check — the corpus under the base sparse model",
+                                                     on_progress, cancel))
+        row_of = ws_base.doc_row
+        return {q: [row_of[d] for d, _ in hits] for q, hits in index.search(queries, k).items()}
+
+    trained, selection, verdict = sparse.train_sparse(plan.dataset, plan.train_split, cfg, ws_base.bm25, base_model,
+                                                      base_top, checkpoints, on_progress, cancel)
+    sparse.export(trained, out_dir)
+    trained_on = None  # the base exported: it saw no query
+    if selection is None or selection.chosen:
+        trained_on = TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)))
+    record = out_dir / TRAINING_RECORD  # written first: the evaluation's μ reads which queries it trained on
+    record.write_text(json.dumps({"config": asdict(cfg), "trained_on": trained_on.to_json() if trained_on else None}))
+    base = load_sparse_model(base_model)
+    result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
+                            losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages,
+                            selection=asdict(selection) if selection else None, verdict=verdict)
+    tuned = load_sparse_model(str(out_dir), cached=False)
+    if evaluate:
+        encoding = _share_progress("evaluating — {what}", on_progress, cancel,
+                                   f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")
+        encoding(0.0, "starting")
+        ws_tuned = ws_base.with_sparse_model(str(out_dir))
+        result.metrics, result.significance, result.differences, result.per_query = compare_workspaces(
+            ws_base, ws_tuned, plan.eval_split, SPARSE_SYSTEMS, lambda ws, p: (ws.build_dense(progress=p),
+                                                                                 ws.build_sparse(progress=p)),
+            encoding)
+    sparse.register(store, tuned, out_dir, base.name, plan.dataset)
+    (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
+    record.write_text(json.dumps(
+        {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"},
+         "trained_on": trained_on.to_json() if trained_on else None}, indent=2))
+    shutil.rmtree(checkpoints, ignore_errors=True)
     return result

@@ -25,7 +25,7 @@ from training.trainer import Cancelled, TrainConfig, TrainingProgress
 
 FINAL = ("done", "failed", "cancelled", "interrupted")
 RESUMABLE = ("interrupted", "cancelled", "failed")
-SPEC_FIELDS = ("base_model", "eval_split", "cold_start")  # stored with the config, not part of it
+SPEC_FIELDS = ("base_model", "eval_split", "cold_start", "encoder")  # stored with the config, not part of it
 
 
 @dataclass
@@ -36,6 +36,7 @@ class JobSpec:
     base_model: str | None = None
     eval_split: str | None = None
     cold_start: float | None = None
+    encoder: str | None = None  # training the learned sparse model: the dense encoder its fusion is evaluated with
 
 
 class JobQueue:
@@ -54,7 +55,8 @@ class JobQueue:
         self.store.put_job({"id": job_id, "status": "queued", "kind": "train", "dataset": spec.dataset.content_hash,
                             "dataset_name": spec.dataset.name, "config": {**asdict(spec.config),
                             "base_model": spec.base_model, "eval_split": spec.eval_split,
-                            "cold_start": spec.cold_start}, "progress": {}, "losses": [], "device": "",
+                            "cold_start": spec.cold_start, "encoder": spec.encoder}, "progress": {}, "losses": [],
+                            "device": "",
                             "error": "", "model_path": spec.out_dir, "result": {}})
         self._queue.put((job_id, spec))
         return job_id
@@ -144,7 +146,7 @@ class JobQueue:
         try:
             Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
             result = run_training(spec.dataset, spec.config, spec.out_dir, spec.base_model, self.store,
-                                  spec.eval_split, spec.cold_start, on_progress, cancel)
+                                  spec.eval_split, spec.cold_start, on_progress, cancel, encoder=spec.encoder)
             summary = {k: v for k, v in result.to_json().items() if k != "losses"}
             # every step's loss, those of a resumed job's earlier run included (its checkpoint kept them)
             losses = [[stage, step, round(loss, 6)] for stage, step, loss in result.losses]

@@ -45,7 +45,9 @@ from retrieval.index.bm25_index import BM25Index
 from retrieval.index.encoder import Encoder, open_model, pick_device, resolve_model
 from training import checkpoint
 from training.losses import (
+    FAMILIES,
     LOSSES,
+    SPARSE_LOSSES,
     TEACHERS,
     QuadrupletLoss,
     ResidualMarginLoss,
@@ -123,12 +125,14 @@ class TrainConfig:
     holdout: float = 0.2  # share of the training queries held out to keep the best epoch (``training.holdout``); 0: off
     refit: bool = True  # with holdout: train again on all of train for the kept number of epochs
     teacher: str = "hybrid"  # marginmse: the system whose score margins the encoder learns (one of TEACHERS)
+    family: str = "dense"  # "sparse": fine-tune the learned sparse model (``training.sparse``) instead
 
     def validate(self) -> None:
         """A ValueError in one line for a choice that is not offered or a number out of its range
         (``RANGES``: the bounds a shared server can afford, a NaN or an infinity included)."""
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
+        self._validate_family()
         if self.teacher not in TEACHERS:
             raise ValueError(f"unknown teacher {self.teacher!r}; choose from {', '.join(TEACHERS)}")
         if self.pretrain is not None and self.pretrain not in PRETRAIN_TASKS:
@@ -151,6 +155,14 @@ class TrainConfig:
                 raise ValueError(f"{name} must be between {low:g} and {high:g}, not {value!r}")
         if self.device not in DEVICES and not re.fullmatch(r"cuda:\d{1,2}", self.device):
             raise ValueError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
+
+    def _validate_family(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"unknown model family {self.family!r}; choose from {', '.join(FAMILIES)}")
+        if self.family == "sparse" and self.loss not in SPARSE_LOSSES:
+            raise ValueError(f"the learned sparse model trains with {', '.join(SPARSE_LOSSES)}, not {self.loss!r}")
+        if self.family == "sparse" and (self.pretrain or self.query_pooling != "mean"):
+            raise ValueError("pseudo-pair pretraining and poly-attention train the dense encoder only")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> TrainConfig:

@@ -143,6 +143,13 @@ def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
     return list({value: (name, value) for name, value in reversed(out)}.values())[::-1]  # each value once, first kept
 
 
+def sparse_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
+    """Every learned sparse model fine-tuned on this data set that still exists (its folder the value)."""
+    return [(f"fine-tuned SPLADE: {e.loss} ({e.job_id})", e.path)
+            for e in trained_encoders(registry.store, ws.dataset.content_hash, family="sparse")
+            if e.path != ws.sparse_model]
+
+
 def require_dense(ws: Workspace) -> None:
     """For a view that needs the dense index: while it is being built in the background, a message
     saying how far it is, before any work starts."""

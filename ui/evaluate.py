@@ -24,6 +24,7 @@ from ui.common import (
     metrics_rows,
     require_dense,
     shown_systems,
+    sparse_choices,
     split_dropdown,
     weights_note,
 )
@@ -148,10 +149,11 @@ def compression(ws: Workspace, split: str) -> dict:
 
 def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
     """What can be evaluated beside the workspace: the systems shown on request, int8 and PCA
-    indexes, fine-tuned encoders."""
+    indexes, fine-tuned encoders and fine-tuned learned sparse models."""
     return ([(label(s), s) for s in on_request(ws)]
             + [("int8 index (FAISS SQ8, Baidu §5.1)", "int8"), (f"PCA to {reduced_dims(ws.encoder.dim)} dims", "pca")]
-            + [(name, path) for name, path in encoder_choices(registry, ws)[1:] if path != ws.model_name])
+            + [(name, path) for name, path in encoder_choices(registry, ws)[1:] if path != ws.model_name]
+            + sparse_choices(registry, ws))
 
 
 @dataclass

@@ -11,10 +11,10 @@ from retrieval.data import query_sets
 from retrieval.errors import EncoderLoadError
 from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.sharing.owners import Viewer
-from retrieval.systems import label
+from retrieval.systems import SPLADE, label
 from retrieval.systems import shown as shown_builtins
 from retrieval.systems.side_by_side import side_by_side
-from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems
+from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems, sparse_choices
 from ui.data import QUERY_CHARS, dataset_summary
 from ui.notify import refuse, warn
 from ui.pools import HEAVY, LIGHT, SEARCH
@@ -109,6 +109,41 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = A
     return key, dataset_summary(ws), metrics_caption(ws, split), rows
 
 
+EXPANSION_HEADERS = ["term", "base weight", "fine-tuned weight", "added (not in the query)"]
+
+
+def expansion(registry: Registry, ws: Workspace, text: str, choice: str | None) -> dict:
+    """The query's heaviest terms under the learned sparse model in use and under a fine-tuned one
+    (``choice``: its folder, as the model policy offers it; "" compares the base with itself), each
+    weight from the whole vector and whether the query lacks the term (an expansion): what
+    fine-tuning changed in how the query is expanded."""
+    from retrieval.index.splade import compare_terms, is_sparse_folder, load_sparse_model
+
+    text = (text or "").strip()
+    if not text:
+        raise refuse("type a query, or pick a labelled one, first")
+    if len(text) > QUERY_CHARS:
+        raise refuse(f"a query has at most {QUERY_CHARS:,} characters")
+    if ws.pending((SPLADE,)):
+        raise refuse("the learned sparse index is still being built: try again when it is done")
+    base = ws.sparse.model
+    tuned = base
+    if (choice or "").strip():
+        try:
+            path = registry.allowed_model(choice)
+        except ValueError as err:
+            raise refuse(err) from err
+        if not is_sparse_folder(path):
+            raise refuse("that folder does not hold a learned sparse model (pick one from the list)")
+        try:
+            tuned = load_sparse_model(path)
+        except EncoderLoadError as err:
+            raise refuse(err) from err
+    rows = compare_terms(base, tuned, text)
+    return {"headers": EXPANSION_HEADERS, "data": [[r.term, r.base, r.tuned, "yes" if r.expansion else ""]
+                                                   for r in rows]}
+
+
 # ---- the view --------------------------------------------------------------------------------
 @dataclass
 class SearchView:
@@ -163,6 +198,13 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
     results = gr.HTML(elem_id="results")
     with gr.Accordion("Raw results (JSON)", open=False):
         raw = gr.JSON()
+    with gr.Accordion("Query expansion (learned sparse model): base vs fine-tuned", open=False):
+        with gr.Row():
+            sparse_model = gr.Dropdown(choices=[("the base model alone", ""), *sparse_choices(ctx.registry, ws)],
+                                       value="", label="Fine-tuned learned sparse model", elem_id="sparse-picker",
+                                       scale=3)
+            expand_btn = gr.Button("Show the query's terms", elem_id="expansion-button", scale=1)
+        expanded = gr.Dataframe(headers=EXPANSION_HEADERS, interactive=False, elem_id="expansion-table")
     with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
         split = ws.dataset.default_split()
         note = gr.Markdown(metrics_caption(ws, split))
@@ -191,6 +233,11 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         return (*use_encoder(ctx.registry, ctx.workspace(key), choice, session_of(request)), "")
 
     search_btn.click(on_search, [query, ctx.key, chosen], [results, raw], api_name="search", **SEARCH)
+    expand_btn.click(lambda text, choice, key: expansion(ctx.registry, ctx.workspace(key), text, choice),
+                     [query, sparse_model, ctx.key], expanded, api_name="expansion", **HEAVY)
+    sparse_model.focus(lambda key: gr.update(choices=[("the base model alone", ""),
+                                                      *sparse_choices(ctx.registry, ctx.workspace(key))]),
+                       ctx.key, sparse_model, api_visibility="private", **LIGHT)
     query.submit(on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
     query_set.input(on_set, [query_set, ctx.key], picker, api_visibility="private", **LIGHT)
     def on_sets(key: str, request: gr.Request):

@@ -26,7 +26,15 @@ when p ≥ 0.05, as it often is with a handful of labels). The new encoder's hyb
 on those held-out queries, never one tuned on the queries it trained on. Set the held-out share to 0
 to train once on every label (its hybrid then uses the label-free λ). A run that was cancelled,
 failed or cut short by a restart keeps a checkpoint after every finished epoch: *Resume* goes on
-from there."""
+from there.
+
+*Model to train* → learned sparse (SPLADE) fine-tunes the SPLADE model instead, through
+sentence-transformers' sparse trainer: the same pairs and BM25 negatives, in-batch loss with FLOPS
+regularization, and the same held-out guard (the best epoch, or the base; no refit). The new model
+is evaluated beside the base on SPLADE and the three-way hybrid, and appears in Evaluate's *Also
+evaluate* list and in Search's expansion terms."""
+FAMILY_HELP = {"dense": "dense encoder (sentence-transformers)",
+               "sparse": "learned sparse (SPLADE): in-batch loss + FLOPS regularization"}
 LOSS_HELP = {
     "quadruplet": "quadruplet — QuadrupletBERT: (q, p, random n, hard n), two stages",
     "residual": "residual margin — CLEAR: margin shrinks where BM25 already ranks well",

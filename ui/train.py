@@ -13,9 +13,9 @@ from retrieval import Workspace
 from retrieval.evaluation.metrics import SUMMARY_METRICS
 from retrieval.judging.labels import JUDGED, judged_counts
 from retrieval.safe_names import shown
-from retrieval.systems import label
+from retrieval.systems import SPLADE, label
 from training.job import FINAL, JobQueue, JobSpec
-from training.losses import LOSSES, TEACHERS
+from training.losses import FAMILIES, LOSSES, SPARSE_LOSSES, TEACHERS
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
 from ui import texts
@@ -24,12 +24,16 @@ from ui.notify import refuse
 from ui.pools import LIGHT
 from ui.present.escape import code, text
 from ui.present.figures import loss_figure
-from ui.present.tables import per_query_change_caption, per_query_change_rows, training_result_rows
+from ui.present.tables import (
+    per_query_change_caption,
+    per_query_change_headers,
+    per_query_change_rows,
+    training_result_rows,
+)
 from ui.registry import Context, Registry
 
 RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
-PER_QUERY_HEADERS = ["query", "text", "dense base", "dense fine-tuned", "Δ dense", "hybrid base",
-                     "hybrid fine-tuned", "Δ hybrid"]
+PER_QUERY_HEADERS = per_query_change_headers({})  # a dense encoder's; a finished job's own once it ends
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 
 
@@ -57,14 +61,19 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     except (TypeError, ValueError, OverflowError) as err:
         raise refuse(err) from err
     require_dense(ws)  # else the job would encode the same corpus a second time
+    if cfg.family == "sparse" and ws.pending((SPLADE,)):
+        raise refuse("the learned sparse index of this data set is still being built: train the sparse model when "
+                     "it is done (else the job would encode the same corpus a second time)")
     if on is not None:
         _require_queries_to_train_on(ws, on, cold_start)
     elif ws.dataset.default_split() is None and not cfg.pretrain:
         raise refuse("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
     out = registry.store.models_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"  # two at once differ
-    return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=ws.model_name, eval_split=on,
-                               cold_start=None if has_train and on is None else cold_start))
+    base = ws.sparse_model if cfg.family == "sparse" else ws.model_name  # the model of the family trained
+    return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=base, eval_split=on,
+                               cold_start=None if has_train and on is None else cold_start,
+                               encoder=ws.model_name if cfg.family == "sparse" else None))
 
 
 def _require_queries_to_train_on(ws: Workspace, split: str, fraction: float) -> None:
@@ -130,7 +139,8 @@ def poll(jobs: JobQueue, job_id: str, queries: dict[str, str]):
     return (job_markdown(job), loss_figure(job.get("losses")),
             training_result_rows(result, SUMMARY_METRICS) if done else gr.skip(),
             per_query_change_caption(result) if done else gr.skip(),
-            per_query_change_rows(result, queries) if done else gr.skip(), not done)
+            {"headers": per_query_change_headers(result), "data": per_query_change_rows(result, queries)}
+            if done else gr.skip(), not done)
 
 
 JOB_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")  # what ``JobQueue.submit`` names a job: 20260101-120000-a1b2c3
@@ -158,6 +168,8 @@ def build(ctx: Context) -> None:
     d = TrainConfig()
     gr.Markdown(texts.TRAIN_HELP)
     with gr.Row():
+        family = gr.Dropdown([(texts.FAMILY_HELP[f], f) for f in FAMILIES], value=d.family, label="Model to train",
+                             elem_id="train-family", scale=2)
         loss = gr.Dropdown(choices=[(texts.LOSS_HELP[name], name) for name in LOSSES], value=d.loss, label="Loss",
                            scale=2)
         negatives = gr.Dropdown(choices=[(text, name) for name, text in texts.NEGATIVES_HELP.items()],
@@ -206,13 +218,14 @@ def build(ctx: Context) -> None:
 
     def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
                  cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None,
-                 teacher_=None, *, on: str | None = None):
+                 teacher_=None, family_=None, *, on: str | None = None):
         """``on``: the split to train on (``JUDGED``: cut by query, the cold-start fraction trains and base and
         trained are evaluated on the rest); None: the train split, or a cold-start split without one."""
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
                       max_seq_length=seq_, max_steps_per_epoch=steps_, margin=margin_, xi=xi_, lambda_train=lam_,
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
-                      positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_)
+                      positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_,
+                      family=family_)
         job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_, on=on)
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
@@ -238,7 +251,9 @@ def build(ctx: Context) -> None:
 
     gr.api(training_status, api_name="training_status")
     inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
-              pretrain, pooling, codes, positives, holdout, refit, teacher]
+              pretrain, pooling, codes, positives, holdout, refit, teacher, family]
+    family.input(lambda f, current: gr.update(value=SPARSE_LOSSES[0]) if f == "sparse" and current not in SPARSE_LOSSES
+                 else gr.skip(), [family, loss], loss, api_visibility="private", **LIGHT)
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     judged_btn.click(on_train_judged, inputs, [job_state, status, timer], api_name="train_on_judged", **LIGHT)
     resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)

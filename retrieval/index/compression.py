@@ -129,9 +129,12 @@ def reduced_dims(dim: int) -> int:
 
 def comparison_workspaces(ws: Workspace, extras: list[str] | None) -> dict[str, Workspace]:
     """``ws`` (label "") and the variants asked for, by label: ``"int8"`` → "int8 index" (FAISS SQ8),
-    ``"pca"`` → "PCA <d> dims" (``reduced_dims``), any other value a fine-tuned model folder or id →
+    ``"pca"`` → "PCA <d> dims" (``reduced_dims``), a learned sparse model's folder (``is_sparse_folder``)
+    → "fine-tuned SPLADE <folder name>", any other value a fine-tuned encoder's folder or id →
     "fine-tuned <folder name>"."""
     from pathlib import Path
+
+    from retrieval.index.splade import is_sparse_folder
 
     out = {"": ws}
     for extra in extras or []:
@@ -140,6 +143,8 @@ def comparison_workspaces(ws: Workspace, extras: list[str] | None) -> dict[str, 
         elif extra == "pca":
             dims = reduced_dims(ws.encoder.dim)
             out[f"PCA {dims} dims"] = ws.with_index("flat", dims)
+        elif extra and is_sparse_folder(extra):
+            out[f"fine-tuned SPLADE {Path(extra).name}"] = ws.with_sparse_model(extra)
         elif extra:
             out[f"fine-tuned {Path(extra).name}"] = ws.with_model(extra)
     return out

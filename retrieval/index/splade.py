@@ -40,6 +40,7 @@ from retrieval.store import Store
 
 if TYPE_CHECKING:
     from retrieval.index.engines.base import SparseVectorIndex
+    from retrieval.systems.clear_lambda import TrainedOn
 
 BUNDLED = "splade-tiny"
 # texts per forward pass: the MLM head's output is batch × tokens × vocabulary floats (16 × 256 ×
@@ -76,6 +77,7 @@ class SparseModel:
 
     def __init__(self, model, name: str, batch_size: int = BATCH):
         self.model, self.name, self.batch_size = model, name, batch_size
+        self.trained_on: TrainedOn | None = None  # a model fine-tuned here: the queries it trained on
         self._fingerprint: str | None = None
         self._tokens: list[str] | None = None
 
@@ -129,6 +131,45 @@ class SparseModel:
         return self._tokens[term]
 
 
+class TermWeights(NamedTuple):
+    """One term of a text's vector under two models (0.0 where a model gives it no weight)."""
+
+    term: str
+    base: float
+    tuned: float
+    expansion: bool  # the text lacks the term: a model added it
+
+
+def compare_terms(base: SparseModel, tuned: SparseModel, text: str, top: int = 20,
+                  query: bool = True) -> list[TermWeights]:
+    """The terms among the heaviest ``top`` of ``text``'s vector under either model, each with its
+    weight under both (from the whole vectors: 0.0 only where a model gives it none), heaviest under
+    either first: what fine-tuning changed in how the text is expanded. The models share a
+    vocabulary (one is fine-tuned from the other)."""
+    vectors = [dict(zip(*(v.tolist() for v in m.encode([text], query=query)[0]))) for m in (base, tuned)]
+    heaviest = [sorted(v, key=lambda t: -v[t])[:top] for v in vectors]
+    own = {t for _, pieces in base.words(text) for t in pieces}
+    rows = []
+    for term in dict.fromkeys([*heaviest[0], *heaviest[1]]):
+        token = base.token(int(term))
+        rows.append(TermWeights("…" + token[2:] if token.startswith("##") else token,
+                                round(float(vectors[0].get(term, 0.0)), 4), round(float(vectors[1].get(term, 0.0)), 4),
+                                int(term) not in own))
+    return sorted(rows, key=lambda r: (-max(r.base, r.tuned), r.term))
+
+
+def is_sparse_folder(path: str | Path) -> bool:
+    """Whether a local folder holds a learned sparse model (sentence-transformers writes
+    ``"model_type": "SparseEncoder"`` beside it); False for anything unreadable or not a folder."""
+    import json
+
+    config = Path(path).expanduser() / "config_sentence_transformers.json"
+    try:
+        return config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("model_type") == "SparseEncoder"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _rows(matrix, n: int) -> list[SparseVector]:
     """A torch sparse (n × vocab) matrix as n (term ids, weights) pairs."""
     coo = matrix.coalesce().cpu()
@@ -141,19 +182,20 @@ def _rows(matrix, n: int) -> list[SparseVector]:
     return out
 
 
-def load_sparse_model(name_or_path: str | None = None, device: str = "cpu") -> SparseModel:
+def load_sparse_model(name_or_path: str | None = None, device: str = "cpu", cached: bool = True) -> SparseModel:
     """The bundled SPLADE-tiny (``None``), or a sparse model folder or Hugging Face id; loaded once
-    a process, never running the model's own code (``trust_remote_code`` is not passed, and a
-    folder's modules.json naming foreign code is refused, as for dense encoders)."""
+    a process (``cached=False``: loaded afresh and not kept, e.g. a training checkpoint), never
+    running the model's own code (``trust_remote_code`` is not passed, and a folder's modules.json
+    naming foreign code is refused, as for dense encoders)."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import SpladePooling, Transformer
 
-    from retrieval.index.encoder import UnsafeModel, foreign_modules
+    from retrieval.index.encoder import UnsafeModel, foreign_modules, read_trained_on
 
     target = str(bundled_path()) if name_or_path in (None, "", BUNDLED) else str(name_or_path)
     key = (target, device)
     with _cache_lock:
-        if key in _cache:
+        if cached and key in _cache:
             return _cache[key]
         local = Path(target).expanduser()
         try:
@@ -170,7 +212,9 @@ def load_sparse_model(name_or_path: str | None = None, device: str = "cpu") -> S
         except Exception as exc:
             raise EncoderLoadError(str(name_or_path or BUNDLED), "sparse model", exc) from exc
         found = SparseModel(model, BUNDLED if target == str(bundled_path()) else str(name_or_path))
-        _cache[key] = found
+        found.trained_on = read_trained_on(local) if local.is_dir() else None
+        if cached:
+            _cache[key] = found
         return found
 
 

@@ -12,8 +12,9 @@ registry (``keys``, ``shown``).
 
 ``SYSTEMS`` are the built-in keys a ``Workspace`` can run; ``BASE_SYSTEMS`` BM25, dense and the
 CLEAR hybrid, the library functions' default (``metrics_table``, ``side_by_side``);
-``ENCODER_SYSTEMS`` those an encoder changes; ``TUNED_SYSTEMS`` a fine-tuned encoder's dense and
-hybrid, as the failure gallery names them beside the base ones.
+``ENCODER_SYSTEMS`` those an encoder changes; ``SPARSE_SYSTEMS`` those the learned sparse model
+changes; ``TUNED_SYSTEMS`` a fine-tuned encoder's dense and hybrid, as the failure gallery names them
+beside the base ones.
 """
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ SYSTEMS = tuple(_REGISTRY)
 BASE_SYSTEMS = (BM25, DENSE, HYBRID)
 ENCODER_SYSTEMS = (DENSE, HYBRID)  # the systems an encoder changes (a fine-tuned one gives new ones)
 TUNED_SYSTEMS = (TUNED_DENSE, TUNED_HYBRID)
+SPARSE_SYSTEMS = tuple(k for k, s in _REGISTRY.items() if s.needs.sparse)  # those a sparse model changes
 TUNED_OF = dict(zip(ENCODER_SYSTEMS, TUNED_SYSTEMS))  # a base system -> the fine-tuned encoder's same system
 
 
@@ -92,5 +94,5 @@ def short(key: str) -> str:
 
 
 __all__ = ["BASE_SYSTEMS", "BM25", "DENSE", "ENCODER_SYSTEMS", "HYBRID", "Hits", "Imported", "Needs", "Probe", "RRF",
-           "SPLADE", "SYSTEMS", "System", "TUNED_DENSE", "TUNED_HYBRID", "TUNED_OF", "TUNED_SYSTEMS", "WSUM", "builtin",
-           "is_reserved", "keys", "label", "register", "short", "shown", "unregister"]
+           "SPARSE_SYSTEMS", "SPLADE", "SYSTEMS", "System", "TUNED_DENSE", "TUNED_HYBRID", "TUNED_OF", "TUNED_SYSTEMS",
+           "WSUM", "builtin", "is_reserved", "keys", "label", "register", "short", "shown", "unregister"]

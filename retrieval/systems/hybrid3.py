@@ -218,6 +218,15 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
     return fit
 
 
+def sparse_trained_on(ws: Workspace, split: str) -> bool:
+    """Whether the workspace's learned sparse model was fine-tuned on ``split``'s labelled queries as
+    they are now (its folder's training record): μ tuned on them would favour it."""
+    seen = ws.sparse.model.trained_on
+    if seen is None or seen.split != split or split not in ws.dataset.qrels:
+        return False
+    return seen.queries == queries_fingerprint(ws.dataset.split_queries(split))
+
+
 def mu_for(ws: Workspace, split: str | None) -> MuChoice:
     """μ (and the CLEAR λ it goes with) when ``split`` is evaluated: the policy of the module docstring."""
     state = ws.system_state(KEY, Mus, WORKSPACE)
@@ -228,7 +237,10 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
             why_not = sparse_unreliable(ws)
             prior = 0.0 if why_not else LABEL_FREE_MU
             train = clear.tuning_split(ws, split)
-            if train is None or (train == JUDGED and split == JUDGED):
+            if train is not None and sparse_trained_on(ws, train):
+                choice = MuChoice(prior, f"μ {shown(prior)}, label-free: the learned sparse model was fine-tuned on "
+                                  f"the {train} queries, so μ is not tuned on them", None, lam, by_query)
+            elif train is None or (train == JUDGED and split == JUDGED):
                 how = (f"μ 0: {why_not}, so the system is the CLEAR hybrid" if why_not else
                        "μ 1, label-free: each part's score normalized to [0, 1] and weighed alike" +
                        (" (the judged queries are the split evaluated: μ is not tuned on them)" if train else ""))

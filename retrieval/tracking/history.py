@@ -116,16 +116,22 @@ def compare_stored(store: Store, dataset: Dataset, key_a: str, key_b: str, metri
 
 @dataclass
 class TrainedEncoder:
-    """A fine-tuned encoder a finished training job left on disk."""
+    """A fine-tuned model a finished training job left on disk: a dense encoder, or a learned sparse
+    model (``family`` "sparse")."""
 
     job_id: str
     loss: str
     path: str
+    family: str = "dense"
 
 
-def trained_encoders(store: Store, dataset_hash: str) -> list[TrainedEncoder]:
-    """Encoders fine-tuned on this data set whose folder still exists, newest first."""
-    return [TrainedEncoder(job["id"], (job.get("config") or {}).get("loss", ""), job["model_path"])
-            for job in store.jobs()
-            if job["status"] == "done" and job["dataset"] == dataset_hash
-            and job.get("model_path") and Path(job["model_path"], "modules.json").exists()]
+def trained_encoders(store: Store, dataset_hash: str, family: str = "dense") -> list[TrainedEncoder]:
+    """Models of ``family`` ("dense" encoders, or "sparse" models) fine-tuned on this data set whose
+    folder still exists, newest first (a job stored before families were kept trained a dense one)."""
+    out = []
+    for job in store.jobs():
+        config = job.get("config") if isinstance(job.get("config"), dict) else {}
+        if (job["status"] == "done" and job["dataset"] == dataset_hash and config.get("family", "dense") == family
+                and job.get("model_path") and Path(job["model_path"], "modules.json").exists()):
+            out.append(TrainedEncoder(job["id"], str(config.get("loss", "")), job["model_path"], family))
+    return out

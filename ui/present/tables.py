@@ -15,7 +15,7 @@ from retrieval.evaluation.metrics import (
     significance_mark,
 )
 from retrieval.judging.coverage import MIN_JUDGED_AT_10
-from retrieval.systems import DENSE, HYBRID
+from retrieval.systems import DENSE, HYBRID, short
 from retrieval.systems.clear_lambda import shown
 from ui.present.report import Summary
 
@@ -136,15 +136,30 @@ def cell_signed(delta: float, interval) -> str:
     return f"{delta:+.4f} {interval_text(interval)}".rstrip()
 
 
-def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:
-    """The evaluated queries whose nDCG@10 fine-tuning changed (dense or hybrid), before and after,
-    with the changes, biggest hybrid gains first; a query scored alike by both encoders is left out
-    (when the held-out check kept the base, every query)."""
+def _compared(result: dict) -> tuple[str, str, dict, dict]:
+    """The two systems a finished job compared base against fine-tuned on (dense and hybrid for an
+    encoder, SPLADE and the three-way fusion for a learned sparse model), with their per-query scores."""
     pq = result.get("per_query") or {}
-    dense, hybrid = pq.get(DENSE, {}), pq.get(HYBRID, {})
+    first, second = ([*pq, DENSE, HYBRID] if pq else [DENSE, HYBRID])[:2]
+    return first, second, pq.get(first, {}), pq.get(second, {})
+
+
+def per_query_change_headers(result: dict) -> list[str]:
+    """The per-query table's columns: each compared system's base, fine-tuned and change."""
+    first, second, _, _ = _compared(result)
+    return ["query", "text", *(f"{short(s)} {what}" for s in (first,) for what in ("base", "fine-tuned")),
+            f"Δ {short(first)}", *(f"{short(second)} {what}" for what in ("base", "fine-tuned")), f"Δ {short(second)}"]
+
+
+def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:
+    """The evaluated queries whose nDCG@10 fine-tuning changed (on either compared system: dense and
+    hybrid, or SPLADE and the three-way fusion), before and after, with the changes, biggest gains of
+    the second (the fusion) first; a query scored alike by both models is left out (when the
+    held-out check kept the base, every query)."""
+    _, _, one, two = _compared(result)
     rows = []
-    for q in sorted(set(dense) | set(hybrid)):
-        d, h = dense.get(q, [0.0, 0.0]), hybrid.get(q, [0.0, 0.0])
+    for q in sorted(set(one) | set(two)):
+        d, h = one.get(q, [0.0, 0.0]), two.get(q, [0.0, 0.0])
         if d[0] == d[1] and h[0] == h[1]:
             continue
         rows.append([q, queries.get(q, "")[:80], d[0], d[1], round(d[1] - d[0], 4), h[0], h[1], round(h[1] - h[0], 4)])
@@ -153,22 +168,22 @@ def per_query_change_rows(result: dict, queries: dict[str, str]) -> list[list]:
 
 def per_query_change_caption(result: dict) -> str:
     """What the per-query table lists: how many evaluated queries changed, how many of them the
-    hybrid ranks better and worse; or that none changed, and why when the base encoder was kept."""
-    pq = result.get("per_query") or {}
-    dense, hybrid = pq.get(DENSE, {}), pq.get(HYBRID, {})
-    evaluated = set(dense) | set(hybrid)
-    changed = [q for q in evaluated if any(v[0] != v[1] for v in (dense.get(q, [0, 0]), hybrid.get(q, [0, 0])))]
+    second compared system (the fusion) ranks better and worse; or that none changed, and why when
+    the base model was kept."""
+    _, second, one, two = _compared(result)
+    evaluated = set(one) | set(two)
+    changed = [q for q in evaluated if any(v[0] != v[1] for v in (one.get(q, [0, 0]), two.get(q, [0, 0])))]
     head = "Per query (nDCG@10 on the evaluated split)"
     if not evaluated:
         return f"{head}: nothing was evaluated."
     if not changed:
         kept = "the base is kept" in (result.get("verdict") or "")
-        why = " — the held-out check kept the base encoder" if kept else ""
+        why = " — the held-out check kept the base model" if kept else ""
         return f"{head}: no query's score changed{why}."
-    better = sum(hybrid.get(q, [0, 0])[1] > hybrid.get(q, [0, 0])[0] for q in changed)
-    worse = sum(hybrid.get(q, [0, 0])[1] < hybrid.get(q, [0, 0])[0] for q in changed)
-    return (f"{head}: {len(changed)} of {len(evaluated)} queries changed (hybrid better on {better}, worse on "
-            f"{worse}); what fine-tuning fixed first, what it broke last. Unchanged queries are not listed.")
+    better = sum(two.get(q, [0, 0])[1] > two.get(q, [0, 0])[0] for q in changed)
+    worse = sum(two.get(q, [0, 0])[1] < two.get(q, [0, 0])[0] for q in changed)
+    return (f"{head}: {len(changed)} of {len(evaluated)} queries changed ({short(second)} better on {better}, worse "
+            f"on {worse}); what fine-tuning fixed first, what it broke last. Unchanged queries are not listed.")
 
 
 def headline_text(h, covered: dict | None = None, split: str = "", names: dict[str, str] | None = None) -> str:

@@ -1,0 +1,138 @@
+"""Fine-tuning the learned sparse model (SPLADE-tiny, the real bundled model) on a slice of the demo:
+trained, exported as a SparseEncoder folder, its vectors kept in the store, compared with the base on
+SPLADE and the three-way fusion with paired intervals, guarded by the held-out check, offered in
+Evaluate and Search (expansion terms before and after) and through the CLI."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import Workspace
+from retrieval.data.dataset import Dataset
+from retrieval.index.splade import compare_terms, is_sparse_folder, load_sparse_model
+from retrieval.systems import SPARSE_SYSTEMS, SPLADE
+from training.finetune import finished_run, run_training
+from training.trainer import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = dict(family="sparse", epochs=1, batch_size=4, max_steps_per_epoch=3, max_seq_length=64, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def small(demo) -> Dataset:
+    """The demo's queries over its relevant passages and 40 others (seeded): few passages to encode."""
+    relevant = {d for split in demo.qrels.values() for docs in split.values() for d in docs}
+    others = sorted(set(demo.docs) - relevant)
+    kept = relevant | set(random.Random(7).sample(others, 40))
+    return Dataset("demo-slice", {d: demo.docs[d] for d in demo.docs if d in kept}, dict(demo.queries),
+                   {split: dict(q) for split, q in demo.qrels.items()})
+
+
+@pytest.fixture(scope="module")
+def trained(small, tiny_encoder, tmp_path_factory):
+    """One fine-tuning without the held-out check (so the trained weights are exported), a high
+    learning rate so that three steps move them; its result, folder and store."""
+    from retrieval.store import Store
+
+    root = tmp_path_factory.mktemp("sparse-training")
+    store = Store(root / "store.sqlite3")
+    cfg = TrainConfig(**QUICK, lr=1e-3, holdout=0.0)
+    result = run_training(small, cfg, root / "model", store=store, encoder=tiny_encoder)
+    yield result, root / "model", store
+    store.close()
+
+
+def test_the_config_says_what_a_sparse_model_trains_with():
+    TrainConfig(family="sparse").validate()
+    for bad, message in ((dict(family="sparse", loss="quadruplet"), "trains with inbatch"),
+                         (dict(family="sparse", pretrain="ict"), "dense encoder only"),
+                         (dict(family="both"), "unknown model family")):
+        with pytest.raises(ValueError, match=message):
+            TrainConfig(**bad).validate()
+
+
+def test_the_sparse_model_is_trained_exported_and_compared_with_its_base(trained, small):
+    result, folder, store = trained
+    assert is_sparse_folder(folder) and not is_sparse_folder(ROOT / "data" / "demo")
+    base, tuned = load_sparse_model(), load_sparse_model(str(folder))
+    assert tuned.fingerprint != base.fingerprint
+    text = small.queries[sorted(small.qrels["test"])[0]]
+    (bt, bw), (tt, tw) = base.encode([text], query=True)[0], tuned.encode([text], query=True)[0]
+    assert not (np.array_equal(bt, tt) and np.allclose(bw, tw)), "three steps at lr 1e-3 left the vector as it was"
+    assert set(result.metrics) == {"base", "fine-tuned"}
+    for label in ("base", "fine-tuned"):
+        assert set(result.metrics[label]) == set(SPARSE_SYSTEMS)
+        low, high = result.metrics[label][SPLADE]["intervals"]["ndcg@10"]
+        assert low <= result.metrics[label][SPLADE]["ndcg@10"] <= high
+    diff = result.differences[SPLADE]["ndcg@10"]
+    assert diff["interval"][0] <= diff["delta"] <= diff["interval"][1]
+    assert set(result.per_query[SPLADE]) == set(small.qrels["test"])
+    # its vectors are kept under its own fingerprint: a second workspace reads them, encoding nothing
+    again = Workspace(small, store, sparse_model=str(folder)).build_sparse()
+    assert again.encoded == 0 and again.from_store == len(small.docs)
+    card = (folder / "README.md").read_text()
+    assert "sparse-encoder" in card and "FLOPS" in card
+    assert finished_run(folder, TrainConfig(**QUICK, lr=1e-3, holdout=0.0)) is not None
+
+
+def test_the_fusion_does_not_tune_mu_on_the_queries_the_sparse_model_trained_on(trained, small, tiny_encoder):
+    from retrieval.systems.hybrid3 import mu_for, sparse_trained_on
+
+    _, folder, store = trained
+    tuned = Workspace(small, store, model=tiny_encoder, sparse_model=str(folder))
+    assert sparse_trained_on(tuned, "train")
+    assert "fine-tuned on the train queries, so μ is not tuned on them" in mu_for(tuned, "test").how
+    base = Workspace(small, store, model=tiny_encoder)
+    assert not sparse_trained_on(base, "train")
+
+
+@pytest.mark.slow
+def test_the_held_out_check_keeps_the_base_where_training_hurts(small, tiny_encoder, tmp_path, store):
+    """A learning rate that wrecks the model: no epoch beats the base on the held-out queries, and
+    the exported model is the base itself."""
+    cfg = TrainConfig(**QUICK, lr=0.5, holdout=0.3)
+    result = run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder)
+    assert "the base is kept" in result.verdict
+    assert result.selection["chosen"] == 0 and result.selection["scores"][0][0] == 0
+    assert load_sparse_model(str(tmp_path / "model"), cached=False).fingerprint == load_sparse_model().fingerprint
+    record = json.loads((tmp_path / "model" / "rankscope_training.json").read_text())
+    assert record["trained_on"] is None  # the base saw no query
+    assert not (tmp_path / "model" / "checkpoints").exists()
+
+
+def test_evaluate_offers_the_fine_tuned_sparse_model_beside_the_base(trained, small, tiny_encoder):
+    from retrieval.evaluation.metric_tables import metrics_table
+    from retrieval.index.compression import comparison_workspaces
+    from retrieval.systems import BM25, DENSE
+
+    _, folder, store = trained
+    ws = Workspace(small, store, model=tiny_encoder)
+    shown = comparison_workspaces(ws, [str(folder)])
+    assert list(shown) == ["", f"fine-tuned SPLADE {folder.name}"]
+    rows = metrics_table(shown, "test", (BM25, DENSE, SPLADE))
+    labels = [r["label"] for r in rows]
+    assert labels.count("Dense") == 1, "the dense encoder is the same: listed once"
+    assert any(lab.startswith("Learned sparse (SPLADE) · fine-tuned SPLADE") for lab in labels)
+
+
+def test_search_shows_the_querys_terms_before_and_after(trained, small):
+    _, folder, _ = trained
+    text = small.queries[sorted(small.qrels["test"])[0]]
+    rows = compare_terms(load_sparse_model(), load_sparse_model(str(folder)), text)
+    assert rows and any(r.base != r.tuned for r in rows)
+    assert all(not r.expansion for r in rows if r.term in text.lower().split())
+    same = compare_terms(load_sparse_model(), load_sparse_model(), text)
+    assert all(r.base == r.tuned for r in same)
+
+
+def test_the_cli_refuses_a_loss_the_sparse_model_cannot_use(tmp_path, capsys):
+    from training.cli import main
+
+    assert main(["train", str(ROOT / "data" / "demo"), "--family", "sparse", "--loss", "quadruplet",
+                 "--out", str(tmp_path / "m")]) == 2
+    assert "the learned sparse model trains with inbatch" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()

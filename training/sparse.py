@@ -1,0 +1,331 @@
+"""Fine-tuning the learned sparse model (SPLADE) on the same pairs, negatives and held-out guard as
+the dense encoder, through sentence-transformers' ``SparseEncoderTrainer``.
+
+The loss is SPLADE's (Thibault Formal, Benjamin Piwowarski, Stéphane Clinchant, "SPLADE: Sparse
+Lexical and Expansion Model for First Stage Ranking", SIGIR 2021, §3.2, eq. 5–7; "SPLADE v2", Formal,
+Lassance, Piwowarski, Clinchant, arXiv:2109.10086, §2.2): a ranking loss plus the FLOPS
+regularizer of each side's vectors,
+
+    L = L_rank + λ_q · L_FLOPS(queries) + λ_d · L_FLOPS(documents),
+    L_FLOPS = Σ_j ( (1/N) Σ_i w_j(d_i) )²                         (SPLADE eq. 6, over the batch)
+
+which pushes the average weight of every vocabulary term towards zero, so the vectors stay sparse
+(Biswajit Paria, Chih-Kuan Yeh, Ian E.H. Yen, Ning Xu, Pradeep Ravikumar, Barnabás Póczos,
+"Minimizing FLOPs to Learn Efficient Sparse Representations", ICLR 2020). L_rank is the in-batch
+softmax with one BM25 hard negative per query (SPLADE eq. 5: the positive against the batch's other
+documents and the query's BM25 negative), sentence-transformers' ``SpladeLoss`` over
+``SparseMultipleNegativesRankingLoss``; λ_q = 5·10⁻⁵ and λ_d = 3·10⁻⁵ are sentence-transformers'
+documented values for fine-tuning, where the regularizers' weights rise from 0 over the first third
+of the run (its ``SpladeRegularizerWeightSchedulerCallback``: SPLADE §3.2's quadratic warm-up).
+
+The held-out guard is the dense one's (``training.holdout``): a seeded share of the training
+queries is kept out of training; before training and after every epoch, each held-out query's
+candidates — BM25's top ``HELD_OUT_DEPTH`` and the base model's — are scored by the model being
+trained; the epoch with the best held-out nDCG@10 is exported, the base itself when no epoch beats
+it. There is no refit (the dense recipe's ``refit``): the exported model saw the training share.
+
+Long runs resume: every epoch leaves a checkpoint (the trainer's own) and the held-out scores so far,
+so a run started again over the same output folder goes on from its last finished epoch.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from retrieval.data.dataset import Dataset, Qrels
+from retrieval.evaluation.measures import evaluate_run
+from retrieval.index.bm25_index import BM25Index
+from retrieval.index.splade import SparseIndex, SparseModel, load_sparse_model
+from retrieval.store import Store
+from training.holdout import MIN_LABELLED, split_holdout
+from training.losses import SPARSE_LOSSES
+from training.negatives import bm25_pool
+from training.pairs import Pair, labelled_pairs
+from training.trainer import Cancelled, TrainConfig, TrainingProgress, TrainResult
+
+QUERY_REGULARIZER, DOCUMENT_REGULARIZER = 5e-5, 3e-5  # λ_q, λ_d of the FLOPS terms
+HELD_OUT_DEPTH = 10  # each held-out query's candidates: BM25's and the base model's top 10
+MAX_SPARSE_HELD_OUT = 100  # held-out queries at most: their candidates are encoded again after every epoch
+PRIMARY = "ndcg@10"
+BaseTop = Callable[[dict[str, str], int], dict[str, list[int]]]  # (queries, k) -> {query id: corpus rows}
+SELECTION = "selection.json"  # the held-out scores so far, beside the trainer's checkpoints
+BEST = "best"  # the best epoch's model so far, beside them
+
+
+@dataclass
+class SparseSelection:
+    """The held-out check's scores (nDCG@10 by epoch, 0 = the base) and the epoch kept."""
+
+    queries: int
+    scores: list = field(default_factory=list)  # [[epoch, nDCG@10], …]
+    chosen: int = 0
+
+    def best(self) -> float:
+        return dict((int(e), s) for e, s in self.scores).get(self.chosen, float("nan"))
+
+    def describe(self) -> str:
+        """The verdict line: what was kept and why."""
+        base = dict((int(e), s) for e, s in self.scores).get(0)
+        shown = ", ".join(f"epoch {int(e)} {s:.4f}" for e, s in self.scores if int(e) > 0)
+        if self.chosen == 0:
+            return (f"held-out selection on {self.queries} queries: no epoch beat the base model (nDCG@10 {base:.4f}; "
+                    f"{shown}): the base is kept")
+        return (f"held-out selection on {self.queries} queries: epoch {self.chosen} kept (nDCG@10 {self.best():.4f} "
+                f"against the base's {base:.4f}; {shown})")
+
+
+class SparseHeldOut:
+    """Scores a sparse model on held-out queries by re-ranking their fixed candidates (BM25's and the
+    base model's top ``depth``): one encoding of those documents per epoch, not of the corpus."""
+
+    def __init__(self, dataset: Dataset, held: Qrels, candidates: dict[str, list[int]]):
+        self.dataset, self.held = dataset, held
+        self.queries = {q: dataset.queries[q] for q in held if q in dataset.queries}
+        self.rows = sorted({r for rows in candidates.values() for r in rows})
+        self.candidates = {q: candidates.get(q, []) for q in self.queries}
+
+    def score(self, model, between: Callable[[int, int], None] | None = None) -> float:
+        """Mean nDCG@10 of ``model`` (a ``SparseEncoder``) on the held-out queries."""
+        wrapped = SparseModel(model, "training")
+        ids = self.dataset.doc_ids
+        texts = [self.dataset.docs[ids[r]].full_text for r in self.rows]
+        try:
+            vectors = wrapped.encode(texts, progress=between)
+            index = SparseIndex([ids[r] for r in self.rows], vectors, wrapped.vocab_size)
+            queries = wrapped.encode(list(self.queries.values()), query=True)
+        finally:
+            model.train()
+        at = {r: i for i, r in enumerate(self.rows)}
+        run = {}
+        for (q, _), vec in zip(self.queries.items(), queries):
+            local = [at[r] for r in self.candidates[q]]
+            scores = index.scores(vec, local) if local else []
+            run[q] = sorted(((ids[r], float(s)) for r, s in zip(self.candidates[q], scores)), key=lambda h: -h[1])
+        return float(evaluate_run(run, self.held, metrics=(PRIMARY,)).mean[PRIMARY])
+
+
+def held_out_check(dataset: Dataset, held: Qrels, bm25: BM25Index, base_top: BaseTop,
+                   depth: int = HELD_OUT_DEPTH) -> SparseHeldOut:
+    """The held-out queries' candidates: BM25's top ``depth`` and the base model's
+    (``base_top(queries, depth)``: corpus rows, best first, from the base's index of the corpus)."""
+    queries = {q: dataset.queries[q] for q in held if q in dataset.queries}
+    run = bm25.search(queries, k=depth)
+    row_of = {d: i for i, d in enumerate(dataset.doc_ids)}
+    by_base = base_top(queries, depth)
+    return SparseHeldOut(dataset, held, {q: list(dict.fromkeys([*(row_of[d] for d, _ in run.get(q, []) if d in row_of),
+                                                                 *by_base.get(q, [])])) for q in queries})
+
+
+def training_rows(dataset: Dataset, pairs: list[Pair], bm25: BM25Index, cfg: TrainConfig) -> dict[str, list[str]]:
+    """(query, positive, negative) columns: ``cfg.positives_per_query`` positives per query (0: every
+    pair), each with one non-relevant document of BM25's top ``cfg.bm25_depth`` (a random document
+    where BM25 found none), seeded; at most ``max_steps_per_epoch`` batches of them."""
+    rng = random.Random(cfg.seed)
+    by_query: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        by_query.setdefault(pair.query, []).append(pair)
+    chosen = [p for ps in by_query.values()
+              for p in (rng.sample(ps, min(len(ps), cfg.positives_per_query)) if cfg.positives_per_query else ps)]
+    rng.shuffle(chosen)
+    if cfg.max_steps_per_epoch:
+        chosen = chosen[:cfg.max_steps_per_epoch * cfg.batch_size]
+    positives: dict[str, set[str]] = {}
+    for p in pairs:
+        positives.setdefault(p.query_id or "", set()).add(p.doc_id or "")
+    pool = bm25_pool(bm25, {p.query: p.query_id for p in chosen}, positives, cfg.bm25_depth)
+    ids = dataset.doc_ids
+    columns: dict[str, list[str]] = {"query": [], "positive": [], "negative": []}
+    for p in chosen:
+        row = pool.sample(p.query, rng)
+        if row is None:
+            row = rng.randrange(len(ids))
+            while ids[row] in positives.get(p.query_id or "", set()) and len(ids) > 1:
+                row = rng.randrange(len(ids))
+        columns["query"].append(p.query)
+        columns["positive"].append(p.doc_text)
+        columns["negative"].append(dataset.docs[ids[row]].full_text)
+    return columns
+
+
+def fresh_copy(base: str | None, device: str) -> SparseModel:
+    """A copy of the base sparse model to train (never the cached instance the app searches with)."""
+    loaded = load_sparse_model(base, device)
+    return SparseModel(copy.deepcopy(loaded.model), loaded.name)
+
+
+class _Report:
+    """The trainer's callback: progress and losses out, the job's cancel in, the held-out check
+    after every epoch (its best model saved beside the checkpoints)."""
+
+    def __init__(self, stage: str, on_progress, cancel: threading.Event | None, batch: int,
+                 on_epoch: Callable[[object, int], None] | None):
+        from transformers import TrainerCallback
+
+        self.stage, self.on_progress, self.cancel = stage, on_progress, cancel
+        self.batch, self.on_epoch = batch, on_epoch
+        self.losses: list[tuple[str, int, float]] = []
+        self.cancelled = False
+        self.started = time.perf_counter()
+        report = self
+
+        class Callback(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                if report.cancel is not None and report.cancel.is_set():
+                    report.cancelled, control.should_training_stop = True, True
+                return control
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                loss = (logs or {}).get("loss")
+                if loss is None:
+                    return control
+                report.losses.append((report.stage, int(state.global_step), float(loss)))
+                if report.on_progress:
+                    spent = time.perf_counter() - report.started
+                    rate = state.global_step * report.batch / spent if spent > 0 else 0.0
+                    left = (state.max_steps - state.global_step) * report.batch / rate if rate > 0 else 0.0
+                    report.on_progress(TrainingProgress(report.stage, int(state.global_step), int(state.max_steps),
+                                                        float(loss), rate, left, int(round(state.epoch or 0))))
+                return control
+
+            def on_epoch_end(self, args, state, control, model=None, **kwargs):
+                if report.on_epoch is not None and not report.cancelled:
+                    report.on_epoch(model, int(round(state.epoch or 0)))
+                return control
+
+        self.callback = Callback()
+
+
+def _progress(stage: str, on_progress, cancel: threading.Event | None) -> Callable[[int, int], None]:
+    def step(done: int, total: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"cancelled during {stage} ({done}/{total} texts encoded)")
+        if on_progress:
+            on_progress(TrainingProgress(stage, done, total, float("nan"), 0.0, 0.0))
+    return step
+
+
+def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM25Index, base: str | None,
+                 base_top: BaseTop, checkpoints: Path, on_progress=None, cancel: threading.Event | None = None
+                 ) -> tuple[TrainResult, SparseSelection | None, str]:
+    """Train a copy of the ``base`` sparse model on ``train_split``'s pairs with the held-out check
+    (``cfg.holdout``; ``base_top``: the base model's top documents, as ``held_out_check`` takes them);
+    (what was trained: its model the one to export, the selection or None, the verdict line)."""
+    from datasets import Dataset as Rows
+    from sentence_transformers.sparse_encoder import (
+        SparseEncoderTrainer,
+        SparseEncoderTrainingArguments,
+        losses,
+    )
+    from sentence_transformers.training_args import BatchSamplers
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from retrieval.index.encoder import pick_device
+
+    if cfg.loss not in SPARSE_LOSSES:
+        raise ValueError(f"a learned sparse model trains with {', '.join(SPARSE_LOSSES)}, not {cfg.loss!r}")
+    device = pick_device(cfg.device)
+    trained = fresh_copy(base, device)
+    model, full_length = trained.model, trained.max_seq_length
+    labelled = len(dataset.qrels.get(train_split, {}))
+    check = bool(cfg.holdout) and labelled >= MIN_LABELLED
+    train_data, selection, held_out = dataset, None, None
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    kept = checkpoints / SELECTION
+    if check:
+        train_data, held = split_holdout(dataset, train_split, cfg.holdout, cfg.seed, MAX_SPARSE_HELD_OUT)
+        held_out = held_out_check(dataset, held, bm25, base_top)
+        if kept.exists():  # a resumed run: the scores of the epochs it finished
+            selection = SparseSelection(**json.loads(kept.read_text()))
+        else:
+            selection = SparseSelection(len(held_out.queries))
+            selection.scores.append([0, held_out.score(model, _progress("held-out check — base model", on_progress,
+                                                                        cancel))])
+            kept.write_text(json.dumps(asdict(selection)))
+    pairs = labelled_pairs(train_data, train_split)
+    if not pairs:
+        raise ValueError("no training pairs: the training split has no relevant labels")
+    columns = training_rows(dataset, pairs, bm25, cfg)
+    model.max_seq_length = min(cfg.max_seq_length, full_length)  # training inputs only
+
+    def on_epoch(m, epoch: int) -> None:
+        if held_out is None or selection is None:
+            return
+        m.max_seq_length = full_length
+        try:
+            score = held_out.score(m, _progress(f"held-out check — epoch {epoch}", on_progress, cancel))
+        finally:
+            m.max_seq_length = min(cfg.max_seq_length, full_length)
+        selection.scores.append([epoch, score])
+        if score > selection.best():
+            selection.chosen = epoch
+            m.save(str(checkpoints / BEST))
+        kept.write_text(json.dumps(asdict(selection)))
+
+    stage = "sparse: in-batch + BM25 negative (SPLADE)"
+    steps = -(-len(columns["query"]) // cfg.batch_size)  # a (rounded up) epoch's batches
+    report = _Report(stage, on_progress, cancel, cfg.batch_size, on_epoch)
+    use_cuda = device.startswith("cuda")
+    import torch
+
+    bf16 = use_cuda and torch.cuda.is_bf16_supported()
+    args = SparseEncoderTrainingArguments(
+        output_dir=str(checkpoints / "trainer"), num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.lr,
+        warmup_steps=int(cfg.warmup_ratio * cfg.epochs * steps),
+        seed=cfg.seed, data_seed=cfg.seed, batch_sampler=BatchSamplers.NO_DUPLICATES, logging_steps=1,
+        save_strategy="epoch", save_total_limit=1, report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
+        bf16=bf16, fp16=use_cuda and not bf16, dataloader_num_workers=0, max_grad_norm=1.0)
+    loss = losses.SpladeLoss(model, loss=losses.SparseMultipleNegativesRankingLoss(model),
+                             query_regularizer_weight=QUERY_REGULARIZER,
+                             document_regularizer_weight=DOCUMENT_REGULARIZER)
+    trainer = SparseEncoderTrainer(model=model, args=args, train_dataset=Rows.from_dict(columns), loss=loss,
+                                   callbacks=[report.callback])
+    trainer.remove_callback(PrinterCallback)  # progress goes to ``on_progress``, not printed
+    last = get_last_checkpoint(str(checkpoints / "trainer")) if (checkpoints / "trainer").is_dir() else None
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=last)
+    if report.cancelled:
+        raise Cancelled(f"cancelled during {stage} (the last finished epoch's checkpoint is kept)")
+    seconds = time.perf_counter() - started
+    model.max_seq_length = full_length
+    stages = [f"{stage}: {cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''}, {len(columns['query'])} triples"
+              + (" (resumed)" if last else "")]
+    verdict = ""
+    if selection is not None:
+        verdict = selection.describe()
+        if selection.chosen == 0:
+            model = fresh_copy(base, device).model
+        elif selection.chosen != cfg.epochs:
+            model = load_sparse_model(str(checkpoints / BEST), device, cached=False).model
+        stages.append(verdict)
+    elif cfg.holdout:
+        verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
+        stages.append(verdict)
+    epoch_losses = _epoch_losses(report.losses, steps, stage)
+    return TrainResult(model, device, seconds, report.losses, epoch_losses, stages), selection, verdict
+
+
+def _epoch_losses(losses: list[tuple[str, int, float]], steps: int, stage: str) -> list[tuple[str, int, float]]:
+    out: dict[int, list[float]] = {}
+    for _, step, loss in losses:
+        out.setdefault((step - 1) // max(steps, 1) + 1, []).append(loss)
+    return [(stage, epoch, sum(v) / len(v)) for epoch, v in sorted(out.items())]
+
+
+def export(trained: TrainResult, out_dir: Path) -> None:
+    """Save the trained sparse model as a sentence-transformers ``SparseEncoder`` folder."""
+    trained.model.save(str(out_dir))
+
+
+def register(store: Store | None, model: SparseModel, out_dir: Path, base: str, dataset: Dataset) -> None:
+    """Record the fine-tuned sparse model in the store (its vectors are kept under its fingerprint)."""
+    if store is not None:
+        store.register_model(model.fingerprint, str(out_dir), model.vocab_size,
+                             {"base": base, "family": "sparse", "dataset": dataset.content_hash})
