@@ -50,6 +50,7 @@ def test_the_config_says_what_a_sparse_model_trains_with():
     TrainConfig(family="sparse").validate()
     for bad, message in ((dict(family="sparse", loss="quadruplet"), "trains with inbatch"),
                          (dict(family="sparse", pretrain="ict"), "dense encoder only"),
+                         (dict(family="sparse", negatives="model"), "negatives are bm25 or random"),
                          (dict(family="both"), "unknown model family")):
         with pytest.raises(ValueError, match=message):
             TrainConfig(**bad).validate()
@@ -136,3 +137,21 @@ def test_the_cli_refuses_a_loss_the_sparse_model_cannot_use(tmp_path, capsys):
                  "--out", str(tmp_path / "m")]) == 2
     assert "the learned sparse model trains with inbatch" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("negatives", ["bm25", "random"])
+def test_each_triple_pairs_a_positive_with_a_document_its_query_is_not_labelled_with(small, negatives):
+    from training.pairs import labelled_pairs
+    from training.sparse import training_rows
+
+    cfg = TrainConfig(family="sparse", negatives=negatives, positives_per_query=0)
+    pairs = labelled_pairs(small, "train")
+    rows = training_rows(small, pairs, Workspace(small).bm25, cfg)
+    assert len(rows["query"]) == len(pairs)  # 0: every pair
+    positives: dict[str, set[str]] = {}
+    for p in pairs:
+        positives.setdefault(p.query, set()).add(p.doc_text)
+    assert all(n not in positives[q] for q, n in zip(rows["query"], rows["negative"]))
+    one = training_rows(small, pairs, Workspace(small).bm25, TrainConfig(family="sparse", negatives=negatives))
+    assert len(one["query"]) == len(positives)  # one positive per query
+    assert one == training_rows(small, pairs, Workspace(small).bm25, TrainConfig(family="sparse", negatives=negatives))

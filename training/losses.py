@@ -215,4 +215,5 @@ def margin_mse_loss(model) -> MarginMSELoss:
 LOSSES = ("quadruplet", "residual", "triplet", "inbatch", "marginmse")
 FAMILIES = ("dense", "sparse")  # what a training trains: the dense encoder, or the learned sparse model (SPLADE)
 SPARSE_LOSSES = ("inbatch",)  # the losses the learned sparse model trains with (``training.sparse``)
+SPARSE_NEGATIVES = ("bm25", "random")  # and where its negatives come from
 TEACHERS = (HYBRID, HYBRID3)  # the systems Margin-MSE may distil (their scores of any document: exact_scores)

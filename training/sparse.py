@@ -124,8 +124,9 @@ def held_out_check(dataset: Dataset, held: Qrels, bm25: BM25Index, base_top: Bas
 
 def training_rows(dataset: Dataset, pairs: list[Pair], bm25: BM25Index, cfg: TrainConfig) -> dict[str, list[str]]:
     """(query, positive, negative) columns: ``cfg.positives_per_query`` positives per query (0: every
-    pair), each with one non-relevant document of BM25's top ``cfg.bm25_depth`` (a random document
-    where BM25 found none), seeded; at most ``max_steps_per_epoch`` batches of them."""
+    pair), each with one non-relevant document — of BM25's top ``cfg.bm25_depth`` (``negatives``
+    "bm25"; a random one where BM25 found none) or of the whole corpus ("random") — seeded; at most
+    ``max_steps_per_epoch`` batches of them."""
     rng = random.Random(cfg.seed)
     by_query: dict[str, list[Pair]] = {}
     for pair in pairs:
@@ -138,11 +139,12 @@ def training_rows(dataset: Dataset, pairs: list[Pair], bm25: BM25Index, cfg: Tra
     positives: dict[str, set[str]] = {}
     for p in pairs:
         positives.setdefault(p.query_id or "", set()).add(p.doc_id or "")
-    pool = bm25_pool(bm25, {p.query: p.query_id for p in chosen}, positives, cfg.bm25_depth)
+    pool = bm25_pool(bm25, {p.query: p.query_id for p in chosen}, positives, cfg.bm25_depth) \
+        if cfg.negatives == "bm25" else None
     ids = dataset.doc_ids
     columns: dict[str, list[str]] = {"query": [], "positive": [], "negative": []}
     for p in chosen:
-        row = pool.sample(p.query, rng)
+        row = pool.sample(p.query, rng) if pool is not None else None
         if row is None:
             row = rng.randrange(len(ids))
             while ids[row] in positives.get(p.query_id or "", set()) and len(ids) > 1:
@@ -268,7 +270,7 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
             m.save(str(checkpoints / BEST))
         kept.write_text(json.dumps(asdict(selection)))
 
-    stage = "sparse: in-batch + BM25 negative (SPLADE)"
+    stage = f"sparse: in-batch + {'BM25' if cfg.negatives == 'bm25' else 'random'} negative (SPLADE)"
     steps = -(-len(columns["query"]) // cfg.batch_size)  # a (rounded up) epoch's batches
     report = _Report(stage, on_progress, cancel, cfg.batch_size, on_epoch)
     use_cuda = device.startswith("cuda")
@@ -299,7 +301,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
               + (" (resumed)" if last else "")]
     verdict = ""
     if selection is not None:
-        verdict = selection.describe()
+        verdict = selection.describe() + ("; not refit (a learned sparse model keeps the kept epoch's weights)"
+                                          if cfg.refit and selection.chosen else "")
         if selection.chosen == 0:
             model = fresh_copy(base, device).model
         elif selection.chosen != cfg.epochs:

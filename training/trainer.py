@@ -48,6 +48,7 @@ from training.losses import (
     FAMILIES,
     LOSSES,
     SPARSE_LOSSES,
+    SPARSE_NEGATIVES,
     TEACHERS,
     QuadrupletLoss,
     ResidualMarginLoss,
@@ -161,6 +162,9 @@ class TrainConfig:
             raise ValueError(f"unknown model family {self.family!r}; choose from {', '.join(FAMILIES)}")
         if self.family == "sparse" and self.loss not in SPARSE_LOSSES:
             raise ValueError(f"the learned sparse model trains with {', '.join(SPARSE_LOSSES)}, not {self.loss!r}")
+        if self.family == "sparse" and self.negatives not in SPARSE_NEGATIVES:
+            raise ValueError(f"the learned sparse model's negatives are {' or '.join(SPARSE_NEGATIVES)}, not "
+                             f"{self.negatives!r}")
         if self.family == "sparse" and (self.pretrain or self.query_pooling != "mean"):
             raise ValueError("pseudo-pair pretraining and poly-attention train the dense encoder only")
 
