@@ -155,3 +155,33 @@ def test_each_triple_pairs_a_positive_with_a_document_its_query_is_not_labelled_
     one = training_rows(small, pairs, Workspace(small).bm25, TrainConfig(family="sparse", negatives=negatives))
     assert len(one["query"]) == len(positives)  # one positive per query
     assert one == training_rows(small, pairs, Workspace(small).bm25, TrainConfig(family="sparse", negatives=negatives))
+
+
+@pytest.mark.slow
+def test_a_sparse_training_cancelled_half_way_resumes_from_its_last_checkpoint(small, tiny_encoder, tmp_path, store):
+    import threading
+
+    from training.trainer import Cancelled
+
+    cfg = TrainConfig(**{**QUICK, "epochs": 2, "max_steps_per_epoch": 2}, lr=1e-4, holdout=0.3)
+    cancel, seen = threading.Event(), []
+
+    def on_progress(p):
+        seen.append((p.stage, p.step))
+        if p.stage.startswith("sparse:") and p.step == 3:  # the first step of the second epoch
+            cancel.set()
+
+    with pytest.raises(Cancelled, match="checkpoint is kept"):
+        run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
+                     on_progress=on_progress, cancel=cancel)
+    checkpoints = tmp_path / "model" / "checkpoints"
+    kept = json.loads((checkpoints / "selection.json").read_text())
+    assert [e for e, _ in kept["scores"]] == [0, 1]  # the base and the first epoch were scored before the cancel
+    steps: list[int] = []
+    result = run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
+                          on_progress=lambda p: steps.append(p.step) if p.stage.startswith("sparse:") else None)
+    assert "(resumed)" in result.stages[0]
+    assert [e for e, _ in result.selection["scores"]] == [0, 1, 2]
+    assert result.selection["scores"][:2] == kept["scores"]  # read back, not scored again
+    assert min(steps) == 3, "the first epoch was not trained again, the second was trained from its start"
+    assert not checkpoints.exists()

@@ -177,6 +177,11 @@ class _Report:
         report = self
 
         class Callback(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kwargs):
+                # a checkpoint saved as a cancel stopped the run keeps its stop flag: resumed, it would stop at once
+                control.should_training_stop = control.should_epoch_stop = False
+                return control
+
             def on_step_end(self, args, state, control, **kwargs):
                 if report.cancel is not None and report.cancel.is_set():
                     report.cancelled, control.should_training_stop = True, True
@@ -196,7 +201,9 @@ class _Report:
                 return control
 
             def on_epoch_end(self, args, state, control, model=None, **kwargs):
-                if report.on_epoch is not None and not report.cancelled:
+                if report.cancelled:  # no checkpoint of an epoch the held-out check has not scored: it is trained again
+                    control.should_save = False
+                elif report.on_epoch is not None:
                     report.on_epoch(model, int(round(state.epoch or 0)))
                 return control
 
