@@ -2,12 +2,13 @@
 """Retrieval quality of every system on a labelled split: the ``evaluate`` numbers, timed.
 
     python bench/quality.py ../shared/datasets/scifact [--split test]
-        [--systems bm25,dense,hybrid,rrf,wsum] [--model PATH_OR_ID] [--store PATH]
+        [--systems bm25,dense,hybrid,rrf,wsum] [--model PATH_OR_ID] [--sparse-model PATH_OR_ID] [--store PATH]
         [--recompute] [--json FILE] [--engine milvus:PATH.db|milvus://HOST:PORT]
 
 A thin wrapper over ``retrieval.workspace.Workspace``: it prints the metrics table of
 ``python -m retrieval evaluate`` (``retrieval.cli.format_table``; significance marks against the
-first system), the hybrid λ_test and how it was chosen, and the seconds each step took.
+first system), each system's nDCG@10 with its 95% interval and its difference from the first system
+with the paired interval and p, the hybrid λ_test and how it was chosen, and the seconds each step took.
 
 The Store caches embeddings, runs, metrics and the tuned λ. By default cached runs and metrics
 are used (as the CLI does) and the seconds say which steps were served from the cache;
@@ -24,8 +25,8 @@ from retrieval import cli
 from retrieval.data.readers import load_dataset
 from retrieval.data.run import rank_maps
 from retrieval.evaluation.failure_rules import Thresholds
-from retrieval.evaluation.measures import evaluate_run, significance_marks
-from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS
+from retrieval.evaluation.measures import compare, evaluate_run, significance_marks
+from retrieval.evaluation.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, interval_text
 from retrieval.index.engines import open_engine
 from retrieval.store import Store, default_store_path
 from retrieval.systems import BM25, DENSE, SPLADE, SYSTEMS, label
@@ -95,6 +96,8 @@ def main(argv=None) -> int:
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated: {','.join(SYSTEMS)}")
     p.add_argument("--model", default=None, help="sentence-transformers id or folder "
                    "(default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--sparse-model", default=None, help="the learned sparse model: a folder or id (default: the "
+                   "bundled SPLADE-tiny), e.g. one fine-tuned with --family sparse")
     p.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
     p.add_argument("--recompute", action="store_true",
                    help="ignore cached runs, metrics and λ (document embeddings still come from the store)")
@@ -114,7 +117,7 @@ def main(argv=None) -> int:
         p.error(f"no split {args.split!r} in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     store = CountingStore(args.store or default_store_path(), recompute=args.recompute)
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
-    ws = Workspace(ds, store, model=args.model, engine=engine)
+    ws = Workspace(ds, store, model=args.model, engine=engine, sparse_model=args.sparse_model)
     print(f"{ds.name}: {len(ds.docs):,} documents, {len(ds.split_queries(args.split)):,} {args.split} "
           f"queries; store {store.path}{' (runs, metrics and λ recomputed)' if args.recompute else ''}")
 
@@ -142,6 +145,20 @@ def main(argv=None) -> int:
     print(cli.format_table(results, marks))
     if len(systems) > 1:
         print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
+    intervals = {s: {m: [evals[s].interval(m).low, evals[s].interval(m).high] for m in results[s]} for s in systems}
+    against = {}
+    for s in systems:
+        line = f"{label(s)}: {PRIMARY} {evals[s].mean[PRIMARY]:.4f} {interval_text(evals[s].interval(PRIMARY))}"
+        if s != base:
+            c = compare(evals[base], evals[s], PRIMARY)
+            against[s] = {"delta": c.delta, "interval": [c.interval.low, c.interval.high], "p": c.p_value}
+            line += f"; against {label(base)}: Δ {c.delta:+.4f} {interval_text(c.interval)} (p {c.p_value:.4f})"
+        print(line)
+    weights = {s: [{"name": w.name, "value": w.value, "how": w.how} for w in ws.system(s).weights(ws, args.split)]
+               for s in systems if s != "hybrid"}  # the hybrid's λ is the line below
+    for s, ws_ in weights.items():
+        for w in ws_:
+            print(f"{label(s)}: {w['name']} = {shown(w['value'])} ({w['how']})")
     lam = None
     if "hybrid" in systems:
         lam = ws.lambda_for(args.split)
@@ -162,7 +179,8 @@ def main(argv=None) -> int:
     print("setup seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in setup.items()) + emb)
     print("evaluate seconds: " + ", ".join(f"{s} {seconds[s]:.2f} ({provenance[s]})" for s in systems))
 
-    out = {"dataset": ds.name, "split": args.split, "metrics": results,
+    out = {"dataset": ds.name, "split": args.split, "metrics": results, "intervals": intervals,
+           "against_first": against, "weights": weights, "sparse_model": args.sparse_model,
            "significant": marks, "seconds": {**setup, **seconds}, "provenance": provenance,
            "vocabulary_bridges": bridges,
            "lambda": {"value": lam.value, "how": lam.how, "grid": lam.grid} if lam else None}
