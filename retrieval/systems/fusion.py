@@ -32,9 +32,9 @@ normalized weighted sum) fuse the two runs through ranx.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,8 @@ from retrieval.evaluation.measures import compare, evaluate_run
 from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY, LambdaFit
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import is_identifier_lookup
+
+C = TypeVar("C")  # a query's candidates, of whatever fusion
 
 if TYPE_CHECKING:  # the indexes are given, never built here
     from retrieval.index.bm25_index import BM25Index
@@ -166,11 +168,17 @@ def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str]
     """Each query's candidates ranked by λ·s_lex + s_emb (CLEAR eq. 8) — at its own λ where
     ``by_query`` has one (cross-fitted λ), else at ``lam`` —, an identifier lookup's by BM25 alone
     (``Candidates.lex_only``); ``doc_ids`` names the rows."""
-    run: Run = {}
     by_query = by_query or {}
+    return ranked(cands, lambda qid, c: fused(LEX_ONLY if c.lex_only else by_query.get(qid, lam), c.s_lex, c.s_emb),
+                  doc_ids, k)
+
+
+def ranked(cands: Mapping[str, C], score: Callable[[str, C], np.ndarray], doc_ids: list[str], k: int) -> Run:
+    """Each query's candidates (anything with the corpus ``rows`` it scores) ranked by ``score(query
+    id, candidates)``, best first, ties in candidate order, the top ``k``; ``doc_ids`` names the rows."""
+    run: Run = {}
     for qid, c in cands.items():
-        at = LEX_ONLY if c.lex_only else by_query.get(qid, lam)
-        s = fused(at, c.s_lex, c.s_emb)
+        s = score(qid, c)
         order = np.argsort(-s, kind="stable")[:k]
         run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
     return run

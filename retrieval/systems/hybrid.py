@@ -6,7 +6,6 @@ set and encoder it was chosen for, shared by ``with_run``'s copies only."""
 from __future__ import annotations
 
 import math
-import threading
 from typing import TYPE_CHECKING
 
 from retrieval.data.dataset import queries_fingerprint
@@ -21,7 +20,7 @@ from retrieval.systems.dense import dense_params
 from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.reliability import dense_reliability
-from retrieval.systems.state import WORKSPACE
+from retrieval.systems.state import WORKSPACE, SplitChoices
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
@@ -32,17 +31,13 @@ PER_CHOICE = 2_000  # bytes of a LambdaChoice: its value, how, grid and fit (the
 PER_QUERY_LAMBDA = 120  # a cross-fitted choice's λ of one query
 
 
-class Lambdas:
-    """The CLEAR hybrid's state on a workspace: the λ chosen for each split evaluated (None: the
-    queries of no split), and the lock choosing one holds (tuning λ is slow: one thread tunes,
-    the others wait for its answer)."""
+class Lambdas(SplitChoices):
+    """The CLEAR hybrid's state on a workspace: the λ chosen for each split evaluated."""
 
-    def __init__(self) -> None:
-        self.by_split: dict[str | None, LambdaChoice] = {}
-        self.lock = threading.RLock()
+    by_split: dict[str | None, LambdaChoice]
 
-    def nbytes(self) -> int:
-        return sum(PER_CHOICE + PER_QUERY_LAMBDA * len(c.per_query) for c in list(self.by_split.values()))
+    def size(self, choice: LambdaChoice) -> int:
+        return PER_CHOICE + PER_QUERY_LAMBDA * len(choice.per_query)
 
 
 def lambdas_of(ws: Workspace) -> Lambdas:

@@ -36,7 +36,6 @@ cached in the store under everything it depends on.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -51,10 +50,10 @@ from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase, Weight
 from retrieval.systems.clear_lambda import LambdaFit, shown
-from retrieval.systems.fusion import TIE_BREAK
+from retrieval.systems.fusion import TIE_BREAK, ranked
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.reliability import dense_reliability
-from retrieval.systems.state import WORKSPACE
+from retrieval.systems.state import WORKSPACE, SplitChoices
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
@@ -90,16 +89,13 @@ class MuChoice:
     lam_by_query: dict[str, float] = field(default_factory=dict)
 
 
-class Mus:
-    """This system's state on a workspace: the μ chosen for each split evaluated, and the lock
-    choosing one holds (one thread tunes, the others wait for its answer)."""
+class Mus(SplitChoices):
+    """This system's state on a workspace: the μ chosen for each split evaluated."""
 
-    def __init__(self) -> None:
-        self.by_split: dict[str | None, MuChoice] = {}
-        self.lock = threading.RLock()
+    by_split: dict[str | None, MuChoice]
 
-    def nbytes(self) -> int:
-        return sum(2_000 + 120 * len(c.lam_by_query) for c in list(self.by_split.values()))
+    def size(self, choice: MuChoice) -> int:
+        return 2_000 + 120 * len(choice.lam_by_query)
 
 
 def fused3(lam: float, mu: float, c: Candidates3) -> np.ndarray:
@@ -115,12 +111,7 @@ def rank3(cands: dict[str, Candidates3], lam: float, mu: float, doc_ids: list[st
           lam_by_query: dict[str, float] | None = None) -> Run:
     """Each query's candidates ranked by ``fused3`` (a query in ``lam_by_query`` at its own λ)."""
     by_query = lam_by_query or {}
-    run: Run = {}
-    for qid, c in cands.items():
-        s = fused3(by_query.get(qid, lam), mu, c)
-        order = np.argsort(-s, kind="stable")[:k]
-        run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
-    return run
+    return ranked(cands, lambda qid, c: fused3(by_query.get(qid, lam), mu, c), doc_ids, k)
 
 
 def _lex_scores(ws: Workspace, text: str, rows: np.ndarray) -> np.ndarray:

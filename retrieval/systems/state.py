@@ -26,6 +26,23 @@ SCOPES = (CORPUS, WORKSPACE)
 S = TypeVar("S")
 
 
+class SplitChoices:
+    """A system's state on a workspace: what it chose for each split evaluated (a weight such as the
+    CLEAR hybrid's λ; the key None: the queries of no split), and the lock making a choice holds
+    (tuning is slow: one thread tunes, the others wait for its answer). ``size(choice)``: the bytes
+    one choice holds."""
+
+    def __init__(self) -> None:
+        self.by_split: dict[str | None, object] = {}
+        self.lock = threading.RLock()
+
+    def size(self, choice) -> int:
+        raise NotImplementedError
+
+    def nbytes(self) -> int:
+        return sum(self.size(c) for c in list(self.by_split.values()))
+
+
 @runtime_checkable
 class State(Protocol):
     def nbytes(self) -> int: ...  # noqa: E704 - bytes it holds in this process
