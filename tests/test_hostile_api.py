@@ -130,13 +130,17 @@ def text_cases(q, d):
         "/snapshots": lambda p: (p,),
         "/use_judgments": lambda p: (p,),
         "/train loss": lambda p: (p, "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean", 4, 1, 0.0,
-                                  False, "hybrid"),
+                                  False, "hybrid", "dense"),
         "/train device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean", 4, 1,
-                                    0.0, False, "hybrid"),
+                                    0.0, False, "hybrid", "dense"),
         "/train_on_judged device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean",
-                                              4, 1, 0.0, False, "hybrid"),
+                                              4, 1, 0.0, False, "hybrid", "dense"),
         "/train teacher": lambda p: ("marginmse", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean",
-                                     4, 1, 0.0, False, p),
+                                     4, 1, 0.0, False, p, "dense"),
+        "/train family": lambda p: ("inbatch", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean",
+                                    4, 1, 0.0, False, "hybrid", p),
+        "/expansion": lambda p: (p, ""),
+        "/expansion model": lambda p: ("cold", p),
     }
 
 
