@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -185,3 +186,22 @@ def test_a_sparse_training_cancelled_half_way_resumes_from_its_last_checkpoint(s
     assert result.selection["scores"][:2] == kept["scores"]  # read back, not scored again
     assert min(steps) == 3, "the first epoch was not trained again, the second was trained from its start"
     assert not checkpoints.exists()
+
+
+def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly():
+    from training.sparse import SparseSelection
+
+    base = {f"q{i}": 0.5 for i in range(40)}
+    noisy = {q: v + (0.05 if i % 2 else -0.04) for i, (q, v) in enumerate(base.items())}  # +0.005 on average
+    better = {q: v + 0.2 for q, v in base.items()}
+    s = SparseSelection(40)
+    s.add(0, base)
+    s.add(1, noisy)
+    assert s.chosen == 0 and s.p["1"] > 0.05 and "the base is kept" in s.describe()
+    s.add(2, better)
+    assert s.chosen == 2 and s.p["2"] < 0.05 and s.describe().startswith("held-out selection on 40 queries: epoch 2")
+    s.add(3, noisy)
+    assert s.chosen == 2
+    again = SparseSelection(**json.loads(json.dumps(asdict(s))))  # as resumed from disk
+    again.add(4, {q: v + 0.3 for q, v in base.items()})
+    assert again.chosen == 4
