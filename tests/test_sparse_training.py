@@ -205,3 +205,26 @@ def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly():
     again = SparseSelection(**json.loads(json.dumps(asdict(s))))  # as resumed from disk
     again.add(4, {q: v + 0.3 for q, v in base.items()})
     assert again.chosen == 4
+
+
+@pytest.mark.slow
+def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encoder, tmp_path, store, monkeypatch):
+    """An earlier epoch kept is exported as the held-out check scored it: reading as far as the base,
+    not cut to the training length (an exported SciFact model once read 128 tokens of each abstract)."""
+    import training.sparse as sparse
+    from training.holdout import split_holdout
+
+    monkeypatch.setattr(sparse, "SIGNIFICANCE_LEVEL", 1.01)  # any epoch better than the base is kept
+    cfg = TrainConfig(**{**QUICK, "epochs": 3, "max_steps_per_epoch": None}, lr=1e-4, holdout=0.3)
+    result = run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder)
+    chosen = result.selection["chosen"]
+    assert 0 < chosen < 3, result.selection  # an earlier epoch: the one saved on the way
+    exported = load_sparse_model(str(tmp_path / "model"), cached=False)
+    assert exported.max_seq_length == load_sparse_model().max_seq_length
+    ws = Workspace(small, store, model=tiny_encoder)
+    index = ws.build_sparse()
+    _, held = split_holdout(small, "train", 0.3, cfg.seed, sparse.MAX_SPARSE_HELD_OUT)
+    check = sparse.held_out_check(small, held, ws.bm25, lambda qs, k: {
+        q: [ws.doc_row[d] for d, _ in hits] for q, hits in index.search(qs, k).items()})
+    again = check.score(exported.model)
+    assert np.mean(list(again.values())) == pytest.approx(dict(result.selection["scores"])[chosen], abs=1e-9)

@@ -287,14 +287,13 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     def on_epoch(m, epoch: int) -> None:
         if held_out is None or selection is None:
             return
-        m.max_seq_length = full_length
+        m.max_seq_length = full_length  # scored, and saved, reading as far as the base
         try:
-            score = held_out.score(m, _progress(f"held-out check — epoch {epoch}", on_progress, cancel))
+            selection.add(epoch, held_out.score(m, _progress(f"held-out check — epoch {epoch}", on_progress, cancel)))
+            if selection.chosen == epoch:
+                m.save(str(checkpoints / BEST))
         finally:
             m.max_seq_length = min(cfg.max_seq_length, full_length)
-        selection.add(epoch, score)
-        if selection.chosen == epoch:
-            m.save(str(checkpoints / BEST))
         kept.write_text(json.dumps(asdict(selection)))
 
     stage = f"sparse: in-batch + {'BM25' if cfg.negatives == 'bm25' else 'random'} negative (SPLADE)"
@@ -334,6 +333,7 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
             model = fresh_copy(base, device).model
         elif selection.chosen != cfg.epochs:
             model = load_sparse_model(str(checkpoints / BEST), device, cached=False).model
+        model.max_seq_length = full_length  # the exported model reads as far as the base, whichever epoch it is
         stages.append(verdict)
     elif cfg.holdout:
         verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
