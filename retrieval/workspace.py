@@ -117,7 +117,7 @@ class Workspace:
         Returns:
             A new workspace over the same data set, store and engine.
         """
-        return self._sibling(model, self.index_kind, self.index_dims)
+        return self._sibling(model, self.index_kind, self.index_dims, self.sparse_model)
 
     def with_sparse_model(self, sparse_model: str | None) -> Workspace:
         """The same data set and dense encoder with another learned sparse model (a fine-tuned SPLADE
@@ -152,7 +152,7 @@ class Workspace:
         if not self.engine.capabilities.index_variants:
             raise ValueError(f"index variants (int8, PCA) are built in-process; the {self.engine.name} engine "
                              f"serves its own flat or HNSW index only")
-        other = self._sibling(self._model_arg, kind, dims)
+        other = self._sibling(self._model_arg, kind, dims, self.sparse_model)
         other._encoder = self.encoder
         other._embeddings_from = self
         return other
@@ -196,15 +196,15 @@ class Workspace:
             self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
         return other
 
-    def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: object = ...) -> Workspace:
+    def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None) -> Workspace:
         """A workspace over the same data set sharing BM25 (and the sparse index when its model is
-        the same); ``sparse_model`` left out: this one's."""
+        the same)."""
         args = self.bm25_args
         other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
                           bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
                           depth=self.depth, device=self._device, index_dims=index_dims,
                           precision=self._precision, engine=self.engine,
-                          sparse_model=self.sparse_model if sparse_model is ... else sparse_model)
+                          sparse_model=sparse_model)
         other._bm25, other._lexical = self._bm25, self.lexical
         if other.sparse_model == self.sparse_model:  # the same corpus and sparse model: the same index
             other._sparse_build = self._sparse_build

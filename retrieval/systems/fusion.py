@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -45,7 +45,12 @@ from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY, LambdaFit
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import is_identifier_lookup
 
-C = TypeVar("C")  # a query's candidates, of whatever fusion
+
+class _Rows(Protocol):
+    rows: np.ndarray  # the corpus rows of a query's candidates
+
+
+C = TypeVar("C", bound=_Rows)  # a query's candidates, of whatever fusion
 
 if TYPE_CHECKING:  # the indexes are given, never built here
     from retrieval.index.bm25_index import BM25Index

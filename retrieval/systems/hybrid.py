@@ -31,10 +31,8 @@ PER_CHOICE = 2_000  # bytes of a LambdaChoice: its value, how, grid and fit (the
 PER_QUERY_LAMBDA = 120  # a cross-fitted choice's λ of one query
 
 
-class Lambdas(SplitChoices):
+class Lambdas(SplitChoices[LambdaChoice]):
     """The CLEAR hybrid's state on a workspace: the λ chosen for each split evaluated."""
-
-    by_split: dict[str | None, LambdaChoice]
 
     def size(self, choice: LambdaChoice) -> int:
         return PER_CHOICE + PER_QUERY_LAMBDA * len(choice.per_query)

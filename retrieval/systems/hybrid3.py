@@ -89,10 +89,8 @@ class MuChoice:
     lam_by_query: dict[str, float] = field(default_factory=dict)
 
 
-class Mus(SplitChoices):
+class Mus(SplitChoices[MuChoice]):
     """This system's state on a workspace: the μ chosen for each split evaluated."""
-
-    by_split: dict[str | None, MuChoice]
 
     def size(self, choice: MuChoice) -> int:
         return 2_000 + 120 * len(choice.lam_by_query)

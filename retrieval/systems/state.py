@@ -18,25 +18,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 CORPUS, WORKSPACE = "corpus", "workspace"
 SCOPES = (CORPUS, WORKSPACE)
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 
-class SplitChoices:
+class SplitChoices(Generic[T]):
     """A system's state on a workspace: what it chose for each split evaluated (a weight such as the
     CLEAR hybrid's λ; the key None: the queries of no split), and the lock making a choice holds
     (tuning is slow: one thread tunes, the others wait for its answer). ``size(choice)``: the bytes
     one choice holds."""
 
     def __init__(self) -> None:
-        self.by_split: dict[str | None, object] = {}
+        self.by_split: dict[str | None, T] = {}
         self.lock = threading.RLock()
 
-    def size(self, choice) -> int:
+    def size(self, choice: T) -> int:
         raise NotImplementedError
 
     def nbytes(self) -> int:

@@ -130,7 +130,8 @@ def trained_encoders(store: Store, dataset_hash: str, family: str = "dense") -> 
     folder still exists, newest first (a job stored before families were kept trained a dense one)."""
     out = []
     for job in store.jobs():
-        config = job.get("config") if isinstance(job.get("config"), dict) else {}
+        config = job.get("config")
+        config = config if isinstance(config, dict) else {}
         if (job["status"] == "done" and job["dataset"] == dataset_hash and config.get("family", "dense") == family
                 and job.get("model_path") and Path(job["model_path"], "modules.json").exists()):
             out.append(TrainedEncoder(job["id"], str(config.get("loss", "")), job["model_path"], family))
