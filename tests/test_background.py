@@ -269,7 +269,9 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             page.set_default_timeout(30_000)
             page.goto(app.local_url)
             banner = page.locator("#encoding-status")
-            expect(banner).to_contain_text(f"{PART:,} of {3 * PART:,} documents")
+            # the first page of an app started late in a long run (two workers on two cores) may take longer
+            # than Playwright's default: the banner's first words get 90 s
+            expect(banner).to_contain_text(f"{PART:,} of {3 * PART:,} documents", timeout=90_000)
             expect(banner).to_contain_text("BM25 answers now")
             table = page.locator("#metrics-table")
             expect(table).to_contain_text("BM25")
