@@ -29,7 +29,7 @@ from retrieval.evaluation.measures import compare, evaluate_run, significance_ma
 from retrieval.evaluation.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, interval_text
 from retrieval.index.engines import open_engine
 from retrieval.store import Store, default_store_path
-from retrieval.systems import BM25, DENSE, SPLADE, SYSTEMS, label
+from retrieval.systems import BM25, DENSE, HYBRID, SPLADE, SYSTEMS, label
 from retrieval.systems.clear_lambda import shown
 from retrieval.workspace import Workspace
 
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
             line += f"; against {label(base)}: Δ {c.delta:+.4f} {interval_text(c.interval)} (p {c.p_value:.4f})"
         print(line)
     weights = {s: [{"name": w.name, "value": w.value, "how": w.how} for w in ws.system(s).weights(ws, args.split)]
-               for s in systems if s != "hybrid"}  # the hybrid's λ is the line below
+               for s in systems if s != HYBRID}  # the hybrid's λ is the line below
     for s, ws_ in weights.items():
         for w in ws_:
             print(f"{label(s)}: {w['name']} = {shown(w['value'])} ({w['how']})")

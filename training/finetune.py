@@ -33,7 +33,15 @@ from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from training.pairs import cold_start_split, labelled_pairs, pseudo_pairs
 from training.poly import has_poly_attention, make_portable
-from training.trainer import Cancelled, Teacher, TrainConfig, Trainer, TrainingProgress, TrainResult, load_trainable
+from training.trainer import (
+    Teacher,
+    TrainConfig,
+    Trainer,
+    TrainingProgress,
+    TrainResult,
+    encoding_progress,
+    load_trainable,
+)
 
 
 @dataclass
@@ -190,22 +198,11 @@ Paired permutation test, fine-tuned vs base, p-values: {json.dumps(p)}
 """
 
 
-def _encoding_progress(stage: str, on_progress, cancel, cancelled: str | None = None) -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` for an encoding inside training: reported as a stage without a
-    loss, and the job's cancel honoured between chunks (``cancelled``: what the cancel then says)."""
-    def step(done: int, total: int) -> None:
-        if cancel is not None and cancel.is_set():
-            raise Cancelled(cancelled or f"cancelled during {stage} ({done}/{total} documents encoded)")
-        if on_progress:
-            on_progress(TrainingProgress(stage, done, total, float("nan"), 0.0, 0.0))
-    return step
-
-
 def _share_progress(stage: str, on_progress, cancel, cancelled: str | None = None) -> Callable[[float, str], None]:
     """The same for a workspace's ``progress(fraction, what)``, in thousandths; ``{what}`` in
     ``stage`` and ``cancelled`` is replaced by what the workspace is doing."""
     def share(fraction: float, what: str) -> None:
-        _encoding_progress(stage.replace("{what}", what), on_progress, cancel,
+        encoding_progress(stage.replace("{what}", what), on_progress, cancel,
                            cancelled and cancelled.replace("{what}", what))(round(fraction * 1000), 1000)
     return share
 
@@ -291,14 +288,14 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
     if check:
         train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
         epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
-            m, stage, epoch, _encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
+            m, stage, epoch, encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
     pairs = labelled_pairs(train_data, plan.train_split)
     trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
                       hook_state=selector, teacher=distillation_teacher(cfg, ws_base, train_data, plan.train_split),
                       **{**common, "checkpoint_dir": checkpoints / "train"})
     trainer.resume()  # a resumed run brings the selector's scores back with it
     if selector is not None and not selector.started:
-        selector.start(ws_base.encoder.model, _encoding_progress("held-out check — base encoder", on_progress,
+        selector.start(ws_base.encoder.model, encoding_progress("held-out check — base encoder", on_progress,
                                                                  cancel))
     trained = trainer.train()
     if selector is not None:
@@ -423,13 +420,18 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
     trained_on = None  # the base exported: it saw no query
     if selection is None or selection.chosen:
         trained_on = TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)))
-    record = out_dir / TRAINING_RECORD  # written first: the evaluation's μ reads which queries it trained on
-    record.write_text(json.dumps({"config": asdict(cfg), "trained_on": trained_on.to_json() if trained_on else None}))
+    def write_record(result: FineTuneResult | None = None) -> None:
+        (out_dir / TRAINING_RECORD).write_text(json.dumps(
+            {"config": asdict(cfg), **({"result": {k: v for k, v in result.to_json().items() if k != "losses"}}
+                                       if result is not None else {}),
+             "trained_on": trained_on.to_json() if trained_on else None}, indent=2))
+
+    write_record()  # first without a result: the evaluation's μ reads which queries the model trained on
     base = load_sparse_model(base_model)
     result = FineTuneResult(str(out_dir), trained.device, trained.seconds, plan.note, plan.eval_split,
                             losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages,
                             selection=asdict(selection) if selection else None, verdict=verdict)
-    tuned = load_sparse_model(str(out_dir), cached=False)
+    tuned = load_sparse_model(str(out_dir))  # the instance the evaluation's workspace reads: loaded once
     if evaluate:
         encoding = _share_progress("evaluating — {what}", on_progress, cancel,
                                    f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")
@@ -441,8 +443,6 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
             encoding)
     sparse.register(store, tuned, out_dir, base.name, plan.dataset)
     (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
-    record.write_text(json.dumps(
-        {"config": asdict(cfg), "result": {k: v for k, v in result.to_json().items() if k != "losses"},
-         "trained_on": trained_on.to_json() if trained_on else None}, indent=2))
+    write_record(result)
     shutil.rmtree(checkpoints, ignore_errors=True)
     return result

@@ -50,9 +50,9 @@ from retrieval.index.splade import SparseIndex, SparseModel, load_sparse_model
 from retrieval.store import Store
 from training.holdout import MIN_LABELLED, split_holdout
 from training.losses import SPARSE_LOSSES
-from training.negatives import bm25_pool
+from training.negatives import bm25_pool, random_pool
 from training.pairs import Pair, labelled_pairs
-from training.trainer import Cancelled, TrainConfig, TrainingProgress, TrainResult
+from training.trainer import Cancelled, TrainConfig, TrainingProgress, TrainResult, encoding_progress
 
 QUERY_REGULARIZER, DOCUMENT_REGULARIZER = 5e-5, 3e-5  # λ_q, λ_d of the FLOPS terms
 HELD_OUT_DEPTH = 10  # each held-out query's candidates: BM25's and the base model's top 10
@@ -75,8 +75,11 @@ class SparseSelection:
     per_query: dict = field(default_factory=dict)  # {epoch (str): {query id: nDCG@10}}
     p: dict = field(default_factory=dict)  # {epoch (str): p against the base}
 
+    def by_epoch(self) -> dict[int, float]:
+        return {int(e): s for e, s in self.scores}
+
     def best(self) -> float:
-        return dict((int(e), s) for e, s in self.scores).get(self.chosen, float("nan"))
+        return self.by_epoch().get(self.chosen, float("nan"))
 
     def add(self, epoch: int, per_query: dict[str, float]) -> None:
         """Record an epoch's per-query scores (epoch 0: the base) and choose again."""
@@ -86,15 +89,16 @@ class SparseSelection:
             base = self.per_query["0"]
             diff = np.array([per_query[q] - base[q] for q in base if q in per_query])
             self.p[str(epoch)] = 1.0 if len(diff) < 2 or np.allclose(diff, 0) else paired_permutation_p(diff)
-        better = [(s, -e) for e, s in self.scores
-                  if e and s > dict(self.scores)[0] and self.p.get(str(e), 1.0) < SIGNIFICANCE_LEVEL]
+        base_score = self.by_epoch()[0]
+        better = [(s, -e) for e, s in self.by_epoch().items()
+                  if e and s > base_score and self.p.get(str(e), 1.0) < SIGNIFICANCE_LEVEL]
         self.chosen = -max(better)[1] if better else 0
 
     def describe(self) -> str:
         """The verdict line: what was kept and why."""
-        base = dict((int(e), s) for e, s in self.scores).get(0)
-        shown = ", ".join(f"epoch {int(e)} {s:.4f} (p {self.p.get(str(int(e)), 1.0):.3f})"
-                          for e, s in self.scores if int(e) > 0)
+        base = self.by_epoch().get(0)
+        shown = ", ".join(f"epoch {e} {s:.4f} (p {self.p.get(str(e), 1.0):.3f})"
+                          for e, s in self.by_epoch().items() if e)
         if self.chosen == 0:
             return (f"held-out selection on {self.queries} queries: no epoch beat the base model significantly "
                     f"(nDCG@10 {base:.4f}; {shown}): the base is kept")
@@ -161,16 +165,17 @@ def training_rows(dataset: Dataset, pairs: list[Pair], bm25: BM25Index, cfg: Tra
     positives: dict[str, set[str]] = {}
     for p in pairs:
         positives.setdefault(p.query_id or "", set()).add(p.doc_id or "")
-    pool = bm25_pool(bm25, {p.query: p.query_id for p in chosen}, positives, cfg.bm25_depth) \
-        if cfg.negatives == "bm25" else None
+    query_ids = {p.query: p.query_id for p in chosen}
+    pool = bm25_pool(bm25, query_ids, positives, cfg.bm25_depth) if cfg.negatives == "bm25" else None
+    anywhere = random_pool(dataset, query_ids, positives)
     ids = dataset.doc_ids
     columns: dict[str, list[str]] = {"query": [], "positive": [], "negative": []}
     for p in chosen:
         row = pool.sample(p.query, rng) if pool is not None else None
         if row is None:
-            row = rng.randrange(len(ids))
-            while ids[row] in positives.get(p.query_id or "", set()) and len(ids) > 1:
-                row = rng.randrange(len(ids))
+            row = anywhere.sample(p.query, rng)
+        if row is None:  # every document is one of its positives: no negative to give it
+            continue
         columns["query"].append(p.query)
         columns["positive"].append(p.doc_text)
         columns["negative"].append(dataset.docs[ids[row]].full_text)
@@ -232,15 +237,6 @@ class _Report:
         self.callback = Callback()
 
 
-def _progress(stage: str, on_progress, cancel: threading.Event | None) -> Callable[[int, int], None]:
-    def step(done: int, total: int) -> None:
-        if cancel is not None and cancel.is_set():
-            raise Cancelled(f"cancelled during {stage} ({done}/{total} texts encoded)")
-        if on_progress:
-            on_progress(TrainingProgress(stage, done, total, float("nan"), 0.0, 0.0))
-    return step
-
-
 def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM25Index, base: str | None,
                  base_top: BaseTop, checkpoints: Path, on_progress=None, cancel: threading.Event | None = None
                  ) -> tuple[TrainResult, SparseSelection | None, str]:
@@ -276,7 +272,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
             selection = SparseSelection(**json.loads(kept.read_text()))
         else:
             selection = SparseSelection(len(held_out.queries))
-            selection.add(0, held_out.score(model, _progress("held-out check — base model", on_progress, cancel)))
+            base_progress = encoding_progress("held-out check — base model", on_progress, cancel)
+            selection.add(0, held_out.score(model, base_progress))
             kept.write_text(json.dumps(asdict(selection)))
     pairs = labelled_pairs(train_data, train_split)
     if not pairs:
@@ -289,7 +286,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
             return
         m.max_seq_length = full_length  # scored, and saved, reading as far as the base
         try:
-            selection.add(epoch, held_out.score(m, _progress(f"held-out check — epoch {epoch}", on_progress, cancel)))
+            epoch_progress = encoding_progress(f"held-out check — epoch {epoch}", on_progress, cancel)
+            selection.add(epoch, held_out.score(m, epoch_progress))
             if selection.chosen == epoch:
                 m.save(str(checkpoints / BEST))
         finally:

@@ -240,6 +240,17 @@ class TrainResult:
     stages: list[str] = field(default_factory=list)
 
 
+def encoding_progress(stage: str, on_progress, cancel, cancelled: str | None = None) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` for an encoding inside training: reported as a stage without a
+    loss, and the job's cancel honoured between chunks (``cancelled``: what the cancel then says)."""
+    def step(done: int, total: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(cancelled or f"cancelled during {stage} ({done}/{total} documents encoded)")
+        if on_progress:
+            on_progress(TrainingProgress(stage, done, total, float("nan"), 0.0, 0.0))
+    return step
+
+
 def load_trainable(base_model: str | None, device: str, max_seq_length: int, query_pooling: str = "mean",
                    poly_codes: int = 16):
     """A fresh copy of the base encoder (never the cached instance the app searches with); with

@@ -40,10 +40,16 @@ def columns(ws: Workspace, chosen: list[str] | None) -> tuple[str, ...]:
     return kept or default_columns(ws)
 
 
-def search(ws: Workspace, text: str, systems: list[str] | None = None) -> tuple[str, dict]:
-    """Free text: the side-by-side HTML and its JSON (labels too when the text is a labelled query's)."""
+def _bounded(text: str | None) -> str:
+    """A typed query, refused in one line past ``QUERY_CHARS`` characters."""
     if len(text or "") > QUERY_CHARS:
         raise refuse(f"a query has at most {QUERY_CHARS:,} characters")
+    return text or ""
+
+
+def search(ws: Workspace, text: str, systems: list[str] | None = None) -> tuple[str, dict]:
+    """Free text: the side-by-side HTML and its JSON (labels too when the text is a labelled query's)."""
+    _bounded(text)
     try:
         res = side_by_side(ws, text or "", systems=columns(ws, systems))
     except ValueError as err:
@@ -119,11 +125,9 @@ def expansion(registry: Registry, ws: Workspace, text: str, choice: str | None) 
     fine-tuning changed in how the query is expanded."""
     from retrieval.index.splade import compare_terms, is_sparse_folder, load_sparse_model
 
-    text = (text or "").strip()
+    text = _bounded(text).strip()
     if not text:
         raise refuse("type a query, or pick a labelled one, first")
-    if len(text) > QUERY_CHARS:
-        raise refuse(f"a query has at most {QUERY_CHARS:,} characters")
     if ws.pending((SPLADE,)):
         raise refuse("the learned sparse index is still being built: try again when it is done")
     base = ws.sparse.model
