@@ -29,7 +29,9 @@ Lopes, Hannaneh Hajishirzi, Ali Farhadi, Hongseok Namkoong, Ludwig Schmidt, "Rob
 zero-shot models", CVPR 2022, arXiv:2109.01903, §2), on the held-out part: reported beside the
 trials, never chosen.
 
-Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time and device;
+Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time and device; the
+closing table gives each row's nDCG@10 with its 95% interval and its paired difference from the base
+and from ``--reference`` (the first trained row unless named) with interval and p;
 results are appended to ``--json`` as each row finishes, so an interrupted run keeps what it
 measured. The same command run again with the same ``--out-dir`` goes on where it stopped: a
 search trial's held-out scores are recorded after every epoch (``search/<row>-lr<lr>.trials.json``)
@@ -47,11 +49,13 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
+
 from _common import dataset_arg, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers import load_dataset
-from retrieval.evaluation.measures import compare
-from retrieval.evaluation.metrics import SUMMARY_METRICS
+from retrieval.evaluation.measures import Evaluation, compare
+from retrieval.evaluation.metrics import PRIMARY, SUMMARY_METRICS, interval_text
 from retrieval.index.encoder import Encoder, load_encoder, pick_device
 from retrieval.store import Store, default_store_path
 from retrieval.workspace import Workspace
@@ -217,7 +221,32 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
         ev, ev0 = ws_ft.evaluate(system, "test"), ws_full.evaluate(system, "test")
         row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
         row["p_vs_base"][system] = {m: compare(ev0, ev, m).p_value for m in SUMMARY_METRICS}
+        row.setdefault("per_query", {})[system] = ev.per_query.get(PRIMARY, {})
     return row
+
+
+def intervals_table(results: list[dict], reference: str | None) -> list[dict]:
+    """Each row's test nDCG@10 (dense, hybrid) with its 95% interval, and its paired difference
+    from the base row and from ``reference`` (the first trained row when None) with the interval and
+    p of the permutation test (``measures.compare``), from the per-query nDCG@10 each row kept."""
+    rows = [r for r in results if r.get("per_query")]
+    trained = [r["row"] for r in rows if r["row"] != "base"]
+    reference = reference or (trained[0] if trained else None)
+    evals = {r["row"]: {s: Evaluation({PRIMARY: float(np.mean(list(q.values())))}, {PRIMARY: q})
+                        for s, q in r["per_query"].items()} for r in rows}
+    table = []
+    for r in rows:
+        line: dict = {"row": r["row"]}
+        for system, ev in evals[r["row"]].items():
+            iv = ev.interval(PRIMARY)
+            line[system] = {"ndcg@10": ev.mean[PRIMARY], "interval": [iv.low, iv.high]}
+            for against in ("base", reference) if r["row"] != "base" else ():
+                if against and against != r["row"] and against in evals:
+                    c = compare(evals[against][system], ev, PRIMARY)
+                    line[system][f"vs_{against}"] = {"delta": c.delta, "interval": [c.interval.low, c.interval.high],
+                                                     "p": c.p_value}
+        table.append(line)
+    return table
 
 
 def main() -> int:
@@ -236,6 +265,9 @@ def main() -> int:
     store_arg(ap)
     ap.add_argument("--out-dir", default="/tmp/rankscope-ablation")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--reference", default=None,
+                    help="the row every other row's paired difference is also read against "
+                    "(default: the first trained)")
     ap.add_argument("--refit", action="store_true",
                     help="select λ_test with a fit-part model, then train again on the whole train split")
     ap.add_argument("--search", action="store_true",
@@ -281,6 +313,7 @@ def main() -> int:
             for system in ("dense", "hybrid"):
                 ev = base_ws.evaluate(system, "test")
                 row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
+                row.setdefault("per_query", {})[system] = ev.per_query.get(PRIMARY, {})
             row["lambda_test"] = base_ws.lambda_for("test").value
         elif args.refit:
             row = refit_row(name, replace(common, **ROWS[name]), full, ws, ws_full, store, Path(args.out_dir),
@@ -294,7 +327,9 @@ def main() -> int:
                    "dense": {k: m["dense"][k] for k in ("ndcg@10", "recall@100")},
                    "hybrid": {k: m["hybrid"][k] for k in ("ndcg@10", "recall@100")},
                    "lambda_test": m["hybrid"]["lambda"], "p_vs_base": res.significance,
-                   "config": {k: v for k, v in vars(cfg).items()}}
+                   "config": {k: v for k, v in vars(cfg).items()},
+                   "per_query": {system: {q: tuned for q, (_, tuned) in by_query.items()}
+                                 for system, by_query in res.per_query.items()}}
         row["wall_s"] = round(time.perf_counter() - t, 1)
         results.append(row)
         chosen = f" [lr {row['config']['lr']:g}, {row['config']['epochs']} epochs]" if "search" in row else ""
@@ -310,6 +345,22 @@ def main() -> int:
     for r in results:
         print(f"{r['row']:<28}{r['dense']['ndcg@10']:>14.4f}{r['dense']['recall@100']:>12.4f}"
               f"{r['hybrid']['ndcg@10']:>16.4f}{r['hybrid']['recall@100']:>14.4f}{r['train_s']:>9.0f}  {r['device']}")
+    table = intervals_table(results, args.reference)
+    print()
+    print("test nDCG@10 with 95% intervals; Δ: paired difference with its interval and p (permutation test)")
+    for line in table:
+        for system in ("dense", "hybrid"):
+            cell = line.get(system)
+            if not cell:
+                continue
+            text = f"{line['row']:<28}{system:<8}{cell['ndcg@10']:.4f} {interval_text(cell['interval'])}"
+            for key, against in cell.items():
+                if key.startswith("vs_"):
+                    text += (f"; vs {key[3:]} Δ {against['delta']:+.4f} {interval_text(against['interval'])} "
+                             f"p {against['p']:.4f}")
+            print(text)
+    write_json(args.json, {"dataset": ds.name, "xi": xi, "lambda_train": lam_train, "args": vars(args),
+                           "rows": results, "intervals": table})
     return 0
 
 

@@ -90,3 +90,37 @@ def test_wise_scores_interpolations_with_the_base_beside_the_trials(tmp_path, ti
     assert trial["dense"] != wise["0"]["dense"]  # trained at a high rate: the trial moved away from the base
     # the recorded trial's two, then all three once 0.5 is added
     assert res.stdout.count("interpolated with the base at α") == 2 + 3
+
+
+@pytest.mark.slow
+def test_the_closing_table_gives_intervals_and_paired_differences(tmp_path, tiny_model_dir):
+    """Every row's test nDCG@10 with its interval, and its paired difference from the base and from the
+    reference row: the difference is the difference of the rows' own means, inside its interval."""
+    out = tmp_path / "abl.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
+    command = [sys.executable, "bench/train_ablation.py", str(DEMO), "--rows", "base,inbatch-bm25,marginmse-hybrid",
+               "--model", str(tiny_model_dir), "--device", "cpu", "--batch-size", "4", "--max-steps-per-epoch", "2",
+               "--lr", "3e-3", "--store", str(tmp_path / "s.sqlite3"), "--out-dir", str(tmp_path / "runs"),
+               "--json", str(out)]
+    res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    saved = json.loads(out.read_text())
+    rows = {r["row"]: r for r in saved["rows"]}
+    table = {line["row"]: line for line in saved["intervals"]}
+    assert list(table) == ["base", "inbatch-bm25", "marginmse-hybrid"]
+    for name, line in table.items():
+        for system in ("dense", "hybrid"):
+            cell = line[system]
+            assert cell["ndcg@10"] == pytest.approx(rows[name][system]["ndcg@10"], abs=1e-4)
+            low, high = cell["interval"]
+            assert low <= cell["ndcg@10"] <= high
+            expected = {"base": set(), "inbatch-bm25": {"vs_base"}, "marginmse-hybrid": {"vs_base", "vs_inbatch-bm25"}}
+            assert {k for k in cell if k.startswith("vs_")} == expected[name]
+            for key in expected[name]:
+                other = table[key[3:]][system]["ndcg@10"]
+                diff = cell[key]
+                assert diff["delta"] == pytest.approx(cell["ndcg@10"] - other, abs=1e-9)
+                assert diff["interval"][0] <= diff["delta"] <= diff["interval"][1] and 0.0 <= diff["p"] <= 1.0
+    shown = [line for line in res.stdout.splitlines()
+             if line.startswith("marginmse-hybrid") and "vs inbatch-bm25" in line]
+    assert len(shown) == 2 and all("vs base Δ " in line for line in shown)
