@@ -177,3 +177,28 @@ def test_max_score_bounds_every_document_and_is_approached():
         saturated = sum(c.score for c in index.explain_text(query, "cat food " * 400, dl=index.avgdl))
         assert saturated == pytest.approx(bound, rel=0.01)
     assert index.max_score("zebra") == 0.0
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire"])
+def test_search_in_blocks_is_each_query_ranked_alone_on_bm25s_own_scores(method):
+    """``search`` scores queries a block at a time and ranks a block at once: the floats are bm25s's
+    own (``get_scores_from_ids``, to the bit) and the ranking is each query's ``top_k``, whatever
+    the block budgets (a query per block, a few, all)."""
+    from retrieval.index.top_k import top_k
+
+    ids, texts, queries = corpus_texts()
+    queries = {f"q{i}": q for i, q in enumerate(queries)} | {"stop": "the of", "none": "zebra xylophone"}
+    index = BM25Index(ids, texts, method=method)
+    expected = {}
+    for qid, q in queries.items():
+        term_ids = index._engine.get_tokens_ids(index.tokenizer(q))
+        theirs = index._engine.get_scores_from_ids(term_ids) if term_ids else np.zeros(len(ids), np.float32)
+        assert np.array_equal(index.scores(q), theirs)
+        rows, top = top_k(theirs, 10)
+        expected[qid] = list(zip([ids[r] for r in rows], top.tolist()))
+    assert index.search(queries, 10) == expected
+    for cells, postings in ((1, 1), (3 * len(ids), 10 ** 9), (10 ** 9, 500)):
+        index.CELLS_PER_BLOCK, index.POSTINGS_PER_BLOCK = cells, postings
+        blocks = index._blocks(list(queries.values()))
+        assert [b[0] for b in blocks] == sorted({b[0] for b in blocks}) and blocks[-1][1] == len(queries)
+        assert index.search(queries, 10) == expected
