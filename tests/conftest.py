@@ -96,13 +96,13 @@ def builds_end_with_their_module():
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    from retrieval.index.encoder import cpu_bf16_instructions, cpu_precision, load_encoder
+    from retrieval.index.cpu_choice import choose
+    from retrieval.index.encoder import open_model
 
     folder = build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
-    if cpu_bf16_instructions():  # "auto" loads it in bf16 here, as it always did: not measured on a busy
-        # machine, where the faster precision can change from one run to the next
-        model = load_encoder(str(folder), device="cpu", precision="fp32").model
-        cpu_precision(model, timer=lambda bf16: 0.5 if bf16 else 1.0)
+    # not measured on a busy machine, where the faster choice can change from one run to the next:
+    # bf16 where the CPU has it (as "auto" always loaded it there), at batch 64
+    choose(open_model(str(folder), "cpu"), timer=lambda precision, batch: (0.5 if precision == "bf16" else 1.0) / batch)
     return folder
 
 

@@ -52,39 +52,73 @@ def test_precision_is_chosen_by_device_or_forced():
         pick_precision("cpu", "int4")
 
 
-def test_bf16_on_a_cpu_is_kept_only_where_measured_faster_and_the_choice_is_remembered(tiny_encoder, tiny_model_dir,
-                                                                                      tmp_path, monkeypatch):
+def test_the_cpu_choice_is_the_fastest_measured_with_bf16_only_where_it_gains_and_is_remembered(
+        tiny_encoder, tiny_model_dir, tmp_path, monkeypatch):
     import json
 
+    from retrieval.index import cpu_choice as cpu_choice_module
     from retrieval.index import encoder as encoder_module
-    from retrieval.index.encoder import BF16_GAIN, cpu_precision, precision_file
+    from retrieval.index.cpu_choice import BATCH_SIZES, BF16_GAIN, choices_file, choose
 
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
+    monkeypatch.setattr(cpu_choice_module, "cpu_bf16_instructions", lambda: "AVX-512 BF16")  # both precisions run
     calls = []
 
-    def timer_with(bf16_s: float, fp32_s: float):
-        def timer(bf16: bool) -> float:
-            calls.append(bf16)
-            return bf16_s if bf16 else fp32_s
+    def timer_with(seconds: dict):
+        def timer(precision: str, batch: int) -> float:
+            calls.append((precision, batch))
+            return seconds[(precision, batch)]
         return timer
 
+    flat = {(p, b): 1.0 for p in ("fp32", "bf16") for b in BATCH_SIZES}
     model = tiny_encoder.model
-    assert cpu_precision(model, timer_with(1.0, 1.0)) == "fp32"  # no faster: fp32, which is exact
-    assert len(calls) == 6 and calls.count(True) == 3  # a warm-up and two timed runs each
-    assert cpu_precision(model, timer_with(1.0, 9.0)) == "fp32" and len(calls) == 6  # remembered: not measured again
-    precision_file().write_text("{not json")  # a damaged file: measured again, and rewritten
-    assert cpu_precision(model, timer_with(1.0, 1.0 * BF16_GAIN)) == "bf16" and len(calls) == 12
-    assert list(json.loads(precision_file().read_text()).values()) == ["bf16"]
-    precision_file().unlink()
+    choice = choose(model, timer_with(flat))
+    assert (choice.precision, choice.batch_size) == ("fp32", 16)  # no faster: fp32 (exact), the smallest batch on a tie
+    assert len(calls) == 2 + 2 * 6 and calls[:2] == [("fp32", 32), ("bf16", 32)]  # a warm-up each, two rounds
+    assert all(calls[2:].count(c) == 2 for c in flat) and set(choice.rates) == {f"{p}/{b}" for p, b in flat}
+    assert choose(model, timer_with({})) == choice and len(calls) == 14  # remembered: not measured again
+    choices_file().write_text("{not json")  # a damaged file: measured again, and rewritten
+    faster = {**flat, ("bf16", 64): 0.99 / BF16_GAIN}  # fp32's best 1.0: bf16 at 64 is 10% ahead of it
+    assert (choose(model, timer_with(faster)).precision, choose(model).batch_size) == ("bf16", 64)
+    assert list(json.loads(choices_file().read_text()).values())[0]["precision"] == "bf16"
+    slower = {**flat, ("bf16", 64): 0.95, ("fp32", 32): 0.99}  # bf16's best not 10% ahead: fp32 at its best batch
+    choices_file().unlink()
+    assert (lambda c: (c.precision, c.batch_size))(choose(model, timer_with(slower))) == ("fp32", 32)
+    # a choice made on one CPU class is not reused on another
+    other = "vendor_id : GenuineIntel\ncpu family : 6\nmodel : 207\nmodel name : Xeon\nflags : avx2 avx512f\n"
+    read = cpu_choice_module.cpu_class
+    monkeypatch.setattr(cpu_choice_module, "cpu_class", lambda: read(other))
+    before = len(calls)
+    there = choose(model, timer_with(faster))
+    assert len(calls) > before and there.cpu.startswith("Xeon (family 6, model 207; avx2 avx512f)")
+    assert len(json.loads(choices_file().read_text())) == 2
+
+    monkeypatch.undo()
+    monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path / "fresh"))
     monkeypatch.setattr(encoder_module, "_cache", {})  # loaded anew, not from this process's earlier loads
-    assert load_encoder(str(tiny_model_dir), precision="fp32").precision == "fp32"  # forced: never measured
-    assert not precision_file().exists()
-    auto = load_encoder(str(tiny_model_dir))  # measured for real where the CPU has bf16 instructions
-    if cpu_bf16_instructions():
-        assert list(json.loads(precision_file().read_text()).values()) == [auto.precision]
-        assert auto.precision in ("bf16", "fp32") and auto.batch_size == (16 if auto.precision == "bf16" else 64)
-    else:
-        assert auto.precision == "fp32" and not precision_file().exists()
+    auto = load_encoder(str(tiny_model_dir))  # measured for real
+    saved = list(json.loads(choices_file().read_text()).values())
+    assert [(s["precision"], s["batch_size"]) for s in saved] == [(auto.precision, auto.batch_size)]
+    assert auto.precision == ("fp32" if not cpu_bf16_instructions() else auto.precision) and auto.cpu_choice.rates
+    assert f"batch {auto.batch_size} (fastest of fp32 at 16/32/64" in auto.compute
+    forced = load_encoder(str(tiny_model_dir), precision="fp32")  # asked for: the fastest fp32 batch measured
+    rates = {b: auto.cpu_choice.rates[f"fp32/{b}"] for b in BATCH_SIZES}
+    assert forced.batch_size == max(rates, key=rates.__getitem__) and len(saved) == 1
+
+
+def test_a_cpu_class_is_read_from_cpuinfo_with_the_flags_that_change_kernels():
+    from retrieval.index.cpu_choice import cpu_class
+
+    xeon = cpu_class("vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) "
+                     "Platinum 8581C CPU @ 2.10GHz\nflags\t\t: fpu sse avx2 fma avx512f avx512_bf16 amx_tile\n\n"
+                     "processor\t: 1\n")
+    assert xeon.flags == ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")
+    assert xeon.slug == "intel-xeon-platinum-8581c-f6-m207-amx"
+    assert xeon.label == "Intel(R) Xeon(R) Platinum 8581C CPU @ 2.10GHz (family 6, model 207; avx2 fma avx512f " \
+        "avx512_bf16 amx_tile)"
+    epyc = cpu_class("vendor_id : AuthenticAMD\ncpu family : 25\nmodel : 1\nmodel name : AMD EPYC\nflags : avx2 fma\n")
+    assert epyc.slug == "amd-epyc-f25-m1-avx2" and epyc != xeon
+    assert cpu_class("").slug.endswith("-scalar")
 
 
 TEXTS = [f"passage {i}: " + "the quick brown fox jumps over the lazy dog " * (1 + i % 9) for i in range(40)]

@@ -418,14 +418,41 @@ def test_a_new_kept_index_clears_the_folder_of_orphans_first(flat):
     assert not orphan.exists() and not list(flat.index.parent.glob("*.part"))
 
 
-def test_the_precision_file_folder_loses_its_orphans(tiny_encoder, tmp_path, monkeypatch):
-    from retrieval.index.encoder import cpu_precision, precision_file
+def test_the_cpu_choices_file_folder_loses_its_orphans(tiny_encoder, tmp_path, monkeypatch):
+    from retrieval.index.cpu_choice import choices_file, choose
 
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
-    orphan = precision_file().with_name(f"{precision_file().name}.{_dead_pid()}.part")
+    orphan = choices_file().with_name(f"{choices_file().name}.{_dead_pid()}.part")
     orphan.write_text("{")
-    assert cpu_precision(tiny_encoder.model, timer=lambda bf16: 1.0) in ("bf16", "fp32")
-    assert not orphan.exists() and precision_file().exists()
+    assert choose(tiny_encoder.model, timer=lambda precision, batch: 1.0).precision in ("bf16", "fp32")
+    assert not orphan.exists() and choices_file().exists()
+
+
+@pytest.mark.parametrize("record", [
+    "not a mapping", {"precision": "fp8", "batch_size": 16, "cpu": "x"},
+    {"precision": "fp32", "batch_size": 7, "cpu": "x"},
+    {"precision": "fp32", "batch_size": True, "cpu": "x"}, {"precision": "fp32", "batch_size": 16.0, "cpu": "x"},
+    {"precision": "fp32", "batch_size": 16}, {"precision": "bf16x", "batch_size": 32, "cpu": "x", "rates": {}}])
+def test_a_remembered_cpu_choice_that_names_no_candidate_is_measured_again(tiny_encoder, tmp_path, monkeypatch,
+                                                                           record):
+    """The choices file is read back, not trusted: a record naming no candidate (or not a record)
+    is measured again and replaced; rates that are not numbers are dropped from a valid one."""
+    import json
+
+    from retrieval.index.cpu_choice import choices_file, choose
+
+    monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
+    first = choose(tiny_encoder.model, timer=lambda precision, batch: 1.0 / batch)  # 64 fastest
+    (key,) = json.loads(choices_file().read_text())
+    choices_file().write_text(json.dumps({key: record}))
+    calls = []
+    again = choose(tiny_encoder.model, timer=lambda precision, batch: calls.append(batch) or 1.0 / batch)
+    assert calls and again.batch_size == first.batch_size == 64
+    assert json.loads(choices_file().read_text())[key]["batch_size"] == 64
+    choices_file().write_text(json.dumps({key: {"precision": "fp32", "batch_size": 16, "cpu": "<b>x</b>",
+                                                "rates": {"fp32/16": "fast", "fp32/32": 3.5, "fp32/64": True}}}))
+    kept = choose(tiny_encoder.model, timer=lambda precision, batch: 1 / 0)  # valid: not measured
+    assert (kept.batch_size, kept.rates) == (16, {"fp32/32": 3.5})
 
 
 # ---- rows of the store ---------------------------------------------------------------------------

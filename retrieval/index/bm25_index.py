@@ -92,6 +92,7 @@ class BM25Index:
         self.k1, self.b, self.method = float(k1), float(b), method
         self.tokenizer = tokenizer or Tokenizer()
         self._last: tuple[str, np.ndarray] | None = None  # the last query's scores (top, then scores_at)
+        self._ids: np.ndarray | None = None  # doc_ids as an object array (``_id_array``)
 
     # ---- saving and loading ------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -186,13 +187,12 @@ class BM25Index:
         term_ids = [self._term_ids(t) for t in texts]
         indptr = self._engine.scores["indptr"]
         flat = np.fromiter((t for q in term_ids for t in q), dtype=np.int64)
-        per_term = indptr[flat + 1] - indptr[flat]
-        bounds = np.cumsum([0] + [len(q) for q in term_ids])
-        costs = np.add.reduceat(np.append(per_term, 0), bounds[:-1]) * (np.diff(bounds) > 0) if len(texts) else []
+        costs = np.zeros(len(texts), dtype=np.int64)  # postings each query gathers
+        np.add.at(costs, np.repeat(np.arange(len(texts)), [len(q) for q in term_ids]), indptr[flat + 1] - indptr[flat])
         most = max(1, self.CELLS_PER_BLOCK // max(1, len(self.doc_ids)))
         blocks: list[tuple[int, int, list[list[int]]]] = []
         start, weight = 0, 0
-        for i, cost in enumerate(np.asarray(costs, dtype=np.int64).tolist()):
+        for i, cost in enumerate(costs.tolist()):
             if i > start and (i - start >= most or weight + cost > self.POSTINGS_PER_BLOCK):
                 blocks.append((start, i, term_ids[start:i]))
                 start, weight = i, 0
@@ -237,7 +237,7 @@ class BM25Index:
     @property
     def _id_array(self) -> np.ndarray:
         """``doc_ids`` as an object array: a ranking's ids are taken from it in one call."""
-        if getattr(self, "_ids", None) is None or len(self._ids) != len(self.doc_ids):
+        if self._ids is None or len(self._ids) != len(self.doc_ids):
             self._ids = np.array(self.doc_ids, dtype=object)
         return self._ids
 

@@ -8,15 +8,11 @@ so cached embeddings are reused exactly when the same model would produce them.
 Precision (``pick_precision``): where the hardware computes it natively, the forward pass runs
 under ``torch.autocast`` in reduced precision — fp16 on CUDA; bf16 on a CPU with AVX-512 BF16 or
 AMX *where it is faster there* — and plain fp32 elsewhere; ``precision="fp32"`` forces full
-precision. Having the instructions does not make bf16 faster: on some CPUs with AVX-512 BF16 and
-no AMX fp32 is the faster (measured in bench/README.md, ``encode_speed.py``). So on such a CPU the first load
-of a model times both on a fixed set of synthetic passages (``cpu_precision``, a few seconds) and
-keeps bf16 only when it is at least ``BF16_GAIN`` faster; the choice is remembered per CPU, torch
-version, thread count and model architecture (``cpu_precision.json`` in ``$RANKSCOPE_HOME`` or
-the user's cache folder), so every later load, and the fingerprint, stays the same. Vectors always come
-back as float32 and are re-normalized in float32. Texts are encoded longest first, so a batch pads
-little. The precision is part of the fingerprint: vectors of one precision are never served as
-another's.
+precision. On a CPU the precision and the batch size are chosen by measurement per CPU class and
+remembered (``retrieval.index.cpu_choice``), so every later load, and the fingerprint, stays the
+same. Vectors always come back as float32 and are re-normalized in float32. Texts are encoded
+longest first, so a batch pads little. The precision is part of the fingerprint: vectors of one
+precision are never served as another's.
 """
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ import contextlib
 import copy
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retrieval.errors import EncoderLoadError
-from retrieval.files.part_files import partial, remove_orphans
+from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, choose, cpu_bf16_instructions
 
 if TYPE_CHECKING:
     from retrieval.systems.clear_lambda import TrainedOn
@@ -85,24 +80,10 @@ def pick_device(device: str | None = "auto") -> str:
     return "cpu"
 
 
-def cpu_bf16_instructions() -> str | None:
-    """"AMX" or "AVX-512 BF16" when this CPU computes bf16 natively, else None."""
-    import torch
-
-    cpu = getattr(torch, "cpu", None)
-    for check, name in (("_is_amx_tile_supported", "AMX"), ("_is_avx512_bf16_supported", "AVX-512 BF16")):
-        try:
-            if getattr(cpu, check)():
-                return name
-        except (AttributeError, RuntimeError):
-            continue
-    return None
-
-
 def pick_precision(device: str, precision: str | None = "auto") -> str:
     """"fp32", "bf16" or "fp16": the given one, or for "auto" what the device computes natively
     (fp16 on CUDA, bf16 on a CPU with AVX-512 BF16 or AMX, else fp32) — on such a CPU only the
-    candidate: ``load_encoder`` keeps it where ``cpu_precision`` measures it faster."""
+    candidate: ``load_encoder`` keeps it where ``cpu_choice.choose`` measures it faster."""
     if precision not in (None, "auto"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -112,83 +93,6 @@ def pick_precision(device: str, precision: str | None = "auto") -> str:
     if device == "cpu" and cpu_bf16_instructions():
         return "bf16"
     return "fp32"
-
-
-def cpu_batch_size(precision: str) -> int:
-    """Texts per forward pass on a CPU: bf16 runs fastest in small batches (measured with
-    bench/encode_speed.py), fp32 in the default 64."""
-    return 16 if precision == "bf16" else 64
-
-
-BF16_GAIN = 1.1  # bf16 on a CPU only when it encodes at least 10% faster than fp32 (which is exact)
-_CALIBRATION = ("retrieval ranks passages for a query by lexical overlap and dense similarity while "
-                "analysts compare failures across systems and judge relevance by hand").split()
-
-
-def precision_file() -> Path:
-    """Where the CPU precision choices are remembered."""
-    import platformdirs
-
-    return Path(os.environ.get("RANKSCOPE_HOME") or platformdirs.user_cache_dir("rankscope")) / "cpu_precision.json"
-
-
-def _cpu_name() -> str:
-    """The CPU's vendor, family, model and name (Linux), else what ``platform`` knows."""
-    import platform
-
-    try:
-        info = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
-    except OSError:
-        return platform.processor() or platform.machine()
-    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in info.splitlines())}
-    return " ".join(fields.get(k, "") for k in ("vendor_id", "cpu family", "model", "model name"))
-
-
-def cpu_precision(model, timer=None) -> str:
-    """"bf16" or "fp32" for ``model`` on this CPU (one with bf16 instructions): remembered, or
-    measured now — up to 32 fixed synthetic passages (fewer for a model past 25M parameters) encoded
-    twice in each precision, alternating, after one warm-up each — and remembered. ``timer`` (tests) replaces the
-    measurement."""
-    import torch
-
-    arch = [type(m).__name__ for m in model] + [sum(p.numel() for p in model.parameters())]
-    key = hashlib.sha256(json.dumps([_cpu_name(), cpu_bf16_instructions(), torch.__version__,
-                                     torch.get_num_threads(), arch]).encode()).hexdigest()[:24]
-    path = precision_file()
-    remove_orphans(path.parent, (path.name,))  # pieces of the file a killed process left (written aside, then moved)
-    try:
-        known = json.loads(path.read_text())
-        if not isinstance(known, dict):
-            known = {}
-    except (OSError, ValueError):
-        known = {}
-    if known.get(key) in ("bf16", "fp32"):
-        return known[key]
-    n = max(4, min(32, int(32 * 25e6 / max(arch[-1], 1))))  # fewer passages for a larger model: seconds, not minutes
-    texts = [" ".join(_CALIBRATION[(i * 5 + j) % len(_CALIBRATION)] for j in range(60)) for i in range(n)]
-
-    timed = {p: Encoder(model, precision=p, batch_size=cpu_batch_size(p)) for p in ("bf16", "fp32")}
-
-    def seconds(bf16: bool) -> float:  # the encoder as load_encoder makes it, at either precision
-        import time
-
-        start = time.perf_counter()
-        timed["bf16" if bf16 else "fp32"].encode_batch(texts)
-        return time.perf_counter() - start
-
-    timer = timer or seconds
-    timer(True), timer(False)  # warm-up: kernels chosen, caches filled
-    bf16_s, fp32_s = timer(True), timer(False)
-    bf16_s, fp32_s = bf16_s + timer(True), fp32_s + timer(False)  # alternating: drift hits both alike
-    choice = "bf16" if bf16_s * BF16_GAIN <= fp32_s else "fp32"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        aside = partial(path)
-        aside.write_text(json.dumps({**known, key: choice}))
-        os.replace(aside, path)
-    except OSError:
-        pass  # a read-only home: measured again next time, the same way
-    return choice
 
 
 POLY_FILE = "poly_attention.py"
@@ -253,7 +157,7 @@ class Encoder:
     """A SentenceTransformer plus what is needed to cache its output."""
 
     def __init__(self, model, name: str | None = None, normalize: bool = True, batch_size: int = 64,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", cpu_choice: CpuChoice | None = None):
         if precision not in PRECISIONS[1:]:
             raise ValueError(f"precision must be fp32, bf16 or fp16, not {precision!r}")
         self.model = model
@@ -263,6 +167,7 @@ class Encoder:
         self.precision = precision
         self.task: str | None = None  # "query" on the view ``for_queries`` returns
         self.trained_on: TrainedOn | None = None  # set for a model RankScope fine-tuned
+        self.cpu_choice = cpu_choice  # the measurement behind precision and batch size on a CPU (``load_encoder``)
         self._fingerprint: str | None = None
         self._query_view: Encoder | None = None
 
@@ -293,9 +198,19 @@ class Encoder:
 
     @property
     def compute(self) -> str:
-        """Where and how it encodes, e.g. "cpu, bf16 (AVX-512 BF16)", "cuda:0, fp16", "cpu, fp32"."""
+        """Where and how it encodes, e.g. "cuda:0, fp16", "cpu, fp32", or on a CPU whose choice was
+        measured "cpu, fp32, batch 16 (fastest of fp32 at 16/32/64 on AMD EPYC (family 25, model 1;
+        avx2 fma), 2 threads)"."""
         why = f" ({cpu_bf16_instructions()})" if self.precision == "bf16" and self.device == "cpu" else ""
-        return f"{self.device}, {self.precision}{why}"
+        choice = self.cpu_choice
+        if choice is None or self.device != "cpu":
+            return f"{self.device}, {self.precision}{why}"
+        if choice.precision == self.precision and choice.batch_size == self.batch_size:
+            how = f"fastest of {choice.candidates}" if choice.rates else "remembered"
+        else:
+            how = "as asked"
+        return (f"{self.device}, {self.precision}{why}, batch {self.batch_size} ({how} on {choice.cpu}, "
+                f"{choice.threads} thread{'s' if choice.threads != 1 else ''})")
 
     @property
     def dim(self) -> int:
@@ -371,11 +286,19 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
         except Exception as exc:
             where = "local folder" if is_local else "Hugging Face id (needs network the first time)"
             raise EncoderLoadError(str(name_or_path or DEFAULT_MODEL), where, exc) from exc
-        if measure:
-            precision = cpu_precision(model)
+        choice = choose(model, encode=lambda p, b, texts: Encoder(model, precision=p, batch_size=b).encode(texts)) \
+            if device == "cpu" else None
+        batch_size = 64
+        if choice is not None:
+            if measure:
+                precision = choice.precision
+            # a precision asked for runs at the batch size measured fastest for it, where it was measured
+            rates = {b: choice.rates[f"{precision}/{b}"] for b in BATCH_SIZES if f"{precision}/{b}" in choice.rates}
+            batch_size = (choice.batch_size if precision == choice.precision
+                          else max(rates, key=rates.__getitem__) if rates else 32)
         name = DEFAULT_MODEL if target == default_model_path() else str(name_or_path)
-        batch_size = cpu_batch_size(precision) if device == "cpu" else 64
-        enc = Encoder(model, name=name, normalize=normalize, precision=precision, batch_size=batch_size)
+        enc = Encoder(model, name=name, normalize=normalize, precision=precision, batch_size=batch_size,
+                      cpu_choice=choice)
         if is_local:
             enc.trained_on = read_trained_on(target)
         _cache[key] = enc
