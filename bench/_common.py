@@ -97,17 +97,13 @@ def json_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def machine() -> str:
-    """The CPU the figures were measured on, in words: "2 cores, AMD EPYC 7B13 (Linux x86_64)"."""
-    model = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """The CPU the figures were measured on, in words, with its class (``cpu_choice.cpu_class``: the
+    name, family, model and the instruction flags that change kernels): "2 cores, AMD EPYC (family 25,
+    model 1; avx2 fma) (Linux x86_64)"."""
+    from retrieval.index.cpu_choice import cpu_class
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{cores} cores, {model or 'unknown CPU'} ({platform.system()} {platform.machine()})"
+    return f"{cores} cores, {cpu_class().label} ({platform.system()} {platform.machine()})"
 
 
 def command_line(script: str, argv: list[str]) -> str:
