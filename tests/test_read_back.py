@@ -428,6 +428,20 @@ def test_the_cpu_choices_file_folder_loses_its_orphans(tiny_encoder, tmp_path, m
     assert not orphan.exists() and choices_file().exists()
 
 
+def test_the_cpu_choices_file_keeps_the_latest_choices_within_its_bound(tiny_encoder, tmp_path, monkeypatch):
+    import json
+
+    from retrieval.index.cpu_choice import REMEMBERED, choices_file, choose
+
+    monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
+    old = {f"other-{i}": {"precision": "fp32", "batch_size": 32, "cpu": "elsewhere"} for i in range(REMEMBERED + 10)}
+    choices_file().write_text(json.dumps(old))
+    choose(tiny_encoder.model, timer=lambda precision, batch: 1.0)
+    kept = json.loads(choices_file().read_text())
+    assert len(kept) == REMEMBERED and f"other-{REMEMBERED + 9}" in kept and "other-0" not in kept
+    assert sum(not k.startswith("other-") for k in kept) == 1  # this CPU's, the latest
+
+
 @pytest.mark.parametrize("record", [
     "not a mapping", {"precision": "fp8", "batch_size": 16, "cpu": "x"},
     {"precision": "fp32", "batch_size": 7, "cpu": "x"},
