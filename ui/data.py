@@ -42,7 +42,7 @@ def dataset_summary(ws: Workspace) -> str:
     splits = ", ".join(f"{text(s)}: {split_counted(s, q)} / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
     line = (f"**{text(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
-            f"encoder {code(ws.encoder.name)} ({ws.encoder.compute}); "
+            f"encoder {code(ws.encoder.name)} ({text(ws.encoder.compute)}); "
             f"BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
             f"content hash `{ds.content_hash[:12]}`")
     where = getattr(ws.engine, "where", None)
@@ -141,17 +141,17 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     the encoding that goes on in the background is."""
     if ws.pending((DENSE,)):
         status = ws.encoding
-        return (f"BM25 is ready. The corpus is being encoded in the background ({ws.encoder.compute}): "
+        return (f"BM25 is ready. The corpus is being encoded in the background ({text(ws.encoder.compute)}): "
                 f"{status.done:,} of {status.total:,} documents so far; dense and the hybrids join when it is done.")
     dense = ws.dense
     if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
-        return f"{len(dense.index.doc_ids):,} embeddings already in memory ({ws.encoder.compute})."
+        return f"{len(dense.index.doc_ids):,} embeddings already in memory ({text(ws.encoder.compute)})."
     also = f"; {dense.repeats:,} documents repeat another's text and share its vector" if dense.repeats > 0 else ""
     where = getattr(ws.engine, "where", None)
     source = f"already stored (the store or {ws.engine.name})" if where else "from the store"
     engine = f" BM25 and the vectors are served by {ws.engine.name} at {code(where)}." if where else ""
     return (f"{dense.from_store:,} embeddings {source}, {dense.encoded:,} encoded "
-            f"({ws.encoder.compute}){also}.{engine}")
+            f"({text(ws.encoder.compute)}){also}.{engine}")
 
 
 def waiting_note(ws: Workspace) -> str:
@@ -195,7 +195,7 @@ def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
     if running:
         done = [_build_line(ws, k, st) for k, st in statuses.items() if k not in running]
         lines = [_build_line(ws, k, statuses[k]) for k in running]
-        return (f"**Encoding the corpus in the background** ({ws.encoder.compute}); BM25 answers now, each system "
+        return (f"**Encoding the corpus in the background** ({text(ws.encoder.compute)}); BM25 answers now, each system "
                 "joins when its index is done.\n" + "\n".join(lines) + "".join(f"\n\n{d}" for d in done), True)
     failed = [_build_line(ws, k, st) for k, st in statuses.items() if st.state == "failed"]
     if not shown:
