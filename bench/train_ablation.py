@@ -33,7 +33,8 @@ Every row prints dense and hybrid nDCG@10 and Recall@100 on test, training time 
 closing table gives each row's nDCG@10 with its 95% interval and its paired difference from the base
 and from ``--reference`` (the first trained row unless named) with interval and p;
 results are appended to ``--json`` as each row finishes, so an interrupted run keeps what it
-measured. The same command run again with the same ``--out-dir`` goes on where it stopped: a
+measured. The same command run again with the same ``--out-dir`` goes on where it stopped: a row
+that finished is read back, not trained again (with or without ``--refit``); a
 search trial's held-out scores are recorded after every epoch (``search/<row>-lr<lr>.trials.json``)
 and its training resumes from its last checkpoint; finished trials and refits are read back, not
 trained again.
@@ -320,8 +321,8 @@ def main() -> int:
                             args.model, search)
         else:
             cfg = replace(common, **ROWS[name])
-            res = run_training(ds, cfg, Path(args.out_dir) / name, args.model, store, eval_split="test",
-                               train_split="fit")
+            res = finished_run(Path(args.out_dir) / name, cfg) or run_training(  # a finished row is read back
+                ds, cfg, Path(args.out_dir) / name, args.model, store, eval_split="test", train_split="fit")
             m = res.metrics["fine-tuned"]
             row = {"row": name, "train_s": round(res.seconds, 1), "device": res.device, "note": "; ".join(res.stages),
                    "dense": {k: m["dense"][k] for k in ("ndcg@10", "recall@100")},

@@ -124,3 +124,10 @@ def test_the_closing_table_gives_intervals_and_paired_differences(tmp_path, tiny
     shown = [line for line in res.stdout.splitlines()
              if line.startswith("marginmse-hybrid") and "vs inbatch-bm25" in line]
     assert len(shown) == 2 and all("vs base Δ " in line for line in shown)
+    # the same command again reads the finished rows back: nothing trained again, the same table
+    weights = sorted((tmp_path / "runs").rglob("model.safetensors"))
+    stamps = [w.stat().st_mtime_ns for w in weights]
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [w.stat().st_mtime_ns for w in weights] == stamps and weights
+    assert json.loads(out.read_text())["intervals"] == saved["intervals"]
