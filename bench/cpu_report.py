@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-from _common import ROOT, SHARED, figures, json_arg, recorded  # first: it puts the checkout on sys.path
+from _common import ROOT, SHARED, command_line, figures, json_arg, recorded  # first: it puts the checkout on sys.path
 from retrieval.index.cpu_choice import cpu_class
 
 
@@ -35,7 +35,7 @@ def run_bench(script: str, args: list[str]) -> dict[str, float | str]:
     Gradio's floor too, for the judging bench."""
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, str(ROOT / "bench" / f"{script}.py"), *args]
-    print(f"$ python bench/{script}.py {' '.join(args)}", flush=True)
+    print(f"$ {command_line(script, args)}", flush=True)
     res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8")
     lines = res.stdout.splitlines()
     if res.returncode:
