@@ -195,8 +195,9 @@ def encoding_banner(ws: Workspace, shown: str = "") -> tuple[str, bool]:
     if running:
         done = [_build_line(ws, k, st) for k, st in statuses.items() if k not in running]
         lines = [_build_line(ws, k, statuses[k]) for k in running]
-        return (f"**Encoding the corpus in the background** ({text(ws.encoder.compute)}); BM25 answers now, each system "
-                "joins when its index is done.\n" + "\n".join(lines) + "".join(f"\n\n{d}" for d in done), True)
+        return (f"**Encoding the corpus in the background** ({text(ws.encoder.compute)}); BM25 answers now, "
+                "each system joins when its index is done.\n" + "\n".join(lines) + "".join(f"\n\n{d}" for d in done),
+                True)
     failed = [_build_line(ws, k, st) for k, st in statuses.items() if st.state == "failed"]
     if not shown:
         return "\n\n".join(failed), False
