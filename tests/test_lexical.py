@@ -202,3 +202,6 @@ def test_search_in_blocks_is_each_query_ranked_alone_on_bm25s_own_scores(method)
         blocks = index._blocks(list(queries.values()))
         assert [b[0] for b in blocks] == sorted({b[0] for b in blocks}) and blocks[-1][1] == len(queries)
         assert index.search(queries, 10) == expected
+    index.POSTINGS_PER_BLOCK = 1  # every query past the budget: added term by term, the same floats
+    assert all(np.array_equal(index.scores(q), index._engine.get_scores_from_ids(ids))
+               for q in queries.values() if (ids := index._engine.get_tokens_ids(index.tokenizer(q))))

@@ -92,7 +92,7 @@ class BM25Index:
         self.k1, self.b, self.method = float(k1), float(b), method
         self.tokenizer = tokenizer or Tokenizer()
         self._last: tuple[str, np.ndarray] | None = None  # the last query's scores (top, then scores_at)
-        self._ids: np.ndarray | None = None  # doc_ids as an object array (``_id_array``)
+        self._ids = np.array(self.doc_ids, dtype=object)  # a ranking's ids taken from it in one call
 
     # ---- saving and loading ------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -157,8 +157,8 @@ class BM25Index:
         The precomputed term scores of bm25s (one sparse column a term) gathered for every term of
         every query at once and added in one ``np.add.at``, which adds in order: each document's
         score is summed term by term in the query's order, the floats ``bm25s.BM25.get_scores_from_ids``
-        gives (none of ``METHODS`` adds a score for absent terms). Callers keep a block's postings
-        within ``POSTINGS_PER_BLOCK`` (``_blocks``): the gather copies them."""
+        gives (none of ``METHODS`` adds a score for absent terms). Past ``POSTINGS_PER_BLOCK`` postings
+        (the gather copies them) the terms are added one by one instead, in the same order."""
         postings = self._engine.scores
         data, indices, indptr = postings["data"], postings["indices"], postings["indptr"]
         n = len(self.doc_ids)
@@ -169,6 +169,11 @@ class BM25Index:
         starts = indptr[ids]
         lengths = indptr[ids + 1] - starts
         total = int(lengths.sum())
+        if total > self.POSTINGS_PER_BLOCK:  # past the budget (one query of many common terms): no gathered copy,
+            rows = [r for r, q in enumerate(term_ids) for _ in q]  # term by term, in the same order (the same floats)
+            for row, start, end in zip(rows, starts.tolist(), (starts + lengths).tolist()):
+                np.add.at(out[row], indices[start:end], data[start:end])
+            return out
         # position of every gathered posting in the engine's arrays: each term's run of postings
         where = np.arange(total, dtype=np.int64) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
         row_of = np.repeat(np.arange(len(term_ids), dtype=np.int64), [len(q) for q in term_ids])
@@ -223,7 +228,7 @@ class BM25Index:
         """Top-``k`` documents per query; documents matching no query term are left out."""
         qids, texts = list(queries), list(queries.values())
         run: Run = {}
-        ids = self._id_array
+        ids = self._ids
         for start, end, term_ids in self._blocks(texts):
             for qid, (rows, top) in zip(qids[start:end], top_k_each(self._score_block(term_ids), k)):
                 run[qid] = list(zip(ids[rows].tolist(), top.tolist()))
@@ -232,14 +237,7 @@ class BM25Index:
     def rank(self, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The top ``k`` of a query's score vector (``scores``) as (doc id, score), best first."""
         rows, top = self.top_rows(scores, k)
-        return list(zip(self._id_array[rows].tolist(), top.tolist()))
-
-    @property
-    def _id_array(self) -> np.ndarray:
-        """``doc_ids`` as an object array: a ranking's ids are taken from it in one call."""
-        if self._ids is None or len(self._ids) != len(self.doc_ids):
-            self._ids = np.array(self.doc_ids, dtype=object)
-        return self._ids
+        return list(zip(self._ids[rows].tolist(), top.tolist()))
 
     def top_rows(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the top ``k`` of a score vector, best first; zero scores left out.

@@ -142,16 +142,17 @@ def _read(path: Path) -> dict:
     return known if isinstance(known, dict) else {}
 
 
-def _valid(record, precisions: tuple[str, ...], threads: int) -> CpuChoice | None:
-    """The remembered choice, where it names a candidate of this CPU; else None (measured again)."""
+def _valid(record, precisions: tuple[str, ...], threads: int, label: str) -> CpuChoice | None:
+    """The remembered choice, where it names a candidate of this CPU; else None (measured again). The
+    class it is shown with is ``label``, this CPU's (the key holds the class): the file's own is not shown."""
     if not isinstance(record, dict):
         return None
-    precision, batch, label, rates = (record.get(k) for k in ("precision", "batch_size", "cpu", "rates"))
-    if precision not in precisions or batch not in BATCH_SIZES or type(batch) is not int or not isinstance(label, str):
+    precision, batch, stored, rates = (record.get(k) for k in ("precision", "batch_size", "cpu", "rates"))
+    if precision not in precisions or batch not in BATCH_SIZES or type(batch) is not int or not isinstance(stored, str):
         return None
     clean = {str(k)[:16]: float(v) for k, v in rates.items()
              if isinstance(v, (int, float)) and not isinstance(v, bool)} if isinstance(rates, dict) else {}
-    return CpuChoice(precision, batch, threads, label[:200], dict(list(clean.items())[:16]))
+    return CpuChoice(precision, batch, threads, label, dict(list(clean.items())[:16]))
 
 
 Timer = Callable[[str, int], float]  # (precision, batch size) → seconds to encode the calibration passages
@@ -174,7 +175,7 @@ def choose(model, timer: Timer | None = None,
     path = choices_file()
     remove_orphans(path.parent, (path.name,))  # pieces of the file a killed process left (written aside, then moved)
     known = _read(path)
-    remembered = _valid(known.get(key), precisions, threads)
+    remembered = _valid(known.get(key), precisions, threads, klass.label)
     if remembered is not None:
         return remembered
 
