@@ -6,6 +6,7 @@ import pytest
 
 from retrieval.index.dense_index import DenseIndex, DenseRetriever, embed_texts
 from retrieval.index.encoder import Encoder, cpu_bf16_instructions, load_encoder, pick_precision
+from retrieval.index.recent import Recent
 from retrieval.store import Store
 
 from .helpers import count_embeddings, integrity_check
@@ -95,7 +96,8 @@ def test_the_cpu_choice_is_the_fastest_measured_with_bf16_only_where_it_gains_an
 
     monkeypatch.undo()
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path / "fresh"))
-    monkeypatch.setattr(encoder_module, "_cache", {})  # loaded anew, not from this process's earlier loads
+    # loaded anew, not from this process's earlier loads
+    monkeypatch.setattr(encoder_module, "_cache", Recent(encoder_module.MODELS_KEPT))
     auto = load_encoder(str(tiny_model_dir))  # measured for real
     saved = list(json.loads(choices_file().read_text()).values())
     assert [(s["precision"], s["batch_size"]) for s in saved] == [(auto.precision, auto.batch_size)]

@@ -29,6 +29,7 @@ import numpy as np
 
 from retrieval.errors import EncoderLoadError
 from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, choose, cpu_bf16_instructions
+from retrieval.index.recent import Recent
 
 if TYPE_CHECKING:
     from retrieval.systems.clear_lambda import TrainedOn
@@ -37,7 +38,8 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TRAINING_RECORD = "rankscope_training.json"  # written beside a model RankScope fine-tuned (``training.finetune``)
-_cache: dict[tuple[str, str, str], Encoder] = {}
+MODELS_KEPT = 4  # encoders a process keeps loaded (model × device × precision), least recently used let go first
+_cache: Recent[tuple[str, str, str], Encoder] = Recent(MODELS_KEPT)
 _cache_lock = threading.Lock()
 
 
@@ -270,16 +272,17 @@ class Encoder:
 
 def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
                  normalize: bool = True, precision: str | None = "auto") -> Encoder:
-    """Load (once per process and precision) a sentence-transformers model by HF id or local
-    folder; ``precision``: "auto" (``pick_precision``), "fp32", "bf16" or "fp16"."""
+    """Load a sentence-transformers model by HF id or local folder (kept loaded per device and
+    precision among the process's ``MODELS_KEPT`` most recently used); ``precision``: "auto"
+    (``pick_precision``), "fp32", "bf16" or "fp16"."""
     target = resolve_model(name_or_path)
     device = pick_device(device)
     measure = precision in (None, "auto") and device == "cpu" and pick_precision(device, precision) == "bf16"
     precision = "auto" if measure else pick_precision(device, precision)
     key = (target, device, precision)
     with _cache_lock:
-        if key in _cache and _cache[key].normalize == normalize:
-            return _cache[key]
+        if (kept := _cache.get(key)) is not None and kept.normalize == normalize:
+            return kept
         is_local = Path(target).expanduser().exists()
         try:
             model = open_model(target, device)
@@ -301,5 +304,5 @@ def load_encoder(name_or_path: str | None = None, device: str | None = "auto",
                       cpu_choice=choice)
         if is_local:
             enc.trained_on = read_trained_on(target)
-        _cache[key] = enc
+        _cache.put(key, enc)
         return enc

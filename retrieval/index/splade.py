@@ -34,6 +34,7 @@ import numpy as np
 from retrieval.data.run import Run
 from retrieval.errors import EncoderLoadError
 from retrieval.index.encoder import model_fingerprint
+from retrieval.index.recent import Recent
 from retrieval.index.top_k import top_k
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store
@@ -58,7 +59,8 @@ class TermScore(NamedTuple):
     term: str
     score: float
     expansion: bool
-_cache: dict[tuple[str, str], SparseModel] = {}
+MODELS_KEPT = 4  # sparse models a process keeps loaded (model × device), least recently used let go first
+_cache: Recent[tuple[str, str], SparseModel] = Recent(MODELS_KEPT)
 _cache_lock = threading.Lock()
 
 
@@ -183,10 +185,10 @@ def _rows(matrix, n: int) -> list[SparseVector]:
 
 
 def load_sparse_model(name_or_path: str | None = None, device: str = "cpu", cached: bool = True) -> SparseModel:
-    """The bundled SPLADE-tiny (``None``), or a sparse model folder or Hugging Face id; loaded once
-    a process (``cached=False``: loaded afresh and not kept, e.g. a training checkpoint), never
-    running the model's own code (``trust_remote_code`` is not passed, and a folder's modules.json
-    naming foreign code is refused, as for dense encoders)."""
+    """The bundled SPLADE-tiny (``None``), or a sparse model folder or Hugging Face id; kept loaded
+    among the process's ``MODELS_KEPT`` most recently used (``cached=False``: loaded afresh and not
+    kept, e.g. a training checkpoint), never running the model's own code (``trust_remote_code`` is
+    not passed, and a folder's modules.json naming foreign code is refused, as for dense encoders)."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import SpladePooling, Transformer
 
@@ -195,8 +197,8 @@ def load_sparse_model(name_or_path: str | None = None, device: str = "cpu", cach
     target = str(bundled_path()) if name_or_path in (None, "", BUNDLED) else str(name_or_path)
     key = (target, device)
     with _cache_lock:
-        if cached and key in _cache:
-            return _cache[key]
+        if cached and (kept := _cache.get(key)) is not None:
+            return kept
         local = Path(target).expanduser()
         try:
             if local.is_dir() and not (local / "modules.json").exists():  # a bare masked-LM folder (the bundled one)
@@ -214,7 +216,7 @@ def load_sparse_model(name_or_path: str | None = None, device: str = "cpu", cach
         found = SparseModel(model, BUNDLED if target == str(bundled_path()) else str(name_or_path))
         found.trained_on = read_trained_on(local) if local.is_dir() else None
         if cached:
-            _cache[key] = found
+            _cache.put(key, found)
         return found
 
 

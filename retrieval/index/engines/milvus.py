@@ -44,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,6 +53,7 @@ from retrieval.errors import EngineError
 from retrieval.index.dense_index import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
 from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
+from retrieval.index.recent import Recent
 from retrieval.index.splade import SparseVector
 from retrieval.index.tokenize import Tokenizer
 from retrieval.store import Store, text_hash
@@ -67,6 +67,7 @@ IDS_PER_GET = 4_096  # ids per lookup by primary key (a candidate list of depth 
 MAX_LIMIT = 16_384  # Milvus's largest top-k
 HNSW = {"M": 32, "efConstruction": 200}
 HNSW_EF = 128
+RECENT_SEARCHES = 1024  # searches whose results are kept, so scoring their candidates asks Milvus only for the rest
 
 
 
@@ -390,24 +391,6 @@ def _encode_parts(missing: list[str], rows: dict[str, list[int]], texts: list[st
     return encoded
 
 
-class _Recent:
-    """A bounded map of the latest searches' results, so scoring their candidates asks Milvus only
-    for the documents a search did not return."""
-
-    def __init__(self, size: int = 1024):
-        self._items: OrderedDict = OrderedDict()
-        self.size = size
-
-    def put(self, key, value) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-
-    def get(self, key):
-        return self._items.get(key)
-
-
 class MilvusBM25:
     """BM25 top-k and exact candidate scores from a Milvus BM25 collection (``retrieval.index.engines``)."""
 
@@ -416,7 +399,7 @@ class MilvusBM25:
         self.tokenizer, self.scale = tokenizer, 1.0 / (k1 + 1.0)
         self.truncated = truncated  # documents whose analyzed text was cut to Milvus's VARCHAR limit
         self.row = {d: i for i, d in enumerate(doc_ids)}
-        self._recent = _Recent()
+        self._recent: Recent = Recent(RECENT_SEARCHES)
 
     def _search(self, texts: list[str], k: int, where: str = "") -> list[list[tuple[int, float]]]:
         """(row, score) hits per analyzed text, best first; an empty text matches nothing."""
@@ -481,7 +464,7 @@ class MilvusVectors:
         self.client, self.name, self.doc_ids, self.kind, self.dim = client, name, doc_ids, kind, dim
         self.dims = None
         self.row = {d: i for i, d in enumerate(doc_ids)}
-        self._recent = _Recent()
+        self._recent: Recent = Recent(RECENT_SEARCHES)
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -547,7 +530,7 @@ class MilvusSparse:
     def __init__(self, client, name: str, doc_ids: list[str], vocab_size: int):
         self.client, self.name, self.doc_ids, self.vocab_size = client, name, doc_ids, vocab_size
         self.row = {d: i for i, d in enumerate(doc_ids)}
-        self._recent = _Recent()
+        self._recent: Recent = Recent(RECENT_SEARCHES)
 
     @property
     def nbytes(self) -> int:
