@@ -8,7 +8,7 @@ import gradio as gr
 
 from ui import common, data, embeddings, evaluate, failures, judge, runs, search, texts, train
 from ui.common import View
-from ui.notify import inform
+from ui.notify import inform, refuse
 from ui.pools import HEAVY, LIGHT, SEARCH
 from ui.registry import ANONYMOUS, Context, Registry, session_of
 
@@ -24,8 +24,8 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         summary = gr.Markdown(data.dataset_summary(start), elem_id="dataset-summary")
         banner = Banner(gr.Markdown(elem_id="encoding-status"), gr.State(""), gr.Timer(BANNER_EVERY_S),
                         gr.State(0), gr.State(seen(start_key, start)))
-        with gr.Tabs() as tabs:
-            with gr.Tab("Search", id="search"):
+        with gr.Tabs():
+            with gr.Tab("Search", id="search", elem_id="tab-search"):
                 search_view = search.build(ctx, summary)
             with gr.Tab("Judge", id="judge"):
                 judge_view = judge.build(ctx)
@@ -41,7 +41,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
                 runs.build(ctx, tab)
             with gr.Tab("Data", id="data"):
                 data_view = data.build(registry.shared)
-        _open_cards_in_search(ctx, failures_view, search_view, tabs)
+        _open_cards_in_search(ctx, failures_view, search_view)
         _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
                          [search_view, evaluate_view, failures_view, embeddings_view], banner)
         _follow_encoding(ctx, banner, summary, search_view, judge_view)
@@ -53,23 +53,29 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
     return app
 
 
-def _open_cards_in_search(ctx: Context, failures_view, search_view, tabs: gr.Tabs) -> None:
+# Shows the Search tab, in the page: the tabs are never an event's output, since the page re-reads every
+# output's components (for a gr.Tabs, the whole app) each time any event starts or ends
+SHOW_SEARCH_JS = "() => { document.getElementById('tab-search-button')?.click(); }"
+
+
+def _open_cards_in_search(ctx: Context, failures_view, search_view) -> None:
     """A click on a failure card (its ``data-query-id``) or a pick from the list opens that query in
     Search, passed by id."""
-    outputs = [search_view.query, search_view.results, search_view.raw, tabs]
+    outputs = [search_view.query, search_view.results, search_view.raw]
 
     def open_query(query_id: str, key: str, chosen: list[str]):
-        return (*search.search_by_id(ctx.workspace(key), query_id, chosen), gr.Tabs(selected="search"))
+        return search.search_by_id(ctx.workspace(key), query_id, chosen)
 
     def on_card(key: str, chosen: list[str], evt: gr.EventData):
         query_id = getattr(evt, "query_id", None)
         if not query_id or query_id not in ctx.workspace(key).dataset.queries:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            raise refuse("that card's query is not in the data set loaded now: show the failures again")
         return open_query(query_id, key, chosen)
 
-    failures_view.cards.click(on_card, [ctx.key, search_view.chosen], outputs, api_visibility="private", **SEARCH)
+    failures_view.cards.click(on_card, [ctx.key, search_view.chosen], outputs, api_visibility="private",
+                              **SEARCH).success(None, js=SHOW_SEARCH_JS)
     failures_view.open.click(open_query, [failures_view.pick, ctx.key, search_view.chosen], outputs,
-                             api_visibility="private", **SEARCH)
+                             api_visibility="private", **SEARCH).success(None, js=SHOW_SEARCH_JS)
 
 
 def seen(key: str, ws) -> str:
