@@ -10,9 +10,10 @@ Runs, one after another in child processes on this machine (keep it otherwise qu
   precision and batch size chosen for this CPU class, ``retrieval.index.cpu_choice``) against stock
   sentence-transformers, best of R alternating runs each: ``encode_ratio`` (> 1: ours is faster);
 * ``bm25_speed.py DATASET``: our BM25 query path against bm25s on the same tokens: ``bm25_ratio``;
-* ``judge_speed.py --queries Q --judgments J``: a grade's round trip through the app's ``/judge``,
-  p95 in ms (``judge_p95_ms``), beside Gradio's own echo on this machine (``echo_p95_ms``, the floor
-  no endpoint goes under).
+* ``judge_speed.py --queries Q --judgments J``: a grade's round trip through the app's ``/judge``
+  called as the page's own client calls it, p95 in ms (``judge_p95_ms``), beside Gradio's own echo
+  on this machine (the floor no endpoint goes under); and, where Playwright and Chromium are
+  installed, the same in a headless browser on the app's page (``browser_p95_ms``).
 
 Prints the CPU class (model name, family and model, the instruction flags that change kernels,
 cores), each bench's own figures, and last the line
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
     print()
     if "echo" in judge:
         print(f"the judging floor on this machine: {judge['echo']}")
+    if "browser_p95_ms" in judge:
+        print(f"a grade's round trip in the browser: p95 {judge['browser_p95_ms']} ms")
     print(f"cpu={klass.slug} encode_ratio={encode['ratio_vs_sentence_transformers']} "
           f"bm25_ratio={bm25['ratio_vs_bm25s']} judge_p95_ms={judge['judge_p95_ms']}")
     return 0
