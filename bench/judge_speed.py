@@ -18,8 +18,8 @@ client does (:class:`Streamed`: one POST to the queue, the event stream read as 
 3. grades ``--judgments`` pairs one after another through ``/judge``, the judge alone on the server,
    then as many through ``gradio_client`` (whose reader polls what it read every 50 ms: a floor of
    that client's, not the app's);
-4. grades ``--judgments`` more while a second client keeps searching, timing every judgment and
-   every search;
+4. grades ``--judgments`` more, one every ``--pace`` seconds (a judge reads the passage first),
+   while a second client keeps searching back to back, timing every judgment and every search;
 5. grades ``--judgments`` more in a headless Chromium on the app's page (the Judge tab, one grade
    button clicked every ``--pace`` seconds; click to the progress line's new count, timed in the
    page), where Playwright and Chromium are installed.
@@ -257,9 +257,12 @@ def main(argv=None) -> int:
     p.add_argument("--searches", type=int, default=40, help="searches on the idle server (the baseline)")
     p.add_argument("--depth", type=int, default=10)
     p.add_argument("--model", default=None)
-    p.add_argument("--pace", type=float, default=0.5, help="seconds between two grades in the browser")
+    p.add_argument("--pace", type=float, default=0.5,
+                   help="seconds between two grades beside another user's searches and in the browser")
     json_arg(p)
     args = p.parse_args(argv)
+    if args.queries < 1 or args.judgments < 1 or args.searches < 1 or args.pace < 0:
+        p.error("--queries, --judgments and --searches must be positive, --pace at least 0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     sys.path[:] = [q for q in sys.path if Path(q or ".").resolve() != Path(__file__).resolve().parent]
@@ -317,7 +320,10 @@ def main(argv=None) -> int:
     thread = threading.Thread(target=keep_searching)
     thread.start()
     try:
-        judged = [grade(judge, args.judgments + n) for n in range(args.judgments)]  # while another user searches
+        judged = []
+        for n in range(args.judgments):  # while another user searches, at a judge's pace
+            time.sleep(args.pace)
+            judged.append(grade(judge, args.judgments + n))
     finally:
         done.set()
         thread.join()
