@@ -50,6 +50,18 @@ def test_named_endpoints(client):
     assert {"/search", "/evaluate", "/load_dataset"} <= names
 
 
+def test_no_event_outputs_a_layout_block(running_app):
+    """Gradio's page re-reads every component an event has output, with everything inside it, each
+    time any event starts or ends: an event whose output is the tabs (or any block holding others)
+    would make every later round trip in the page pay for the whole app."""
+    config = running_app[0].get_config_file()
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    holders = {"tabs", "tabitem", "row", "column", "group", "accordion", "form", "sidebar"}
+    layout_outputs = [(d.get("api_name"), kinds.get(o)) for d in config["dependencies"] for o in d["outputs"]
+                      if kinds.get(o) in holders]
+    assert layout_outputs == []
+
+
 def test_search_free_text_returns_three_ranked_lists(client):
     html, result = client.predict("leaky faucet washer", api_name="/search")
     # the Search view's default columns: the first four systems shown by default (the learned sparse

@@ -226,6 +226,19 @@ def test_failures_tab_shows_cards_and_opens_one_in_search(page, shots):
     assert query_text and query_text[:40] in chosen
 
 
+def test_a_card_naming_a_query_not_loaded_says_so_and_stays(page):
+    """A card whose query id is not in the loaded data (here forged in the page) is refused with a
+    message; the Failures tab stays on show."""
+    open_tab(page, "Failures")
+    page.locator("#failures-button").click()
+    card = page.locator("#failures-cards .rs-card").first
+    card.wait_for()
+    card.evaluate("(el) => { el.dataset.queryId = 'no-such-query'; }")
+    card.click()
+    expect(page.get_by_text("that card's query is not in the data set loaded now").first).to_be_visible()
+    expect(page.get_by_role("tab", name="Failures")).to_have_attribute("aria-selected", "true")
+
+
 def test_runs_tab_lists_runs_and_compares_two(page, shots):
     open_tab(page, "Runs")
     table = page.locator("#runs-table")
