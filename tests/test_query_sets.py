@@ -100,3 +100,30 @@ def test_the_reported_scenario_queries_and_grades_survive_a_reload(tmp_path, tin
     assert gone.ok and "20 queries fewer" in gone.status
     assert not set(new) & set(registry.get(gone.key).dataset.queries)
     assert data.restored_start(registry, start, session="bo") is None  # nothing kept any more
+
+
+def test_a_load_made_while_the_page_restores_its_start_stands(tmp_path, tiny_model_dir, demo_sparse_store):
+    """A new page restores the queries kept with its start data set; if the page loads another data
+    set meanwhile, the restore ends without putting the start back over that load."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    import app as rankscope_app
+
+    store = store_copy(demo_sparse_store, tmp_path / "s.sqlite3")
+    demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
+    start = registry.open(load_dataset(DEMO), budgeted=False)  # the page's start workspace (shared by content)
+    log = tmp_path / "log.txt"
+    log.write_text("kettle cleaning tips\noven cleaning tips\n")
+    added = data.add_queries(registry, start, [str(log)], session="ana")  # kept with the corpus
+    assert added.ok, added.status
+    on_page = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_page")
+
+    fresh = on_page(start, SimpleNamespace(session_hash="cy"))  # nothing else loaded: the restore shows
+    assert fresh[0] != start and "came back" in fresh[1]
+
+    registry.hold("bo", added.key)  # bo's page loaded a data set while its start was being restored
+    late = on_page(start, SimpleNamespace(session_hash="bo"))
+    assert all(out == gr.skip() for out in late)
+    assert registry.holding("bo") == added.key

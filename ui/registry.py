@@ -209,6 +209,12 @@ class Registry:
                 self._items[key].used = state.seen
             self._trim_session(session, self._in_use(state.seen))
 
+    def holding(self, session: str) -> str | None:
+        """The key of the workspace ``session`` shows now (None: it has not loaded one yet)."""
+        with self._lock:
+            state = self._sessions.get(session)
+            return (state.key or None) if state is not None else None
+
     def release(self, session: str) -> None:
         """``session`` has gone (its page closed): its workspace is no longer protected by it."""
         with self._lock:

@@ -174,6 +174,10 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
 
     def on_page(key, request: gr.Request):
         loaded = data.restored_start(ctx.registry, key, session_of(request))
+        if loaded is not None and ctx.registry.holding(session_of(request)) not in (None, key):
+            # the page loaded another data set while the start's kept queries were restored: that load
+            # stands (this event would otherwise put the start back over it when it ends)
+            return tuple(gr.skip() for _ in outputs)
         if loaded is None:
             ws = ctx.workspace(key)
             return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-3]),
