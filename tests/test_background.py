@@ -301,11 +301,11 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             later = browser.new_page(viewport={"width": 1400, "height": 1000})
             later.set_default_timeout(30_000)
             later.goto(app.local_url)
-            expect(later.locator("#metrics-table")).to_contain_text("Hybrid")
-            expect(later.locator("#metrics-table")).to_contain_text("Learned sparse")
+            expect(later.locator("#metrics-table")).to_contain_text("Hybrid", timeout=60_000)  # its first poll
+            expect(later.locator("#metrics-table")).to_contain_text("Learned sparse", timeout=60_000)
             expect(later.get_by_text("left out until the corpus is encoded")).to_have_count(0)
             later.get_by_role("tab", name="Evaluate").click()  # Evaluate computes when its tab opens
-            expect(later.locator("#eval-glance")).to_contain_text("Learned sparse")
+            expect(later.locator("#eval-glance")).to_contain_text("Learned sparse", timeout=60_000)
             browser.close()
     finally:
         gated.gate.set()
