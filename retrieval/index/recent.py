@@ -36,6 +36,3 @@ class Recent(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
-
-    def clear(self) -> None:
-        self._items.clear()
