@@ -127,3 +127,15 @@ def test_a_load_made_while_the_page_restores_its_start_stands(tmp_path, tiny_mod
     late = on_page(start, SimpleNamespace(session_hash="bo"))
     assert all(out == gr.skip() for out in late)
     assert registry.holding("bo") == added.key
+
+    # the banner's look and the views computed again after a build, started with the start's key and
+    # ended after that load, change nothing either: no old summary or stopped timer over the new one
+    from ui import shell
+    from ui.registry import Context
+
+    ctx = Context(registry, None, None, registry.get(start))
+    assert all(out == gr.skip() for out in shell.follow(ctx, start, "", 0, "", "bo"))
+    assert all(out == gr.skip() for out in shell.arrival(ctx, start, None, "bo"))
+    summary = shell.arrival(ctx, added.key, None, "bo")[0]  # the data set on show: computed
+    assert summary == data.dataset_summary(registry.get(added.key))
+    assert shell.follow(ctx, added.key, "", 0, "", "bo")[3] == 1  # out of date: computed again

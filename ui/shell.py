@@ -105,8 +105,8 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
     Search's metrics (and its results, where a query is on show) and the Judge view's pairs of systems
     are computed again (in the heavy pool), and the timer stops when nothing runs."""
 
-    def on_tick(key: str, shown: str, arrived: int, was: str):
-        return follow(ctx, key, shown, arrived, was)
+    def on_tick(key: str, shown: str, arrived: int, was: str, request: gr.Request):
+        return follow(ctx, key, shown, arrived, was, session_of(request))
 
     def on_arrival(key: str, aim: str, request: gr.Request):
         return arrival(ctx, key, aim, session_of(request))
@@ -126,10 +126,20 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
         api_visibility="private", show_progress="hidden", **SEARCH)
 
 
-def follow(ctx: Context, key: str, shown: str, arrived: int, was: str) -> tuple:
+def elsewhere(ctx: Context, key: str, session: str) -> bool:
+    """Whether ``session`` shows another workspace than ``key`` now: an event started with ``key``
+    that ends after the page loaded another data set must change nothing (its outputs would put the
+    old data set's figures, or its stopped timer, over the new one's)."""
+    return ctx.registry.holding(session) not in (None, key)
+
+
+def follow(ctx: Context, key: str, shown: str, arrived: int, was: str, session: str = ANONYMOUS) -> tuple:
     """The banner's look at the builds: its text (twice: on show, and kept), the timer (on while one
     runs), the counter bumped when the views are out of date (``was``, what they were computed with,
-    differs from ``seen`` now) and what they will have been computed with."""
+    differs from ``seen`` now) and what they will have been computed with; nothing where the session
+    shows another workspace now."""
+    if elsewhere(ctx, key, session):
+        return tuple(gr.skip() for _ in range(5))
     try:
         ws = ctx.workspace(key)
     except gr.Error:  # closed to free memory: the views say so when used; the banner stops
@@ -144,7 +154,9 @@ def follow(ctx: Context, key: str, shown: str, arrived: int, was: str) -> tuple:
 def arrival(ctx: Context, key: str, aim: str | None, session: str = ANONYMOUS) -> tuple:
     """The views computed again once a build is over: the summary, Search's metrics caption and
     rows (every system on show, with the judgments the session counts), the Judge view's pairs of
-    systems (``aim`` kept)."""
+    systems (``aim`` kept); nothing where the session shows another workspace now."""
+    if elsewhere(ctx, key, session):
+        return tuple(gr.skip() for _ in range(4))
     ws = ctx.workspace(key)
     split = ws.dataset.default_split()
     return (data.dataset_summary(ws), common.metrics_caption(ws, split),
@@ -174,7 +186,7 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
 
     def on_page(key, request: gr.Request):
         loaded = data.restored_start(ctx.registry, key, session_of(request))
-        if loaded is not None and ctx.registry.holding(session_of(request)) not in (None, key):
+        if loaded is not None and elsewhere(ctx, key, session_of(request)):
             # the page loaded another data set while the start's kept queries were restored: that load
             # stands (this event would otherwise put the start back over it when it ends)
             return tuple(gr.skip() for _ in outputs)
