@@ -188,6 +188,48 @@ def test_a_sparse_training_cancelled_half_way_resumes_from_its_last_checkpoint(s
     assert not checkpoints.exists()
 
 
+@pytest.mark.slow
+def test_another_run_over_a_cancelled_runs_folder_starts_afresh(small, tiny_encoder, tmp_path, store):
+    """The checkpoints left by a cancelled run are only resumed by the same run: another configuration
+    over the same output folder trains from its first step, with its own held-out scores."""
+    import threading
+
+    from training.trainer import Cancelled
+
+    cfg = TrainConfig(**{**QUICK, "epochs": 2, "max_steps_per_epoch": 2}, lr=1e-4, holdout=0.3)
+    cancel = threading.Event()
+
+    def on_progress(p):
+        if p.stage.startswith("sparse:") and p.step == 3:
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
+                     on_progress=on_progress, cancel=cancel)
+    assert (tmp_path / "model" / "checkpoints" / "selection.json").exists()
+    other = TrainConfig(**{**QUICK, "epochs": 1, "max_steps_per_epoch": 2}, lr=5e-5, holdout=0.3)
+    steps: list[int] = []
+    result = run_training(small, other, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
+                          on_progress=lambda p: steps.append(p.step) if p.stage.startswith("sparse:") else None)
+    assert "(resumed)" not in result.stages[0]
+    assert min(steps) == 1 and [e for e, _ in result.selection["scores"]] == [0, 1]
+
+
+def test_a_checkpoint_folder_is_kept_for_its_own_run_only(tmp_path):
+    from training.sparse import BEST, RUN_KEY, SELECTION, TRAINER, claim
+
+    folder = tmp_path / "checkpoints"
+    claim(folder, "run-a")
+    (folder / TRAINER / "checkpoint-2").mkdir(parents=True)
+    (folder / SELECTION).write_text("{}")
+    (folder / BEST).mkdir()
+    claim(folder, "run-a")  # the same run again: everything stays to resume from
+    assert (folder / TRAINER / "checkpoint-2").is_dir() and (folder / SELECTION).exists() and (folder / BEST).is_dir()
+    claim(folder, "run-b")  # another run: nothing of run-a's is resumed
+    assert sorted(p.name for p in folder.iterdir()) == [RUN_KEY]
+    assert (folder / RUN_KEY).read_text() == "run-b"
+
+
 def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly():
     from training.sparse import SparseSelection
 
@@ -223,7 +265,7 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
     assert exported.max_seq_length == load_sparse_model().max_seq_length
     ws = Workspace(small, store, model=tiny_encoder)
     index = ws.build_sparse()
-    _, held = split_holdout(small, "train", 0.3, cfg.seed, sparse.MAX_SPARSE_HELD_OUT)
+    _, held = split_holdout(small, "train", 0.3, cfg.seed)
     check = sparse.held_out_check(small, held, ws.bm25, lambda qs, k: {
         q: [ws.doc_row[d] for d, _ in hits] for q, hits in index.search(qs, k).items()})
     again = check.score(exported.model)

@@ -18,22 +18,27 @@ documents and the query's BM25 negative), sentence-transformers' ``SpladeLoss`` 
 documented values for fine-tuning, where the regularizers' weights rise from 0 over the first third
 of the run (its ``SpladeRegularizerWeightSchedulerCallback``: SPLADE §3.2's quadratic warm-up).
 
-The held-out guard is the dense one's (``training.holdout``): a seeded share of the training
-queries is kept out of training; before training and after every epoch, each held-out query's
-candidates — BM25's top ``HELD_OUT_DEPTH`` and the base model's — are scored by the model being
-trained; the best epoch is exported only where it beats the base on them significantly (paired
-permutation test on nDCG@10, p < 0.05), else the base itself. The test is needed: on SciFact an epoch
-0.023 better than the base on 100 held-out queries, kept as the best without one, was 0.052 worse on
-the test split. There is no refit (the dense recipe's ``refit``): the exported model saw the training share.
+The held-out guard is the dense one's (``training.holdout``): a seeded share of the training queries
+(at most ``MAX_HELD_OUT``, as for the dense encoder: a paired test on 100 queries resolves about
+±0.02 nDCG@10, more than fine-tuning moves a small model) is kept out of training; before training
+and after every epoch, each held-out query's candidates — BM25's top ``HELD_OUT_DEPTH`` and the base
+model's — are scored by the model being trained; the best epoch is exported only where it beats the
+base on them significantly (paired permutation test on nDCG@10, p < 0.05), else the base itself. The
+test is needed: on SciFact an epoch 0.023 better than the base on 100 held-out queries, kept as the
+best without one, was 0.052 worse on the test split.
+There is no refit (the dense recipe's ``refit``): the exported model saw the training share.
 
 Long runs resume: every epoch leaves a checkpoint (the trainer's own) and the held-out scores so far,
-so a run started again over the same output folder goes on from its last finished epoch.
+so the same run started again over the same output folder goes on from its last finished epoch; the
+folder records which run it holds (``training.checkpoint.run_key``), and another run over it starts
+afresh.
 """
 from __future__ import annotations
 
 import copy
 import json
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +53,7 @@ from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.splade import SparseIndex, SparseModel, load_sparse_model
 from retrieval.store import Store
+from training.checkpoint import run_key
 from training.holdout import MIN_LABELLED, split_holdout
 from training.losses import SPARSE_LOSSES
 from training.negatives import bm25_pool, random_pool
@@ -56,11 +62,12 @@ from training.trainer import Cancelled, TrainConfig, TrainingProgress, TrainResu
 
 QUERY_REGULARIZER, DOCUMENT_REGULARIZER = 5e-5, 3e-5  # λ_q, λ_d of the FLOPS terms
 HELD_OUT_DEPTH = 10  # each held-out query's candidates: BM25's and the base model's top 10
-MAX_SPARSE_HELD_OUT = 100  # held-out queries at most: their candidates are encoded again after every epoch
 PRIMARY = "ndcg@10"
 BaseTop = Callable[[dict[str, str], int], dict[str, list[int]]]  # (queries, k) -> {query id: corpus rows}
 SELECTION = "selection.json"  # the held-out scores so far, beside the trainer's checkpoints
 BEST = "best"  # the best epoch's model so far, beside them
+TRAINER = "trainer"  # the trainer's own checkpoints
+RUN_KEY = "run.key"  # which run the folder's checkpoints belong to (``claim``)
 
 
 @dataclass
@@ -182,6 +189,23 @@ def training_rows(dataset: Dataset, pairs: list[Pair], bm25: BM25Index, cfg: Tra
     return columns
 
 
+def claim(checkpoints: Path, key: str) -> None:
+    """Make ``checkpoints`` the folder of the run ``key`` (``training.checkpoint.run_key``): what another
+    run left there (another configuration, other pairs or held-out queries, another base model) is
+    removed, so that only the same run resumes from it."""
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    mark = checkpoints / RUN_KEY
+    if mark.exists() and mark.read_text(encoding="utf-8", errors="replace").strip() == key:
+        return
+    for name in (TRAINER, SELECTION, BEST):
+        path = checkpoints / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    mark.write_text(key, encoding="utf-8")
+
+
 def fresh_copy(base: str | None, device: str) -> SparseModel:
     """A copy of the base sparse model to train (never the cached instance the app searches with)."""
     loaded = load_sparse_model(base, device)
@@ -262,11 +286,15 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     model, full_length = trained.model, trained.max_seq_length
     labelled = len(dataset.qrels.get(train_split, {}))
     check = bool(cfg.holdout) and labelled >= MIN_LABELLED
-    train_data, selection, held_out = dataset, None, None
-    checkpoints.mkdir(parents=True, exist_ok=True)
+    train_data, selection, held_out, held = dataset, None, None, {}
+    if check:
+        train_data, held = split_holdout(dataset, train_split, cfg.holdout, cfg.seed)
+    pairs = labelled_pairs(train_data, train_split)
+    if not pairs:
+        raise ValueError("no training pairs: the training split has no relevant labels")
+    claim(checkpoints, run_key(cfg, pairs, f"sparse|{base}|held:{','.join(sorted(held))}"))
     kept = checkpoints / SELECTION
     if check:
-        train_data, held = split_holdout(dataset, train_split, cfg.holdout, cfg.seed, MAX_SPARSE_HELD_OUT)
         held_out = held_out_check(dataset, held, bm25, base_top)
         if kept.exists():  # a resumed run: the scores of the epochs it finished
             selection = SparseSelection(**json.loads(kept.read_text()))
@@ -275,9 +303,6 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
             base_progress = encoding_progress("held-out check — base model", on_progress, cancel)
             selection.add(0, held_out.score(model, base_progress))
             kept.write_text(json.dumps(asdict(selection)))
-    pairs = labelled_pairs(train_data, train_split)
-    if not pairs:
-        raise ValueError("no training pairs: the training split has no relevant labels")
     columns = training_rows(dataset, pairs, bm25, cfg)
     model.max_seq_length = min(cfg.max_seq_length, full_length)  # training inputs only
 
@@ -302,7 +327,7 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
 
     bf16 = use_cuda and torch.cuda.is_bf16_supported()
     args = SparseEncoderTrainingArguments(
-        output_dir=str(checkpoints / "trainer"), num_train_epochs=cfg.epochs,
+        output_dir=str(checkpoints / TRAINER), num_train_epochs=cfg.epochs,
         per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.lr,
         warmup_steps=int(cfg.warmup_ratio * cfg.epochs * steps),
         seed=cfg.seed, data_seed=cfg.seed, batch_sampler=BatchSamplers.NO_DUPLICATES, logging_steps=1,
@@ -314,7 +339,7 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     trainer = SparseEncoderTrainer(model=model, args=args, train_dataset=Rows.from_dict(columns), loss=loss,
                                    callbacks=[report.callback])
     trainer.remove_callback(PrinterCallback)  # progress goes to ``on_progress``, not printed
-    last = get_last_checkpoint(str(checkpoints / "trainer")) if (checkpoints / "trainer").is_dir() else None
+    last = get_last_checkpoint(str(checkpoints / TRAINER)) if (checkpoints / TRAINER).is_dir() else None
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=last)
     if report.cancelled:
