@@ -375,6 +375,60 @@ def test_a_page_built_while_the_corpus_encodes_is_computed_again_when_any_build_
     assert shell.follow(ctx, key, text, 2, now)[3] == gr.skip()  # up to date: nothing computed again
 
 
+class HeldQueries(Encoder):
+    """The tiny encoder, whose typed queries wait for ``gate`` once ``holding`` is set (``entered``
+    says one is waiting): a search still running when the user asks for something else."""
+
+    def __init__(self, inner: Encoder):
+        super().__init__(inner.model, name=inner.name, precision=inner.precision)
+        self.holding, self.entered, self.gate = False, threading.Event(), threading.Event()
+
+    def encode(self, texts, progress=None):
+        if len(texts) == 1 and self.holding:
+            self.entered.set()
+            assert self.gate.wait(60), "the test never opened the gate"
+        return super().encode(texts, progress)
+
+
+def test_a_refresh_of_the_results_shows_the_query_last_asked_for_and_never_an_older_one(tiny_encoder, store):
+    """After a build, the results on show are computed again for the query the session last asked for
+    (not the query box's text); a refresh still running when the user asks for another query, a
+    session that asked for none, and one showing another data set now, change nothing."""
+    from ui import shell
+    from ui.registry import Context
+
+    enc = HeldQueries(tiny_encoder)
+    registry = Registry(store, model=enc, foreground_s=None)
+    key = data_view.open_dataset(registry, corpus()).key
+    ws = registry.get(key)
+    assert ws.wait_dense(60)
+    ctx = Context(registry, None, None, ws)
+    everything = ["bm25", "dense"]  # the learned sparse model aside: not needed here
+    assert shell.rerun(ctx, key, everything, "ana") == (gr.skip(), gr.skip())  # nothing asked for: nothing shown
+    registry.hold("ana", key)
+    registry.ask("ana", "glacier carving a valley")
+    page, raw = shell.rerun(ctx, key, everything, "ana")
+    assert raw["query"] == "glacier carving a valley" and "Glacier" in page
+
+    enc.holding = True  # the refresh is encoding its query when the user picks another
+    result: list = []
+    late = threading.Thread(target=lambda: result.append(shell.rerun(ctx, key, everything, "ana")))
+    late.start()
+    assert enc.entered.wait(30)
+    registry.ask("ana", "rivers number 14")
+    enc.gate.set()
+    late.join(60)
+    assert result == [(gr.skip(), gr.skip())]  # the older query's results are not put over the newer one's
+    enc.holding = False
+    assert shell.rerun(ctx, key, everything, "ana")[1]["query"] == "rivers number 14"
+
+    other = data_view.open_dataset(registry, corpus(PART)).key
+    registry.hold("ana", other)  # another data set loaded: its Search tab shows no results, nothing to refresh
+    assert registry.asked("ana") == ""
+    assert shell.rerun(ctx, key, everything, "ana") == (gr.skip(), gr.skip())
+    assert shell.rerun(ctx, other, everything, "ana") == (gr.skip(), gr.skip())
+
+
 def test_the_judging_queue_gains_the_systems_whose_index_arrives_and_puts_their_documents_first(gated, store):
     from retrieval.judging.judgments import top_ids
     from ui import judge

@@ -78,6 +78,7 @@ class _Session:
     key: str = ""  # the workspace it holds
     seen: float = 0.0
     query_sets: int = 0  # added to the data set it holds (since it last loaded one)
+    asked: str = ""  # the query whose results its Search tab shows (or is about to): ``ask``
 
 
 class Registry:
@@ -202,6 +203,8 @@ class Registry:
         set was loaded anew, so its query-set count starts again."""
         with self._lock:
             state = self._sessions.setdefault(session, _Session())
+            if state.key != key:  # another workspace: its Search tab shows no results
+                state.asked = ""
             state.key, state.seen = key, time.monotonic()
             if fresh:
                 state.query_sets = 0
@@ -214,6 +217,19 @@ class Registry:
         with self._lock:
             state = self._sessions.get(session)
             return (state.key or None) if state is not None else None
+
+    def ask(self, session: str, query: str) -> None:
+        """``session`` asked for ``query``'s results (a search, a labelled query picked): the last one
+        asked is what its page shows once they arrive."""
+        with self._lock:
+            self._sessions.setdefault(session, _Session()).asked = query
+
+    def asked(self, session: str) -> str:
+        """The query ``session`` last asked for in the workspace it shows ("" for none): a refresh of
+        the results on show (``ask``) reruns it, and keeps its output only where it is still the one."""
+        with self._lock:
+            state = self._sessions.get(session)
+            return state.asked if state is not None else ""
 
     def release(self, session: str) -> None:
         """``session`` has gone (its page closed): its workspace is no longer protected by it."""

@@ -216,11 +216,17 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                              if split else [],
                              headers=["system", *VIEW_METRICS], interactive=False, elem_id="metrics-table")
 
-    def on_search(text: str, key: str, chosen_: list[str]):
-        return search(ctx.workspace(key), text, chosen_)
+    def on_search(text: str, key: str, chosen_: list[str], request: gr.Request):
+        ws_ = ctx.workspace(key)
+        if (_bounded(text)).strip():
+            ctx.registry.ask(session_of(request), text)
+        return search(ws_, text, chosen_)
 
-    def on_pick(query_id: str, key: str, chosen_: list[str]):
-        return search_by_id(ctx.workspace(key), query_id, chosen_)
+    def on_pick(query_id: str, key: str, chosen_: list[str], request: gr.Request):
+        ws_ = ctx.workspace(key)
+        if query_id in ws_.dataset.queries:
+            ctx.registry.ask(session_of(request), ws_.dataset.queries[query_id])
+        return search_by_id(ws_, query_id, chosen_)
 
     def on_choose(picked: list[str]):
         if len(picked) > MAX_COLUMNS:

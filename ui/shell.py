@@ -63,14 +63,17 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view) -> None:
     Search, passed by id."""
     outputs = [search_view.query, search_view.results, search_view.raw]
 
-    def open_query(query_id: str, key: str, chosen: list[str]):
-        return search.search_by_id(ctx.workspace(key), query_id, chosen)
+    def open_query(query_id: str, key: str, chosen: list[str], request: gr.Request):
+        ws = ctx.workspace(key)
+        if query_id in ws.dataset.queries:
+            ctx.registry.ask(session_of(request), ws.dataset.queries[query_id])
+        return search.search_by_id(ws, query_id, chosen)
 
-    def on_card(key: str, chosen: list[str], evt: gr.EventData):
+    def on_card(key: str, chosen: list[str], evt: gr.EventData, request: gr.Request):
         query_id = getattr(evt, "query_id", None)
         if not query_id or query_id not in ctx.workspace(key).dataset.queries:
             raise refuse("that card's query is not in the data set loaded now: show the failures again")
-        return open_query(query_id, key, chosen)
+        return open_query(query_id, key, chosen, request)
 
     failures_view.cards.click(on_card, [ctx.key, search_view.chosen], outputs, api_visibility="private",
                               **SEARCH).success(None, js=SHOW_SEARCH_JS)
@@ -111,10 +114,8 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
     def on_arrival(key: str, aim: str, request: gr.Request):
         return arrival(ctx, key, aim, session_of(request))
 
-    def on_rerun(text: str, key: str, chosen: list[str]):
-        if not (text or "").strip():
-            return gr.skip(), gr.skip()
-        return search_view.rerun(text, key, chosen)
+    def on_rerun(key: str, chosen: list[str], request: gr.Request):
+        return rerun(ctx, key, chosen, session_of(request))
 
     banner.timer.tick(on_tick, [ctx.key, banner.shown, banner.arrived, banner.seen],
                       [banner.text, banner.shown, banner.timer, banner.arrived, banner.seen], api_visibility="private",
@@ -122,7 +123,7 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
     banner.arrived.change(on_arrival, [ctx.key, judge_view.aim],
                           [summary, search_view.metrics_note, search_view.metrics_table, judge_view.aim],
                           api_visibility="private", show_progress="hidden", **HEAVY).then(
-        on_rerun, [search_view.query, ctx.key, search_view.chosen], [search_view.results, search_view.raw],
+        on_rerun, [ctx.key, search_view.chosen], [search_view.results, search_view.raw],
         api_visibility="private", show_progress="hidden", **SEARCH)
 
 
@@ -162,6 +163,23 @@ def arrival(ctx: Context, key: str, aim: str | None, session: str = ANONYMOUS) -
     return (data.dataset_summary(ws), common.metrics_caption(ws, split),
             common.metrics_rows(ws, split, common.shown_systems(ws), ctx.registry.viewer(session)) if split else [],
             gr.update(choices=judge.aim_choices(ws), value=aim))
+
+
+def rerun(ctx: Context, key: str, chosen: list[str], session: str = ANONYMOUS) -> tuple:
+    """The results on show computed again after a build (the systems that joined among them): those
+    of the query the session last asked for (``Registry.ask``), not of whatever the query box holds;
+    nothing where it asked for none, shows another workspace, or asked for another query while
+    this ran (that search's results stand) — a refresh never puts an older query over a newer one."""
+    asked = ctx.registry.asked(session)
+    if not asked or elsewhere(ctx, key, session):
+        return gr.skip(), gr.skip()
+    try:
+        out = search.search(ctx.workspace(key), asked, chosen)
+    except gr.Error:  # closed to free memory, or refused: the refresh says nothing; a search will
+        return gr.skip(), gr.skip()
+    if ctx.registry.asked(session) != asked:
+        return gr.skip(), gr.skip()
+    return out
 
 
 def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view,
