@@ -428,6 +428,13 @@ def test_a_refresh_of_the_results_shows_the_query_last_asked_for_and_never_an_ol
     assert shell.rerun(ctx, key, everything, "ana") == (gr.skip(), gr.skip())
     assert shell.rerun(ctx, other, everything, "ana") == (gr.skip(), gr.skip())
 
+    from ui.registry import ASKED_KEPT  # what sessions asked for is bounded: the latest sessions' kept
+    registry.ask("bo", "rivers number 14")
+    for n in range(ASKED_KEPT):
+        registry.ask(f"client-{n}", "x" * 10_000)
+    assert registry.asked("bo") == "" and registry.asked(f"client-{ASKED_KEPT - 1}") == "x" * 10_000
+    assert registry.asked("client-0") == "x" * 10_000  # the oldest of the latest ASKED_KEPT
+
 
 def test_the_judging_queue_gains_the_systems_whose_index_arrives_and_puts_their_documents_first(gated, store):
     from retrieval.judging.judgments import top_ids

@@ -29,6 +29,7 @@ import gradio as gr
 from retrieval import Store, Workspace
 from retrieval.data.dataset import Dataset
 from retrieval.data.language import corpus_tokenizer
+from retrieval.index.recent import Recent
 from retrieval.progress import Progress
 from retrieval.sharing import memory_budget as footprint
 from retrieval.sharing.model_policy import ModelPolicy
@@ -38,6 +39,7 @@ from ui.notify import refuse
 
 FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goes on in the background
 ANONYMOUS = ""  # the session of a caller that gave none (tests, the start-up load)
+ASKED_KEPT = 1024  # sessions whose last query asked for is remembered (the latest); others' results are not refreshed
 
 
 def _budget_from_env() -> int:
@@ -78,7 +80,6 @@ class _Session:
     key: str = ""  # the workspace it holds
     seen: float = 0.0
     query_sets: int = 0  # added to the data set it holds (since it last loaded one)
-    asked: str = ""  # the query whose results its Search tab shows (or is about to): ``ask``
 
 
 class Registry:
@@ -95,6 +96,7 @@ class Registry:
         self.policy = policy or ModelPolicy.create(model if isinstance(model, str) else None, store.models_dir)
         self._items: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
         self._sessions: dict[str, _Session] = {}
+        self._asked: Recent[str, str] = Recent(ASKED_KEPT)  # each session's last query asked for: ``ask``
         self._pinned: set[str] = set()
         self._lock = threading.RLock()
 
@@ -203,8 +205,8 @@ class Registry:
         set was loaded anew, so its query-set count starts again."""
         with self._lock:
             state = self._sessions.setdefault(session, _Session())
-            if state.key != key:  # another workspace: its Search tab shows no results
-                state.asked = ""
+            if state.key != key and session in self._asked:  # another workspace: its Search tab shows no results
+                self._asked.put(session, "")
             state.key, state.seen = key, time.monotonic()
             if fresh:
                 state.query_sets = 0
@@ -220,16 +222,16 @@ class Registry:
 
     def ask(self, session: str, query: str) -> None:
         """``session`` asked for ``query``'s results (a search, a labelled query picked): the last one
-        asked is what its page shows once they arrive."""
+        asked is what its page shows once they arrive. Kept for the ``ASKED_KEPT`` sessions that
+        asked last (a typed query is at most ``ui.data.QUERY_CHARS`` characters)."""
         with self._lock:
-            self._sessions.setdefault(session, _Session()).asked = query
+            self._asked.put(session, query)
 
     def asked(self, session: str) -> str:
         """The query ``session`` last asked for in the workspace it shows ("" for none): a refresh of
         the results on show (``ask``) reruns it, and keeps its output only where it is still the one."""
         with self._lock:
-            state = self._sessions.get(session)
-            return state.asked if state is not None else ""
+            return self._asked.get(session) or ""
 
     def release(self, session: str) -> None:
         """``session`` has gone (its page closed): its workspace is no longer protected by it."""
