@@ -265,7 +265,7 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
     assert exported.max_seq_length == load_sparse_model().max_seq_length
     ws = Workspace(small, store, model=tiny_encoder)
     index = ws.build_sparse()
-    _, held = split_holdout(small, "train", 0.3, cfg.seed)
+    _, held = split_holdout(small, "train", 0.3, cfg.seed, sparse.MAX_SPARSE_HELD_OUT)
     check = sparse.held_out_check(small, held, ws.bm25, lambda qs, k: {
         q: [ws.doc_row[d] for d, _ in hits] for q, hits in index.search(qs, k).items()})
     again = check.score(exported.model)
