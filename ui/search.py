@@ -65,6 +65,15 @@ def search_by_id(ws: Workspace, query_id: str, systems: list[str] | None = None)
     return res.query, side_by_side_html(res, ws.tokenizer), res.to_json()
 
 
+def open_by_id(registry: Registry, ws: Workspace, session: str, query_id: str,
+               systems: list[str] | None = None) -> tuple[str, str, dict]:
+    """``search_by_id`` for ``session``, its query recorded as the one it last asked for
+    (``Registry.ask``): what a refresh after a build shows again."""
+    if query_id in ws.dataset.queries:
+        registry.ask(session, ws.dataset.queries[query_id])
+    return search_by_id(ws, query_id, systems)
+
+
 LABELLED = ""  # the query-set picker's value for the labelled queries
 
 
@@ -218,15 +227,12 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
 
     def on_search(text: str, key: str, chosen_: list[str], request: gr.Request):
         ws_ = ctx.workspace(key)
-        if (_bounded(text)).strip():
+        if _bounded(text).strip():
             ctx.registry.ask(session_of(request), text)
         return search(ws_, text, chosen_)
 
     def on_pick(query_id: str, key: str, chosen_: list[str], request: gr.Request):
-        ws_ = ctx.workspace(key)
-        if query_id in ws_.dataset.queries:
-            ctx.registry.ask(session_of(request), ws_.dataset.queries[query_id])
-        return search_by_id(ws_, query_id, chosen_)
+        return open_by_id(ctx.registry, ctx.workspace(key), session_of(request), query_id, chosen_)
 
     def on_choose(picked: list[str]):
         if len(picked) > MAX_COLUMNS:

@@ -64,10 +64,7 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view) -> None:
     outputs = [search_view.query, search_view.results, search_view.raw]
 
     def open_query(query_id: str, key: str, chosen: list[str], request: gr.Request):
-        ws = ctx.workspace(key)
-        if query_id in ws.dataset.queries:
-            ctx.registry.ask(session_of(request), ws.dataset.queries[query_id])
-        return search.search_by_id(ws, query_id, chosen)
+        return search.open_by_id(ctx.registry, ctx.workspace(key), session_of(request), query_id, chosen)
 
     def on_card(key: str, chosen: list[str], evt: gr.EventData, request: gr.Request):
         query_id = getattr(evt, "query_id", None)
