@@ -10,7 +10,8 @@ with ``--epochs``; the train split trains and the test split evaluates (nothing 
 Printed, each with its 95% interval: SPLADE and the three-way fusion (BM25 + dense + SPLADE) under
 the base and the fine-tuned sparse model; the fine-tuned − base difference with its paired interval
 and permutation p; and the three-way fusion with the fine-tuned model against the two-way CLEAR
-hybrid (the fusion's μ is not tuned on the queries the model trained on: the label-free μ).
+hybrid (the fusion's μ is tuned on the held-out train queries the model was not trained on, by the
+rule that keeps the label-free μ unless another beats it significantly; ``systems.hybrid3``).
 
 A run is kept in ``--out-dir`` (default: under the store's folder): the same command run again reads
 the finished model and its evaluation back, and a run killed half way resumes from its last

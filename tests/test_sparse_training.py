@@ -92,6 +92,63 @@ def test_the_fusion_does_not_tune_mu_on_the_queries_the_sparse_model_trained_on(
     assert not sparse_trained_on(base, "train")
 
 
+def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(trained, small, tiny_encoder,
+                                                                             tmp_path):
+    """A sparse model whose record names the train queries its held-out check kept out: the three-way
+    fusion's μ is tuned on those queries alone, by the same rule as on a whole split."""
+    import shutil
+
+    from retrieval.index.encoder import TRAINING_RECORD, read_trained_on
+    from retrieval.systems.hybrid3 import held_out_of, mu_fit, mu_for
+
+    _, folder, store = trained
+    copy = tmp_path / "held-out-model"
+    shutil.copytree(folder, copy)
+    record = json.loads((copy / TRAINING_RECORD).read_text())
+    held = sorted(small.qrels["train"])[:5]
+    record["trained_on"]["held_out"] = [*held, "no-such-query"]
+    (copy / TRAINING_RECORD).write_text(json.dumps(record))
+    tuned = Workspace(small, store, model=tiny_encoder, sparse_model=str(copy))
+    assert held_out_of(tuned, "train") == held  # ids the split does not label are left out
+    choice = mu_for(tuned, "test")
+    assert choice.fit is not None and choice.fit.queries == len(held)
+    assert choice.how.startswith(f"tuned on {len(held)} held-out train queries the learned sparse model was not")
+    every = mu_fit(tuned, "train", choice.lam, choice.lam_by_query, 1.0)
+    assert every.queries == len(small.qrels["train"]) > len(held)
+    for damaged in ("q1", [1, 2], {"q": 1}):  # not a list of ids: the record is not trusted, the model still loads
+        record["trained_on"]["held_out"] = damaged
+        (copy / TRAINING_RECORD).write_text(json.dumps(record))
+        assert read_trained_on(copy) is None
+
+
+def test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits(small, tiny_encoder, store):
+    """Within ``CHECK_DOCS`` the check scores each held-out query exactly as the SPLADE system ranks it
+    over the whole corpus; past it, it re-ranks BM25's and the base's top documents, within the budget."""
+    from retrieval.evaluation.measures import evaluate_run
+    from training import sparse
+    from training.holdout import split_holdout
+
+    ws = Workspace(small, store, model=tiny_encoder)
+    index = ws.build_sparse()
+    _, held = split_holdout(small, "train", 0.3, 42, sparse.MAX_SPARSE_HELD_OUT)
+    queries = {q: small.queries[q] for q in held}
+
+    def base_top(qs, k):
+        return {q: [ws.doc_row[d] for d, _ in hits] for q, hits in index.search(qs, k).items()}
+
+    whole = sparse.held_out_check(small, held, ws.bm25, base_top)
+    assert whole.candidates is None and len(whole.rows) == len(small.docs) and "whole corpus" in whole.scope
+    scored = whole.score(load_sparse_model().model)
+    searched = evaluate_run(index.search(queries, 100), held, metrics=("ndcg@10",)).per_query["ndcg@10"]
+    assert scored == pytest.approx(dict(searched), abs=1e-6)
+    budget = len(small.docs) - 1
+    part = sparse.held_out_check(small, held, ws.bm25, base_top, budget=budget)
+    depth = sparse.check_depth(len(queries), budget)
+    assert part.candidates is not None and len(part.rows) <= min(budget, 2 * depth * len(queries))
+    assert all(len(c) <= 2 * depth for c in part.candidates.values()) and "candidates" in part.scope
+    assert [sparse.check_depth(n) for n in (1, 100, 500, 10_000)] == [100, 50, 10, 10]
+
+
 @pytest.mark.slow
 def test_the_held_out_check_keeps_the_base_where_training_hurts(small, tiny_encoder, tmp_path, store):
     """A learning rate that wrecks the model: no epoch beats the base on the held-out queries, and
@@ -270,3 +327,5 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
         q: [ws.doc_row[d] for d, _ in hits] for q, hits in index.search(qs, k).items()})
     again = check.score(exported.model)
     assert np.mean(list(again.values())) == pytest.approx(dict(result.selection["scores"])[chosen], abs=1e-9)
+    record = json.loads((tmp_path / "model" / "rankscope_training.json").read_text())
+    assert record["trained_on"]["held_out"] == sorted(held)  # the fusion's μ is tuned on these

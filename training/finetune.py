@@ -419,7 +419,10 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
     sparse.export(trained, out_dir)
     trained_on = None  # the base exported: it saw no query
     if selection is None or selection.chosen:
-        trained_on = TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)))
+        held_out = tuple(sorted(selection.per_query.get("0", {}))) if selection is not None else ()
+        trained_on = TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
+                               held_out=held_out)  # the fusion's μ is tuned on these, which it never saw
+
     def write_record(result: FineTuneResult | None = None) -> None:
         (out_dir / TRAINING_RECORD).write_text(json.dumps(
             {"config": asdict(cfg), **({"result": {k: v for k, v in result.to_json().items() if k != "losses"}}

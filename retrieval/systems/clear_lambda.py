@@ -149,16 +149,19 @@ class TrainedOn:
     queries: str  # ``dataset.queries_fingerprint`` of that split's labelled queries
     fit: LambdaFit | None = None  # λ fitted on the held-out queries (None: no held-out check was made)
     per_query_max: bool = True  # the λ space: BM25 over the query's largest possible score, or raw
+    held_out: tuple[str, ...] = ()  # the split's queries its held-out check kept out of training
 
     def to_json(self) -> dict:
         return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
-                "fit": self.fit.to_json() if self.fit else None}
+                "fit": self.fit.to_json() if self.fit else None, "held_out": list(self.held_out)}
 
     @classmethod
     def from_json(cls, obj: Mapping) -> TrainedOn:
-        fit = obj.get("fit")
+        fit, held = obj.get("fit"), obj.get("held_out") or []
+        if not isinstance(held, list) or not all(isinstance(q, str) for q in held):
+            raise ValueError("the training record's held-out queries are not a list of query ids")
         return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None,
-                   obj.get("per_query_max", True))
+                   obj.get("per_query_max", True), tuple(held))
 
 
 def against_prior(fit: LambdaFit) -> str:

@@ -25,7 +25,10 @@ s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible sco
   grid's best μ (``MU_GRID``, λ fixed at the split's) replaces the label-free μ only where it beats it
   on those queries by a paired permutation test at the 0.05 level (nDCG@10); where the judged queries
   are also the split evaluated, μ stays label-free (it is not cross-fitted as λ is), so no query is
-  ranked with a μ tuned on itself;
+  ranked with a μ tuned on itself; where the learned sparse model was fine-tuned on that training
+  split's queries (its folder's training record), μ is tuned by the same rule on the queries its
+  held-out check kept out of training only (``held_out_of``) — a μ tuned on the queries it trained on
+  would favour it — and is label-free where there are none;
 * an identifier lookup (``systems.identifier_queries``) is ranked by BM25 alone, as the CLEAR hybrid
   ranks it, and where λ is ∞ (BM25 alone: the encoder failed the reliability check) the score is
   s_lex + μ·s_sp, the cosine only breaking ties.
@@ -36,6 +39,7 @@ cached in the store under everything it depends on.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -179,13 +183,15 @@ def sparse_unreliable(ws: Workspace) -> str | None:
     return None
 
 
-def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float], prior: float) -> LambdaFit:
-    """μ tuned on ``split``'s labelled queries over ``MU_GRID`` at the CLEAR λ given, against ``prior``
-    (paired permutation test on nDCG@10); cached in the store."""
+def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float], prior: float,
+           only: Collection[str] | None = None) -> LambdaFit:
+    """μ tuned on ``split``'s labelled queries (those of them in ``only``, if given) over ``MU_GRID``
+    at the CLEAR λ given, against ``prior`` (paired permutation test on nDCG@10); cached in the store."""
     params = {**Hybrid3.base_params(ws), "lambda": lam if math.isfinite(lam) else shown(lam),
               "lambda_by_query": queries_fingerprint({q: f"{v!r}" for q, v in sorted(lam_by_query.items())}),
               "grid": list(MU_GRID), "prior": prior, "metric": METRIC}
-    tuned_on = {q: t for q, t in ws.dataset.split_queries(split).items() if q in ws.dataset.qrels[split]}
+    tuned_on = {q: t for q, t in ws.dataset.split_queries(split).items()
+                if q in ws.dataset.qrels[split] and (only is None or q in only)}
     params["queries"] = queries_fingerprint(tuned_on)
     key = cache_key(dataset=ws.dataset.content_hash, system="hybrid3_mu", params=params, split=split, k=0)
     cached = ws.store.get_metrics(key) if ws.store else None
@@ -216,6 +222,25 @@ def sparse_trained_on(ws: Workspace, split: str) -> bool:
     return seen.queries == queries_fingerprint(ws.dataset.split_queries(split))
 
 
+def held_out_of(ws: Workspace, split: str) -> list[str]:
+    """The labelled ``split`` queries the workspace's fine-tuned sparse model's held-out check kept out of
+    its training (its folder's training record), sorted."""
+    seen = ws.sparse.model.trained_on
+    labelled = ws.dataset.qrels.get(split, {})
+    return sorted(q for q in (seen.held_out if seen is not None else ()) if q in labelled)
+
+
+def _against(fit: LambdaFit, prior: float) -> str:
+    """How a μ fit was kept (after "tuned on …"): the grid's best beat the label-free μ, or not."""
+    p = "not tested" if fit.p_value is None else f"p {fit.p_value:.3f}"
+    if fit.best == prior:
+        return f" ({METRIC}, {fit.queries} queries): the grid's best is the label-free μ itself"
+    if fit.chosen == fit.prior:
+        return (f" ({METRIC}, {fit.queries} queries): the grid's best μ {shown(fit.best)} does not beat the "
+                f"label-free μ {shown(prior)} significantly ({p}), so it is kept")
+    return f" ({METRIC}, {fit.queries} queries): μ {shown(fit.best)} beats the label-free μ {shown(prior)} ({p})"
+
+
 def mu_for(ws: Workspace, split: str | None) -> MuChoice:
     """μ (and the CLEAR λ it goes with) when ``split`` is evaluated: the policy of the module docstring."""
     state = ws.system_state(KEY, Mus, WORKSPACE)
@@ -226,7 +251,13 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
             why_not = sparse_unreliable(ws)
             prior = 0.0 if why_not else LABEL_FREE_MU
             train = clear.tuning_split(ws, split)
-            if train is not None and sparse_trained_on(ws, train):
+            trained = train is not None and sparse_trained_on(ws, train)
+            held = held_out_of(ws, train) if trained and train is not None else []
+            if trained and held and train is not None:
+                fit = mu_fit(ws, train, lam, by_query, prior, only=held)
+                choice = MuChoice(fit.chosen, f"tuned on {fit.queries} held-out {train} queries the learned sparse "
+                                  f"model was not fine-tuned on" + _against(fit, prior), fit, lam, by_query)
+            elif trained:
                 choice = MuChoice(prior, f"μ {shown(prior)}, label-free: the learned sparse model was fine-tuned on "
                                   f"the {train} queries, so μ is not tuned on them", None, lam, by_query)
             elif train is None or (train == JUDGED and split == JUDGED):
@@ -236,15 +267,7 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
                 choice = MuChoice(prior, how, None, lam, by_query)
             else:
                 fit = mu_fit(ws, train, lam, by_query, prior)
-                p = "not tested" if fit.p_value is None else f"p {fit.p_value:.3f}"
-                if fit.chosen == fit.prior:
-                    how = (f"tuned on {train} ({METRIC}, {fit.queries} queries): the grid's best μ {shown(fit.best)} "
-                           f"does not beat the label-free μ {shown(prior)} significantly ({p}), so it is kept"
-                           if fit.best != prior else f"tuned on {train}: the grid's best is the label-free μ itself")
-                else:
-                    how = (f"tuned on {train} ({METRIC}, {fit.queries} queries): μ {shown(fit.best)} beats the "
-                           f"label-free μ {shown(prior)} ({p})")
-                choice = MuChoice(fit.chosen, how, fit, lam, by_query)
+                choice = MuChoice(fit.chosen, f"tuned on {train}" + _against(fit, prior), fit, lam, by_query)
             state.by_split[split] = choice
         return state.by_split[split]
 
