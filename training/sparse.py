@@ -140,8 +140,8 @@ class SparseHeldOut:
     def scope(self) -> str:
         """What each query is ranked over (plain data for the verdict line and the run key)."""
         if self.candidates is None:
-            return f"ranking the whole corpus ({len(self.rows)} documents)"
-        return f"re-ranking {len(self.rows)} candidates (BM25's and the base model's top documents)"
+            return f"ranking the whole corpus ({len(self.rows):,} documents)"
+        return f"re-ranking {len(self.rows):,} candidates (BM25's and the base model's top documents)"
 
     def score(self, model, between: Callable[[int, int], None] | None = None) -> dict[str, float]:
         """Each held-out query's nDCG@10 under ``model`` (a ``SparseEncoder``)."""
@@ -330,7 +330,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     if check:
         held_out = held_out_check(dataset, held, bm25, base_top)
     scope = held_out.scope if held_out is not None else ""
-    claim(checkpoints, run_key(cfg, pairs, f"sparse|{base}|held:{','.join(sorted(held))}|{scope}"))
+    ranked = "" if held_out is None else f"{'whole' if held_out.whole else 'candidates'}:{len(held_out.rows)}"
+    claim(checkpoints, run_key(cfg, pairs, f"sparse|{base}|held:{','.join(sorted(held))}|check:{ranked}"))
     kept = checkpoints / SELECTION
     if held_out is not None:
         if kept.exists():  # a resumed run: the scores of the epochs it finished
