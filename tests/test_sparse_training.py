@@ -98,7 +98,9 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
     fusion's μ is tuned on those queries alone, by the same rule as on a whole split."""
     import shutil
 
+    from retrieval.data.dataset import queries_fingerprint
     from retrieval.index.encoder import TRAINING_RECORD, read_trained_on
+    from retrieval.judging.labels import JUDGED
     from retrieval.systems.hybrid3 import held_out_of, mu_fit, mu_for
 
     _, folder, store = trained
@@ -115,6 +117,16 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
     assert choice.how.startswith(f"tuned on {len(held)} held-out train queries the learned sparse model was not")
     every = mu_fit(tuned, "train", choice.lam, choice.lam_by_query, 1.0)
     assert every.queries == len(small.qrels["train"]) > len(held)
+    # trained on judged queries and evaluated on them: μ is not tuned on any of them; new queries take the fit
+    judged = Dataset("demo-judged", small.docs, small.queries, {JUDGED: dict(small.qrels["train"])})
+    record["trained_on"].update(split=JUDGED, queries=queries_fingerprint(judged.split_queries(JUDGED)))
+    (copy / TRAINING_RECORD).write_text(json.dumps(record))
+    again = tmp_path / "judged-model"
+    shutil.copytree(copy, again)
+    on_judged = Workspace(judged, store, model=tiny_encoder, sparse_model=str(again))
+    assert held_out_of(on_judged, JUDGED) == held
+    assert mu_for(on_judged, JUDGED).fit is None and "μ is not tuned on them" in mu_for(on_judged, JUDGED).how
+    assert mu_for(on_judged, None).fit is not None and mu_for(on_judged, None).fit.queries == len(held)
     for damaged in ("q1", [1, 2], {"q": 1}):  # not a list of ids: the record is not trusted, the model still loads
         record["trained_on"]["held_out"] = damaged
         (copy / TRAINING_RECORD).write_text(json.dumps(record))

@@ -28,7 +28,8 @@ s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible sco
   ranked with a μ tuned on itself; where the learned sparse model was fine-tuned on that training
   split's queries (its folder's training record), μ is tuned by the same rule on the queries its
   held-out check kept out of training only (``held_out_of``) — a μ tuned on the queries it trained on
-  would favour it — and is label-free where there are none;
+  would favour it — and is label-free where there are none, or where they are judged queries and the
+  judged queries are the split evaluated;
 * an identifier lookup (``systems.identifier_queries``) is ranked by BM25 alone, as the CLEAR hybrid
   ranks it, and where λ is ∞ (BM25 alone: the encoder failed the reliability check) the score is
   s_lex + μ·s_sp, the cosine only breaking ties.
@@ -251,13 +252,13 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
             why_not = sparse_unreliable(ws)
             prior = 0.0 if why_not else LABEL_FREE_MU
             train = clear.tuning_split(ws, split)
-            trained = train is not None and sparse_trained_on(ws, train)
-            held = held_out_of(ws, train) if trained and train is not None else []
-            if trained and held and train is not None:
+            # the training split's queries the sparse model was not fine-tuned on; None: it was not fine-tuned on it
+            held = held_out_of(ws, train) if train is not None and sparse_trained_on(ws, train) else None
+            if held and train is not None and not (train == JUDGED and split == JUDGED):
                 fit = mu_fit(ws, train, lam, by_query, prior, only=held)
                 choice = MuChoice(fit.chosen, f"tuned on {fit.queries} held-out {train} queries the learned sparse "
                                   f"model was not fine-tuned on" + _against(fit, prior), fit, lam, by_query)
-            elif trained:
+            elif held is not None:
                 choice = MuChoice(prior, f"μ {shown(prior)}, label-free: the learned sparse model was fine-tuned on "
                                   f"the {train} queries, so μ is not tuned on them", None, lam, by_query)
             elif train is None or (train == JUDGED and split == JUDGED):
