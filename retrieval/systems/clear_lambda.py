@@ -164,20 +164,20 @@ class TrainedOn:
                    obj.get("per_query_max", True), tuple(held))
 
 
-def against_prior(fit: LambdaFit) -> str:
-    """How a λ fitted with the label-free prior was kept: the grid's best beat the prior, or not ("" for a
-    fit without a prior)."""
+def against_prior(fit: LambdaFit, weight: str = "λ") -> str:
+    """How a ``weight`` (λ, or the three-way fusion's μ) fitted with the label-free prior was kept: the
+    grid's best beat the prior, or not ("" for a fit without a prior)."""
     if fit.prior is None:
         return ""
     p = "not tested" if fit.p_value is None else "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
-    prior = f"λ {shown(fit.prior)}" + (" (BM25 alone: the encoder failed the reliability check)"
-                                       if math.isinf(fit.prior) else "")
+    prior = f"{weight} {shown(fit.prior)}" + (" (BM25 alone: the encoder failed the reliability check)"
+                                              if math.isinf(fit.prior) else "")
     if fit.best == fit.prior:
         return f": the grid's best is the label-free {prior} itself"
     if fit.chosen == fit.best:
-        return f": λ {shown(fit.best)} beats the label-free {prior} ({p})"
-    return (f": the grid's best λ {shown(fit.best)} does not beat the label-free {prior} significantly ({p}), "
-            f"so λ {shown(fit.prior)} is kept")
+        return f": {weight} {shown(fit.best)} beats the label-free {prior} ({p})"
+    return (f": the grid's best {weight} {shown(fit.best)} does not beat the label-free {prior} significantly "
+            f"({p}), so {weight} {shown(fit.prior)} is kept")
 
 
 def tuned(fit: LambdaFit, split: str, normalized: bool) -> LambdaChoice:

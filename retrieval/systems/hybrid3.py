@@ -54,7 +54,7 @@ from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase, Weight
-from retrieval.systems.clear_lambda import LambdaFit, shown
+from retrieval.systems.clear_lambda import LambdaFit, against_prior, shown
 from retrieval.systems.fusion import TIE_BREAK, ranked
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.reliability import dense_reliability
@@ -231,15 +231,10 @@ def held_out_of(ws: Workspace, split: str) -> list[str]:
     return sorted(q for q in (seen.held_out if seen is not None else ()) if q in labelled)
 
 
-def _against(fit: LambdaFit, prior: float) -> str:
-    """How a μ fit was kept (after "tuned on …"): the grid's best beat the label-free μ, or not."""
-    p = "not tested" if fit.p_value is None else f"p {fit.p_value:.3f}"
-    if fit.best == prior:
-        return f" ({METRIC}, {fit.queries} queries): the grid's best is the label-free μ itself"
-    if fit.chosen == fit.prior:
-        return (f" ({METRIC}, {fit.queries} queries): the grid's best μ {shown(fit.best)} does not beat the "
-                f"label-free μ {shown(prior)} significantly ({p}), so it is kept")
-    return f" ({METRIC}, {fit.queries} queries): μ {shown(fit.best)} beats the label-free μ {shown(prior)} ({p})"
+def _kept(fit: LambdaFit) -> str:
+    """How a μ fit was kept (after "tuned on …"): on how many queries, and whether the grid's best beat
+    the label-free μ (``clear_lambda.against_prior``, λ's wording)."""
+    return f" ({METRIC}, {fit.queries} queries)" + against_prior(fit, "μ")
 
 
 def mu_for(ws: Workspace, split: str | None) -> MuChoice:
@@ -257,7 +252,7 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
             if held and train is not None and not (train == JUDGED and split == JUDGED):
                 fit = mu_fit(ws, train, lam, by_query, prior, only=held)
                 choice = MuChoice(fit.chosen, f"tuned on {fit.queries} held-out {train} queries the learned sparse "
-                                  f"model was not fine-tuned on" + _against(fit, prior), fit, lam, by_query)
+                                  f"model was not fine-tuned on" + _kept(fit), fit, lam, by_query)
             elif held is not None:
                 choice = MuChoice(prior, f"μ {shown(prior)}, label-free: the learned sparse model was fine-tuned on "
                                   f"the {train} queries, so μ is not tuned on them", None, lam, by_query)
@@ -268,7 +263,7 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
                 choice = MuChoice(prior, how, None, lam, by_query)
             else:
                 fit = mu_fit(ws, train, lam, by_query, prior)
-                choice = MuChoice(fit.chosen, f"tuned on {train}" + _against(fit, prior), fit, lam, by_query)
+                choice = MuChoice(fit.chosen, f"tuned on {train}" + _kept(fit), fit, lam, by_query)
             state.by_split[split] = choice
         return state.by_split[split]
 
