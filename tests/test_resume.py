@@ -100,6 +100,11 @@ def test_a_damaged_checkpoint_starts_the_run_again(toy_dataset, tiny_model_dir, 
     result = Trainer(cfg, toy_dataset, pairs, base_model=str(tiny_model_dir), checkpoint_dir=ck).train()
     fresh = Trainer(cfg, toy_dataset, pairs, base_model=str(tiny_model_dir)).train()
     assert same(result.model.state_dict(), fresh.model.state_dict())
+    probe = Trainer(cfg, toy_dataset, pairs, base_model=str(tiny_model_dir), checkpoint_dir=ck)
+    probe.resume()
+    for partial in ({"key": probe.key}, {"key": probe.key, "stage": "triplet", "epoch": 1, "unknown": 1}):
+        torch.save(partial, ck / "state.pt")  # this run's key, not a checkpoint's fields: not resumed
+        assert Trainer(cfg, toy_dataset, pairs, base_model=str(tiny_model_dir), checkpoint_dir=ck).resume() is None
 
 
 def weights(path: Path) -> dict:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from retrieval import Workspace
 from retrieval.data.dataset import Dataset
@@ -138,11 +140,11 @@ def test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits(
     over the whole corpus; past it, it re-ranks BM25's and the base's top documents, within the budget."""
     from retrieval.evaluation.measures import evaluate_run
     from training import sparse
-    from training.holdout import split_holdout
+    from training.holdout import MAX_HELD_OUT, split_holdout
 
     ws = Workspace(small, store, model=tiny_encoder)
     index = ws.build_sparse()
-    _, held = split_holdout(small, "train", 0.3, 42, sparse.MAX_SPARSE_HELD_OUT)
+    _, held = split_holdout(small, "train", 0.3, 42, sparse.held_out_cap(len(small.doc_ids)))
     queries = {q: small.queries[q] for q in held}
 
     def base_top(qs, k):
@@ -153,12 +155,22 @@ def test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits(
     scored = whole.score(load_sparse_model().model)
     searched = evaluate_run(index.search(queries, 100), held, metrics=("ndcg@10",)).per_query["ndcg@10"]
     assert scored == pytest.approx(dict(searched), abs=1e-6)
+    base = sparse.fresh_copy(None, "cpu")  # the copy training starts from: the store holds its vectors already
+    assert base.fingerprint == load_sparse_model().fingerprint
+    encode, calls = base.model.encode_document, []
+    base.model.encode_document = lambda texts, **kw: calls.append(len(texts)) or encode(texts, **kw)
+    assert whole.score(base.model, store=store) == pytest.approx(dict(searched), abs=1e-6)
+    assert calls == [], "the base's document vectors are read from the store, not encoded again"
+    assert whole.score(base.model) == pytest.approx(dict(searched), abs=1e-6) and sum(calls) == len(small.docs)
     budget = len(small.docs) - 1
     part = sparse.held_out_check(small, held, ws.bm25, base_top, budget=budget)
     depth = sparse.check_depth(len(queries), budget)
     assert part.candidates is not None and len(part.rows) <= min(budget, 2 * depth * len(queries))
     assert all(len(c) <= 2 * depth for c in part.candidates.values()) and "candidates" in part.scope
     assert [sparse.check_depth(n) for n in (1, 100, 500, 10_000)] == [100, 50, 10, 10]
+    # ranking the whole corpus costs the same however many queries: as many held out as the dense guard's
+    assert sparse.held_out_cap(len(small.docs)) == MAX_HELD_OUT
+    assert sparse.held_out_cap(len(small.docs), budget) == sparse.MAX_SPARSE_HELD_OUT < MAX_HELD_OUT
 
 
 @pytest.mark.slow
@@ -318,6 +330,53 @@ def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly():
     assert again.chosen == 4
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.floats(0, 1), min_size=6, max_size=6), min_size=1, max_size=4))
+def test_the_held_out_scores_a_resumed_run_reads_back_are_the_ones_it_wrote(tmp_path, epochs):
+    """Round trip: what a run wrote is read back as the same selection (means, p values and the kept
+    epoch computed again from the per-query scores)."""
+    from training.sparse import BEST, SELECTION, SparseSelection, read_selection
+
+    queries = [f"q{i}" for i in range(6)]
+    written = SparseSelection(len(queries), scope="ranking the whole corpus (9 documents)")
+    for epoch, values in enumerate(epochs):
+        written.add(epoch, dict(zip(queries, values)))
+    (tmp_path / SELECTION).write_text(json.dumps(asdict(written)))
+    (tmp_path / BEST).mkdir(exist_ok=True)
+    assert read_selection(tmp_path / SELECTION, queries, written.scope) == written
+
+
+def test_a_damaged_held_out_record_is_not_trusted_and_the_run_starts_afresh(small, tiny_encoder, tmp_path):
+    """Whatever is in a run's ``selection.json`` — not JSON, another shape, numbers out of range,
+    queries the check does not hold out, no base, an epoch kept with no model saved — is read back as
+    None (the run starts afresh) and never raises; ``clear`` leaves nothing of the run to resume."""
+    from training.sparse import BEST, SELECTION, TRAINER, SparseSelection, clear, read_selection
+
+    queries = [f"q{i}" for i in range(1, 9)]
+    good = SparseSelection(len(queries))
+    good.add(0, {q: i / 10 for i, q in enumerate(queries)})
+    good.add(1, {q: 0.9 for q in queries})
+    assert good.chosen == 1
+    path = tmp_path / SELECTION
+    damaged = [b"\xff\xfe", b"not json", b"[]", b'"per_query"', b"{}", b'{"per_query": "012"}',
+               b'{"per_query": []}', b'{"per_query": {}}', b'{"per_query": {"1": {"q1": 0.5}}}',
+               b'{"per_query": {"0": {"q1": 1.5}}}', b'{"per_query": {"0": {"q1": NaN}}}',
+               b'{"per_query": {"0": {"q1": true}}}', b'{"per_query": {"0": {"q1": "0.5"}}}',
+               b'{"per_query": {"0": {"elsewhere": 0.5}}}', b'{"per_query": {"0": {}}}',
+               b'{"per_query": {"00": {"q1": 0.5}}}', b'{"per_query": {"0": {"q1": 0.5}, "1_0": {"q1": 0.5}}}',
+               b'{"per_query": {"0": [0.5]}}', ("{" * 100_000).encode(),
+               json.dumps(asdict(good)).encode()]  # epoch 1 kept, but no model saved beside it
+    for content in damaged:
+        path.write_bytes(content)
+        assert read_selection(path, queries) is None, content[:60]
+    assert read_selection(tmp_path / "missing.json", queries) is None
+    (tmp_path / BEST).mkdir()
+    assert read_selection(path, queries) == good  # the same record with its model beside it
+    (tmp_path / TRAINER / "checkpoint-4").mkdir(parents=True)
+    clear(tmp_path)
+    assert not any((tmp_path / name).exists() for name in (SELECTION, BEST, TRAINER))
+
+
 @pytest.mark.slow
 def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encoder, tmp_path, store, monkeypatch):
     """An earlier epoch kept is exported as the held-out check scored it: reading as far as the base,
@@ -334,7 +393,7 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
     assert exported.max_seq_length == load_sparse_model().max_seq_length
     ws = Workspace(small, store, model=tiny_encoder)
     index = ws.build_sparse()
-    _, held = split_holdout(small, "train", 0.3, cfg.seed, sparse.MAX_SPARSE_HELD_OUT)
+    _, held = split_holdout(small, "train", 0.3, cfg.seed, sparse.held_out_cap(len(small.doc_ids)))
     check = sparse.held_out_check(small, held, ws.bm25, lambda qs, k: {
         q: [ws.doc_row[d] for d, _ in hits] for q, hits in index.search(qs, k).items()})
     again = check.score(exported.model)

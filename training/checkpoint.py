@@ -86,7 +86,8 @@ def save(directory: Path, checkpoint: Checkpoint) -> None:
 
 def load(directory: Path | None, key: str) -> Checkpoint | None:
     """The checkpoint in ``directory`` when it belongs to the run ``key``; None when there is
-    none, it is another run's, or it cannot be read (a run then starts from the beginning)."""
+    none, it is another run's, or it cannot be read or lacks a field (a run then starts from the
+    beginning). Read with ``weights_only``: tensors and plain values only, no object is unpickled."""
     if directory is None or not (directory / STATE_FILE).exists():
         return None
     try:
@@ -95,4 +96,7 @@ def load(directory: Path | None, key: str) -> Checkpoint | None:
         return None
     if not isinstance(data, dict) or data.get("key") != key:
         return None
-    return Checkpoint(**data)
+    try:
+        return Checkpoint(**data)
+    except TypeError:  # the run's key, but fields missing or unknown: not this code's checkpoint
+        return None

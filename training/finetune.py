@@ -415,7 +415,7 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
         return {q: [row_of[d] for d, _ in hits] for q, hits in index.search(queries, k).items()}
 
     trained, selection, verdict = sparse.train_sparse(plan.dataset, plan.train_split, cfg, ws_base.bm25, base_model,
-                                                      base_top, checkpoints, on_progress, cancel)
+                                                      base_top, checkpoints, on_progress, cancel, store)
     sparse.export(trained, out_dir)
     trained_on = None  # the base exported: it saw no query
     if selection is None or selection.chosen:

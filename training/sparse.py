@@ -19,18 +19,21 @@ documented values for fine-tuning, where the regularizers' weights rise from 0 o
 of the run (its ``SpladeRegularizerWeightSchedulerCallback``: SPLADE §3.2's quadratic warm-up).
 
 The held-out guard is the dense one's (``training.holdout``): a seeded share of the training queries
-(at most ``MAX_SPARSE_HELD_OUT``) is kept out of training; before training and after every epoch,
-the model being trained ranks them, and the best epoch is exported only where it beats the base on
-them significantly (paired permutation test on nDCG@10, p < 0.05), else the base itself. The test is
-needed: on SciFact an epoch 0.023 better than the base on 100 held-out queries, kept as the best
-without one, was 0.052 worse on the test split. The check ranks what the user's search ranks — the
-whole corpus — wherever the corpus has at most ``CHECK_DOCS`` documents (all of them are encoded
-again after every epoch); on a larger corpus it re-ranks each query's candidates, BM25's and the base
-model's top ``check_depth`` (as many as fit in ``CHECK_DOCS``). Re-ranking a few candidates misleads:
-on NFCorpus, 500 held-out queries re-ranking their top 10 + 10 found epoch 1 better than the base by
-+0.014 (p 0.0002), yet ranking the whole corpus the same queries were no better (see bench/README),
-and on the test split that model was 0.005 below the base (not separable) and its three-way fusion
-0.017 below — a changed expansion brings up documents from outside the candidates.
+(at most ``held_out_cap``: the dense guard's 500 where the whole corpus is ranked, whose cost does
+not grow with the queries, else ``MAX_SPARSE_HELD_OUT``) is kept out of training; before training
+and after every epoch, the model being trained ranks them, and the best epoch is exported only where
+it beats the base on them significantly (paired permutation test on nDCG@10, p < 0.05), else the
+base itself. The test is needed: on SciFact an epoch 0.023 better than the base on 100 held-out
+queries, kept as the best without one, was 0.052 worse on the test split. The check ranks what the
+user's search ranks — the whole corpus — wherever the corpus has at most ``CHECK_DOCS`` documents
+(all of them are encoded again after every epoch); on a larger corpus it re-ranks each query's
+candidates, BM25's and the base model's top ``check_depth`` (as many as fit in ``CHECK_DOCS``). The
+base's vectors come from the store where the workspace keeps them (the same fingerprint), so the
+base is not encoded twice. Re-ranking a few candidates misleads: on NFCorpus, 500 held-out queries
+re-ranking their top 10 + 10 found epoch 1 better than the base by +0.014 (p 0.0002), yet ranking
+the whole corpus the same queries were no better (see bench/README), and on the test split that
+model was 0.005 below the base (not separable) and its three-way fusion 0.017 below — a changed
+expansion brings up documents from outside the candidates.
 There is no refit (the dense recipe's ``refit``): the exported model saw the training share.
 
 Long runs resume: every epoch leaves a checkpoint (the trainer's own) and the held-out scores so far,
@@ -46,7 +49,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -56,10 +59,10 @@ from retrieval.data.dataset import Dataset, Qrels
 from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
 from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
 from retrieval.index.bm25_index import BM25Index
-from retrieval.index.splade import SparseIndex, SparseModel, load_sparse_model
+from retrieval.index.splade import SparseIndex, SparseModel, embed_sparse_corpus, load_sparse_model
 from retrieval.store import Store
 from training.checkpoint import run_key
-from training.holdout import MIN_LABELLED, split_holdout
+from training.holdout import MAX_HELD_OUT, MIN_LABELLED, split_holdout
 from training.losses import SPARSE_LOSSES
 from training.negatives import bm25_pool, random_pool
 from training.pairs import Pair, labelled_pairs
@@ -75,7 +78,7 @@ SELECTION = "selection.json"  # the held-out scores so far, beside the trainer's
 BEST = "best"  # the best epoch's model so far, beside them
 TRAINER = "trainer"  # the trainer's own checkpoints
 RUN_KEY = "run.key"  # which run the folder's checkpoints belong to (``claim``)
-MAX_SPARSE_HELD_OUT = 100  # held-out queries at most: their candidates are encoded again after every epoch
+MAX_SPARSE_HELD_OUT = 100  # held-out queries at most where they re-rank candidates: the fewer, the deeper each's
 
 
 @dataclass
@@ -143,13 +146,16 @@ class SparseHeldOut:
             return f"ranking the whole corpus ({len(self.rows):,} documents)"
         return f"re-ranking {len(self.rows):,} candidates (BM25's and the base model's top documents)"
 
-    def score(self, model, between: Callable[[int, int], None] | None = None) -> dict[str, float]:
-        """Each held-out query's nDCG@10 under ``model`` (a ``SparseEncoder``)."""
+    def score(self, model, between: Callable[[int, int], None] | None = None,
+              store: Store | None = None) -> dict[str, float]:
+        """Each held-out query's nDCG@10 under ``model`` (a ``SparseEncoder``); ``store``: where its
+        document vectors are read from (under its fingerprint) and kept — the base's, which the
+        workspace's index of the corpus keeps there too; None for an epoch's, which are not kept."""
         wrapped = SparseModel(model, "training")
         ids = self.dataset.doc_ids
         texts = [self.dataset.docs[ids[r]].full_text for r in self.rows]
         try:
-            vectors = wrapped.encode(texts, progress=between)
+            vectors = embed_sparse_corpus(wrapped, texts, store, between).vectors
             index = SparseIndex([ids[r] for r in self.rows], vectors, wrapped.vocab_size)
             queries = wrapped.encode(list(self.queries.values()), query=True)
         finally:
@@ -166,6 +172,15 @@ class SparseHeldOut:
                 hits = sorted(((ids[r], float(s)) for r, s in zip(mine, scores)), key=lambda h: -h[1])
             run[q] = hits
         return dict(evaluate_run(run, self.held, metrics=(PRIMARY,)).per_query.get(PRIMARY, {}))
+
+
+def held_out_cap(documents: int, budget: int = CHECK_DOCS) -> int:
+    """How many training queries the check holds out at most: where it ranks the whole corpus its cost
+    is one encoding of the corpus an epoch however many queries it ranks, so as many as the dense
+    guard holds out (``training.holdout.MAX_HELD_OUT``: the more, the smaller a difference it can
+    separate from noise); where it re-ranks candidates, ``MAX_SPARSE_HELD_OUT``, so that each query's
+    candidates stay deep (``check_depth``)."""
+    return MAX_HELD_OUT if documents <= budget else MAX_SPARSE_HELD_OUT
 
 
 def check_depth(queries: int, budget: int = CHECK_DOCS) -> int:
@@ -232,13 +247,47 @@ def claim(checkpoints: Path, key: str) -> None:
     mark = checkpoints / RUN_KEY
     if mark.exists() and mark.read_text(encoding="utf-8", errors="replace").strip() == key:
         return
+    clear(checkpoints)
+    mark.write_text(key, encoding="utf-8")
+
+
+def clear(checkpoints: Path) -> None:
+    """Remove a run's checkpoints, held-out scores and best model from ``checkpoints``: it starts afresh."""
     for name in (TRAINER, SELECTION, BEST):
         path = checkpoints / name
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-    mark.write_text(key, encoding="utf-8")
+
+
+def read_selection(path: Path, queries: Collection[str], scope: str = "") -> SparseSelection | None:
+    """The held-out scores a resumed run had finished, rebuilt from what is read back: only each
+    epoch's nDCG@10 per query is read (numbers within [0, 1], for ``queries`` alone, the base's epoch 0
+    among them); the means, p values and the epoch kept are computed again (``scope``: the check's,
+    ``SparseHeldOut.scope``). None where the file is missing or damaged, or where the epoch it keeps
+    has no saved model beside it: the run then starts afresh."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        per_query = saved["per_query"]
+        if not isinstance(per_query, dict):
+            return None
+        epochs = sorted((int(e), e) for e in per_query)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+        return None
+    if not epochs or epochs[0][0] != 0 or any(str(e) != key for e, key in epochs):
+        return None
+    known = set(queries)
+    rebuilt = SparseSelection(len(known), scope=scope)
+    for epoch, key in epochs:
+        scores = per_query[key]
+        if (not isinstance(scores, dict) or not scores or not set(scores) <= known
+                or not all(type(v) in (int, float) and 0.0 <= v <= 1.0 for v in scores.values())):
+            return None
+        rebuilt.add(epoch, {q: float(v) for q, v in scores.items()})
+    if rebuilt.chosen and not (path.parent / BEST).is_dir():
+        return None
+    return rebuilt
 
 
 def fresh_copy(base: str | None, device: str) -> SparseModel:
@@ -297,10 +346,11 @@ class _Report:
 
 
 def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM25Index, base: str | None,
-                 base_top: BaseTop, checkpoints: Path, on_progress=None, cancel: threading.Event | None = None
-                 ) -> tuple[TrainResult, SparseSelection | None, str]:
+                 base_top: BaseTop, checkpoints: Path, on_progress=None, cancel: threading.Event | None = None,
+                 store: Store | None = None) -> tuple[TrainResult, SparseSelection | None, str]:
     """Train a copy of the ``base`` sparse model on ``train_split``'s pairs with the held-out check
-    (``cfg.holdout``; ``base_top``: the base model's top documents, as ``held_out_check`` takes them);
+    (``cfg.holdout``; ``base_top``: the base model's top documents, as ``held_out_check`` takes them;
+    ``store``: where the base's document vectors are read from);
     (what was trained: its model the one to export, the selection or None, the verdict line)."""
     from datasets import Dataset as Rows
     from sentence_transformers.sparse_encoder import (
@@ -323,7 +373,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     check = bool(cfg.holdout) and labelled >= MIN_LABELLED
     train_data, selection, held_out, held = dataset, None, None, {}
     if check:
-        train_data, held = split_holdout(dataset, train_split, cfg.holdout, cfg.seed, MAX_SPARSE_HELD_OUT)
+        train_data, held = split_holdout(dataset, train_split, cfg.holdout, cfg.seed,
+                                         held_out_cap(len(dataset.doc_ids)))
     pairs = labelled_pairs(train_data, train_split)
     if not pairs:
         raise ValueError("no training pairs: the training split has no relevant labels")
@@ -334,12 +385,12 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     claim(checkpoints, run_key(cfg, pairs, f"sparse|{base}|held:{','.join(sorted(held))}|check:{ranked}"))
     kept = checkpoints / SELECTION
     if held_out is not None:
-        if kept.exists():  # a resumed run: the scores of the epochs it finished
-            selection = SparseSelection(**json.loads(kept.read_text()))
-        else:
+        selection = read_selection(kept, held_out.queries, scope)  # a resumed run: the scores of the epochs it finished
+        if selection is None:
+            clear(checkpoints)  # none, or not to be trusted: the run starts afresh
             selection = SparseSelection(len(held_out.queries), scope=scope)
             base_progress = encoding_progress("held-out check — base model", on_progress, cancel)
-            selection.add(0, held_out.score(model, base_progress))
+            selection.add(0, held_out.score(model, base_progress, store))
             kept.write_text(json.dumps(asdict(selection)))
     columns = training_rows(dataset, pairs, bm25, cfg)
     model.max_seq_length = min(cfg.max_seq_length, full_length)  # training inputs only
