@@ -169,7 +169,7 @@ def job_problem(row: dict) -> str | None:
     for key, kind in JOB_FIELDS.items():
         if row.get(key) not in (None, "") and not isinstance(row[key], kind):
             return f"its {key} is not {'an object' if kind is dict else 'a list'}"
-    for key in ("dataset", "dataset_name", "model_path", "error", "device", "kind"):
+    for key in ("dataset", "dataset_name", "model_path", "error", "device", "kind", "owner"):
         if not isinstance(row.get(key), (str, type(None))):
             return f"its {key} is not text"
     return None

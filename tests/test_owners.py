@@ -636,3 +636,60 @@ def test_every_view_says_who_is_looking():
                 if len(node.args) <= at and not any(k.arg == "viewer" for k in node.keywords):
                     missing.append(f"{path.name}:{node.lineno} {node.func.value.id}.{node.func.attr}")
     assert not missing, f"calls without the session's viewer: {missing}"
+
+
+# ---- training jobs -----------------------------------------------------------------------------
+def test_on_a_shared_deployment_only_its_maker_resumes_or_cancels_a_training_job(app, tiny_model_dir, tmp_path):
+    """A stopped job is resumed only by the session that queued it (to any other it does not exist), a
+    session resumes nothing while its own job runs, a queued job is cancelled by its maker only; off a
+    shared deployment every job is everyone's, and so is one kept before makers were recorded."""
+    from dataclasses import asdict
+
+    from training.job import JobQueue
+    from training.trainer import TrainConfig
+    from ui import train
+
+    registry, start = app(shared=True)
+    ws = registry.get(start)
+    jobs = JobQueue(registry.store)
+    cfg = TrainConfig(loss="triplet", negatives="random", epochs=1, batch_size=2, max_steps_per_epoch=1,
+                      holdout=0.0, device="cpu")
+
+    def stopped(job_id: str, owner: str | None) -> str:
+        folder = tmp_path / job_id
+        (folder / "checkpoints").mkdir(parents=True)
+        registry.store.put_job({"id": job_id, "status": "cancelled", "kind": "train",
+                                "dataset": ws.dataset.content_hash, "dataset_name": ws.dataset.name,
+                                "model_path": str(folder), "progress": {},
+                                "config": {**asdict(cfg), "base_model": str(tiny_model_dir)}, "losses": [],
+                                "error": "", "result": {}, **({"owner": owner} if owner is not None else {})})
+        return job_id
+
+    anas = stopped("20260101-120000-a1b2c3", app_owner(A))
+    assert [j["id"] for j in jobs.resumable(ws.dataset, registry.viewer(A))] == [anas]
+    assert jobs.resumable(ws.dataset, registry.viewer(B)) == []
+    with pytest.raises(gr.Error, match="no cancelled, failed or interrupted training of yours on this data set"):
+        train.resume(registry, jobs, ws, session=B)
+    with pytest.raises(ValueError, match="no training job"):  # named by its id: the same as no such job
+        jobs.resume(anas, ws.dataset, registry.viewer(B))
+    local, _ = app(shared=False)
+    assert [j["id"] for j in jobs.resumable(ws.dataset, local.viewer(B))] == [anas]  # a local app: everyone's
+    assert train.resume(registry, jobs, ws, session=A) == anas
+    with pytest.raises(gr.Error, match="of this session is still queued or running"):
+        train.resume(registry, jobs, ws, previous=anas, session=A)
+    assert jobs.wait(anas, timeout=300)["status"] == "done"
+    assert registry.store.get_job(anas)["owner"] == app_owner(A)  # resumed, still ana's
+
+    older = stopped("20250101-120000-d4e5f6", None)  # kept before makers were recorded: everyone's
+    assert [j["id"] for j in jobs.resumable(ws.dataset, registry.viewer(B))] == [older]
+
+    values = {"loss": "triplet", "negatives": "random", "epochs": 3, "batch_size": 2, "device": "cpu",
+              "holdout": 0.0}
+    first = train.start(registry, jobs, ws, values, 0.8, session=A)
+    second = train.start(registry, jobs, ws, values, 0.8, session=A)  # queued behind the first
+    assert train.cancel(registry, jobs, second, session=B) == "No running job to cancel."
+    assert registry.store.get_job(second)["status"] in ("queued", "running")
+    assert train.cancel(registry, jobs, second, session=A).startswith("Cancelling")
+    assert train.cancel(registry, jobs, first, session=A).startswith("Cancelling")
+    assert jobs.wait(second, timeout=300)["status"] == "cancelled"
+    jobs.wait(first, timeout=300)

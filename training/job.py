@@ -7,6 +7,11 @@ written to the store's ``jobs`` table, so the app can poll it and a restart can 
 happened (jobs a dead process left running are marked ``interrupted`` on start). An interrupted,
 cancelled or failed job whose checkpoints are on disk can be resumed (``resume``): it runs again
 under the same id and goes on from its last finished epoch (``training.checkpoint``).
+
+A job records who queued it (``JobSpec.owner``, an owner id of ``retrieval.sharing.owners``). Off a
+shared deployment anyone may resume or cancel any job; on one (``Viewer.shared``) only its maker,
+and to everyone else it is as if it did not exist. A job kept before makers were recorded is
+everyone's.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from retrieval.data.dataset import Dataset
+from retrieval.sharing.owners import OPERATOR, Viewer
 from retrieval.store import Store
 from training.finetune import run_training
 from training.trainer import Cancelled, TrainConfig, TrainingProgress
@@ -37,6 +43,14 @@ class JobSpec:
     eval_split: str | None = None
     cold_start: float | None = None
     encoder: str | None = None  # training the learned sparse model: the dense encoder its fusion is evaluated with
+    owner: str = ""  # who queued it (an owner id): on a shared deployment only its maker resumes or cancels it
+
+
+def mine(job: dict, viewer: Viewer) -> bool:
+    """Whether ``viewer`` may resume or cancel ``job``: off a shared deployment anyone may; on one,
+    its maker, or anyone where it has no maker (kept before makers were recorded)."""
+    owner = job.get("owner") or ""
+    return viewer.sees(owner, not owner)
 
 
 class JobQueue:
@@ -52,7 +66,8 @@ class JobQueue:
     def submit(self, spec: JobSpec) -> str:
         job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self._cancel[job_id] = threading.Event()
-        self.store.put_job({"id": job_id, "status": "queued", "kind": "train", "dataset": spec.dataset.content_hash,
+        self.store.put_job({"id": job_id, "status": "queued", "kind": "train", "owner": spec.owner,
+                            "dataset": spec.dataset.content_hash,
                             "dataset_name": spec.dataset.name, "config": {**asdict(spec.config),
                             "base_model": spec.base_model, "eval_split": spec.eval_split,
                             "cold_start": spec.cold_start, "encoder": spec.encoder}, "progress": {}, "losses": [],
@@ -65,16 +80,18 @@ class JobQueue:
         """How many jobs wait in the queue (the one running not counted)."""
         return self._queue.qsize()
 
-    def resumable(self, dataset: Dataset) -> list[dict]:
-        """Jobs on ``dataset`` (same content) that stopped before the end and left checkpoints, newest first."""
-        return [job for job in self.store.jobs() if job["status"] in RESUMABLE
+    def resumable(self, dataset: Dataset, viewer: Viewer = OPERATOR) -> list[dict]:
+        """``viewer``'s jobs (``mine``) on ``dataset`` (same content) that stopped before the end and left
+        checkpoints, newest first."""
+        return [job for job in self.store.jobs() if job["status"] in RESUMABLE and mine(job, viewer)
                 and job["dataset"] == dataset.content_hash and (Path(job["model_path"]) / "checkpoints").is_dir()]
 
-    def resume(self, job_id: str, dataset: Dataset) -> str:
-        """Queue ``job_id`` again with its own parameters and output folder; training goes on from its
-        checkpoints. ``dataset`` must be the one it trained on."""
+    def resume(self, job_id: str, dataset: Dataset, viewer: Viewer = OPERATOR) -> str:
+        """Queue ``job_id`` again with its own parameters, output folder and maker; training goes on
+        from its checkpoints. ``dataset`` must be the one it trained on; a job not ``viewer``'s to
+        act on (``mine``) is refused as one that does not exist."""
         job = self.store.get_job(job_id)
-        if job is None:
+        if job is None or not mine(job, viewer):
             raise ValueError(f"no training job {job_id!r}")
         if job["status"] not in RESUMABLE:
             raise ValueError(f"job {job_id} is {job['status']}: only an interrupted, cancelled or failed job resumes")
@@ -84,16 +101,19 @@ class JobQueue:
         values, known = dict(job["config"]), {f.name for f in fields(TrainConfig)}
         cfg = TrainConfig(**{k: v for k, v in values.items() if k in known})
         cfg.validate()
-        spec = JobSpec(dataset, cfg, job["model_path"], **{k: values.get(k) for k in SPEC_FIELDS})
+        spec = JobSpec(dataset, cfg, job["model_path"], **{k: values.get(k) for k in SPEC_FIELDS},
+                       owner=job.get("owner") or "")
         self._cancel[job_id] = threading.Event()
         self.store.put_job({"id": job_id, "status": "queued", "error": "", "progress": {}})
         self._queue.put((job_id, spec))
         return job_id
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, viewer: Viewer = OPERATOR) -> bool:
+        """Stop ``job_id`` (at its next step, or before it starts); False when it is not running or
+        queued here, or not ``viewer``'s to act on (``mine``)."""
         event = self._cancel.get(job_id)
         job = self.store.get_job(job_id)
-        if event is None or job is None or job["status"] in FINAL:
+        if event is None or job is None or job["status"] in FINAL or not mine(job, viewer):
             return False
         event.set()
         if job["status"] == "queued":

@@ -30,7 +30,7 @@ from ui.present.tables import (
     per_query_change_rows,
     training_result_rows,
 )
-from ui.registry import Context, Registry
+from ui.registry import Context, Registry, session_of
 
 RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
 PER_QUERY_HEADERS = per_query_change_headers({})  # a dense encoder's; a finished job's own once it ends
@@ -41,18 +41,15 @@ MAX_WAITING = 8  # training jobs waiting in the queue, all sessions together
 
 
 def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_start: float,
-          previous: str | None = None, on: str | None = None) -> str:
+          previous: str | None = None, on: str | None = None, session: str = "") -> str:
     """Queue a training job on ``ws``'s data set from the form's ``values`` (``TrainConfig`` field
     names; blanks take the defaults); returns the job id. ``cold_start`` is the training fraction
     of a seeded split by query, used only when the data set has no train split, or when ``on``
     names the split to train on (the judged queries: ``JUDGED``), which is then cut by query into a
     part that trains and a part base and trained are evaluated on. A session whose ``previous``
     job has not ended, or a full queue (``MAX_WAITING``), is refused: one session cannot hold
-    everyone else's training back."""
-    if previous and (jobs.status(previous) or {}).get("status") not in (None, *FINAL):
-        raise refuse(f"job {previous} of this session is still queued or running: cancel it, or wait for it to end")
-    if jobs.waiting() >= MAX_WAITING:
-        raise refuse(f"{jobs.waiting()} training jobs are waiting already, the most the queue takes; try again later")
+    everyone else's training back. The job is ``session``'s (``training.job.mine``)."""
+    _admit(jobs, previous)
     try:
         cfg = TrainConfig.from_mapping(values)
         cold_start = float(cold_start)
@@ -73,7 +70,16 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     base = ws.sparse_model if cfg.family == "sparse" else ws.model_name  # the model of the family trained
     return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=base, eval_split=on,
                                cold_start=None if has_train and on is None else cold_start,
-                               encoder=ws.model_name if cfg.family == "sparse" else None))
+                               encoder=ws.model_name if cfg.family == "sparse" else None,
+                               owner=registry.viewer(session).owner))
+
+
+def _admit(jobs: JobQueue, previous: str | None) -> None:
+    """Refuse a job to a session whose ``previous`` job is still queued or running, or to a full queue."""
+    if previous and (jobs.status(previous) or {}).get("status") not in (None, *FINAL):
+        raise refuse(f"job {previous} of this session is still queued or running: cancel it, or wait for it to end")
+    if jobs.waiting() >= MAX_WAITING:
+        raise refuse(f"{jobs.waiting()} training jobs are waiting already, the most the queue takes; try again later")
 
 
 def _require_queries_to_train_on(ws: Workspace, split: str, fraction: float) -> None:
@@ -94,12 +100,17 @@ def _require_queries_to_train_on(ws: Workspace, split: str, fraction: float) -> 
 MIN_SPLIT_QUERIES = 5  # queries with a relevant document in each part of a judged split cut to train and evaluate
 
 
-def resume(jobs: JobQueue, ws: Workspace) -> str:
-    """Queue the newest stopped job on ``ws``'s data set again, to go on from its checkpoints; its id."""
-    stopped = jobs.resumable(ws.dataset)
+def resume(registry: Registry, jobs: JobQueue, ws: Workspace, previous: str | None = None, session: str = "") -> str:
+    """Queue the newest stopped job of ``session``'s (``training.job.mine``) on ``ws``'s data set again,
+    to go on from its checkpoints; its id. Refused as ``start`` refuses: while ``previous`` is queued
+    or running, or the queue is full."""
+    _admit(jobs, previous)
+    viewer = registry.viewer(session)
+    stopped = jobs.resumable(ws.dataset, viewer)
     if not stopped:
-        raise refuse("no cancelled, failed or interrupted training on this data set left a checkpoint to go on from")
-    return jobs.resume(stopped[0]["id"], ws.dataset)
+        raise refuse("no cancelled, failed or interrupted training of yours on this data set left a checkpoint to "
+                     "go on from")
+    return jobs.resume(stopped[0]["id"], ws.dataset, viewer)
 
 
 def job_markdown(job: dict) -> str:
@@ -158,8 +169,8 @@ def job_status(jobs: JobQueue, job_id: object) -> dict:
     return job
 
 
-def cancel(jobs: JobQueue, job_id: str) -> str:
-    if job_id and jobs.cancel(job_id):
+def cancel(registry: Registry, jobs: JobQueue, job_id: str, session: str = "") -> str:
+    if job_id and jobs.cancel(job_id, registry.viewer(session)):
         return f"Cancelling `{job_id}` …"
     return "No running job to cancel."
 
@@ -218,7 +229,7 @@ def build(ctx: Context) -> None:
 
     def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
                  cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None,
-                 teacher_=None, family_=None, *, on: str | None = None):
+                 teacher_=None, family_=None, request: gr.Request = None, *, on: str | None = None):
         """``on``: the split to train on (``JUDGED``: cut by query, the cold-start fraction trains and base and
         trained are evaluated on the rest); None: the train split, or a cold-start split without one."""
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,
@@ -226,13 +237,16 @@ def build(ctx: Context) -> None:
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
                       positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_,
                       family=family_)
-        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_, on=on)
+        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_, on=on,
+                       session=session_of(request))
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
-    on_train_judged = functools.partial(on_train, on=JUDGED)
+    @functools.wraps(on_train)  # its signature, so that Gradio passes the request (a partial's it cannot read)
+    def on_train_judged(*args, **kwargs):
+        return on_train(*args, **kwargs, on=JUDGED)
 
-    def on_resume(key):
-        job_id = resume(ctx.jobs, ctx.workspace(key))
+    def on_resume(job_state_: str, key: str, request: gr.Request):
+        job_id = resume(ctx.registry, ctx.jobs, ctx.workspace(key), job_state_, session_of(request))
         return job_id, f"Job `{job_id}` resumed: it goes on from its last finished epoch.", gr.Timer(active=True)
 
     def on_poll(job_id: str, key: str):
@@ -256,7 +270,10 @@ def build(ctx: Context) -> None:
                  else gr.skip(), [family, loss], loss, api_visibility="private", **LIGHT)
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     judged_btn.click(on_train_judged, inputs, [job_state, status, timer], api_name="train_on_judged", **LIGHT)
-    resume_btn.click(on_resume, ctx.key, [job_state, status, timer], api_name="resume_training", **LIGHT)
+    resume_btn.click(on_resume, [job_state, ctx.key], [job_state, status, timer], api_name="resume_training", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],
                api_visibility="private", **LIGHT)
-    cancel_btn.click(lambda job_id: cancel(ctx.jobs, job_id), job_state, status, api_name="cancel_training", **LIGHT)
+    def on_cancel(job_id: str, request: gr.Request):
+        return cancel(ctx.registry, ctx.jobs, job_id, session_of(request))
+
+    cancel_btn.click(on_cancel, job_state, status, api_name="cancel_training", **LIGHT)
