@@ -93,6 +93,23 @@ def test_each_epoch_draws_one_positive_per_query():
 
 # ---- the loop ------------------------------------------------------------------------------
 
+
+def test_the_schedule_and_the_progress_count_the_steps_an_epoch_takes(tiny_model_dir):
+    """43 pairs in batches of 2 take 21 steps an epoch (a last batch of one has no in-batch negative and
+    is skipped), not the 22 counted before negatives are drawn: the progress ends at its total, and the
+    learning rate's linear decay reaches 0 at the last step."""
+    ds = uneven_dataset()
+    seen: list[tuple[int, int]] = []
+    trainer = Trainer(fast(loss="inbatch", negatives="random", epochs=2, positives_per_query=0, warmup_ratio=0.1),
+                      ds, labelled_pairs(ds, "train"), base_model=str(tiny_model_dir),
+                      on_progress=lambda p: seen.append((p.step, p.total)))
+    assert trainer.steps_per_epoch() == 22 and trainer.batches(43) == 21 and trainer.batches(44) == 22
+    result = trainer.train()
+    assert len(result.losses) == 42 and seen[-1] == (42, 42) and {t for _, t in seen} == {42}
+    capped = Trainer(fast(positives_per_query=0, max_steps_per_epoch=5), ds, labelled_pairs(ds, "train"))
+    assert capped.batches(43) == 5 and capped.batches(3) == 1 and capped.batches(1) == 0
+
+
 def fixed_rows(dataset: Dataset):
     """Every (q, p, n, hn) of the train split: each non-relevant n, hn the next non-relevant one."""
     bm25 = BM25Index(dataset.doc_ids, [d.full_text for d in dataset.docs.values()])

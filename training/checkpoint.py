@@ -75,6 +75,7 @@ class Checkpoint:
     seconds: float = 0.0  # training time before the interruption
     pools: dict = field(default_factory=dict)  # name → (source, {query: [rows]}) mined inside the run
     hook: dict | None = None  # the epoch hook's ``state_dict()``
+    total: int = 0  # the stage's optimizer steps in all, as its schedule was built (0: not kept, older checkpoints)
 
 
 def save(directory: Path, checkpoint: Checkpoint) -> None:

@@ -386,6 +386,15 @@ class Trainer:
         steps = math.ceil(n / self.cfg.batch_size)
         return min(steps, self.cfg.max_steps_per_epoch) if self.cfg.max_steps_per_epoch else steps
 
+    def batches(self, examples: int) -> int:
+        """The optimizer steps an epoch of ``examples`` examples takes: full batches, and a last one of at
+        least two (a batch of one has no in-batch negative and is skipped), at most ``max_steps_per_epoch``.
+        ``steps_per_epoch`` is the bound before negatives are drawn; the schedule and the progress's total
+        count these, so that the learning rate's linear decay ends at the last step."""
+        bs = self.cfg.batch_size
+        steps = examples // bs + (1 if examples % bs >= 2 else 0)
+        return min(steps, self.cfg.max_steps_per_epoch) if self.cfg.max_steps_per_epoch else steps
+
     def examples(self, pools: list[CandidatePool]) -> list[tuple[list[str], float]]:
         """One epoch of (texts, label) examples: [q, p, n₁, …] per pair of ``epoch_pairs``,
         label = BM25 gap (``residual``), the teacher's margin (``marginmse``), else 0."""
@@ -446,7 +455,18 @@ class Trainer:
         if resumed is not None and stage in resumed.done_stages:
             return  # finished before the interruption: its weights are in the checkpoint's
         per_epoch = self.steps_per_epoch()
-        total = per_epoch * epochs
+        step, first, previous, total = 0, 1, None, 0
+        same_stage = resumed is not None and resumed.stage == stage
+        if resumed is not None and same_stage:
+            step, first, previous = resumed.step, resumed.epoch + 1, resumed.previous_loss
+            self.rng.setstate(checkpoint._tuples(resumed.rng["trainer"]))
+            checkpoint.set_random_states(resumed.rng["global"])
+            if resumed.converged:
+                first = epochs + 1
+            total = resumed.total or per_epoch * epochs  # a checkpoint from before ``total`` was kept: as it was
+        drawn = self.examples(pools) if first <= epochs else []  # the first epoch to train: its examples
+        if not total:  # the steps an epoch takes, those pairs with no negative to draw left out
+            total = self.batches(len(drawn)) * epochs
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
         warmup = int(total * cfg.warmup_ratio)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -455,22 +475,16 @@ class Trainer:
         use_amp = self.device == "cuda"
         amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
         scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
-        step, first, previous = 0, 1, None
-        if resumed is not None and resumed.stage == stage:
+        if resumed is not None and same_stage:
             optimizer.load_state_dict(resumed.optimizer)
             scheduler.load_state_dict(resumed.scheduler)
             if resumed.scaler and scaler.is_enabled():
                 scaler.load_state_dict(resumed.scaler)
-            step, first, previous = resumed.step, resumed.epoch + 1, resumed.previous_loss
-            self.rng.setstate(checkpoint._tuples(resumed.rng["trainer"]))
-            checkpoint.set_random_states(resumed.rng["global"])
-            if resumed.converged:
-                first = epochs + 1
         started, seen, taken = time.perf_counter(), 0, 0  # examples and steps since this start
         model.train()
         for epoch in range(first, epochs + 1):
             batch_losses = []
-            data = self.examples(pools)
+            data = drawn if epoch == first else self.examples(pools)
             for start in range(0, min(len(data), per_epoch * cfg.batch_size), cfg.batch_size):
                 if self.cancel.is_set():
                     raise Cancelled(f"cancelled during {stage}, step {step}/{total}")
@@ -514,7 +528,7 @@ class Trainer:
                     list(result.losses), list(result.epoch_losses), self._elapsed(),
                     {name: (pool.source, {q: [int(r) for r in rows] for q, rows in pool.candidates.items()})
                      for name, pool in self._mined.items()},
-                    self.hook_state.state_dict() if self.hook_state is not None else None))
+                    self.hook_state.state_dict() if self.hook_state is not None else None, total))
             if converged:
                 break
         self._done.append(stage)
