@@ -163,6 +163,28 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     page.screenshot(path=str(shots / "train.png"), full_page=True)
 
 
+def test_picking_the_learned_sparse_model_hides_what_it_does_not_read(page, shots):
+    """The learned sparse model trains with the in-batch loss and BM25 or random negatives: picked, the
+    dense-only fields (margins, pooling, first stage, refit, teacher) are hidden and the loss set to one
+    it trains with; the dense encoder picked again shows them all."""
+    open_tab(page, "Train")
+    dense_only = [page.get_by_role("spinbutton", name="Margin m (quadruplet, triplet)"), page.locator("#train-pooling"),
+                  page.locator("#train-refit"), page.locator("#train-teacher")]
+    for field in dense_only:
+        expect(field).to_be_visible()
+    page.locator("#train-family input").click()
+    page.get_by_role("option", name=re.compile("learned sparse")).click()
+    for field in dense_only:
+        expect(field).to_be_hidden()
+    expect(page.get_by_role("spinbutton", name="Epochs", exact=True)).to_be_visible()
+    expect(page.locator("#train-holdout")).to_be_visible()
+    page.screenshot(path=str(shots / "train-sparse.png"), full_page=True)
+    page.locator("#train-family input").click()
+    page.get_by_role("option", name=re.compile("dense encoder")).click()
+    for field in dense_only:
+        expect(field).to_be_visible()
+
+
 def test_a_cancelled_run_resumes_from_its_last_epoch(page, shots):
     open_tab(page, "Train")
     page.get_by_role("spinbutton", name="Epochs", exact=True).fill("20")

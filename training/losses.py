@@ -216,4 +216,6 @@ LOSSES = ("quadruplet", "residual", "triplet", "inbatch", "marginmse")
 FAMILIES = ("dense", "sparse")  # what a training trains: the dense encoder, or the learned sparse model (SPLADE)
 SPARSE_LOSSES = ("inbatch",)  # the losses the learned sparse model trains with (``training.sparse``)
 SPARSE_NEGATIVES = ("bm25", "random")  # and where its negatives come from
+DENSE_ONLY = ("margin", "xi", "lambda_train", "pretrain", "query_pooling", "poly_codes", "refit",
+              "teacher")  # ``TrainConfig`` fields the learned sparse model's training does not read
 TEACHERS = (HYBRID, HYBRID3)  # the systems Margin-MSE may distil (their scores of any document: exact_scores)

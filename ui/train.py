@@ -15,7 +15,7 @@ from retrieval.judging.labels import JUDGED, judged_counts
 from retrieval.safe_names import shown
 from retrieval.systems import SPLADE, label
 from training.job import FINAL, JobQueue, JobSpec
-from training.losses import FAMILIES, LOSSES, SPARSE_LOSSES, TEACHERS
+from training.losses import DENSE_ONLY, FAMILIES, LOSSES, SPARSE_LOSSES, SPARSE_NEGATIVES, TEACHERS
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
 from ui import texts
@@ -266,8 +266,20 @@ def build(ctx: Context) -> None:
     gr.api(training_status, api_name="training_status")
     inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
               pretrain, pooling, codes, positives, holdout, refit, teacher, family]
-    family.input(lambda f, current: gr.update(value=SPARSE_LOSSES[0]) if f == "sparse" and current not in SPARSE_LOSSES
-                 else gr.skip(), [family, loss], loss, api_visibility="private", **LIGHT)
+    dense_only = dict(zip(DENSE_ONLY, (margin, xi, lam, pretrain, pooling, codes, refit, teacher), strict=True))
+
+    def on_family(family_: str, loss_: str, negatives_: str):
+        """The learned sparse model picked: the fields it does not read are hidden, and a loss, negatives,
+        first stage or query pooling it cannot train with go back to what it can; the dense encoder: all shown."""
+        sparse = family_ == "sparse"
+        kept = {"pretrain": "", "query_pooling": d.query_pooling}  # what the sparse model's config refuses otherwise
+        return (gr.update(value=SPARSE_LOSSES[0]) if sparse and loss_ not in SPARSE_LOSSES else gr.skip(),
+                gr.update(value=SPARSE_NEGATIVES[0]) if sparse and negatives_ not in SPARSE_NEGATIVES else gr.skip(),
+                *(gr.update(visible=not sparse, **({"value": kept[name]} if sparse and name in kept else {}))
+                  for name in dense_only))
+
+    family.input(on_family, [family, loss, negatives], [loss, negatives, *dense_only.values()],
+                 api_visibility="private", **LIGHT)
     train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
     judged_btn.click(on_train_judged, inputs, [job_state, status, timer], api_name="train_on_judged", **LIGHT)
     resume_btn.click(on_resume, [job_state, ctx.key], [job_state, status, timer], api_name="resume_training", **LIGHT)
