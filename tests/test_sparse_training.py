@@ -346,6 +346,24 @@ def test_the_held_out_scores_a_resumed_run_reads_back_are_the_ones_it_wrote(tmp_
     assert read_selection(tmp_path / SELECTION, queries, written.scope) == written
 
 
+def test_the_checks_vectors_are_kept_only_where_the_exported_model_gives_them_again(small, store):
+    """``keep_vectors`` stores the held-out check's vectors under the model's fingerprint only after the
+    model encodes a sample of them to the same terms and weights: other vectors are never kept."""
+    from retrieval.store import text_hash
+    from training.sparse import KeptVectors, keep_vectors
+
+    model = load_sparse_model()
+    texts = [d.full_text for d in list(small.docs.values())[:6]]
+    vectors = model.encode(texts)
+    hashes = [text_hash(t) for t in texts]
+    doubled = KeptVectors(texts, [(t, w * 2) for t, w in vectors])  # another model's, say
+    assert keep_vectors(store, model, doubled) == 0
+    assert store.get_sparse(model.fingerprint, hashes) == {}
+    assert keep_vectors(None, model, KeptVectors(texts, vectors)) == 0 and keep_vectors(store, model, None) == 0
+    assert keep_vectors(store, model, KeptVectors(texts, vectors)) == len(texts)
+    assert len(store.get_sparse(model.fingerprint, hashes, model.vocab_size)) == len(texts)
+
+
 def test_a_damaged_held_out_record_is_not_trusted_and_the_run_starts_afresh(small, tiny_encoder, tmp_path):
     """Whatever is in a run's ``selection.json`` — not JSON, another shape, numbers out of range,
     queries the check does not hold out, no base, an epoch kept with no model saved — is read back as
@@ -400,3 +418,13 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
     assert np.mean(list(again.values())) == pytest.approx(dict(result.selection["scores"])[chosen], abs=1e-9)
     record = json.loads((tmp_path / "model" / "rankscope_training.json").read_text())
     assert record["trained_on"]["held_out"] == sorted(held)  # the fusion's μ is tuned on these
+    # the check's vectors of the kept epoch are in the store under the exported model's fingerprint: the
+    # evaluation reads them instead of encoding the corpus again, and they are what the model encodes
+    from retrieval.store import text_hash
+
+    texts = [d.full_text for d in small.docs.values()]
+    stored = store.get_sparse(exported.fingerprint, [text_hash(t) for t in texts], exported.vocab_size)
+    assert len(stored) == len(set(texts))
+    for text, (terms, weights) in zip(texts[:3], exported.encode(texts[:3])):
+        assert np.array_equal(stored[text_hash(text)][0], terms)
+        assert np.allclose(stored[text_hash(text)][1], weights, rtol=1e-4, atol=1e-5)

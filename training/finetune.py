@@ -414,8 +414,9 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
         row_of = ws_base.doc_row
         return {q: [row_of[d] for d, _ in hits] for q, hits in index.search(queries, k).items()}
 
-    trained, selection, verdict = sparse.train_sparse(plan.dataset, plan.train_split, cfg, ws_base.bm25, base_model,
-                                                      base_top, checkpoints, on_progress, cancel, store)
+    trained, selection, verdict, kept = sparse.train_sparse(plan.dataset, plan.train_split, cfg, ws_base.bm25,
+                                                            base_model, base_top, checkpoints, on_progress, cancel,
+                                                            store)
     sparse.export(trained, out_dir)
     trained_on = None  # the base exported: it saw no query
     if selection is None or selection.chosen:
@@ -435,6 +436,7 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
                             losses=trained.losses, epoch_losses=trained.epoch_losses, stages=trained.stages,
                             selection=asdict(selection) if selection else None, verdict=verdict)
     tuned = load_sparse_model(str(out_dir))  # the instance the evaluation's workspace reads: loaded once
+    sparse.keep_vectors(store, tuned, kept)  # the held-out check encoded the corpus with it already
     if evaluate:
         encoding = _share_progress("evaluating — {what}", on_progress, cancel,
                                    f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")

@@ -29,7 +29,8 @@ user's search ranks — the whole corpus — wherever the corpus has at most ``C
 (all of them are encoded again after every epoch); on a larger corpus it re-ranks each query's
 candidates, BM25's and the base model's top ``check_depth`` (as many as fit in ``CHECK_DOCS``). The
 base's vectors come from the store where the workspace keeps them (the same fingerprint), so the
-base is not encoded twice. Re-ranking a few candidates misleads: on NFCorpus, 500 held-out queries
+base is not encoded twice; the kept epoch's go into it (``keep_vectors``), so the evaluation does not
+encode them again. Re-ranking a few candidates misleads: on NFCorpus, 500 held-out queries
 re-ranking their top 10 + 10 found epoch 1 better than the base by +0.014 (p 0.0002), yet ranking
 the whole corpus the same queries were no better (see bench/README), and on the test split that
 model was 0.005 below the base (not separable) and its three-way fusion 0.017 below — a changed
@@ -59,8 +60,8 @@ from retrieval.data.dataset import Dataset, Qrels
 from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
 from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
 from retrieval.index.bm25_index import BM25Index
-from retrieval.index.splade import SparseIndex, SparseModel, embed_sparse_corpus, load_sparse_model
-from retrieval.store import Store
+from retrieval.index.splade import SparseIndex, SparseModel, SparseVector, embed_sparse_corpus, load_sparse_model
+from retrieval.store import Store, text_hash
 from training.checkpoint import run_key
 from training.holdout import MAX_HELD_OUT, MIN_LABELLED, split_holdout
 from training.losses import SPARSE_LOSSES
@@ -78,6 +79,7 @@ SELECTION = "selection.json"  # the held-out scores so far, beside the trainer's
 BEST = "best"  # the best epoch's model so far, beside them
 TRAINER = "trainer"  # the trainer's own checkpoints
 RUN_KEY = "run.key"  # which run the folder's checkpoints belong to (``claim``)
+VERIFIED = 4  # documents the exported model encodes again before the check's vectors of it are kept
 MAX_SPARSE_HELD_OUT = 100  # held-out queries at most where they re-rank candidates: the fewer, the deeper each's
 
 
@@ -126,6 +128,14 @@ class SparseSelection:
                 f"against the base's {base:.4f}; {shown})")
 
 
+@dataclass
+class KeptVectors:
+    """The kept epoch's vectors of the documents the held-out check ranked (``SparseHeldOut.texts``)."""
+
+    texts: list[str]
+    vectors: list[SparseVector]
+
+
 class SparseHeldOut:
     """Scores a sparse model on held-out queries: one encoding of the documents the check ranks per
     epoch — the whole corpus (``candidates`` None), or the union of each query's fixed candidates,
@@ -146,20 +156,34 @@ class SparseHeldOut:
             return f"ranking the whole corpus ({len(self.rows):,} documents)"
         return f"re-ranking {len(self.rows):,} candidates (BM25's and the base model's top documents)"
 
+    @property
+    def texts(self) -> list[str]:
+        """The documents the check ranks, in ``rows``' order."""
+        ids = self.dataset.doc_ids
+        return [self.dataset.docs[ids[r]].full_text for r in self.rows]
+
     def score(self, model, between: Callable[[int, int], None] | None = None,
               store: Store | None = None) -> dict[str, float]:
         """Each held-out query's nDCG@10 under ``model`` (a ``SparseEncoder``); ``store``: where its
         document vectors are read from (under its fingerprint) and kept — the base's, which the
         workspace's index of the corpus keeps there too; None for an epoch's, which are not kept."""
+        return self.scored(model, between, store)[0]
+
+    def scored(self, model, between: Callable[[int, int], None] | None = None,
+               store: Store | None = None) -> tuple[dict[str, float], list[SparseVector]]:
+        """``score``'s scores, and the vectors of the documents ranked (``texts``' order)."""
         wrapped = SparseModel(model, "training")
         ids = self.dataset.doc_ids
-        texts = [self.dataset.docs[ids[r]].full_text for r in self.rows]
         try:
-            vectors = embed_sparse_corpus(wrapped, texts, store, between).vectors
+            vectors = embed_sparse_corpus(wrapped, self.texts, store, between).vectors
             index = SparseIndex([ids[r] for r in self.rows], vectors, wrapped.vocab_size)
             queries = wrapped.encode(list(self.queries.values()), query=True)
         finally:
             model.train()
+        return self._ranked(index, queries), vectors
+
+    def _ranked(self, index: SparseIndex, queries: list[SparseVector]) -> dict[str, float]:
+        ids = self.dataset.doc_ids
         at = {r: i for i, r in enumerate(self.rows)}
         run = {}
         for q, vec in zip(self.queries, queries):
@@ -347,11 +371,12 @@ class _Report:
 
 def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM25Index, base: str | None,
                  base_top: BaseTop, checkpoints: Path, on_progress=None, cancel: threading.Event | None = None,
-                 store: Store | None = None) -> tuple[TrainResult, SparseSelection | None, str]:
+                 store: Store | None = None) -> tuple[TrainResult, SparseSelection | None, str, KeptVectors | None]:
     """Train a copy of the ``base`` sparse model on ``train_split``'s pairs with the held-out check
     (``cfg.holdout``; ``base_top``: the base model's top documents, as ``held_out_check`` takes them;
-    ``store``: where the base's document vectors are read from);
-    (what was trained: its model the one to export, the selection or None, the verdict line)."""
+    ``store``: where the base's document vectors are read from); (what was trained: its model the one
+    to export, the selection or None, the verdict line, the kept epoch's vectors of the documents the
+    check ranked where they were computed in this run, else None: ``keep_vectors``)."""
     from datasets import Dataset as Rows
     from sentence_transformers.sparse_encoder import (
         SparseEncoderTrainer,
@@ -395,15 +420,19 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     columns = training_rows(dataset, pairs, bm25, cfg)
     model.max_seq_length = min(cfg.max_seq_length, full_length)  # training inputs only
 
+    kept_vectors: list[KeptVectors | None] = [None]  # the chosen epoch's, while it was scored in this run
+
     def on_epoch(m, epoch: int) -> None:
         if held_out is None or selection is None:
             return
         m.max_seq_length = full_length  # scored, and saved, reading as far as the base
         try:
             epoch_progress = encoding_progress(f"held-out check — epoch {epoch}", on_progress, cancel)
-            selection.add(epoch, held_out.score(m, epoch_progress))
+            scores, vectors = held_out.scored(m, epoch_progress)
+            selection.add(epoch, scores)
             if selection.chosen == epoch:
                 m.save(str(checkpoints / BEST))
+                kept_vectors[0] = KeptVectors(held_out.texts, vectors)
         finally:
             m.max_seq_length = min(cfg.max_seq_length, full_length)
         kept.write_text(json.dumps(asdict(selection)))
@@ -451,7 +480,25 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
         verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
         stages.append(verdict)
     epoch_losses = _epoch_losses(report.losses, steps, stage)
-    return TrainResult(model, device, seconds, report.losses, epoch_losses, stages), selection, verdict
+    kept = kept_vectors[0] if selection is not None and selection.chosen else None
+    return TrainResult(model, device, seconds, report.losses, epoch_losses, stages), selection, verdict, kept
+
+
+def keep_vectors(store: Store | None, model: SparseModel, kept: KeptVectors | None) -> int:
+    """Keep the kept epoch's document vectors, computed by the held-out check, in ``store`` under the
+    exported ``model``'s fingerprint, so that evaluating it does not encode those documents again — only
+    where ``model`` encodes ``VERIFIED`` of them (seeded) to the same terms and weights: else nothing is
+    kept, and the evaluation encodes them. Returns how many were kept."""
+    if store is None or kept is None or not kept.texts:
+        return 0
+    sample = random.Random(0).sample(range(len(kept.texts)), min(VERIFIED, len(kept.texts)))
+    again = model.encode([kept.texts[i] for i in sample])
+    for i, (terms, weights) in zip(sample, again):
+        saved_terms, saved_weights = kept.vectors[i]
+        if not (np.array_equal(terms, saved_terms) and np.allclose(weights, saved_weights, rtol=1e-4, atol=1e-5)):
+            return 0
+    store.put_sparse(model.fingerprint, {text_hash(t): v for t, v in zip(kept.texts, kept.vectors)})
+    return len(kept.texts)
 
 
 def _epoch_losses(losses: list[tuple[str, int, float]], steps: int, stage: str) -> list[tuple[str, int, float]]:
