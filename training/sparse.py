@@ -80,7 +80,7 @@ BEST = "best"  # the best epoch's model so far, beside them
 TRAINER = "trainer"  # the trainer's own checkpoints
 RUN_KEY = "run.key"  # which run the folder's checkpoints belong to (``claim``)
 VERIFIED = 4  # documents the exported model encodes again before the check's vectors of it are kept
-MAX_SPARSE_HELD_OUT = 100  # held-out queries at most where they re-rank candidates: the fewer, the deeper each's
+MAX_SPARSE_HELD_OUT = 100  # held-out queries at most where they re-rank candidates: fewer, deeper candidates
 
 
 @dataclass
