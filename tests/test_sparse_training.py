@@ -117,6 +117,14 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
     choice = mu_for(tuned, "test")
     assert choice.fit is not None and choice.fit.queries == len(held)
     assert choice.how.startswith(f"tuned on {len(held)} held-out train queries the learned sparse model was not")
+    from retrieval.evaluation.measures import evaluate_run
+    from retrieval.systems.hybrid3 import candidates, rank3
+
+    for mu, value in choice.fit.grid:  # each μ's nDCG@10 is the mean over the held-out queries, not over all of train
+        run = rank3(candidates(tuned, {q: small.queries[q] for q in held}), choice.lam, mu, small.doc_ids, 100,
+                    choice.lam_by_query)
+        mean = evaluate_run(run, {q: small.qrels["train"][q] for q in held}, metrics=("ndcg@10",)).mean["ndcg@10"]
+        assert value == pytest.approx(mean, abs=1e-9)
     every = mu_fit(tuned, "train", choice.lam, choice.lam_by_query, 1.0)
     assert every.queries == len(small.qrels["train"]) > len(held)
     # trained on judged queries and evaluated on them: μ is not tuned on any of them; new queries take the fit

@@ -190,7 +190,8 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
     at the CLEAR λ given, against ``prior`` (paired permutation test on nDCG@10); cached in the store."""
     params = {**Hybrid3.base_params(ws), "lambda": lam if math.isfinite(lam) else shown(lam),
               "lambda_by_query": queries_fingerprint({q: f"{v!r}" for q, v in sorted(lam_by_query.items())}),
-              "grid": list(MU_GRID), "prior": prior, "metric": METRIC}
+              "grid": list(MU_GRID), "prior": prior, "metric": METRIC,
+              "mean": "over the queries tuned on"}  # fits kept before averaged a subset over the whole split
     tuned_on = {q: t for q, t in ws.dataset.split_queries(split).items()
                 if q in ws.dataset.qrels[split] and (only is None or q in only)}
     params["queries"] = queries_fingerprint(tuned_on)
@@ -200,7 +201,7 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
         return LambdaFit.from_json(cached[1]["fit"])
     if not tuned_on:
         raise ValueError(f"no labelled {split} queries to tune μ on")
-    qrels, ids = ws.dataset.qrels[split], ws.dataset.doc_ids
+    qrels, ids = {q: ws.dataset.qrels[split][q] for q in tuned_on}, ws.dataset.doc_ids  # the mean over these alone
     cands = candidates(ws, tuned_on)
     evals = {mu: evaluate_run(rank3(cands, lam, mu, ids, 100, lam_by_query), qrels, metrics=(METRIC,))
              for mu in MU_GRID}
