@@ -319,8 +319,8 @@ def test_a_checkpoint_folder_is_kept_for_its_own_run_only(tmp_path):
     assert (folder / RUN_KEY).read_text() == "run-b"
 
 
-def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly():
-    from training.sparse import SparseSelection
+def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly(tmp_path):
+    from training.sparse import BEST, SELECTION, SparseSelection, read_selection
 
     base = {f"q{i}": 0.5 for i in range(40)}
     noisy = {q: v + (0.05 if i % 2 else -0.04) for i, (q, v) in enumerate(base.items())}  # +0.005 on average
@@ -333,7 +333,10 @@ def test_an_epoch_is_kept_only_where_it_beats_the_base_significantly():
     assert s.chosen == 2 and s.p["2"] < 0.05 and s.describe().startswith("held-out selection on 40 queries: epoch 2")
     s.add(3, noisy)
     assert s.chosen == 2
-    again = SparseSelection(**json.loads(json.dumps(asdict(s))))  # as resumed from disk
+    (tmp_path / SELECTION).write_text(json.dumps(asdict(s)))
+    (tmp_path / BEST).mkdir()  # epoch 2's model, saved beside its scores
+    again = read_selection(tmp_path / SELECTION, base)  # as a resumed run reads it back
+    assert again == s
     again.add(4, {q: v + 0.3 for q, v in base.items()})
     assert again.chosen == 4
 

@@ -148,6 +148,7 @@ class SparseHeldOut:
         self.rows = (list(range(len(dataset.doc_ids))) if candidates is None
                      else sorted({r for rows in candidates.values() for r in rows}))
         self.candidates = None if candidates is None else {q: candidates.get(q, []) for q in self.queries}
+        self.texts = [dataset.docs[dataset.doc_ids[r]].full_text for r in self.rows]  # the documents ranked
 
     @property
     def scope(self) -> str:
@@ -155,12 +156,6 @@ class SparseHeldOut:
         if self.candidates is None:
             return f"ranking the whole corpus ({len(self.rows):,} documents)"
         return f"re-ranking {len(self.rows):,} candidates (BM25's and the base model's top documents)"
-
-    @property
-    def texts(self) -> list[str]:
-        """The documents the check ranks, in ``rows``' order."""
-        ids = self.dataset.doc_ids
-        return [self.dataset.docs[ids[r]].full_text for r in self.rows]
 
     def score(self, model, between: Callable[[int, int], None] | None = None,
               store: Store | None = None) -> dict[str, float]:
