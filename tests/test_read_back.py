@@ -683,13 +683,14 @@ def test_a_tampered_cached_evaluation_is_a_miss_computed_again(toy_dataset, tmp_
     ("losses", json.dumps({"a": 1}), "its losses is not a list"),
     ("status", None, "its status is not text"),
     ("model_path", b"/x", "its model_path is not text"),
+    ("owner", b"app:x", "its owner is not text"),  # who may resume or cancel it on a shared deployment
 ])
 def test_a_tampered_training_job_is_left_out(tmp_path, caplog, column, value, said):
     path = tmp_path / "store.sqlite3"
     store = Store(path)
     for job in ("j1", "j2"):
         store.put_job({"id": job, "status": "done", "kind": "train", "dataset": "d", "config": {"loss": "mnrl"},
-                       "losses": [1.0, 0.5], "model_path": str(tmp_path / job)})
+                       "losses": [1.0, 0.5], "model_path": str(tmp_path / job), "owner": "app:0123456789abcdef"})
     tamper(path, f"update jobs set {column} = ? where id = 'j1'", value)
     assert [j["id"] for j in store.jobs()] == ["j2"] and store.get_job("j1") is None
     assert store.get_job("j2")["config"] == {"loss": "mnrl"}
