@@ -143,6 +143,66 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
         assert read_trained_on(copy) is None
 
 
+def test_a_fine_tuned_sparse_model_s_mu_must_beat_the_base_s_mu_not_the_label_free_one(trained, small, tiny_encoder,
+                                                                                      tmp_path):
+    """Training records the μ its base was given on the whole train split; the fine-tuned model's μ is
+    that μ unless its held-out sweep beats it — and label-free where the judged queries are both the
+    training split and the split evaluated (the base's μ was tuned on them)."""
+    import shutil
+
+    from retrieval.data.dataset import queries_fingerprint
+    from retrieval.index.encoder import TRAINING_RECORD, read_trained_on
+    from retrieval.judging.labels import JUDGED
+    from retrieval.systems.clear_lambda import LambdaFit
+    from retrieval.systems.hybrid3 import BASE_PRIOR, LABEL_FREE_MU, MU_GRID, mu_for
+
+    _, folder, store = trained
+    base = Workspace(small, store, model=tiny_encoder)
+    recorded = read_trained_on(folder)
+    assert recorded is not None and recorded.base_mu is not None
+    assert recorded.base_mu == mu_for(base, "test").fit  # what the base is given, tuned on all of train
+    assert recorded.base_mu.queries == len(small.qrels["train"])
+
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    record = json.loads((copy / TRAINING_RECORD).read_text())
+    grid = [[mu, 0.5] for mu in MU_GRID]
+    record["trained_on"]["base_mu"] = {"best": 0.25, "grid": grid, "queries": 99, "prior": 1.0, "p_value": 0.001}
+    (copy / TRAINING_RECORD).write_text(json.dumps(record))
+    no_held = Workspace(small, store, model=tiny_encoder, sparse_model=str(copy))
+    choice = mu_for(no_held, "test")  # no held-out queries: the base's μ, not the label-free 1
+    assert choice.value == 0.25 and choice.fit is None
+    assert f"μ 0.25, {BASE_PRIOR} (tuned on 99 train queries)" in choice.how
+
+    held = sorted(small.qrels["train"])[:5]
+    record["trained_on"]["held_out"] = held
+    swept = tmp_path / "held-out"
+    shutil.copytree(copy, swept)
+    (swept / TRAINING_RECORD).write_text(json.dumps(record))
+    choice = mu_for(Workspace(small, store, model=tiny_encoder, sparse_model=str(swept)), "test")
+    assert choice.fit is not None and choice.fit.prior == 0.25 and choice.fit.queries == len(held)
+    assert choice.value in (0.25, choice.fit.best) and BASE_PRIOR in choice.how
+    assert (choice.value == choice.fit.best) == (choice.fit.p_value is not None and choice.fit.p_value < 0.05)
+
+    judged = Dataset("demo-judged", small.docs, small.queries, {JUDGED: dict(small.qrels["train"])})
+    record["trained_on"].update(split=JUDGED, queries=queries_fingerprint(judged.split_queries(JUDGED)))
+    on_judged = tmp_path / "judged"
+    shutil.copytree(copy, on_judged)
+    (on_judged / TRAINING_RECORD).write_text(json.dumps(record))
+    choice = mu_for(Workspace(judged, store, model=tiny_encoder, sparse_model=str(on_judged)), JUDGED)
+    assert choice.value == LABEL_FREE_MU and choice.fit is None and BASE_PRIOR not in choice.how
+
+    for damaged in ({"best": "0.25", "grid": grid, "queries": 99, "prior": 1.0, "p_value": 0.001},
+                    {"best": 0.25, "grid": [[0.25]], "queries": 99, "prior": 1.0, "p_value": 0.001},
+                    {"best": 0.25, "grid": grid, "queries": True, "prior": 1.0, "p_value": 0.001},
+                    {"best": 0.25, "grid": grid, "queries": 99, "prior": None},
+                    [0.25]):  # not as written: the record is not trusted, the model still loads
+        record["trained_on"]["base_mu"] = damaged
+        (on_judged / TRAINING_RECORD).write_text(json.dumps(record))
+        assert read_trained_on(on_judged) is None
+    assert LambdaFit.from_json(recorded.base_mu.to_json()) == recorded.base_mu
+
+
 def test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits(small, tiny_encoder, store):
     """Within ``CHECK_DOCS`` the check scores each held-out query exactly as the SPLADE system ranks it
     over the whole corpus; past it, it re-ranks BM25's and the base's top documents, within the budget."""

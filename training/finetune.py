@@ -389,6 +389,20 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     return result
 
 
+def _base_mu(ws_base: Workspace, plan: Plan, on_progress, cancel) -> LambdaFit | None:
+    """The three-way fusion's μ the base sparse model is given on the training split (``hybrid3.base_mu``):
+    the prior the fine-tuned model's own μ must beat. Builds what it reads (the evaluation reads it too)."""
+    from retrieval.systems import hybrid3
+
+    if plan.eval_split is None or hybrid3.sparse_unreliable(ws_base):
+        return None
+    building = _share_progress("the base model's three-way μ — {what}", on_progress, cancel,
+                               "cancelled while tuning the base model's three-way μ ({what})")
+    ws_base.build_dense(progress=scaled(building, 0.0, 0.5, "dense: "))
+    ws_base.build_sparse(progress=scaled(building, 0.5, 1.0, "sparse: "))
+    return hybrid3.base_mu(ws_base, plan.train_split, plan.eval_split)
+
+
 def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_model: str | None = None,
                         store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                         on_progress: Callable[[TrainingProgress], None] | None = None,
@@ -422,7 +436,8 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
     if selection is None or selection.chosen:
         held_out = tuple(sorted(selection.per_query.get("0", {}))) if selection is not None else ()
         trained_on = TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
-                               held_out=held_out)  # the fusion's μ is tuned on these, which it never saw
+                               held_out=held_out,  # the fusion's μ is tuned on these, which it never saw …
+                               base_mu=_base_mu(ws_base, plan, on_progress, cancel))  # … against the base's μ
 
     def write_record(result: FineTuneResult | None = None) -> None:
         (out_dir / TRAINING_RECORD).write_text(json.dumps(

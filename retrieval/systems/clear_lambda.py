@@ -81,7 +81,18 @@ class LambdaFit:
 
     @classmethod
     def from_json(cls, obj: Mapping) -> LambdaFit:
-        return cls(obj["best"], [tuple(r) for r in obj["grid"]], obj["queries"], obj["prior"], obj["p_value"])
+        """A fit read back (a training record, the store): every field checked, a ``ValueError`` if not as written."""
+        best, grid, queries, prior, p = obj["best"], obj["grid"], obj["queries"], obj["prior"], obj["p_value"]
+        if not (_number(best) and isinstance(grid, list) and isinstance(queries, int) and not isinstance(queries, bool)
+                and all(isinstance(r, list | tuple) and len(r) == 2 and all(_number(v) for v in r) for r in grid)
+                and (prior is None or _number(prior)) and (p is None or _number(p))):
+            raise ValueError("a weight's fit is not as written: best, grid, queries, prior, p_value")
+        return cls(float(best), [(float(w), float(m)) for w, m in grid], queries,
+                   None if prior is None else float(prior), None if p is None else float(p))
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -150,33 +161,41 @@ class TrainedOn:
     fit: LambdaFit | None = None  # λ fitted on the held-out queries (None: no held-out check was made)
     per_query_max: bool = True  # the λ space: BM25 over the query's largest possible score, or raw
     held_out: tuple[str, ...] = ()  # the split's queries its held-out check kept out of training
+    # a fine-tuned learned sparse model: the three-way fusion's μ its base was given on that split (tuned on all
+    # of its labelled queries, none of which the base saw; ``hybrid3.base_mu``), the prior of its own μ
+    base_mu: LambdaFit | None = None
 
     def to_json(self) -> dict:
         return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
-                "fit": self.fit.to_json() if self.fit else None, "held_out": list(self.held_out)}
+                "fit": self.fit.to_json() if self.fit else None, "held_out": list(self.held_out),
+                "base_mu": self.base_mu.to_json() if self.base_mu else None}
 
     @classmethod
     def from_json(cls, obj: Mapping) -> TrainedOn:
-        fit, held = obj.get("fit"), obj.get("held_out") or []
+        fit, held, base_mu = obj.get("fit"), obj.get("held_out") or [], obj.get("base_mu")
         if not isinstance(held, list) or not all(isinstance(q, str) for q in held):
             raise ValueError("the training record's held-out queries are not a list of query ids")
-        return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None,
-                   obj.get("per_query_max", True), tuple(held))
+        per_query_max = obj.get("per_query_max", True)
+        if not (isinstance(obj["split"], str) and isinstance(obj["queries"], str) and isinstance(per_query_max, bool)):
+            raise ValueError("the training record's split, queries or λ space is not as written")
+        return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None, per_query_max, tuple(held),
+                   LambdaFit.from_json(base_mu) if base_mu else None)
 
 
-def against_prior(fit: LambdaFit, weight: str = "λ") -> str:
-    """How a ``weight`` (λ, or the three-way fusion's μ) fitted with the label-free prior was kept: the
-    grid's best beat the prior, or not ("" for a fit without a prior)."""
+def against_prior(fit: LambdaFit, weight: str = "λ", prior_is: str = "the label-free") -> str:
+    """How a ``weight`` (λ, or the three-way fusion's μ) fitted with a prior (``prior_is``: whose — the
+    label-free weight, or a base model's) was kept: the grid's best beat the prior, or not ("" for a fit
+    without a prior)."""
     if fit.prior is None:
         return ""
     p = "not tested" if fit.p_value is None else "p < 0.001" if fit.p_value < 0.001 else f"p {fit.p_value:.3f}"
     prior = f"{weight} {shown(fit.prior)}" + (" (BM25 alone: the encoder failed the reliability check)"
                                               if math.isinf(fit.prior) else "")
     if fit.best == fit.prior:
-        return f": the grid's best is the label-free {prior} itself"
+        return f": the grid's best is {prior_is} {prior} itself"
     if fit.chosen == fit.best:
-        return f": {weight} {shown(fit.best)} beats the label-free {prior} ({p})"
-    return (f": the grid's best {weight} {shown(fit.best)} does not beat the label-free {prior} significantly "
+        return f": {weight} {shown(fit.best)} beats {prior_is} {prior} ({p})"
+    return (f": the grid's best {weight} {shown(fit.best)} does not beat {prior_is} {prior} significantly "
             f"({p}), so {weight} {shown(fit.prior)} is kept")
 
 

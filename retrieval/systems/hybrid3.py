@@ -28,8 +28,13 @@ s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible sco
   ranked with a μ tuned on itself; where the learned sparse model was fine-tuned on that training
   split's queries (its folder's training record), μ is tuned by the same rule on the queries its
   held-out check kept out of training only (``held_out_of``) — a μ tuned on the queries it trained on
-  would favour it — and is label-free where there are none, or where they are judged queries and the
-  judged queries are the split evaluated;
+  would favour it — against the μ its base was given on the whole split (``base_mu``, written in the
+  record when it was trained: tuned there on every labelled query, none of which the base saw), not the
+  label-free μ: the few held-out queries rarely separate two μ, so a prior that ignores the split's
+  labels would stand where those labels, read through the base, say otherwise (on SciFact the base's
+  μ 0.25 on 809 queries against a label-free 1 that 162 held-out queries could not overturn). Where
+  there are no held-out queries, μ is the base's; where the judged queries are both the training split
+  and the split evaluated, μ is label-free (the base's μ was tuned on those very queries);
 * an identifier lookup (``systems.identifier_queries``) is ranked by BM25 alone, as the CLEAR hybrid
   ranks it, and where λ is ∞ (BM25 alone: the encoder failed the reliability check) the score is
   s_lex + μ·s_sp, the cosine only breaking ties.
@@ -232,10 +237,24 @@ def held_out_of(ws: Workspace, split: str) -> list[str]:
     return sorted(q for q in (seen.held_out if seen is not None else ()) if q in labelled)
 
 
-def _kept(fit: LambdaFit) -> str:
+def _kept(fit: LambdaFit, prior_is: str = "the label-free") -> str:
     """How a μ fit was kept (after "tuned on …"): on how many queries, and whether the grid's best beat
-    the label-free μ (``clear_lambda.against_prior``, λ's wording)."""
-    return f" ({METRIC}, {fit.queries} queries)" + against_prior(fit, "μ")
+    the prior μ (``clear_lambda.against_prior``, λ's wording)."""
+    return f" ({METRIC}, {fit.queries} queries)" + against_prior(fit, "μ", prior_is)
+
+
+BASE_PRIOR = "the base sparse model's"  # whose μ a fine-tuned sparse model's sweep must beat (``base_mu``)
+
+
+def base_mu(ws: Workspace, train_split: str, eval_split: str | None) -> LambdaFit | None:
+    """The μ fit the workspace's (base) sparse model is given on ``train_split`` when ``eval_split`` is
+    evaluated — what a model fine-tuned from it on that split records as the prior of its own μ — or
+    None where μ is not tuned there for it (no labelled queries to tune on, ``eval_split`` tuned on
+    another split, the judged queries both tuned on and evaluated, a sparse model that cannot read
+    the corpus)."""
+    if eval_split is None or clear.tuning_split(ws, eval_split) != train_split:
+        return None
+    return mu_for(ws, eval_split).fit
 
 
 def mu_for(ws: Workspace, split: str | None) -> MuChoice:
@@ -250,12 +269,20 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
             train = clear.tuning_split(ws, split)
             # the training split's queries the sparse model was not fine-tuned on; None: it was not fine-tuned on it
             held = held_out_of(ws, train) if train is not None and sparse_trained_on(ws, train) else None
-            if held and train is not None and not (train == JUDGED and split == JUDGED):
+            own = train is not None and not (train == JUDGED and split == JUDGED)  # labels not of the split evaluated
+            seen = ws.sparse.model.trained_on
+            base = seen.base_mu if held is not None and own and not why_not and seen is not None else None
+            prior_is = BASE_PRIOR if base is not None else "the label-free"
+            if base is not None:
+                prior = base.chosen
+            if held and own and train is not None:
                 fit = mu_fit(ws, train, lam, by_query, prior, only=held)
                 choice = MuChoice(fit.chosen, f"tuned on {fit.queries} held-out {train} queries the learned sparse "
-                                  f"model was not fine-tuned on" + _kept(fit), fit, lam, by_query)
+                                  f"model was not fine-tuned on" + _kept(fit, prior_is), fit, lam, by_query)
             elif held is not None:
-                choice = MuChoice(prior, f"μ {shown(prior)}, label-free: the learned sparse model was fine-tuned on "
+                whose = (f"{BASE_PRIOR} (tuned on {base.queries} {train} queries)" if base is not None else
+                         "label-free")
+                choice = MuChoice(prior, f"μ {shown(prior)}, {whose}: the learned sparse model was fine-tuned on "
                                   f"the {train} queries, so μ is not tuned on them", None, lam, by_query)
             elif train is None or (train == JUDGED and split == JUDGED):
                 how = (f"μ 0: {why_not}, so the system is the CLEAR hybrid" if why_not else
