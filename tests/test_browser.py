@@ -158,7 +158,7 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     if "queries changed" in note.inner_text():  # a row per query whose score moved
         expect(page.locator("#train-per-query")).to_contain_text(re.compile(r"q\d\d"))
     else:  # two short steps may move no ranking (or the base was kept, and the caption says so)
-        assert ("kept the base encoder" in note.inner_text()) == ("the base is kept" in verdict), note.inner_text()
+        assert ("kept the base model" in note.inner_text()) == ("the base is kept" in verdict), note.inner_text()
         assert "q" not in page.locator("#train-per-query tbody").inner_text()
     page.screenshot(path=str(shots / "train.png"), full_page=True)
 
