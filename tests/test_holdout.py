@@ -14,17 +14,9 @@ from retrieval.evaluation.measures import Evaluation, compare
 from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
 from retrieval.workspace import Workspace
-from training import holdout
 from training.finetune import run_training
 from training.holdout import HeldOutSelector, split_holdout
 from training.trainer import TrainConfig
-
-
-@pytest.fixture
-def any_better_epoch(monkeypatch):
-    """The guard keeps the best epoch where it is better than the base at all (the tiny model's few
-    steps on the demo's 12 held-out queries are not separable from its base): what these tests read."""
-    monkeypatch.setattr(holdout, "SIGNIFICANCE_LEVEL", 1.01)
 
 
 def test_split_is_seeded_disjoint_and_leaves_test_alone(demo):
@@ -88,7 +80,7 @@ def run(demo, tiny_model_dir, tmp_path, **cfg):
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, tmp_path, any_better_epoch):
+def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, tmp_path):
     result, stages = run(demo, tiny_model_dir, tmp_path, lr=1e-3)
     sel = result.selection
     assert [(s["stage"], s["epoch"]) for s in sel["scores"]] == [("base", 0), ("residual", 1), ("residual", 2)]
@@ -111,26 +103,7 @@ def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, 
     _, after = again.score_per_query(exported.model)
     p = compare(Evaluation({}, {"ndcg@10": before}), Evaluation({}, {"ndcg@10": after})).p_value
     assert sel["p_value"] == pytest.approx(p) and f"p {p:.3f}" in result.verdict
-
-
-@pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_a_best_epoch_within_noise_of_the_base_is_not_kept(demo, tiny_model_dir, tmp_path):
-    """The same run under the real rule: its best epoch is better than the base on the 12 held-out
-    queries but not significantly (p ≥ 0.05), so the base is exported, and the verdict says why."""
-    from retrieval.index.encoder import load_encoder as load
-
-    result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3)
-    sel = result.selection
-    best = max(sel["scores"], key=lambda s: s["hybrid"])
-    assert best["epoch"] > 0 and sel["p_value"] >= 0.05, sel
-    assert sel["chosen"] == sel["scores"][0] and sel["within_noise"] == best and sel["lambda_fit"] is None
-    assert result.verdict == result.stages[-1]
-    assert result.verdict.endswith("does not beat the base encoder significantly; the base is kept")
-    assert f"epoch {best['epoch']} (hybrid nDCG@10 {best['hybrid']:.4f}" in result.verdict
-    assert f"p {sel['p_value']:.3f}" in result.verdict
-    base, exported = load(str(tiny_model_dir), device="cpu"), load(result.model_path, device="cpu")
-    assert Encoder(exported.model, precision=base.precision).fingerprint == base.fingerprint
-    assert exported.trained_on is None  # it saw no query
+    assert ("within noise" in result.verdict) == (p >= 0.05)
 
 
 @pytest.mark.slow
@@ -167,7 +140,7 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     assert caption.endswith("no query's score changed — the held-out check kept the base model.")
 
 
-def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path, any_better_epoch):
+def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
     from ui.train import job_markdown
 
     result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3, epochs=1)
@@ -200,7 +173,7 @@ def weights(path):
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_model_dir, tmp_path, any_better_epoch):
+def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_model_dir, tmp_path):
     result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
     kept = result.selection["chosen"]
     assert kept["stage"] == "residual" and kept["epoch"] >= 1, result.selection  # an epoch beat the base
@@ -218,8 +191,7 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_queries(demo, tiny_model_dir, tmp_path,
-                                                                                any_better_epoch):
+def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_queries(demo, tiny_model_dir, tmp_path):
     """λ tuned on the queries the encoder trained on would favour it: the export records the λ its
     held-out check chose, and every workspace over the same train queries uses that one."""
     import json

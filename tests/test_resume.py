@@ -115,12 +115,9 @@ def weights(path: Path) -> dict:
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 @pytest.mark.parametrize("stop", [("residual", 2), ("refit: residual", 1)])
-def test_held_out_check_and_refit_resume_with_their_scores(demo, tiny_model_dir, tmp_path, stop, monkeypatch):
+def test_held_out_check_and_refit_resume_with_their_scores(demo, tiny_model_dir, tmp_path, stop):
     """Stopped in the held-out run's second epoch, or in the refit: the run started again keeps the
     held-out scores it had (the base is not scored again), and exports what an unstopped run does."""
-    from training import holdout
-
-    monkeypatch.setattr(holdout, "SIGNIFICANCE_LEVEL", 1.01)  # any better epoch is kept, so the refit runs
     cfg = TrainConfig(loss="residual", negatives="bm25", epochs=2, batch_size=8, device="cpu", max_steps_per_epoch=2,
                       xi=0.3, lambda_train=0.02, holdout=0.3, refit=True, lr=1e-3)
 

@@ -299,7 +299,6 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
                                                                  cancel))
     trained = trainer.train()
     if selector is not None:
-        selector.settle()  # the best epoch only where it beats the base significantly
         kept = selector.selection.chosen
         if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
             trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)

@@ -9,14 +9,10 @@ union is fixed once, so it costs one encoding of those documents per epoch, not 
 are scored by the model being trained, and ranked both by the cosine alone (dense) and by
 CLEAR's λ·s_lex + s_emb at the best λ of the grid (hybrid; ``retrieval.systems.fusion.fit_lambda``; s_lex
 divided by the query's largest possible BM25 score, as the app's hybrid does for cosine scores).
-The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie) only where it
-beats the base encoder (epoch 0) significantly on those queries (paired permutation test on nDCG@10,
-p < 0.05: ``settle``), else the base itself — the learned sparse model's guard's rule
-(``training.sparse``): a best epoch within noise of the base on a few held-out queries is as likely to
-be worse than it on new ones, and the analyst who reads "fine-tuned" acts on it. The kept epoch's λ,
-chosen there as the app chooses λ with labels (the grid's best only where it beats the label-free λ
-significantly), goes with the exported encoder (``retrieval.systems.clear_lambda.TrainedOn``): a λ
-tuned on the queries the encoder trained on would favour it.
+The epoch with the best held-out hybrid nDCG@10 is kept (the earlier one on a tie); epoch 0 is
+the base encoder itself. The kept epoch's λ, chosen there as the app chooses λ with labels (the
+grid's best only where it beats the label-free λ significantly), goes with the exported encoder
+(``retrieval.systems.clear_lambda.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
 Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
 looked: enough to choose among epochs, not a measurement of dense recall. With
 ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
@@ -74,7 +70,6 @@ class Selection:
     chosen: dict | None = None
     p_value: float | None = None  # paired permutation test of the kept epoch's held-out hybrid against the base's
     lambda_fit: dict | None = None  # the kept epoch's λ on the held-out queries (``lambdas.LambdaFit.to_json``)
-    within_noise: dict | None = None  # the best epoch where it did not beat the base significantly (``settle``)
 
 
 class HeldOutSelector:
@@ -154,15 +149,6 @@ class HeldOutSelector:
                                              Evaluation({}, {PRIMARY: per_query}), PRIMARY).p_value
             self.selection.lambda_fit = fit.to_json()
 
-    def settle(self) -> None:
-        """After the last epoch: keep the best one only where it beats the base significantly (module
-        docstring); else the base is kept, and the best epoch is recorded as ``within_noise``."""
-        p = self.selection.p_value
-        if self.best_state is None or (p is not None and p < SIGNIFICANCE_LEVEL):
-            return
-        self.selection.within_noise, self.selection.chosen = self.selection.chosen, self.selection.scores[0]
-        self.best_state, self.selection.lambda_fit = None, None
-
     def state_dict(self) -> dict:
         """What a resumed training needs back (``Trainer``'s ``hook_state``): every score so far and
         the kept epoch's weights."""
@@ -185,18 +171,13 @@ class HeldOutSelector:
         """One line: which epoch was kept and why (data, for the model card and the job's stages)."""
         c, base = self.selection.chosen, self.selection.scores[0]
         n = self.selection.queries
-        p = self.selection.p_value
-        shown_p = "" if p is None else "p < 0.001" if p < 0.001 else f"p {p:.3f}"
-        best = self.selection.within_noise
-        if self.best_state is None and best is not None:
-            return (f"held-out selection on {n} queries: the best epoch, {best['stage']} epoch {best['epoch']} "
-                    f"(hybrid nDCG@10 {best['hybrid']:.4f}, base {base['hybrid']:.4f}, {shown_p or 'not tested'}), "
-                    "does not beat the base encoder significantly; the base is kept")
         if self.best_state is None:
             return (f"held-out selection on {n} queries: no epoch beat the base encoder (hybrid nDCG@10 "
                     f"{base['hybrid']:.4f}); the base is kept")
+        p = self.selection.p_value
+        test = "" if p is None else (f", p {p:.3f}" + ("" if p < SIGNIFICANCE_LEVEL else ": within noise"))
         return (f"held-out selection on {n} queries: kept {c['stage']} epoch {c['epoch']} (hybrid nDCG@10 "
-                f"{c['hybrid']:.4f}, base {base['hybrid']:.4f}" + (f", {shown_p})" if shown_p else ")"))
+                f"{c['hybrid']:.4f}, base {base['hybrid']:.4f}{test})")
 
     def restore_best(self, model) -> bool:
         """Put the kept epoch's weights back into ``model``; False when the base is the one kept."""
