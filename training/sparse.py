@@ -58,7 +58,7 @@ import numpy as np
 
 from retrieval.data.dataset import Dataset, Qrels
 from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
-from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
+from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, p_text
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.splade import SparseIndex, SparseModel, SparseVector, embed_sparse_corpus, load_sparse_model
 from retrieval.store import Store, text_hash
@@ -118,7 +118,7 @@ class SparseSelection:
     def describe(self) -> str:
         """The verdict line: what was kept and why."""
         base = self.by_epoch().get(0)
-        shown = ", ".join(f"epoch {e} {s:.4f} (p {self.p.get(str(e), 1.0):.3f})"
+        shown = ", ".join(f"epoch {e} {s:.4f} ({p_text(self.p.get(str(e), 1.0))})"
                           for e, s in self.by_epoch().items() if e)
         on = f"held-out selection on {self.queries} queries" + (f", {self.scope}" if self.scope else "")
         if self.chosen == 0:
