@@ -59,7 +59,7 @@ def test_the_config_says_what_a_sparse_model_trains_with():
             TrainConfig(**bad).validate()
 
 
-def test_the_sparse_model_is_trained_exported_and_compared_with_its_base(trained, small):
+def test_the_sparse_model_is_trained_exported_and_compared_with_its_base(trained, small, tiny_encoder):
     result, folder, store = trained
     assert is_sparse_folder(folder) and not is_sparse_folder(ROOT / "data" / "demo")
     base, tuned = load_sparse_model(), load_sparse_model(str(folder))
@@ -75,6 +75,14 @@ def test_the_sparse_model_is_trained_exported_and_compared_with_its_base(trained
     diff = result.differences[SPLADE]["ndcg@10"]
     assert diff["interval"][0] <= diff["delta"] <= diff["interval"][1]
     assert set(result.per_query[SPLADE]) == set(small.qrels["test"])
+    from retrieval.systems.hybrid3 import KEY as HYBRID3
+    from retrieval.systems.hybrid3 import mu_for
+    from ui.present.tables import training_result_rows
+
+    for label, sparse_model in (("base", None), ("fine-tuned", str(folder))):  # each model's own μ, named
+        mu = mu_for(Workspace(small, store, model=tiny_encoder, sparse_model=sparse_model), "test").value
+        assert result.metrics[label][HYBRID3]["mu"] == mu
+        assert any(row[:2] == [label, f"{HYBRID3} (μ {mu:g})"] for row in training_result_rows(result.to_json()))
     # its vectors are kept under its own fingerprint: a second workspace reads them, encoding nothing
     again = Workspace(small, store, sparse_model=str(folder)).build_sparse()
     assert again.encoded == 0 and again.from_store == len(small.docs)

@@ -461,6 +461,10 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
             ws_base, ws_tuned, plan.eval_split, SPARSE_SYSTEMS, lambda ws, p: (ws.build_dense(progress=p),
                                                                                  ws.build_sparse(progress=p)),
             encoding)
+        from retrieval.systems import hybrid3
+
+        for label, ws in (("base", ws_base), ("fine-tuned", ws_tuned)):  # each model's μ, as λ beside the hybrid
+            result.metrics[label][hybrid3.KEY]["mu"] = hybrid3.mu_for(ws, plan.eval_split).value
     sparse.register(store, tuned, out_dir, base.name, plan.dataset)
     (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
     write_record(result)
