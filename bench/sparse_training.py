@@ -11,7 +11,8 @@ Printed, each with its 95% interval: SPLADE and the three-way fusion (BM25 + den
 the base and the fine-tuned sparse model; the fine-tuned − base difference with its paired interval
 and permutation p; and the three-way fusion with the fine-tuned model against the two-way CLEAR
 hybrid (the fusion's μ is tuned on the held-out train queries the model was not trained on, by the
-rule that keeps the label-free μ unless another beats it significantly; ``systems.hybrid3``).
+rule that keeps the μ its base was given on the whole train split unless another beats it
+significantly; ``systems.hybrid3``), each fusion row with its μ.
 
 A run is kept in ``--out-dir`` (default: under the store's folder): the same command run again reads
 the finished model and its evaluation back, and a run killed half way resumes from its last
@@ -60,7 +61,8 @@ def main() -> int:
     for system in SPARSE_SYSTEMS:
         for side in ("base", "fine-tuned"):
             m = result.metrics[side][system]
-            print(f"{side:<11} {system:<8} {METRIC} {m[METRIC]:.4f} {interval_text(m['intervals'][METRIC])}")
+            mu = f" (μ {m['mu']:g})" if m.get("mu") is not None else ""
+            print(f"{side:<11} {system:<8} {METRIC} {m[METRIC]:.4f} {interval_text(m['intervals'][METRIC])}{mu}")
         d = result.differences[system][METRIC]
         print(f"fine-tuned − base {system}: Δ {d['delta']:+.4f} {interval_text(d['interval'])} "
               f"(p {result.significance[system][METRIC]:.4f})")

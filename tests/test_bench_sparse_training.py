@@ -53,3 +53,5 @@ def test_the_sparse_model_is_trained_once_and_its_figures_carry_intervals(tmp_pa
     saved = json.loads((tmp_path / "run.json").read_text())
     assert saved["splade_delta"] == pytest.approx(float(figures["splade_delta"]), abs=1e-4)
     assert any(re.match(r"fine-tuned − base splade: Δ [+-]\d\.\d{4} \[", line) for line in first)
+    for side in ("base", "fine-tuned"):  # each fusion row says the μ it was scored at
+        assert any(re.match(rf"{side}\s+hybrid3\s+ndcg@10 \d\.\d{{4}} .* \(μ [\d.]+\)$", line) for line in first), first
