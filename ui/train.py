@@ -32,7 +32,7 @@ from ui.present.tables import (
 )
 from ui.registry import Context, Registry, session_of
 
-RESULT_HEADERS = ["encoder", "system", "nDCG@10", "Recall@100", "MRR@10"]
+RESULT_HEADERS = ["model", "system", "nDCG@10", "Recall@100", "MRR@10"]
 PER_QUERY_HEADERS = per_query_change_headers({})  # a dense encoder's; a finished job's own once it ends
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 
