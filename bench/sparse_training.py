@@ -61,8 +61,8 @@ def main() -> int:
     for system in SPARSE_SYSTEMS:
         for side in ("base", "fine-tuned"):
             m = result.metrics[side][system]
-            mu = f" (μ {m['mu']:g})" if m.get("mu") is not None else ""
-            print(f"{side:<11} {system:<8} {METRIC} {m[METRIC]:.4f} {interval_text(m['intervals'][METRIC])}{mu}")
+            chose = "".join(f" ({name} {value:g})" for name, value in m.get("weights", {}).items())
+            print(f"{side:<11} {system:<8} {METRIC} {m[METRIC]:.4f} {interval_text(m['intervals'][METRIC])}{chose}")
         d = result.differences[system][METRIC]
         print(f"fine-tuned − base {system}: Δ {d['delta']:+.4f} {interval_text(d['interval'])} "
               f"(p {result.significance[system][METRIC]:.4f})")

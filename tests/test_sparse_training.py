@@ -81,7 +81,7 @@ def test_the_sparse_model_is_trained_exported_and_compared_with_its_base(trained
 
     for label, sparse_model in (("base", None), ("fine-tuned", str(folder))):  # each model's own μ, named
         mu = mu_for(Workspace(small, store, model=tiny_encoder, sparse_model=sparse_model), "test").value
-        assert result.metrics[label][HYBRID3]["mu"] == mu
+        assert result.metrics[label][HYBRID3]["weights"] == {"μ": mu}
         assert any(row[:2] == [label, f"{HYBRID3} (μ {mu:g})"] for row in training_result_rows(result.to_json()))
     # its vectors are kept under its own fingerprint: a second workspace reads them, encoding nothing
     again = Workspace(small, store, sparse_model=str(folder)).build_sparse()

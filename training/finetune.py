@@ -147,6 +147,8 @@ def compare_workspaces(ws_base: Workspace, ws_tuned: Workspace, eval_split: str,
             shown = [m for m in (*SUMMARY_METRICS, PNR) if m in ev.mean]
             metrics[label][system] = {m: ev.mean.get(m) for m in shown}
             metrics[label][system]["intervals"] = {m: ev.interval(m).to_json() for m in shown}
+            # the weights it chose for the split (the three-way fusion's μ, say): they differ between the two
+            metrics[label][system]["weights"] = {w.name: w.value for w in ws.system(system).weights(ws, eval_split)}
     per_query: dict = {}
     for system in systems:
         before, after = evals[("base", system)], evals[("fine-tuned", system)]
@@ -394,8 +396,6 @@ def _base_mu(ws_base: Workspace, plan: Plan, on_progress, cancel) -> LambdaFit |
     the prior the fine-tuned model's own μ must beat. Builds what it reads (the evaluation reads it too)."""
     from retrieval.systems import hybrid3
 
-    if plan.eval_split is None or hybrid3.sparse_unreliable(ws_base):
-        return None
     building = _share_progress("the base model's three-way μ — {what}", on_progress, cancel,
                                "cancelled while tuning the base model's three-way μ ({what})")
     ws_base.build_dense(progress=scaled(building, 0.0, 0.5, "dense: "))
@@ -461,10 +461,6 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
             ws_base, ws_tuned, plan.eval_split, SPARSE_SYSTEMS, lambda ws, p: (ws.build_dense(progress=p),
                                                                                  ws.build_sparse(progress=p)),
             encoding)
-        from retrieval.systems import hybrid3
-
-        for label, ws in (("base", ws_base), ("fine-tuned", ws_tuned)):  # each model's μ, as λ beside the hybrid
-            result.metrics[label][hybrid3.KEY]["mu"] = hybrid3.mu_for(ws, plan.eval_split).value
     sparse.register(store, tuned, out_dir, base.name, plan.dataset)
     (out_dir / "README.md").write_text(model_card(cfg, base.name, plan, result))
     write_record(result)

@@ -252,7 +252,7 @@ def base_mu(ws: Workspace, train_split: str, eval_split: str | None) -> LambdaFi
     None where μ is not tuned there for it (no labelled queries to tune on, ``eval_split`` tuned on
     another split, the judged queries both tuned on and evaluated, a sparse model that cannot read
     the corpus)."""
-    if eval_split is None or clear.tuning_split(ws, eval_split) != train_split:
+    if eval_split is None or clear.tuning_split(ws, eval_split) != train_split or sparse_unreliable(ws):
         return None
     return mu_for(ws, eval_split).fit
 

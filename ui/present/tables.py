@@ -111,15 +111,12 @@ def rounded(value, digits: int = 4):
     return round(value, digits) if isinstance(value, float) else value
 
 
-WEIGHT_SYMBOLS = {"lambda": "λ", "mu": "μ"}  # a fusion's weight in a training result, as its row names it
-
-
 def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str]]:
     """A finished job's base and fine-tuned metrics, each with its 95% interval: [encoder, system,
     *metrics], † on the fine-tuned rows where the paired permutation test against the base is
     significant, then per system the difference "fine-tuned − base" with its paired interval; a
-    hybrid row names the λ it was scored at (each encoder's own, ``Workspace.lambda_for``), a
-    three-way fusion row its μ (each sparse model's own, ``hybrid3.mu_for``)."""
+    hybrid row names the λ it was scored at (each encoder's own, ``Workspace.lambda_for``), any other
+    system the weights it chose (``SystemBase.weights``: the three-way fusion's μ, each sparse model's own)."""
     pvalues = result.get("significance") or {}
     rows = []
     for encoder, systems in (result.get("metrics") or {}).items():
@@ -127,8 +124,9 @@ def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str
             marks = [significance_mark(pvalues.get(system, {}).get(m, 1.0)) if encoder == "fine-tuned" else ""
                      for m in metrics]
             bounds = values.get("intervals") or {}
-            weights = [f"{symbol} {shown(values[key])}" for key, symbol in WEIGHT_SYMBOLS.items()
-                       if values.get(key) is not None]
+            chosen = {"λ": values.get("lambda"), **(values.get("weights") or {})}
+            weights = [f"{weight} {shown(value)}" for weight, value in chosen.items()
+                       if isinstance(value, int | float) and not isinstance(value, bool)]
             name = f"{system} ({', '.join(weights)})" if weights else system
             rows.append([encoder, name, *(cell(values.get(m), mark, bounds.get(m)) for m, mark in zip(metrics, marks))])
     for system, diffs in (result.get("differences") or {}).items():
