@@ -185,8 +185,13 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
     mine, theirs = weights(Path(result.model_path)), weights(Path(direct.model_path))
     assert mine.keys() == theirs.keys()
     assert all(torch.equal(mine[k], theirs[k]) for k in mine)
-    held_out_only = weights(Path(run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3, refit=False)[0].model_path))
+    not_refit = run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3, refit=False)[0]
+    held_out_only = weights(Path(not_refit.model_path))
     assert any(not torch.equal(mine[k], held_out_only[k]) for k in mine)  # trained on more queries: other weights
+    # the record names the queries the exported encoder never trained on: none after a refit, else the check's
+    assert load_encoder(result.model_path, device="cpu").trained_on.held_out == ()
+    _, held = split_holdout(demo, "train", 0.3, TrainConfig().seed)  # run()'s share
+    assert load_encoder(not_refit.model_path, device="cpu").trained_on.held_out == tuple(sorted(held))
     assert not (Path(result.model_path) / "checkpoints").exists()
 
 

@@ -128,3 +128,51 @@ def test_registered_on_request_and_waiting_for_both_background_builds(ws):
     assert system is not None and "hybrid3" in keys() and "hybrid3" not in shown()  # Search's and the CLI's pickers
     assert system.needs.sparse and system.needs.vectors
     assert system.waits_for(ws) == (ws.builds["dense"], ws.builds["sparse"])
+
+
+def _with_record(src, folder, **trained_on):
+    """A copy of the model folder ``src`` whose training record says it was fine-tuned (``trained_on``)."""
+    import json
+    import shutil
+
+    from retrieval.index.encoder import TRAINING_RECORD
+
+    shutil.copytree(src, folder)
+    (folder / TRAINING_RECORD).write_text(json.dumps({"trained_on": trained_on}))
+    return str(folder)
+
+
+def test_mu_is_never_tuned_on_queries_a_fine_tuned_encoder_trained_on(ws, demo, tiny_model_dir, tmp_path):
+    """A dense encoder fine-tuned on train (refit on all of it: no held-out query left) gives the fusion
+    the label-free μ, not μ tuned on the queries it learned; with held-out queries recorded, μ is tuned
+    on those alone; with the sparse model fine-tuned too, on the queries neither trained on, against the
+    label-free μ (the base sparse model's μ was given beside the base encoder)."""
+    from retrieval.data.dataset import queries_fingerprint
+    from retrieval.index.splade import bundled_path
+
+    train = sorted(demo.qrels["train"])
+    seen = {"split": "train", "queries": queries_fingerprint(demo.split_queries("train"))}
+    refit = Workspace(demo, ws.store, model=_with_record(tiny_model_dir, tmp_path / "refit", **seen))
+    assert h3.encoder_trained_on(refit, "train") and h3.unseen(refit, "train") == h3.Unseen([], (h3.DENSE_PART,))
+    choice = h3.mu_for(refit, "test")
+    assert choice.value == h3.LABEL_FREE_MU and choice.fit is None
+    assert "the dense encoder was fine-tuned on the train queries, so μ is not tuned on them" in choice.how
+    assert h3.mu_for(ws, "test").fit.queries == len(train)  # the base encoder: tuned on every train query
+
+    held = train[:6]
+    checked = Workspace(demo, ws.store, model=_with_record(tiny_model_dir, tmp_path / "held", **seen, held_out=held))
+    choice = h3.mu_for(checked, "test")
+    assert choice.fit is not None and choice.fit.queries == len(held) and choice.fit.prior == h3.LABEL_FREE_MU
+    assert "held-out train queries the dense encoder was not fine-tuned on" in choice.how
+    assert (choice.value == choice.fit.best) == (choice.fit.p_value is not None and choice.fit.p_value < 0.05)
+
+    base_mu = {"best": 0.25, "grid": [[mu, 0.5] for mu in h3.MU_GRID], "queries": 99, "prior": 1.0, "p_value": 0.001}
+    sparse = _with_record(bundled_path(), tmp_path / "sparse", **seen, held_out=train[3:9], base_mu=base_mu)
+    alone = Workspace(demo, ws.store, model=ws.encoder, sparse_model=sparse)
+    assert h3.mu_for(alone, "test").fit.prior == 0.25  # the sparse model alone fine-tuned: its base's μ
+    both = Workspace(demo, ws.store, model=_with_record(tiny_model_dir, tmp_path / "both", **seen, held_out=held),
+                     sparse_model=sparse)
+    assert h3.unseen(both, "train") == h3.Unseen(train[3:6], (h3.DENSE_PART, h3.SPARSE_PART))
+    choice = h3.mu_for(both, "test")
+    assert choice.fit is not None and choice.fit.queries == 3 and choice.fit.prior == h3.LABEL_FREE_MU
+    assert "queries neither the dense encoder nor the learned sparse model was fine-tuned on" in choice.how

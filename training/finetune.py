@@ -234,13 +234,16 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     return train_data, selector
 
 
-def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: bool) -> TrainedOn:
-    """The train split's queries the exported encoder was trained on, and the hybrid's λ its held-out
+def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: bool, refit: bool) -> TrainedOn:
+    """The train split's queries the exported encoder was trained on, the hybrid's λ its held-out
     check fitted for the kept epoch, with the label-free prior as ``Workspace.lambda_fit`` fits it
-    (none without a check)."""
+    (none without a check), and the queries that check kept out of its training — none where the
+    encoder was ``refit`` on all of them — on which alone the three-way fusion's μ may be tuned
+    (``retrieval.systems.hybrid3.unseen``)."""
     fit = selector.selection.lambda_fit if selector is not None else None
+    held = tuple(sorted(selector.held)) if selector is not None and not refit else ()
     return TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
-                     LambdaFit.from_json(fit) if fit else None, per_query_max)
+                     LambdaFit.from_json(fit) if fit else None, per_query_max, held)
 
 
 def distillation_teacher(cfg: TrainConfig, ws_base: Workspace, dataset: Dataset, split: str) -> Teacher | None:
@@ -283,6 +286,7 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
     None when the base is exported)."""
     on_progress, cancel, checkpoints = common["on_progress"], common["cancel"], common["checkpoint_dir"]
     selector, verdict, trained_on = None, "", None  # the held-out check, what it kept, the queries seen
+    refit = False  # whether the kept epochs were trained again on every train query
     train_data, epoch_hook = plan.dataset, on_epoch
     labelled = len(plan.dataset.qrels.get(plan.train_split, {}))
     check = bool(cfg.holdout) and labelled >= MIN_LABELLED  # else nothing to hold out: it trains on all
@@ -305,6 +309,7 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
         if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
             trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
         verdict = selector.describe()
+        refit = cfg.refit and kept["stage"] != "base" and not kept["stage"].endswith("stage 1")
         if cfg.refit and kept["stage"] != "base":
             verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch},
                                      distillation_teacher(cfg, ws_base, plan.dataset, plan.train_split))
@@ -313,7 +318,7 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
     if verdict:
         trained.stages.append(verdict)
     if selector is None or selector.best_state is not None:  # else the base is exported: it saw no query
-        trained_on = _trained_on(plan, selector, ws_base.query_max_space)
+        trained_on = _trained_on(plan, selector, ws_base.query_max_space, refit)
     return trained, selector, verdict, trained_on
 
 

@@ -35,6 +35,12 @@ s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible sco
   μ 0.25 on 809 queries against a label-free 1 that 162 held-out queries could not overturn). Where
   there are no held-out queries, μ is the base's; where the judged queries are both the training split
   and the split evaluated, μ is label-free (the base's μ was tuned on those very queries);
+* where the dense encoder was fine-tuned on the training split's queries (its folder's record), μ is
+  not tuned on them either — a μ tuned where the encoder has seen the answers leans on the encoder,
+  as λ would (``clear_lambda.of_trained``): it is tuned on the queries no fine-tuned part of the fusion
+  trained on (``unseen``: each part's held-out queries; an encoder refit on all of them leaves none)
+  against the label-free μ, and with none left it is the label-free μ; the base sparse model's μ is
+  the prior only where the sparse model alone was fine-tuned (it was given beside the base encoder);
 * an identifier lookup (``systems.identifier_queries``) is ranked by BM25 alone, as the CLEAR hybrid
   ranks it, and where λ is ∞ (BM25 alone: the encoder failed the reliability check) the score is
   s_lex + μ·s_sp, the cosine only breaking ties.
@@ -59,7 +65,7 @@ from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase, Weight
-from retrieval.systems.clear_lambda import LambdaFit, against_prior, shown
+from retrieval.systems.clear_lambda import LambdaFit, TrainedOn, against_prior, shown
 from retrieval.systems.fusion import TIE_BREAK, ranked
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.reliability import dense_reliability
@@ -220,21 +226,61 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
     return fit
 
 
+def _seen(record: TrainedOn | None, ws: Workspace, split: str) -> bool:
+    """Whether a model's training ``record`` says it was fine-tuned on ``split``'s labelled queries as
+    they are now: μ tuned on them would favour it."""
+    if record is None or record.split != split or split not in ws.dataset.qrels:
+        return False
+    return record.queries == queries_fingerprint(ws.dataset.split_queries(split))
+
+
 def sparse_trained_on(ws: Workspace, split: str) -> bool:
     """Whether the workspace's learned sparse model was fine-tuned on ``split``'s labelled queries as
     they are now (its folder's training record): μ tuned on them would favour it."""
-    seen = ws.sparse.model.trained_on
-    if seen is None or seen.split != split or split not in ws.dataset.qrels:
-        return False
-    return seen.queries == queries_fingerprint(ws.dataset.split_queries(split))
+    return _seen(ws.sparse.model.trained_on, ws, split)
+
+
+def encoder_trained_on(ws: Workspace, split: str) -> bool:
+    """Whether the workspace's dense encoder was fine-tuned on ``split``'s labelled queries as they are
+    now (its folder's training record): μ tuned on them would favour the encoder's part of the fusion,
+    as a λ tuned on them would (``clear_lambda.of_trained``)."""
+    return _seen(ws.encoder.trained_on, ws, split)
 
 
 def held_out_of(ws: Workspace, split: str) -> list[str]:
     """The labelled ``split`` queries the workspace's fine-tuned sparse model's held-out check kept out of
     its training (its folder's training record), sorted."""
-    seen = ws.sparse.model.trained_on
+    return _held(ws.sparse.model.trained_on, ws, split)
+
+
+def _held(record: TrainedOn | None, ws: Workspace, split: str) -> list[str]:
     labelled = ws.dataset.qrels.get(split, {})
-    return sorted(q for q in (seen.held_out if seen is not None else ()) if q in labelled)
+    return sorted(q for q in (record.held_out if record is not None else ()) if q in labelled)
+
+
+class Unseen(NamedTuple):
+    """The training split's labelled queries that no fine-tuned part of the fusion trained on, and which
+    parts were fine-tuned on that split (``trained``: names, in the fusion's order)."""
+
+    queries: list[str]
+    trained: tuple[str, ...]
+
+
+SPARSE_PART, DENSE_PART = "the learned sparse model", "the dense encoder"
+
+
+def unseen(ws: Workspace, split: str) -> Unseen | None:
+    """``split``'s labelled queries neither fine-tuned model of the fusion trained on — the queries each
+    one's held-out check kept out of its training (a dense encoder refit on all of them keeps none) —
+    or None where neither was fine-tuned on ``split``."""
+    parts = [(DENSE_PART, ws.encoder.trained_on), (SPARSE_PART, ws.sparse.model.trained_on)]
+    trained = [(name, rec) for name, rec in parts if _seen(rec, ws, split)]
+    if not trained:
+        return None
+    left = set(ws.dataset.qrels[split])
+    for _, rec in trained:
+        left &= set(_held(rec, ws, split))
+    return Unseen(sorted(left), tuple(name for name, _ in trained))
 
 
 def _kept(fit: LambdaFit, prior_is: str = "the label-free") -> str:
@@ -262,38 +308,43 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
     state = ws.system_state(KEY, Mus, WORKSPACE)
     with state.lock:
         if split not in state.by_split:
-            lam_choice = clear.lambda_for(ws, split)
-            lam, by_query = lam_choice.value, lam_choice.per_query
-            why_not = sparse_unreliable(ws)
-            prior = 0.0 if why_not else LABEL_FREE_MU
-            train = clear.tuning_split(ws, split)
-            # the training split's queries the sparse model was not fine-tuned on; None: it was not fine-tuned on it
-            held = held_out_of(ws, train) if train is not None and sparse_trained_on(ws, train) else None
-            own = train is not None and not (train == JUDGED and split == JUDGED)  # labels not of the split evaluated
-            seen = ws.sparse.model.trained_on
-            base = seen.base_mu if held is not None and own and not why_not and seen is not None else None
-            prior_is = BASE_PRIOR if base is not None else "the label-free"
-            if base is not None:
-                prior = base.chosen
-            if held and own and train is not None:
-                fit = mu_fit(ws, train, lam, by_query, prior, only=held)
-                choice = MuChoice(fit.chosen, f"tuned on {fit.queries} held-out {train} queries the learned sparse "
-                                  f"model was not fine-tuned on" + _kept(fit, prior_is), fit, lam, by_query)
-            elif held is not None:
-                whose = (f"{BASE_PRIOR} (tuned on {base.queries} {train} queries)" if base is not None else
-                         "label-free")
-                choice = MuChoice(prior, f"μ {shown(prior)}, {whose}: the learned sparse model was fine-tuned on "
-                                  f"the {train} queries, so μ is not tuned on them", None, lam, by_query)
-            elif train is None or (train == JUDGED and split == JUDGED):
-                how = (f"μ 0: {why_not}, so the system is the CLEAR hybrid" if why_not else
-                       "μ 1, label-free: each part's score normalized to [0, 1] and weighed alike" +
-                       (" (the judged queries are the split evaluated: μ is not tuned on them)" if train else ""))
-                choice = MuChoice(prior, how, None, lam, by_query)
-            else:
-                fit = mu_fit(ws, train, lam, by_query, prior)
-                choice = MuChoice(fit.chosen, f"tuned on {train}" + _kept(fit), fit, lam, by_query)
-            state.by_split[split] = choice
+            state.by_split[split] = _choose(ws, split)
         return state.by_split[split]
+
+
+def _choose(ws: Workspace, split: str | None) -> MuChoice:
+    lam_choice = clear.lambda_for(ws, split)
+    lam, by_query = lam_choice.value, lam_choice.per_query
+    why_not = sparse_unreliable(ws)
+    prior = 0.0 if why_not else LABEL_FREE_MU
+    train = clear.tuning_split(ws, split)
+    if train is None or (train == JUDGED and split == JUDGED):
+        how = (f"μ 0: {why_not}, so the system is the CLEAR hybrid" if why_not else
+               "μ 1, label-free: each part's score normalized to [0, 1] and weighed alike" +
+               (" (the judged queries are the split evaluated: μ is not tuned on them)" if train else ""))
+        return MuChoice(prior, how, None, lam, by_query)
+    left = unseen(ws, train)
+    if left is None:  # no part of the fusion was fine-tuned on the training split's queries
+        fit = mu_fit(ws, train, lam, by_query, prior)
+        return MuChoice(fit.chosen, f"tuned on {train}" + _kept(fit), fit, lam, by_query)
+    # the base sparse model's μ (tuned on every train query) is the prior of a sparse model fine-tuned from it —
+    # unless the dense encoder was fine-tuned too: that μ was given beside another encoder
+    seen = ws.sparse.model.trained_on
+    base = (seen.base_mu if left.trained == (SPARSE_PART,) and not why_not and seen is not None else None)
+    prior_is = BASE_PRIOR if base is not None else "the label-free"
+    if base is not None:
+        prior = base.chosen
+    who = " nor ".join(left.trained)
+    if left.queries:
+        fit = mu_fit(ws, train, lam, by_query, prior, only=left.queries)
+        which = f"neither {who} was" if len(left.trained) > 1 else f"{who} was not"
+        return MuChoice(fit.chosen, f"tuned on {fit.queries} held-out {train} queries {which} fine-tuned on" +
+                        _kept(fit, prior_is), fit, lam, by_query)
+    whose = (f"{BASE_PRIOR} (tuned on {base.queries} {train} queries)" if base is not None else
+             "label-free" if not why_not else f"0: {why_not}")
+    trained = " and ".join(left.trained)
+    return MuChoice(prior, f"μ {shown(prior)}, {whose}: {trained} {'were' if len(left.trained) > 1 else 'was'} "
+                    f"fine-tuned on the {train} queries, so μ is not tuned on them", None, lam, by_query)
 
 
 class Hybrid3(SystemBase):
