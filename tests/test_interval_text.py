@@ -42,7 +42,25 @@ def test_the_check_report_writes_a_five_query_difference_in_words():
         assert UNBOUNDED in report and "inf]" not in report
 
 
-@given(st.floats(-1, 1), st.floats(0, 1))
+def _three(x: float) -> str:
+    return f"{x:.3f}"
+
+
+@given(st.floats(-1, 1).filter(lambda x: x == 0 or abs(x) >= 0.0005), st.floats(0, 1))
 def test_a_bounded_interval_keeps_three_decimals(low, width):
-    assert interval_text(Interval(low, low + width)) == f"[{low:.3f}, {low + width:.3f}]"
-    assert interval_text((low, math.inf)) == f"[{low:.3f}, ∞]" and interval_text(None) == ""
+    high = low + width
+    if high != 0 and abs(high) < 0.0005:
+        return
+    assert interval_text(Interval(low, high)) == f"[{_three(low)}, {_three(high)}]"
+    assert interval_text((low, math.inf)) == f"[{_three(low)}, ∞]" and interval_text(None) == ""
+
+
+@given(st.floats(-0.0005, 0.0005, exclude_min=True, exclude_max=True).filter(lambda x: x != 0))
+def test_an_end_just_off_zero_keeps_its_sign_and_first_digit(end):
+    """"[-0.000, 0.008]" would read as an interval that touches 0 from above."""
+    low = interval_text((end, 0.5))[1:].split(",")[0]
+    places = len(low.split(".")[1])
+    assert 3 < places <= 6 and low == f"{end:.{places}f}"  # the value, rounded
+    if abs(end) >= 5e-7:  # 6 decimals show it: its sign and its first significant digit
+        assert float(low) != 0 and (float(low) < 0) == (end < 0) and float(f"{end:.{places - 1}f}") == 0
+    assert interval_text((-0.0004, 0.008)) == "[-0.0004, 0.008]" and interval_text((0.0, 0.008)) == "[0.000, 0.008]"

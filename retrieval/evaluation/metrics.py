@@ -61,7 +61,17 @@ def interval_text(interval) -> str:
 
 
 def _end(value: float) -> str:
-    return ("∞" if value > 0 else "−∞") if math.isinf(value) else f"{value:.3f}"
+    """One end, 3 decimals; a non-zero end that 3 decimals would write as 0 is written to its first
+    significant digit (up to 6 decimals), so whether the interval holds 0 reads from it: "-0.0004",
+    not "-0.000"."""
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    text = f"{value:.3f}"
+    places = 3
+    while value != 0 and float(text) == 0 and places < 6:
+        places += 1
+        text = f"{value:.{places}f}"
+    return text
 
 
 def cell(value, mark: str = "", interval=None) -> str:
