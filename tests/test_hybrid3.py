@@ -144,9 +144,9 @@ def _with_record(src, folder, **trained_on):
 
 def test_mu_is_never_tuned_on_queries_a_fine_tuned_encoder_trained_on(ws, demo, tiny_model_dir, tmp_path):
     """A dense encoder fine-tuned on train (refit on all of it: no held-out query left) gives the fusion
-    the label-free μ, not μ tuned on the queries it learned; with held-out queries recorded, μ is tuned
-    on those alone; with the sparse model fine-tuned too, on the queries neither trained on, against the
-    label-free μ (the base sparse model's μ was given beside the base encoder)."""
+    μ 0 — the CLEAR hybrid its check chose λ for — not μ tuned on the queries it learned; with held-out
+    queries recorded, μ is tuned on those alone against μ 0; with the sparse model fine-tuned too, on the
+    queries neither trained on, against μ 0 (the base sparse model's μ was given beside the base encoder)."""
     from retrieval.data.dataset import queries_fingerprint
     from retrieval.index.splade import bundled_path
 
@@ -155,15 +155,19 @@ def test_mu_is_never_tuned_on_queries_a_fine_tuned_encoder_trained_on(ws, demo, 
     refit = Workspace(demo, ws.store, model=_with_record(tiny_model_dir, tmp_path / "refit", **seen))
     assert h3.encoder_trained_on(refit, "train") and h3.unseen(refit, "train") == h3.Unseen([], (h3.DENSE_PART,))
     choice = h3.mu_for(refit, "test")
-    assert choice.value == h3.LABEL_FREE_MU and choice.fit is None
-    assert "the dense encoder was fine-tuned on the train queries, so μ is not tuned on them" in choice.how
+    assert choice.value == 0.0 and choice.fit is None
+    assert (f"μ 0, {h3.ENCODER_PRIOR}, the CLEAR hybrid: the dense encoder was fine-tuned on the train queries, "
+            "so μ is not tuned on them") in choice.how
+    test = refit.dataset.split_queries("test")
+    assert refit.search("hybrid3", test, 10, split="test") == refit.search("hybrid", test, 10, split="test")
     assert h3.mu_for(ws, "test").fit.queries == len(train)  # the base encoder: tuned on every train query
 
     held = train[:6]
     checked = Workspace(demo, ws.store, model=_with_record(tiny_model_dir, tmp_path / "held", **seen, held_out=held))
     choice = h3.mu_for(checked, "test")
-    assert choice.fit is not None and choice.fit.queries == len(held) and choice.fit.prior == h3.LABEL_FREE_MU
+    assert choice.fit is not None and choice.fit.queries == len(held) and choice.fit.prior == 0.0
     assert "held-out train queries the dense encoder was not fine-tuned on" in choice.how
+    assert h3.ENCODER_PRIOR in choice.how
     assert (choice.value == choice.fit.best) == (choice.fit.p_value is not None and choice.fit.p_value < 0.05)
 
     base_mu = {"best": 0.25, "grid": [[mu, 0.5] for mu in h3.MU_GRID], "queries": 99, "prior": 1.0, "p_value": 0.001}
@@ -174,5 +178,5 @@ def test_mu_is_never_tuned_on_queries_a_fine_tuned_encoder_trained_on(ws, demo, 
                      sparse_model=sparse)
     assert h3.unseen(both, "train") == h3.Unseen(train[3:6], (h3.DENSE_PART, h3.SPARSE_PART))
     choice = h3.mu_for(both, "test")
-    assert choice.fit is not None and choice.fit.queries == 3 and choice.fit.prior == h3.LABEL_FREE_MU
+    assert choice.fit is not None and choice.fit.queries == 3 and choice.fit.prior == 0.0
     assert "queries neither the dense encoder nor the learned sparse model was fine-tuned on" in choice.how
