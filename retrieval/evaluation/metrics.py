@@ -60,15 +60,19 @@ def interval_text(interval) -> str:
     return f"[{_end(low)}, {_end(high)}]"
 
 
+NUMERIC_ZERO = 1e-6  # an end within a millionth of 0 is floating-point noise: written 0.000
+
+
 def _end(value: float) -> str:
     """One end, 3 decimals; a non-zero end that 3 decimals would write as 0 is written to its first
     significant digit (up to 6 decimals), so whether the interval holds 0 reads from it: "-0.0004",
-    not "-0.000"."""
+    not "-0.000"; one within ``NUMERIC_ZERO`` of 0 is 0."""
     if math.isinf(value):
         return "∞" if value > 0 else "−∞"
-    text = f"{value:.3f}"
-    places = 3
-    while value != 0 and float(text) == 0 and places < 6:
+    if abs(value) < NUMERIC_ZERO:
+        return f"{0.0:.3f}"
+    text, places = f"{value:.3f}", 3
+    while float(text) == 0:
         places += 1
         text = f"{value:.{places}f}"
     return text
