@@ -92,14 +92,14 @@ def test_the_sparse_model_is_trained_exported_and_compared_with_its_base(trained
 
 
 def test_the_fusion_does_not_tune_mu_on_the_queries_the_sparse_model_trained_on(trained, small, tiny_encoder):
-    from retrieval.systems.hybrid3 import mu_for, sparse_trained_on
+    from retrieval.systems.hybrid3 import SPARSE_PART, mu_for, unseen
 
     _, folder, store = trained
     tuned = Workspace(small, store, model=tiny_encoder, sparse_model=str(folder))
-    assert sparse_trained_on(tuned, "train")
+    assert unseen(tuned, "train").trained == (SPARSE_PART,)
     assert "fine-tuned on the train queries, so μ is not tuned on them" in mu_for(tuned, "test").how
     base = Workspace(small, store, model=tiny_encoder)
-    assert not sparse_trained_on(base, "train")
+    assert unseen(base, "train") is None
 
 
 def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(trained, small, tiny_encoder,
@@ -111,7 +111,7 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
     from retrieval.data.dataset import queries_fingerprint
     from retrieval.index.encoder import TRAINING_RECORD, read_trained_on
     from retrieval.judging.labels import JUDGED
-    from retrieval.systems.hybrid3 import held_out_of, mu_fit, mu_for
+    from retrieval.systems.hybrid3 import mu_fit, mu_for, unseen
 
     _, folder, store = trained
     copy = tmp_path / "held-out-model"
@@ -121,7 +121,7 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
     record["trained_on"]["held_out"] = [*held, "no-such-query"]
     (copy / TRAINING_RECORD).write_text(json.dumps(record))
     tuned = Workspace(small, store, model=tiny_encoder, sparse_model=str(copy))
-    assert held_out_of(tuned, "train") == held  # ids the split does not label are left out
+    assert unseen(tuned, "train").queries == held  # ids the split does not label are left out
     choice = mu_for(tuned, "test")
     assert choice.fit is not None and choice.fit.queries == len(held)
     assert choice.how.startswith(f"tuned on {len(held)} held-out train queries the learned sparse model was not")
@@ -142,7 +142,7 @@ def test_the_fusion_tunes_mu_on_the_held_out_queries_the_sparse_model_never_saw(
     again = tmp_path / "judged-model"
     shutil.copytree(copy, again)
     on_judged = Workspace(judged, store, model=tiny_encoder, sparse_model=str(again))
-    assert held_out_of(on_judged, JUDGED) == held
+    assert unseen(on_judged, JUDGED).queries == held
     assert mu_for(on_judged, JUDGED).fit is None and "μ is not tuned on them" in mu_for(on_judged, JUDGED).how
     assert mu_for(on_judged, None).fit is not None and mu_for(on_judged, None).fit.queries == len(held)
     for damaged in ("q1", [1, 2], {"q": 1}):  # not a list of ids: the record is not trusted, the model still loads

@@ -27,7 +27,7 @@ s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible sco
   are also the split evaluated, μ stays label-free (it is not cross-fitted as λ is), so no query is
   ranked with a μ tuned on itself; where the learned sparse model was fine-tuned on that training
   split's queries (its folder's training record), μ is tuned by the same rule on the queries its
-  held-out check kept out of training only (``held_out_of``) — a μ tuned on the queries it trained on
+  held-out check kept out of training only (``unseen``) — a μ tuned on the queries it trained on
   would favour it — against the μ its base was given on the whole split (``base_mu``, written in the
   record when it was trained: tuned there on every labelled query, none of which the base saw), not the
   label-free μ: the few held-out queries rarely separate two μ, so a prior that ignores the split's
@@ -237,26 +237,8 @@ def _seen(record: TrainedOn | None, ws: Workspace, split: str) -> bool:
     return record.queries == queries_fingerprint(ws.dataset.split_queries(split))
 
 
-def sparse_trained_on(ws: Workspace, split: str) -> bool:
-    """Whether the workspace's learned sparse model was fine-tuned on ``split``'s labelled queries as
-    they are now (its folder's training record): μ tuned on them would favour it."""
-    return _seen(ws.sparse.model.trained_on, ws, split)
-
-
-def encoder_trained_on(ws: Workspace, split: str) -> bool:
-    """Whether the workspace's dense encoder was fine-tuned on ``split``'s labelled queries as they are
-    now (its folder's training record): μ tuned on them would favour the encoder's part of the fusion,
-    as a λ tuned on them would (``clear_lambda.of_trained``)."""
-    return _seen(ws.encoder.trained_on, ws, split)
-
-
-def held_out_of(ws: Workspace, split: str) -> list[str]:
-    """The labelled ``split`` queries the workspace's fine-tuned sparse model's held-out check kept out of
-    its training (its folder's training record), sorted."""
-    return _held(ws.sparse.model.trained_on, ws, split)
-
-
 def _held(record: TrainedOn | None, ws: Workspace, split: str) -> list[str]:
+    """The labelled ``split`` queries a model's held-out check kept out of its training (its record), sorted."""
     labelled = ws.dataset.qrels.get(split, {})
     return sorted(q for q in (record.held_out if record is not None else ()) if q in labelled)
 
