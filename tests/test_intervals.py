@@ -120,15 +120,33 @@ def test_interval_excludes_0_iff_p_below_005_iff_a_verdict(values):
     cmp = compare(Evaluation({}, {"m": dict(enumerate(np.zeros(len(d))))}), Evaluation({}, {"m": dict(enumerate(d))}),
                   "m")
     if np.allclose(d, 0):
-        assert cmp.interval == Interval(0.0, 0.0) and cmp.p_value == 1.0
+        assert cmp.interval == Interval(0.0, 0.0) and cmp.p_value == 1.0 and cmp.same
     else:
-        assert (cmp.p_value, cmp.interval) == (flip.p_value, flip.interval)
+        assert (cmp.p_value, cmp.interval) == (flip.p_value, flip.interval) and not cmp.same
     assert cmp.interval.excludes(0.0) == (cmp.p_value < 0.05) == (cmp.outcome != "open")
+    said = conclusion("A", "B", cmp)
     if cmp.outcome != "open":
         assert (cmp.outcome == "b") == (cmp.delta > 0)
-        assert ("beats" in conclusion("A", "B", cmp)) and "not separable" not in conclusion("A", "B", cmp)
+        assert "beats" in said and "not separable" not in said
+    elif cmp.same:
+        assert said == f"B and A: the same on all {len(d)} queries (Δ 0 m)"
     else:
-        assert "not separable" in conclusion("A", "B", cmp) and "beats" not in conclusion("A", "B", cmp)
+        assert "not separable" in said and "beats" not in said and "the same" not in said
+
+
+def test_two_systems_equal_on_every_query_are_said_to_be_the_same_not_unseparated_yet():
+    # what the three-way fusion at μ 0 is beside the hybrid it reduces to: equal query by query,
+    # to rounding — "not separable yet" would promise more queries might tell them apart
+    rng = np.random.default_rng(3)
+    a = rng.random(40)
+    cmp = compare(Evaluation({}, {"ndcg@10": dict(enumerate(a))}),
+                  Evaluation({}, {"ndcg@10": dict(enumerate(a + 1e-12))}))
+    assert cmp.same and cmp.outcome == "open"
+    assert conclusion("Hybrid", "Hybrid (3)", cmp) == "Hybrid (3) and Hybrid: the same on all 40 queries (Δ 0 ndcg@10)"
+    one_apart = dict(enumerate(a))
+    one_apart[0] = a[0] + 0.01
+    near = compare(Evaluation({}, {"ndcg@10": dict(enumerate(a))}), Evaluation({}, {"ndcg@10": one_apart}))
+    assert not near.same and "not separable yet" in conclusion("A", "B", near)
 
 
 @settings(max_examples=40, deadline=None)

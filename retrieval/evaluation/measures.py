@@ -219,6 +219,12 @@ class Comparison:
                           list(self.losses), list(self.wins), self.ties, Interval(-iv.high, -iv.low, iv.level))
 
     @property
+    def same(self) -> bool:
+        """B and A scored the same on every one of at least two queries compared (to rounding,
+        ``compare``): nothing to separate, which more of these queries would not change."""
+        return self.queries >= 2 and self.interval.defined and self.interval.low == 0.0 == self.interval.high
+
+    @property
     def outcome(self) -> str:
         """``"b"`` when B is better (p < 0.05, its interval above 0), ``"a"`` when A is (below 0),
         else ``"open"``: not separable on these queries yet. With the permutation test the two

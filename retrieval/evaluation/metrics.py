@@ -98,10 +98,15 @@ def conclusion(label_a: str, label_b: str, cmp) -> str:
     interval that excludes 0, and never one without the other):
     "Hybrid beats BM25 by 0.053 [0.029, 0.078] nDCG@10 (p < 0.001, 300 queries)", or
     "Dense and BM25: not separable yet (Δ −0.032 [−0.071, 0.009], p = 0.121, 300 queries)"; with 5
-    queries or fewer, where no p can fall below 0.05, it says so instead of an unbounded interval."""
+    queries or fewer, where no p can fall below 0.05, it says so instead of an unbounded interval;
+    where the two scored the same on every query, "Hybrid (3 systems) and Hybrid: the same on all
+    300 queries (Δ 0 nDCG@10)" ("not separable yet" would promise that more queries might tell them
+    apart)."""
     n = cmp.queries
     if n < 2:
         return f"{label_b} and {label_a}: too few queries to compare ({n} with labels)"
+    if cmp.same:
+        return f"{label_b} and {label_a}: the same on all {n} queries (Δ 0 {cmp.metric})"
     basis = f"{p_text(cmp.p_value)}, {n} queries"
     if cmp.outcome == "open" and cmp.interval.defined and math.isinf(cmp.interval.width):
         return (f"{label_b} and {label_a}: not separable on {n} queries (Δ {cmp.delta:+.3f} {cmp.metric}, "
