@@ -262,10 +262,7 @@ def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | 
     """Train ``cfg`` again from ``start`` (the base, or the first stage's model) on every train query
     for the kept number of epochs, into ``trained`` (its model, time, losses and stages); returns
     what was done, for the verdict line. Quadruplet stage two's epochs count after a stage one run
-    as before; an epoch kept inside stage one is not refit (stage one alone cannot be asked for),
-    the held-out run's weights stay."""
-    if kept["stage"].endswith("stage 1"):
-        return "not refit: the kept epoch is in quadruplet stage one"
+    as before (``_refits`` says whether a refit is made)."""
     refit_cfg = replace(cfg, holdout=0.0, refit=False, epochs=int(kept["epoch"]))
     pairs = labelled_pairs(plan.dataset, plan.train_split)
     again = Trainer(refit_cfg, plan.dataset, pairs, base_model=base_model, model=start, stage_prefix="refit: ",
@@ -276,6 +273,13 @@ def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | 
     trained.losses, trained.epoch_losses = trained.losses + again.losses, trained.epoch_losses + again.epoch_losses
     trained.stages += again.stages
     return f"refit on all {queries} train queries for {refit_cfg.epochs} epoch{'s' if refit_cfg.epochs != 1 else ''}"
+
+
+def _refits(cfg: TrainConfig, kept: dict) -> bool:
+    """Whether the held-out check's kept epoch is trained again on every train query: when
+    ``cfg.refit`` asks and an epoch beat the base, but not an epoch inside quadruplet stage one
+    (stage one alone cannot be asked for: the held-out run's weights stay)."""
+    return cfg.refit and kept["stage"] != "base" and not kept["stage"].endswith("stage 1")
 
 
 def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model: str | None, model, common: dict,
@@ -309,8 +313,10 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
         if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
             trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
         verdict = selector.describe()
-        refit = cfg.refit and kept["stage"] != "base" and not kept["stage"].endswith("stage 1")
-        if cfg.refit and kept["stage"] != "base":
+        refit = _refits(cfg, kept)
+        if cfg.refit and kept["stage"].endswith("stage 1"):
+            verdict += "; not refit: the kept epoch is in quadruplet stage one"
+        elif refit:
             verdict += "; " + _refit(trained, kept, cfg, plan, base_model, start, {**common, "on_epoch": on_epoch},
                                      distillation_teacher(cfg, ws_base, plan.dataset, plan.train_split))
     elif cfg.holdout:
