@@ -171,7 +171,8 @@ def test_mu_is_never_tuned_on_queries_a_fine_tuned_encoder_trained_on(ws, demo, 
     assert (choice.value == choice.fit.best) == (choice.fit.p_value is not None and choice.fit.p_value < 0.05)
 
     base_mu = {"best": 0.25, "grid": [[mu, 0.5] for mu in h3.MU_GRID], "queries": 99, "prior": 1.0, "p_value": 0.001}
-    sparse = _with_record(bundled_path(), tmp_path / "sparse", **seen, held_out=train[3:9], base_mu=base_mu)
+    sparse = _with_record(bundled_path(), tmp_path / "sparse", **seen, held_out=train[3:9], base_mu=base_mu,
+                          base_mu_beside=ws.encoder.fingerprint)
     alone = Workspace(demo, ws.store, model=ws.encoder, sparse_model=sparse)
     assert h3.mu_for(alone, "test").fit.prior == 0.25  # the sparse model alone fine-tuned: its base's μ
     both = Workspace(demo, ws.store, model=_with_record(tiny_model_dir, tmp_path / "both", **seen, held_out=held),

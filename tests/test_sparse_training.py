@@ -159,10 +159,12 @@ def test_a_fine_tuned_sparse_model_s_mu_must_beat_the_base_s_mu_not_the_label_fr
     import shutil
 
     from retrieval.data.dataset import queries_fingerprint
-    from retrieval.index.encoder import TRAINING_RECORD, read_trained_on
+    from retrieval.index.encoder import TRAINING_RECORD, load_encoder, read_trained_on
     from retrieval.judging.labels import JUDGED
     from retrieval.systems.clear_lambda import LambdaFit
     from retrieval.systems.hybrid3 import BASE_PRIOR, LABEL_FREE_MU, MU_GRID, mu_for
+
+    from .conftest import build_tiny_encoder
 
     _, folder, store = trained
     base = Workspace(small, store, model=tiny_encoder)
@@ -199,6 +201,17 @@ def test_a_fine_tuned_sparse_model_s_mu_must_beat_the_base_s_mu_not_the_label_fr
     (on_judged / TRAINING_RECORD).write_text(json.dumps(record))
     choice = mu_for(Workspace(judged, store, model=tiny_encoder, sparse_model=str(on_judged)), JUDGED)
     assert choice.value == LABEL_FREE_MU and choice.fit is None and BASE_PRIOR not in choice.how
+
+    # the base's μ was tuned beside the training's dense encoder: beside another one it is no prior
+    assert read_trained_on(copy).base_mu_beside == tiny_encoder.fingerprint
+    other = load_encoder(str(build_tiny_encoder(tmp_path / "other-encoder", seed=1)), device="cpu")
+    assert other.fingerprint != tiny_encoder.fingerprint
+    choice = mu_for(Workspace(small, store, model=other, sparse_model=str(copy)), "test")
+    assert choice.value == LABEL_FREE_MU and choice.fit is None and BASE_PRIOR not in choice.how
+    record["trained_on"]["base_mu_beside"] = 7  # not a fingerprint: not trusted
+    (on_judged / TRAINING_RECORD).write_text(json.dumps(record))
+    assert read_trained_on(on_judged) is None
+    record["trained_on"]["base_mu_beside"] = tiny_encoder.fingerprint
 
     for damaged in ({"best": "0.25", "grid": grid, "queries": 99, "prior": 1.0, "p_value": 0.001},
                     {"best": 0.25, "grid": [[0.25]], "queries": 99, "prior": 1.0, "p_value": 0.001},

@@ -448,7 +448,8 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
         held_out = tuple(sorted(selection.per_query.get("0", {}))) if selection is not None else ()
         trained_on = TrainedOn(plan.train_split, queries_fingerprint(plan.dataset.split_queries(plan.train_split)),
                                held_out=held_out,  # the fusion's μ is tuned on these, which it never saw …
-                               base_mu=_base_mu(ws_base, plan, on_progress, cancel))  # … against the base's μ
+                               base_mu=_base_mu(ws_base, plan, on_progress, cancel),  # … against the base's μ
+                               base_mu_beside=ws_base.encoder.fingerprint)  # … tuned beside this dense encoder
 
     def write_record(result: FineTuneResult | None = None) -> None:
         (out_dir / TRAINING_RECORD).write_text(json.dumps(

@@ -164,22 +164,24 @@ class TrainedOn:
     # a fine-tuned learned sparse model: the three-way fusion's μ its base was given on that split (tuned on all
     # of its labelled queries, none of which the base saw; ``hybrid3.base_mu``), the prior of its own μ
     base_mu: LambdaFit | None = None
+    base_mu_beside: str = ""  # the fingerprint of the dense encoder that μ was tuned beside ("" unknown)
 
     def to_json(self) -> dict:
         return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
                 "fit": self.fit.to_json() if self.fit else None, "held_out": list(self.held_out),
-                "base_mu": self.base_mu.to_json() if self.base_mu else None}
+                "base_mu": self.base_mu.to_json() if self.base_mu else None, "base_mu_beside": self.base_mu_beside}
 
     @classmethod
     def from_json(cls, obj: Mapping) -> TrainedOn:
         fit, held, base_mu = obj.get("fit"), obj.get("held_out") or [], obj.get("base_mu")
         if not isinstance(held, list) or not all(isinstance(q, str) for q in held):
             raise ValueError("the training record's held-out queries are not a list of query ids")
-        per_query_max = obj.get("per_query_max", True)
-        if not (isinstance(obj["split"], str) and isinstance(obj["queries"], str) and isinstance(per_query_max, bool)):
-            raise ValueError("the training record's split, queries or λ space is not as written")
+        per_query_max, beside = obj.get("per_query_max", True), obj.get("base_mu_beside", "")
+        if not (isinstance(obj["split"], str) and isinstance(obj["queries"], str) and isinstance(per_query_max, bool)
+                and isinstance(beside, str)):
+            raise ValueError("the training record's split, queries, λ space or encoder is not as written")
         return cls(obj["split"], obj["queries"], LambdaFit.from_json(fit) if fit else None, per_query_max, tuple(held),
-                   LambdaFit.from_json(base_mu) if base_mu else None)
+                   LambdaFit.from_json(base_mu) if base_mu else None, beside)
 
 
 def against_prior(fit: LambdaFit, weight: str = "λ", prior_is: str = "the label-free") -> str:

@@ -34,7 +34,9 @@ s_sp lies in [0, 1] like s_lex (BM25's share of the query's largest possible sco
   labels would stand where those labels, read through the base, say otherwise (on SciFact the base's
   μ 0.25 on 809 queries against a label-free 1 that 162 held-out queries could not overturn). Where
   there are no held-out queries, μ is the base's; where the judged queries are both the training split
-  and the split evaluated, μ is label-free (the base's μ was tuned on those very queries);
+  and the split evaluated, μ is label-free (the base's μ was tuned on those very queries), and so it is
+  beside another dense encoder than the one the base's μ was tuned beside (the record names it: a μ
+  weighs one dense score against SPLADE's, and another encoder's is another score);
 * where the dense encoder was fine-tuned on the training split's queries (its folder's record), μ is
   not tuned on them either — a μ tuned where the encoder has seen the answers leans on the encoder,
   as λ would (``clear_lambda.of_trained``): it is tuned on the queries no fine-tuned part of the fusion
@@ -316,10 +318,13 @@ def _choose(ws: Workspace, split: str | None) -> MuChoice:
         fit = mu_fit(ws, train, lam, by_query, prior)
         return MuChoice(fit.chosen, f"tuned on {train}" + _kept(fit), fit, lam, by_query)
     # the prior: beside a fine-tuned encoder, μ 0 — the CLEAR hybrid, whose λ the encoder's held-out check chose;
-    # a sparse model fine-tuned alone, its base's μ (tuned on every train query, none of which the base saw)
+    # a sparse model fine-tuned alone, its base's μ (tuned on every train query, none of which the base saw),
+    # where it was tuned beside the dense encoder fused now (else the label-free μ: a μ beside another encoder
+    # weighs another dense score)
     seen = ws.sparse.model.trained_on
     dense = DENSE_PART in left.trained
-    base = seen.base_mu if not dense and not why_not and seen is not None else None
+    base = (seen.base_mu if not dense and not why_not and seen is not None
+            and seen.base_mu_beside == ws.encoder.fingerprint else None)
     prior_is = ENCODER_PRIOR if dense else BASE_PRIOR if base is not None else "the label-free"
     prior = 0.0 if dense else base.chosen if base is not None else prior
     who = " nor ".join(left.trained)
