@@ -6,7 +6,7 @@
 prints a metrics table, each mean with its 95% interval over the queries (percentile bootstrap,
 ``retrieval.evaluation.intervals``; ``--no-ci`` leaves them out), a paired permutation test of each system
 against the first, and every pair of systems in words ("Hybrid beats BM25 by 0.053 [0.029, 0.078]
-ndcg@10" or "not separable yet"). Where the split's labels were judged in the app (the store holds
+nDCG@10" or "not separable yet"). Where the split's labels were judged in the app (the store holds
 them as judgments: ``retrieval.judging.coverage``), each system's judged@10 is printed, and a pair whose
 system's top 10 is judged below the threshold gets no verdict, nor a † mark, but how many more of its
 documents to judge; writes the metrics, their intervals and the comparisons as JSON

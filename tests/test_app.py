@@ -168,7 +168,7 @@ def test_runs_history_and_comparing_two_runs(client):
     by_summary = {r[1].split(" · ")[0] + ":" + r[2]: r[4] for r in rows["data"]}
     bm25, dense = by_summary["bm25:test"], by_summary["dense:test"]
     note, table = client.predict(bm25, dense, "ndcg@10", api_name="/compare_runs")
-    assert "B − A on test, ndcg@10" in note and "p = " in note
+    assert "B − A on test, nDCG@10" in note and "p = " in note
     deltas = {r[0]: r[4] for r in table["data"]}
     assert len(deltas) == len({q for q, *_ in (line.split("\t") for line in
                                                 (DEMO / "qrels" / "test.tsv").read_text().splitlines()[1:])})

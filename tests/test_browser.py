@@ -132,6 +132,28 @@ def test_evaluate_tab_fills_the_metrics_table(page, shots):
     page.screenshot(path=str(shots / "evaluate.png"), full_page=True)
 
 
+def test_evaluate_tab_adds_the_three_way_fusion_with_its_weight_and_why(page, shots):
+    open_tab(page, "Evaluate")
+    page.locator("#eval-extras").get_by_label("Hybrid (BM25 + dense + SPLADE)").check()
+    table = page.locator("#eval-glance")
+    for _ in range(40):  # the learned sparse index is built after the dense one: the fusion waits till then
+        page.locator("#evaluate-button").click()
+        expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+        page.wait_for_timeout(500)
+        if "Hybrid (BM25 + dense + SPLADE)" in table.inner_text():
+            break
+        page.wait_for_timeout(2500)
+    expect(table).to_contain_text("Hybrid (BM25 + dense + SPLADE)")
+    row = table.locator("tr", has_text="Hybrid (BM25 + dense + SPLADE)")
+    assert re.search(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", row.inner_text())  # its figures with intervals
+    note = page.locator("#eval-note")
+    expect(note).to_contain_text("Hybrid (BM25 + dense + SPLADE)")
+    said = note.inner_text()  # its μ and how μ was chosen: on the demo's train split, against the label-free 1
+    assert re.search(r"μ = [\d.]+ \(tuned on train \(nDCG@10, \d+ queries\)", said), said
+    page.screenshot(path=str(shots / "evaluate-hybrid3.png"), full_page=True)
+    page.locator("#eval-extras").get_by_label("Hybrid (BM25 + dense + SPLADE)").uncheck()
+
+
 def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     open_tab(page, "Train")
     steps = page.locator("#train-steps input")

@@ -9,6 +9,7 @@ from html import unescape
 import pytest
 
 from retrieval.evaluation.metric_tables import covered_comparisons, headline, metrics_table
+from retrieval.evaluation.metrics import METRIC_NAMES
 from retrieval.systems import BM25, DENSE, HYBRID, label
 from retrieval.workspace import Workspace
 from ui import evaluate as evaluate_view
@@ -42,7 +43,7 @@ def test_the_headline_follows_the_comparisons_of_the_best_system(demo, tiny_enco
     # the glance: the chosen columns only, each header explained on hover, every system a row
     page = unescape(glance)
     heads = re.findall(r'<th title="([^"]*)">([^<]*) <span', page)
-    assert [name for _, name in heads] == [texts.METRIC_NAMES[m] for m in texts.AT_A_GLANCE]
+    assert [name for _, name in heads] == [METRIC_NAMES[m] for m in texts.AT_A_GLANCE]
     assert all(title == unescape(texts.METRIC_HELP[m]) for (title, _), m in zip(heads, texts.AT_A_GLANCE))
     assert all(f">{label(s)}<" in page for s in systems)
     assert "pnr" not in page.lower()  # behind "All metrics", with its explanation in the formulas

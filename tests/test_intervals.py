@@ -67,7 +67,7 @@ def test_paired_interval_sees_a_small_consistent_gain_that_unpaired_ones_miss():
     cmp = compare(Evaluation({}, {"ndcg@10": qa}), Evaluation({}, {"ndcg@10": qb}))
     assert cmp.interval == diff and cmp.outcome == "b" and cmp.queries == 80
     assert conclusion("BM25", "Hybrid", cmp) == (
-        f"Hybrid beats BM25 by {cmp.delta:.3f} [{diff.low:.3f}, {diff.high:.3f}] ndcg@10 (p < 0.001, 80 queries)")
+        f"Hybrid beats BM25 by {cmp.delta:.3f} [{diff.low:.3f}, {diff.high:.3f}] nDCG@10 (p < 0.001, 80 queries)")
     flipped = compare(Evaluation({}, {"ndcg@10": qb}), Evaluation({}, {"ndcg@10": qa}))
     assert flipped.outcome == "a"
     assert conclusion("Hybrid", "BM25", flipped).startswith(f"Hybrid beats BM25 by {cmp.delta:.3f} [{diff.low:.3f}, ")
@@ -142,7 +142,7 @@ def test_two_systems_equal_on_every_query_are_said_to_be_the_same_not_unseparate
     cmp = compare(Evaluation({}, {"ndcg@10": dict(enumerate(a))}),
                   Evaluation({}, {"ndcg@10": dict(enumerate(a + 1e-12))}))
     assert cmp.same and cmp.outcome == "open"
-    assert conclusion("Hybrid", "Hybrid (3)", cmp) == "Hybrid (3) and Hybrid: the same on all 40 queries (Δ 0 ndcg@10)"
+    assert conclusion("Hybrid", "Hybrid (3)", cmp) == "Hybrid (3) and Hybrid: the same on all 40 queries (Δ 0 nDCG@10)"
     one_apart = dict(enumerate(a))
     one_apart[0] = a[0] + 0.01
     near = compare(Evaluation({}, {"ndcg@10": dict(enumerate(a))}), Evaluation({}, {"ndcg@10": one_apart}))

@@ -8,7 +8,7 @@ import gradio as gr
 
 from retrieval import Workspace
 from retrieval.evaluation.metric_tables import covered_comparisons, headline, metrics_table, per_query_table
-from retrieval.evaluation.metrics import VIEW_METRICS
+from retrieval.evaluation.metrics import METRIC_NAMES, VIEW_METRICS
 from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
 from retrieval.index.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.sharing.owners import Viewer
@@ -107,8 +107,8 @@ def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer 
         compared, covered, _ = covered_comparisons(shown, split, systems, viewer=viewer)
     except (ValueError, OSError) as err:
         raise refuse(err) from err
-    return (headline_text(headline(rows, compared), covered, split, texts.METRIC_NAMES),
-            glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, texts.METRIC_NAMES), metrics_formulas(ws, split))
+    return (headline_text(headline(rows, compared), covered, split, METRIC_NAMES),
+            glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, METRIC_NAMES), metrics_formulas(ws, split))
 
 
 def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None):

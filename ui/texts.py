@@ -141,6 +141,3 @@ METRIC_HELP = {
                 "is not penalised for documents nobody judged (Sakai, SIGIR 2007).",
 }
 AT_A_GLANCE = ("ndcg@10", "judged@10", "recall@100", "mrr@10")  # Evaluate's table; the rest behind "All metrics"
-METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@10": "Recall@10", "recall@100": "Recall@100",
-                "recall@1000": "Recall@1000", "map": "MAP", "p@10": "P@10", "pnr": "PNR", "bpref": "bpref",
-                "judged@10": "judged@10", "ndcg'@10": "nDCG'@10"}

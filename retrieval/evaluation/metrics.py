@@ -17,6 +17,10 @@ PNR = "pnr"
 BPREF = "bpref"
 JUDGED_AT_10 = "judged@10"  # any "judged@K" is understood
 NDCG_CONDENSED = "ndcg'@10"  # nDCG@10 of the list without its unjudged documents (Sakai, SIGIR 2007): evaluate.py
+# each metric's name as written for a reader (its key is ir-measures' / ranx's lower case)
+METRIC_NAMES = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@10": "Recall@10", "recall@100": "Recall@100",
+                "recall@1000": "Recall@1000", "map": "MAP", "p@10": "P@10", "pnr": "PNR", "bpref": "bpref",
+                "judged@10": "judged@10", NDCG_CONDENSED: "nDCG'@10"}
 JUDGING_METRICS = ("ndcg@10", BPREF, JUDGED_AT_10)  # labels from judging: nDCG beside bpref, and coverage
 CONDENSED_DEPTH = 100  # nDCG'@10 condenses each list's top 100 (Sakai 2007; ``evaluate``): one value everywhere
 EVALUATED = (*METRICS, BPREF, JUDGED_AT_10, NDCG_CONDENSED)  # what ``Workspace.evaluate`` computes and caches
@@ -102,19 +106,19 @@ def conclusion(label_a: str, label_b: str, cmp) -> str:
     where the two scored the same on every query, "Hybrid (3 systems) and Hybrid: the same on all
     300 queries (Δ 0 nDCG@10)" ("not separable yet" would promise that more queries might tell them
     apart)."""
-    n = cmp.queries
+    n, metric = cmp.queries, METRIC_NAMES.get(cmp.metric, cmp.metric)
     if n < 2:
         return f"{label_b} and {label_a}: too few queries to compare ({n} with labels)"
     if cmp.same:
-        return f"{label_b} and {label_a}: the same on all {n} queries (Δ 0 {cmp.metric})"
+        return f"{label_b} and {label_a}: the same on all {n} queries (Δ 0 {metric})"
     basis = f"{p_text(cmp.p_value)}, {n} queries"
     if cmp.outcome == "open" and cmp.interval.defined and math.isinf(cmp.interval.width):
-        return (f"{label_b} and {label_a}: not separable on {n} queries (Δ {cmp.delta:+.3f} {cmp.metric}, "
+        return (f"{label_b} and {label_a}: not separable on {n} queries (Δ {cmp.delta:+.3f} {metric}, "
                 f"{p_text(cmp.p_value)}; a difference needs at least 6 queries to reach p < 0.05)")
     if cmp.outcome == "b":
-        return f"{label_b} beats {label_a} by {cmp.delta:.3f} {interval_text(cmp.interval)} {cmp.metric} ({basis})"
+        return f"{label_b} beats {label_a} by {cmp.delta:.3f} {interval_text(cmp.interval)} {metric} ({basis})"
     if cmp.outcome == "a":
         flipped = (-cmp.interval.high, -cmp.interval.low)
-        return f"{label_a} beats {label_b} by {-cmp.delta:.3f} {interval_text(flipped)} {cmp.metric} ({basis})"
+        return f"{label_a} beats {label_b} by {-cmp.delta:.3f} {interval_text(flipped)} {metric} ({basis})"
     return (f"{label_b} and {label_a}: not separable yet (Δ {cmp.delta:+.3f} {interval_text(cmp.interval)} "
-            f"{cmp.metric}, {basis})")
+            f"{metric}, {basis})")

@@ -65,6 +65,7 @@ import numpy as np
 from retrieval.data.dataset import queries_fingerprint
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import compare, evaluate_run
+from retrieval.evaluation.metrics import METRIC_NAMES
 from retrieval.index.splade import BUNDLED
 from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
@@ -273,7 +274,7 @@ def unseen(ws: Workspace, split: str) -> Unseen | None:
 def _kept(fit: LambdaFit, prior_is: str = "the label-free") -> str:
     """How a μ fit was kept (after "tuned on …"): on how many queries, and whether the grid's best beat
     the prior μ (``clear_lambda.against_prior``, λ's wording)."""
-    return f" ({METRIC}, {fit.queries} queries)" + against_prior(fit, "μ", prior_is)
+    return f" ({METRIC_NAMES[METRIC]}, {fit.queries} queries)" + against_prior(fit, "μ", prior_is)
 
 
 BASE_PRIOR = "the base sparse model's"  # whose μ a fine-tuned sparse model's sweep must beat (``base_mu``)
