@@ -204,6 +204,20 @@ def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[di
     return covered, pool_depth(runs, qrels, pooled)
 
 
+def _print_weights(ws: Workspace, split: str, systems: list[str]) -> None:
+    """How the hybrid's λ was chosen (and the queries it leaves to BM25), then each other system's own
+    weights and how they were chosen (the three-way fusion's μ), as Evaluate shows them."""
+    if HYBRID in systems:
+        lam = ws.lambda_for(split)
+        print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
+        lookups = identifier_lookups(ws.dataset.split_queries(split))
+        if lookups:
+            print(f"hybrid: {len(lookups)} queries look up an identifier ({LOOKUP_RULE})")
+    for s in systems:
+        for w in (ws.system(s).weights(ws, split) if s in keys() else ()):
+            print(f"{s} {w.name} = {shown(w.value)} ({w.how})")
+
+
 def cmd_evaluate(args) -> int:
     from ui.present.tables import conclusion_lines, coverage_line
 
@@ -248,12 +262,7 @@ def cmd_evaluate(args) -> int:
         rows = [{**r, "a": label(r["a"]), "b": label(r["b"])} for r in pairs]
         for line in conclusion_lines(sorted(rows, key=lambda r: "verdict" in r and not r["verdict"].may_conclude)):
             print(f"  {line}")
-    if HYBRID in systems:
-        lam = ws.lambda_for(split)
-        print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
-        lookups = identifier_lookups(ws.dataset.split_queries(split))
-        if lookups:
-            print(f"hybrid: {len(lookups)} queries look up an identifier ({LOOKUP_RULE})")
+    _print_weights(ws, split, systems)
     print("seconds: " + ", ".join(f"{s} {t:.1f}" for s, t in timings.items()), file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -129,6 +129,18 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
         assert ev.mean["ndcg@10"] == pytest.approx(results[system]["ndcg@10"], abs=1e-9)
 
 
+@pytest.mark.slow  # the demo encoded by SPLADE-tiny as well
+def test_evaluate_says_how_each_system_chose_its_own_weights(tmp_path, tiny_model_dir):
+    """The three-way fusion's μ is printed with how it was chosen, as Evaluate shows it."""
+    res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--systems",
+              "bm25,hybrid3", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    (mu,) = [line for line in lines if line.startswith("hybrid3 μ = ")]
+    assert re.fullmatch(r"hybrid3 μ = [\d.]+ \(tuned on train \(nDCG@10, 39 queries\).*\)", mu), mu
+    assert not any(line.startswith("bm25 ") for line in lines)  # BM25 has no weight of its own to choose
+
+
 def test_unknown_split_names_the_available_ones(tmp_path):
     res = cli("evaluate", DEMO, "--split", "nope", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
     assert res.returncode == 2
