@@ -20,7 +20,7 @@ from retrieval import Store, Workspace
 from retrieval.errors import UnknownRun
 from retrieval.evaluation.intervals import mean_interval
 from retrieval.evaluation.measures import positive_qrels
-from retrieval.evaluation.metrics import COMPARE_METRICS, METRIC_NAMES, PRIMARY, conclusion, interval_text
+from retrieval.evaluation.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text, metric_name
 from retrieval.judging.coverage import coverages, from_judging, verdict
 from retrieval.sharing.owners import OPERATOR, Viewer, describe, when
 from retrieval.systems import label
@@ -75,9 +75,8 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str,
     summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
     pair = (store.get_run(key_a), store.get_run(key_b))
     iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
-    metric = METRIC_NAMES.get(c.metric, c.metric)
-    note = (f"**B − A on {text(res.split)}, {metric}:** {c.mean_b:.4f} {interval_text(iv_b)} − {c.mean_a:.4f} "
-            f"{interval_text(iv_a)} = {c.delta:+.4f} {interval_text(c.interval)} (95% intervals over "
+    note = (f"**B − A on {text(res.split)}, {metric_name(c.metric)}:** {c.mean_b:.4f} {interval_text(iv_b)} − "
+            f"{c.mean_a:.4f} {interval_text(iv_a)} = {c.delta:+.4f} {interval_text(c.interval)} (95% intervals over "
             f"the {c.queries} queries: the means' by bootstrap, the difference's by the permutation test) · "
             f"{len(c.wins)} queries better, {len(c.losses)} worse, {c.ties} tied · "
             f"paired permutation test p = {c.p_value:.3g}{' (significant)' if c.significant else ''}\n\n"

@@ -91,6 +91,11 @@ def cell(value, mark: str = "", interval=None) -> str:
     return f"{value:.4f}{' ' + bounds if bounds else ''}{mark}"
 
 
+def metric_name(metric: str) -> str:
+    """``metric`` as written for a reader (``METRIC_NAMES``: "nDCG@10"); an unknown key as it is."""
+    return METRIC_NAMES.get(metric, metric)
+
+
 def p_text(p_value: float) -> str:
     """"p < 0.001" or "p = 0.012"."""
     return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
@@ -106,7 +111,7 @@ def conclusion(label_a: str, label_b: str, cmp) -> str:
     where the two scored the same on every query, "Hybrid (3 systems) and Hybrid: the same on all
     300 queries (Δ 0 nDCG@10)" ("not separable yet" would promise that more queries might tell them
     apart)."""
-    n, metric = cmp.queries, METRIC_NAMES.get(cmp.metric, cmp.metric)
+    n, metric = cmp.queries, metric_name(cmp.metric)
     if n < 2:
         return f"{label_b} and {label_a}: too few queries to compare ({n} with labels)"
     if cmp.same:
