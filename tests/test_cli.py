@@ -219,8 +219,8 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
               "--json", out_json, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert re.search(r"^Judged@10 \(labels judged in the app: a verdict needs each system's judged@10 at 90% or "
-                     r"more\): BM25 100% \[100%, 100%\], misset 80% \[\d+%, \d+%\]\.", res.stdout, re.M), res.stdout
+    assert re.search(r"^Judged@10 \(labels judged in the app: a verdict needs each system's top 10 judged on every "
+                     r"judged query\): BM25 100% \[100%, 100%\], misset 80% \[\d+%, \d+%\]\.", res.stdout, re.M), res.stdout
     conclusions = lines[lines.index("conclusions:") + 1:]
     assert conclusions[0].startswith("  BM25 and misset: no verdict, not enough of misset's results judged "
                                      "(judged@10 80% [") and "judge 24 more of its top-10 documents" in conclusions[0]

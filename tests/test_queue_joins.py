@@ -1,6 +1,7 @@
 """A system that joins the systems on show late (its index built, a run imported) joins the judging
-queue at once: its unjudged top k is pooled and handed out next, aimed at the comparisons it is in;
-grades and the positions handed out before stay as they were."""
+queue at once: its unjudged top k is pooled and handed out next, aimed at the comparisons it is in —
+after the rest of the pool of the queries already graded, which the coverage gate counts first
+(``Queue._gate_pair``); grades and the positions handed out before stay as they were."""
 from __future__ import annotations
 
 import random
@@ -40,6 +41,14 @@ def hand_out(q, n: int) -> list[tuple[str, str]]:
     return out
 
 
+def gate_rest(q, ids, runs, handed, k) -> set[tuple[str, str]]:
+    """The pooled pairs of the queries graded so far that are neither graded nor handed out: what the
+    gate serves before anything else."""
+    graded = {qid for qid, d in handed if q.grade(q.position(qid, d)) is not None}
+    return {(qid, d) for qid in ids if qid in graded for run in runs for d in top_ids(run, qid, k)
+            if (qid, d) not in handed}
+
+
 def test_a_late_system_goes_next_and_what_was_judged_and_handed_stays():
     bm25, dense, late = runs_for(0)
     ids = list(bm25)
@@ -58,9 +67,10 @@ def test_a_late_system_goes_next_and_what_was_judged_and_handed_stays():
     theirs = {(qid, d) for qid in ids for run in (dense, late) for d in top_ids(run, qid, 5)} - set(first)
     assert joined.pairs == len(theirs) == q.joined_left() and q.pooled_count > pooled
     assert q.pooled_count == len({(qid, d) for qid in ids for run in (bm25, dense, late) for d in top_ids(run, qid, 5)})
-    nxt = hand_out(q, len(theirs))
-    assert set(nxt) == theirs  # every unjudged top-5 document of the joining systems, before any other
-    assert q.joined_left() == 0
+    first_up = theirs | gate_rest(q, ids, (bm25, dense, late), set(first), 5)
+    nxt = hand_out(q, len(first_up))
+    assert set(nxt) == first_up  # the graded queries' pools, then every unjudged top-5 document of the joining
+    assert q.joined_left() == 0  # systems, before any other
     assert q.add_runs({"dense": dense}) is None  # pooled already: nothing changes
 
 
@@ -95,4 +105,5 @@ def test_joined_pairs_come_first_whatever_the_order(seed, before, order):
     assert q.pairs[:len(handed)] == handed and {p: q.grade(q.position(*p)) for p in handed} == grades
     theirs = {(qid, d) for qid in ids for d in top_ids(late, qid, 4)} - set(handed)
     assert joined.pairs == len(theirs)
-    assert set(hand_out(q, len(theirs))) == theirs
+    first_up = theirs | gate_rest(q, ids, (bm25, dense, late), set(handed), 4)
+    assert set(hand_out(q, len(first_up))) == first_up

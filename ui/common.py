@@ -9,7 +9,7 @@ from typing import Protocol
 import gradio as gr
 
 from retrieval import DenseNotReady, Workspace
-from retrieval.evaluation.metric_tables import covered_comparisons, metrics_table
+from retrieval.evaluation.metric_tables import covered_comparisons, judged_pool, metrics_table
 from retrieval.evaluation.metrics import NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, VIEW_METRICS
 from retrieval.index.encoder import DEFAULT_MODEL
 from retrieval.sharing.owners import Viewer
@@ -22,7 +22,7 @@ from ui.data import waiting_note
 from ui.notify import refuse
 from ui.present.counts import split_counted
 from ui.present.escape import text
-from ui.present.tables import conclusion_lines, coverage_line, table_cells
+from ui.present.tables import conclusion_lines, coverage_line, pool_note, table_cells
 from ui.registry import Registry
 
 
@@ -122,6 +122,9 @@ def conclusions_note(ws: Workspace | dict[str, Workspace], split: str, systems=B
     table lets one conclude, the separable pairs first; on labels judged in the app a pair whose
     systems' top 10 is not judged enough gets no verdict (``coverage.verdict``), and each system's
     judged@10 is shown beside."""
+    pool = judged_pool(ws, split, systems, viewer=viewer)
+    if pool is not None:  # labels judged in the app: the pool's verdict on success@10, never one on nDCG
+        return pool_note(pool)
     compared, covered, _ = covered_comparisons(ws, split, systems, metric, viewer=viewer)
     lines = conclusion_lines(compared)
     if not lines:

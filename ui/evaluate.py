@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from retrieval import Workspace
-from retrieval.evaluation.metric_tables import covered_comparisons, headline, metrics_table, per_query_table
+from retrieval.evaluation.metric_tables import (
+    covered_comparisons,
+    headline,
+    judged_pool,
+    metrics_table,
+    per_query_table,
+)
 from retrieval.evaluation.metrics import METRIC_NAMES, VIEW_METRICS
 from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
 from retrieval.index.compression import comparison_workspaces, compression_table, reduced_dims
@@ -34,7 +40,15 @@ from ui.pools import HEAVY, LIGHT
 from ui.present.escape import text
 from ui.present.evaluation import comparison_figures
 from ui.present.figures import lambda_sweep
-from ui.present.tables import glance_html, headline_text, rounded, segment_cells
+from ui.present.tables import (
+    glance_html,
+    headline_text,
+    pool_headline_text,
+    pool_table_html,
+    relative_names,
+    rounded,
+    segment_cells,
+)
 from ui.registry import Context, Registry, session_of
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in shown_builtins())]  # before a data set's own (shown_systems)
@@ -97,16 +111,25 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
 def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None) -> tuple[str, str, str]:
     """What a stakeholder reads first: the one-line verdict (``metric_tables.headline``) with its interval
     and judged@10, the table of the metrics chosen for a glance (``texts.AT_A_GLANCE``, each
-    explained on hover), and the formulas kept behind a toggle."""
+    explained on hover), and the formulas kept behind a toggle. On labels judged in the app the
+    verdict and the first table are the judged pool's (``metric_tables.judged_pool``: success@10, P@10
+    and the queries every system fails on, over every judged query), and the metrics normalised by
+    the relevant documents found so far follow, named relative."""
     if not split:
         return "", "", metrics_formulas(ws, None)
     systems = _systems(ws, extras)
     try:
         shown = comparison_workspaces(ws, _ready(ws, extras))
         rows = metrics_table(shown, split, systems, metrics=VIEW_METRICS, viewer=viewer)
-        compared, covered, _ = covered_comparisons(shown, split, systems, viewer=viewer)
+        pool = judged_pool(shown, split, systems, viewer=viewer)
+        compared, covered, _ = covered_comparisons(shown, split, systems, viewer=viewer) if pool is None else ([], {},
+                                                                                                             None)
     except (ValueError, OSError) as err:
         raise refuse(err) from err
+    if pool is not None:
+        return (pool_headline_text(pool, split),
+                pool_table_html(pool) + glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, relative_names()),
+                metrics_formulas(ws, split))
     return (headline_text(headline(rows, compared), covered, split, METRIC_NAMES),
             glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, METRIC_NAMES), metrics_formulas(ws, split))
 

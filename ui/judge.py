@@ -23,7 +23,6 @@ from retrieval.judging import judge_owners, sampling
 from retrieval.judging import settled_comparisons as settling
 from retrieval.judging import staged_writes as staging
 from retrieval.judging.agreement import agreement
-from retrieval.judging.coverage import MIN_JUDGED_AT_10
 from retrieval.judging.judgments import (
     DEPTH,
     MAX_DEPTH,
@@ -56,7 +55,7 @@ from ui.pools import LIGHT
 from ui.present.counts import queries_counted
 from ui.present.escape import text as esc
 from ui.present.search import highlight
-from ui.present.tables import shortfall_text
+from ui.present.tables import GATE_RULE, shortfall_text
 from ui.registry import Context, session_of
 
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
@@ -396,7 +395,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     else:
         on += " of the sample"
     head = (f"**Which comparisons are settled** (nDCG@10 on {on}, each system's top {k}; unjudged documents count "
-            f"as not relevant; a verdict needs each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more):")
+            f"as not relevant; {GATE_RULE}):")
     lines = [head, ""]
     measured = {c.system: c for r in rows if r.verdict is not None for c in r.verdict.coverage if c is not None}
     coverage = {name: measured[name] for name in runs if name in measured}  # what the gate read, in table order

@@ -12,6 +12,9 @@ many depths, and each query's metric under each system (the wins and losses agai
 * ``table_coverage`` — each system's judged@10 (``coverage.coverages``) and the depth the labels
   judged in the app were pooled to (``coverage.pool_depth``): ``metrics_table`` marks the metrics
   that read deeper than that pool as not measurable.
+* ``judged_pool`` — on labels judged in the app, what the judged pool fixes exactly
+  (``pool_verdict.PoolVerdict``: success@10 and P@10 over every judged query, the queries every
+  system fails on, and the pairs still to judge for exact figures): what Evaluate leads with there.
 * ``headline`` — the one verdict Evaluate opens with: the best system on the mean, and whether the
   judgments carry calling it the best (``Headline``).
 * ``recall_at_ks`` — Recall@k = |relevant ∩ top k| / |relevant|, averaged over queries, for k from
@@ -26,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from retrieval.evaluation.measures import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
-from retrieval.evaluation.metrics import METRICS, PRIMARY
+from retrieval.evaluation.metrics import JUDGED_AT_10, METRICS, PRIMARY
 from retrieval.judging.coverage import (
     Coverage,
     condensed_ndcg,
@@ -38,6 +41,7 @@ from retrieval.judging.coverage import (
     pool_depth,
 )
 from retrieval.judging.judgments import DEPTH, disagreement
+from retrieval.judging.pool_verdict import PoolVerdict, judged_queries, pool_score, pool_verdict
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
 from retrieval.workspace import Workspace
@@ -85,12 +89,33 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     judgments = _judgments(entries[0][1], viewer)
     runs = _runs(entries, split) if _pooled(entries, split, judgments) else None  # read only where needed
     depth = judged_pool_depth(entries, split, runs, judgments)
-    if depth is not None:  # labels judged in the app: no mark where a system's top 10 is not judged enough
-        marks = gated_marks(marks, table_coverage(ws_by_label, split, systems, entries, runs, judgments)[0], base)
-    return [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
+    covered: dict[str, Coverage] = {}
+    if depth is not None and runs is not None:  # labels judged in the app: no mark where a top 10 is not judged
+        covered = table_coverage(ws_by_label, split, systems, entries, runs, judgments)[0]
+        marks = gated_marks(marks, covered, base)
+    rows = [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
              "queries": len(evals[name].per_query.get(PRIMARY, {})),
              "measurable": {m: measurable(m, depth) for m in metrics}, "pool_depth": depth} for name, _, s in entries]
+    if covered and runs is not None:
+        _pool_figures(rows, runs, entries[0][1].dataset.qrels[split], covered, metrics)
+    return rows
+
+
+def _pool_figures(rows: list[dict], runs: dict, qrels, covered: dict[str, Coverage], metrics) -> None:
+    """On labels judged in the app, the figures the pool fixes, over every labelled query of the split
+    (a query judged with nothing relevant found counts, as trec_eval counts it): P@k
+    (``pool_verdict.pool_score``; ranx leaves such queries out, which inflates it) and judged@10 as
+    the coverage gate reads it (``coverage.coverages``), so a page shows one judged@10."""
+    labelled = [q for q, docs in qrels.items() if docs]
+    for row in rows:
+        for m in metrics:
+            if m.startswith("p@") and m[2:].isdigit():
+                score = pool_score(row["label"], runs[row["label"]], qrels, labelled, int(m[2:]))
+                row["metrics"][m], row["intervals"][m] = score.precision, score.precision_interval
+            elif m == JUDGED_AT_10 and row["label"] in covered:
+                c = covered[row["label"]]
+                row["metrics"][m], row["intervals"][m] = c.judged, c.interval
 
 
 def _judgments(ws: Workspace, viewer: Viewer | None) -> list[dict]:
@@ -130,6 +155,19 @@ def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None
     if not pooled:
         return None
     return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
+
+
+def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+                viewer: Viewer | None = None, k: int = DEPTH) -> PoolVerdict | None:
+    """The ``pool_verdict.PoolVerdict`` of the systems (labelled as in ``metrics_table``) at depth ``k``
+    on the split's queries whose labels were all judged in the app (``pool_verdict.judged_queries``:
+    those with no relevant document found included); None where no query's were."""
+    entries = system_entries(ws_by_label, split, systems)
+    qrels = entries[0][1].dataset.qrels[split]
+    ids = judged_queries(qrels, _judgments(entries[0][1], viewer))
+    if not ids:
+        return None
+    return pool_verdict(_runs(entries, split), qrels, ids, k)
 
 
 def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,

@@ -9,8 +9,9 @@ comparison against it measures the pool, not the systems. This is the pooling bi
 for runs that did not contribute to TREC's pools ("How Reliable Are the Results of Large-Scale
 Information Retrieval Experiments?", SIGIR 1998, §4), at its most extreme.
 
-* ``Coverage`` — for one system on the queries a comparison rests on (those with a relevant label):
-  judged@k (the share of its top k that carries a label, ``evaluate``'s ``judged@k``) with its 95%
+* ``Coverage`` — for one system on the queries a comparison rests on (on labels judged in the app,
+  every judged query, with a relevant document found or not; on a data set's own labels, those with
+  a relevant label): judged@k (the share of its top k that carries a label, ``evaluate``'s ``judged@k``) with its 95%
   interval, the unjudged documents in its top k, the share of those queries whose top k is fully
   judged (whether its lists were in the judged pool), the judgments that would bring judged@k up to
   ``MIN_JUDGED_AT_10``, and the condensed-list nDCG'@10 beside nDCG@10.
@@ -24,9 +25,14 @@ Information Retrieval Experiments?", SIGIR 1998, §4), at its most extreme.
 * ``pool_depth`` / ``measurable`` — how deep the judged pool goes, and which metrics the judgments
   can measure at all (recall@100 on a top-10 pool cannot be told from 1.0).
 
-The threshold, ``MIN_JUDGED_AT_10 = 0.9``: at most one unjudged document in a system's top 10 on
-average. It is a working rule, not a figure any of these papers fixes; the papers say why a rule is
-needed and what it guards against. Buckley and Voorhees ("Retrieval Evaluation with Incomplete
+The threshold, ``MIN_JUDGED_AT_10 = 1``: every document of a compared system's top 10 judged on
+every judged query — the depth-k pool made whole for that system. Then P@10 and success@10 are
+exact for it (``pool_verdict``), and the count the gate asks for is the count of those unjudged
+documents, the very pairs the judging queue serves first (``judgments.Queue``), so each grade taken
+in the queue's order brings it down by exactly one: the gate and the queue are one rule. (An
+earlier rule asked for 90% on the queries with a relevant document; as relevant documents turned
+up on new queries its count rose and fell while the queue judged elsewhere.) The papers say why a
+rule is needed and what it guards against. Buckley and Voorhees ("Retrieval Evaluation with Incomplete
 Information", SIGIR 2004, §4-5) show that measures which count unjudged documents as not relevant
 (MAP, P@10, and nDCG@10 alike) rank systems less and less faithfully as judgments go missing, while
 measures that leave unjudged documents out (bpref) hold up; Sakai ("Alternatives to Bpref", SIGIR
@@ -51,10 +57,10 @@ from retrieval.evaluation.intervals import Interval
 from retrieval.evaluation.measures import Comparison, Evaluation, compare, compare_pairs, evaluate_run, positive_qrels
 from retrieval.evaluation.metrics import BPREF, NDCG_CONDENSED, PRIMARY
 
-MIN_JUDGED_AT_10 = 0.9  # the module docstring says why
+MIN_JUDGED_AT_10 = 1.0  # the module docstring says why
 COVERAGE_DEPTH = 10  # judged@10: the depth the verdict's nDCG@10 looks at
 VERDICT_METRIC = PRIMARY  # what a verdict is given on: nDCG@10, behind the coverage gate
-GATE = f"judged@{COVERAGE_DEPTH} ≥ {MIN_JUDGED_AT_10:g} on the queries judged in the app"
+GATE = f"judged@{COVERAGE_DEPTH} = {MIN_JUDGED_AT_10:g} on the queries judged in the app"
 FULL_LIST = math.inf  # the depth of map and bpref: the whole ranked list
 
 
@@ -63,7 +69,7 @@ class Coverage:
     """One system's coverage on the queries a comparison rests on (module docstring)."""
 
     system: str
-    queries: int  # the queries it is measured on (relevant label; judged in the app when ``gated``)
+    queries: int  # the queries it is measured on (every judged one when ``gated``, else those with a relevant label)
     judged: float  # mean judged@k (NaN without queries)
     interval: Interval  # its 95% interval over the queries
     unjudged: int  # unjudged documents in its top k over those queries
@@ -176,8 +182,10 @@ def condensed_ndcg(run: Run, qrels: Qrels) -> Evaluation:
 
 def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = COVERAGE_DEPTH,
              threshold: float = MIN_JUDGED_AT_10) -> Coverage:
-    """``system``'s coverage on the queries of ``qrels`` with a relevant label (module docstring)."""
-    labels = positive_qrels(qrels)
+    """``system``'s coverage on the queries of ``qrels`` a comparison rests on (module docstring):
+    when ``gated`` (labels judged in the app), every labelled query, a relevant document found or
+    not; else those with a relevant label. nDCG'@10 beside reads the latter alone."""
+    labels = {q: docs for q, docs in qrels.items() if docs} if gated else positive_qrels(qrels)
     metric = f"judged@{k}"
     ev = evaluate_run({q: run.get(q, [])[:k] for q in labels}, labels, metrics=(metric,))  # judged@k reads the top k
     shares = ev.per_query.get(metric, {})
@@ -190,13 +198,13 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
         gains += [1 / len(top)] * missing if missing else []  # judging one lifts judged@k by 1/len (none: no list)
     n = len(labels)
     needed = max(0.0, threshold * n - sum(shares.values()))  # the sum of per-query shares to add
-    to_threshold = 0
-    for gain in sorted(gains, reverse=True):
+    to_threshold = 0 if threshold < 1 else unjudged  # the whole top k: every unjudged document
+    for gain in sorted(gains, reverse=True) if threshold < 1 else ():
         if needed <= 1e-9:
             break
         needed -= gain
         to_threshold += 1
-    cond = condensed_ndcg(run, labels) if n else None
+    cond = condensed_ndcg(run, positive_qrels(labels)) if positive_qrels(labels) else None
     return Coverage(system, n, ev.mean.get(metric, float("nan")), ev.interval(metric), unjudged,
                     full / n if n else float("nan"), to_threshold, gated,
                     cond.mean[NDCG_CONDENSED] if cond else float("nan"),
@@ -206,11 +214,10 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
 def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict],
               k: int = COVERAGE_DEPTH) -> dict[str, Coverage]:
     """Every system's ``Coverage``: on the queries whose labels came from judging in the app
-    (``from_judging``), gated, where there are any; else on every query with a relevant label,
-    reported but not gated."""
-    labels = positive_qrels(qrels)
-    pooled = from_judging(labels, judgments)
-    basis = {q: labels[q] for q in labels if q in pooled} if pooled else labels
+    (``from_judging``: every one, a relevant document found or not), gated, where there are any;
+    else on every query with a relevant label, reported but not gated."""
+    pooled = from_judging({q: docs for q, docs in qrels.items() if docs}, judgments)
+    basis = {q: qrels[q] for q in qrels if q in pooled} if pooled else positive_qrels(qrels)
     return {name: coverage(name, run, basis, gated=bool(pooled), k=k) for name, run in runs.items()}
 
 

@@ -156,10 +156,12 @@ def order_queries(runs: dict[str, Run], query_ids, k: int = DEPTH,
 class Queue:
     """The pooled pairs of the sampled queries in judging order. A position is an index into
     ``pairs``: positions below ``handed`` hold the pairs in the order the judge got them (the grades
-    made before first, so ← goes back through them); ``next_unjudged`` past them asks the judging
-    order (``order``: by default the pair expected to move the comparisons of the systems
-    on show most) and puts its pair at the next position. The rest wait in pool order (queries the
-    systems disagree on most first).
+    made before first, so ← goes back through them); ``next_unjudged`` past them serves first the
+    pooled pairs of the queries already graded (the pairs the coverage gate counts: every system's
+    top k on every judged query, ``coverage.MIN_JUDGED_AT_10``), then asks the judging order
+    (``order``: by default the pair expected to move the comparisons of the systems on show most)
+    to open the next query, and puts its pair at the next position. The rest wait in pool order
+    (queries the systems disagree on most first).
 
     A pair is ``(query id, document id)`` only: which systems retrieved it, and where, is left out
     so the judge is not swayed by it, and given only when asked (``retrieved_by``). Several sessions
@@ -185,6 +187,9 @@ class Queue:
         self.joined: Joined | None = None  # the systems that joined last (``add_runs``)
         self._focus: judging_order.Focus | None = None  # their pairs' strategy, while they go first
         self._theirs: set[Pair] = set()  # their unjudged pairs, when they go first
+        self._pool_of: dict[str, list[str]] = {}  # query id -> its pooled documents, in pool order
+        for qid, doc in pooled:
+            self._pool_of.setdefault(qid, []).append(doc)
 
     @property
     def systems(self) -> tuple[str, ...]:
@@ -208,6 +213,7 @@ class Queue:
             query_ids = [q for q, _ in ordered]
             pools = pool(self._runs, query_ids, self.k)
             for qid in query_ids:  # the new pairs wait after the others, in pool order
+                self._pool_of[qid] = list(pools[qid])
                 for doc in pools[qid]:
                     if (qid, doc) not in self._position:
                         self._position[(qid, doc)] = len(self.pairs)
@@ -298,16 +304,44 @@ class Queue:
             found = self._hand_out()
             return position if found is None else found
 
-    def _hand_out(self) -> int | None:
-        """The judging order's next pair (pool order without one), moved to position ``handed``."""
+    def opened(self) -> list[str]:
+        """The queries with a grade, in the queue's order: the ones a verdict rests on."""
+        graded = {q for q, _ in self._grades}
+        return [q for q in self._pool_of if q in graded]
+
+    def to_complete(self) -> int:
+        """The pooled pairs of the graded queries (``opened``) still without a grade: what stands
+        between the judged queries and exact P@k and success@k for every pooled system
+        (``pool_verdict.unjudged_pairs``), the pairs the queue serves first."""
+        with self._lock:
+            return sum((q, d) not in self._grades for q in self.opened() for d in self._pool_of[q])
+
+    def _gate_pair(self) -> Pair | None:
+        """The first pair the coverage gate counts (``coverage.MIN_JUDGED_AT_10``): an ungraded pooled
+        document, not handed out yet, of a query that already has a grade — so the queries judged
+        are made whole before another is opened, and each grade taken in this order brings the
+        gate's count down by exactly one."""
+        for q in self.opened():
+            for doc in self._pool_of[q]:
+                if (q, doc) not in self._grades and self._position[(q, doc)] >= self.handed:
+                    return q, doc
+        return None
+
+    def _ordered_pair(self) -> Pair | None:
+        """The judging order's next pair not handed out or graded yet (pool order without one)."""
         if self.strategy is None:
-            pair = next((p for p in self.pairs[self.handed:] if p not in self._grades), None)
-        else:
+            return next((p for p in self.pairs[self.handed:] if p not in self._grades), None)
+        pair = self.strategy.next()
+        while pair is not None and (pair not in self._position or self._position[pair] < self.handed
+                                    or pair in self._grades):
+            self.strategy.hand_out(pair)  # a pair already handed or graded elsewhere: never again
             pair = self.strategy.next()
-            while pair is not None and (pair not in self._position or self._position[pair] < self.handed
-                                        or pair in self._grades):
-                self.strategy.hand_out(pair)  # a pair already handed or graded elsewhere: never again
-                pair = self.strategy.next()
+        return pair
+
+    def _hand_out(self) -> int | None:
+        """The pair the coverage gate counts first (``_gate_pair``), else the judging order's next
+        pair (pool order without one), moved to position ``handed``."""
+        pair = self._gate_pair() or self._ordered_pair()
         if pair is None:
             return None
         if self.strategy is not None:

@@ -23,8 +23,9 @@ so. A comparison on a random subset is a valid test, with less power than one on
 Judging in the app pools the systems' top k, so a system that was not pooled (the learned sparse
 index finished after judging began) meets unjudged documents in its top 10, counted as not relevant:
 it would lose on judgments it never had. No comparison is settled, or projected, unless both
-systems' judged@10 on the judged queries reaches ``coverage.MIN_JUDGED_AT_10``
-(``coverage.verdict``); a pair that lacks it names the system and the judgments it needs instead.
+systems' top 10 is judged on every judged query (``coverage.MIN_JUDGED_AT_10``, ``coverage.verdict``:
+the judged queries with nothing relevant found count too); a pair that lacks it names the system
+and the judgments it needs instead — the pairs the judging queue serves first.
 """
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY,
     evals = {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(metric,))
              for name, run in runs.items()}
     tens = coverage_runs or runs
-    covered = {name: coverage(name, tens.get(name, {}), relevant, gated=True) for name in runs}
+    labelled = {q: docs for q, docs in judged.items() if docs}  # every judged query: the gate's basis
+    covered = {name: coverage(name, tens.get(name, {}), labelled, gated=True) for name in runs}
     cond = {name: condensed_ndcg(tens.get(name, {}), relevant) for name in runs}
     per_query = sum(len(docs) for docs in judged.values()) / max(1, len(judged))
     out = []

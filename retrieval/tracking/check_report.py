@@ -16,7 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from retrieval.evaluation.metrics import interval_text
-from retrieval.judging.coverage import MIN_JUDGED_AT_10, Coverage
+from retrieval.judging.coverage import Coverage
 from retrieval.systems import label
 from retrieval.tracking.snapshots import CheckResult, SystemCheck
 
@@ -75,10 +75,10 @@ def judged_change(s: SystemCheck) -> str:
 
 def shortfall(s: SystemCheck) -> str:
     """Why an ``unjudged`` system has no verdict: "⚠ not enough of its results judged (judged@10 0.80
-    [0.713, 0.874]) — judge 24 more of its top-10 documents (47 unjudged) for judged@10 to reach 0.9"."""
+    [0.713, 0.874]) — judge 47 more of its top-10 documents, the unjudged ones on the judged queries"."""
     now = _today(s)
-    return (f"⚠ {UNJUDGED} (judged@10 {judged(now)}) — judge {now.to_threshold:,} more of its top-10 documents "
-            f"({now.unjudged:,} unjudged) for judged@10 to reach {now.threshold:g}")
+    return (f"⚠ {UNJUDGED} (judged@10 {judged(now)}) — judge {now.to_threshold:,} more of its top-10 documents, "
+            "the unjudged ones on the judged queries")
 
 
 def _verdict(s: SystemCheck, c) -> str:
@@ -232,9 +232,9 @@ def markdown_summary(result: CheckResult, shown: int = 10, strict: bool = False)
              "does not reject, so it excludes 0 exactly when p < 0.05). A larger drop that is not significant "
              f"is flagged ⚠️: these queries are too few to tell it from chance"
              f"{' (it fails: --strict)' if strict else ''}."
-             + (f" The labels were judged in the app: a system whose top 10 today is less than "
-                f"{MIN_JUDGED_AT_10:g} judged (judged@10) gets no verdict, ⚠️ with how many more of its documents "
-                "to judge." if result.gated else ""), ""]
+             + (" The labels were judged in the app: a system whose top 10 today is not judged on every judged "
+                "query (judged@10 below 1) gets no verdict, ⚠️ with how many more of its documents to judge."
+                if result.gated else ""), ""]
     lines += [f"> ⚠️ {text(w)}" for w in warnings(result)]
     gated = result.gated
     lines += ["| system | baseline [95%] | now [95%] | Δ [95%] | p |" + (" judged@10 [95%] |" if gated else "")

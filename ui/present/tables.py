@@ -14,10 +14,12 @@ from retrieval.evaluation.metrics import (
     p_text,
     significance_mark,
 )
-from retrieval.judging.coverage import MIN_JUDGED_AT_10
+from retrieval.judging.labels import JUDGED
 from retrieval.systems import DENSE, HYBRID, short
 from retrieval.systems.clear_lambda import shown
 from ui.present.report import Summary
+
+GATE_RULE = "a verdict needs each system's top 10 judged on every judged query"  # coverage.MIN_JUDGED_AT_10
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
@@ -80,11 +82,11 @@ def percent(interval) -> str:
 def shortfall_text(verdict) -> str:
     """Why a pair the coverage gate holds back has no verdict (``coverage.Verdict.lacking``): "not
     enough of Learned sparse (SPLADE)'s results judged (judged@10 6% [2%, 11%]) — judge 160 more of its
-    top-10 documents (171 unjudged) for judged@10 to reach 90%", then the pair on nDCG'@10 (unjudged
+    top-10 documents, the unjudged ones on the judged queries", then the pair on nDCG'@10 (unjudged
     documents left out), which is shown beside and does not lift the gate."""
     parts = [f"not enough of {s.system}'s results judged (judged@10 {s.judged:.0%} {percent(s.interval)}".rstrip()
-             + f") — judge {s.to_threshold:,} more of its top-10 documents ({s.unjudged:,} unjudged) for judged@10 "
-             f"to reach {MIN_JUDGED_AT_10:.0%}" for s in verdict.lacking]
+             + f") — judge {s.to_threshold:,} more of its top-10 documents, the unjudged ones on the judged queries"
+             for s in verdict.lacking]
     cond = verdict.condensed
     beside = (f"; on nDCG'@10, which leaves unjudged documents out, Δ {cond.delta:+.3f} "
               f"{interval_text(cond.interval)}".rstrip() if cond is not None and cond.queries >= 2 else "")
@@ -93,7 +95,7 @@ def shortfall_text(verdict) -> str:
 
 def coverage_line(covered: dict) -> str:
     """Each system's judged@10 with its interval (``coverage.coverages``), and whether the labels
-    came from judging in the app (then verdicts need ``MIN_JUDGED_AT_10``): "" without any."""
+    came from judging in the app (then verdicts need ``GATE_RULE``): "" without any."""
     if not covered:
         return ""
     gated = any(c.gated for c in covered.values())
@@ -101,8 +103,8 @@ def coverage_line(covered: dict) -> str:
                        if c.queries)
     if not shares:
         return ""
-    rule = (f"labels judged in the app: a verdict needs each system's judged@10 at {MIN_JUDGED_AT_10:.0%} or more"
-            if gated else "the data set's own labels: an unlisted document is not relevant by their convention")
+    rule = (f"labels judged in the app: {GATE_RULE}" if gated
+            else "the data set's own labels: an unlisted document is not relevant by their convention")
     return f"Judged@10 ({rule}): {shares}."
 
 
@@ -210,7 +212,7 @@ def headline_text(h, covered: dict | None = None, split: str = "", names: dict[s
     if h.state == "coverage":  # the least covered system of the pair, in one line (the conclusions give the rest)
         s = min(h.against["verdict"].lacking, key=lambda x: x.judged)
         return (f"**No verdict yet{text(where)}:** not enough of {text(s.system)}'s results are judged (judged@10 "
-                f"{s.judged:.0%}, a verdict needs {MIN_JUDGED_AT_10:.0%}) — judge {s.to_threshold:,} more of its "
+                f"{s.judged:.0%}; {GATE_RULE}) — judge {s.to_threshold:,} more of its "
                 f"top-10 documents to compare it with {text(other if s.system != other else h.best)}.")
     if h.state == "open":
         return (f"**No single best system yet{text(where)}:** {text(h.best)} leads on {text(metric)} with {mean}, "
@@ -238,3 +240,148 @@ def glance_html(rows: list[dict], metrics, help_texts: dict[str, str], names: di
         body.append(f"<tr><th scope=\"row\">{text(cells[0])}</th>{tds}</tr>")
     return (f'<table class="rs-glance"><thead><tr><th>system</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _share(count: int, total: int, interval=None) -> str:
+    """"2 of 11 (18% [5%, 48%])"."""
+    bounds = f" {percent(interval)}" if interval is not None and interval.defined else ""
+    return f"{count:,} of {total:,} ({count / total:.0%}{bounds})" if total else "0 of 0"
+
+
+def _range(low: int, high: int) -> str:
+    """"2" when exact, else "2–4"."""
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
+def pool_success_line(pv) -> str:
+    """Each system's success@k on the judged queries, the best first: "BM25 2 of 11 (18% [5%, 48%])";
+    while its top k is not judged on every one, the range the pool still allows ("BM25 2–4 of 11")."""
+    n = len(pv.queries)
+    ranked = sorted(pv.scores.values(), key=lambda s: (-s.successes, -s.undecided, s.system))
+    return ", ".join(f"{s.system} {_share(s.successes, n, s.success_interval)}" if s.exact else
+                     f"{s.system} {_range(s.successes, s.successes + s.undecided)} of {n:,}" for s in ranked)
+
+
+def pool_headline_text(pv, split: str = "") -> str:
+    """What the judged pool says (``pool_verdict.PoolVerdict``) as the one line Evaluate opens with on
+    labels judged in the app (Markdown, escaped): while the pool of the judged queries is not whole,
+    how many pairs are left to judge for exact figures and the ranges the pool allows so far; once
+    it is, the count of queries every system fails on with its interval, the best system where
+    success@k separates one, and each system's success rate."""
+    from ui.present.escape import text
+
+    n, k = len(pv.queries), pv.k
+    where = text(f" on {split}" if split and split != JUDGED else "")  # "judged queries on judged" says it twice
+    names = len(pv.scores)
+    rates = text(pool_success_line(pv))
+    if not pv.complete:
+        return (f"**Provisional{where} — judge {len(pv.unjudged):,} more** (the unjudged top-{k} documents of the "
+                f"{names} systems on the {n:,} judged queries) for exact figures. So far every system fails on "
+                f"{_range(pv.all_fail, pv.all_fail + pv.all_fail_undecided)} of the {n:,} judged queries; "
+                f"success@{k} (a relevant document in the top {k}): {rates}.")
+    if pv.everyone_fails:
+        return (f"**Every system fails on all {n:,} judged queries{where}:** none of the {names} systems has a "
+                f"relevant document in its top {k} on any of them (every top-{k} document judged).")
+    fails = (f"every system fails on {_share(pv.all_fail, n, pv.all_fail_interval)} judged queries"
+             if pv.all_fail else f"on each of the {n:,} judged queries some system finds a relevant document")
+    best = pv.best()
+    if best is not None:
+        a, b, c = min((t for t in pv.comparisons if best in t[:2]), key=lambda t: abs(t[2].delta))
+        other = a if b == best else b
+        return (f"**{text(best)} is the best system{where}** on success@{k}, ahead of the nearest, {text(other)}, by "
+                f"{c.delta:.3f} {text(interval_text(c.interval))} ({text(p_text(c.p_value))}; {n:,} judged queries, "
+                f"every top-{k} document judged); {fails}. Success@{k}: {rates}.")
+    if pv.all_fail:
+        head = (f"**Every system fails on {pv.all_fail:,} of {n:,} judged queries{where}** ({pv.all_fail / n:.0%} "
+                f"{percent(pv.all_fail_interval)}; every top-{k} document judged)").replace(" ;", ";")
+    else:
+        head = f"**No single best system yet{where}** ({fails}; every top-{k} document judged)"
+    return f"{head}. Success@{k}: {rates}. {text(pool_settle_text(pv))}".rstrip()
+
+
+def pool_settle_text(pv) -> str:
+    """Why no system is the best on a whole pool, and what would settle it: the closest pair of the
+    leader not separable on success@k, with how many more judged queries a difference that size
+    needs (``pool_verdict.beyond_pool``) — a deeper pool would not change success@k."""
+    from retrieval.judging.pool_verdict import beyond_pool
+
+    if not pv.comparisons:
+        return ""
+    leader = max(pv.scores.values(), key=lambda s: (s.success, s.precision)).system
+    mine = [t for t in pv.comparisons if leader in t[:2] and t[2].outcome == "open"]
+    if not mine:
+        return ""
+    a, b, c = min(mine, key=lambda t: abs(t[2].delta))
+    other = a if b == leader else b
+    if c.same:
+        return (f"{leader} and {other} succeed on the same queries: no number of judged queries of this kind "
+                "would tell them apart on success@10.")
+    more = beyond_pool(c)
+    need = (f"about {more:,} more judged queries would separate a difference this size if it holds"
+            if more is not None else "the two score alike")
+    return (f"{leader} and {other} are not separable on success@{pv.k} (Δ {c.delta:+.3f} {interval_text(c.interval)}, "
+            f"{p_text(c.p_value)}): {need} — judging deeper would not, success@{pv.k} reads the top {pv.k} alone.")
+
+
+RELATIVE = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "bpref", "ndcg'@10")
+
+
+def relative_names() -> dict[str, str]:
+    """Each metric's name as a table on labels judged in the app heads it: those normalised by the
+    relevant documents found so far (``RELATIVE``) named "(relative)"."""
+    from retrieval.evaluation.metrics import METRIC_NAMES
+
+    return {**METRIC_NAMES, **{m: f"{METRIC_NAMES.get(m, m)} (relative)" for m in RELATIVE}}
+
+
+def pool_conclusion_lines(pv) -> list[str]:
+    """Every pair of systems on success@k over the whole judged pool, in words (``conclusion``); none
+    while the pool is not whole (its figures are ranges then)."""
+    return [conclusion(a, b, c) for a, b, c in pv.comparisons] if pv.complete else []
+
+
+def pool_table_html(pv) -> str:
+    """Each system's success@k, P@k and the judged queries it fails on, as Evaluate shows them first on
+    labels judged in the app: exact figures with their 95% intervals where its top k is judged on every
+    judged query, else the range the pool allows, marked provisional."""
+    from ui.present.escape import text
+
+    n, k = len(pv.queries), pv.k
+    body = []
+    for s in sorted(pv.scores.values(), key=lambda s: (-s.successes, -s.precision, s.system)):
+        if s.exact:
+            cells = [_share(s.successes, n, s.success_interval), cell(s.precision, "", s.precision_interval),
+                     f"{s.failures:,} of {n:,}", "exact"]
+        else:
+            cells = [f"{_range(s.successes, s.successes + s.undecided)} of {n:,}",
+                     f"{s.precision:.4f}–{s.precision_high:.4f}",
+                     f"{_range(s.failures, s.failures + s.undecided)} of {n:,}",
+                     f"provisional: {s.queries - s.complete:,} of its top-{k} lists not wholly judged"]
+        body.append(f"<tr><th scope=\"row\">{text(s.system)}</th>"
+                    + "".join(f"<td>{text(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{text(h)}</th>" for h in
+                   ("system", f"success@{k}", f"P@{k}", "fails on (nothing relevant in its top 10)", "figures"))
+    return (f'<table class="rs-glance rs-pool"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+            f'<p class="rs-pool-note">Over every judged query ({n:,}), those with nothing relevant found included. '
+            f"The measures below (nDCG, recall, MAP, bpref) are relative to the relevant documents found so far and "
+            "count only the queries with one: provisional, not a verdict.</p>")
+
+
+def pool_note(pv) -> str:
+    """What Evaluate's note concludes on labels judged in the app (Markdown, escaped): every pair of
+    systems on success@k over the whole judged pool, or, while it is not whole, how many pairs are
+    left; nDCG and the other relative measures are never a verdict there."""
+    from ui.present.escape import text
+
+    k = pv.k
+    if not pv.complete:
+        return (f"**No verdict yet on the judged pool:** {len(pv.unjudged):,} of the systems' top-{k} documents on "
+                f"the {len(pv.queries):,} judged queries are unjudged; judge them (the Judge tab serves them first) "
+                f"for exact success@{k} and P@{k}. nDCG and the other measures normalised by the relevant documents "
+                "are relative to those found so far: not a verdict.")
+    lines = pool_conclusion_lines(pv)
+    return (f"**What the judged pool lets you conclude** (success@{k} over the {len(pv.queries):,} judged queries, "
+            f"every top-{k} document judged; Δ with its 95% interval, paired permutation test):\n\n"
+            + "\n".join(f"- {text(line)}" for line in lines)
+            + "\n\nnDCG and the other measures normalised by the relevant documents are relative to those found "
+              "so far: not a verdict.")
