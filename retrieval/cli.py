@@ -194,14 +194,60 @@ def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[di
     judgments = ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
     labels = positive_qrels(qrels)
     pooled = from_judging(labels, judgments)
-    if not pooled:  # the data set's own labels: nothing gated, every verdict stands
-        return {}, None
+    if not pooled and not any(g <= 0 for docs in labels.values() for g in docs.values()):
+        return {}, None  # the data set's own relevant-only labels: nothing gated, every verdict stands
     runs = {label(s): ws.run(s, split) for s in systems}
-    covered = coverages(runs, qrels, judgments)
-    basis = {q: labels[q] for q in pooled}
+    covered = coverages(runs, qrels, judgments)  # a data set's own judged pool: not gated, but ``coverage.skew``
+    basis = {q: labels[q] for q in pooled} if pooled else labels
     for r in pairs:
         r["verdict"] = judged_verdict(label(r["a"]), label(r["b"]), r["comparison"], covered, runs, basis)
-    return covered, pool_depth(runs, qrels, pooled)
+    return covered, pool_depth(runs, qrels, pooled) if pooled else None
+
+
+def judged_pool_of(ws: Workspace, split: str, systems: list[str]):
+    """On labels judged in the app, the judged pool's ``pool_verdict.PoolVerdict`` of the systems (by
+    label) over every judged query of the split; None elsewhere."""
+    from retrieval.judging.pool_verdict import judged_queries, pool_verdict
+    from retrieval.judging.pools import DEPTH
+
+    qrels = ws.dataset.qrels[split]
+    ids = judged_queries(qrels, ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else [])
+    return pool_verdict({label(s): ws.run(s, split) for s in systems}, qrels, ids, DEPTH) if ids else None
+
+
+def _pool_precision(pv, systems: list[str], results: dict, intervals: dict) -> None:
+    """The table's P@10 as the judged pool fixes it, over every judged query (ranx leaves out the
+    queries with nothing relevant found): one P@10 on the page."""
+    for s in systems:
+        if "p@10" in results[s]:
+            results[s]["p@10"] = pv.scores[label(s)].precision
+            intervals[s]["p@10"] = pv.scores[label(s)].precision_interval
+
+
+def print_judged_pool(pv) -> None:
+    """What the judged pool fixes (``judged_pool_of``): each system's success@10, P@10 and failures
+    over every judged query, the queries every system fails on, and the pairs compared on success@10
+    once the pool is whole."""
+    from ui.present.tables import percent, pool_conclusion_lines, pool_success_line
+
+    n = len(pv.queries)
+    state = ("every top-10 document judged: exact" if pv.complete else
+             f"provisional: judge {len(pv.unjudged):,} more (the unjudged top-10 documents on the judged queries)")
+    print(f"judged pool: {n:,} judged queries, nothing relevant found included ({state})")
+    fails = (f"{pv.all_fail:,} of {n:,} ({pv.all_fail / n:.0%} {percent(pv.all_fail_interval)})" if pv.complete
+             else f"{pv.all_fail:,}–{pv.all_fail + pv.all_fail_undecided:,} of {n:,}")
+    print(f"every system fails on {fails} judged queries (no relevant document in any top 10)")
+    print(f"success@10: {pool_success_line(pv)}")
+    for s in pv.scores.values():
+        print(f"  {s.system}: P@10 " + (f"{s.precision:.4f} {interval_text(s.precision_interval)}" if s.exact
+                                       else f"{s.precision:.4f}–{s.precision_high:.4f}")
+              + f", fails on {s.failures:,}{'' if s.exact else f'–{s.failures + s.undecided:,}'} of {n:,}")
+    lines = pool_conclusion_lines(pv)
+    if lines:
+        print("conclusions (success@10 over the judged pool):")
+        for line in lines:
+            print(f"  {line}")
+    print("nDCG@10, recall, MAP and bpref above are relative to the relevant documents found so far: not a verdict")
 
 
 def _print_weights(ws: Workspace, split: str, systems: list[str]) -> None:
@@ -242,15 +288,25 @@ def cmd_evaluate(args) -> int:
     if gated:  # "differs from the first" is a verdict too
         marks = gated_marks({label(s): m for s, m in marks.items()}, covered, label(base))
         marks = {s: marks[label(s)] for s in systems if label(s) in marks}
-    print(format_table(results, marks, {s: {m: evals[s].interval(m) for m in results[s]} for s in systems}
-                       if args.ci else None, pool))
+    skewed = {name for r in pairs if r.get("verdict") is not None and r["verdict"].favoured
+              and label(base) in (r["verdict"].a, r["verdict"].b) for name in (r["verdict"].a, r["verdict"].b)}
+    marks = {s: m for s, m in marks.items() if label(s) not in skewed}  # labels that favour one: no nDCG@10 mark
+    intervals = {s: {m: evals[s].interval(m) for m in results[s]} for s in systems}
+    judged = judged_pool_of(ws, split, systems) if gated else None
+    if judged is not None:
+        _pool_precision(judged, systems, results, intervals)
+    print(format_table(results, marks, intervals if args.ci else None, pool))
     if args.ci:
         print(f"[low, high]: 95% interval over the {split} queries (percentile bootstrap)")
     if gated:
         print(coverage_line(covered) + (f" n/m: not measurable on judgments pooled to depth {pool}: the metric "
                                         "reads deeper, where every document is unjudged." if pool is not None
                                         and not all(measurable(m, pool) for m in TABLE_METRICS) else ""))
-    if len(systems) > 1:
+    if covered and not gated:
+        print(coverage_line(covered))
+    if judged is not None:  # the pool's verdict, never one on nDCG there
+        print_judged_pool(judged)
+    elif len(systems) > 1:
         print(f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against {label(base)} (paired permutation test)")
         by_pair = {(r["a"], r["b"]): r["comparison"] for r in pairs}
         for s in systems[1:]:  # s − base: the pair's comparison, turned round where base was the better

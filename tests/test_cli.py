@@ -198,9 +198,12 @@ def test_judges_reports_agreement_and_exports_merged_qrels(tmp_path):
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_carry(tmp_path):
     """The demo's labels a judged BM25 pool; the mis-set BM25 given as a run file, never pooled
-    (judged@10 0.80). Before, evaluate printed "BM25 beats misset by 0.175" and marked it †; now it
-    prints each system's judged@10, no verdict but how many to judge, no †, and n/m for the metrics
-    that read deeper than the pool; the JSON says the pair may not be concluded."""
+    (judged@10 0.74 over the 32 judged queries). Before, evaluate printed "BM25 beats misset by 0.175"
+    and marked it †; now it prints each system's judged@10, the judged pool's figures (success@10
+    and P@10 over every judged query, misset's as ranges, how many pairs are left to judge), no
+    verdict on nDCG, no †, and n/m for the metrics that read deeper than the pool; the JSON says the
+    pair may not be concluded. The same labels arriving as the data set's own are a pool of BM25's
+    results too: the comparison is said to favour BM25 and is made on nDCG'@10, judged@10 beside."""
     import shutil
 
     from retrieval.data.language import corpus_tokenizer
@@ -220,18 +223,23 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert re.search(r"^Judged@10 \(labels judged in the app: a verdict needs each system's top 10 judged on every "
-                     r"judged query\): BM25 100% \[100%, 100%\], misset 80% \[\d+%, \d+%\]\.", res.stdout, re.M), res.stdout
-    conclusions = lines[lines.index("conclusions:") + 1:]
-    assert conclusions[0].startswith("  BM25 and misset: no verdict, not enough of misset's results judged "
-                                     "(judged@10 80% [") and "judge 24 more of its top-10 documents" in conclusions[0]
-    assert " beats " not in res.stdout
+                     r"judged query\): BM25 100% \[100%, 100%\], misset 74% \[\d+%, \d+%\]\.", res.stdout, re.M), res.stdout
+    assert ("judged pool: 32 judged queries, nothing relevant found included (provisional: judge 82 more (the "
+            "unjudged top-10 documents on the judged queries))") in lines
+    assert "success@10: BM25 23 of 32 (72% [55%, 84%]), misset 19–32 of 32" in lines
+    assert "  BM25: P@10 0.0969 [0.069, 0.128], fails on 9 of 32" in lines
+    assert " beats " not in res.stdout and "conclusions:" not in lines
     row = next(line for line in lines if line.startswith("misset"))
     assert "†" not in row and row.count("n/m (pool depth 10)") == 3  # recall@100, recall@1000, map
     (pair,) = json.loads(out_json.read_text())["comparisons"]
     assert pair["outcome"] == "b" and pair["p_value"] < 0.05  # the test alone would have said BM25 wins
-    assert pair["may_conclude"] is False and pair["judge_more"] == {"misset": 24}
+    assert pair["may_conclude"] is False and pair["judge_more"] == {"misset": 82}
     # the same labels as the data set's own (the store holds no judgments): measured and concluded
     plain = cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store",
                 tmp_path / "other.sqlite3", tmp_path=tmp_path)
-    assert "BM25 beats misset by 0.175" in plain.stdout and "Judged@10" not in plain.stdout
-    assert "n/m" not in plain.stdout and "†" in next(ln for ln in plain.stdout.splitlines() if ln.startswith("misset"))
+    assert "BM25 beats misset by 0.175" not in plain.stdout and "n/m" not in plain.stdout
+    assert re.search(r"^Judged@10 \(the data set's own labels, a judged pool .*\): BM25 100% \[100%, 100%\], misset "
+                     r"80%", plain.stdout, re.M), plain.stdout
+    (said,) = [ln for ln in plain.stdout.splitlines() if "the labels cover BM25's top 10 better" in ln]
+    assert said.strip().startswith("BM25 beats misset by 0.128 [0.038, 0.220] nDCG'@10") and "nDCG@10 would favour" in said
+    assert "†" not in next(ln for ln in plain.stdout.splitlines() if ln.startswith("misset"))  # a verdict on nDCG@10

@@ -22,6 +22,12 @@ Information Retrieval Experiments?", SIGIR 1998, §4), at its most extreme.
   (``VERDICT_METRIC``), else which system lacks coverage and how many judgments it needs
   (``Shortfall.to_threshold``: the fewest of its unjudged top-10 documents whose judging lifts its
   judged@10 to the threshold; ``Shortfall.unjudged`` is all of them).
+* ``skew`` — where labels that list non-relevant documents too (a judged pool, not BEIR's
+  relevant-only lists) cover one system's top k better than another's beyond noise (judged@k
+  compared query by query, paired permutation test), as production qrels made from one system's
+  results do: nDCG@10 would favour the better-covered system by the documents nobody judged for the
+  other, so the pair's verdict is carried by nDCG'@10, which leaves unjudged documents out
+  (Sakai 2007), and says so (``Verdict.favoured``).
 * ``pool_depth`` / ``measurable`` — how deep the judged pool goes, and which metrics the judgments
   can measure at all (recall@100 on a top-10 pool cannot be told from 1.0).
 
@@ -80,6 +86,8 @@ class Coverage:
     condensed_interval: Interval = field(default_factory=Interval.undefined)
     k: int = COVERAGE_DEPTH
     threshold: float = MIN_JUDGED_AT_10
+    pooled: bool = False  # the labels list non-relevant documents too: a judged pool (``skew`` applies)
+    per_query: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # judged@k per query
 
     @property
     def sufficient(self) -> bool:
@@ -111,6 +119,8 @@ class Verdict:
     lacking: tuple[Shortfall, ...] = ()  # the systems that lack coverage, the least covered first
     condensed: Comparison | None = None  # the same pair on nDCG'@10, beside
     coverage: tuple[Coverage | None, Coverage | None] = (None, None)  # (A's, B's)
+    favoured: str | None = None  # the system the labels cover better beyond noise (``skew``): the verdict is nDCG'@10's
+    skew: Comparison | None = None  # judged@k of the pair, query by query (B − A)
 
 
 def gated_marks(marks: dict[str, dict[str, str]], covered: dict[str, Coverage], base: str) -> dict[str, dict[str, str]]:
@@ -205,10 +215,12 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
         needed -= gain
         to_threshold += 1
     cond = condensed_ndcg(run, positive_qrels(labels)) if positive_qrels(labels) else None
+    pooled = any(g <= 0 for docs in qrels.values() for g in docs.values())
     return Coverage(system, n, ev.mean.get(metric, float("nan")), ev.interval(metric), unjudged,
                     full / n if n else float("nan"), to_threshold, gated,
                     cond.mean[NDCG_CONDENSED] if cond else float("nan"),
-                    cond.interval(NDCG_CONDENSED) if cond else Interval.undefined(), k, threshold)
+                    cond.interval(NDCG_CONDENSED) if cond else Interval.undefined(), k, threshold, pooled,
+                    dict(shares))
 
 
 def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict],
@@ -221,12 +233,32 @@ def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict],
     return {name: coverage(name, run, basis, gated=bool(pooled), k=k) for name, run in runs.items()}
 
 
+def skew(cov_a: Coverage, cov_b: Coverage) -> Comparison | None:
+    """judged@k of B − A query by query (paired permutation test) where the labels are a judged pool
+    not gated here (``Coverage.pooled``: they list non-relevant documents; BEIR's relevant-only lists
+    are evenly sparse and stay as they are), and it separates the two: the labels cover one system's
+    top k better beyond noise. None otherwise."""
+    if cov_a.gated or cov_b.gated or not (cov_a.pooled and cov_b.pooled) or not cov_a.per_query:
+        return None
+    metric = f"judged@{cov_a.k}"
+    found = compare(Evaluation({}, {metric: cov_a.per_query}), Evaluation({}, {metric: cov_b.per_query}), metric)
+    return found if found.outcome != "open" else None
+
+
 def verdict(a: str, b: str, comparison: Comparison, cov_a: Coverage, cov_b: Coverage,
             condensed_comparison: Comparison | None = None) -> Verdict:
     """Whether the comparison of ``a`` and ``b`` (B − A) may be concluded: only when both systems'
-    coverage is ``sufficient``; else the ones that lack it, the least covered first."""
+    coverage is ``sufficient``; else the ones that lack it, the least covered first. Where the labels
+    cover one of them better beyond noise (``skew``), the verdict is the pair's on nDCG'@10
+    (``condensed_comparison``), or none without it, and names the favoured system."""
     lacking = sorted((Shortfall(c.system, c.judged, c.interval, c.unjudged, c.to_threshold)
                       for c in (cov_a, cov_b) if not c.sufficient), key=lambda s: (s.judged, s.system))
+    skewed = skew(cov_a, cov_b)
+    if skewed is not None:
+        favoured = b if skewed.delta > 0 else a
+        carried = condensed_comparison is not None and condensed_comparison.queries >= 2
+        return Verdict(a, b, comparison, NDCG_CONDENSED if carried else comparison.metric, GATE,
+                       carried and not lacking, tuple(lacking), condensed_comparison, (cov_a, cov_b), favoured, skewed)
     return Verdict(a, b, comparison, comparison.metric, GATE, not lacking, tuple(lacking), condensed_comparison,
                    (cov_a, cov_b))
 

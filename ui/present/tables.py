@@ -70,8 +70,37 @@ def conclusion_lines(rows: list[dict]) -> list[str]:
     """``metric_tables.comparisons`` in words, one line per pair (the separable ones first); a pair the
     coverage gate holds back (``row["verdict"]``, ``coverage.Verdict``) says which system's results
     are not judged enough and how many more to judge, never who wins."""
-    return [conclusion(r["a"], r["b"], r["comparison"]) if r.get("verdict") is None or r["verdict"].may_conclude
+    return [favoured_text(r["verdict"]) if r.get("verdict") is not None and r["verdict"].favoured else
+            conclusion(r["a"], r["b"], r["comparison"]) + judged_beside(r.get("verdict"))
+            if r.get("verdict") is None or r["verdict"].may_conclude
             else f"{r['b']} and {r['a']}: no verdict, {shortfall_text(r['verdict'])}" for r in rows]
+
+
+def judged_beside(verdict) -> str:
+    """Both systems' judged@10 after a verdict on labels that judge a pool (they list non-relevant
+    documents, or were judged in the app): "; judged@10 BM25 100%, Dense 64%"; "" otherwise (a data
+    set's relevant-only labels, where it measures the systems, not the labels)."""
+    covs = [c for c in (verdict.coverage if verdict is not None else ()) if c is not None and c.queries]
+    if not covs or not any(c.gated or c.pooled for c in covs):
+        return ""
+    return "; judged@10 " + ", ".join(f"{c.system} {c.judged:.0%}" for c in covs)
+
+
+def favoured_text(verdict) -> str:
+    """A pair whose labels cover one system better beyond noise (``coverage.skew``), in words: the
+    comparison on nDCG'@10 (unjudged documents left out), and why not nDCG@10's — "the labels cover
+    BM25's top 10 better (judged@10 100% against 41%, Δ 0.59 [0.52, 0.66]): nDCG@10 would favour it"."""
+    a, b = verdict.a, verdict.b
+    skewed = verdict.skew
+    covs = {c.system: c for c in verdict.coverage if c is not None}
+    low, high = sorted((covs[a], covs[b]), key=lambda c: c.judged)
+    why = (f"the labels cover {verdict.favoured}'s top 10 better (judged@10 {high.judged:.0%} against "
+           f"{low.judged:.0%} for {low.system}, Δ {abs(skewed.delta):.2f} {interval_text(skewed.interval)}): "
+           f"nDCG@10 would favour {verdict.favoured} by the documents nobody judged for the other")
+    cond = verdict.condensed
+    if not verdict.may_conclude or cond is None:
+        return f"{b} and {a}: no verdict — {why}"
+    return f"{conclusion(a, b, cond)}; nDCG'@10 leaves unjudged documents out — {why}"
 
 
 def percent(interval) -> str:
@@ -103,7 +132,10 @@ def coverage_line(covered: dict) -> str:
                        if c.queries)
     if not shares:
         return ""
+    pool = any(c.pooled for c in covered.values())
     rule = (f"labels judged in the app: {GATE_RULE}" if gated
+            else "the data set's own labels, a judged pool (they list non-relevant documents too): where they cover "
+                 "one system's top 10 better beyond noise, its comparisons are made on nDCG'@10" if pool
             else "the data set's own labels: an unlisted document is not relevant by their convention")
     return f"Judged@10 ({rule}): {shares}."
 
