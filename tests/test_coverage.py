@@ -278,3 +278,28 @@ def test_the_stored_evaluation_is_keyed_by_the_condensed_depth(toy_ws, store, ti
         monkeypatch.setattr(module, "CONDENSED_DEPTH", 1)
     shallow = Workspace(ds, store, model=tiny_encoder).evaluate(DENSE, "test").per_query[NDCG_CONDENSED]
     assert shallow != deep  # not the deeper value read back from the store
+
+
+def test_labels_pooled_from_one_systems_results_favour_it_and_the_pair_is_said_on_the_condensed_list():
+    """Production qrels are often one system's judged top 10. Given such labels (non-relevant
+    documents listed), the better-covered system is named as favoured and the verdict is nDCG'@10's;
+    labels that cover both alike, or relevant-only lists where the better system simply finds more,
+    are not flagged."""
+    rng = __import__("random").Random(5)
+    runs: dict[str, dict] = {"BM25": {}, "Dense": {}}
+    key = {}
+    for i in range(40):
+        q, docs = f"q{i}", [f"q{i}d{j}" for j in range(40)]
+        key[q] = set(rng.sample(docs, 5))
+        for s in runs:
+            runs[s][q] = [(d, 1 - j / 100) for j, d in enumerate(rng.sample(docs, 20))]
+    bm25_pool = {q: {d: int(d in key[q]) for d, _ in runs["BM25"][q][:10]} | {next(iter(key[q])): 1} for q in key}
+    (v,) = verdicts(runs, bm25_pool, [])
+    assert v.favoured == "BM25" and v.metric == NDCG_CONDENSED and v.skew is not None and v.skew.outcome != "open"
+    line = conclusion_lines([{"a": v.a, "b": v.b, "comparison": v.comparison, "verdict": v}])[0]
+    assert "the labels cover BM25's top 10 better" in line and "nDCG@10 would favour BM25" in line
+    both = {q: {d: int(d in key[q]) for s in runs for d, _ in runs[s][q][:10]} for q in key}  # a pool of both
+    assert all(v.favoured is None for v in verdicts(runs, both, []))
+    better = {q: [(d, 2.0) for d in sorted(key[q])] + hits for q, hits in runs["Dense"].items()}  # finds them all
+    relevant_only = {q: {d: 1 for d in key[q]} for q in key}
+    assert all(v.favoured is None for v in verdicts({"BM25": runs["BM25"], "Dense": better}, relevant_only, []))

@@ -175,3 +175,56 @@ def test_what_would_settle_a_whole_pools_open_comparison():
     more = beyond_pool(cmp)
     assert more is not None and more > 0
     assert beyond_pool(compare(a, a, "success@10")) is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.integers(3, 6), st.sampled_from(["mtc-ndcg", "depth", "pool"]),
+       st.integers(5, 60))
+def test_a_second_judge_adds_coverage_and_re_grades_a_stated_share_for_agreement(seed, n, order, first):
+    """ana grades ``first`` pairs in her queue's order; bo's queue then serves the pairs nobody graded,
+    every tenth of his one ana graded (for agreement, and said so), and each of his coverage grades
+    brings the merged labels' "judge N more" down by one; asked to re-grade, ana's pairs come first."""
+    from retrieval.judging.judgments import AGREEMENT_EVERY
+
+    k = 5
+    runs = make_runs(seed, n, k, vocabulary=3 * k)
+    key = answer_key(seed, runs, 0.2)
+    ana = queue(runs, list(key), {}, k=k, order=order)
+    hers: dict[tuple[str, str], int] = {}
+    for _ in range(first):
+        position = ana.next_unjudged()
+        if position is None:
+            break
+        pair = ana.pairs[position]
+        hers[pair] = int(pair[1] in key[pair[0]])
+        ana.record(*pair, hers[pair])
+    bo = queue(runs, list(key), {}, k=k, order=order, others=hers)
+    labels: dict[str, dict[str, int]] = {}
+    for (q, d), g in hers.items():
+        labels.setdefault(q, {})[d] = g
+    mine, again = 0, 0
+    while (position := bo.next_unjudged()) is not None:
+        pair = bo.pairs[position]
+        before = len(pool_verdict(runs, labels, sorted(labels), k).unjudged)
+        if pair in hers:
+            assert bo.adds(pair) == "agreement"
+            again += 1
+            assert again * AGREEMENT_EVERY <= mine + 1  # never more than its share
+        else:
+            assert bo.adds(pair) == "coverage"
+            labels.setdefault(pair[0], {})[pair[1]] = int(pair[1] in key[pair[0]])
+            if before:
+                assert len(pool_verdict(runs, labels, sorted(labels), k).unjudged) == before - 1
+        mine += 1
+        bo.record(*pair, int(pair[1] in key[pair[0]]))
+        if bo.uncovered == 0:
+            break
+    assert bo.uncovered == 0 and again <= max(1, mine // AGREEMENT_EVERY)
+    if hers:
+        regrade = queue(runs, list(key), {}, k=k, order=order, others=hers, regrade=True)
+        served = []
+        for _ in range(len(hers)):
+            position = regrade.next_unjudged()
+            served.append(regrade.pairs[position])
+            regrade.record(*served[-1], 1)
+        assert set(served) == set(hers)  # every pair ana graded, first

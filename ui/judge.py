@@ -164,13 +164,18 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     def judged() -> dict:
         return judged_pairs(judgments_to_qrels(store.judgments(ws.dataset.corpus_hash, judge, viewer=viewer)))
 
+    def others() -> dict:  # the pairs the other judges this session counts graded: covered, re-graded for agreement
+        rows = [r for r in store.judgments(ws.dataset.corpus_hash, viewer=viewer) if r["judge"] != judge]
+        return judged_pairs(merged_qrels(rows)) if rows else {}
+
     def build() -> Queue:
         before = None if fresh else _carried(carried, ws, sample.query_ids, systems)
         if before is not None:  # the same judging in the session's previous workspace (a run imported since)
             before.sync(judged())
+            before.sync_others(others())
             return before
         return queue(pool_runs(ws, k, sample.query_ids), sample.query_ids, judged(), k,
-                     sample=sample, interest=[interest] if interest else None)
+                     sample=sample, interest=[interest] if interest else None, others=others())
 
     if fresh:
         with _CACHE_LOCK:
@@ -232,6 +237,9 @@ def joined_note(q: Queue) -> str:
 def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) -> tuple[str, str, dict]:
     """Progress line, the pair's HTML and its JSON for ``position`` (None: all judged)."""
     progress = f"**Judged {q.judged_count} of {q.pooled_count} pooled pairs**"
+    left = q.uncovered
+    if left != q.pooled_count - q.judged_count:  # other judges graded some: what is left for anyone
+        progress += f" ({left:,} that no judge has graded yet)"
     progress += joined_note(q)
     total = len(ws.dataset.queries)
     if q.sample is not None and q.sample.method != "all":
@@ -247,6 +255,9 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
     by = ("<p class='judge-by'>retrieved by: " + ", ".join(f"{esc(label(s))} #{r}" for s, r in
                                                          q.retrieved_by(position).items()) + "</p>") if reveal else ""
     now = f" · graded {grade} ({GRADE_NAMES[grade]})" if grade is not None else ""
+    adds = q.adds((qid, doc_id))
+    now += (" · adds agreement: another judge graded this pair, your grade measures how far judges agree"
+            if adds == "agreement" else " · adds coverage: no judge has graded this pair")
     pair_html = (f"<div class='judge-pair'><p class='judge-query'>Query <code>{esc(qid)}</code>: "
                  f"<b>{esc(query)}</b></p><h3>{esc(doc.title or doc_id)}</h3>"
                  f"<p class='judge-doc'>{highlight(doc.text, ws.tokenizer, terms, limit=2000)}</p>"

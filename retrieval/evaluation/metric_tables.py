@@ -39,6 +39,7 @@ from retrieval.judging.coverage import (
     judged_verdict,
     measurable,
     pool_depth,
+    skew,
 )
 from retrieval.judging.judgments import DEPTH, disagreement
 from retrieval.judging.pool_verdict import PoolVerdict, judged_queries, pool_score, pool_verdict
@@ -93,6 +94,8 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     if depth is not None and runs is not None:  # labels judged in the app: no mark where a top 10 is not judged
         covered = table_coverage(ws_by_label, split, systems, entries, runs, judgments)[0]
         marks = gated_marks(marks, covered, base)
+    elif any(g <= 0 for docs in entries[0][1].dataset.qrels[split].values() for g in docs.values()):
+        marks = _unskewed_marks(marks, entries, split, judgments, base)
     rows = [{"label": name, "system": s, "metrics": {m: evals[name].mean.get(m, float("nan")) for m in metrics},
              "intervals": {m: evals[name].interval(m) for m in metrics}, "marks": marks.get(name, {}),
              "queries": len(evals[name].per_query.get(PRIMARY, {})),
@@ -100,6 +103,15 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     if covered and runs is not None:
         _pool_figures(rows, runs, entries[0][1].dataset.qrels[split], covered, metrics)
     return rows
+
+
+def _unskewed_marks(marks: dict, entries: list[Entry], split: str, judgments: list[dict], base: str) -> dict:
+    """A data set's own labels that judge a pool: no nDCG@10 mark against ``base`` for a system the
+    labels cover differently beyond noise (``coverage.skew``), a verdict those labels cannot carry."""
+    covered = coverages(_runs(entries, split), entries[0][1].dataset.qrels[split], judgments)
+    if base not in covered:
+        return marks
+    return {name: m for name, m in marks.items() if name not in covered or skew(covered[base], covered[name]) is None}
 
 
 def _pool_figures(rows: list[dict], runs: dict, qrels, covered: dict[str, Coverage], metrics) -> None:

@@ -88,6 +88,7 @@ class Coverage:
     threshold: float = MIN_JUDGED_AT_10
     pooled: bool = False  # the labels list non-relevant documents too: a judged pool (``skew`` applies)
     per_query: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # judged@k per query
+    non_relevant: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # judged non-relevant@k
 
     @property
     def sufficient(self) -> bool:
@@ -200,8 +201,10 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
     ev = evaluate_run({q: run.get(q, [])[:k] for q in labels}, labels, metrics=(metric,))  # judged@k reads the top k
     shares = ev.per_query.get(metric, {})
     unjudged, full, gains = 0, 0, []
+    non_relevant: dict[str, float] = {}
     for q, docs in labels.items():
         top = [d for d, _ in run.get(q, [])[:k]]
+        non_relevant[q] = sum(docs.get(d, 1) <= 0 for d in top) / len(top) if top else 0.0
         missing = sum(d not in docs for d in top)
         unjudged += missing
         full += bool(top) and missing == 0
@@ -220,7 +223,7 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
                     full / n if n else float("nan"), to_threshold, gated,
                     cond.mean[NDCG_CONDENSED] if cond else float("nan"),
                     cond.interval(NDCG_CONDENSED) if cond else Interval.undefined(), k, threshold, pooled,
-                    dict(shares))
+                    dict(shares), non_relevant)
 
 
 def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict],
@@ -236,13 +239,19 @@ def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict],
 def skew(cov_a: Coverage, cov_b: Coverage) -> Comparison | None:
     """judged@k of B − A query by query (paired permutation test) where the labels are a judged pool
     not gated here (``Coverage.pooled``: they list non-relevant documents; BEIR's relevant-only lists
-    are evenly sparse and stay as they are), and it separates the two: the labels cover one system's
-    top k better beyond noise. None otherwise."""
+    are evenly sparse and stay as they are), and it separates the two *and* so does the share of the
+    top k judged non-relevant, the same way: the labels cover one system's top k better beyond noise
+    because its lists were judged, not because it finds more relevant documents (a better system's
+    judged@k is higher on any labels that list relevant documents; a pooled one's non-relevant
+    documents are judged too). None otherwise."""
     if cov_a.gated or cov_b.gated or not (cov_a.pooled and cov_b.pooled) or not cov_a.per_query:
         return None
     metric = f"judged@{cov_a.k}"
     found = compare(Evaluation({}, {metric: cov_a.per_query}), Evaluation({}, {metric: cov_b.per_query}), metric)
-    return found if found.outcome != "open" else None
+    if found.outcome == "open":
+        return None
+    judged_out = compare(Evaluation({}, {"n": cov_a.non_relevant}), Evaluation({}, {"n": cov_b.non_relevant}), "n")
+    return found if judged_out.outcome == found.outcome else None
 
 
 def verdict(a: str, b: str, comparison: Comparison, cov_a: Coverage, cov_b: Coverage,

@@ -40,6 +40,7 @@ MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
 MAX_DEPTH = 100  # the deepest pool a judge may ask for
 PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
 PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both label
+AGREEMENT_EVERY = 10  # a judge re-grades one pair in ten that another judge graded (``Queue``): agreement's share
 
 
 _KNOWN_JUDGES: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
@@ -166,13 +167,21 @@ class Queue:
     A pair is ``(query id, document id)`` only: which systems retrieved it, and where, is left out
     so the judge is not swayed by it, and given only when asked (``retrieved_by``). Several sessions
     of one judge may share a queue: its methods hold a lock.
+
+    ``others``: the pairs other judges graded. They cover the pool already: the gate counts them as
+    judged, the judging order is not offered them, and a judge re-grades them only for agreement —
+    one pair in ``AGREEMENT_EVERY`` (``adds`` says which a pair is for) — unless ``regrade`` asks
+    for all of them (a second opinion on every pair).
     """
 
     def __init__(self, runs: dict[str, Run], order: list[tuple[str, float]],
-                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None, strategy=None):
+                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None, strategy=None,
+                 others: dict[Pair, int] | None = None, regrade: bool = False):
         self.sample = sample  # the ``sampling.Sample`` of queries the pool was drawn from, if any
         pooled = [(qid, doc) for qid, _ in order for doc in pools[qid]]
         self._grades: dict[Pair, int] = dict(judged)
+        self._others: dict[Pair, int] = dict(others or {})  # other judges' grades (``others``)
+        self.regrade = regrade
         done = [pair for pair in pooled if pair in self._grades]
         self.pairs: list[Pair] = done + [pair for pair in pooled if pair not in self._grades]
         self.handed = len(done)
@@ -232,8 +241,9 @@ class Queue:
                 self._focus = None
             else:
                 def made(interest):
+                    known = dict(self._grades) if self.regrade else {**self._others, **self._grades}
                     order = judging_order.make(self.order or judging_order.DEFAULT, self._runs, query_ids, self.k,
-                                               dict(self._grades), interest)
+                                               known, interest)
                     for pair in handed:
                         order.hand_out(pair)
                     return order
@@ -304,33 +314,70 @@ class Queue:
             found = self._hand_out()
             return position if found is None else found
 
+    def _covered(self, pair: Pair) -> bool:
+        """Some judge graded the pair: this one, or another (``others``)."""
+        return pair in self._grades or pair in self._others
+
     def opened(self) -> list[str]:
-        """The queries with a grade, in the queue's order: the ones a verdict rests on."""
-        graded = {q for q, _ in self._grades}
+        """The queries with a grade by any judge, in the queue's order: the ones a verdict rests on."""
+        graded = {q for q, _ in self._grades} | {q for q, _ in self._others}
         return [q for q in self._pool_of if q in graded]
 
     def to_complete(self) -> int:
-        """The pooled pairs of the graded queries (``opened``) still without a grade: what stands
+        """The pooled pairs of the graded queries (``opened``) no judge has graded: what stands
         between the judged queries and exact P@k and success@k for every pooled system
         (``pool_verdict.unjudged_pairs``), the pairs the queue serves first."""
         with self._lock:
-            return sum((q, d) not in self._grades for q in self.opened() for d in self._pool_of[q])
+            return sum(not self._covered((q, d)) for q in self.opened() for d in self._pool_of[q])
+
+    @property
+    def uncovered(self) -> int:
+        """Pooled pairs no judge has graded yet (what more judging can still add to the labels)."""
+        with self._lock:
+            return sum(not self._covered(pair) for pair in self.pairs)
+
+    def adds(self, pair: Pair) -> str:
+        """What a grade of the pair adds: "agreement" where another judge graded it (a second grade
+        measures how far judges agree, ``agreement``), else "coverage" (a label nobody has made)."""
+        return "agreement" if pair in self._others else "coverage"
+
+    def sync_others(self, others: dict[Pair, int]) -> None:
+        """Take the other judges' grades as stored now: pairs they graded since are covered."""
+        with self._lock:
+            self._others = dict(others)
+            if self.strategy is not None and not self.regrade:
+                for pair, grade in others.items():
+                    if pair not in self._grades and pair in self._position and self._position[pair] >= self.handed:
+                        self.strategy.record(pair, grade)
+                        self.strategy.hand_out(pair)
 
     def _gate_pair(self) -> Pair | None:
-        """The first pair the coverage gate counts (``coverage.MIN_JUDGED_AT_10``): an ungraded pooled
-        document, not handed out yet, of a query that already has a grade — so the queries judged
-        are made whole before another is opened, and each grade taken in this order brings the
+        """The first pair the coverage gate counts (``coverage.MIN_JUDGED_AT_10``): a pooled document
+        no judge has graded, not handed out yet, of a query that already has a grade — so the queries
+        judged are made whole before another is opened, and each grade taken in this order brings the
         gate's count down by exactly one."""
         for q in self.opened():
             for doc in self._pool_of[q]:
-                if (q, doc) not in self._grades and self._position[(q, doc)] >= self.handed:
+                if not self._covered((q, doc)) and self._position[(q, doc)] >= self.handed:
                     return q, doc
         return None
+
+    def _agreement_pair(self) -> Pair | None:
+        """A pair another judge graded, for this one to re-grade, when it is agreement's turn: every
+        ``AGREEMENT_EVERY``-th pair of this judge's (every one with ``regrade``), in pool order;
+        None when none is left or it is coverage's turn."""
+        if not self._others:
+            return None
+        mine = sum(pair in self._grades for pair in self.pairs)
+        again = sum(pair in self._grades for pair in self._others)
+        if not self.regrade and (again + 1) * AGREEMENT_EVERY > mine + 1:
+            return None
+        return next((p for p in self.pairs[self.handed:] if p in self._others and p not in self._grades), None)
 
     def _ordered_pair(self) -> Pair | None:
         """The judging order's next pair not handed out or graded yet (pool order without one)."""
         if self.strategy is None:
-            return next((p for p in self.pairs[self.handed:] if p not in self._grades), None)
+            return next((p for p in self.pairs[self.handed:] if not self._covered(p)), None)
         pair = self.strategy.next()
         while pair is not None and (pair not in self._position or self._position[pair] < self.handed
                                     or pair in self._grades):
@@ -339,9 +386,11 @@ class Queue:
         return pair
 
     def _hand_out(self) -> int | None:
-        """The pair the coverage gate counts first (``_gate_pair``), else the judging order's next
-        pair (pool order without one), moved to position ``handed``."""
-        pair = self._gate_pair() or self._ordered_pair()
+        """The pair the coverage gate counts first (``_gate_pair``), a pair to re-grade when it is
+        agreement's turn (``_agreement_pair``; first of all with ``regrade``), else the judging
+        order's next pair (pool order without one), moved to position ``handed``."""
+        pair = self._agreement_pair() if self.regrade else None
+        pair = pair or self._gate_pair() or self._agreement_pair() or self._ordered_pair()
         if pair is None:
             return None
         if self.strategy is not None:
@@ -396,20 +445,23 @@ class Joined:
 
 def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
           p: float = PERSISTENCE, sample=None, order: str | None = None,
-          interest: list[tuple[str, str]] | None = None) -> Queue:
+          interest: list[tuple[str, str]] | None = None, others: dict[Pair, int] | None = None,
+          regrade: bool = False) -> Queue:
     """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
     order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels);
     ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
     ``order`` strategy that picks the next pair (default ``order.DEFAULT``; "pool"
-    for pool order), aimed at the ``interest`` pairs of systems (default: every pair)."""
+    for pool order), aimed at the ``interest`` pairs of systems (default: every pair); ``others``:
+    the pairs other judges graded, re-graded only for agreement unless ``regrade`` (``Queue``)."""
     query_ids = list(query_ids)
     ordered = order_queries(runs, query_ids, k, p)
     strategy = None
+    known = judged if regrade else {**(others or {}), **judged}  # the order learns from every judge's grades
     if order != "pool":
-        strategy = judging_order.make(order or judging_order.DEFAULT, runs, [q for q, _ in ordered], k, judged,
+        strategy = judging_order.make(order or judging_order.DEFAULT, runs, [q for q, _ in ordered], k, known,
                                       interest)
     pools = strategy.pools if strategy is not None else pool(runs, query_ids, k)  # made once
-    made = Queue(runs, ordered, pools, judged, sample, strategy)
+    made = Queue(runs, ordered, pools, judged, sample, strategy, others, regrade)
     made.k, made.p, made.order, made.interest = k, p, order, interest
     return made
 
