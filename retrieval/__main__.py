@@ -1,5 +1,3 @@
-import sys
+from retrieval.cli import entry_point
 
-from retrieval.cli import main
-
-sys.exit(main())
+entry_point()

@@ -37,6 +37,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from retrieval.data.dataset import Dataset
 from retrieval.data.language import corpus_tokenizer
@@ -73,11 +74,19 @@ def _build_dense(ws: Workspace) -> None:
     print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded{also}", file=sys.stderr)
 
 
+def _opened(args, store: Store) -> Store:
+    """``store``, closed when ``main`` returns (``args.closing``; a caller that parsed the arguments itself
+    closes it as it likes)."""
+    if args.closing is not None:
+        args.closing.callback(store.close)
+    return store
+
+
 def _open(args) -> tuple[Dataset, Workspace]:
     ds = load_dataset(args.dataset, progress=_progress)
     for w in ds.report.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    store = None if args.no_store else Store(args.store or default_store_path())
+    store = None if args.no_store else _opened(args, Store(args.store or default_store_path()))
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
@@ -348,7 +357,7 @@ def cmd_judges(args) -> int:
     from retrieval.judging.judgments import merged_qrels
 
     ds = load_dataset(args.dataset)
-    store = Store(args.store or default_store_path())
+    store = _opened(args, Store(args.store or default_store_path()))
     if args.import_file:  # every row checked before any is stored
         found = judgment_files.read(args.import_file, ds, args.judge, existing=store.judges(ds.corpus_hash))
         staging.check_count(len(found), args.import_file)  # at most MAX_IMPORT_ROWS, all stored or none
@@ -586,6 +595,7 @@ def _check(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.split("\n")[0])
+    p.set_defaults(closing=None)  # main's: what the command opened, closed when it returns
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp, store=True):
@@ -701,10 +711,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command; its exit code. What it opened (the store) is closed when it returns: its
+    writes are in the file, no connection is left to the interpreter's exit."""
     with safe_output():  # ids, tags and file names may hold terminal escapes: printed visibly, never obeyed
         args = build_parser().parse_args(argv)
-        try:
-            return args.func(args)
-        except ValueError as err:  # DataError included: bad input is a message, not a traceback
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        with contextlib.ExitStack() as args.closing:
+            try:
+                return args.func(args)
+            except ValueError as err:  # DataError included: bad input is a message, not a traceback
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+
+
+def entry_point(argv=None) -> NoReturn:
+    """``python -m retrieval`` and the ``rankscope`` script: ``main``, then the process ends with its
+    exit code as soon as the command has decided.
+
+    ``main`` has closed the store by then, so nothing the command wrote is left unsaved. What the
+    interpreter's normal exit would still do is work nobody waits for, CPU-bound, growing with the
+    corpus and slowed by the machine's load: freeing the loaded corpus, its indexes and runs (held in
+    reference cycles: the cyclic collector frees them, at exit at the latest), and the exit hooks of
+    the libraries the command loaded (a Milvus Lite engine first drains the compaction and index build
+    that loading the corpus started). So once stdout and stderr are flushed the process leaves at once
+    (``os._exit``): no exit hook runs, no thread is waited for, and a CI job waiting for the exit code
+    gets it when the verdict is printed."""
+    code = main(argv)
+    if "logging" in sys.modules:  # a library's log handlers write out what they hold
+        sys.modules["logging"].shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said there
+            stream.flush()
+    os._exit(code)
