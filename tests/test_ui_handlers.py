@@ -495,3 +495,29 @@ def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(t
         assert int(asked.replace(",", "")) <= left, note
     assert "the two score alike" not in note
     assert "settled:" not in note
+
+
+def test_every_table_names_its_columns_before_it_is_computed(app_state, ws):
+    """Gradio numbers the columns of a table made without headers ("1 | 2 | 3"): every table of the
+    app names its own from the start, and again when an event empties it (sets it to None); the
+    table by kind of query names the systems on show, and a newly opened data set gets its own."""
+    from training.job import JobQueue
+    from ui import shell
+    from ui.present.tables import segment_headers
+
+    registry, key = app_state
+    app = shell.build_app(registry, key, JobQueue(registry.store))
+    tables = {c["props"].get("elem_id") or c["id"]: c for c in app.get_config_file()["components"]
+              if c["type"] == "dataframe"}
+    assert len(tables) >= 13 and {"eval-segments", "compress-table", "eval-table", "query-sets"} <= set(tables)
+    for name, c in tables.items():
+        emptied = app.blocks[c["id"]].postprocess(None).headers
+        for headers in (c["props"]["headers"], c["props"]["value"]["headers"], emptied):
+            assert headers and not any(str(h).strip().isdigit() for h in headers), (name, headers)
+    on_show = [label(s) for s in common.shown_systems(ws)]
+    assert tables["eval-segments"]["props"]["headers"] == segment_headers(on_show)
+    assert tables["compress-table"]["props"]["value"]["data"] == [[evaluate.COMPRESSION_WAITS]]
+    view = evaluate.EvaluateView(None, [None] * 7)
+    *_, by_kind, compressed = view.refresh(ws)
+    assert by_kind == {"headers": segment_headers(on_show), "data": []}
+    assert compressed == {"headers": ["index"], "data": [[evaluate.COMPRESSION_WAITS]]}

@@ -28,6 +28,7 @@ from ui.notify import refuse
 from ui.present.counts import split_counted
 from ui.present.escape import code, text
 from ui.registry import ANONYMOUS, Registry, ServerBusy
+from ui.tables import table
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 TYPED_QUERIES = 10_000  # queries typed in one go
@@ -414,7 +415,7 @@ def build(shared: bool = False) -> DataView:
         gr.Markdown(texts.QUERY_SETS_HELP)
         if shared:
             gr.Markdown(texts.QUERY_SETS_SHARED)
-        sets = gr.Dataframe(headers=QUERY_SET_HEADERS, interactive=False, elem_id="query-sets")
+        sets = table(QUERY_SET_HEADERS, elem_id="query-sets")
         with gr.Row():
             set_pick = gr.Dropdown(choices=[], label="Query set", elem_id="query-set-pick", scale=3)
             remove_set = gr.Button("Remove this query set", elem_id="remove-query-set", scale=1)

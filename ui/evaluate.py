@@ -34,11 +34,14 @@ from ui.pools import HEAVY, LIGHT
 from ui.present.escape import text
 from ui.present.evaluation import comparison_figures
 from ui.present.figures import lambda_sweep
-from ui.present.tables import glance_html, headline_text, rounded, segment_cells
+from ui.present.tables import glance_html, headline_text, rounded, segment_cells, segment_headers
 from ui.registry import Context, Registry, session_of
+from ui.tables import placeholder, table
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in shown_builtins())]  # before a data set's own (shown_systems)
 INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders
+COMPRESSION_HEAD = "index"  # the compression table's first column
+COMPRESSION_WAITS = "Compare index sizes and quality (the button above) to fill this table."
 
 
 def _require_labels(split: str | None) -> str:
@@ -130,11 +133,15 @@ def segments(ws: Workspace, split: str) -> dict:
     systems = [s for s in shown_systems(ws) if not ws.pending((s,))]
     evals = {label(s): ws.evaluate(s, split) for s in systems}
     rows = segment_table(evals, ws.dataset)
-    if not rows:  # an empty table would show bare column numbers
-        return {"headers": ["by kind of query"],
-                "data": [[f"No kind of query splits these queries into groups of {MIN_QUERIES} or more, short of all "
-                          "of them: the table above is the only row."]]}
+    if not rows:
+        return placeholder("by kind of query", f"No kind of query splits these queries into groups of {MIN_QUERIES} "
+                           "or more, short of all of them: the table above is the only row.")
     return segment_cells(rows, list(evals))
+
+
+def segments_before(ws: Workspace) -> dict:
+    """The table by kind of query before it is computed: its columns for the systems on show, no row."""
+    return {"headers": segment_headers([label(s) for s in shown_systems(ws)]), "data": []}
 
 
 def compression(ws: Workspace, split: str) -> dict:
@@ -161,13 +168,14 @@ class EvaluateView(SplitView):
     """Evaluate's split picker and its results: a newly opened data set clears the results (they were
     the last data set's), so they are never read as this one's, and opening the tab computes them."""
 
-    results: list = field(default_factory=list)  # note, table, wins, headline, glance
+    results: list = field(default_factory=list)  # note, table, wins, headline, glance, by kind, compression
 
     def outputs(self) -> list:
         return [self.split, *self.results]
 
     def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple:
-        return (*super().refresh(ws, viewer), "", None, None, "", "")
+        return (*super().refresh(ws, viewer), "", None, None, "", "", segments_before(ws),
+                placeholder(COMPRESSION_HEAD, COMPRESSION_WAITS))
 
 
 def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
@@ -181,7 +189,7 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     headline_ = gr.Markdown(elem_id="eval-headline")
     glance = gr.HTML(elem_id="eval-glance")
     with gr.Accordion("All metrics (every column, † against BM25)", open=False, elem_id="eval-all"):
-        table = gr.Dataframe(headers=["system", *VIEW_METRICS], interactive=False, elem_id="eval-table")
+        metrics = table(["system", *VIEW_METRICS], elem_id="eval-table")
     note = gr.Markdown(elem_id="eval-note")
     with gr.Accordion("How the figures are made (formulas, the statistical rule, each metric)", open=False):
         formulas = gr.Markdown(metrics_formulas(ws, None), elem_id="eval-formulas")
@@ -190,14 +198,14 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
         recall = gr.Plot(label="Recall@k", elem_id="eval-recall")
     sweep = gr.Plot(label="Hybrid λ sweep", elem_id="eval-sweep")
     gr.Markdown(texts.EVALUATE_INTRO)
-    wins = gr.Dataframe(headers=WINS_HEADERS, interactive=False)
+    wins = table(WINS_HEADERS)
     with gr.Accordion("By kind of query (nDCG@10 with 95% intervals; where a system is significantly worse first)",
                       open=True):
         gr.Markdown(texts.SEGMENTS_HELP)
-        by_kind = gr.Dataframe(interactive=False, elem_id="eval-segments")
+        by_kind = table(segments_before(ws)["headers"], elem_id="eval-segments")
     with gr.Accordion("Embedding compression (Baidu §5: int8 codes, fewer dimensions)", open=False):
         compress = gr.Button("Compare index sizes and quality", elem_id="compress-button")
-        compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
+        compress_table = table([COMPRESSION_HEAD], waiting=COMPRESSION_WAITS, elem_id="compress-table")
 
     def allowed(extras_: list[str] | None) -> list[str]:
         return [e if e in INDEX_VARIANTS or e in keys() else ctx.allowed_model(e) for e in extras_ or [] if e]
@@ -220,7 +228,7 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     def on_segments(split_: str, key: str):
         return segments(ctx.workspace(key), split_)
 
-    button.click(on_evaluate, [split, extras, ctx.key], [note, table, wins], api_name="evaluate", **HEAVY).then(
+    button.click(on_evaluate, [split, extras, ctx.key], [note, metrics, wins], api_name="evaluate", **HEAVY).then(
         on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_visibility="private",
         **HEAVY).then(
         on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
@@ -244,7 +252,7 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
         return on_plots(split_, extras_, key, request) if go else (gr.skip(),) * 3
 
-    tab.select(on_open, [split, extras, ctx.key, table], [note, table, wins, opened], api_visibility="private",
+    tab.select(on_open, [split, extras, ctx.key, metrics], [note, metrics, wins, opened], api_visibility="private",
                **HEAVY).then(
         on_open_summary, [opened, split, extras, ctx.key],
         [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
@@ -252,4 +260,4 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
         [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
         api_visibility="private", **HEAVY)
-    return EvaluateView(split, [note, table, wins, headline_, glance])
+    return EvaluateView(split, [note, metrics, wins, headline_, glance, by_kind, compress_table])

@@ -20,6 +20,7 @@ from ui.notify import refuse, warn
 from ui.pools import HEAVY, LIGHT, SEARCH
 from ui.present.search import side_by_side_html
 from ui.registry import ANONYMOUS, Context, Registry, session_of
+from ui.tables import table
 
 # ---- handlers --------------------------------------------------------------------------------
 MAX_COLUMNS = 4
@@ -217,13 +218,12 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                                        value="", label="Fine-tuned learned sparse model", elem_id="sparse-picker",
                                        scale=3)
             expand_btn = gr.Button("Show the query's terms", elem_id="expansion-button", scale=1)
-        expanded = gr.Dataframe(headers=EXPANSION_HEADERS, interactive=False, elem_id="expansion-table")
+        expanded = table(EXPANSION_HEADERS, elem_id="expansion-table")
     with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
         split = ws.dataset.default_split()
         note = gr.Markdown(metrics_caption(ws, split))
-        table = gr.Dataframe(value=metrics_rows(ws, split, shown_systems(ws), ctx.registry.viewer(ANONYMOUS))
-                             if split else [],
-                             headers=["system", *VIEW_METRICS], interactive=False, elem_id="metrics-table")
+        rows = metrics_rows(ws, split, shown_systems(ws), ctx.registry.viewer(ANONYMOUS)) if split else []
+        metrics = table(["system", *VIEW_METRICS], elem_id="metrics-table", value=rows)
 
     def on_search(text: str, key: str, chosen_: list[str], request: gr.Request):
         ws_ = ctx.workspace(key)
@@ -266,6 +266,6 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
     encoder.focus(lambda key: gr.update(choices=encoder_choices(ctx.registry, ctx.workspace(key))),
                   ctx.key, encoder, api_visibility="private", **LIGHT)
-    encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, table, results], api_name="use_encoder",
+    encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, metrics, results], api_name="use_encoder",
                   **HEAVY)
-    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search, systems, chosen, query_set)
+    return SearchView(query, results, raw, picker, note, metrics, encoder, add, on_search, systems, chosen, query_set)

@@ -31,6 +31,7 @@ from ui.present.tables import (
     training_result_rows,
 )
 from ui.registry import Context, Registry, session_of
+from ui.tables import table
 
 RESULT_HEADERS = ["model", "system", "nDCG@10", "Recall@100", "MRR@10"]
 PER_QUERY_HEADERS = per_query_change_headers({})  # a dense encoder's; a finished job's own once it ends
@@ -221,10 +222,10 @@ def build(ctx: Context) -> None:
     job_state = gr.State("")
     status = gr.Markdown(elem_id="train-status")
     loss_plot = gr.Plot(label="Loss")
-    results = gr.Dataframe(headers=RESULT_HEADERS, interactive=False, elem_id="train-results")
+    results = table(RESULT_HEADERS, elem_id="train-results")
     per_query_note = gr.Markdown("Per query (nDCG@10 on the evaluated split): what fine-tuning fixed first, what it "
                                  "broke last.", elem_id="train-per-query-note")
-    per_query = gr.Dataframe(headers=PER_QUERY_HEADERS, interactive=False, elem_id="train-per-query")
+    per_query = table(PER_QUERY_HEADERS, elem_id="train-per-query")
     timer = gr.Timer(1.0, active=False)
 
     def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
