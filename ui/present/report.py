@@ -192,7 +192,10 @@ def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str
     t = Thresholds(**gallery.thresholds)
     title = title or f"RankScope failure gallery — {gallery.dataset} ({gallery.split})"
     figs = ([counts_figure(gallery)] if counts else []) + list(figures)
-    systems = ", ".join(short(s) for s in gallery.systems)
+    # the systems the cards give a rank for; with the tables, named as their rows are (``report_parts``
+    # computes them for the same systems)
+    named = [row[0] for row in summary.rows] if summary is not None else [short(s) for s in gallery.systems]
+    systems = ", ".join(named)
     meta = (f"{gallery.dataset}, split {gallery.split}: {len(gallery.query_categories)} queries with a relevant "
             f"label analysed, {len(gallery.skipped)} without one skipped. Systems: {systems}; ranks searched to "
             f"depth {t.depth} ({rank_text(None)} = not retrieved). Relevant = label > 0; unjudged documents "
