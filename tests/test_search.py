@@ -128,3 +128,20 @@ def test_bm25_terms_are_shown_as_the_query_words_not_their_stems(demo_ws):
     html = side_by_side_html(res, demo_ws.tokenizer)
     assert 'title="leaki">leaky</span>' in html or "no exact match: leaky" in html
     assert ">leaki<" not in html and "no exact match: leaki" not in html
+
+
+def test_a_contraction_is_listed_as_typed_not_as_its_tokens(demo_ws):
+    """"can't" is matched as the index's tokens "can" and "t", and every term list of the Search view
+    (the terms a document lacks, its BM25 terms) shows it as typed: "can't", never "can" and "t"."""
+    import re
+    from html import unescape
+
+    from ui.present.search import side_by_side_html
+
+    res = side_by_side(demo_ws, text="Why can't my faucet stop dripping", k=10)
+    assert {"can", "t"} <= set(res.terms) and res.term_words["can"] == res.term_words["t"] == "can't"
+    page = unescape(side_by_side_html(res, demo_ws.tokenizer))
+    listed = [w for found in re.findall(r"no exact match: ([^<]*)</div>", page) for w in found.split(", ")]
+    listed += re.findall(r'<span title="[^"]*">([^<]*)</span> -?\d', page)
+    assert "can't" in listed and not {"can", "t"} & set(listed)
+    assert set(listed) <= {"why", "can't", "my", "faucet", "stop", "dripping"}

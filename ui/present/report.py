@@ -27,6 +27,7 @@ from retrieval.evaluation.intervals import proportion_interval
 from retrieval.systems import SPLADE, short
 from ui.present.escape import text as _e
 from ui.present.figures import counts_figure
+from ui.present.search import typed_contributions, typed_terms
 from ui.present.vocabulary import category_label, describe
 
 SNIPPET_CHARS = 280
@@ -69,23 +70,23 @@ def _ranks_html(ranks: dict[str, int | None]) -> str:
 def _terms_html(card: FailureCard) -> str:
     if not card.missing_terms:
         return '<p class="rs-terms">Every query term occurs in the document.</p>'
-    terms = "".join(f'<span class="rs-term rs-term-missing" title="{_e(t)}">{_e(card.term_words.get(t, t))}</span>'
-                    for t in card.missing_terms)
+    terms = "".join(f'<span class="rs-term rs-term-missing" title="{_e(" + ".join(stems))}">{_e(word)}</span>'
+                    for word, stems in typed_terms(card.missing_terms, card.term_words))
     return f'<p class="rs-terms">Missing query terms: {terms}</p>'
 
 
 def _bm25_html(card: FailureCard) -> str:
     """Per-term BM25 contributions as bars scaled to the largest one."""
-    contributions = card.bm25_terms
+    contributions = typed_contributions(card.bm25_terms, card.term_words)  # by the query word typed ("can't")
     if not contributions:
         return '<p class="rs-terms">No query term matches: BM25 score 0.</p>'
-    largest = max(s for _, s in contributions) or 1.0
+    largest = max(s for _, _, s in contributions) or 1.0
     rows = "".join(
-        f'<li><span class="rs-term" title="{_e(t)}">{_e(card.term_words.get(t, t))}</span>'
+        f'<li><span class="rs-term" title="{_e(" + ".join(terms))}">{_e(word)}</span>'
         f'<span class="rs-bar"><span class="rs-bar-fill" style="width:{100 * s / largest:.1f}%"></span></span>'
         f'<span class="rs-val">{s:.2f}</span></li>'
-        for t, s in contributions)
-    total = sum(s for _, s in contributions)
+        for word, terms, s in contributions)
+    total = sum(s for _, s in card.bm25_terms)
     return f'<p class="rs-terms">BM25 {total:.2f} =</p><ul class="rs-bm25">{rows}</ul>'
 
 

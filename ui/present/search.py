@@ -31,6 +31,26 @@ def highlight(text: str, tokenizer: Tokenizer, terms: set[str], limit: int = SNI
     return "".join(out)
 
 
+def typed_terms(terms, words: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """``terms`` (the index's tokens, in query order) as the query words they came from (``words``:
+    ``SideBySide.term_words``), each word once with its terms: a word typed whole that the index reads
+    as several tokens is shown as typed ("can't" for "can" and "t", never the two apart)."""
+    grouped: dict[str, list[str]] = {}
+    for term in terms:
+        grouped.setdefault(words.get(term, term), []).append(term)
+    return list(grouped.items())
+
+
+def typed_contributions(contributions, words: dict[str, str]) -> list[tuple[str, list[str], float]]:
+    """Per-term BM25 contributions ``(term, score)`` by the query word they came from: (the word as
+    typed, its terms, the sum of their scores), in query order; the sums add up as the terms' do."""
+    grouped: dict[str, tuple[list[str], float]] = {}
+    for term, score in contributions:
+        terms, total = grouped.get(words.get(term, term), ([], 0.0))
+        grouped[words.get(term, term)] = ([*terms, term], total + score)
+    return [(word, terms, total) for word, (terms, total) in grouped.items()]
+
+
 def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> str:
     badge = ""
     if hit.label is not None:
@@ -38,11 +58,12 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
         badge = f'<span class="badge {cls}" title="{title}">{hit.label}</span>'
     elsewhere = " · ".join(f"{esc(short(o))} {'#' + str(r) if r else NOT_RETRIEVED}"
                            for o, r in hit.ranks.items() if o != system)
-    words = res.term_words  # each stem shown as the query word(s) it came from ("leaky", not "leaki")
-    why = " · ".join(f'<span title="{esc(t)}">{esc(words.get(t, t))}</span> {v:.2f}' for t, v in hit.bm25_terms)
+    words = res.term_words  # each stem shown as the query word(s) it came from ("leaky", not "leaki"; "can't")
+    why = " · ".join(f'<span title="{esc(" + ".join(terms))}">{esc(word)}</span> {v:.2f}'
+                     for word, terms, v in typed_contributions(hit.bm25_terms, words))
     why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
-    missing = (f'<div class="missing">no exact match: {esc(", ".join(words.get(t, t) for t in hit.missing_terms))}'
-               '</div>' if hit.missing_terms and res.terms else "")
+    lacked = ", ".join(word for word, _ in typed_terms(hit.missing_terms, words))
+    missing = f'<div class="missing">no exact match: {esc(lacked)}</div>' if hit.missing_terms and res.terms else ""
     own = _system_terms_html(hit, system)
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
             f'<span class="title">{esc(hit.title or hit.doc_id)}</span>'
