@@ -145,3 +145,16 @@ def test_a_contraction_is_listed_as_typed_not_as_its_tokens(demo_ws):
     listed += re.findall(r'<span title="[^"]*">([^<]*)</span> -?\d', page)
     assert "can't" in listed and not {"can", "t"} & set(listed)
     assert set(listed) <= {"why", "can't", "my", "faucet", "stop", "dripping"}
+
+
+def test_the_metrics_caption_counts_the_systems_on_show(demo_ws):
+    """Search's metrics are captioned with the number of systems they list, counted (a fifth system
+    shown by default, or an imported run, is one more), not a number written once as a word."""
+    from ui.common import metrics_rows, shown_systems
+    from ui.search import metrics_note
+
+    on_show = shown_systems(demo_ws)
+    note = metrics_note(demo_ws, "test")
+    assert note.startswith(f"**{len(on_show)} systems on show:** BM25, ") and len(on_show) > 3
+    assert len(metrics_rows(demo_ws, "test", on_show)) == len(on_show)
+    assert "three" not in note.split("\n")[0]

@@ -1,5 +1,5 @@
 """The Search view: one query (typed, or a labelled one picked by id), every system side by side,
-the metrics of the three systems on the whole split, and the dense encoder in use."""
+the metrics of the systems on show on the whole split, and the dense encoder in use."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +8,7 @@ import gradio as gr
 
 from retrieval import Workspace
 from retrieval.data import query_sets
+from retrieval.data.readers.decode import count
 from retrieval.errors import EncoderLoadError
 from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.sharing.owners import Viewer
@@ -18,6 +19,7 @@ from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choi
 from ui.data import QUERY_CHARS, dataset_summary
 from ui.notify import refuse, warn
 from ui.pools import HEAVY, LIGHT, SEARCH
+from ui.present.escape import text as esc
 from ui.present.search import side_by_side_html
 from ui.registry import ANONYMOUS, Context, Registry, session_of
 from ui.tables import table
@@ -104,6 +106,16 @@ def set_queries(registry: Registry, ws: Workspace, set_id: str | None, viewer: V
     return [(f"{qid}: {ws.dataset.queries[qid]}", qid) for qid in found["queries"] if qid in ws.dataset.queries]
 
 
+def metrics_note(ws: Workspace, split: str | None) -> str:
+    """The caption over Search's metrics table: how many systems it lists and which, counted from the
+    systems on show now (``shown_systems``: more join as their indexes are built), then the metrics
+    caption (``metrics_caption``)."""
+    systems = shown_systems(ws)
+    listed = (f"**{count(len(systems), 'system')} on show:** {', '.join(esc(label(s)) for s in systems)}.\n\n"
+              if split else "")
+    return listed + metrics_caption(ws, split)
+
+
 def system_choices(ws: Workspace) -> list[tuple[str, str]]:
     """Every system of the workspace as (label, key), for the columns picker."""
     return [(label(s), s) for s in ws.system_names]
@@ -122,7 +134,7 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = A
     ws = registry.get(key)
     split = ws.dataset.default_split()
     rows = metrics_rows(ws, split, shown_systems(ws), registry.viewer(session)) if split else []
-    return key, dataset_summary(ws), metrics_caption(ws, split), rows
+    return key, dataset_summary(ws), metrics_note(ws, split), rows
 
 
 EXPANSION_HEADERS = ["term", "base weight", "fine-tuned weight", "added (not in the query)"]
@@ -184,7 +196,7 @@ class SearchView:
         BM25, dense and hybrid)."""
         split = ws.dataset.default_split()
         chosen = list(default_columns(ws))
-        return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
+        return (gr.update(choices=query_choices(ws), value=None), metrics_note(ws, split),
                 metrics_rows(ws, split, shown_systems(ws), viewer) if split else [], "",
                 gr.update(choices=system_choices(ws), value=chosen),
                 chosen)
@@ -219,9 +231,9 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                                        scale=3)
             expand_btn = gr.Button("Show the query's terms", elem_id="expansion-button", scale=1)
         expanded = table(EXPANSION_HEADERS, elem_id="expansion-table")
-    with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
+    with gr.Accordion("Metrics of the systems on show, on the whole query set", open=True):
         split = ws.dataset.default_split()
-        note = gr.Markdown(metrics_caption(ws, split))
+        note = gr.Markdown(metrics_note(ws, split))
         rows = metrics_rows(ws, split, shown_systems(ws), ctx.registry.viewer(ANONYMOUS)) if split else []
         metrics = table(["system", *VIEW_METRICS], elem_id="metrics-table", value=rows)
 

@@ -157,7 +157,7 @@ def arrival(ctx: Context, key: str, aim: str | None, session: str = ANONYMOUS) -
         return tuple(gr.skip() for _ in range(4))
     ws = ctx.workspace(key)
     split = ws.dataset.default_split()
-    return (data.dataset_summary(ws), common.metrics_caption(ws, split),
+    return (data.dataset_summary(ws), search.metrics_note(ws, split),
             common.metrics_rows(ws, split, common.shown_systems(ws), ctx.registry.viewer(session)) if split else [],
             gr.update(choices=judge.aim_choices(ws), value=aim))
 
