@@ -141,9 +141,8 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     "345 embeddings from the store, 0 encoded (cpu, bf16 …)", or already in memory, or how far
     the encoding that goes on in the background is."""
     if ws.pending((DENSE,)):
-        status = ws.encoding
-        return (f"BM25 is ready. The corpus is being encoded in the background ({text(ws.encoder.compute)}): "
-                f"{status.done:,} of {status.total:,} documents so far; dense and the hybrids join when it is done.")
+        return (f"BM25 is ready; dense and the hybrids join once the corpus is encoded in the background "
+                f"({text(ws.encoder.compute)}): {texts.BANNER_FOLLOWS}.")
     dense = ws.dense
     if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
         return f"{len(dense.index.doc_ids):,} embeddings already in memory ({text(ws.encoder.compute)})."
@@ -156,10 +155,9 @@ def embeddings_line(ws: Workspace, since: float) -> str:
 
 
 def waiting_note(ws: Workspace) -> str:
-    """For views that leave dense and the hybrids out while the corpus is encoded in the background."""
-    status = ws.encoding
-    return (f"Dense and the hybrids are left out until the corpus is encoded ({status.done:,} of "
-            f"{status.total:,} documents so far).")
+    """For views that leave dense and the hybrids out while the corpus is encoded in the background:
+    that they do, not how far the build is (the banner says it: ``texts.BANNER_FOLLOWS``)."""
+    return f"Dense and the hybrids are left out until the corpus is encoded ({texts.BANNER_FOLLOWS})."
 
 
 BUILT = {"dense": ("Dense index", "Dense and the hybrids answer now."),

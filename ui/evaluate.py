@@ -154,6 +154,19 @@ def compression(ws: Workspace, split: str) -> dict:
     return {"headers": list(rows[0]), "data": [[rounded(v) for v in r.values()] for r in rows]}
 
 
+def out_of_date(ws: Workspace, split: str | None, rows, empty: bool) -> bool:
+    """Whether Evaluate's results are to be computed again: there are labels to evaluate against, and
+    its metrics table (``rows``, as on show) lacks a system on show now (computed while that system's
+    index was being built: the note says it waits for it, while the banner says it is ready); or the
+    table is empty, where ``empty`` (the tab opened on nothing computed yet)."""
+    if not split:
+        return False
+    on_show = {str(r[0]) for r in (rows.values.tolist() if hasattr(rows, "values") else rows or []) if r}
+    if not on_show:
+        return empty
+    return not {label(s) for s in shown_systems(ws)} <= on_show
+
+
 def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
     """What can be evaluated beside the workspace: the systems shown on request, int8 and PCA
     indexes, fine-tuned encoders and fine-tuned learned sparse models."""
@@ -178,7 +191,9 @@ class EvaluateView(SplitView):
                 placeholder(COMPRESSION_HEAD, COMPRESSION_WAITS))
 
 
-def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
+def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> EvaluateView:
+    """The view; ``arrived``: the shell's counter bumped when a background build is over (results
+    computed while it ran are computed again then)."""
     ws = ctx.start
     with gr.Row():
         split = split_dropdown(ws)
@@ -239,10 +254,13 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     opened = gr.State(False)  # the tab was opened on a table left empty or stale: the chain below computes it
 
     def on_open(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
-        ws = ctx.workspace(key)
-        shown_now = {label(s) for s in shown_systems(ws)}
-        on_show = {str(r[0]) for r in (rows.values.tolist() if hasattr(rows, "values") else rows or []) if r}
-        if not split_ or (on_show and shown_now <= on_show):  # no labels, or computed with every system on show
+        if not out_of_date(ctx.workspace(key), split_, rows, empty=True):
+            return gr.skip(), gr.skip(), gr.skip(), False
+        return (*on_evaluate(split_, extras_, key, request), True)
+
+    def on_arrival(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
+        """A background build is over: results computed while it ran are computed again (none, none)."""
+        if not out_of_date(ctx.workspace(key), split_, rows, empty=False):
             return gr.skip(), gr.skip(), gr.skip(), False
         return (*on_evaluate(split_, extras_, key, request), True)
 
@@ -252,12 +270,14 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
         return on_plots(split_, extras_, key, request) if go else (gr.skip(),) * 3
 
-    tab.select(on_open, [split, extras, ctx.key, metrics], [note, metrics, wins, opened], api_visibility="private",
-               **HEAVY).then(
-        on_open_summary, [opened, split, extras, ctx.key],
-        [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
-        on_open_plots, [opened, split, extras, ctx.key],
-        [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
-        lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
-        api_visibility="private", **HEAVY)
+    triggers = [(tab.select, on_open)] + ([(arrived.change, on_arrival)] if arrived is not None else [])
+    for trigger, first in triggers:
+        trigger(first, [split, extras, ctx.key, metrics], [note, metrics, wins, opened], api_visibility="private",
+                **HEAVY).then(
+            on_open_summary, [opened, split, extras, ctx.key],
+            [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
+            on_open_plots, [opened, split, extras, ctx.key],
+            [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
+            lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
+            api_visibility="private", **HEAVY)
     return EvaluateView(split, [note, metrics, wins, headline_, glance, by_kind, compress_table])

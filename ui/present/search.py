@@ -10,7 +10,7 @@ from retrieval.systems import HYBRID, label, short
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.side_by_side import Hit, SideBySide
 from ui.present.escape import text as esc
-from ui.texts import identifier_lookup_why
+from ui.texts import BANNER_FOLLOWS, identifier_lookup_why
 
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
                0: ("rel-0", "judged not relevant (0)")}
@@ -95,14 +95,10 @@ def _labelled_table(res: SideBySide) -> str:
             + "".join(f"<th>{esc(label(s))}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
 
 
-def _waiting_text(encoding: dict | None) -> str:
-    """What a column says while the index it needs is being built (the dense one's progress shown)."""
-    if not encoding:
-        return "waiting for its index: search again in a moment"
-    if encoding["state"] == "indexing":
-        return "All documents are encoded; the dense index is being built. Search again in a moment."
-    return (f"Waiting for the dense index: {encoding['done']:,} of {encoding['total']:,} documents encoded so far. "
-            "Search again when the banner says it is ready.")
+def _waiting_text() -> str:
+    """What a column says while the index it needs is being built: how far that build is, the banner
+    says (``BANNER_FOLLOWS``); the column is filled when it is done (the shell searches again)."""
+    return f"Waiting for its index, still being built ({BANNER_FOLLOWS}): this column fills in when it is done."
 
 
 def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
@@ -116,7 +112,7 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
         cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
         cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
     for system in res.waiting:
-        cols.append(f'<div class="col waiting"><h3>{esc(label(system))}</h3><p>{_waiting_text(res.encoding)}</p></div>')
+        cols.append(f'<div class="col waiting"><h3>{esc(label(system))}</h3><p>{_waiting_text()}</p></div>')
     summary = _labelled_table(res) if res.query_id else ""
     agree = (f'<p class="disagree">The systems disagree on this query: {res.disagreement:.2f} '
              f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>"
