@@ -417,7 +417,7 @@ def cmd_failures(args) -> int:
     tuned = ws.with_model(args.tuned) if args.tuned else None
     gallery = failure_gallery(ws, split, tuned_ws=tuned)
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
-    figures, summary = report_parts(ws, workspaces, split)
+    figures, summary = report_parts(ws, workspaces, gallery)
     path = write_gallery(gallery, args.html, figures, summary=summary)
     for category, count in gallery.counts.items():
         print(f"{category:<26}{count:>6}")

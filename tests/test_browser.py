@@ -154,6 +154,23 @@ def test_evaluate_tab_adds_the_three_way_fusion_with_its_weight_and_why(page, sh
     page.locator("#eval-extras").get_by_label("Hybrid (BM25 + dense + SPLADE)").uncheck()
 
 
+def test_a_refused_training_says_why_in_the_status_once_the_notice_fades(page):
+    """A start the form's values refuse leaves the status saying what failed and why, in words, not
+    Gradio's bare "Error" (which stays once the notice has faded)."""
+    open_tab(page, "Train")
+    batch = page.locator("#train-batch input")
+    default = batch.input_value()
+    try:
+        batch.fill("1")
+        page.locator("#train-button").click()
+        status = page.locator("#train-status")
+        expect(status).to_contain_text("Could not start the training:")
+        expect(status).to_contain_text("batch size")
+        assert "Error" not in status.inner_text(), status.inner_text()
+    finally:
+        batch.fill(default)
+
+
 def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     open_tab(page, "Train")
     steps = page.locator("#train-steps input")

@@ -223,7 +223,8 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert re.search(r"^Judged@10 \(labels judged in the app: a verdict needs each system's top 10 judged on every "
-                     r"judged query\): BM25 100% \[100%, 100%\], misset 74% \[\d+%, \d+%\]\.", res.stdout, re.M), res.stdout
+                     r"judged query\): BM25 100% \[100%, 100%\], misset 74% \[\d+%, \d+%\]\.", res.stdout,
+                     re.M), res.stdout
     assert ("judged pool: 32 judged queries, nothing relevant found included (provisional: judge 82 more (the "
             "unjudged top-10 documents on the judged queries))") in lines
     assert "success@10: BM25 23 of 32 (72% [55%, 84%]), misset 19–32 of 32" in lines
@@ -241,5 +242,6 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
     assert re.search(r"^Judged@10 \(the data set's own labels, a judged pool .*\): BM25 100% \[100%, 100%\], misset "
                      r"80%", plain.stdout, re.M), plain.stdout
     (said,) = [ln for ln in plain.stdout.splitlines() if "the labels cover BM25's top 10 better" in ln]
-    assert said.strip().startswith("BM25 beats misset by 0.128 [0.038, 0.220] nDCG'@10") and "nDCG@10 would favour" in said
+    assert said.strip().startswith("BM25 beats misset by 0.128 [0.038, 0.220] nDCG'@10")
+    assert "nDCG@10 would favour" in said
     assert "†" not in next(ln for ln in plain.stdout.splitlines() if ln.startswith("misset"))  # a verdict on nDCG@10

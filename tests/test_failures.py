@@ -33,8 +33,9 @@ from retrieval.evaluation.failure_rules import CATEGORIES, SPARSE_CATEGORIES
 from retrieval.evaluation.intervals import proportion_interval
 from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
-from retrieval.systems import SPLADE, shown
+from retrieval.systems import SPLADE, TUNED_SYSTEMS, label, shown
 from retrieval.workspace import Workspace
+from ui.present.evaluation import report_parts
 from ui.present.figures import counts_figure
 from ui.present.report import Summary, card_html, gallery_html, write_gallery
 
@@ -400,6 +401,20 @@ def test_the_report_opens_with_the_systems_metrics_intervals_and_conclusions(toy
     n = len(toy.gallery.query_categories)  # and the counts table gives each share with its interval
     iv = proportion_interval(2, n)
     assert f"{2 / n:.1%} [{iv.low:.1%}, {iv.high:.1%}]" in text
+
+
+def test_the_report_header_and_its_tables_list_the_same_systems(toy):
+    """The report's header names the systems its cards give a rank for; its metrics table and its table
+    by kind of query list those same systems, by the same names (all from the gallery's list: the
+    systems shown by default, and the fine-tuned encoder's dense and hybrid), not the three base ones."""
+    figures, summary = report_parts(toy.ws, {"": toy.ws, "fine-tuned": toy.tuned}, toy.gallery)
+    rows = [row[0] for row in summary.rows]
+    base = [s for s in toy.gallery.systems if s not in TUNED_SYSTEMS]
+    assert len(base) > 3 and rows == [*(label(s) for s in base), "Dense · fine-tuned", "Hybrid (CLEAR λ) · fine-tuned"]
+    assert summary.segments["headers"][3:-1] == rows
+    text = unescape("".join(parse(gallery_html(toy.gallery, figures, counts=False, summary=summary)).text))
+    assert f"Systems: {', '.join(rows)}; ranks searched" in text
+    assert {t.name for f in figures[:1] for t in f.data} >= set(rows)  # the Recall@k curves too
 
 
 def test_on_labels_judged_in_the_app_the_unjudged_passage_is_counted_apart_not_shown_as_the_failure(tmp_path):

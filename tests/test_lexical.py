@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from retrieval.index.bm25_index import BM25Index
@@ -205,3 +208,57 @@ def test_search_in_blocks_is_each_query_ranked_alone_on_bm25s_own_scores(method)
     index.POSTINGS_PER_BLOCK = 1  # every query past the budget: added term by term, the same floats
     assert all(np.array_equal(index.scores(q), index._engine.get_scores_from_ids(ids))
                for q in queries.values() if (ids := index._engine.get_tokens_ids(index.tokenizer(q))))
+
+
+
+# ---- the words a list of terms shows: as typed ----------------------------------------------
+TYPED_INDEX = BM25Index(["a", "b", "c"], ["You can fix it: it won't leak, and O'Brien's tap can't drip.",
+                                          "t is a letter; can is a tin; don't drip",
+                                          "the faucet drips, the tap leaks"])
+TYPED = ["can't", "Can't", "won't", "O'Brien's", "don’t", "it's", "rock'n'roll", "l'eau", "'tis", "can", "t",
+         "tap", "Dripping", "faucets", "the", "leak", "x"]
+
+
+def shown_words(query: str) -> list[str]:
+    """Every word the term lists of ``query`` show for each document (the Search view's missing terms and
+    BM25 terms, the failure cards' too: ``ui.present.search``), each "/"-joined alternative apart."""
+    from ui.present.search import typed_contributions, typed_terms
+
+    terms = TYPED_INDEX.query_terms(query)
+    out = []
+    for row in range(3):
+        parts = TYPED_INDEX.explain(terms, row)
+        out += [w for w, _ in typed_terms([p.term for p in parts if p.tf == 0], terms.term_words)]
+        out += [w for w, _, _ in typed_contributions([(p.term, p.score) for p in parts if p.tf > 0], terms.term_words)]
+    return [alternative for w in out for alternative in w.split("/")]
+
+
+def test_a_contraction_is_shown_whole_and_matched_by_its_tokens():
+    """"can't" is matched as the index reads it ("can" and "t"), and shown as typed: never "can" + "t"."""
+    from ui.present.search import typed_contributions, typed_terms
+
+    terms = TYPED_INDEX.query_terms("Why can't the tap drip")
+    assert terms.names == ["whi", "can", "t", "tap", "drip"]  # matching: the index's tokens (stems)
+    assert terms.term_words == {"whi": "why", "can": "can't", "t": "can't", "tap": "tap", "drip": "drip"}
+    assert typed_terms(["whi", "can", "t"], terms.term_words) == [("why", ["whi"]), ("can't", ["can", "t"])]
+    parts = TYPED_INDEX.explain(terms, 0)
+    by_word = typed_contributions([(p.term, p.score) for p in parts if p.tf > 0], terms.term_words)
+    assert [(w, t) for w, t, _ in by_word] == [("can't", ["can", "t"]), ("tap", ["tap"]), ("drip", ["drip"])]
+    assert sum(v for _, _, v in by_word) == pytest.approx(sum(p.score for p in parts))  # the same BM25 score
+    assert set(shown_words("Why can't the tap drip")) == {"why", "can't", "tap", "drip"}
+    assert TYPED_INDEX.query_terms("can or can't").term_words == {"can": "can/can't", "t": "can't"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(TYPED) | st.text(alphabet="abtX'’-_ 1", min_size=1, max_size=6), min_size=1,
+                max_size=6),
+       st.sampled_from([" ", ", ", " - ", "'", "’ "]))
+def test_every_word_a_term_list_shows_was_typed_whole(words, between):
+    """Each word a term list shows is a word of the query as the user typed it (case aside): a
+    substring of it that no letter, and no apostrophe between letters, continues on either side."""
+    query = between.join(words)
+    typed = query.lower()
+    for word in shown_words(query):
+        assert word and word in typed, (query, word)
+        whole = re.compile(rf"(?<!\w)(?<!\w['’]){re.escape(word)}(?!\w)(?!['’]\w)")
+        assert whole.search(typed), (query, word)

@@ -83,6 +83,11 @@ def test_explain_gives_each_query_terms_contribution_summing_to_the_score(ws):
         assert {t.term for t in h.system_terms} <= {"leaky", "faucet", "washer", "dripping"}
         assert sum(t.score for t in h.system_terms) == pytest.approx(h.score, abs=1e-3)
         assert all(t.score < 0 and not t.expansion for t in h.system_terms)
+    typed = side_by_side(ws, "why can't the faucet stop", k=5, systems=("ql",)).systems["ql"]
+    for h in typed:  # "can't" (the terms "can" and "t") is one term of the list, as typed, their parts summed
+        assert [t.term for t in h.system_terms].count("can't") == 1
+        assert not {"can", "t"} & {t.term for t in h.system_terms}
+        assert sum(t.score for t in h.system_terms) == pytest.approx(h.score, abs=1e-3)
 
 
 def test_the_index_is_kept_per_corpus_counted_by_the_memory_budget_and_keyed_by_mu_and_tokenizer(ws, tiny_encoder):

@@ -128,3 +128,33 @@ def test_bm25_terms_are_shown_as_the_query_words_not_their_stems(demo_ws):
     html = side_by_side_html(res, demo_ws.tokenizer)
     assert 'title="leaki">leaky</span>' in html or "no exact match: leaky" in html
     assert ">leaki<" not in html and "no exact match: leaki" not in html
+
+
+def test_a_contraction_is_listed_as_typed_not_as_its_tokens(demo_ws):
+    """"can't" is matched as the index's tokens "can" and "t", and every term list of the Search view
+    (the terms a document lacks, its BM25 terms) shows it as typed: "can't", never "can" and "t"."""
+    import re
+    from html import unescape
+
+    from ui.present.search import side_by_side_html
+
+    res = side_by_side(demo_ws, text="Why can't my faucet stop dripping", k=10)
+    assert {"can", "t"} <= set(res.terms) and res.term_words["can"] == res.term_words["t"] == "can't"
+    page = unescape(side_by_side_html(res, demo_ws.tokenizer))
+    listed = [w for found in re.findall(r"no exact match: ([^<]*)</div>", page) for w in found.split(", ")]
+    listed += re.findall(r'<span title="[^"]*">([^<]*)</span> -?\d', page)
+    assert "can't" in listed and not {"can", "t"} & set(listed)
+    assert set(listed) <= {"why", "can't", "my", "faucet", "stop", "dripping"}
+
+
+def test_the_metrics_caption_counts_the_systems_on_show(demo_ws):
+    """Search's metrics are captioned with the number of systems they list, counted (a fifth system
+    shown by default, or an imported run, is one more), not a number written once as a word."""
+    from ui.common import metrics_rows, shown_systems
+    from ui.search import metrics_note
+
+    on_show = shown_systems(demo_ws)
+    note = metrics_note(demo_ws, "test")
+    assert note.startswith(f"**{len(on_show)} systems on show:** BM25, ") and len(on_show) > 3
+    assert len(metrics_rows(demo_ws, "test", on_show)) == len(on_show)
+    assert "three" not in note.split("\n")[0]

@@ -497,3 +497,56 @@ def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(t
         assert int(asked.replace(",", "")) <= left, note
     assert "the two score alike" not in note
     assert "settled:" not in note
+
+
+def test_every_table_names_its_columns_before_it_is_computed(app_state, ws):
+    """Gradio numbers the columns of a table made without headers ("1 | 2 | 3"): every table of the
+    app names its own from the start, and again when an event empties it (sets it to None); the
+    table by kind of query names the systems on show, and a newly opened data set gets its own."""
+    from training.job import JobQueue
+    from ui import shell
+    from ui.present.tables import segment_headers
+
+    registry, key = app_state
+    app = shell.build_app(registry, key, JobQueue(registry.store))
+    tables = {c["props"].get("elem_id") or c["id"]: c for c in app.get_config_file()["components"]
+              if c["type"] == "dataframe"}
+    assert len(tables) >= 13 and {"eval-segments", "compress-table", "eval-table", "query-sets"} <= set(tables)
+    for name, c in tables.items():
+        emptied = app.blocks[c["id"]].postprocess(None).headers
+        for headers in (c["props"]["headers"], c["props"]["value"]["headers"], emptied):
+            assert headers and not any(str(h).strip().isdigit() for h in headers), (name, headers)
+    on_show = [label(s) for s in common.shown_systems(ws)]
+    assert tables["eval-segments"]["props"]["headers"] == segment_headers(on_show)
+    assert tables["compress-table"]["props"]["value"]["data"] == [[evaluate.COMPRESSION_WAITS]]
+    view = evaluate.EvaluateView(None, [None] * 7)
+    *_, by_kind, compressed = view.refresh(ws)
+    assert by_kind == {"headers": segment_headers(on_show), "data": []}
+    assert compressed == {"headers": ["index"], "data": [[evaluate.COMPRESSION_WAITS]]}
+
+
+def test_a_refused_training_says_why_in_its_status_not_a_bare_error(app_state, ws):
+    """Gradio marks the outputs of a failed event with a bare "Error" that stays once the notice has
+    faded: the Train tab's status is written by the event's failure listener instead, saying what
+    failed and why (an API client still gets the error itself)."""
+    from training.job import JobQueue
+    from ui import shell
+
+    registry, key = app_state
+    app = shell.build_app(registry, key, JobQueue(registry.store))
+    fns = list(app.fns.values())
+    for name, what in (("train", "Could not start the training"), ("resume_training", "Could not resume the training")):
+        event = next(f for f in fns if f.api_name == name)
+        (listener,) = [f for f in fns if f.trigger_after == event._id and f.trigger_only_on_failure]
+        status = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "train-status")
+        assert [o._id for o in listener.outputs] == [status._id]
+        request = gr.Request(session_hash=f"refused-{name}")
+        args = (["", key, "triplet", "bm25", 1, 1, 1e-3, 64, 0, 0.1, 0.3, 0.01, "cpu", 0.8] if name == "train"
+                else ["", key])
+        with pytest.raises(gr.Error) as refused:
+            event.fn(*args, request=request)
+        line = listener.fn(request=request)
+        assert line.startswith(f"❌ **{what}:** ") and line.endswith(str(refused.value.message))
+        assert ("batch size" if name == "train" else "no cancelled, failed or interrupted training") in shown(line)
+        assert "unexpected" in listener.fn(request=request)  # read once: a later failure is not said to be this one
+        assert "unexpected" in listener.fn(request=gr.Request(session_hash="never-refused"))  # said so, in words

@@ -28,6 +28,7 @@ from ui.notify import refuse
 from ui.present.counts import split_counted
 from ui.present.escape import code, text
 from ui.registry import ANONYMOUS, Registry, ServerBusy
+from ui.tables import table
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 TYPED_QUERIES = 10_000  # queries typed in one go
@@ -140,9 +141,8 @@ def embeddings_line(ws: Workspace, since: float) -> str:
     "345 embeddings from the store, 0 encoded (cpu, bf16 …)", or already in memory, or how far
     the encoding that goes on in the background is."""
     if ws.pending((DENSE,)):
-        status = ws.encoding
-        return (f"BM25 is ready. The corpus is being encoded in the background ({text(ws.encoder.compute)}): "
-                f"{status.done:,} of {status.total:,} documents so far; dense and the hybrids join when it is done.")
+        return (f"BM25 is ready; dense and the hybrids join once the corpus is encoded in the background "
+                f"({text(ws.encoder.compute)}): {texts.BANNER_FOLLOWS}.")
     dense = ws.dense
     if dense.built_at < since:  # the same corpus was open already: nothing was read or encoded
         return f"{len(dense.index.doc_ids):,} embeddings already in memory ({text(ws.encoder.compute)})."
@@ -155,10 +155,9 @@ def embeddings_line(ws: Workspace, since: float) -> str:
 
 
 def waiting_note(ws: Workspace) -> str:
-    """For views that leave dense and the hybrids out while the corpus is encoded in the background."""
-    status = ws.encoding
-    return (f"Dense and the hybrids are left out until the corpus is encoded ({status.done:,} of "
-            f"{status.total:,} documents so far).")
+    """For views that leave dense and the hybrids out while the corpus is encoded in the background:
+    that they do, not how far the build is (the banner says it: ``texts.BANNER_FOLLOWS``)."""
+    return f"Dense and the hybrids are left out until the corpus is encoded ({texts.BANNER_FOLLOWS})."
 
 
 BUILT = {"dense": ("Dense index", "Dense and the hybrids answer now."),
@@ -414,7 +413,7 @@ def build(shared: bool = False) -> DataView:
         gr.Markdown(texts.QUERY_SETS_HELP)
         if shared:
             gr.Markdown(texts.QUERY_SETS_SHARED)
-        sets = gr.Dataframe(headers=QUERY_SET_HEADERS, interactive=False, elem_id="query-sets")
+        sets = table(QUERY_SET_HEADERS, elem_id="query-sets")
         with gr.Row():
             set_pick = gr.Dropdown(choices=[], label="Query set", elem_id="query-set-pick", scale=3)
             remove_set = gr.Button("Remove this query set", elem_id="remove-query-set", scale=1)

@@ -48,11 +48,15 @@ from ui.present.tables import (
     relative_names,
     rounded,
     segment_cells,
+    segment_headers,
 )
 from ui.registry import Context, Registry, session_of
+from ui.tables import placeholder, table
 
 WINS_HEADERS = ["query", "text", *(label(s) for s in shown_builtins())]  # before a data set's own (shown_systems)
 INDEX_VARIANTS = ("int8", "pca")  # the extras that are not encoders
+COMPRESSION_HEAD = "index"  # the compression table's first column
+COMPRESSION_WAITS = "Compare index sizes and quality (the button above) to fill this table."
 
 
 def _require_labels(split: str | None) -> str:
@@ -153,11 +157,15 @@ def segments(ws: Workspace, split: str) -> dict:
     systems = [s for s in shown_systems(ws) if not ws.pending((s,))]
     evals = {label(s): ws.evaluate(s, split) for s in systems}
     rows = segment_table(evals, ws.dataset)
-    if not rows:  # an empty table would show bare column numbers
-        return {"headers": ["by kind of query"],
-                "data": [[f"No kind of query splits these queries into groups of {MIN_QUERIES} or more, short of all "
-                          "of them: the table above is the only row."]]}
+    if not rows:
+        return placeholder("by kind of query", f"No kind of query splits these queries into groups of {MIN_QUERIES} "
+                           "or more, short of all of them: the table above is the only row.")
     return segment_cells(rows, list(evals))
+
+
+def segments_before(ws: Workspace) -> dict:
+    """The table by kind of query before it is computed: its columns for the systems on show, no row."""
+    return {"headers": segment_headers([label(s) for s in shown_systems(ws)]), "data": []}
 
 
 def compression(ws: Workspace, split: str) -> dict:
@@ -168,6 +176,19 @@ def compression(ws: Workspace, split: str) -> dict:
     rows = [r.to_dict() for r in compression_table(ws, split, variants=(("flat", None), ("sq8", None),
                                                                           ("flat", d), ("sq8", d)))]
     return {"headers": list(rows[0]), "data": [[rounded(v) for v in r.values()] for r in rows]}
+
+
+def out_of_date(ws: Workspace, split: str | None, rows, empty: bool) -> bool:
+    """Whether Evaluate's results are to be computed again: there are labels to evaluate against, and
+    its metrics table (``rows``, as on show) lacks a system on show now (computed while that system's
+    index was being built: the note says it waits for it, while the banner says it is ready); or the
+    table is empty, where ``empty`` (the tab opened on nothing computed yet)."""
+    if not split:
+        return False
+    on_show = {str(r[0]) for r in (rows.values.tolist() if hasattr(rows, "values") else rows or []) if r}
+    if not on_show:
+        return empty
+    return not {label(s) for s in shown_systems(ws)} <= on_show
 
 
 def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
@@ -184,16 +205,19 @@ class EvaluateView(SplitView):
     """Evaluate's split picker and its results: a newly opened data set clears the results (they were
     the last data set's), so they are never read as this one's, and opening the tab computes them."""
 
-    results: list = field(default_factory=list)  # note, table, wins, headline, glance
+    results: list = field(default_factory=list)  # note, table, wins, headline, glance, by kind, compression
 
     def outputs(self) -> list:
         return [self.split, *self.results]
 
     def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple:
-        return (*super().refresh(ws, viewer), "", None, None, "", "")
+        return (*super().refresh(ws, viewer), "", None, None, "", "", segments_before(ws),
+                placeholder(COMPRESSION_HEAD, COMPRESSION_WAITS))
 
 
-def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
+def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> EvaluateView:
+    """The view; ``arrived``: the shell's counter bumped when a background build is over (results
+    computed while it ran are computed again then)."""
     ws = ctx.start
     with gr.Row():
         split = split_dropdown(ws)
@@ -204,7 +228,7 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     headline_ = gr.Markdown(elem_id="eval-headline")
     glance = gr.HTML(elem_id="eval-glance")
     with gr.Accordion("All metrics (every column, † against BM25)", open=False, elem_id="eval-all"):
-        table = gr.Dataframe(headers=["system", *VIEW_METRICS], interactive=False, elem_id="eval-table")
+        metrics = table(["system", *VIEW_METRICS], elem_id="eval-table")
     note = gr.Markdown(elem_id="eval-note")
     with gr.Accordion("How the figures are made (formulas, the statistical rule, each metric)", open=False):
         formulas = gr.Markdown(metrics_formulas(ws, None), elem_id="eval-formulas")
@@ -213,14 +237,14 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
         recall = gr.Plot(label="Recall@k", elem_id="eval-recall")
     sweep = gr.Plot(label="Hybrid λ sweep", elem_id="eval-sweep")
     gr.Markdown(texts.EVALUATE_INTRO)
-    wins = gr.Dataframe(headers=WINS_HEADERS, interactive=False)
+    wins = table(WINS_HEADERS)
     with gr.Accordion("By kind of query (nDCG@10 with 95% intervals; where a system is significantly worse first)",
                       open=True):
         gr.Markdown(texts.SEGMENTS_HELP)
-        by_kind = gr.Dataframe(interactive=False, elem_id="eval-segments")
+        by_kind = table(segments_before(ws)["headers"], elem_id="eval-segments")
     with gr.Accordion("Embedding compression (Baidu §5: int8 codes, fewer dimensions)", open=False):
         compress = gr.Button("Compare index sizes and quality", elem_id="compress-button")
-        compress_table = gr.Dataframe(interactive=False, elem_id="compress-table")
+        compress_table = table([COMPRESSION_HEAD], waiting=COMPRESSION_WAITS, elem_id="compress-table")
 
     def allowed(extras_: list[str] | None) -> list[str]:
         return [e if e in INDEX_VARIANTS or e in keys() else ctx.allowed_model(e) for e in extras_ or [] if e]
@@ -243,7 +267,7 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     def on_segments(split_: str, key: str):
         return segments(ctx.workspace(key), split_)
 
-    button.click(on_evaluate, [split, extras, ctx.key], [note, table, wins], api_name="evaluate", **HEAVY).then(
+    button.click(on_evaluate, [split, extras, ctx.key], [note, metrics, wins], api_name="evaluate", **HEAVY).then(
         on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_visibility="private",
         **HEAVY).then(
         on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
@@ -254,10 +278,13 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     opened = gr.State(False)  # the tab was opened on a table left empty or stale: the chain below computes it
 
     def on_open(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
-        ws = ctx.workspace(key)
-        shown_now = {label(s) for s in shown_systems(ws)}
-        on_show = {str(r[0]) for r in (rows.values.tolist() if hasattr(rows, "values") else rows or []) if r}
-        if not split_ or (on_show and shown_now <= on_show):  # no labels, or computed with every system on show
+        if not out_of_date(ctx.workspace(key), split_, rows, empty=True):
+            return gr.skip(), gr.skip(), gr.skip(), False
+        return (*on_evaluate(split_, extras_, key, request), True)
+
+    def on_arrival(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
+        """A background build is over: results computed while it ran are computed again (none, none)."""
+        if not out_of_date(ctx.workspace(key), split_, rows, empty=False):
             return gr.skip(), gr.skip(), gr.skip(), False
         return (*on_evaluate(split_, extras_, key, request), True)
 
@@ -267,12 +294,14 @@ def build(ctx: Context, tab: gr.Tab) -> EvaluateView:
     def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
         return on_plots(split_, extras_, key, request) if go else (gr.skip(),) * 3
 
-    tab.select(on_open, [split, extras, ctx.key, table], [note, table, wins, opened], api_visibility="private",
-               **HEAVY).then(
-        on_open_summary, [opened, split, extras, ctx.key],
-        [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
-        on_open_plots, [opened, split, extras, ctx.key],
-        [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
-        lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
-        api_visibility="private", **HEAVY)
-    return EvaluateView(split, [note, table, wins, headline_, glance])
+    triggers = [(tab.select, on_open)] + ([(arrived.change, on_arrival)] if arrived is not None else [])
+    for trigger, first in triggers:
+        trigger(first, [split, extras, ctx.key, metrics], [note, metrics, wins, opened], api_visibility="private",
+                **HEAVY).then(
+            on_open_summary, [opened, split, extras, ctx.key],
+            [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
+            on_open_plots, [opened, split, extras, ctx.key],
+            [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
+            lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
+            api_visibility="private", **HEAVY)
+    return EvaluateView(split, [note, metrics, wins, headline_, glance, by_kind, compress_table])

@@ -80,7 +80,7 @@ def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None =
     """The gallery with its plots as one HTML file that opens offline; returns its path."""
     found = gallery(ws, split, tuned, pair, viewer)
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
-    figures, summary = report_parts(ws, workspaces, split, viewer=viewer)
+    figures, summary = report_parts(ws, workspaces, found, viewer=viewer)
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
     return str(write_gallery(found, export_folder() / name, figures, summary=summary))
 

@@ -57,6 +57,7 @@ from ui.present.escape import text as esc
 from ui.present.search import highlight
 from ui.present.tables import GATE_RULE, shortfall_text
 from ui.registry import Context, session_of
+from ui.tables import table
 
 GRADE_NAMES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
 # keys 0/1/2 grade, s skips, ← → move, while the Judge tab is on screen and no text box has the focus
@@ -577,8 +578,7 @@ def build(ctx: Context) -> JudgeView:
                                         "or Quepid's exports", elem_id="judgments-upload", scale=3)
             import_btn = gr.Button("Import", elem_id="judgments-import", scale=1)
         import_status = gr.Markdown(elem_id="judgments-import-status")
-        disagree = gr.Dataframe(headers=["query", "text", "document", "grades"], interactive=False,
-                                elem_id="judge-disagreements")
+        disagree = table(["query", "text", "document", "grades"], elem_id="judge-disagreements")
 
     def render(key, q: Queue, position, reveal_):
         return show(ctx.workspace(key), q, position, bool(reveal_))

@@ -7,9 +7,17 @@ notice is raised or shown through these functions, which pass the whole message 
 """
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Callable
+
 import gradio as gr
 
+from retrieval.index.recent import Recent
 from ui.present.escape import text
+
+SESSIONS_KEPT = 1024  # sessions whose last refusal ``Refusals`` keeps (the latest)
+UNEXPECTED = "an unexpected error (the server's log has it)"
 
 
 def refuse(message: object) -> gr.Error:
@@ -27,3 +35,46 @@ def warn(message: object) -> None:
 
 def inform(message: object) -> None:
     gr.Info(text(message))
+
+
+class Refusals:
+    """Why each session's last event of those ``kept`` wraps failed, in words, for a status line to say
+    it: Gradio marks the outputs of a failed event with a bare "Error" that stays once the notice has
+    faded, so the event's ``.failure`` listener writes ``line`` into its status instead. An API client
+    gets the error itself, as before. Bounded: the latest ``SESSIONS_KEPT`` sessions'."""
+
+    def __init__(self, sessions: int = SESSIONS_KEPT):
+        self._said: Recent[str, str] = Recent(sessions)
+        self._lock = threading.Lock()
+
+    def kept(self, handler: Callable) -> Callable:
+        """``handler`` (an event's, taking its ``gr.Request``), keeping why it failed for its session."""
+
+        @functools.wraps(handler)  # its signature: Gradio passes the request as it would to it
+        def run(*args, **kwargs):
+            session = next((getattr(a, "session_hash", None) or "" for a in (*args, *kwargs.values())
+                            if isinstance(a, gr.Request)), "")
+            self._put(session, "")  # an earlier failure's reason is not this one's
+            try:
+                return handler(*args, **kwargs)
+            except gr.Error as err:
+                self._put(session, str(err.message))  # escaped already (``refuse``)
+                raise
+            except Exception:
+                self._put(session, text(UNEXPECTED))
+                raise
+
+        return run
+
+    def _put(self, session: str, why: str) -> None:
+        with self._lock:
+            self._said.put(session, why)
+
+    def line(self, what: str, request: gr.Request | None) -> str:
+        """The status line of the session's last failure, read once: "❌ **Could not start the
+        training:** why" (the reason the handler gave; ``UNEXPECTED`` where it gave none)."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            why = self._said.get(session) or text(UNEXPECTED)
+            self._said.put(session, "")
+        return f"❌ **{text(what)}:** {why}"

@@ -34,6 +34,7 @@ from ui.present.escape import code, text
 from ui.present.figures import history_figure
 from ui.present.tables import conclusion_lines, coverage_line
 from ui.registry import Context, session_of
+from ui.tables import table
 
 RUN_HEADERS = ["when", "system", "split", "depth", "key"]
 COMPARE_HEADERS = ["query", "text", "A", "B", "B − A"]
@@ -200,14 +201,14 @@ def snapshot_diff(store: Store, ws: Workspace, a: str, b: str, system: str, metr
 
 def build(ctx: Context, tab: gr.Tab) -> None:
     gr.Markdown(texts.RUNS_INTRO)
-    table = gr.Dataframe(headers=RUN_HEADERS, interactive=False, elem_id="runs-table")
+    runs_table = table(RUN_HEADERS, elem_id="runs-table")
     with gr.Row():
         run_a = gr.Dropdown(choices=[], label="Run A", elem_id="run-a", scale=2)
         run_b = gr.Dropdown(choices=[], label="Run B", elem_id="run-b", scale=2)
         metric = gr.Dropdown(list(COMPARE_METRICS), value=PRIMARY, label="Metric", scale=1)
         button = gr.Button("Compare", variant="primary", elem_id="compare-runs-button", scale=1)
     note = gr.Markdown(elem_id="compare-note")
-    per_query = gr.Dataframe(headers=COMPARE_HEADERS, interactive=False, elem_id="compare-table")
+    per_query = table(COMPARE_HEADERS, elem_id="compare-table")
 
     def on_open(key: str):
         return runs(ctx.registry.store, ctx.workspace(key))
@@ -231,7 +232,7 @@ def build(ctx: Context, tab: gr.Tab) -> None:
                 replace_btn = gr.Button("Replace mine of this name", size="sm", elem_id="snapshot-replace-button")
         snap_status = gr.Markdown(elem_id="snapshot-status")
         base_line = gr.Markdown(elem_id="baseline-line")
-        snap_table = gr.Dataframe(headers=SNAPSHOT_HEADERS, interactive=False, elem_id="snapshot-table")
+        snap_table = table(SNAPSHOT_HEADERS, elem_id="snapshot-table")
         with gr.Row():
             hist_metric = gr.Dropdown(list(COMPARE_METRICS), value=PRIMARY, label="Metric", scale=1)
             base_pick = gr.Dropdown(choices=[], label="Snapshot", elem_id="baseline-pick", scale=2)
@@ -245,7 +246,7 @@ def build(ctx: Context, tab: gr.Tab) -> None:
             diff_system = gr.Dropdown(choices=[], label="System", elem_id="snapshot-system", scale=2)
             diff_btn = gr.Button("Diff", variant="primary", elem_id="snapshot-diff-button", scale=1)
         diff_note = gr.Markdown(elem_id="snapshot-diff-note")
-        diff_table = gr.Dataframe(headers=DIFF_HEADERS, interactive=False, elem_id="snapshot-diff-table")
+        diff_table = table(DIFF_HEADERS, elem_id="snapshot-diff-table")
 
     store = ctx.registry.store
 
@@ -271,7 +272,7 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         return snapshot_diff(store, ctx.workspace(key), a, b, system, metric_, viewer(request))
 
     snap_outputs = [snap_table, hist_plot, base_pick, snap_a, snap_b, diff_system, base_line]
-    tab.select(on_open, ctx.key, [table, run_a, run_b], api_name="runs", **LIGHT).then(
+    tab.select(on_open, ctx.key, [runs_table, run_a, run_b], api_name="runs", **LIGHT).then(
         on_snapshots, [ctx.key, hist_metric], snap_outputs, api_name="snapshots", **HEAVY)
     button.click(on_compare, [run_a, run_b, metric, ctx.key], [note, per_query], api_name="compare_runs", **HEAVY)
     snap_btn.click(on_take, [snap_name, snap_note, snap_base, ctx.key], snap_status, api_name="take_snapshot",

@@ -1,5 +1,5 @@
 """The Search view: one query (typed, or a labelled one picked by id), every system side by side,
-the metrics of the three systems on the whole split, and the dense encoder in use."""
+the metrics of the systems on show on the whole split, and the dense encoder in use."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +8,7 @@ import gradio as gr
 
 from retrieval import Workspace
 from retrieval.data import query_sets
+from retrieval.data.readers.decode import count
 from retrieval.errors import EncoderLoadError
 from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.sharing.owners import Viewer
@@ -18,8 +19,10 @@ from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choi
 from ui.data import QUERY_CHARS, dataset_summary
 from ui.notify import refuse, warn
 from ui.pools import HEAVY, LIGHT, SEARCH
+from ui.present.escape import text as esc
 from ui.present.search import side_by_side_html
 from ui.registry import ANONYMOUS, Context, Registry, session_of
+from ui.tables import table
 
 # ---- handlers --------------------------------------------------------------------------------
 MAX_COLUMNS = 4
@@ -103,6 +106,16 @@ def set_queries(registry: Registry, ws: Workspace, set_id: str | None, viewer: V
     return [(f"{qid}: {ws.dataset.queries[qid]}", qid) for qid in found["queries"] if qid in ws.dataset.queries]
 
 
+def metrics_note(ws: Workspace, split: str | None) -> str:
+    """The caption over Search's metrics table: how many systems it lists and which, counted from the
+    systems on show now (``shown_systems``: more join as their indexes are built), then the metrics
+    caption (``metrics_caption``)."""
+    systems = shown_systems(ws)
+    listed = (f"**{count(len(systems), 'system')} on show:** {', '.join(esc(label(s)) for s in systems)}.\n\n"
+              if split else "")
+    return listed + metrics_caption(ws, split)
+
+
 def system_choices(ws: Workspace) -> list[tuple[str, str]]:
     """Every system of the workspace as (label, key), for the columns picker."""
     return [(label(s), s) for s in ws.system_names]
@@ -121,7 +134,7 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = A
     ws = registry.get(key)
     split = ws.dataset.default_split()
     rows = metrics_rows(ws, split, shown_systems(ws), registry.viewer(session)) if split else []
-    return key, dataset_summary(ws), metrics_caption(ws, split), rows
+    return key, dataset_summary(ws), metrics_note(ws, split), rows
 
 
 EXPANSION_HEADERS = ["term", "base weight", "fine-tuned weight", "added (not in the query)"]
@@ -183,7 +196,7 @@ class SearchView:
         BM25, dense and hybrid)."""
         split = ws.dataset.default_split()
         chosen = list(default_columns(ws))
-        return (gr.update(choices=query_choices(ws), value=None), metrics_caption(ws, split),
+        return (gr.update(choices=query_choices(ws), value=None), metrics_note(ws, split),
                 metrics_rows(ws, split, shown_systems(ws), viewer) if split else [], "",
                 gr.update(choices=system_choices(ws), value=chosen),
                 chosen)
@@ -217,13 +230,12 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                                        value="", label="Fine-tuned learned sparse model", elem_id="sparse-picker",
                                        scale=3)
             expand_btn = gr.Button("Show the query's terms", elem_id="expansion-button", scale=1)
-        expanded = gr.Dataframe(headers=EXPANSION_HEADERS, interactive=False, elem_id="expansion-table")
-    with gr.Accordion("Metrics of the three systems on the whole query set", open=True):
+        expanded = table(EXPANSION_HEADERS, elem_id="expansion-table")
+    with gr.Accordion("Metrics of the systems on show, on the whole query set", open=True):
         split = ws.dataset.default_split()
-        note = gr.Markdown(metrics_caption(ws, split))
-        table = gr.Dataframe(value=metrics_rows(ws, split, shown_systems(ws), ctx.registry.viewer(ANONYMOUS))
-                             if split else [],
-                             headers=["system", *VIEW_METRICS], interactive=False, elem_id="metrics-table")
+        note = gr.Markdown(metrics_note(ws, split))
+        rows = metrics_rows(ws, split, shown_systems(ws), ctx.registry.viewer(ANONYMOUS)) if split else []
+        metrics = table(["system", *VIEW_METRICS], elem_id="metrics-table", value=rows)
 
     def on_search(text: str, key: str, chosen_: list[str], request: gr.Request):
         ws_ = ctx.workspace(key)
@@ -266,6 +278,6 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         on_search, [query, ctx.key, chosen], [results, raw], api_visibility="private", **SEARCH)
     encoder.focus(lambda key: gr.update(choices=encoder_choices(ctx.registry, ctx.workspace(key))),
                   ctx.key, encoder, api_visibility="private", **LIGHT)
-    encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, table, results], api_name="use_encoder",
+    encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, metrics, results], api_name="use_encoder",
                   **HEAVY)
-    return SearchView(query, results, raw, picker, note, table, encoder, add, on_search, systems, chosen, query_set)
+    return SearchView(query, results, raw, picker, note, metrics, encoder, add, on_search, systems, chosen, query_set)

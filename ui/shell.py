@@ -30,7 +30,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
             with gr.Tab("Judge", id="judge"):
                 judge_view = judge.build(ctx)
             with gr.Tab("Evaluate", id="evaluate") as tab:
-                evaluate_view = evaluate.build(ctx, tab)
+                evaluate_view = evaluate.build(ctx, tab, banner.arrived)
             with gr.Tab("Train", id="train"):
                 train.build(ctx)
             with gr.Tab("Embeddings", id="embeddings") as tab:
@@ -157,7 +157,7 @@ def arrival(ctx: Context, key: str, aim: str | None, session: str = ANONYMOUS) -
         return tuple(gr.skip() for _ in range(4))
     ws = ctx.workspace(key)
     split = ws.dataset.default_split()
-    return (data.dataset_summary(ws), common.metrics_caption(ws, split),
+    return (data.dataset_summary(ws), search.metrics_note(ws, split),
             common.metrics_rows(ws, split, common.shown_systems(ws), ctx.registry.viewer(session)) if split else [],
             gr.update(choices=judge.aim_choices(ws), value=aim))
 
@@ -179,6 +179,17 @@ def rerun(ctx: Context, key: str, chosen: list[str], session: str = ANONYMOUS) -
     return out
 
 
+def refreshed(ctx: Context, key: str, views: list[View], viewer=None) -> tuple[str, list]:
+    """Every view's updates for the workspace ``key`` (``View.refresh``), and what they were computed
+    with (``seen``) taken before them: a build that ends while they are computed is then new to the
+    banner's next look, which computes them again (taken after, it would pass for seen by views
+    that left its systems out, and they would say it is still being built beside a banner saying
+    it is ready)."""
+    ws = ctx.workspace(key)
+    before = seen(key, ws)
+    return before, [u for view in views for u in view.refresh(ws, viewer)]
+
+
 def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view,
                      judge_view, views: list[View], banner: Banner) -> None:
     """Loading uploaded files or the demo, or adding or removing queries (from the Data view, or the
@@ -193,9 +204,9 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
             return (loaded.key, loaded.status, *(gr.skip() for _ in outputs[2:]))
         ctx.registry.hold(session_of(request), loaded.key, fresh)
         ws, viewer = ctx.workspace(loaded.key), ctx.registry.viewer(session_of(request))
-        return (loaded.key, loaded.status, data.dataset_summary(ws),
-                *(u for view in views for u in view.refresh(ws, viewer)),
-                gr.Timer(active=True), seen(loaded.key, ws),
+        before, updates = refreshed(ctx, loaded.key, views, viewer)
+        return (loaded.key, loaded.status, data.dataset_summary(ws), *updates,
+                gr.Timer(active=True), before,
                 *data.query_set_rows(ctx.registry, ws, session_of(request)),
                 search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))))
 

@@ -13,6 +13,10 @@ def identifier_lookup_why(which: str) -> str:
 
 
 TITLE = "# RankScope\nWhy does first-stage retrieval fail? BM25, dense and hybrid, side by side."
+# how far a background build is: said by the banner alone (``data.encoding_banner``, from the build's own
+# progress, looked at again every few seconds); a view computed once points at it rather than copy a count
+# that would read differently from the banner's a moment later
+BANNER_FOLLOWS = "the banner at the top of the page follows it"
 
 TRAIN_HELP = """Fine-tune the dense encoder in the background (one job at a time; the app stays usable).
 Data: the train split trains and the test split evaluates; without a train split, a seeded

@@ -20,7 +20,7 @@ from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
 from ui import texts
 from ui.common import require_dense
-from ui.notify import refuse
+from ui.notify import Refusals, refuse
 from ui.pools import LIGHT
 from ui.present.escape import code, text
 from ui.present.figures import loss_figure
@@ -31,6 +31,7 @@ from ui.present.tables import (
     training_result_rows,
 )
 from ui.registry import Context, Registry, session_of
+from ui.tables import table
 
 RESULT_HEADERS = ["model", "system", "nDCG@10", "Recall@100", "MRR@10"]
 PER_QUERY_HEADERS = per_query_change_headers({})  # a dense encoder's; a finished job's own once it ends
@@ -185,13 +186,16 @@ def build(ctx: Context) -> None:
                            scale=2)
         negatives = gr.Dropdown(choices=[(text, name) for name, text in texts.NEGATIVES_HELP.items()],
                                 value=d.negatives, label="Negatives (residual, triplet, in-batch)", scale=2)
+    # no bounds on the numbers here: the training's own check (``TrainConfig.validate``) refuses a value out of
+    # range naming it, which the status then says (Gradio's own check names no field, and its refusal reaches
+    # no handler)
     with gr.Row():
-        epochs = gr.Number(d.epochs, label="Epochs", precision=0, minimum=1)
-        batch = gr.Number(d.batch_size, label="Batch size", precision=0, minimum=2)
+        epochs = gr.Number(d.epochs, label="Epochs", precision=0)
+        batch = gr.Number(d.batch_size, label="Batch size", precision=0, elem_id="train-batch")
         lr = gr.Number(d.lr, label="Learning rate")
-        seq = gr.Number(d.max_seq_length, label="Max sequence length (training inputs)", precision=0, minimum=16,
+        seq = gr.Number(d.max_seq_length, label="Max sequence length (training inputs)", precision=0,
                         elem_id="train-seq")
-        steps = gr.Number(0, label="Max steps per epoch (0: all)", precision=0, minimum=0,
+        steps = gr.Number(0, label="Max steps per epoch (0: all)", precision=0,
                           elem_id="train-steps")  # 0, not None: Gradio's Number shows None as 0 anyway
     with gr.Row():
         margin = gr.Number(d.margin, label="Margin m (quadruplet, triplet)")
@@ -205,11 +209,11 @@ def build(ctx: Context) -> None:
     with gr.Row():
         pooling = gr.Dropdown([(texts.POOLING_HELP[p], p) for p in QUERY_POOLINGS], value=d.query_pooling,
                               label="Query pooling (documents: always the base's)", elem_id="train-pooling")
-        codes = gr.Number(d.poly_codes, label="Context codes m (poly-attention)", precision=0, minimum=1)
+        codes = gr.Number(d.poly_codes, label="Context codes m (poly-attention)", precision=0)
         positives = gr.Number(d.positives_per_query, label="Positives per query per epoch (0: every pair)",
-                              precision=0, minimum=0)
+                              precision=0)
         holdout = gr.Number(d.holdout, label="Held-out share: keep the best epoch, or the base (0: off)",
-                            minimum=0, maximum=0.9, elem_id="train-holdout")
+                            elem_id="train-holdout")
         refit = gr.Checkbox(d.refit, label="Then refit on all of train for the kept epochs", elem_id="train-refit")
         teacher = gr.Dropdown([(label(t), t) for t in TEACHERS], value=d.teacher, label="Teacher (Margin-MSE)",
                               elem_id="train-teacher")
@@ -221,10 +225,10 @@ def build(ctx: Context) -> None:
     job_state = gr.State("")
     status = gr.Markdown(elem_id="train-status")
     loss_plot = gr.Plot(label="Loss")
-    results = gr.Dataframe(headers=RESULT_HEADERS, interactive=False, elem_id="train-results")
+    results = table(RESULT_HEADERS, elem_id="train-results")
     per_query_note = gr.Markdown("Per query (nDCG@10 on the evaluated split): what fine-tuning fixed first, what it "
                                  "broke last.", elem_id="train-per-query-note")
-    per_query = gr.Dataframe(headers=PER_QUERY_HEADERS, interactive=False, elem_id="train-per-query")
+    per_query = table(PER_QUERY_HEADERS, elem_id="train-per-query")
     timer = gr.Timer(1.0, active=False)
 
     def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
@@ -280,9 +284,19 @@ def build(ctx: Context) -> None:
 
     family.input(on_family, [family, loss, negatives], [loss, negatives, *dense_only.values()],
                  api_visibility="private", **LIGHT)
-    train_btn.click(on_train, inputs, [job_state, status, timer], api_name="train", **LIGHT)
-    judged_btn.click(on_train_judged, inputs, [job_state, status, timer], api_name="train_on_judged", **LIGHT)
-    resume_btn.click(on_resume, [job_state, ctx.key], [job_state, status, timer], api_name="resume_training", **LIGHT)
+    refused = Refusals()  # why a start or a resume failed: the status says it, not Gradio's bare "Error"
+
+    def failed(what: str):
+        def line(request: gr.Request):
+            return refused.line(what, request)
+        return line
+
+    for button, handler, kept_inputs, name, what in (
+            (train_btn, on_train, inputs, "train", "Could not start the training"),
+            (judged_btn, on_train_judged, inputs, "train_on_judged", "Could not start the training"),
+            (resume_btn, on_resume, [job_state, ctx.key], "resume_training", "Could not resume the training")):
+        button.click(refused.kept(handler), kept_inputs, [job_state, status, timer], api_name=name, **LIGHT).failure(
+            failed(what), None, status, api_visibility="private", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],
                api_visibility="private", **LIGHT)
     def on_cancel(job_id: str, request: gr.Request):

@@ -76,7 +76,7 @@ class TermEvidence(NamedTuple):
     matched: list[str]  # query terms (stems) the document contains, in query order
     missing: list[str]  # query terms it lacks
     contributions: list[tuple[str, float]]  # (matched term, its BM25 contribution)
-    words: dict[str, str]  # term -> the query word(s) it came from ("fridg" -> "fridge")
+    words: dict[str, str]  # term -> the query word(s) it came from, as typed ("fridg" -> "fridge", "t" -> "can't")
 
 
 def term_evidence(ws: Workspace, query: str, doc_id: str) -> TermEvidence:
@@ -91,7 +91,7 @@ def term_evidence(ws: Workspace, query: str, doc_id: str) -> TermEvidence:
     terms = query_terms.names
     return TermEvidence([t for t in terms if t in matched], [t for t in terms if t not in matched],
                         [(c.term, c.score) for c in contributions if c.tf > 0],
-                        {c.term: "/".join(c.query_words) or c.term for c in contributions})
+                        query_terms.term_words)
 
 
 def dense_similarities(ws: Workspace, pairs: list[tuple[str, str, str]]) -> list[float]:

@@ -55,13 +55,16 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
     """(label, workspace, system) for each system of each workspace, BM25 first and only once.
 
     ``workspaces``: one workspace, or ``{label: workspace}`` (e.g. base, fine-tuned, int8) whose
-    systems are labelled "Dense · int8". A system whose parameters repeat an earlier one (BM25
-    shared by ``with_model`` / ``with_index`` siblings) is listed once.
+    systems are labelled "Dense · int8". ``systems``: the systems of every workspace, or
+    ``{label: systems}``, each workspace's own (a fine-tuned encoder's dense and hybrid beside every
+    system of the base). A system whose parameters repeat an earlier one (BM25 shared by
+    ``with_model`` / ``with_index`` siblings) is listed once.
     """
     named = workspaces if isinstance(workspaces, dict) else {"": workspaces}
     entries, seen = [], set()
     for ws_label, ws in named.items():
-        for s in (BM25, *[s for s in systems if s != BM25]):
+        own = systems.get(ws_label, ()) if isinstance(systems, dict) else systems
+        for s in (BM25, *[s for s in own if s != BM25]):
             key = json.dumps([s, ws.system_params(s, split)], sort_keys=True, default=str)
             if key in seen:
                 continue

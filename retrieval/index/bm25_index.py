@@ -35,7 +35,7 @@ class TermContribution:
     """One query term's share of a document's BM25 score."""
 
     term: str  # the stemmed token
-    query_words: tuple[str, ...]  # surface words of the query that produced it
+    query_words: tuple[str, ...]  # the query's words, as typed, that produced it (``Tokenizer.typed_words``)
     tf: int
     df: int
     idf: float
@@ -259,9 +259,10 @@ class BM25Index:
     def query_terms(self, query: str) -> QueryTerms:
         """The query's terms with their counts, surface words and idf: what every explanation of
         this query needs, tokenized once."""
-        words_by_term: dict[str, list[str]] = {}
-        for w in self.tokenizer.words(query):
-            words_by_term.setdefault(self.tokenizer.stem(w), []).append(w)
+        words_by_term: dict[str, list[str]] = {}  # each term's words as typed ("t" -> "can't")
+        for word, tokens in self.tokenizer.typed_words(query):
+            for term in tokens:
+                words_by_term.setdefault(term, []).append(word)
         n = len(self.doc_ids)
         terms = []
         for term, count in Counter(self.tokenizer(query)).items():
@@ -302,3 +303,9 @@ class QueryTerms:
     @property
     def names(self) -> list[str]:
         return [t[0] for t in self.terms]
+
+    @property
+    def term_words(self) -> dict[str, str]:
+        """Each term as the query's words it came from, as typed (``Tokenizer.typed_words``; several
+        joined by "/"): "leaki" -> "leaky", and "can" and "t" -> "can't"; what a list of terms shows."""
+        return {term: "/".join(words) or term for term, _, words, _, _ in self.terms}

@@ -3,6 +3,9 @@
 Lowercase → ``\\w+`` words → optional stopword removal → optional Snowball stemming (PyStemmer,
 the C implementation of Snowball, in any of its languages). Stems are cached per distinct word.
 
+An apostrophe splits a word into tokens ("can't" is "can" and "t"), as the index reads it; what a
+person typed is read whole (``typed_words``: "can't", "O'Brien's"), for the lists of words shown.
+
 Stopword lists: ``"en"`` is Lucene's 33-word English list (what Pyserini/Anserini BM25 uses),
 ``"en_plus"`` NLTK's 179 words, and the lists bm25s ships for other languages under their ISO 639-1
 codes (``"fr"``, ``"de"``, …); ``None`` keeps every word. ``retrieval.data.language`` picks both for a
@@ -38,6 +41,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 WORD = re.compile(r"\w+", re.UNICODE)
+TYPED = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)  # a word as typed: an apostrophe between letters keeps it whole
 
 
 @dataclass
@@ -74,6 +78,20 @@ class Tokenizer:
 
     def __call__(self, text: str) -> list[str]:
         return [self.stem(w) for w in self.words(text)]
+
+    def typed_words(self, text: str) -> list[tuple[str, list[str]]]:
+        """Each word of ``text`` as a person reads it, lowercased as the index reads it: a contraction, a
+        possessive or a name with an apostrophe whole ("can't", "o'brien's"), with the tokens the index
+        reads in it (``self(word)``: "can't" gives "can" and "t"); a word whose tokens are all stopwords
+        is left out. Its tokens, word after word, are ``self(text)``'s."""
+        if self.lowercase:
+            text = text.lower()
+        out = []
+        for m in TYPED.finditer(text):
+            tokens = self(m.group(0))
+            if tokens:
+                out.append((m.group(0), tokens))
+        return out
 
     def tokenize_many(self, texts) -> list[list[str]]:
         return [self(t) for t in texts]

@@ -52,8 +52,9 @@ class QueryTerms:
     def __init__(self, index: QLIndex, text: str):
         tokenizer = index.tokenizer
         word_of: dict[str, str] = {}
-        for w in tokenizer.words(text):
-            word_of.setdefault(tokenizer.stem(w), w)
+        for word, tokens in tokenizer.typed_words(text):  # as typed: "can't", whose tokens are "can" and "t"
+            for term in tokens:
+                word_of.setdefault(term, word)
         kept = [(t, c) for t, c in Counter(tokenizer(text)).items() if t in index.vocab]
         self.terms = [t for t, _ in kept]
         self.words = [word_of.get(t, t) for t in self.terms]
@@ -157,12 +158,16 @@ class QueryLikelihood(SystemBase):
         return self.search(ws, {"q": probe.text}, k, split)["q"]
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
-        """Each query term's c(w, q) · log((c(w, d) + μ p(w | C)) / (|d| + μ)), the largest (the
-        least negative: a term the document holds often) first; they add up to the hit's score."""
+        """Each query term's c(w, q) · log((c(w, d) + μ p(w | C)) / (|d| + μ)), by the word it was typed
+        as (the terms of one word summed), the largest (the least negative: a term the document holds
+        often) first; they add up to the hit's score."""
         index = index_of(ws)
         q = index.query(probe.text)
         if not len(q.ids):
             return []
         parts = index.contributions(q, np.array([row]), self.mu)[0]
-        ranked = sorted(zip(q.words, parts.tolist()), key=lambda wc: -wc[1])
+        by_word: dict[str, float] = {}  # a word typed whole that gives several terms ("can't"): their sum
+        for word, part in zip(q.words, parts.tolist()):
+            by_word[word] = by_word.get(word, 0.0) + part
+        ranked = sorted(by_word.items(), key=lambda wc: -wc[1])
         return [TermScore(word, round(score, 4), False) for word, score in ranked]

@@ -50,7 +50,7 @@ class SideBySide:
     disagreement: float = 0.0  # 1 − mean pairwise rank-biased overlap of the systems' top k (judgments)
     waiting: list[str] = field(default_factory=list)  # systems asked for whose index is still being built
     encoding: dict | None = None  # then: where that build stands (``EncodingStatus.to_json``)
-    term_words: dict[str, str] = field(default_factory=dict)  # term (stem) -> the query word(s) it came from
+    term_words: dict[str, str] = field(default_factory=dict)  # term (stem) -> the query word(s) it came from, as typed
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -81,8 +81,7 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     labels = ws.dataset.qrels.get(split, {}).get(qid, {}) if qid and split else {}
     query_terms = ws.bm25.query_terms(text)
     terms = query_terms.names
-    words = {term: "/".join(forms) or term for term, _, forms, _, _ in query_terms.terms}
-    result = SideBySide(text, qid, split, terms, term_words=words,
+    result = SideBySide(text, qid, split, terms, term_words=query_terms.term_words,
                         disagreement=disagreement({s: {"q": hits[:k]} for s, hits in full.items()}, "q", k),
                         waiting=waiting,
                         encoding=ws.encoding.to_json() if ws.encoding is not None

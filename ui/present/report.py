@@ -27,6 +27,7 @@ from retrieval.evaluation.intervals import proportion_interval
 from retrieval.systems import SPLADE, short
 from ui.present.escape import text as _e
 from ui.present.figures import counts_figure
+from ui.present.search import typed_contributions, typed_terms
 from ui.present.vocabulary import category_label, describe
 
 SNIPPET_CHARS = 280
@@ -69,23 +70,23 @@ def _ranks_html(ranks: dict[str, int | None]) -> str:
 def _terms_html(card: FailureCard) -> str:
     if not card.missing_terms:
         return '<p class="rs-terms">Every query term occurs in the document.</p>'
-    terms = "".join(f'<span class="rs-term rs-term-missing" title="{_e(t)}">{_e(card.term_words.get(t, t))}</span>'
-                    for t in card.missing_terms)
+    terms = "".join(f'<span class="rs-term rs-term-missing" title="{_e(" + ".join(stems))}">{_e(word)}</span>'
+                    for word, stems in typed_terms(card.missing_terms, card.term_words))
     return f'<p class="rs-terms">Missing query terms: {terms}</p>'
 
 
 def _bm25_html(card: FailureCard) -> str:
     """Per-term BM25 contributions as bars scaled to the largest one."""
-    contributions = card.bm25_terms
+    contributions = typed_contributions(card.bm25_terms, card.term_words)  # by the query word typed ("can't")
     if not contributions:
         return '<p class="rs-terms">No query term matches: BM25 score 0.</p>'
-    largest = max(s for _, s in contributions) or 1.0
+    largest = max(s for _, _, s in contributions) or 1.0
     rows = "".join(
-        f'<li><span class="rs-term" title="{_e(t)}">{_e(card.term_words.get(t, t))}</span>'
+        f'<li><span class="rs-term" title="{_e(" + ".join(terms))}">{_e(word)}</span>'
         f'<span class="rs-bar"><span class="rs-bar-fill" style="width:{100 * s / largest:.1f}%"></span></span>'
         f'<span class="rs-val">{s:.2f}</span></li>'
-        for t, s in contributions)
-    total = sum(s for _, s in contributions)
+        for word, terms, s in contributions)
+    total = sum(s for _, s in card.bm25_terms)
     return f'<p class="rs-terms">BM25 {total:.2f} =</p><ul class="rs-bm25">{rows}</ul>'
 
 
@@ -192,7 +193,10 @@ def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str
     t = Thresholds(**gallery.thresholds)
     title = title or f"RankScope failure gallery — {gallery.dataset} ({gallery.split})"
     figs = ([counts_figure(gallery)] if counts else []) + list(figures)
-    systems = ", ".join(short(s) for s in gallery.systems)
+    # the systems the cards give a rank for; with the tables, named as their rows are (``report_parts``
+    # computes them for the same systems)
+    named = [row[0] for row in summary.rows] if summary is not None else [short(s) for s in gallery.systems]
+    systems = ", ".join(named)
     meta = (f"{gallery.dataset}, split {gallery.split}: {len(gallery.query_categories)} queries with a relevant "
             f"label analysed, {len(gallery.skipped)} without one skipped. Systems: {systems}; ranks searched to "
             f"depth {t.depth} ({rank_text(None)} = not retrieved). Relevant = label > 0; unjudged documents "

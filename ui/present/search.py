@@ -10,7 +10,7 @@ from retrieval.systems import HYBRID, label, short
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.side_by_side import Hit, SideBySide
 from ui.present.escape import text as esc
-from ui.texts import identifier_lookup_why
+from ui.texts import BANNER_FOLLOWS, identifier_lookup_why
 
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
                0: ("rel-0", "judged not relevant (0)")}
@@ -31,6 +31,26 @@ def highlight(text: str, tokenizer: Tokenizer, terms: set[str], limit: int = SNI
     return "".join(out)
 
 
+def typed_terms(terms, words: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """``terms`` (the index's tokens, in query order) as the query words they came from (``words``:
+    ``SideBySide.term_words``), each word once with its terms: a word typed whole that the index reads
+    as several tokens is shown as typed ("can't" for "can" and "t", never the two apart)."""
+    grouped: dict[str, list[str]] = {}
+    for term in terms:
+        grouped.setdefault(words.get(term, term), []).append(term)
+    return list(grouped.items())
+
+
+def typed_contributions(contributions, words: dict[str, str]) -> list[tuple[str, list[str], float]]:
+    """Per-term BM25 contributions ``(term, score)`` by the query word they came from: (the word as
+    typed, its terms, the sum of their scores), in query order; the sums add up as the terms' do."""
+    grouped: dict[str, tuple[list[str], float]] = {}
+    for term, score in contributions:
+        terms, total = grouped.get(words.get(term, term), ([], 0.0))
+        grouped[words.get(term, term)] = ([*terms, term], total + score)
+    return [(word, terms, total) for word, (terms, total) in grouped.items()]
+
+
 def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> str:
     badge = ""
     if hit.label is not None:
@@ -38,11 +58,12 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
         badge = f'<span class="badge {cls}" title="{title}">{hit.label}</span>'
     elsewhere = " · ".join(f"{esc(short(o))} {'#' + str(r) if r else NOT_RETRIEVED}"
                            for o, r in hit.ranks.items() if o != system)
-    words = res.term_words  # each stem shown as the query word(s) it came from ("leaky", not "leaki")
-    why = " · ".join(f'<span title="{esc(t)}">{esc(words.get(t, t))}</span> {v:.2f}' for t, v in hit.bm25_terms)
+    words = res.term_words  # each stem shown as the query word(s) it came from ("leaky", not "leaki"; "can't")
+    why = " · ".join(f'<span title="{esc(" + ".join(terms))}">{esc(word)}</span> {v:.2f}'
+                     for word, terms, v in typed_contributions(hit.bm25_terms, words))
     why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
-    missing = (f'<div class="missing">no exact match: {esc(", ".join(words.get(t, t) for t in hit.missing_terms))}'
-               '</div>' if hit.missing_terms and res.terms else "")
+    lacked = ", ".join(word for word, _ in typed_terms(hit.missing_terms, words))
+    missing = f'<div class="missing">no exact match: {esc(lacked)}</div>' if hit.missing_terms and res.terms else ""
     own = _system_terms_html(hit, system)
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
             f'<span class="title">{esc(hit.title or hit.doc_id)}</span>'
@@ -74,14 +95,10 @@ def _labelled_table(res: SideBySide) -> str:
             + "".join(f"<th>{esc(label(s))}</th>" for s in res.systems) + f"</tr>{rows}</table></details>")
 
 
-def _waiting_text(encoding: dict | None) -> str:
-    """What a column says while the index it needs is being built (the dense one's progress shown)."""
-    if not encoding:
-        return "waiting for its index: search again in a moment"
-    if encoding["state"] == "indexing":
-        return "All documents are encoded; the dense index is being built. Search again in a moment."
-    return (f"Waiting for the dense index: {encoding['done']:,} of {encoding['total']:,} documents encoded so far. "
-            "Search again when the banner says it is ready.")
+def _waiting_text() -> str:
+    """What a column says while the index it needs is being built: how far that build is, the banner
+    says (``BANNER_FOLLOWS``); the column is filled when it is done (the shell searches again)."""
+    return f"Waiting for its index, still being built ({BANNER_FOLLOWS}): this column fills in when it is done."
 
 
 def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
@@ -95,7 +112,7 @@ def side_by_side_html(res: SideBySide, tokenizer: Tokenizer) -> str:
         cards = "".join(_hit_html(h, system, res, tokenizer) for h in hits) or "<p>no document matches</p>"
         cols.append(f'<div class="col"><h3>{head}</h3>{cards}</div>')
     for system in res.waiting:
-        cols.append(f'<div class="col waiting"><h3>{esc(label(system))}</h3><p>{_waiting_text(res.encoding)}</p></div>')
+        cols.append(f'<div class="col waiting"><h3>{esc(label(system))}</h3><p>{_waiting_text()}</p></div>')
     summary = _labelled_table(res) if res.query_id else ""
     agree = (f'<p class="disagree">The systems disagree on this query: {res.disagreement:.2f} '
              f"(1 − mean rank-biased overlap of their top {max((len(h) for h in res.systems.values()), default=0)})</p>"

@@ -62,8 +62,13 @@ def segment_cells(rows: list, labels: list[str]) -> dict:
                           f"{interval_text(d.comparison.interval)}, adjusted p = {d.adjusted_p:.3g}"
                           for d in r.differences)
         data.append([r.kind, r.value, r.queries, *(cell(r.means[lb], "", r.intervals[lb]) for lb in labels), worse])
-    return {"headers": ["kind", "segment", "queries", *labels, "significantly worse (Benjamini–Hochberg)"],
-            "data": data}
+    return {"headers": segment_headers(labels), "data": data}
+
+
+def segment_headers(labels: list[str]) -> list[str]:
+    """The columns of ``segment_cells``'s table for the systems ``labels``: what Evaluate shows before
+    the table is computed."""
+    return ["kind", "segment", "queries", *labels, "significantly worse (Benjamini–Hochberg)"]
 
 
 def conclusion_lines(rows: list[dict]) -> list[str]:
