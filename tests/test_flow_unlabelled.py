@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not insta
 LATE = "Learned sparse (SPLADE)"
 SYSTEMS = tuple(label(s) for s in shown())  # every system on show by default, SPLADE the last to join
 THRESHOLD = 90  # judged@10, in percent, that a verdict needs (retrieval.judging.coverage.MIN_JUDGED_AT_10)
-COUNTED = re.compile(r"(\d+) judged quer(?:y|ies) \((\d+) with a relevant document: evaluated\)")
+COUNTED = re.compile(r"(\d+) judged quer(?:y|ies) \((\d+) with a relevant document found\)")
 
 TOPICS = {  # topic: its words, then a question about it
     "garden": ("tomato seedlings compost soil watering greenhouse pruning mulch",

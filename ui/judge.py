@@ -17,12 +17,13 @@ from retrieval import Store, Workspace
 from retrieval.data.readers import judgment_files
 from retrieval.data.run import Run
 from retrieval.errors import DataError
-from retrieval.evaluation.metrics import CONDENSED_DEPTH, conclusion, interval_text
+from retrieval.evaluation.metrics import CONDENSED_DEPTH, conclusion, interval_text, metric_name
 from retrieval.files.trec import QRELS_FORMATS, write_qrels
 from retrieval.judging import judge_owners, sampling
 from retrieval.judging import settled_comparisons as settling
 from retrieval.judging import staged_writes as staging
 from retrieval.judging.agreement import agreement
+from retrieval.judging.coverage import COVERAGE_DEPTH
 from retrieval.judging.judgments import (
     DEPTH,
     MAX_DEPTH,
@@ -41,6 +42,7 @@ from retrieval.judging.judgments import (
     store_judge,
 )
 from retrieval.judging.labels import judged_counts
+from retrieval.judging.pool_verdict import success_name
 from retrieval.judging.sampling import DEFAULT_SIZE, Sample
 from retrieval.judging.settled_comparisons import standings
 from retrieval.safe_names import file_name
@@ -391,7 +393,8 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     runs = {label(s): run for s, run in pool_runs(ws, k, sample.query_ids).items()}
     # judged@10 reads each system's top 10, nDCG'@10 its condensed top CONDENSED_DEPTH, as in Evaluate
     tens = {label(s): run for s, run in pool_runs(ws, max(k, CONDENSED_DEPTH), sample.query_ids).items()}
-    rows = sorted(standings(runs, judged, coverage_runs=tens, beyond=beyond),
+    metric = success_name(min(k, COVERAGE_DEPTH))  # fixed by the pool, gated at its depth: never a verdict on nDCG
+    rows = sorted(standings(runs, judged, metric, coverage_runs=tens, beyond=beyond),
                   key=lambda r: {r.a, r.b} != aimed)  # stable: the aimed pair first
     if len(runs) < 2:
         waiting = ", ".join(label(s) for s in ws.pending(ws.shown_systems))
@@ -406,8 +409,9 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
                "every one —")
     else:
         on += " of the sample"
-    head = (f"**Which comparisons are settled** (nDCG@10 on {on}, each system's top {k}; unjudged documents count "
-            f"as not relevant; {GATE_RULE}):")
+    head = (f"**Which comparisons are settled** ({metric_name(metric)} — a relevant document in the top "
+            f"{min(k, COVERAGE_DEPTH)} — on {on}, nothing relevant found counted too, each system's top {k} pooled; "
+            f"{GATE_RULE}):")
     lines = [head, ""]
     measured = {c.system: c for r in rows if r.verdict is not None for c in r.verdict.coverage if c is not None}
     coverage = {name: measured[name] for name in runs if name in measured}  # what the gate read, in table order
@@ -435,8 +439,9 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
         else:
             lines.append(f"- **open:** {esc(line)} — about {r.more_judgments:,} more judgments (≈ {r.more_queries:,} "
                          "queries) if the difference holds")
-    lines += ["", "Judged@10 (the share of each system's top 10 on these queries that has a grade; unjudged "
-                  "documents count as not relevant): "
+    depth = min(k, COVERAGE_DEPTH)
+    lines += ["", f"Judged@{depth} (the share of each system's top {depth} on these queries that has a grade; "
+                  "unjudged documents count as not relevant): "
               + ", ".join(f"{esc(name)} {c.judged:.0%} {_percent(c.interval)}" for name, c in coverage.items())]
     return "\n".join(lines)
 

@@ -39,7 +39,8 @@ from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import Comparison, compare_pairs, evaluate_run
 from retrieval.evaluation.metrics import PRIMARY
-from retrieval.judging.coverage import Verdict, condensed_ndcg, coverage, judged_verdict
+from retrieval.judging.coverage import COVERAGE_DEPTH, Verdict, condensed_ndcg, coverage, judged_verdict
+from retrieval.judging.pool_verdict import pool_score
 
 Z = 1.959963984540054 + 0.8416212335729143  # the 97.5th and the 80th percentiles of the standard normal
 OUT_OF_REACH = 100_000  # more judged queries than this: "out of reach"
@@ -84,11 +85,18 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY,
     relevant = {q: docs for q, docs in judged.items() if any(g > 0 for g in docs.values())}
     if not relevant:
         return []
-    evals = {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(metric,))
-             for name, run in runs.items()}
-    tens = coverage_runs or runs
     labelled = {q: docs for q, docs in judged.items() if docs}  # every judged query: the gate's basis
-    covered = {name: coverage(name, tens.get(name, {}), labelled, gated=True) for name in runs}
+    depth = pool_metric_depth(metric)
+    if depth:  # a measure the pool fixes: over every judged query, nothing relevant found included
+        evals = {name: pool_score(name, run, labelled, list(labelled), depth).evaluation()
+                 for name, run in runs.items()}
+    else:
+        evals = {name: evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(metric,))
+                 for name, run in runs.items()}
+    tens = coverage_runs or runs
+    covered = {name: coverage(name, tens.get(name, {}), labelled, gated=True, k=min(depth or COVERAGE_DEPTH,
+                                                                                  COVERAGE_DEPTH))
+               for name in runs}
     cond = {name: condensed_ndcg(tens.get(name, {}), relevant) for name in runs}
     per_query = sum(len(docs) for docs in judged.values()) / max(1, len(judged))
     out = []
@@ -104,6 +112,12 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY,
     return sorted(out, key=lambda s: (s.blocked, not s.settled,
                                       s.more_queries if s.more_queries is not None else math.inf,
                                       -s.comparison.delta))
+
+
+def pool_metric_depth(metric: str) -> int:
+    """k of a measure the judged pool fixes ("success@k", "p@k"), else 0."""
+    name, _, cutoff = metric.partition("@")
+    return int(cutoff) if name in ("success", "p") and cutoff.isdigit() else 0
 
 
 def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison, beyond: int = 0) -> int | None:

@@ -6,11 +6,11 @@ from retrieval.judging.labels import JUDGED, JudgedCounts, judged_counts
 
 
 def queries_counted(counts: JudgedCounts, what: str = "judged") -> str:
-    """ "24 judged queries (19 with a relevant document: evaluated)"; ``what`` qualifies the
-    queries ("" for none)."""
+    """ "24 judged queries (19 with a relevant document found)"; ``what`` qualifies the queries ("" for
+    none). Success@10 and P@10 are evaluated on all of them, nDCG and the measures normalised by the
+    relevant documents on the 19."""
     noun = "query" if counts.queries == 1 else "queries"
-    return f"{counts.queries:,} {what + ' ' if what else ''}{noun} ({counts.relevant:,} with a relevant document: " \
-        "evaluated)"
+    return f"{counts.queries:,} {what + ' ' if what else ''}{noun} ({counts.relevant:,} with a relevant document found)"
 
 
 def split_counted(split: str, labels) -> str:
