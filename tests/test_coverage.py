@@ -197,6 +197,12 @@ def test_the_reports_verdicts_are_gated_with_judged_at_10_beside(toy_ws, store, 
     assert summary.coverage.startswith("Judged@10 (labels judged in the app") and "n/m" in summary.note
     depth = metrics_table(ws, "test", (BM25, DENSE))[0]["pool_depth"]
     assert isinstance(depth, int) and not math.isinf(depth) and depth <= 3
+    from retrieval.evaluation.metric_tables import judged_pool
+
+    pool = judged_pool(ws, "test", (BM25, DENSE))  # the report leads with the judged pool's word, never nDCG's
+    said = report_summary(metrics_table(ws, "test", (BM25, DENSE)), compared, pool=pool).conclusions
+    assert said[0].startswith(f"Provisional — judge {len(pool.unjudged):,} more") and not pool.complete
+    assert all(" beats " not in line and "nDCG@10" not in line for line in said)
 
 
 def test_the_judge_tabs_settled_list_holds_back_the_systems_that_joined_after_judging(toy_ws, store):

@@ -7,6 +7,7 @@ from retrieval.evaluation.failure_gallery import Gallery
 from retrieval.evaluation.metric_tables import (
     RECALL_KS,
     covered_comparisons,
+    judged_pool,
     metrics_table,
     recall_at_ks,
     system_entries,
@@ -60,5 +61,5 @@ def report_parts(ws, workspaces, gallery: Gallery, viewer=None):
     by_kind = {name: w.evaluate(s, split) for name, w, s in system_entries(workspaces, split, chosen)}
     summary = report_summary(metrics_table(workspaces, split, chosen, viewer=viewer), compared[0],
                              segments=segment_cells(segment_table(by_kind, ws.dataset), list(by_kind)),
-                             covered=compared[1])
+                             covered=compared[1], pool=judged_pool(workspaces, split, chosen, viewer=viewer))
     return [f for f in (curves, scatter) if f is not None], summary

@@ -38,15 +38,22 @@ def not_measurable(depth: int | None) -> str:
 
 
 def report_summary(rows: list[dict], compared: list[dict], metrics=METRICS, segments: dict | None = None,
-                   covered: dict | None = None) -> Summary:
+                   covered: dict | None = None, pool=None) -> Summary:
     """The report's systems section from ``metric_tables.metrics_table`` rows, ``metric_tables.comparisons`` and
     (``segment_cells``) the metrics by kind of query; ``covered`` (``metric_tables.table_coverage``) puts
-    each system's judged@10 beside the verdicts."""
+    each system's judged@10 beside the verdicts; ``pool`` (``metric_tables.judged_pool``, on labels
+    judged in the app): the judged pool's verdict and its comparisons on success@10 replace those on
+    nDCG@10, which are relative to the relevant documents found so far there."""
     n = max((r.get("queries", 0) for r in rows), default=0)
     depth = next((r["pool_depth"] for r in rows if r.get("pool_depth") is not None), None)
     deep = (f" n/m: not measurable on these judgments, which were pooled to depth {depth}: the metric reads "
             "deeper, where every document is unjudged." if depth is not None else "")
-    return Summary(["system", *metrics], table_cells(rows, metrics), conclusion_lines(compared), segments,
+    if pool is not None:
+        deep += (" On labels judged in the app nDCG, recall, MAP and bpref are relative to the relevant documents "
+                 "found so far: not a verdict.")
+    said = ["".join(pool_headline(pool)), *pool_conclusion_lines(pool)] if pool is not None else \
+        conclusion_lines(compared)
+    return Summary(["system", *metrics], table_cells(rows, metrics), said, segments,
                    f"Means over the {n} labelled queries with their 95% intervals (bootstrap over queries); "
                    f"{SIGNIFICANT} p < {SIGNIFICANCE_LEVEL:g} against BM25 (paired permutation test). Unjudged "
                    f"documents count as not relevant.{deep}", coverage_line(covered or {}))
@@ -299,41 +306,51 @@ def pool_success_line(pv) -> str:
                      f"{s.system} {_range(s.successes, s.successes + s.undecided)} of {n:,}" for s in ranked)
 
 
-def pool_headline_text(pv, split: str = "") -> str:
-    """What the judged pool says (``pool_verdict.PoolVerdict``) as the one line Evaluate opens with on
-    labels judged in the app (Markdown, escaped): while the pool of the judged queries is not whole,
-    how many pairs are left to judge for exact figures and the ranges the pool allows so far; once
-    it is, the count of queries every system fails on with its interval, the best system where
-    success@k separates one, and each system's success rate."""
-    from ui.present.escape import text
-
+def pool_headline(pv, split: str = "") -> tuple[str, str]:
+    """What the judged pool says (``pool_verdict.PoolVerdict``) as plain text, (the verdict, what
+    follows it): while the pool of the judged queries is not whole, how many pairs are left to judge
+    for exact figures and the ranges the pool allows so far; once it is, the count of queries every
+    system fails on with its interval, the best system where success@k separates one, and each
+    system's success rate. Evaluate's headline and the report's summary write it."""
     n, k = len(pv.queries), pv.k
-    where = text(f" on {split}" if split and split != JUDGED else "")  # "judged queries on judged" says it twice
+    where = f" on {split}" if split and split != JUDGED else ""  # "judged queries on judged" says it twice
     names = len(pv.scores)
-    rates = text(pool_success_line(pv))
+    rates = pool_success_line(pv)
     if not pv.complete:
-        return (f"**Provisional{where} — judge {len(pv.unjudged):,} more** (the unjudged top-{k} documents of the "
-                f"{names} systems on the {n:,} judged queries) for exact figures. So far every system fails on "
-                f"{_range(pv.all_fail, pv.all_fail + pv.all_fail_undecided)} of the {n:,} judged queries; "
-                f"success@{k} (a relevant document in the top {k}): {rates}.")
+        return (f"Provisional{where} — judge {len(pv.unjudged):,} more",
+                f" (the unjudged top-{k} documents of the {names} systems on the {n:,} judged queries) for exact "
+                f"figures. So far every system fails on {_range(pv.all_fail, pv.all_fail + pv.all_fail_undecided)} "
+                f"of the {n:,} judged queries; success@{k} (a relevant document in the top {k}): {rates}.")
     if pv.everyone_fails:
-        return (f"**Every system fails on all {n:,} judged queries{where}:** none of the {names} systems has a "
-                f"relevant document in its top {k} on any of them (every top-{k} document judged).")
+        return (f"Every system fails on all {n:,} judged queries{where}:",
+                f" none of the {names} systems has a relevant document in its top {k} on any of them (every "
+                f"top-{k} document judged).")
     fails = (f"every system fails on {_share(pv.all_fail, n, pv.all_fail_interval)} judged queries"
              if pv.all_fail else f"on each of the {n:,} judged queries some system finds a relevant document")
     best = pv.best()
     if best is not None:
         a, b, c = min((t for t in pv.comparisons if best in t[:2]), key=lambda t: abs(t[2].delta))
         other = a if b == best else b
-        return (f"**{text(best)} is the best system{where}** on success@{k}, ahead of the nearest, {text(other)}, by "
-                f"{c.delta:.3f} {text(interval_text(c.interval))} ({text(p_text(c.p_value))}; {n:,} judged queries, "
-                f"every top-{k} document judged); {fails}. Success@{k}: {rates}.")
+        return (f"{best} is the best system{where}",
+                f" on success@{k}, ahead of the nearest, {other}, by {c.delta:.3f} {interval_text(c.interval)} "
+                f"({p_text(c.p_value)}; {n:,} judged queries, every top-{k} document judged); {fails}. "
+                f"Success@{k}: {rates}.")
+    settle = pool_settle_text(pv)
     if pv.all_fail:
-        head = (f"**Every system fails on {pv.all_fail:,} of {n:,} judged queries{where}** ({pv.all_fail / n:.0%} "
-                f"{percent(pv.all_fail_interval)}; every top-{k} document judged)").replace(" ;", ";")
-    else:
-        head = f"**No single best system yet{where}** ({fails}; every top-{k} document judged)"
-    return f"{head}. Success@{k}: {rates}. {text(pool_settle_text(pv))}".rstrip()
+        return (f"Every system fails on {pv.all_fail:,} of {n:,} judged queries{where}",
+                f" ({pv.all_fail / n:.0%} {percent(pv.all_fail_interval)}; every top-{k} document judged). "
+                f"Success@{k}: {rates}. {settle}".rstrip())
+    return (f"No single best system yet{where}",
+            f" ({fails}; every top-{k} document judged). Success@{k}: {rates}. {settle}".rstrip())
+
+
+def pool_headline_text(pv, split: str = "") -> str:
+    """``pool_headline`` as the one line Evaluate opens with on labels judged in the app (Markdown,
+    escaped, the verdict in bold)."""
+    from ui.present.escape import text
+
+    head, rest = pool_headline(pv, split)
+    return f"**{text(head)}**{text(rest)}"
 
 
 def pool_settle_text(pv) -> str:
