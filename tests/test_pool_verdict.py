@@ -228,3 +228,18 @@ def test_a_second_judge_adds_coverage_and_re_grades_a_stated_share_for_agreement
             served.append(regrade.pairs[position])
             regrade.record(*served[-1], 1)
         assert set(served) == set(hers)  # every pair ana graded, first
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(3, 8), st.sampled_from([2, 3, 5, 10]))
+def test_the_depth_a_pool_was_judged_to_is_read_from_the_labels_a_late_system_aside(seed, n, k):
+    """On corpora larger than a pool (lists that share some documents, not most) the depth the judging
+    used, with or without a system that joined after it and left its lists unjudged."""
+    from retrieval.judging.pool_verdict import judged_depth
+
+    runs = make_runs(seed, n, 10, vocabulary=60)
+    late = make_runs(seed + 7, n, 10, vocabulary=60, systems=("late",))
+    key = answer_key(seed, runs, 0.2)
+    labels = {q: {d: int(d in key[q]) for run in runs.values() for d in top_ids(run, q, k)} for q in key}
+    assert judged_depth(runs, labels, list(key)) == k
+    assert judged_depth({**runs, **late}, labels, list(key)) == k  # joined after: its unjudged lists change nothing

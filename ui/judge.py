@@ -243,6 +243,10 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
     left = q.uncovered
     if left != q.pooled_count - q.judged_count:  # other judges graded some: what is left for anyone
         progress += f" ({left:,} that no judge has graded yet)"
+    queries = len(q.disagreement)
+    if left:  # the one count the queue brings down by one with every grade it serves (a system joining adds)
+        progress += (f" — judge {left:,} more for exact success@{q.k} and P@{q.k} on all {queries:,} "
+                     f"{'query' if queries == 1 else 'queries'} being judged")
     progress += joined_note(q)
     total = len(ws.dataset.queries)
     if q.sample is not None and q.sample.method != "all":

@@ -42,7 +42,7 @@ from retrieval.judging.coverage import (
     skew,
 )
 from retrieval.judging.judgments import DEPTH, disagreement
-from retrieval.judging.pool_verdict import PoolVerdict, judged_queries, pool_score, pool_verdict
+from retrieval.judging.pool_verdict import PoolVerdict, judged_depth, judged_queries, pool_score, pool_verdict
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, BM25, DENSE, label
 from retrieval.workspace import Workspace
@@ -173,16 +173,18 @@ def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None
 
 
 def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                viewer: Viewer | None = None, k: int = DEPTH) -> PoolVerdict | None:
+                viewer: Viewer | None = None, k: int | None = None) -> PoolVerdict | None:
     """The ``pool_verdict.PoolVerdict`` of the systems (labelled as in ``metrics_table``) at depth ``k``
     on the split's queries whose labels were all judged in the app (``pool_verdict.judged_queries``:
-    those with no relevant document found included); None where no query's were."""
+    those with no relevant document found included); None where no query's were. ``k`` None: the
+    depth the judging pooled to (``pool_verdict.judged_depth``), 10 at most."""
     entries = system_entries(ws_by_label, split, systems)
     qrels = entries[0][1].dataset.qrels[split]
     ids = judged_queries(qrels, _judgments(entries[0][1], viewer))
     if not ids:
         return None
-    return pool_verdict(_runs(entries, split), qrels, ids, k)
+    runs = _runs(entries, split)
+    return pool_verdict(runs, qrels, ids, k or judged_depth(runs, qrels, ids, DEPTH))
 
 
 def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,

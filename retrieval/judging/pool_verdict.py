@@ -136,6 +136,33 @@ def pool_scores(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPTH) 
     return {name: pool_score(name, run, labels, query_ids, k) for name, run in runs.items()}
 
 
+def judged_depth(runs: dict[str, Run], labels: Qrels, query_ids, most: int = DEPTH) -> int:
+    """The depth a judged pool was made to, read from the labels (the store does not keep the depth
+    the judging used). Per query, two readings of a depth-k pool: how deep every system's list is
+    judged from the top (k, or more where each system's next document happens to be in another's
+    top k), and the deepest best rank of a judged document over the systems (k, or less where
+    each system's k-th document is ranked higher by another). The first, unless a system that
+    joined later left its top documents unjudged and it falls below the second. The lower median
+    over the queries, between 1 and ``most``."""
+    from statistics import median_low
+
+    def prefix(q: str, run: Run) -> int:
+        grades, top = labels.get(q, {}), top_ids(run, q, most)
+        n = next((i for i, d in enumerate(top) if d not in grades), len(top))
+        return most if n == len(top) else n  # a list judged to its end: as deep as any
+
+    depths = []
+    for q in dict.fromkeys(query_ids):
+        best: dict[str, int] = {}
+        for run in runs.values():
+            for rank, d in enumerate(top_ids(run, q, most), 1):
+                best[d] = min(rank, best.get(d, rank))
+        deepest = max((best[d] for d in labels.get(q, {}) if d in best), default=most)
+        whole = min((prefix(q, run) for run in runs.values()), default=most)
+        depths.append(whole if whole >= deepest else deepest)
+    return max(1, min(most, median_low(depths))) if depths else most
+
+
 def unjudged_pairs(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPTH) -> list[Pair]:
     """The distinct (query, document) pairs in some system's top ``k`` on ``query_ids`` that carry no
     label, by query in the order given, then by best rank over the systems, then document id: what
