@@ -334,10 +334,11 @@ class Store:
         return self._checked("models", rows, stored_rows.model_problem, "fingerprint")
 
     def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
-        """Record a data set opened with this store (replacing a record of the same hash).
+        """Record a data set opened with this store (replacing a record of the same hash): the name its
+        runs are listed under.
 
         Args:
-            content_hash: The data set's ``Dataset.content_hash``.
+            content_hash: The data set's documents and queries (``Dataset.queries_hash``: its runs' hash).
             name: Its name.
             summary: Its counts (``Dataset.summary``).
         """

@@ -61,3 +61,26 @@ def test_fine_tuning_on_judged_queries_alone_makes_its_own_held_out_split(toy_da
     assert plan.eval_split == "test" and train | test == set(ds.qrels[JUDGED]) and not train & test
     pairs = labelled_pairs(plan.dataset, "train")
     assert len(train) == 8 and len(pairs) == 8 and {p.query_id for p in pairs} == train
+
+
+def test_a_new_grade_recomputes_no_run_and_never_serves_a_stale_evaluation(toy_dataset, store, tiny_encoder):
+    """Runs are cached by documents and queries (``Workspace.data_key``): labels merged again after a
+    grade read every run from the store, while the evaluation of the split graded is computed again
+    (its labels are in its key) and that of a split not graded is read back."""
+    from retrieval.workspace import Workspace
+
+    ds = toy_dataset.with_queries({"u1": "cat food prices", "u2": "interest rates"})
+    ws = Workspace(ds, store, model=tiny_encoder)
+    first = ws.with_dataset(with_judgments(ds, {"u1": {"d4": 2}, "u2": {"d3": 0}}))
+    for system in ("bm25", "dense"):
+        first.evaluate(system, "test")
+        first.evaluate(system, JUDGED)
+    runs = {r["key"]: r["created"] for r in store.runs()}
+    metrics = store.db["metrics"].count
+    again = ws.with_dataset(with_judgments(ds, {"u1": {"d4": 2}, "u2": {"d3": 0, "d6": 2}}))  # one more grade
+    assert again.dataset.queries_hash == first.dataset.queries_hash != ds.content_hash
+    for system in ("bm25", "dense"):
+        again.evaluate(system, "test")
+        assert again.evaluate(system, JUDGED).per_query["ndcg@10"]["u2"] > 0  # on the new grade, not the old
+    assert {r["key"]: r["created"] for r in store.runs()} == runs  # not one run computed again
+    assert store.db["metrics"].count == metrics + 2  # the judged split's two evaluations, and no other

@@ -41,7 +41,7 @@ COMPARE_HEADERS = ["query", "text", "A", "B", "B − A"]
 
 def runs(store: Store, ws: Workspace):
     """The stored runs of this data set, newest first, and the choices of both run pickers."""
-    found = list_runs(store, ws.dataset.content_hash)
+    found = list_runs(store, ws.dataset.queries_hash)
     rows = [[r["when"], r["summary"], r["split"], r["k"], r["key"]] for r in found]
     choices = [(f"{r['summary']} — {r['split']} ({r['when']})", r["key"]) for r in found]
     return rows, gr.update(choices=choices), gr.update(choices=choices)
@@ -72,7 +72,7 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str,
     except (UnknownRun, ValueError) as err:
         raise refuse(err) from err
     c = res.comparison
-    summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
+    summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.queries_hash)}
     pair = (store.get_run(key_a), store.get_run(key_b))
     iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
     note = (f"**B − A on {text(res.split)}, {metric_name(c.metric)}:** {c.mean_b:.4f} {interval_text(iv_b)} − "
