@@ -616,6 +616,25 @@ class Store:
             return [r[0] for r in self.db.execute(f"select distinct query_id from judgments where {where} "
                                                   "order by query_id", args).fetchall()]
 
+    def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> tuple:
+        """Where the corpus's judgments stand (with ``viewer``: those of the judges it sees, as
+        ``judgments``): their count, the newest row and its time, read from the index rather than the
+        rows. Any grade stored or changed since (here or by another process), or a judge published,
+        gives another value: what a view's labels are kept up to date by.
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            viewer: Only the judges whose grades this viewer sees.
+
+        Returns:
+            A value to compare with an earlier one.
+        """
+        with self._lock:
+            where, args = self._unseen_judges(corpus, viewer, "corpus = ?", [corpus])
+            row = self.db.execute(f"select count(*), max(rowid), max(time) from judgments where {where}",
+                                  args).fetchone()
+        return tuple(row)
+
     # ---- judges' makers (``retrieval.judging.judge_owners``) -----------------------------------------
     def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list) -> tuple[str, list]:
         """``where`` and ``args`` of a judgments read leaving out the judges ``viewer`` does not see:

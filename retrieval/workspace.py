@@ -196,6 +196,29 @@ class Workspace:
             self.store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
         return other
 
+    def with_labels(self, dataset: Dataset) -> Workspace:
+        """The same documents and queries with other labels (the store's judgments merged in, say):
+        everything is shared but the weights systems tune on labels (λ, μ: the per-workspace state);
+        every run cached is this one's too (``data_key``), while evaluations and tuned weights are
+        the new labels' own. Not recorded among the store's data sets: its runs are listed as this
+        workspace's.
+
+        Args:
+            dataset: The same documents and queries with other labels.
+
+        Returns:
+            A copy of this workspace over ``dataset``.
+
+        Raises:
+            ValueError: ``dataset`` holds other documents or queries.
+        """
+        if dataset.queries_hash != self.dataset.queries_hash:
+            raise ValueError("with_labels needs the same documents and queries (queries_hash)")
+        other = copy.copy(self)
+        other.dataset, other._workspace_states = dataset, Slots()
+        other._imported = dict(self._imported)
+        return other
+
     def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None) -> Workspace:
         """A workspace over the same data set sharing BM25 (and the sparse index when its model is
         the same)."""

@@ -18,10 +18,8 @@ from retrieval.data.readers.queries import stable_query_id
 from retrieval.data.readers.runs import read_run
 from retrieval.evaluation.diagnostics import label_health, language_check
 from retrieval.index.background_build import duration
-from retrieval.judging.judgments import judgments_to_qrels
-from retrieval.judging.labels import with_judgments
 from retrieval.progress import Progress
-from retrieval.sharing.owners import Viewer, describe
+from retrieval.sharing.owners import describe
 from retrieval.systems import DENSE
 from ui import texts
 from ui.notify import refuse
@@ -106,8 +104,8 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     before = len(dataset.queries)
     dataset = query_sets.restore(registry.store, dataset, registry.viewer(session))  # added before: they come back
     back = len(dataset.queries) - before
-    dataset, used = stored_judgments(registry.store, dataset, registry.viewer(session))  # and its judgments
     key = registry.open(dataset, progress=progress, session=session)
+    used = registry.judged(key, session).pairs  # and its judgments, as labels in every view
     warn = "".join(f"\n- ⚠️ {text(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
     vectors = embeddings_line(registry.get(key), started)
     done = done or f"Loaded {dataset.name}."
@@ -116,23 +114,6 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     if used:
         done += f" {count(used, 'stored judgment')} of this corpus are its labels (Judge)."
     return Loaded(key, f"✅ {text(done)} {vectors}{warn}", True, done)
-
-
-def stored_judgments(store, dataset: Dataset, viewer: Viewer | None = None) -> tuple[Dataset, int]:
-    """``dataset`` with the judgments stored for its corpus as labels (every judge's ``viewer`` counts:
-    on a shared deployment its own and the published ones, ``Store.judgments``; merged by the lower
-    median, the data's own labels winning a pair both have: ``retrieval.judging.labels``), and how many
-    judged pairs that added; the same object and 0 when the store holds none it lacks. The labels
-    are part of the data set's content, so a workspace (shared by content) and everything cached
-    by its content hash is computed with the very judgments this session counts."""
-    judged = judgments_to_qrels(store.judgments(dataset.corpus_hash, viewer=viewer)) if store is not None else {}
-    judged = {q: docs for q, docs in judged.items() if q in dataset.queries}
-    if not judged:
-        return dataset, 0
-    labelled = with_judgments(dataset, judged)
-    if labelled.content_hash == dataset.content_hash:  # used already (a reload, or "Use the judgments")
-        return dataset, 0
-    return labelled, sum(len(docs) for docs in judged.values())
 
 
 def embeddings_line(ws: Workspace, since: float) -> str:
@@ -314,12 +295,11 @@ def publish_query_set(registry: Registry, key: str, set_id: str | None, session:
 
 
 def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Loaded | None:
-    """A new page's workspace with the query sets and the judgments kept with its corpus (a reload
-    or a restart finds them as they were left), or None when there are none it lacks (the page
-    stays on ``key``)."""
+    """A new page's workspace with the query sets kept with its corpus (a reload or a restart finds
+    them as they were left; the judgments are labels whatever the page: ``Registry.labelled``), or
+    None when there are none it lacks (the page stays on ``key``)."""
     ws = registry.get(key)
-    viewer = registry.viewer(session)
-    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset, viewer), viewer)
+    restored = query_sets.restore(registry.store, ws.dataset, registry.viewer(session))
     if restored.content_hash == ws.dataset.content_hash:  # nothing kept, or all of it there
         return None
     try:
@@ -341,24 +321,21 @@ def typed_queries(text: str | None) -> dict[str, str]:
 
 
 def apply_judgments(registry: Registry, key: str, prefer: str = "imported", session: str = ANONYMOUS) -> Loaded:
-    """The session's data set with the judgments it counts as labels (every judge's; on a shared
-    deployment its own judges' and the published ones: ``retrieval.judging.labels``), so every view
-    evaluates with them; the data's own labels win a pair both have unless ``prefer`` is "judgments"."""
-    ws = registry.get(key)
-    judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash, viewer=registry.viewer(session)))
-    if not judged:
-        raise refuse("nothing judged yet: judge a few pairs first")
-    dataset = with_judgments(ws.dataset, judged, prefer)
-    pairs = sum(len(docs) for docs in judged.values())
-    splits = ", ".join(f"{s}: {split_counted(s, q)}" for s, q in dataset.qrels.items())
+    """Which label wins, for the session, a pair both the data and a judgment label: the data's own
+    ("imported") or the judgments; every view then evaluates so (the judgments are labels in every
+    view whatever the choice: ``Registry.labelled``). The session keeps ``key``."""
     try:
-        loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
-                                                      f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "
-                                                      "documents count as not relevant.", session=session)
-        loaded.key = registry.carry_runs(loaded.key, ws, session)
-    except ValueError as err:  # ServerBusy, SessionLimit
-        return failed(key, "Could not use the judgments", err, "The data set is unchanged.")
-    return loaded
+        registry.set_prefer(session, prefer)
+    except ValueError as err:
+        raise refuse(err) from err
+    ws = registry.labelled(key, session)
+    counted = registry.judged(key, session)
+    splits = ", ".join(f"{s}: {split_counted(s, q)}" for s, q in ws.dataset.qrels.items())
+    won = "the judgments win" if prefer == "judgments" else "the data's own labels win"
+    done = (f"Every view uses {count(counted.pairs, 'judgment')} of {count(counted.queries, 'query', 'queries')} "
+            f"({splits or 'no labels yet'}); where both label a pair, {won}; unjudged documents count as not "
+            "relevant.")
+    return Loaded(key, f"✅ {text(done)}", True, done)
 
 
 def import_run(registry: Registry, key: str, path: str | None, name: str = "", session: str = ANONYMOUS) -> Loaded:

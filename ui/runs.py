@@ -210,10 +210,11 @@ def build(ctx: Context, tab: gr.Tab) -> None:
     per_query = gr.Dataframe(headers=COMPARE_HEADERS, interactive=False, elem_id="compare-table")
 
     def on_open(key: str):
-        return runs(ctx.registry.store, ctx.workspace(key))
+        return runs(ctx.registry.store, ctx.workspace(key))  # runs are listed by documents and queries alone
 
     def on_compare(a: str, b: str, metric_: str, key: str, request: gr.Request):
-        return compare(ctx.registry.store, ctx.workspace(key), a, b, metric_, ctx.registry.viewer(session_of(request)))
+        return compare(ctx.registry.store, ctx.labelled(key, request), a, b, metric_,
+                       ctx.registry.viewer(session_of(request)))
 
     shared = ctx.registry.shared
     with gr.Accordion("Snapshots: a baseline, a metric's history, two snapshots side by side", open=False,
@@ -253,13 +254,13 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         return ctx.registry.viewer(session_of(request))
 
     def on_snapshots(key: str, metric_: str, request: gr.Request):
-        return snapshot_view(store, ctx.workspace(key), metric_, viewer(request))
+        return snapshot_view(store, ctx.labelled(key, request), metric_, viewer(request))
 
     def on_take(name: str, note_: str, base: bool, key: str, request: gr.Request):
-        return take_snapshot(store, ctx.workspace(key), name, note_, bool(base), viewer(request))
+        return take_snapshot(store, ctx.labelled(key, request), name, note_, bool(base), viewer(request))
 
     def on_replace(name: str, note_: str, base: bool, key: str, request: gr.Request):
-        return take_snapshot(store, ctx.workspace(key), name, note_, bool(base), viewer(request), replace=True)
+        return take_snapshot(store, ctx.labelled(key, request), name, note_, bool(base), viewer(request), replace=True)
 
     def on_mark(name: str, key: str, request: gr.Request):
         return mark_baseline(store, ctx.workspace(key), name, viewer(request))
@@ -268,7 +269,7 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         return publish_snapshot(store, ctx.workspace(key), name, viewer(request))
 
     def on_diff(a: str, b: str, system: str, metric_: str, key: str, request: gr.Request):
-        return snapshot_diff(store, ctx.workspace(key), a, b, system, metric_, viewer(request))
+        return snapshot_diff(store, ctx.labelled(key, request), a, b, system, metric_, viewer(request))
 
     snap_outputs = [snap_table, hist_plot, base_pick, snap_a, snap_b, diff_system, base_line]
     tab.select(on_open, ctx.key, [table, run_a, run_b], api_name="runs", **LIGHT).then(

@@ -24,27 +24,37 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         summary = gr.Markdown(data.dataset_summary(start), elem_id="dataset-summary")
         banner = Banner(gr.Markdown(elem_id="encoding-status"), gr.State(""), gr.Timer(BANNER_EVERY_S),
                         gr.State(0), gr.State(seen(start_key, start)))
+        labels = Labels(gr.State(start.dataset.content_hash), gr.State(0))
+        reading: list[gr.Tab] = []  # the tabs whose views read labels: opening one looks at the judgments again
         with gr.Tabs():
-            with gr.Tab("Search", id="search", elem_id="tab-search"):
+            with gr.Tab("Search", id="search", elem_id="tab-search") as tab:
                 search_view = search.build(ctx, summary)
+                reading.append(tab)
             with gr.Tab("Judge", id="judge"):
                 judge_view = judge.build(ctx)
             with gr.Tab("Evaluate", id="evaluate") as tab:
                 evaluate_view = evaluate.build(ctx, tab)
-            with gr.Tab("Train", id="train"):
+                reading.append(tab)
+            with gr.Tab("Train", id="train") as tab:
                 train.build(ctx)
+                reading.append(tab)
             with gr.Tab("Embeddings", id="embeddings") as tab:
                 embeddings_view = embeddings.build(ctx, tab)
+                reading.append(tab)
             with gr.Tab("Failures", id="failures") as tab:
                 failures_view = failures.build(ctx, tab)
+                reading.append(tab)
             with gr.Tab("Runs", id="runs") as tab:
                 runs.build(ctx, tab)
+                reading.append(tab)
             with gr.Tab("Data", id="data"):
                 data_view = data.build(registry.shared)
         _open_cards_in_search(ctx, failures_view, search_view)
-        _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
-                         [search_view, evaluate_view, failures_view, embeddings_view], banner)
+        load = _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
+                                [search_view, evaluate_view, failures_view, embeddings_view], banner, labels)
         _follow_encoding(ctx, banner, summary, search_view, judge_view)
+        _follow_labels(ctx, labels, summary, search_view, [evaluate_view, failures_view, embeddings_view],
+                       [load, *judge_view.grades], reading)
 
         def on_unload(request: gr.Request) -> None:  # the tab closed: its workspace is no longer held by it
             registry.release(session_of(request))
@@ -64,7 +74,7 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view) -> None:
     outputs = [search_view.query, search_view.results, search_view.raw]
 
     def open_query(query_id: str, key: str, chosen: list[str], request: gr.Request):
-        return search.open_by_id(ctx.registry, ctx.workspace(key), session_of(request), query_id, chosen)
+        return search.open_by_id(ctx.registry, ctx.labelled(key, request), session_of(request), query_id, chosen)
 
     def on_card(key: str, chosen: list[str], evt: gr.EventData, request: gr.Request):
         query_id = getattr(evt, "query_id", None)
@@ -124,6 +134,81 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
         api_visibility="private", show_progress="hidden", **SEARCH)
 
 
+@dataclass
+class Labels:
+    """What labels a page's views were computed with (``labelled``: the labelled data set's content
+    hash) and a counter bumped when they must be computed again."""
+
+    seen: gr.State
+    changed: gr.State
+
+
+def labelled(ctx: Context, key: str, session: str = ANONYMOUS) -> str:
+    """The labels ``session``'s views of workspace ``key`` read now (``Registry.labelled``: the data's
+    own and the judgments it counts, as they stand), as one value: the labelled data set's hash."""
+    return ctx.registry.labelled(key, session).dataset.content_hash
+
+
+def _follow_labels(ctx: Context, labels: Labels, summary: gr.Markdown, search_view, split_views: list[View],
+                   after: list, tabs: list[gr.Tab]) -> None:
+    """The judgments are labels the moment they are stored (``Registry.labelled``); a page's views
+    follow: after each grade or import the session makes (``after``: the Judge view's events, the
+    page's load) and whenever a tab whose view reads labels (``tabs``) is opened, the labels are looked at
+    again (``look``), and when they changed since the page's views were computed (another session's
+    grades among them), the summary, the split pickers (results computed on the earlier labels
+    cleared: opening Evaluate computes them again), the labelled queries and Search's metrics are
+    computed again (``relabel``)."""
+
+    def on_look(key: str, was: str, changed: int, request: gr.Request):
+        return look(ctx, key, was, changed, session_of(request))
+
+    def on_relabel(key: str, request: gr.Request):
+        return relabel(ctx, key, split_views, session_of(request))
+
+    def on_metrics(key: str, request: gr.Request):
+        ws = ctx.labelled(key, request)
+        split = ws.dataset.default_split()
+        viewer = ctx.registry.viewer(session_of(request))
+        return (common.metrics_caption(ws, split),
+                common.metrics_rows(ws, split, common.shown_systems(ws), viewer) if split else [])
+
+    looked = ([ctx.key, labels.seen, labels.changed], [labels.seen, labels.changed])
+    for event in after:
+        event.success(on_look, *looked, api_visibility="private", show_progress="hidden", **LIGHT)
+    for tab in tabs:
+        tab.select(on_look, *looked, api_visibility="private", show_progress="hidden", **LIGHT)
+    labels.changed.change(on_relabel, ctx.key, [summary, *(c for v in split_views for c in v.outputs()),
+                                                search_view.picker], api_visibility="private",
+                          show_progress="hidden", trigger_mode="always_last", **LIGHT).then(
+        on_metrics, ctx.key, [search_view.metrics_note, search_view.metrics_table], api_visibility="private",
+        show_progress="hidden", trigger_mode="always_last", **HEAVY)
+
+
+def look(ctx: Context, key: str, was: str, changed: int, session: str = ANONYMOUS) -> tuple:
+    """The labels looked at again: (what the views will have been computed with, the counter bumped)
+    when they differ from ``was``, what the page's views were computed with; nothing where they are
+    the same, where the session shows another workspace now, or where it was closed."""
+    if elsewhere(ctx, key, session):
+        return gr.skip(), gr.skip()
+    try:
+        now = labelled(ctx, key, session)
+    except gr.Error:  # closed to free memory: the views say so when used
+        return gr.skip(), gr.skip()
+    return (gr.skip(), gr.skip()) if now == was else (now, changed + 1)
+
+
+def relabel(ctx: Context, key: str, split_views: list[View], session: str = ANONYMOUS) -> tuple:
+    """The views computed again on the labels as they stand: the summary, each split view's picker
+    (``View.refresh``: its results cleared), the labelled queries to pick from; nothing where the
+    session shows another workspace now."""
+    count = 2 + sum(len(v.outputs()) for v in split_views)
+    if elsewhere(ctx, key, session):
+        return tuple(gr.skip() for _ in range(count))
+    ws, viewer = ctx.registry.labelled(key, session), ctx.registry.viewer(session)
+    return (data.dataset_summary(ws), *(u for v in split_views for u in v.refresh(ws, viewer)),
+            gr.update(choices=common.query_choices(ws), value=None))
+
+
 def elsewhere(ctx: Context, key: str, session: str) -> bool:
     """Whether ``session`` shows another workspace than ``key`` now: an event started with ``key``
     that ends after the page loaded another data set must change nothing (its outputs would put the
@@ -155,7 +240,7 @@ def arrival(ctx: Context, key: str, aim: str | None, session: str = ANONYMOUS) -
     systems (``aim`` kept); nothing where the session shows another workspace now."""
     if elsewhere(ctx, key, session):
         return tuple(gr.skip() for _ in range(4))
-    ws = ctx.workspace(key)
+    ws = ctx.registry.labelled(key, session)
     split = ws.dataset.default_split()
     return (data.dataset_summary(ws), common.metrics_caption(ws, split),
             common.metrics_rows(ws, split, common.shown_systems(ws), ctx.registry.viewer(session)) if split else [],
@@ -171,7 +256,7 @@ def rerun(ctx: Context, key: str, chosen: list[str], session: str = ANONYMOUS) -
     if not asked or elsewhere(ctx, key, session):
         return gr.skip(), gr.skip()
     try:
-        out = search.search(ctx.workspace(key), asked, chosen)
+        out = search.search(ctx.registry.labelled(key, session), asked, chosen)
     except gr.Error:  # closed to free memory, or refused: the refresh says nothing; a search will
         return gr.skip(), gr.skip()
     if ctx.registry.asked(session) != asked:
@@ -180,24 +265,26 @@ def rerun(ctx: Context, key: str, chosen: list[str], session: str = ANONYMOUS) -
 
 
 def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view,
-                     judge_view, views: list[View], banner: Banner) -> None:
+                     judge_view, views: list[View], banner: Banner, labels: Labels):
     """Loading uploaded files or the demo, or adding or removing queries (from the Data view, or the
     Search box's query with one click), switches the session's workspace and refreshes every view (a
     failed load changes nothing but the status); a new page whose corpus has query sets kept with it
-    opens with them."""
+    opens with them. Every view reads the labels as the session counts them (``Registry.labelled``).
+    Returns the page's load event (the labels are looked at again after it)."""
     outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer,
-               banner.seen, data_view.sets, data_view.set_pick, search_view.query_set]
+               banner.seen, data_view.sets, data_view.set_pick, search_view.query_set, labels.seen]
 
     def show(loaded: data.Loaded, request: gr.Request | None, fresh: bool = False):
         if not loaded.ok:
             return (loaded.key, loaded.status, *(gr.skip() for _ in outputs[2:]))
-        ctx.registry.hold(session_of(request), loaded.key, fresh)
-        ws, viewer = ctx.workspace(loaded.key), ctx.registry.viewer(session_of(request))
+        session = session_of(request)
+        ctx.registry.hold(session, loaded.key, fresh)
+        ws, viewer = ctx.registry.labelled(loaded.key, session), ctx.registry.viewer(session)
         return (loaded.key, loaded.status, data.dataset_summary(ws),
                 *(u for view in views for u in view.refresh(ws, viewer)),
                 gr.Timer(active=True), seen(loaded.key, ws),
-                *data.query_set_rows(ctx.registry, ws, session_of(request)),
-                search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))))
+                *data.query_set_rows(ctx.registry, ws, session),
+                search.query_set_choices(ctx.registry, ws, viewer), ws.dataset.content_hash)
 
     def on_page(key, request: gr.Request):
         loaded = data.restored_start(ctx.registry, key, session_of(request))
@@ -205,17 +292,16 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
             # the page loaded another data set while the start's kept queries were restored: that load
             # stands (this event would otherwise put the start back over it when it ends)
             return tuple(gr.skip() for _ in outputs)
-        if loaded is None:
+        if loaded is None:  # the start as it is; its labels are looked at next (``_follow_labels``)
             ws = ctx.workspace(key)
-            return (gr.skip(), gr.skip(), gr.skip(), *(gr.skip() for _ in outputs[3:-3]),
-                    *data.query_set_rows(ctx.registry, ws, session_of(request)),
-                    search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))))
+            return (*(gr.skip() for _ in outputs[:-4]), *data.query_set_rows(ctx.registry, ws, session_of(request)),
+                    search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))), gr.skip())
         return show(loaded, request)
 
     def on_remove_set(set_id, key, request: gr.Request):
         return show(data.remove_query_set(ctx.registry, key, set_id, session_of(request)), request)
 
-    app.load(on_page, [ctx.key], outputs, api_visibility="private", **LIGHT)
+    page = app.load(on_page, [ctx.key], outputs, api_visibility="private", **LIGHT)
     data_view.remove_set.click(on_remove_set, [data_view.set_pick, ctx.key], outputs, api_name="remove_query_set",
                                **HEAVY)
 
@@ -249,12 +335,12 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
     def on_import(path, name, key, request: gr.Request):
         return show(data.import_run(ctx.registry, key, path, name, session_of(request)), request)
 
-    def on_apply(prefer, key, request: gr.Request):
+    def on_prefer(prefer, key, request: gr.Request):
         loaded = data.apply_judgments(ctx.registry, key, prefer, session_of(request))
         inform(loaded.headline.split(";")[0])
         return show(loaded, request)
 
-    judge_view.apply.click(on_apply, [judge_view.prefer, ctx.key], outputs, api_name="use_judgments", **HEAVY)
+    judge_view.prefer.input(on_prefer, [judge_view.prefer, ctx.key], outputs, api_name="use_judgments", **HEAVY)
     data_view.import_run.click(on_import, [data_view.run_file, data_view.run_name, ctx.key], outputs,
                                api_name="import_run", **HEAVY)
     data_view.add.click(on_add, [data_view.query_files, data_view.query_text, ctx.key], outputs,
@@ -263,3 +349,4 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
                           **HEAVY).then(search_view.rerun, [search_view.query, ctx.key, search_view.chosen],
                                         [search_view.results, search_view.raw],
                                         api_visibility="private", **SEARCH)
+    return page
