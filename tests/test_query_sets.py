@@ -118,11 +118,11 @@ def test_a_load_made_while_the_page_restores_its_start_stands(tmp_path, tiny_mod
     assert added.ok, added.status
     on_page = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_page")
 
-    fresh = on_page(start, SimpleNamespace(session_hash="cy"))  # nothing else loaded: the restore shows
+    fresh = on_page(start, "", SimpleNamespace(session_hash="cy"))  # nothing else loaded: the restore shows
     assert fresh[0] != start and "came back" in fresh[1]
 
     registry.hold("bo", added.key)  # bo's page loaded a data set while its start was being restored
-    late = on_page(start, SimpleNamespace(session_hash="bo"))
+    late = on_page(start, "", SimpleNamespace(session_hash="bo"))
     assert all(out == gr.skip() for out in late)
     assert registry.holding("bo") == added.key
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from retrieval import DataError, Workspace, load_dataset
-from retrieval.data import query_sets
+from retrieval.data import kept, query_sets
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers import load_uploads
 from retrieval.data.readers.assembly import add_queries as add_queries_file
@@ -19,7 +19,7 @@ from retrieval.data.readers.runs import read_run
 from retrieval.evaluation.diagnostics import label_health, language_check
 from retrieval.index.background_build import duration
 from retrieval.progress import Progress
-from retrieval.sharing.owners import describe
+from retrieval.sharing.owners import describe, when
 from retrieval.systems import DENSE
 from ui import texts
 from ui.notify import refuse
@@ -199,9 +199,81 @@ def load_files(registry: Registry, key: str, paths: list[str] | None, progress: 
         raise refuse("choose one or more files first")
     try:
         dataset = load_uploads([str(p) for p in paths], progress)
-        return open_dataset(registry, dataset, progress, session=session)
+        loaded = open_dataset(registry, dataset, progress, session=session)
     except (DataError, ServerBusy) as err:
         return failed(key, "Could not load", err, "The previous data set is still loaded.")
+    try:  # its files kept beside the store: a reload, a later visit or a restart reopens it
+        found = kept.keep(registry.store, dataset, [str(p) for p in paths], registry.viewer(session))
+    except ValueError as err:
+        loaded.status += f"\n\n⚠️ {text(err)}"
+        return loaded
+    if found is not None:
+        registry.note_kept(loaded.key, found.id)
+        loaded.status += ("\n\nKept beside the store: a reload reopens it, and *Data sets kept* lists it"
+                          + (" (for this browser only)." if registry.shared else "."))
+    return loaded
+
+
+def reopen(registry: Registry, key: str, kept_id: str | None, progress: Progress | None = None,
+           session: str = ANONYMOUS) -> Loaded:
+    """A kept data set (``retrieval.data.kept``) opened again from its files, with the query sets and
+    judgments kept with its corpus; one the session does not see is refused in the same words as one
+    that does not exist, and the data set loaded before (``key``) stays loaded when it cannot be
+    read."""
+    if not kept_id:
+        raise refuse("pick a kept data set first")
+    viewer = registry.viewer(session)
+    try:
+        dataset = kept.reopen(registry.store, kept_id, viewer, progress)
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    except (DataError, ValueError) as err:
+        return failed(key, "Could not reopen", err, "The data set loaded before is still loaded.")
+    try:
+        loaded = open_dataset(registry, dataset, progress, session=session, done=f"Reopened {dataset.name}.")
+    except ServerBusy as err:
+        return failed(key, "Could not reopen", err, "The data set loaded before is still loaded.")
+    registry.note_kept(loaded.key, str(kept_id))
+    return loaded
+
+
+KEPT_HEADERS = ["name", "documents", "queries", "kept", "last opened", "kept by"]
+
+
+def kept_rows(registry: Registry, session: str = ANONYMOUS) -> tuple[list[list], dict]:
+    """The data sets kept beside the store that ``session`` sees (``retrieval.data.kept``: on a shared
+    deployment its browser's own), the most recently opened first, and the picker's choices."""
+    viewer = registry.viewer(session)
+    found = kept.listed(registry.store, viewer)
+    rows = [[k.name, k.documents, k.queries, when(k.created), when(k.opened), describe(k.owner, viewer)]
+            for k in found]
+    return rows, gr.update(choices=[(f"{k.name} ({k.documents:,} documents, {when(k.opened)})", k.id) for k in found],
+                           value=found[0].id if found else None)  # the latest: one click reopens it
+
+
+def forget_kept(registry: Registry, kept_id: str | None, session: str = ANONYMOUS) -> str:
+    """Forget a kept data set and its files (what is open stays open); the status line. One the
+    session does not see is refused in the same words as one that does not exist."""
+    if not kept_id:
+        raise refuse("pick a kept data set first")
+    try:
+        gone = kept.forget(registry.store, kept_id, registry.viewer(session))
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    return f"✅ Forgot {code(gone.name)}: its files are no longer kept beside the store (it stays open here)."
+
+
+def place_of(registry: Registry, place: object, session: str = ANONYMOUS) -> str:
+    """The kept data set a browser's page had open (``place``, what the browser kept: ``{"open": id}``)
+    when ``session`` may reopen it, else "" (anything else: another browser's, one forgotten, a value
+    of another shape — the page opens on the start, saying nothing of it)."""
+    wanted = place.get("open") if isinstance(place, dict) else None
+    if not isinstance(wanted, str) or not wanted:
+        return ""
+    try:
+        return kept.find(registry.store, wanted, registry.viewer(session)).id
+    except KeyError:
+        return ""
 
 
 def load_demo(registry: Registry, progress: Progress | None = None, session: str = ANONYMOUS, key: str = "") -> Loaded:
@@ -373,14 +445,27 @@ class DataView:
     set_pick: gr.Dropdown
     remove_set: gr.Button
     publish_set: gr.Button | None = None
+    kept: gr.Dataframe | None = None  # the data sets kept beside the store (``kept_rows``)
+    kept_pick: gr.Dropdown | None = None
+    reopen: gr.Button | None = None
+    forget: gr.Button | None = None
 
 
-def build(shared: bool = False) -> DataView:
+def build(shared: bool = False, registry: Registry | None = None) -> DataView:
     gr.Markdown(texts.DATA_INTRO)
     files = gr.File(label="Data set files", file_count="multiple", elem_id="upload")
     with gr.Row():
         load = gr.Button("Load uploaded files", variant="primary", elem_id="load-button")
         demo = gr.Button("Load the bundled demo")
+    rows, picker = kept_rows(registry) if registry is not None else ([], {"choices": [], "value": None})
+    with gr.Accordion("Data sets kept beside the store: reopen one as it was left", open=True):
+        gr.Markdown(texts.KEPT_HELP_SHARED if shared else texts.KEPT_HELP)
+        with gr.Row():
+            kept_pick = gr.Dropdown(choices=picker["choices"], value=picker["value"], label="Kept data set",
+                                    elem_id="kept-pick", scale=3)
+            reopen = gr.Button("Reopen", variant="primary", elem_id="reopen-button", scale=1)
+            forget = gr.Button("Forget it and its files", elem_id="forget-kept", scale=1)
+        kept_table = gr.Dataframe(value=rows, headers=KEPT_HEADERS, interactive=False, elem_id="kept-table")
     with gr.Accordion("Add queries to the loaded data set (no labels needed)", open=True):
         gr.Markdown(texts.ADD_QUERIES_HELP)
         with gr.Row():
@@ -405,4 +490,4 @@ def build(shared: bool = False) -> DataView:
         import_btn = gr.Button("Import run", elem_id="import-run-button")
     status = gr.Markdown(elem_id="load-status")
     return DataView(files, load, demo, query_files, query_text, add, run_file, run_name, import_btn, status, sets,
-                    set_pick, remove_set, publish_set)
+                    set_pick, remove_set, publish_set, kept_table, kept_pick, reopen, forget)

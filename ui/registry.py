@@ -33,6 +33,7 @@ from retrieval.index.recent import Recent
 from retrieval.judging.judgments import PREFER
 from retrieval.judging.labels import JudgedCounts, with_stored_judgments
 from retrieval.progress import Progress
+from retrieval.sharing import browser_tokens
 from retrieval.sharing import memory_budget as footprint
 from retrieval.sharing.model_policy import ModelPolicy
 from retrieval.sharing.owners import Viewer, app_owner
@@ -43,6 +44,8 @@ FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goe
 ANONYMOUS = ""  # the session of a caller that gave none (tests, the start-up load)
 ASKED_KEPT = 1024  # sessions whose last query asked for is remembered (the latest); others' results are not refreshed
 LABELLED_KEPT = 4  # labelled copies of one workspace kept (sessions counting other judges, label versions)
+IDENTITIES_KEPT = 65_536  # sessions whose browser is remembered (the latest): older ones are their own maker again
+KEPT_KEYS = 1024  # workspace keys whose kept data set is remembered (what a reload reopens: ``kept_of``)
 
 
 def _budget_from_env() -> int:
@@ -103,6 +106,9 @@ class Registry:
         self._items: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
         self._sessions: dict[str, _Session] = {}
         self._asked: Recent[str, str] = Recent(ASKED_KEPT)  # each session's last query asked for: ``ask``
+        self._identities: Recent[str, str] = Recent(IDENTITIES_KEPT)  # session -> its browser's maker: ``identify``
+        self._kept: Recent[str, str] = Recent(KEPT_KEYS)  # workspace key -> the kept data set it holds
+        self._key: bytes | None = None  # the store's key for browser tokens: ``_token_key``
         self._pinned: set[str] = set()
         self._lock = threading.RLock()
 
@@ -186,9 +192,49 @@ class Registry:
         return key
 
     def viewer(self, session: str) -> Viewer:
-        """Who ``session`` is to the store's shared objects (``retrieval.sharing.owners``): its owner id, and
+        """Who ``session`` is to the store's shared objects (``retrieval.sharing.owners``): its owner id
+        (its browser's, once the page said who it is: ``identify``; else the session's own), and
         whether this deployment is shared."""
-        return Viewer(app_owner(session), self.shared)
+        with self._lock:
+            owner = self._identities.get(session)
+        return Viewer(owner or app_owner(session), self.shared)
+
+    def identify(self, session: str, token: object) -> str:
+        """``session`` is the browser holding ``token`` (``retrieval.sharing.browser_tokens``): its maker
+        from now on, for every page of that browser. A token the app did not hand out (forged,
+        altered, another store's, none) is refused and a new one made, naming nothing yet. Returns the
+        token the browser keeps. Remembered for the ``IDENTITIES_KEPT`` sessions that said so last."""
+        key = self._token_key()
+        token_id = browser_tokens.verify(key, token)
+        if token_id is None:
+            token = browser_tokens.mint(key)
+            token_id = browser_tokens.verify(key, token)
+        assert token_id is not None  # just made
+        with self._lock:
+            self._identities.put(session, browser_tokens.owner_of(token_id))
+        return str(token)
+
+    @property
+    def page_secret(self) -> str:
+        """What the page's browser state is obscured with (``browser_tokens.page_secret``)."""
+        return browser_tokens.page_secret(self._token_key())
+
+    def _token_key(self) -> bytes:
+        """The store's key for browser tokens (``Store.secret``), read once."""
+        with self._lock:
+            if self._key is None:
+                self._key = self.store.secret(browser_tokens.KEY)
+            return self._key
+
+    def note_kept(self, key: str, kept_id: str | None) -> None:
+        """Workspace ``key`` holds the kept data set ``kept_id`` (``retrieval.data.kept``), or none."""
+        with self._lock:
+            self._kept.put(key, kept_id or "")
+
+    def kept_of(self, key: str) -> str:
+        """The kept data set workspace ``key`` was opened from ("" for none, or not known here)."""
+        with self._lock:
+            return self._kept.get(key) or ""
 
     def allowed_model(self, choice: str | None) -> str | None:
         """The encoder a client's ``choice`` names, if the model policy offers it ("" or None: the
@@ -243,6 +289,7 @@ class Registry:
         """``session`` has gone (its page closed): its workspace is no longer protected by it."""
         with self._lock:
             self._sessions.pop(session, None)
+            self._identities.pop(session)
 
     # ---- labels: the data set's own and the store's judgments ----------------------------------
     def labelled(self, key: str, session: str = ANONYMOUS) -> Workspace:

@@ -25,6 +25,9 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
         banner = Banner(gr.Markdown(elem_id="encoding-status"), gr.State(""), gr.Timer(BANNER_EVERY_S),
                         gr.State(0), gr.State(seen(start_key, start)))
         labels = Labels(gr.State(start.dataset.content_hash), gr.State(0))
+        secret = registry.page_secret  # the same after a restart: what a browser kept stays readable
+        browser = Browser(gr.BrowserState(None, storage_key="rankscope-identity", secret=secret),
+                          gr.BrowserState(None, storage_key="rankscope-place", secret=secret), gr.State(""))
         reading: list[gr.Tab] = []  # the tabs whose views read labels: opening one looks at the judgments again
         with gr.Tabs():
             with gr.Tab("Search", id="search", elem_id="tab-search") as tab:
@@ -48,10 +51,10 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
                 runs.build(ctx, tab)
                 reading.append(tab)
             with gr.Tab("Data", id="data"):
-                data_view = data.build(registry.shared)
+                data_view = data.build(registry.shared, registry)
         _open_cards_in_search(ctx, failures_view, search_view)
         load = _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
-                                [search_view, evaluate_view, failures_view, embeddings_view], banner, labels)
+                                [search_view, evaluate_view, failures_view, embeddings_view], banner, labels, browser)
         _follow_encoding(ctx, banner, summary, search_view, judge_view)
         _follow_labels(ctx, labels, summary, search_view, [evaluate_view, failures_view, embeddings_view],
                        [load, *judge_view.grades], reading)
@@ -132,6 +135,17 @@ def _follow_encoding(ctx: Context, banner: Banner, summary: gr.Markdown, search_
                           api_visibility="private", show_progress="hidden", **HEAVY).then(
         on_rerun, [ctx.key, search_view.chosen], [search_view.results, search_view.raw],
         api_visibility="private", show_progress="hidden", **SEARCH)
+
+
+@dataclass
+class Browser:
+    """What the page's browser keeps in its local storage (``gr.BrowserState``): its token
+    (``Registry.identify``) and the kept data set it had open (``{"open": id}``); and, for the page's
+    load, the one it may reopen."""
+
+    identity: gr.BrowserState
+    place: gr.BrowserState
+    wanted: gr.State
 
 
 @dataclass
@@ -265,14 +279,15 @@ def rerun(ctx: Context, key: str, chosen: list[str], session: str = ANONYMOUS) -
 
 
 def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, summary: gr.Markdown, search_view,
-                     judge_view, views: list[View], banner: Banner, labels: Labels):
+                     judge_view, views: list[View], banner: Banner, labels: Labels, browser: Browser):
     """Loading uploaded files or the demo, or adding or removing queries (from the Data view, or the
     Search box's query with one click), switches the session's workspace and refreshes every view (a
     failed load changes nothing but the status); a new page whose corpus has query sets kept with it
     opens with them. Every view reads the labels as the session counts them (``Registry.labelled``).
     Returns the page's load event (the labels are looked at again after it)."""
     outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer,
-               banner.seen, data_view.sets, data_view.set_pick, search_view.query_set, labels.seen]
+               banner.seen, data_view.sets, data_view.set_pick, search_view.query_set, labels.seen, data_view.kept,
+               data_view.kept_pick]
 
     def show(loaded: data.Loaded, request: gr.Request | None, fresh: bool = False):
         if not loaded.ok:
@@ -284,24 +299,13 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
                 *(u for view in views for u in view.refresh(ws, viewer)),
                 gr.Timer(active=True), seen(loaded.key, ws),
                 *data.query_set_rows(ctx.registry, ws, session),
-                search.query_set_choices(ctx.registry, ws, viewer), ws.dataset.content_hash)
-
-    def on_page(key, request: gr.Request):
-        loaded = data.restored_start(ctx.registry, key, session_of(request))
-        if loaded is not None and elsewhere(ctx, key, session_of(request)):
-            # the page loaded another data set while the start's kept queries were restored: that load
-            # stands (this event would otherwise put the start back over it when it ends)
-            return tuple(gr.skip() for _ in outputs)
-        if loaded is None:  # the start as it is; its labels are looked at next (``_follow_labels``)
-            ws = ctx.workspace(key)
-            return (*(gr.skip() for _ in outputs[:-4]), *data.query_set_rows(ctx.registry, ws, session_of(request)),
-                    search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session_of(request))), gr.skip())
-        return show(loaded, request)
+                search.query_set_choices(ctx.registry, ws, viewer), ws.dataset.content_hash,
+                *data.kept_rows(ctx.registry, session))
 
     def on_remove_set(set_id, key, request: gr.Request):
         return show(data.remove_query_set(ctx.registry, key, set_id, session_of(request)), request)
 
-    page = app.load(on_page, [ctx.key], outputs, api_visibility="private", **LIGHT)
+    page = _open_page(app, ctx, browser, outputs, show)
     data_view.remove_set.click(on_remove_set, [data_view.set_pick, ctx.key], outputs, api_name="remove_query_set",
                                **HEAVY)
 
@@ -330,8 +334,10 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
         inform(loaded.headline)
         return show(loaded, request)
 
-    data_view.load.click(on_load, [data_view.files, ctx.key], outputs, api_name="load_dataset", **HEAVY)
-    data_view.demo.click(on_demo, [ctx.key], outputs, api_name="load_demo", **HEAVY)
+    _keep_place(ctx, data_view, browser, outputs, show, [
+        data_view.load.click(on_load, [data_view.files, ctx.key], outputs, api_name="load_dataset", **HEAVY),
+        data_view.demo.click(on_demo, [ctx.key], outputs, api_name="load_demo", **HEAVY)])
+
     def on_import(path, name, key, request: gr.Request):
         return show(data.import_run(ctx.registry, key, path, name, session_of(request)), request)
 
@@ -350,3 +356,73 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
                                         [search_view.results, search_view.raw],
                                         api_visibility="private", **SEARCH)
     return page
+
+def _open_page(app: gr.Blocks, ctx: Context, browser: Browser, outputs: list, show):
+    """A new page: who its browser is (``Registry.identify``), then the kept data set that browser had
+    open, reopened with its added queries and its judgments (``data.reopen``, in the heavy pool), or
+    the start with the query sets kept with its corpus; the last six ``outputs`` are the lists
+    (query sets, Search's set picker, the labels seen, the kept data sets). Returns the last event."""
+
+    def on_identity(token, place_, request: gr.Request):
+        """Who the page's browser is (its token: ``Registry.identify``; a new one when it has none the
+        app handed out) and the kept data set it had open that this browser may reopen ("" for none)."""
+        session = session_of(request)
+        kept_token = ctx.registry.identify(session, token)
+        return (kept_token if kept_token != token else gr.skip()), data.place_of(ctx.registry, place_, session)
+
+    def on_page(key, wanted_, request: gr.Request):
+        session = session_of(request)
+        if wanted_:  # the browser's data set is reopened next (``on_reopen_place``): the start is not shown
+            return (*(gr.skip() for _ in outputs[:-2]), *data.kept_rows(ctx.registry, session))
+        loaded = data.restored_start(ctx.registry, key, session)
+        if loaded is not None and elsewhere(ctx, key, session):
+            # the page loaded another data set while the start's kept queries were restored: that load
+            # stands (this event would otherwise put the start back over it when it ends)
+            return tuple(gr.skip() for _ in outputs)
+        if loaded is None:  # the start as it is; its labels are looked at next (``_follow_labels``)
+            ws = ctx.workspace(key)
+            return (*(gr.skip() for _ in outputs[:-6]), *data.query_set_rows(ctx.registry, ws, session),
+                    search.query_set_choices(ctx.registry, ws, ctx.registry.viewer(session)), gr.skip(),
+                    *data.kept_rows(ctx.registry, session))
+        return show(loaded, request)
+
+    def on_reopen_place(key, wanted_, request: gr.Request, progress=gr.Progress()):
+        """The kept data set the browser had open, reopened (with its added queries and judgments),
+        unless the page loaded another meanwhile."""
+        session = session_of(request)
+        if not wanted_ or elsewhere(ctx, key, session):
+            return tuple(gr.skip() for _ in outputs)
+        return show(data.reopen(ctx.registry, key, wanted_, lambda f, what: progress(f, desc=what), session), request,
+                    fresh=True)
+
+    return app.load(on_identity, [browser.identity, browser.place], [browser.identity, browser.wanted],
+                    api_visibility="private", **LIGHT).then(
+        on_page, [ctx.key, browser.wanted], outputs, api_visibility="private", **LIGHT).then(
+        on_reopen_place, [ctx.key, browser.wanted], outputs, api_visibility="private", **HEAVY)
+
+
+def _keep_place(ctx: Context, data_view: data.DataView, browser: Browser, outputs: list, show, loads: list) -> None:
+    """The data sets kept beside the store (``retrieval.data.kept``): reopened (``/reopen_dataset``) or
+    forgotten (``/forget_dataset``) from the Data view; and after each load (``loads``: an upload, the
+    demo) or reopening, the browser keeps which kept data set it has open (``Browser.place``), what
+    its next page reopens."""
+
+    def on_reopen(kept_id, key, request: gr.Request, progress=gr.Progress()):
+        return show(data.reopen(ctx.registry, key, kept_id, lambda f, what: progress(f, desc=what),
+                                session_of(request)), request, fresh=True)
+
+    def on_forget(kept_id, request: gr.Request):
+        status = data.forget_kept(ctx.registry, kept_id, session_of(request))
+        return (status, *data.kept_rows(ctx.registry, session_of(request)))
+
+    def on_place(key: str):
+        """What the browser keeps of where it is: the kept data set the session's workspace was opened
+        from ("" for the demo, or a data set not kept), reopened by its next page."""
+        return {"open": ctx.registry.kept_of(key)}
+
+    reopened = data_view.reopen.click(on_reopen, [data_view.kept_pick, ctx.key], outputs, api_name="reopen_dataset",
+                                      **HEAVY)
+    for event in (*loads, reopened):
+        event.success(on_place, ctx.key, browser.place, api_visibility="private", show_progress="hidden", **LIGHT)
+    data_view.forget.click(on_forget, data_view.kept_pick, [data_view.status, data_view.kept, data_view.kept_pick],
+                           api_name="forget_dataset", **LIGHT)
