@@ -652,23 +652,24 @@ class Store:
                                                   "order by query_id", args).fetchall()]
 
     def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> tuple:
-        """Where the corpus's judgments stand (with ``viewer``: those of the judges it sees, as
-        ``judgments``): their count, the newest row and its time, read from the index rather than the
-        rows. Any grade stored or changed since (here or by another process), or a judge published,
-        gives another value: what a view's labels are kept up to date by.
+        """Where the judgments stand, as a value any grade stored or changed since (here or by another
+        process: a grade is only ever added or replaced, and a replaced row is a new row), or a judge of
+        the corpus made or published, changes: what a view's labels are kept up to date by. Read from
+        the table's last row and the corpus's few judges, never its grades, so it costs the same after
+        a million; a grade of another corpus changes it too (the labels are merged again, the same).
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            viewer: Only the judges whose grades this viewer sees.
+            viewer: Whose view (its judges are among the corpus's).
 
         Returns:
             A value to compare with an earlier one.
         """
         with self._lock:
-            where, args = self._unseen_judges(corpus, viewer, "corpus = ?", [corpus])
-            row = self.db.execute(f"select count(*), max(rowid), max(time) from judgments where {where}",
-                                  args).fetchone()
-        return tuple(row)
+            row = self.db.execute("select (select max(rowid) from judgments), (select count(*) from judges where "
+                                  "corpus = ?), (select total(published) from judges where corpus = ?)",
+                                  [corpus, corpus]).fetchone()
+        return (*row, viewer.filter if viewer is not None else None)
 
     # ---- judges' makers (``retrieval.judging.judge_owners``) -----------------------------------------
     def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list) -> tuple[str, list]:
