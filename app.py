@@ -7,8 +7,11 @@ set. BM25 is built before the page opens; a corpus whose encoding takes longer t
 goes on encoding in the background, and the page shows how far it is. The views live in ``ui/``
 (one module per tab, assembled by ``ui.shell``); the named API endpoints are listed in docs/app.md.
 
-A shared deployment (``--shared``, or on Hugging Face Spaces, ``SPACE_ID`` set: ``shared``) keeps
-the query sets and snapshots made in a browser session that session's until it publishes them
+A browser is one session across reloads (a token it keeps: ``retrieval.sharing.browser_tokens``),
+and an uploaded data set's files are kept beside the store, so a reload reopens it
+(``retrieval.data.kept``). A shared deployment (``--shared``, or on Hugging Face Spaces,
+``SPACE_ID`` set: ``shared``) keeps the uploads a browser kept its own, and the query sets and
+snapshots made in a browser session that session's until it publishes them
 (``retrieval.sharing.owners``), and a judge's name the session's that first grades under it, its grades
 counted in other sessions' views only once published (``retrieval.judging.judge_owners``); elsewhere they
 are everyone's who opens the corpus.
@@ -80,12 +83,12 @@ def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> d
     """Server settings: upload size limit, and nothing served outside Gradio's own cache.
 
     Gradio serves only its upload/output cache (no ``allowed_paths``, no static paths); the code
-    folder, the store file and the trained models are blocked outright on top of that.
+    folder, the store file, the trained models and the kept uploads are blocked outright on top of that.
     """
     blocked = [str(ROOT)]
     if store is not None:
         db = Path(store.path).resolve()
-        blocked += [str(db), f"{db}-wal", f"{db}-shm", str(store.models_dir.resolve())]
+        blocked += [str(db), f"{db}-wal", f"{db}-shm", str(store.models_dir.resolve()), str(store.kept_dir.resolve())]
     return {"css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "css": GALLERY_CSS, "max_file_size": max_upload,
             "blocked_paths": blocked, "allowed_paths": []}
 

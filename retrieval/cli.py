@@ -6,8 +6,11 @@
 prints a metrics table, each mean with its 95% interval over the queries (percentile bootstrap,
 ``retrieval.evaluation.intervals``; ``--no-ci`` leaves them out), a paired permutation test of each system
 against the first, and every pair of systems in words ("Hybrid beats BM25 by 0.053 [0.029, 0.078]
-nDCG@10" or "not separable yet"). Where the split's labels were judged in the app (the store holds
-them as judgments: ``retrieval.judging.coverage``), each system's judged@10 is printed, and a pair whose
+nDCG@10" or "not separable yet"). The store's judgments of the corpus are labels, as in the app
+(``labels.with_stored_judgments``: judged queries in no split are the split ``judged``; ``evaluate``,
+``search``, ``failures``, ``snapshot`` and ``check`` all read them). Where the split's labels were
+judged in the app (the store holds them as judgments: ``retrieval.judging.coverage``), each system's
+judged@10 is printed, and a pair whose
 system's top 10 is judged below the threshold gets no verdict, nor a † mark, but how many more of its
 documents to judge; writes the metrics, their intervals and the comparisons as JSON
 (``metrics_json``) and one TREC run file per system. ``--run`` adds a
@@ -51,6 +54,7 @@ from retrieval.files.trec import write_trec
 from retrieval.index.encoder import PRECISIONS
 from retrieval.index.engines import ENGINE_SPECS, open_engine
 from retrieval.judging.coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
+from retrieval.judging.labels import with_stored_judgments
 from retrieval.judging.staged_writes import MAX_IMPORT_ROWS
 from retrieval.safe_names import file_name
 from retrieval.store import Store, default_store_path
@@ -83,10 +87,17 @@ def _opened(args, store: Store) -> Store:
 
 
 def _open(args) -> tuple[Dataset, Workspace]:
+    """The data set with the store's judgments of its corpus as labels (``labels.with_stored_judgments``,
+    every judge's: the command line is the store's one local user), opened as a workspace."""
     ds = load_dataset(args.dataset, progress=_progress)
     for w in ds.report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     store = None if args.no_store else _opened(args, Store(args.store or default_store_path()))
+    ds, judged = with_stored_judgments(ds, store)
+    if judged.pairs:
+        print(f"labels: {judged.pairs:,} judgments of {judged.queries:,} queries from the store ({judged.relevant:,} "
+              f"with a relevant document; splits {', '.join(f'{s} {len(q):,}' for s, q in ds.qrels.items())})",
+              file=sys.stderr)
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
     ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,

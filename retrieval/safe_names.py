@@ -235,3 +235,25 @@ def file_name(*parts: str, suffix: str = "") -> str:
     slug = re.sub(r"[.-]{2,}", "-", slug).strip(".-")[:SLUG_CHARS].rstrip(".-") or "file"
     digest = hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slug}-{digest}{suffix}"
+
+
+FILE_NAME_BYTES = 255  # a file name's bytes on the file systems a store lives on
+
+
+def file_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be kept as one file's own name inside a folder (not text, empty, ``.`` or
+    ``..``, a path separator, a control or invisible character, more than ``FILE_NAME_BYTES``
+    bytes), or None: an upload's name, kept as it came so that reading it again sorts it as before."""
+    if not isinstance(name, str):
+        return f"is {type(name).__name__}, not text"
+    if name in ("", ".", ".."):
+        return "is not a file's name"
+    if "/" in name or "\\" in name:
+        return "holds a path separator"
+    c = hidden_char(name)
+    if c is not None:
+        return f"holds {describe_char(c)}"
+    if len(name.encode("utf-8")) > FILE_NAME_BYTES:
+        return f"is longer than {FILE_NAME_BYTES} bytes"
+    return None
+

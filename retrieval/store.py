@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import sqlite3
 import sys
 import threading
@@ -167,6 +168,10 @@ class Store:
                                               if_not_exists=True)
             db.table("snapshots").create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
                                          "created": float}, pk=("corpus", "name"), if_not_exists=True)
+            db.table("kept_datasets").create({"owner": str, "id": str, "corpus": str, "name": str, "files": str,
+                                             "documents": int, "queries": int, "bytes": int, "published": int,
+                                             "created": float, "opened": float}, pk=("owner", "id"),
+                                            if_not_exists=True)
             self._owner_columns()
             self._judge_owners()
 
@@ -174,6 +179,36 @@ class Store:
     def models_dir(self) -> Path:
         """Where fine-tuned encoders trained with this store are saved: ``models/`` beside the file."""
         return self.path.parent / "models"
+
+    @property
+    def kept_dir(self) -> Path:
+        """Where the files of uploaded data sets are kept (``retrieval.data.kept``): ``kept/`` beside the file."""
+        return self.path.parent / "kept"
+
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte key kept in the store under ``name``, made the first time it is asked for
+        (the app's key for the browser tokens it hands out: ``retrieval.sharing.browser_tokens``);
+        whoever can read the store can read it, as they can every row.
+
+        Args:
+            name: What the key is for.
+
+        Returns:
+            The key.
+        """
+        key = f"secret:{name}"
+        with self._lock, self.db.conn:
+            self.db.execute("insert or ignore into meta (key, value) values (?, ?)", [key, secrets.token_hex(32)])
+            value = self.db.execute("select value from meta where key = ?", [key]).fetchone()[0]
+        try:
+            found = bytes.fromhex(value) if isinstance(value, str) else b""
+        except ValueError:
+            found = b""
+        if len(found) != 32:  # not what was written: a new key (the tokens handed out before are refused)
+            with self._lock, self.db.conn:
+                self.db.execute("update meta set value = ? where key = ?", [secrets.token_hex(32), key])
+            return self.secret(name)
+        return found
 
     def close(self) -> None:
         """Close the store's connection."""
@@ -334,10 +369,11 @@ class Store:
         return self._checked("models", rows, stored_rows.model_problem, "fingerprint")
 
     def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
-        """Record a data set opened with this store (replacing a record of the same hash).
+        """Record a data set opened with this store (replacing a record of the same hash): the name its
+        runs are listed under.
 
         Args:
-            content_hash: The data set's ``Dataset.content_hash``.
+            content_hash: The data set's documents and queries (``Dataset.queries_hash``: its runs' hash).
             name: Its name.
             summary: Its counts (``Dataset.summary``).
         """
@@ -614,6 +650,26 @@ class Store:
             where, args = self._unseen_judges(corpus, viewer, "corpus = ?", [corpus])
             return [r[0] for r in self.db.execute(f"select distinct query_id from judgments where {where} "
                                                   "order by query_id", args).fetchall()]
+
+    def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> tuple:
+        """Where the judgments stand, as a value any grade stored or changed since (here or by another
+        process: a grade is only ever added or replaced, and a replaced row is a new row), or a judge of
+        the corpus made or published, changes: what a view's labels are kept up to date by. Read from
+        the table's last row and the corpus's few judges, never its grades, so it costs the same after
+        a million; a grade of another corpus changes it too (the labels are merged again, the same).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            viewer: Whose view (its judges are among the corpus's).
+
+        Returns:
+            A value to compare with an earlier one.
+        """
+        with self._lock:
+            row = self.db.execute("select (select max(rowid) from judgments), (select count(*) from judges where "
+                                  "corpus = ?), (select total(published) from judges where corpus = ?)",
+                                  [corpus, corpus]).fetchone()
+        return (*row, viewer.filter if viewer is not None else None)
 
     # ---- judges' makers (``retrieval.judging.judge_owners``) -----------------------------------------
     def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list) -> tuple[str, list]:
@@ -1048,6 +1104,81 @@ class Store:
         self.db.table("baseline_log").create({"corpus": str, "moved_from": str, "moved_to": str, "who": str,
                                               "at": float}, if_not_exists=True)
         self.db.table("baseline_log").create_index(["corpus"], if_not_exists=True)
+
+    # ---- uploaded data sets kept (``retrieval.data.kept``) ------------------------------------------
+    def put_kept(self, row: dict) -> None:
+        """Keep the record of an uploaded data set kept beside the store (a row of ``kept_datasets``:
+        ``owner, id, corpus, name, files`` (a JSON list of file names), ``documents, queries, bytes,
+        published, created, opened``), replacing the maker's record of the same data set; every
+        maker's record of it names the files given (one folder holds them: ``retrieval.data.kept``).
+
+        Args:
+            row: The record.
+        """
+        with self._lock, self.db.conn:
+            self.db.table("kept_datasets").upsert(row, pk=("owner", "id"))
+            self.db.execute("update kept_datasets set files = ?, bytes = ? where id = ?",
+                            [row["files"], row["bytes"], row["id"]])
+
+    def kept(self, owner: str | None = None) -> list[dict]:
+        """The kept data sets (``put_kept``'s rows, ``files`` a list), the most recently opened first;
+        with ``owner``, only its own and the published ones (``owners.Viewer.filter``); a row not of the
+        shape ``put_kept`` writes is left out, with a warning.
+
+        Args:
+            owner: The session's owner (``retrieval.sharing.owners``). None: every maker's.
+
+        Returns:
+            One dict per kept data set and maker.
+        """
+        where, args = ("published = 1 or owner = ?", [owner]) if owner is not None else (None, None)
+        with self._lock:
+            rows = list(self.db.table("kept_datasets").rows_where(where, args, order_by="opened desc, id"))
+        out, problems = [], []
+        for r in rows:
+            files, problem = stored_rows.kept_files(r.get("files"))
+            problem = problem or stored_rows.kept_problem(r)
+            if problem is not None:
+                problems.append(f"kept data set {str(r.get('id'))[:16]!r}: {problem}")
+                continue
+            out.append({**r, "owner": str(r["owner"] or ""), "published": bool(r["published"]), "files": files})
+        stored_rows.left_out("kept_datasets", problems)
+        return out
+
+    def open_kept(self, owner: str, kept_id: str) -> None:
+        """Note that ``owner`` opened its kept data set ``kept_id`` now (the most recently opened are
+        kept longest).
+
+        Args:
+            owner: The maker (``retrieval.sharing.owners``).
+            kept_id: The data set's id.
+        """
+        with self._lock, self.db.conn:
+            self.db.execute("update kept_datasets set opened = ? where owner = ? and id = ?",
+                            [time.time(), owner, kept_id])
+
+    def forget_kept(self, kept_id: str, owner: str | None = None) -> int:
+        """Forget the kept data set ``kept_id`` (with ``owner``: only that maker's record); how many
+        records went, and whether any other still names the data set's files is ``kept_names``'.
+
+        Args:
+            kept_id: The data set's id.
+            owner: The maker whose record goes (``retrieval.sharing.owners``). None: every maker's.
+
+        Returns:
+            How many records were removed.
+        """
+        where, args = "id = ?", [kept_id]
+        if owner is not None:
+            where, args = where + " and owner = ?", args + [owner]
+        with self._lock, self.db.conn:
+            return self.db.execute(f"delete from kept_datasets where {where}", args).rowcount
+
+    def kept_names(self) -> dict[str, int]:
+        """Every kept data set's id with the bytes of its files (each id once, however many makers keep it)."""
+        with self._lock:
+            return {r[0]: int(r[1] or 0) for r in self.db.execute(
+                "select id, max(bytes) from kept_datasets group by id").fetchall() if isinstance(r[0], str)}
 
     # ---- training jobs ----------------------------------------------------------------------
     JOB_JSON = ("config", "progress", "losses", "result")

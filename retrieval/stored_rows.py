@@ -23,7 +23,7 @@ import zlib
 import numpy as np
 
 from retrieval.judging.grades import GRADES, check_judge
-from retrieval.safe_names import id_problem
+from retrieval.safe_names import file_name_problem, id_problem
 
 log = logging.getLogger(__name__)
 _GRADES = frozenset(GRADES)
@@ -330,3 +330,50 @@ def run_row_problem(row: dict) -> str | None:
     if not _number(row.get("created")) or not math.isfinite(row["created"]):
         return "its time is not a number"
     return _json_object(row.get("params"), "parameters")
+
+
+_HEX = frozenset("0123456789abcdef")
+KEPT_FILES = 64  # files one kept data set holds at most (an upload of a corpus, queries and qrels)
+
+
+def _hash_text(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+
+
+def kept_files(text) -> tuple[list[str], str | None]:
+    """(the file names of a kept data set's row, None) or ([], why they are not what ``put_kept``
+    writes: a JSON list of at most ``KEPT_FILES`` plain file names, ``safe_names.file_name_problem``)."""
+    if not isinstance(text, str):
+        return [], f"its files are {type(text).__name__}, not JSON text"
+    try:
+        files = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        return [], f"its files are not JSON ({str(err)[:80]})"
+    if not isinstance(files, list) or not 0 < len(files) <= KEPT_FILES:
+        return [], f"its files are not a list of 1 to {KEPT_FILES} names"
+    for name in files:
+        problem = file_name_problem(name)
+        if problem is not None:
+            return [], f"a file's name {str(name)[:40]!r} {problem}"
+    return files, None
+
+
+def kept_problem(row: dict) -> str | None:
+    """Why a row of the kept data sets (``Store.put_kept``'s) is not one RankScope keeps: its id and
+    corpus not hashes, its maker or name not text, a count or a time not a number."""
+    for column in ("id", "corpus"):
+        if not _hash_text(row.get(column)):
+            return f"its {column} is not a hash"
+    for column in ("owner", "name"):
+        if not isinstance(row.get(column), str):
+            return f"its {column} is not text"
+    for column in ("documents", "queries", "bytes"):
+        if type(row.get(column)) is not int or row[column] < 0:
+            return f"its {column} {row.get(column)!r:.40} is not a whole number"
+    if row.get("published") not in (0, 1):
+        return "whether it is published is not 0 or 1"
+    for column in ("created", "opened"):
+        if not _number(row.get(column)) or not math.isfinite(row[column]):
+            return f"its {column} time is not a number"
+    return None
+

@@ -101,7 +101,7 @@ class Workspace:
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
         self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
         if store is not None:
-            store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
+            store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
 
     @property
     def model_name(self) -> str | None:
@@ -193,7 +193,30 @@ class Workspace:
         other.dataset, other._workspace_states = dataset, Slots()
         other._imported = dict(self._imported)
         if self.store is not None:
-            self.store.register_dataset(dataset.content_hash, dataset.name, dataset.summary())
+            self.store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
+        return other
+
+    def with_labels(self, dataset: Dataset) -> Workspace:
+        """The same documents and queries with other labels (the store's judgments merged in, say):
+        everything is shared but the weights systems tune on labels (λ, μ: the per-workspace state);
+        every run cached is this one's too (``data_key``), while evaluations and tuned weights are
+        the new labels' own. Not recorded among the store's data sets: its runs are listed as this
+        workspace's.
+
+        Args:
+            dataset: The same documents and queries with other labels.
+
+        Returns:
+            A copy of this workspace over ``dataset``.
+
+        Raises:
+            ValueError: ``dataset`` holds other documents or queries.
+        """
+        if dataset.queries_hash != self.dataset.queries_hash:
+            raise ValueError("with_labels needs the same documents and queries (queries_hash)")
+        other = copy.copy(self)
+        other.dataset, other._workspace_states = dataset, Slots()
+        other._imported = dict(self._imported)
         return other
 
     def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None) -> Workspace:
@@ -565,8 +588,27 @@ class Workspace:
         """
         return self.system(name).params(self, eval_split)
 
-    def _key(self, system: str, params: dict, split: str | None, k: int = 0) -> str:
-        return cache_key(dataset=self.dataset.content_hash, system=system, params=params, split=split, k=k)
+    def data_key(self, split: str | None, labels: bool = False) -> dict[str, str]:
+        """What a computation on ``split`` reads of the data set, as parts of its cache key: the
+        documents and queries (``Dataset.queries_hash``) and which of them the split holds; with
+        ``labels``, the split's labels too. A run reads no label (the hybrid's λ, which does, is in
+        its parameters), so a grade judged in the app leaves every cached run valid; an evaluation,
+        or a weight tuned on a split, reads that split's labels, so a new grade there is a miss.
+
+        Args:
+            split: The split (None: every query).
+            labels: Whether the computation reads the split's labels.
+
+        Returns:
+            ``{"dataset": …, "queries": …}`` (and ``"labels"``), for ``store.cache_key``.
+        """
+        parts = {"dataset": self.dataset.queries_hash, "queries": self.dataset.split_key(split)}
+        if labels and split is not None:
+            parts["labels"] = self.dataset.labels_key(split)
+        return parts
+
+    def _key(self, system: str, params: dict, split: str | None, k: int = 0, labels: bool = False) -> str:
+        return cache_key(**self.data_key(split, labels), system=system, params=params, split=split, k=k)
 
     # ---- runs and evaluations ------------------------------------------------------------
     def run(self, system: str, split: str, k: int = EVAL_DEPTH) -> Run:
@@ -589,7 +631,7 @@ class Workspace:
                 return cached
         run = self.search(system, self.dataset.split_queries(split), k, split)
         if self.store is not None:
-            self.store.put_run(key, dataset=self.dataset.content_hash, system=system, params=params,
+            self.store.put_run(key, dataset=self.dataset.queries_hash, system=system, params=params,
                                split=split, k=k, run=run)
         return run
 
@@ -631,7 +673,7 @@ class Workspace:
         self.require_split(split)
         params = self.system_params(system, split)
         measured = {"metrics": EVALUATED, "condensed_depth": CONDENSED_DEPTH}  # nDCG'@10 reads that deep
-        key = self._key("eval:" + system, {**params, **measured}, split, EVAL_DEPTH)
+        key = self._key("eval:" + system, {**params, **measured}, split, EVAL_DEPTH, labels=True)
         if self.store is not None:
             cached = self.store.get_metrics(key)
             if cached is not None:
@@ -642,7 +684,7 @@ class Workspace:
         ev = evaluate_run(run, qrels, metrics=EVALUATED,
                           pnr_scores=exact if exact is not None else scores_from_run(run, qrels))
         if self.store is not None:
-            self.store.put_metrics(key, dataset=self.dataset.content_hash, system=system, params=params,
+            self.store.put_metrics(key, dataset=self.dataset.queries_hash, system=system, params=params,
                                    split=split, metrics=ev.mean, per_query=ev.per_query)
         return ev
 

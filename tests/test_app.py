@@ -393,7 +393,7 @@ def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     path = client.predict("trec", False, "median", api_name="/export_qrels")
     assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 1}}
     out = client.predict("imported", api_name="/use_judgments")
-    assert "Every view now uses 1 judgment of 1 query" in html_unescape(out[0])
+    assert "Every view uses 1 judgment of 1 query" in html_unescape(out[0])
     settled = client.predict(2, "auto", 200, 0, api_name="/settled")  # one judged query: nothing settles yet
     assert "Which comparisons are settled" in settled and "too few queries to compare" in settled
     note, rules = client.predict(api_name="/agreement")

@@ -153,7 +153,7 @@ def test_compression_table_rows_are_cached_under_their_own_keys(demo):
         assert d.low <= r.delta["hybrid"]["ndcg@10"] <= d.high
         assert row["hybrid ndcg@10 Δ 95%"] == f"[{d.low:.3f}, {d.high:.3f}]"
     # each variant's runs, metrics and λ sit under their own keys ...
-    dense_params = [r for r in store.runs(ws.dataset.content_hash) if r["system"] == "dense"]
+    dense_params = [r for r in store.runs(ws.dataset.queries_hash) if r["system"] == "dense"]
     assert len(dense_params) == 4 and len({r["params"] for r in dense_params}) == 4
     assert len({r.metrics["dense"]["ndcg@10"] for r in rows}) > 1  # compression changed something
     # ... so a second table reads everything back

@@ -131,7 +131,7 @@ def test_list_runs_shows_the_runs_a_workspace_made(store, tiny_encoder):
     ws = Workspace(load_dataset(DEMO), store, model=tiny_encoder)
     bm25_run = ws.run("bm25", "test")
     ws.run("dense", "test")
-    rows = list_runs(store, ws.dataset.content_hash)
+    rows = list_runs(store, ws.dataset.queries_hash)
     assert [r["system"] for r in rows] == ["dense", "bm25"]  # newest first
     assert all(r["split"] == "test" and r["k"] == 1000 and r["dataset"] == "demo" for r in rows)
     assert store.get_run(rows[1]["key"]) == bm25_run
@@ -147,7 +147,7 @@ def test_list_runs_shows_the_runs_a_workspace_made(store, tiny_encoder):
 def test_compare_runs_query_by_query(demo):
     ws, store, qrels = demo.ws, demo.store, demo.qrels
     ws.run("bm25", "test"), ws.run("hybrid", "test")
-    keys = {r["system"]: r["key"] for r in list_runs(store, ws.dataset.content_hash) if r["split"] == "test"}
+    keys = {r["system"]: r["key"] for r in list_runs(store, ws.dataset.queries_hash) if r["split"] == "test"}
     res = compare_runs(store, keys["bm25"], keys["hybrid"], qrels)
     a = evaluate_run(ws.run("bm25", "test"), qrels).per_query["ndcg@10"]
     b = evaluate_run(ws.run("hybrid", "test"), qrels).per_query["ndcg@10"]

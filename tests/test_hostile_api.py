@@ -129,6 +129,8 @@ def text_cases(q, d):
         "/export_qrels rule": lambda p: ("trec", True, p),
         "/snapshots": lambda p: (p,),
         "/use_judgments": lambda p: (p,),
+        "/reopen_dataset": lambda p: (p,),
+        "/forget_dataset": lambda p: (p,),
         "/train loss": lambda p: (p, "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, "cpu", 0.8, "", "mean", 4, 1, 0.0,
                                   False, "hybrid", "dense"),
         "/train device": lambda p: ("triplet", "bm25", 1, 8, 1e-5, 64, 2, 0.1, 0.3, 0.01, p, 0.8, "", "mean", 4, 1,

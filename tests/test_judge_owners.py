@@ -277,15 +277,13 @@ def test_bs_labels_on_open_and_applied_come_only_from_published_judges(app):
     q = pairs[0][0]
     unlabelled = next(d for d in ws.dataset.docs if d not in ws.dataset.qrels["test"][q])
     grade_all(registry, ka, A, "ann", [(q, unlabelled, 2)])  # a relevant document the data did not label
-    assert "nothing judged yet" in refusal(lambda: data.apply_judgments(registry, kb, session=B))
-    assert data.restored_start(registry, kb, session=B) is None  # bo's new page: nothing of ann's
-    mine = data.restored_start(registry, ka, session=A)  # ana's new page: her labels, her own workspace
-    assert mine is not None and registry.get(mine.key).dataset.qrels["test"][q][unlabelled] == 2
-    assert mine.key != kb and unlabelled not in registry.get(kb).dataset.qrels["test"][q]
+    assert unlabelled not in registry.labelled(kb, B).dataset.qrels["test"][q]  # bo's views: nothing of ann's
+    assert "0 judgments" in data.apply_judgments(registry, kb, session=B).status
+    assert registry.labelled(ka, A).dataset.qrels["test"][q][unlabelled] == 2  # ana's: her labels at once
+    assert unlabelled not in registry.get(kb).dataset.qrels["test"][q]  # the shared workspace is left as it was
     judge.publish_judge(registry.store, ws, "ann", registry.viewer(A))
-    page = data.restored_start(registry, kb, session=B)
-    assert page is not None and registry.get(page.key).dataset.qrels["test"][q][unlabelled] == 2
-    assert page.key == mine.key  # the same labels now: the same workspace
+    assert registry.labelled(kb, B).dataset.qrels["test"][q][unlabelled] == 2  # published: bo's views count it
+    assert registry.labelled(kb, B).dataset.content_hash == registry.labelled(ka, A).dataset.content_hash
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Judgments as labels: merged into the data's own splits, or new ``judged`` / ``train`` splits."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,3 +62,64 @@ def test_fine_tuning_on_judged_queries_alone_makes_its_own_held_out_split(toy_da
     assert plan.eval_split == "test" and train | test == set(ds.qrels[JUDGED]) and not train & test
     pairs = labelled_pairs(plan.dataset, "train")
     assert len(train) == 8 and len(pairs) == 8 and {p.query_id for p in pairs} == train
+
+
+def test_a_new_grade_recomputes_no_run_and_never_serves_a_stale_evaluation(toy_dataset, store, tiny_encoder):
+    """Runs are cached by documents and queries (``Workspace.data_key``): labels merged again after a
+    grade read every run from the store, while the evaluation of the split graded is computed again
+    (its labels are in its key) and that of a split not graded is read back."""
+    from retrieval.workspace import Workspace
+
+    ds = toy_dataset.with_queries({"u1": "cat food prices", "u2": "interest rates"})
+    ws = Workspace(ds, store, model=tiny_encoder)
+    first = ws.with_dataset(with_judgments(ds, {"u1": {"d4": 2}, "u2": {"d3": 0}}))
+    for system in ("bm25", "dense"):
+        first.evaluate(system, "test")
+        first.evaluate(system, JUDGED)
+    runs = {r["key"]: r["created"] for r in store.runs()}
+    metrics = store.db["metrics"].count
+    again = ws.with_dataset(with_judgments(ds, {"u1": {"d4": 2}, "u2": {"d3": 0, "d6": 2}}))  # one more grade
+    assert again.dataset.queries_hash == first.dataset.queries_hash != ds.content_hash
+    for system in ("bm25", "dense"):
+        again.evaluate(system, "test")
+        assert again.evaluate(system, JUDGED).per_query["ndcg@10"]["u2"] > 0  # on the new grade, not the old
+    assert {r["key"]: r["created"] for r in store.runs()} == runs  # not one run computed again
+    assert store.db["metrics"].count == metrics + 2  # the judged split's two evaluations, and no other
+
+
+def test_the_store_s_judgments_are_the_labels_every_view_and_command_reads(toy_dataset, store):
+    """``with_stored_judgments``: several judges merged by the lower median, the data's own label
+    winning a pair both have, judged queries of no split in ``judged``; on a shared deployment only
+    the judges the viewer counts (its own and the published ones), every judge's without a viewer."""
+    from retrieval.judging.labels import with_stored_judgments
+    from retrieval.sharing.owners import Viewer
+    from retrieval.workspace import Workspace
+
+    ds = toy_dataset.with_queries({"u1": "cat food prices", "u2": "interest rates"})
+    corpus = ds.corpus_hash
+    assert with_stored_judgments(ds, store)[0] is ds  # nothing judged: the same data set
+    store.put_judgments(corpus, [("u1", "cat food prices", "d4", 2, "ann"), ("u1", "cat food prices", "d4", 0, "bo"),
+                                 ("u1", "cat food prices", "d1", 1, "ann"), ("u2", "interest rates", "d6", 2, "ann"),
+                                 ("q3", "training a young dog", "d7", 0, "ann"),  # the data's own label wins
+                                 ("q3", "training a young dog", "d5", 1, "ann"),
+                                 ("zz", "no such query here", "d1", 2, "ann")])
+    labelled, counts = with_stored_judgments(ds, store)
+    assert labelled.qrels[JUDGED] == {"u1": {"d4": 0, "d1": 1}, "u2": {"d6": 2}}  # lower median of 2 and 0
+    assert labelled.qrels["test"]["q3"] == {"d7": 2, "d2": 1, "d8": 0, "d5": 1}
+    assert (counts.queries, counts.relevant, counts.pairs) == (3, 3, 5)
+    mine, _ = with_stored_judgments(ds, store, prefer="judgments")
+    assert mine.qrels["test"]["q3"]["d7"] == 0
+    assert labelled.queries_hash == ds.queries_hash and labelled.content_hash != ds.content_hash
+    # a shared deployment: a judge another session made and did not publish is not counted
+    store.claim_judges(corpus, ["cy"], "app:other", published=False)
+    store.put_judgment(corpus, "u2", "interest rates", "d3", 2, "cy")
+    me = Viewer("app:me", shared=True)
+    assert "d3" not in with_stored_judgments(ds, store, me)[0].qrels[JUDGED]["u2"]
+    assert with_stored_judgments(ds, store)[0].qrels[JUDGED]["u2"] == {"d6": 2, "d3": 2}
+    assert with_stored_judgments(ds, None)[0] is ds
+    with pytest.raises(ValueError):  # a copy with other labels shares the runs: never other queries
+        Workspace(ds, store).with_labels(toy_dataset)
+    ws = Workspace(ds, store)
+    bm25 = ws.bm25
+    copy = ws.with_labels(labelled)  # the indexes built shared, the weights tuned on labels its own
+    assert copy.dataset is labelled and copy.bm25 is bm25 and copy.system_states() == {}

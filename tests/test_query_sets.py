@@ -88,9 +88,7 @@ def test_the_reported_scenario_queries_and_grades_survive_a_reload(tmp_path, tin
     assert set(new) <= set(back.dataset.queries)
     rows, _ = data.query_set_rows(registry, back)
     assert [r[:2] for r in rows] == [["log.txt", 20]]
-    applied = data.apply_judgments(registry, page.key, "judgments", session="ana-reloaded")  # "Use judgments"
-    assert applied.ok, applied.status
-    judged = registry.get(applied.key)
+    judged = registry.labelled(page.key, session="ana-reloaded")  # the grades are labels: no click
     labels = {q for split in judged.dataset.qrels.values() for q in split}
     assert len([q for q in new if q in labels]) == 16
     relevant = judged.evaluate("bm25", JUDGED).per_query["ndcg@10"]  # the 8 queries graded 2 somewhere
@@ -120,11 +118,11 @@ def test_a_load_made_while_the_page_restores_its_start_stands(tmp_path, tiny_mod
     assert added.ok, added.status
     on_page = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_page")
 
-    fresh = on_page(start, SimpleNamespace(session_hash="cy"))  # nothing else loaded: the restore shows
+    fresh = on_page(start, "", SimpleNamespace(session_hash="cy"))  # nothing else loaded: the restore shows
     assert fresh[0] != start and "came back" in fresh[1]
 
     registry.hold("bo", added.key)  # bo's page loaded a data set while its start was being restored
-    late = on_page(start, SimpleNamespace(session_hash="bo"))
+    late = on_page(start, "", SimpleNamespace(session_hash="bo"))
     assert all(out == gr.skip() for out in late)
     assert registry.holding("bo") == added.key
 

@@ -1406,7 +1406,7 @@ def test_a_tampered_dataset_row_is_left_out_and_history_still_lists_runs(toy_dat
     assert [d["name"] for d in ws.store.datasets()] == ["other"]
     assert any("datasets: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
     (row,) = list_runs(ws.store)
-    assert row["system"] == "bm25" and row["dataset"] == toy_dataset.content_hash[:12]  # shown by its hash
+    assert row["system"] == "bm25" and row["dataset"] == toy_dataset.queries_hash[:12]  # shown by its hash
 
 
 @pytest.mark.parametrize("column,value,said", [

@@ -240,7 +240,7 @@ def test_metrics_table_history_and_search_list_it(tmp_path, demo, workspace, sto
     assert prod["label"] == "prod" and prod["marks"].get("ndcg@10") == "†"  # clearly worse than BM25
     assert prod["metrics"]["ndcg@10"] < rows[0]["metrics"]["ndcg@10"]
 
-    history = [r for r in list_runs(store, demo.content_hash) if r["system"] == "prod"]
+    history = [r for r in list_runs(store, demo.queries_hash) if r["system"] == "prod"]
     assert len(history) == 1
     assert history[0]["params"] == {"imported": "prod", "hash": imported.content_hash}
     assert history[0]["split"] == "test" and history[0]["k"] == 1000

@@ -269,7 +269,7 @@ def test_the_runs_view_gives_no_verdict_on_a_run_whose_top_10_is_not_judged(tmp_
     assert "mis-set and pooled: no verdict, not enough of mis-set's results judged (judged@10 74% [" in note
     assert "judge 82 more of its top-10 documents" in note and " beats " not in note
     assert "Judged@10 (labels judged in the app" in note and "pooled 100% [100%, 100%], mis-set 74% [" in note
-    keys = {r["params"]["bm25"]["k1"]: r["key"] for r in list_runs(store, ds.content_hash) if r["system"] == "bm25"}
+    keys = {r["params"]["bm25"]["k1"]: r["key"] for r in list_runs(store, ds.queries_hash) if r["system"] == "bm25"}
     note, rows = runs.compare(store, pooled, keys[0.9], keys[5.0], "ndcg@10")
     note = unescape(note)
     assert "B and A: no verdict, not enough of B's results judged" in note and " beats " not in note

@@ -371,10 +371,11 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     assert sum(len(v) for v in read_qrels(trec).values()) == q.pooled_count
     beir = judge.export_qrels(ws, store, "beir")
     assert beir.endswith("qrels/judged.tsv") and read_qrels(beir) == read_qrels(trec)
-    applied = data.apply_judgments(registry, key)
-    ws2 = registry.get(applied.key)
-    assert applied.ok and set(ws2.dataset.splits) == {"judged"}  # every judged query evaluated, none held back
-    assert ws2.bm25 is ws.bm25  # the same corpus: the indexes are reused, not rebuilt
+    ws2 = registry.labelled(key)  # every grade is a label at once, with no click
+    assert set(ws2.dataset.splits) == {"judged"}  # every judged query evaluated, none held back
+    assert ws2.bm25 is ws.bm25 and registry.get(key) is ws  # the same workspace's indexes; the session keeps its key
+    applied = data.apply_judgments(registry, key, "judgments")  # which label wins a pair both label
+    assert applied.ok and applied.key == key and registry.labelled(key).dataset.qrels == ws2.dataset.qrels
     caption, rows, _ = evaluate.evaluate(ws2, "judged", [])
     assert "cross-fitted: each half evaluated with λ tuned on the other half" in shown(caption)
     assert [r[0] for r in rows] == [label(s) for s in ws2.shown_systems if not ws2.pending([s])]
@@ -410,8 +411,9 @@ def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_
 
 
 def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_model_dir, tmp_path):
-    """Judgments stored for a corpus are its labels when a page opens on it or it is loaded, with no
-    click: after a reload (the same registry) and after a restart (a new registry on the same store)."""
+    """Judgments stored for a corpus are its labels in every view the moment they are stored, with no
+    click: on the page open (the same workspace), after a reload, a load of the same files, and after a
+    restart (a new registry on the same store)."""
     from retrieval.data.readers import load_uploads
 
     from .conftest import DEMO
@@ -430,21 +432,19 @@ def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_
     store.put_judgments(ws.dataset.corpus_hash, [(q, ws.dataset.queries[q], d, 2 if d == docs[0] else 0, "ann")
                                                  for q in queries for d in docs])
 
-    loaded = data.restored_start(registry, start)  # a reload: the page opens with them as labels
-    page = registry.get(loaded.key)
-    assert loaded.ok and "6 stored judgments of this corpus are its labels" in shown(loaded.status)
+    page = registry.labelled(start)  # the page open, or reloaded: the same workspace, labelled now
     assert page.dataset.splits == ["judged"] and set(page.dataset.qrels["judged"]) == set(queries)
+    assert data.restored_start(registry, start) is None  # nothing to reopen: the key stays
     assert "No relevance labels" not in data.dataset_summary(page)
     assert [r[0] for r in evaluate.evaluate(page, "judged", [])[1]][:1] == ["BM25"]
-    assert data.restored_start(registry, loaded.key) is None  # used already: the page stays
-    assert data.load_files(registry, start, files).key == loaded.key  # a load of the same files: the same labels
+    loaded = data.load_files(registry, start, files)  # a load of the same files: the same workspace and labels
+    assert loaded.key == start and "6 stored judgments of this corpus are its labels" in shown(loaded.status)
     store.close()
 
     store = Store(path)  # a restart
     registry = Registry(store, str(tiny_model_dir))
     start = registry.open(load_uploads(files))
-    loaded = data.restored_start(registry, start)
-    assert loaded.ok and set(registry.get(loaded.key).dataset.qrels["judged"]) == set(queries)
+    assert set(registry.labelled(start).dataset.qrels["judged"]) == set(queries)
     store.close()
 
 

@@ -73,7 +73,7 @@ def test_test_split_lambda_is_tuned_on_train(demo_cache):
     assert choice.grid == pytest.approx(fit.grid)
     assert ("beats the label-free" in choice.how) == (fit.chosen != 1.0)
     # the hybrid run of the test split was made with that λ, and its parameters record it
-    hybrid_rows = [r for r in demo_cache.store.runs(ds.content_hash) if r["system"] == "hybrid"]
+    hybrid_rows = [r for r in demo_cache.store.runs(ds.queries_hash) if r["system"] == "hybrid"]
     assert [json.loads(r["params"])["lambda"] for r in hybrid_rows] == [fit.chosen]
     expected = Hybrid(ws.bm25, ws.dense, lam=fit.chosen, depth=ws.depth,
                       lex_norm=ws.bm25.max_score, lookups=True).search(ds.split_queries("test"), 10)
@@ -136,7 +136,7 @@ def test_a_changed_document_gets_a_new_hash_and_fresh_runs(demo_cache, tiny_enco
         check_metrics(ws.evaluate(system, "test").mean)
     assert enc.encoded == 1  # only the edited document: every other text is cached by its hash
     assert store.db["runs"].count == n_runs + 2
-    assert sorted(r["system"] for r in store.runs(changed.content_hash)) == ["bm25", "dense"]
+    assert sorted(r["system"] for r in store.runs(changed.queries_hash)) == ["bm25", "dense"]
     store.close()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from retrieval import DataError, Workspace, load_dataset
-from retrieval.data import query_sets
+from retrieval.data import kept, query_sets
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers import load_uploads
 from retrieval.data.readers.assembly import add_queries as add_queries_file
@@ -18,10 +18,8 @@ from retrieval.data.readers.queries import stable_query_id
 from retrieval.data.readers.runs import read_run
 from retrieval.evaluation.diagnostics import label_health, language_check
 from retrieval.index.background_build import duration
-from retrieval.judging.judgments import judgments_to_qrels
-from retrieval.judging.labels import with_judgments
 from retrieval.progress import Progress
-from retrieval.sharing.owners import Viewer, describe
+from retrieval.sharing.owners import describe, when
 from retrieval.systems import DENSE
 from ui import texts
 from ui.notify import refuse
@@ -107,8 +105,8 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     before = len(dataset.queries)
     dataset = query_sets.restore(registry.store, dataset, registry.viewer(session))  # added before: they come back
     back = len(dataset.queries) - before
-    dataset, used = stored_judgments(registry.store, dataset, registry.viewer(session))  # and its judgments
     key = registry.open(dataset, progress=progress, session=session)
+    used = registry.judged(key, session).pairs  # and its judgments, as labels in every view
     warn = "".join(f"\n- ⚠️ {text(w)}" for w in dataset.report.warnings[:MAX_WARNINGS])
     vectors = embeddings_line(registry.get(key), started)
     done = done or f"Loaded {dataset.name}."
@@ -117,23 +115,6 @@ def open_dataset(registry: Registry, dataset: Dataset, progress: Progress | None
     if used:
         done += f" {count(used, 'stored judgment')} of this corpus are its labels (Judge)."
     return Loaded(key, f"✅ {text(done)} {vectors}{warn}", True, done)
-
-
-def stored_judgments(store, dataset: Dataset, viewer: Viewer | None = None) -> tuple[Dataset, int]:
-    """``dataset`` with the judgments stored for its corpus as labels (every judge's ``viewer`` counts:
-    on a shared deployment its own and the published ones, ``Store.judgments``; merged by the lower
-    median, the data's own labels winning a pair both have: ``retrieval.judging.labels``), and how many
-    judged pairs that added; the same object and 0 when the store holds none it lacks. The labels
-    are part of the data set's content, so a workspace (shared by content) and everything cached
-    by its content hash is computed with the very judgments this session counts."""
-    judged = judgments_to_qrels(store.judgments(dataset.corpus_hash, viewer=viewer)) if store is not None else {}
-    judged = {q: docs for q, docs in judged.items() if q in dataset.queries}
-    if not judged:
-        return dataset, 0
-    labelled = with_judgments(dataset, judged)
-    if labelled.content_hash == dataset.content_hash:  # used already (a reload, or "Use the judgments")
-        return dataset, 0
-    return labelled, sum(len(docs) for docs in judged.values())
 
 
 def embeddings_line(ws: Workspace, since: float) -> str:
@@ -217,9 +198,81 @@ def load_files(registry: Registry, key: str, paths: list[str] | None, progress: 
         raise refuse("choose one or more files first")
     try:
         dataset = load_uploads([str(p) for p in paths], progress)
-        return open_dataset(registry, dataset, progress, session=session)
+        loaded = open_dataset(registry, dataset, progress, session=session)
     except (DataError, ServerBusy) as err:
         return failed(key, "Could not load", err, "The previous data set is still loaded.")
+    try:  # its files kept beside the store: a reload, a later visit or a restart reopens it
+        found = kept.keep(registry.store, dataset, [str(p) for p in paths], registry.viewer(session))
+    except ValueError as err:
+        loaded.status += f"\n\n⚠️ {text(err)}"
+        return loaded
+    if found is not None:
+        registry.note_kept(loaded.key, found.id)
+        loaded.status += ("\n\nKept beside the store: a reload reopens it, and *Data sets kept* lists it"
+                          + (" (for this browser only)." if registry.shared else "."))
+    return loaded
+
+
+def reopen(registry: Registry, key: str, kept_id: str | None, progress: Progress | None = None,
+           session: str = ANONYMOUS) -> Loaded:
+    """A kept data set (``retrieval.data.kept``) opened again from its files, with the query sets and
+    judgments kept with its corpus; one the session does not see is refused in the same words as one
+    that does not exist, and the data set loaded before (``key``) stays loaded when it cannot be
+    read."""
+    if not kept_id:
+        raise refuse("pick a kept data set first")
+    viewer = registry.viewer(session)
+    try:
+        dataset = kept.reopen(registry.store, kept_id, viewer, progress)
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    except (DataError, ValueError) as err:
+        return failed(key, "Could not reopen", err, "The data set loaded before is still loaded.")
+    try:
+        loaded = open_dataset(registry, dataset, progress, session=session, done=f"Reopened {dataset.name}.")
+    except ServerBusy as err:
+        return failed(key, "Could not reopen", err, "The data set loaded before is still loaded.")
+    registry.note_kept(loaded.key, str(kept_id))
+    return loaded
+
+
+KEPT_HEADERS = ["name", "documents", "queries", "kept", "last opened", "kept by"]
+
+
+def kept_rows(registry: Registry, session: str = ANONYMOUS) -> tuple[list[list], dict]:
+    """The data sets kept beside the store that ``session`` sees (``retrieval.data.kept``: on a shared
+    deployment its browser's own), the most recently opened first, and the picker's choices."""
+    viewer = registry.viewer(session)
+    found = kept.listed(registry.store, viewer)
+    rows = [[k.name, k.documents, k.queries, when(k.created), when(k.opened), describe(k.owner, viewer)]
+            for k in found]
+    return rows, gr.update(choices=[(f"{k.name} ({k.documents:,} documents, {when(k.opened)})", k.id) for k in found],
+                           value=found[0].id if found else None)  # the latest: one click reopens it
+
+
+def forget_kept(registry: Registry, kept_id: str | None, session: str = ANONYMOUS) -> str:
+    """Forget a kept data set and its files (what is open stays open); the status line. One the
+    session does not see is refused in the same words as one that does not exist."""
+    if not kept_id:
+        raise refuse("pick a kept data set first")
+    try:
+        gone = kept.forget(registry.store, kept_id, registry.viewer(session))
+    except KeyError as err:
+        raise refuse(err.args[0]) from err
+    return f"✅ Forgot {code(gone.name)}: its files are no longer kept beside the store (it stays open here)."
+
+
+def place_of(registry: Registry, place: object, session: str = ANONYMOUS) -> str:
+    """The kept data set a browser's page had open (``place``, what the browser kept: ``{"open": id}``)
+    when ``session`` may reopen it, else "" (anything else: another browser's, one forgotten, a value
+    of another shape — the page opens on the start, saying nothing of it)."""
+    wanted = place.get("open") if isinstance(place, dict) else None
+    if not isinstance(wanted, str) or not wanted:
+        return ""
+    try:
+        return kept.find(registry.store, wanted, registry.viewer(session)).id
+    except KeyError:
+        return ""
 
 
 def load_demo(registry: Registry, progress: Progress | None = None, session: str = ANONYMOUS, key: str = "") -> Loaded:
@@ -313,12 +366,11 @@ def publish_query_set(registry: Registry, key: str, set_id: str | None, session:
 
 
 def restored_start(registry: Registry, key: str, session: str = ANONYMOUS) -> Loaded | None:
-    """A new page's workspace with the query sets and the judgments kept with its corpus (a reload
-    or a restart finds them as they were left), or None when there are none it lacks (the page
-    stays on ``key``)."""
+    """A new page's workspace with the query sets kept with its corpus (a reload or a restart finds
+    them as they were left; the judgments are labels whatever the page: ``Registry.labelled``), or
+    None when there are none it lacks (the page stays on ``key``)."""
     ws = registry.get(key)
-    viewer = registry.viewer(session)
-    restored, _ = stored_judgments(registry.store, query_sets.restore(registry.store, ws.dataset, viewer), viewer)
+    restored = query_sets.restore(registry.store, ws.dataset, registry.viewer(session))
     if restored.content_hash == ws.dataset.content_hash:  # nothing kept, or all of it there
         return None
     try:
@@ -340,24 +392,21 @@ def typed_queries(text: str | None) -> dict[str, str]:
 
 
 def apply_judgments(registry: Registry, key: str, prefer: str = "imported", session: str = ANONYMOUS) -> Loaded:
-    """The session's data set with the judgments it counts as labels (every judge's; on a shared
-    deployment its own judges' and the published ones: ``retrieval.judging.labels``), so every view
-    evaluates with them; the data's own labels win a pair both have unless ``prefer`` is "judgments"."""
-    ws = registry.get(key)
-    judged = judgments_to_qrels(registry.store.judgments(ws.dataset.corpus_hash, viewer=registry.viewer(session)))
-    if not judged:
-        raise refuse("nothing judged yet: judge a few pairs first")
-    dataset = with_judgments(ws.dataset, judged, prefer)
-    pairs = sum(len(docs) for docs in judged.values())
-    splits = ", ".join(f"{s}: {split_counted(s, q)}" for s, q in dataset.qrels.items())
+    """Which label wins, for the session, a pair both the data and a judgment label: the data's own
+    ("imported") or the judgments; every view then evaluates so (the judgments are labels in every
+    view whatever the choice: ``Registry.labelled``). The session keeps ``key``."""
     try:
-        loaded = open_dataset(registry, dataset, done=f"Every view now uses {count(pairs, 'judgment')} of "
-                                                      f"{count(len(judged), 'query', 'queries')} ({splits}); unjudged "
-                                                      "documents count as not relevant.", session=session)
-        loaded.key = registry.carry_runs(loaded.key, ws, session)
-    except ValueError as err:  # ServerBusy, SessionLimit
-        return failed(key, "Could not use the judgments", err, "The data set is unchanged.")
-    return loaded
+        registry.set_prefer(session, prefer)
+    except ValueError as err:
+        raise refuse(err) from err
+    ws = registry.labelled(key, session)
+    counted = registry.judged(key, session)
+    splits = ", ".join(f"{s}: {split_counted(s, q)}" for s, q in ws.dataset.qrels.items())
+    won = "the judgments win" if prefer == "judgments" else "the data's own labels win"
+    done = (f"Every view uses {count(counted.pairs, 'judgment')} of {count(counted.queries, 'query', 'queries')} "
+            f"({splits or 'no labels yet'}); where both label a pair, {won}; unjudged documents count as not "
+            "relevant.")
+    return Loaded(key, f"✅ {text(done)}", True, done)
 
 
 def import_run(registry: Registry, key: str, path: str | None, name: str = "", session: str = ANONYMOUS) -> Loaded:
@@ -395,14 +444,27 @@ class DataView:
     set_pick: gr.Dropdown
     remove_set: gr.Button
     publish_set: gr.Button | None = None
+    kept: gr.Dataframe | None = None  # the data sets kept beside the store (``kept_rows``)
+    kept_pick: gr.Dropdown | None = None
+    reopen: gr.Button | None = None
+    forget: gr.Button | None = None
 
 
-def build(shared: bool = False) -> DataView:
+def build(shared: bool = False, registry: Registry | None = None) -> DataView:
     gr.Markdown(texts.DATA_INTRO)
     files = gr.File(label="Data set files", file_count="multiple", elem_id="upload")
     with gr.Row():
         load = gr.Button("Load uploaded files", variant="primary", elem_id="load-button")
         demo = gr.Button("Load the bundled demo")
+    rows, picker = kept_rows(registry) if registry is not None else ([], {"choices": [], "value": None})
+    with gr.Accordion("Data sets kept beside the store: reopen one as it was left", open=True):
+        gr.Markdown(texts.KEPT_HELP_SHARED if shared else texts.KEPT_HELP)
+        with gr.Row():
+            kept_pick = gr.Dropdown(choices=picker["choices"], value=picker["value"], label="Kept data set",
+                                    elem_id="kept-pick", scale=3)
+            reopen = gr.Button("Reopen", variant="primary", elem_id="reopen-button", scale=1)
+            forget = gr.Button("Forget it and its files", elem_id="forget-kept", scale=1)
+        kept_table = gr.Dataframe(value=rows, headers=KEPT_HEADERS, interactive=False, elem_id="kept-table")
     with gr.Accordion("Add queries to the loaded data set (no labels needed)", open=True):
         gr.Markdown(texts.ADD_QUERIES_HELP)
         with gr.Row():
@@ -427,4 +489,4 @@ def build(shared: bool = False) -> DataView:
         import_btn = gr.Button("Import run", elem_id="import-run-button")
     status = gr.Markdown(elem_id="load-status")
     return DataView(files, load, demo, query_files, query_text, add, run_file, run_name, import_btn, status, sets,
-                    set_pick, remove_set, publish_set)
+                    set_pick, remove_set, publish_set, kept_table, kept_pick, reopen, forget)

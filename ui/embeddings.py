@@ -89,13 +89,13 @@ def build(ctx: Context, tab: gr.Tab) -> SplitView:
     hist = gr.Plot(label="Query–document cosine similarities", elem_id="emb-hist")
     summary = gr.JSON(visible=False)
 
-    def on_open(key: str):
+    def on_open(key: str, request: gr.Request):
         warm_up_in_background()
-        ws_ = ctx.workspace(key)
+        ws_ = ctx.labelled(key, request)
         return gr.update(choices=tuned_choices(ctx.registry, ws_)), gr.update(choices=_query_text_choices(ws_))
 
-    def on_project(split_, n_, query_, tuned_, key, progress=gr.Progress()):
-        return project_view(ctx.workspace(key), split_, n_, query_, ctx.allowed_model(tuned_),
+    def on_project(split_, n_, query_, tuned_, key, request: gr.Request, progress=gr.Progress()):
+        return project_view(*ctx.labelled_split(key, split_, request), n_, query_, ctx.allowed_model(tuned_),
                             progress=lambda f, what: progress(f, desc=what))
 
     tab.select(on_open, ctx.key, [tuned, query], api_visibility="private", **LIGHT)

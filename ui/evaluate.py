@@ -252,20 +252,22 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
     def viewer(request: gr.Request | None) -> Viewer:
         return ctx.registry.viewer(session_of(request))
 
+    labelled = ctx.labelled_split  # the judgments as labels now; no split picked: their default
+
     def on_evaluate(split_: str, extras_: list[str], key: str, request: gr.Request):
-        return evaluate(ctx.workspace(key), split_, allowed(extras_), viewer(request))
+        return evaluate(*labelled(key, split_, request), allowed(extras_), viewer(request))
 
     def on_summary(split_: str, extras_: list[str], key: str, request: gr.Request):
-        return summary(ctx.workspace(key), split_, allowed(extras_), viewer(request))
+        return summary(*labelled(key, split_, request), allowed(extras_), viewer(request))
 
     def on_plots(split_: str, extras_: list[str], key: str, request: gr.Request):
-        return plots(ctx.workspace(key), split_, allowed(extras_), viewer(request))
+        return plots(*labelled(key, split_, request), allowed(extras_), viewer(request))
 
-    def on_compression(split_: str, key: str):
-        return compression(ctx.workspace(key), split_)
+    def on_compression(split_: str, key: str, request: gr.Request):
+        return compression(*labelled(key, split_, request))
 
-    def on_segments(split_: str, key: str):
-        return segments(ctx.workspace(key), split_)
+    def on_segments(split_: str, key: str, request: gr.Request):
+        return segments(*labelled(key, split_, request))
 
     button.click(on_evaluate, [split, extras, ctx.key], [note, metrics, wins], api_name="evaluate", **HEAVY).then(
         on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_visibility="private",
@@ -273,20 +275,23 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
         on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
         on_segments, [split, ctx.key], by_kind, api_name="segments", **HEAVY)
     compress.click(on_compression, [split, ctx.key], compress_table, api_name="compression", **HEAVY)
-    tab.select(lambda key: gr.update(choices=extras_choices(ctx.registry, ctx.workspace(key))), ctx.key, extras,
-               api_visibility="private", **LIGHT)
+    def on_extras(key: str, request: gr.Request):
+        return gr.update(choices=extras_choices(ctx.registry, ctx.labelled(key, request)))
+
+    tab.select(on_extras, ctx.key, extras, api_visibility="private", **LIGHT)
     opened = gr.State(False)  # the tab was opened on a table left empty or stale: the chain below computes it
 
-    def on_open(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
-        if not out_of_date(ctx.workspace(key), split_, rows, empty=True):
-            return gr.skip(), gr.skip(), gr.skip(), False
-        return (*on_evaluate(split_, extras_, key, request), True)
+    def computing(empty: bool):
+        """The tab opened (``empty``: on nothing computed yet too), or a background build over (results
+        computed while it ran are computed again, none computed are not): the results, if out of date."""
+        def first(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
+            ws, split_ = labelled(key, split_, request)
+            if not out_of_date(ws, split_, rows, empty=empty):
+                return gr.skip(), gr.skip(), gr.skip(), False
+            return (*on_evaluate(split_, extras_, key, request), True)
+        return first
 
-    def on_arrival(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
-        """A background build is over: results computed while it ran are computed again (none, none)."""
-        if not out_of_date(ctx.workspace(key), split_, rows, empty=False):
-            return gr.skip(), gr.skip(), gr.skip(), False
-        return (*on_evaluate(split_, extras_, key, request), True)
+    on_open, on_arrival = computing(True), computing(False)
 
     def on_open_summary(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
         return on_summary(split_, extras_, key, request) if go else (gr.skip(),) * 3

@@ -116,15 +116,15 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
     as_json = gr.JSON(visible=False)
 
     def on_failures(split_: str, tuned_: str, key: str, pair_, request: gr.Request):
-        return failures(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_,
+        return failures(*ctx.labelled_split(key, split_, request), ctx.allowed_model(tuned_), pair_,
                         ctx.registry.viewer(session_of(request)))
 
     def on_export(split_: str, tuned_: str, key: str, pair_, request: gr.Request):
-        return export(ctx.workspace(key), split_, ctx.allowed_model(tuned_), pair_,
+        return export(*ctx.labelled_split(key, split_, request), ctx.allowed_model(tuned_), pair_,
                       ctx.registry.viewer(session_of(request)))
 
-    def on_open(key: str):
-        ws_ = ctx.workspace(key)
+    def on_open(key: str, request: gr.Request):
+        ws_ = ctx.labelled(key, request)
         systems = gr.update(choices=pair_choices(ws_))
         return gr.update(choices=tuned_choices(ctx.registry, ws_)), systems, systems
 

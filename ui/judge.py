@@ -2,13 +2,13 @@
 query; the pairs come one at a time, each the one expected to move the comparisons of the systems on
 show (or of the pair aimed at) most (``retrieval.judging.order``), the system names hidden unless
 asked; grades 0 / 1 / 2 (keys 0, 1, 2), skip (s), previous / next (← →). Each grade
-is written to the store the moment it is given; the judgments export as TREC or BEIR qrels, and
-once applied every view evaluates with them."""
+is written to the store the moment it is given, and is a label in every view from then on (the
+shell's views follow the grades: ``ui.shell``); the judgments export as TREC or BEIR qrels."""
 from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -523,9 +523,9 @@ def _key_action(ws: Workspace, store: Store, judge: str, shown_: dict, action: s
 
 @dataclass
 class JudgeView:
-    apply: gr.Button  # "use the judgments in every view" (wired by the shell: it switches the workspace)
-    prefer: gr.Radio
+    prefer: gr.Radio  # which label wins a pair both the data and a judgment label (wired by the shell)
     aim: gr.Dropdown | None = None  # the pairs of systems on show (refreshed by the shell when a system joins)
+    grades: list = field(default_factory=list)  # the events that store grades: the shell's views follow them
 
 
 def build(ctx: Context) -> JudgeView:
@@ -563,8 +563,8 @@ def build(ctx: Context) -> JudgeView:
         next_btn = gr.Button("Next →", elem_id="judge-next")
     with gr.Row():
         prefer = gr.Radio([("the data's own labels", "imported"), ("my judgments", "judgments")], value="imported",
-                          label="Where both label a pair, keep", elem_id="judge-prefer", scale=2)
-        apply = gr.Button("Use the judgments in every view", elem_id="judge-apply", scale=1)
+                          label="Every grade is a label in every view at once; where the data's own labels and a "
+                                "grade label one pair, keep", elem_id="judge-prefer", scale=2)
     shown = gr.JSON(visible=False)
     with gr.Row(visible=False):  # the /judge endpoint's inputs: any pair by id, for scripts
         api_query, api_doc = gr.Textbox(label="query id"), gr.Textbox(label="document id")
@@ -647,16 +647,17 @@ def build(ctx: Context) -> JudgeView:
         lambda key, aim_: gr.update(choices=aim_choices(ctx.workspace(key)), value=aim_), [ctx.key, aim], aim,
         api_visibility="private", **LIGHT).then(
         on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
-    gr.on([b.click for b in (*grades, skip, prev_btn, next_btn)], on_key, inputs, outputs,
-          api_visibility="private", trigger_mode="once", **LIGHT).then(
-        on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
-    api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method, size, seed, aim],
-                 outputs, api_name="judge", **LIGHT)
+    graded = gr.on([b.click for b in (*grades, skip, prev_btn, next_btn)], on_key, inputs, outputs,
+                   api_visibility="private", trigger_mode="once", **LIGHT)
+    graded.then(on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
+    api_graded = api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method,
+                                             size, seed, aim], outputs, api_name="judge", **LIGHT)
     agree_btn.click(on_agreement, ctx.key, [agreement_md, rule], api_name="agreement", **LIGHT).then(
         on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
     export_btn.click(on_export, [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
         on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
-    import_btn.click(on_import, [import_file, judge, ctx.key], import_status, api_name="import_judgments",
-                     **LIGHT).then(on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
-    publish_btn.click(on_publish, [judge, ctx.key], publish_status, api_name="publish_judge", **LIGHT)
-    return JudgeView(apply, prefer, aim)
+    imported = import_btn.click(on_import, [import_file, judge, ctx.key], import_status, api_name="import_judgments",
+                                **LIGHT)
+    imported.then(on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
+    published = publish_btn.click(on_publish, [judge, ctx.key], publish_status, api_name="publish_judge", **LIGHT)
+    return JudgeView(prefer, aim, [graded, api_graded, imported, published])

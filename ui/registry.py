@@ -30,7 +30,10 @@ from retrieval import Store, Workspace
 from retrieval.data.dataset import Dataset
 from retrieval.data.language import corpus_tokenizer
 from retrieval.index.recent import Recent
+from retrieval.judging.judgments import PREFER
+from retrieval.judging.labels import JudgedCounts, with_stored_judgments
 from retrieval.progress import Progress
+from retrieval.sharing import browser_tokens
 from retrieval.sharing import memory_budget as footprint
 from retrieval.sharing.model_policy import ModelPolicy
 from retrieval.sharing.owners import Viewer, app_owner
@@ -40,6 +43,9 @@ from ui.notify import refuse
 FOREGROUND_S = 15.0  # a load waits this long for its encoding; a longer one goes on in the background
 ANONYMOUS = ""  # the session of a caller that gave none (tests, the start-up load)
 ASKED_KEPT = 1024  # sessions whose last query asked for is remembered (the latest); others' results are not refreshed
+LABELLED_KEPT = 4  # labelled copies of one workspace kept (sessions counting other judges, label versions)
+IDENTITIES_KEPT = 65_536  # sessions whose browser is remembered (the latest): older ones are their own maker again
+KEPT_KEYS = 1024  # workspace keys whose kept data set is remembered (what a reload reopens: ``kept_of``)
 
 
 def _budget_from_env() -> int:
@@ -73,6 +79,8 @@ class _Entry:
     ws: Workspace
     opener: str  # the session that opened it
     used: float  # monotonic time of its last use
+    # its labelled copies (``Registry.labelled``): (whose judges, which label wins, judgments' version) -> copy
+    labelled: OrderedDict[tuple, tuple[Workspace, JudgedCounts]] = field(default_factory=OrderedDict)
 
 
 @dataclass
@@ -80,6 +88,7 @@ class _Session:
     key: str = ""  # the workspace it holds
     seen: float = 0.0
     query_sets: int = 0  # added to the data set it holds (since it last loaded one)
+    prefer: str = "imported"  # where the data's own label and a judgment label one pair, which wins
 
 
 class Registry:
@@ -97,6 +106,9 @@ class Registry:
         self._items: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
         self._sessions: dict[str, _Session] = {}
         self._asked: Recent[str, str] = Recent(ASKED_KEPT)  # each session's last query asked for: ``ask``
+        self._identities: Recent[str, str] = Recent(IDENTITIES_KEPT)  # session -> its browser's maker: ``identify``
+        self._kept: Recent[str, str] = Recent(KEPT_KEYS)  # workspace key -> the kept data set it holds
+        self._key: bytes | None = None  # the store's key for browser tokens: ``_token_key``
         self._pinned: set[str] = set()
         self._lock = threading.RLock()
 
@@ -180,9 +192,49 @@ class Registry:
         return key
 
     def viewer(self, session: str) -> Viewer:
-        """Who ``session`` is to the store's shared objects (``retrieval.sharing.owners``): its owner id, and
+        """Who ``session`` is to the store's shared objects (``retrieval.sharing.owners``): its owner id
+        (its browser's, once the page said who it is: ``identify``; else the session's own), and
         whether this deployment is shared."""
-        return Viewer(app_owner(session), self.shared)
+        with self._lock:
+            owner = self._identities.get(session)
+        return Viewer(owner or app_owner(session), self.shared)
+
+    def identify(self, session: str, token: object) -> str:
+        """``session`` is the browser holding ``token`` (``retrieval.sharing.browser_tokens``): its maker
+        from now on, for every page of that browser. A token the app did not hand out (forged,
+        altered, another store's, none) is refused and a new one made, naming nothing yet. Returns the
+        token the browser keeps. Remembered for the ``IDENTITIES_KEPT`` sessions that said so last."""
+        key = self._token_key()
+        token_id = browser_tokens.verify(key, token)
+        if token_id is None:
+            token = browser_tokens.mint(key)
+            token_id = browser_tokens.verify(key, token)
+        assert token_id is not None  # just made
+        with self._lock:
+            self._identities.put(session, browser_tokens.owner_of(token_id))
+        return str(token)
+
+    @property
+    def page_secret(self) -> str:
+        """What the page's browser state is obscured with (``browser_tokens.page_secret``)."""
+        return browser_tokens.page_secret(self._token_key())
+
+    def _token_key(self) -> bytes:
+        """The store's key for browser tokens (``Store.secret``), read once."""
+        with self._lock:
+            if self._key is None:
+                self._key = self.store.secret(browser_tokens.KEY)
+            return self._key
+
+    def note_kept(self, key: str, kept_id: str | None) -> None:
+        """Workspace ``key`` holds the kept data set ``kept_id`` (``retrieval.data.kept``), or none."""
+        with self._lock:
+            self._kept.put(key, kept_id or "")
+
+    def kept_of(self, key: str) -> str:
+        """The kept data set workspace ``key`` was opened from ("" for none, or not known here)."""
+        with self._lock:
+            return self._kept.get(key) or ""
 
     def allowed_model(self, choice: str | None) -> str | None:
         """The encoder a client's ``choice`` names, if the model policy offers it ("" or None: the
@@ -237,6 +289,58 @@ class Registry:
         """``session`` has gone (its page closed): its workspace is no longer protected by it."""
         with self._lock:
             self._sessions.pop(session, None)
+            self._identities.pop(session)
+
+    # ---- labels: the data set's own and the store's judgments ----------------------------------
+    def labelled(self, key: str, session: str = ANONYMOUS) -> Workspace:
+        """Workspace ``key`` with the judgments ``session`` counts as labels, as they stand now
+        (``retrieval.judging.labels.with_stored_judgments``: on a shared deployment its own judges'
+        and the published ones), the data's own label winning a pair both have unless the session
+        chose otherwise (``prefer``). What every view that reads labels evaluates with: a grade
+        stored by any session or process is a label at the next view, with no reload. Looked up by
+        the judgments' version (``Store.judgments_version``, one indexed query); a new version makes
+        a copy of the workspace (``Workspace.with_labels``: the indexes and cached runs shared)."""
+        return self._labels(key, session)[0]
+
+    def judged(self, key: str, session: str = ANONYMOUS) -> JudgedCounts:
+        """How many judgments ``labelled`` took as labels of workspace ``key`` for ``session``."""
+        return self._labels(key, session)[1]
+
+    def _labels(self, key: str, session: str) -> tuple[Workspace, JudgedCounts]:
+        base = self.get(key)
+        viewer, prefer = self.viewer(session), self.prefer(session)
+        tag = (viewer.filter, prefer, self.store.judgments_version(base.dataset.corpus_hash, viewer))
+        with self._lock:
+            entry = self._items.get(key)
+            found = entry.labelled.get(tag) if entry is not None else None
+            if found is not None:
+                entry.labelled.move_to_end(tag)
+                return found
+        dataset, counts = with_stored_judgments(base.dataset, self.store, viewer, prefer)
+        made = (base if dataset is base.dataset else base.with_labels(dataset), counts)
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is not None and entry.ws is base:
+                made = entry.labelled.setdefault(tag, made)
+                while len(entry.labelled) > LABELLED_KEPT:
+                    entry.labelled.popitem(last=False)
+        return made
+
+    def prefer(self, session: str) -> str:
+        """Which label wins a pair both the data and a judgment label, for ``session``: "imported"
+        (the data's own, by default) or "judgments"."""
+        with self._lock:
+            state = self._sessions.get(session)
+            return state.prefer if state is not None else "imported"
+
+    def set_prefer(self, session: str, prefer: str) -> None:
+        """``session``'s choice of ``prefer``; a ValueError for anything but the two."""
+        if prefer not in PREFER:
+            raise ValueError(f"keep the data's own labels or the judgments ({', '.join(PREFER)}), not "
+                             f"{str(prefer)[:40]!r}")
+        with self._lock:
+            state = self._sessions.setdefault(session, _Session())
+            state.prefer, state.seen = prefer, time.monotonic()
 
     def get(self, key: str) -> Workspace:
         with self._lock:
@@ -349,7 +453,21 @@ class Context:
     start: Workspace
 
     def workspace(self, key: str) -> Workspace:
+        """The session's workspace ``key`` as opened: its data's own labels (the Judge view pools and
+        queues over it)."""
         return self.registry.get(key)
+
+    def labelled(self, key: str, request: gr.Request | None) -> Workspace:
+        """The session's workspace ``key`` with the judgments it counts as labels, as they stand now
+        (``Registry.labelled``): what every view that reads labels evaluates with."""
+        return self.registry.labelled(key, session_of(request))
+
+    def labelled_split(self, key: str, split: str | None, request: gr.Request | None) -> tuple[Workspace, str | None]:
+        """``labelled``, and the split asked; none picked (a page whose split picker was filled before
+        the first grade) is the labels' default split, so a view never says "no labels" while
+        judgments are labels."""
+        ws = self.labelled(key, request)
+        return ws, split or ws.dataset.default_split()
 
     def allowed_model(self, choice: str | None) -> str:
         """A client's choice of a fine-tuned (or other) encoder to compare, "" for none; one the

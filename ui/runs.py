@@ -42,7 +42,7 @@ COMPARE_HEADERS = ["query", "text", "A", "B", "B − A"]
 
 def runs(store: Store, ws: Workspace):
     """The stored runs of this data set, newest first, and the choices of both run pickers."""
-    found = list_runs(store, ws.dataset.content_hash)
+    found = list_runs(store, ws.dataset.queries_hash)
     rows = [[r["when"], r["summary"], r["split"], r["k"], r["key"]] for r in found]
     choices = [(f"{r['summary']} — {r['split']} ({r['when']})", r["key"]) for r in found]
     return rows, gr.update(choices=choices), gr.update(choices=choices)
@@ -73,7 +73,7 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str,
     except (UnknownRun, ValueError) as err:
         raise refuse(err) from err
     c = res.comparison
-    summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.content_hash)}
+    summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.queries_hash)}
     pair = (store.get_run(key_a), store.get_run(key_b))
     iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
     note = (f"**B − A on {text(res.split)}, {metric_name(c.metric)}:** {c.mean_b:.4f} {interval_text(iv_b)} − "
@@ -211,10 +211,11 @@ def build(ctx: Context, tab: gr.Tab) -> None:
     per_query = table(COMPARE_HEADERS, elem_id="compare-table")
 
     def on_open(key: str):
-        return runs(ctx.registry.store, ctx.workspace(key))
+        return runs(ctx.registry.store, ctx.workspace(key))  # runs are listed by documents and queries alone
 
     def on_compare(a: str, b: str, metric_: str, key: str, request: gr.Request):
-        return compare(ctx.registry.store, ctx.workspace(key), a, b, metric_, ctx.registry.viewer(session_of(request)))
+        return compare(ctx.registry.store, ctx.labelled(key, request), a, b, metric_,
+                       ctx.registry.viewer(session_of(request)))
 
     shared = ctx.registry.shared
     with gr.Accordion("Snapshots: a baseline, a metric's history, two snapshots side by side", open=False,
@@ -254,13 +255,13 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         return ctx.registry.viewer(session_of(request))
 
     def on_snapshots(key: str, metric_: str, request: gr.Request):
-        return snapshot_view(store, ctx.workspace(key), metric_, viewer(request))
+        return snapshot_view(store, ctx.labelled(key, request), metric_, viewer(request))
 
     def on_take(name: str, note_: str, base: bool, key: str, request: gr.Request):
-        return take_snapshot(store, ctx.workspace(key), name, note_, bool(base), viewer(request))
+        return take_snapshot(store, ctx.labelled(key, request), name, note_, bool(base), viewer(request))
 
     def on_replace(name: str, note_: str, base: bool, key: str, request: gr.Request):
-        return take_snapshot(store, ctx.workspace(key), name, note_, bool(base), viewer(request), replace=True)
+        return take_snapshot(store, ctx.labelled(key, request), name, note_, bool(base), viewer(request), replace=True)
 
     def on_mark(name: str, key: str, request: gr.Request):
         return mark_baseline(store, ctx.workspace(key), name, viewer(request))
@@ -269,7 +270,7 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         return publish_snapshot(store, ctx.workspace(key), name, viewer(request))
 
     def on_diff(a: str, b: str, system: str, metric_: str, key: str, request: gr.Request):
-        return snapshot_diff(store, ctx.workspace(key), a, b, system, metric_, viewer(request))
+        return snapshot_diff(store, ctx.labelled(key, request), a, b, system, metric_, viewer(request))
 
     snap_outputs = [snap_table, hist_plot, base_pick, snap_a, snap_b, diff_system, base_line]
     tab.select(on_open, ctx.key, [runs_table, run_a, run_b], api_name="runs", **LIGHT).then(

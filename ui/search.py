@@ -131,7 +131,7 @@ def use_encoder(registry: Registry, ws: Workspace, choice: str, session: str = A
     except (EncoderLoadError, ValueError) as err:  # refused by the policy, not a model, no room, too many runs
         raise refuse(err) from err
     registry.hold(session, key)
-    ws = registry.get(key)
+    ws = registry.labelled(key, session)
     split = ws.dataset.default_split()
     rows = metrics_rows(ws, split, shown_systems(ws), registry.viewer(session)) if split else []
     return key, dataset_summary(ws), metrics_note(ws, split), rows
@@ -238,13 +238,13 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
         metrics = table(["system", *VIEW_METRICS], elem_id="metrics-table", value=rows)
 
     def on_search(text: str, key: str, chosen_: list[str], request: gr.Request):
-        ws_ = ctx.workspace(key)
+        ws_ = ctx.labelled(key, request)
         if _bounded(text).strip():
             ctx.registry.ask(session_of(request), text)
         return search(ws_, text, chosen_)
 
     def on_pick(query_id: str, key: str, chosen_: list[str], request: gr.Request):
-        return open_by_id(ctx.registry, ctx.workspace(key), session_of(request), query_id, chosen_)
+        return open_by_id(ctx.registry, ctx.labelled(key, request), session_of(request), query_id, chosen_)
 
     def on_choose(picked: list[str]):
         if len(picked) > MAX_COLUMNS:

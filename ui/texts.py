@@ -110,10 +110,18 @@ JUDGE_HELP = ("Make relevance labels here. Every system on show (BM25, dense, hy
               "systems rank differently, of the kind that has turned out relevant so far. System names "
               "stay hidden so they do not sway you. Keys: **0**, "
               "**1**, **2** grade, **s** skips, **←** / **→** move. Each grade is saved the moment you give "
-              "it and can be changed later; *Use the judgments* makes every view evaluate with them "
-              "(unjudged documents count as not relevant), and they stay the corpus's labels whenever it is "
-              "opened again (a reload, a restart). A system that joins the ones on show (its index built, a run "
-              "imported) joins the pool at once: its unjudged documents come next.")
+              "it and can be changed later; it is a label in every view at once (the summary above, Evaluate, "
+              "Failures, Embeddings, Runs, Train; unjudged documents count as not relevant), in every session "
+              "of the corpus, and whenever it is opened again (a reload, a restart). A system that joins the "
+              "ones on show (its index built, a run imported) joins the pool at once: its unjudged documents "
+              "come next.")
+KEPT_HELP = ("An uploaded data set's files are kept beside the store, so it comes back as you left it — its "
+             "added queries and its judgments with it — when the page is reloaded (the browser remembers which "
+             "one it had open), on another visit, or after the app is restarted: pick it (the latest is picked) "
+             "and *Reopen*. The ten a browser opened last are kept, a hundred in all (4 GiB of files); *Forget* "
+             "removes one and its files.")
+KEPT_HELP_SHARED = (KEPT_HELP + " On this shared server a kept data set is this browser's alone: no other "
+                    "session lists it or can reopen it.")
 NO_LABELS = "_No relevance labels: metrics need a qrels file._"
 STATISTICS_RULE = ("How two systems are compared: on the queries both were evaluated on, the paired permutation "
                    "test (each query's two scores swapped at random) gives the p-value, and the 95% interval of the "

@@ -241,7 +241,7 @@ def build(ctx: Context) -> None:
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
                       positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_,
                       family=family_)
-        job_id = start(ctx.registry, ctx.jobs, ctx.workspace(key), values, cold_, job_state_, on=on,
+        job_id = start(ctx.registry, ctx.jobs, ctx.labelled(key, request), values, cold_, job_state_, on=on,
                        session=session_of(request))
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
@@ -250,7 +250,7 @@ def build(ctx: Context) -> None:
         return on_train(*args, **kwargs, on=JUDGED)
 
     def on_resume(job_state_: str, key: str, request: gr.Request):
-        job_id = resume(ctx.registry, ctx.jobs, ctx.workspace(key), job_state_, session_of(request))
+        job_id = resume(ctx.registry, ctx.jobs, ctx.labelled(key, request), job_state_, session_of(request))
         return job_id, f"Job `{job_id}` resumed: it goes on from its last finished epoch.", gr.Timer(active=True)
 
     def on_poll(job_id: str, key: str):

@@ -71,6 +71,7 @@ class Dataset:
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
     _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
     _docs_sha: object = field(default=None, repr=False, compare=False)  # hashlib state after the documents
+    _keys: dict = field(default_factory=dict, repr=False, compare=False)  # queries_hash, split_key, labels_key
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
@@ -126,6 +127,34 @@ class Dataset:
             h.update(json.dumps(self.qrels, sort_keys=True).encode())
             self._hash = h.hexdigest()
         return self._hash
+
+    @property
+    def queries_hash(self) -> str:
+        """A hash of the documents and queries, not the labels: what a system's runs are computed from
+        (labels added or judged leave it, and every run cached under it, as it was)."""
+        if "queries" not in self._keys:
+            h = self._documents_hashed()
+            h.update(b"\x00queries")
+            _hash_queries(h, self.queries)
+            self._keys["queries"] = h.hexdigest()
+        return self._keys["queries"]
+
+    def split_key(self, split: str | None) -> str:
+        """A hash of which queries ``split`` holds (None: every query): beside ``queries_hash``, what
+        a run of the split searches."""
+        key = ("split", split)
+        if key not in self._keys:
+            ids = sorted(self.queries) if split is None else sorted(q for q in self.qrels[split] if q in self.queries)
+            self._keys[key] = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
+        return self._keys[key]
+
+    def labels_key(self, split: str) -> str:
+        """A hash of ``split``'s labels: what an evaluation on it, or a weight tuned on it, is measured
+        against (a grade judged on another split leaves it as it was)."""
+        key = ("labels", split)
+        if key not in self._keys:
+            self._keys[key] = hashlib.sha256(json.dumps(self.qrels[split], sort_keys=True).encode()).hexdigest()
+        return self._keys[key]
 
     def with_queries(self, queries: dict[str, str], report: LoadReport | None = None,
                      fields: dict[str, dict[str, str]] | None = None) -> Dataset:

@@ -31,6 +31,14 @@ class Recent(Generic[K, V]):
         self._items.move_to_end(key)
         return self._items[key]
 
+    def pop(self, key: K) -> V | None:
+        """Forget ``key``'s entry; its value, or None when there was none."""
+        return self._items.pop(key, None)
+
+    def items(self) -> list[tuple[K, V]]:
+        """The entries, least recently used first (a copy)."""
+        return list(self._items.items())
+
     def __contains__(self, key: object) -> bool:
         return key in self._items
 

@@ -1,6 +1,7 @@
 """Relevance labels from two sources made one: the labels that came with the data and the
 judgments made in the app (``retrieval.judging.judgments``), as the splits every view evaluates with; and
-the counts of judged queries every view reports.
+the counts of judged queries every view reports. ``with_stored_judgments`` is the data set with the
+store's judgments of its corpus, the one way the app's views and the command line read labels.
 
 A judged pair of a query that already belongs to a split is merged into that split (the data's own
 label wins a pair both have, unless ``prefer="judgments"``). Judged queries in no split all go to
@@ -14,9 +15,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from retrieval.data.dataset import Dataset, Qrels
-from retrieval.judging.judgments import merge_labels
+from retrieval.judging.judgments import PREFER, judgments_to_qrels, merge_labels
+
+if TYPE_CHECKING:
+    from retrieval.sharing.owners import Viewer
+    from retrieval.store import Store
 
 JUDGED = "judged"
 FOLDS_SEED = 0  # the seed of ``judged_folds``: in the cache keys of the runs it shapes
@@ -66,4 +72,37 @@ def with_judgments(dataset: Dataset, judged: Qrels, prefer: str = "imported") ->
         qrels = {JUDGED: {**qrels.get(JUDGED, {}), **new}, **{s: v for s, v in qrels.items() if s != JUDGED}}
     copy = Dataset(dataset.name, dataset.docs, dataset.queries, qrels, dataset.report, dataset.query_fields)
     copy._corpus_hash, copy._docs_sha = dataset._corpus_hash, dataset._docs_sha
+    if "queries" in dataset._keys:  # the same documents and queries: the same runs
+        copy._keys["queries"] = dataset._keys["queries"]
     return copy
+
+
+def with_stored_judgments(dataset: Dataset, store: Store | None, viewer: Viewer | None = None,
+                          prefer: str = "imported") -> tuple[Dataset, JudgedCounts]:
+    """``dataset`` with the judgments ``store`` keeps for its corpus as labels, as every view and
+    command evaluates with (``with_judgments``): several judges' grades of a pair merged by the lower
+    median (``judgments.judgments_to_qrels``); with ``viewer`` only the judges it counts (on a shared
+    deployment its own and the published ones: ``Store.judgments``), without, every judge's (the
+    command line, a deployment that is not shared); the data's own label wins a pair both have unless
+    ``prefer`` is "judgments". Returns the data set (the same object when the store holds no
+    judgment of its queries) and the counts of the judgments it took (``JudgedCounts``).
+
+    Args:
+        dataset: The data set as loaded (with its own labels, if any).
+        store: The store; None adds nothing.
+        viewer: Whose judges count (``retrieval.sharing.owners.Viewer``); None: every judge.
+        prefer: "imported" (the data's own label wins a pair both label) or "judgments".
+
+    Returns:
+        The data set with the judgments, and their counts.
+
+    Raises:
+        ValueError: ``prefer`` is neither.
+    """
+    if prefer not in PREFER:
+        raise ValueError(f"prefer is one of {', '.join(PREFER)}, not {str(prefer)[:40]!r}")
+    rows = store.judgments(dataset.corpus_hash, viewer=viewer) if store is not None else []
+    judged = {q: docs for q, docs in judgments_to_qrels(rows).items() if q in dataset.queries and docs}
+    if not judged:
+        return dataset, judged_counts({})
+    return with_judgments(dataset, judged, prefer), judged_counts(judged)

@@ -137,7 +137,7 @@ def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None)
         if queries is not None:
             tuned_on = {q: t for q, t in tuned_on.items() if q in queries}
             params.update(queries=queries_fingerprint(tuned_on))
-        key = cache_key(dataset=ws.dataset.content_hash, system="lambda", params=params, split=split, k=0)
+        key = cache_key(**ws.data_key(split, labels=True), system="lambda", params=params, split=split, k=0)
         cached = ws.store.get_metrics(key) if ws.store else None
         if cached:
             return LambdaFit.from_json(cached[1]["fit"])
@@ -146,7 +146,7 @@ def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None)
         fit = tune_lambda(h, tuned_on, ws.dataset.qrels[split],
                           grid=lambdas.grid_for(normalized, prior), prior=prior)
         if ws.store:
-            ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="lambda", params=params,
+            ws.store.put_metrics(key, dataset=ws.dataset.queries_hash, system="lambda", params=params,
                                  split=split, metrics={"best": fit.best, "chosen": fit.chosen},
                                  per_query={"fit": fit.to_json()})
         return fit

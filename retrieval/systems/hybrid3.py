@@ -212,7 +212,7 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
     tuned_on = {q: t for q, t in ws.dataset.split_queries(split).items()
                 if q in ws.dataset.qrels[split] and (only is None or q in only)}
     params["queries"] = queries_fingerprint(tuned_on)
-    key = cache_key(dataset=ws.dataset.content_hash, system="hybrid3_mu", params=params, split=split, k=0)
+    key = cache_key(**ws.data_key(split, labels=True), system="hybrid3_mu", params=params, split=split, k=0)
     cached = ws.store.get_metrics(key) if ws.store else None
     if cached:
         return LambdaFit.from_json(cached[1]["fit"])
@@ -227,7 +227,7 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
     p = 1.0 if best == prior else compare(evals[prior], evals[best], METRIC).p_value
     fit = LambdaFit(best, table, len(tuned_on), prior, p)
     if ws.store:
-        ws.store.put_metrics(key, dataset=ws.dataset.content_hash, system="hybrid3_mu", params=params, split=split,
+        ws.store.put_metrics(key, dataset=ws.dataset.queries_hash, system="hybrid3_mu", params=params, split=split,
                              metrics={"best": fit.best, "chosen": fit.chosen}, per_query={"fit": fit.to_json()})
     return fit
 

@@ -1,7 +1,9 @@
 """History: every run the store holds, readable, and any two compared query by query; and the
 encoders fine-tuned on a data set.
 
-Runs are stored by ``Workspace.run`` keyed by (data set hash, system, parameters, split, depth);
+Runs are stored by ``Workspace.run`` keyed by (documents and queries, the split's queries, system,
+parameters, depth), and listed by the data set's documents and queries (``Dataset.queries_hash``):
+labels judged since leave them listed;
 ``list_runs`` reads them back with a one-line summary of their parameters, and ``compare_runs``
 evaluates two of them on the same labels and tests the difference with the paired permutation
 test of ``measures.compare``.
@@ -23,8 +25,9 @@ from retrieval.systems.clear_lambda import shown
 
 
 def list_runs(store: Store, dataset_hash: str | None = None) -> list[dict]:
-    """Stored runs, newest first: key, data set, system, split, depth, parameters and a summary
-    such as "dense · all-MiniLM-L6-v2 · sq8 · 128 dims"."""
+    """Stored runs (of the data set whose ``Dataset.queries_hash`` is ``dataset_hash``), newest first:
+    key, data set, system, split, depth, parameters and a summary such as "dense · all-MiniLM-L6-v2 ·
+    sq8 · 128 dims"."""
     models = {m["fingerprint"]: m["name"] for m in store.models()}
     datasets = {d["hash"]: d["name"] for d in store.datasets()}
     rows, damaged = [], []
@@ -104,7 +107,7 @@ def compare_stored(store: Store, dataset: Dataset, key_a: str, key_b: str, metri
     """Two stored runs of ``dataset`` compared on their split's labels: ``UnknownRun`` for a key the
     store does not hold for this data set, ``ValueError`` when the runs are of different or
     unlabelled splits."""
-    runs = {r["key"]: r for r in list_runs(store, dataset.content_hash)}
+    runs = {r["key"]: r for r in list_runs(store, dataset.queries_hash)}
     for key in (key_a, key_b):
         if key not in runs:
             raise UnknownRun(key)
