@@ -24,7 +24,7 @@ TOPICS = {
     "bike": ("bicycle chain gears derailleur brakes tyre saddle", "adjust the derailleur when gears skip"),
     "coffee": ("espresso grinder beans crema roast milk frothing", "espresso bitter with no crema"),
 }
-COUNTED = re.compile(r"(\d+) judged quer(?:y|ies) \((\d+) with a relevant document: evaluated\)")
+COUNTED = re.compile(r"(\d+) judged quer(?:y|ies) \((\d+) with a relevant document found\)")
 
 
 def write_unlabelled(folder, per_topic: int = 8):

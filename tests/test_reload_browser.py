@@ -66,7 +66,7 @@ def test_a_reload_finds_the_corpus_its_queries_and_grades_and_a_restart_reopens_
             page.keyboard.press("2")
             expect(progress).to_contain_text("Judged 1 of")
             # no button: the summary counts the judged query, and Evaluate computes on it as its tab opens
-            counted = "1 judged query (1 with a relevant document: evaluated)"
+            counted = "1 judged query (1 with a relevant document found)"
             expect(summary).to_contain_text(counted)
             expect(summary).not_to_contain_text("No relevance labels")
             open_tab(page, "Evaluate")

@@ -25,6 +25,7 @@ from retrieval.judging import staged_writes as staging
 from retrieval.judging.agreement import agreement
 from retrieval.judging.coverage import COVERAGE_DEPTH
 from retrieval.judging.judgments import (
+    AGREEMENT_EVERY,
     DEPTH,
     MAX_DEPTH,
     MERGE_RULES,
@@ -146,14 +147,17 @@ def aimed_pair(ws: Workspace, aim: str | None) -> tuple[str, str] | None:
 
 def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, method: str = "auto",
                   size: int = DEFAULT_SIZE, seed: int = 0, fresh: bool = False, aim: str | None = None,
-                  viewer: Viewer | None = None) -> Queue:
+                  viewer: Viewer | None = None, regrade: bool = False) -> Queue:
     """The judge's queue over the sampled queries (``judging_sample``): their own grades count as
     judged; the next pair is the one expected to move the comparisons of the systems on show most
     (``retrieval.judging.order``), or of the one pair ``aim`` names. Built once per judge, depth,
     sample and aim, then kept up to date grade by grade (``grade_pair``): ``fresh`` rebuilds it from
     the store (starting to judge). A judge's name or a depth out of range
     (``judgments.store_judge``: one that looks like another judge's is refused too, and on a shared
-    deployment one another session made, ``viewer``: ``retrieval.judging.judge_owners``; ``check_depth``) is refused."""
+    deployment one another session made, ``viewer``: ``retrieval.judging.judge_owners``; ``check_depth``) is refused.
+    The pairs other judges graded are re-graded one in ``judgments.AGREEMENT_EVERY``, for agreement, or
+    every one with ``regrade`` (a second opinion on each)."""
+    regrade = bool(regrade)
     try:
         judge, k = store_judge(store, ws.dataset.corpus_hash, judge, viewer), check_depth(k)
     except ValueError as err:
@@ -161,7 +165,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     sample = judging_sample(ws, store, method, size, seed, k)
     interest = aimed_pair(ws, aim)
     systems = shown_systems(ws)
-    key = (judge, k, sample.id, interest)
+    key = (judge, k, sample.id, interest, regrade)
     carried = (ws.dataset.corpus_hash, ws.encoder.name, tuple(sorted(ws.bm25_args.items())), *key)
 
     def judged() -> dict:
@@ -178,7 +182,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
             before.sync_others(others())
             return before
         return queue(pool_runs(ws, k, sample.query_ids), sample.query_ids, judged(), k,
-                     sample=sample, interest=[interest] if interest else None, others=others())
+                     sample=sample, interest=[interest] if interest else None, others=others(), regrade=regrade)
 
     if fresh:
         with _CACHE_LOCK:
@@ -221,7 +225,8 @@ class Shown:
 
 def joined_note(q: Queue) -> str:
     """One line while the pairs of systems that joined the queue late go first ("Learned sparse
-    joined: its 84 unjudged top-10 documents are next"), else ""."""
+    joined: its 84 unjudged top-10 documents come first, with the rest of the judged queries' pools"),
+    else ""."""
     joined = q.joined
     if joined is None:
         return ""
@@ -233,8 +238,9 @@ def joined_note(q: Queue) -> str:
     left = q.joined_left()
     if not left:
         return ""
-    return (f" — {esc(names)} joined: {its} {left:,} unjudged top-{joined.k} documents are next, aimed at the "
-            f"comparisons {'it is' if len(joined.systems) == 1 else 'they are'} in.")
+    they = "it is" if len(joined.systems) == 1 else "they are"
+    return (f" — {esc(names)} joined: {its} {left:,} unjudged top-{joined.k} documents come first, with the rest of "
+            f"the judged queries' pools, aimed at the comparisons {they} in.")
 
 
 def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) -> tuple[str, str, dict]:
@@ -276,7 +282,7 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
 
 def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: str, grade, k: int = DEPTH,
                method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
-               aim: str | None = None, viewer: Viewer | None = None) -> tuple[Queue, int | None]:
+               aim: str | None = None, viewer: Viewer | None = None, regrade: bool = False) -> tuple[Queue, int | None]:
     """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), note it in the
     judge's queue (never rebuilt per grade) and give the queue and the next unjudged position;
     anything else is refused and nothing is stored. On a shared deployment the judge's name becomes
@@ -297,7 +303,7 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
     except ValueError as err:
         raise refuse(err) from err
     store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, grade, judge)
-    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer)
+    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer, regrade=regrade)
     q.record(query_id, doc_id, grade)
     try:
         after = q.position(query_id, doc_id)
@@ -510,13 +516,13 @@ def publish_judge(store: Store, ws: Workspace, judge: str | None, viewer: Viewer
 
 
 def _key_action(ws: Workspace, store: Store, judge: str, shown_: dict, action: str, k: int, method: str, size: int,
-                seed: int, aim: str, viewer: Viewer) -> tuple[Queue, int | None]:
+                seed: int, aim: str, viewer: Viewer, regrade: bool = False) -> tuple[Queue, int | None]:
     """What a key or button of the judging panel does to the pair on show (``shown_``): a grade (``action``
     "0", "1" or "2") stored, or skip, previous or next; returns the queue and the position to show."""
     if action in ("0", "1", "2"):
         return grade_pair(ws, store, judge, shown_["query_id"], shown_["doc_id"], int(action), k, method, size, seed,
-                          aim, viewer)
-    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer)
+                          aim, viewer, regrade)
+    q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer, regrade=regrade)
     here = shown_["position"]
     return q, (q.next_unjudged(here) if action == "skip" else q.step(here, action == "next"))
 
@@ -535,6 +541,8 @@ def build(ctx: Context) -> JudgeView:
         depth = gr.Number(DEPTH, label="Pool depth (each system's top k)", precision=0, minimum=1, maximum=MAX_DEPTH,
                           scale=1)
         reveal = gr.Checkbox(False, label="Show which systems retrieved it", elem_id="judge-reveal", scale=1)
+        regrade = gr.Checkbox(False, label="Re-grade the pairs other judges graded (else one in "
+                                           f"{AGREEMENT_EVERY}, for agreement)", elem_id="judge-regrade", scale=1)
         aim = gr.Dropdown([("every pair of the systems on show", "")], value="", elem_id="judge-aim", scale=2,
                           label="Aim the judging at (the next pair is the one expected to settle these most)")
         start = gr.Button("Start judging", variant="primary", elem_id="judge-start", scale=1)
@@ -596,15 +604,15 @@ def build(ctx: Context) -> JudgeView:
         """The session's viewer: whose judge names it may grade under, whose grades its views count."""
         return ctx.registry.viewer(session_of(request))
 
-    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0, aim_="",
+    def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0, aim_="", regrade_=False,
                  request: gr.Request = None):
         if not (judge_ or "").strip():
             raise refuse("type your name as the judge first")
         q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k, method_, size_, seed_, fresh=True,
-                          aim=aim_, viewer=viewer(request))
+                          aim=aim_, viewer=viewer(request), regrade=regrade_)
         return render(key, q, q.next_unjudged(), reveal_)
 
-    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, aim_, evt: gr.EventData,
+    def on_key(judge_, k, reveal_, shown_, key, method_, size_, seed_, aim_, regrade_, evt: gr.EventData,
                request: gr.Request):
         """A grade (0/1/2), skip, previous or next: one event for all of them, so a key pressed
         again before the pair on screen has changed is dropped, never applied to that pair."""
@@ -612,16 +620,16 @@ def build(ctx: Context) -> JudgeView:
             raise refuse("start judging first")
         ws = ctx.workspace(key)
         q, to = _key_action(ws, ctx.registry.store, judge_, shown_, evt.target.elem_id.removeprefix("judge-"), k,
-                            method_, size_, seed_, aim_, viewer(request))
+                            method_, size_, seed_, aim_, viewer(request), regrade_)
         return render(key, q, to, reveal_)
 
     def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0,
-                     aim_="", request: gr.Request = None):
+                     aim_="", regrade_=False, request: gr.Request = None):
         q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k, method_, size_,
-                            seed_, aim_, viewer(request))
+                            seed_, aim_, viewer(request), regrade_)
         return render(key, q, nxt, reveal_)
 
-    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim]
+    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim, regrade]
     outputs = [progress, pair, shown]
     def on_settled(k, key, method_, size_, seed_, aim_="", request: gr.Request = None):
         return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_, aim_, viewer(request))
@@ -642,7 +650,8 @@ def build(ctx: Context) -> JudgeView:
         return publish_judge(ctx.registry.store, ctx.workspace(key), judge_, viewer(request))
 
     settle_inputs = [depth, ctx.key, method, size, seed, aim]
-    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed, aim], outputs, api_name="judge_queue",
+    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed, aim, regrade], outputs,
+                api_name="judge_queue",
                 **LIGHT).then(on_settled, settle_inputs, settled, api_name="settled", **LIGHT).then(
         lambda key, aim_: gr.update(choices=aim_choices(ctx.workspace(key)), value=aim_), [ctx.key, aim], aim,
         api_visibility="private", **LIGHT).then(
@@ -651,7 +660,7 @@ def build(ctx: Context) -> JudgeView:
                    api_visibility="private", trigger_mode="once", **LIGHT)
     graded.then(on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
     api_graded = api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method,
-                                             size, seed, aim], outputs, api_name="judge", **LIGHT)
+                                             size, seed, aim, regrade], outputs, api_name="judge", **LIGHT)
     agree_btn.click(on_agreement, ctx.key, [agreement_md, rule], api_name="agreement", **LIGHT).then(
         on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
     export_btn.click(on_export, [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(
