@@ -498,3 +498,28 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
             {"ann": len(pairs)}
     finally:
         demo_app.close()
+
+
+def test_a_second_judges_queue_counts_as_covered_only_the_grades_its_session_sees(app):
+    """ann (session A, unpublished) grades some pooled pairs; bo's queue in session B treats none of
+    them as covered or to re-grade for agreement ("adds agreement" would name pairs B may not see);
+    once ann is published, they are covered for bo and served only for agreement."""
+    registry, ka, kb = app()
+    ws = registry.get(kb)
+    store, ana, bo = registry.store, registry.viewer(A), registry.viewer(B)
+    q = judge.judging_queue(ws, store, "ann", 10, "all", viewer=ana)
+    hers = [q.pairs[q.next_unjudged()]]
+    for _ in range(9):
+        q, at = judge.grade_pair(ws, store, "ann", *hers[-1], 1, 10, "all", viewer=ana)
+        hers.append(q.pairs[at])
+    hers = hers[:9]
+    theirs = judge.judging_queue(ws, store, "bo", 10, "all", fresh=True, viewer=bo)
+    assert all(theirs.adds(pair) == "coverage" for pair in hers) and theirs.uncovered == theirs.pooled_count
+    judge.publish_judge(store, ws, "ann", ana)
+    theirs = judge.judging_queue(ws, store, "bo", 10, "all", fresh=True, viewer=bo)
+    assert all(theirs.adds(pair) == "agreement" for pair in hers)
+    assert theirs.uncovered == theirs.pooled_count - len(hers)
+    served = [theirs.pairs[theirs.next_unjudged()]]
+    assert served[0] not in hers  # coverage first: one in ten for agreement
+    again = judge.judging_queue(ws, store, "bo", 10, "all", fresh=True, viewer=bo, regrade=True)
+    assert again.pairs[again.next_unjudged()] in hers  # asked to re-grade: another judge's pairs first
