@@ -413,7 +413,7 @@ def test_no_view_contradicts_the_banner_about_a_build(gated, store):
             assert ws_.wait_dense(30)
             return ("computed",)
 
-    before, updates = shell.refreshed(ctx, key, [EndsTheBuild()])
+    before, updates = shell.refreshed(key, ws, [EndsTheBuild()])
     assert updates == ["computed"] and before == f"{key}|"  # seen before the views: the build was running
     text, _, _, bump, now = shell.follow(ctx, key, banner, 0, before)
     assert "Dense index ready" in text and bump == 1 and now.startswith(f"{key}|dense")  # computed again
