@@ -245,8 +245,7 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             page.locator("#failures-cards .rs-card").first.wait_for(timeout=90_000)
             cards = page.evaluate("""() => Array.from(document.querySelectorAll('#failures-cards .rs-card')).map(
                 c => [c.dataset.category, !!c.querySelector('.rs-label-unjudged')])""")
-            assert cards  # the judged queries' pools were made whole first: an unjudged document is rare there,
-            assert all(c == "unjudged_at_top" for c, unjudged in cards if unjudged), cards  # and counted apart
+            assert cards  # the judged queries' pools were made whole first: an unjudged document is rare there
             assert not [c for c, unjudged in cards if unjudged and c in ("semantic_false_positive", "lexical_trap")]
 
             # 4. A reload reopens the corpus the page had open, with its queries and the judgments as
