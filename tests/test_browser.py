@@ -8,6 +8,7 @@ folder, or in ``$RANKSCOPE_SCREENSHOTS`` when set). Skips when Chromium or Playw
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -63,6 +64,27 @@ def page(url, tmp_path_factory):
         pg.get_by_role("tab", name="Search").wait_for()
         yield pg
         browser.close()
+
+
+@contextlib.contextmanager
+def served(folder, model, store_path, **create):
+    """The app made on ``folder`` (``app.create``: ``model``, a store at ``store_path``, ``create``'s
+    settings) served on loopback, and a Chromium page opened on it, its Search tab shown: yields
+    (page, registry); the browser and the app are closed after."""
+    demo, registry = rankscope_app.create(folder, model=model, store_path=str(store_path), **create)
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
+                        **rankscope_app.launch_kwargs(registry.store))
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(demo.local_url)
+            page.get_by_role("tab", name="Search").wait_for()
+            yield page, registry
+            browser.close()
+    finally:
+        demo.close()
 
 
 def open_tab(page, name: str) -> None:

@@ -24,7 +24,7 @@ import pytest
 from retrieval.systems import label, shown
 
 from .conftest import DEMO
-from .test_browser import ARGS, CHROMIUM, open_tab, upload
+from .test_browser import CHROMIUM, open_tab, served, upload
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.browser, pytest.mark.slow]
@@ -127,26 +127,14 @@ def check_settled(text: str) -> dict[str, int]:
 
 def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joins(
         tiny_model_dir, sparse_gate, tmp_path, shots):
-    import app as rankscope_app
-
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     expect = pytest.importorskip("playwright.sync_api").expect
 
     corpus, questions, texts = write_corpus(tmp_path)
     sparse_gate.texts |= texts
     topic_of = {q: t for t, (_, q) in TOPICS.items()}
-    app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
-                                         foreground_s=60)
-    app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
-                       **rankscope_app.launch_kwargs(registry.store))
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
+        with served(DEMO, str(tiny_model_dir), tmp_path / "s.sqlite3", foreground_s=60) as (page, _):
             expect.set_options(timeout=30_000)
-            page.goto(app.local_url)
-            page.get_by_role("tab", name="Search").wait_for()
             summary, banner = page.locator("#dataset-summary"), page.locator("#encoding-status")
 
             # 1. Data: the corpus, then the questions, no labels
@@ -266,10 +254,8 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             expect(progress).to_contain_text(f"Judged {ana} of")
             expect(settled).to_contain_text(head.group(0))
             check_settled(settled.inner_text())
-            browser.close()
     finally:
         sparse_gate.set()
-        app.close()
 
 
 def check_evaluate(page, expect) -> None:
