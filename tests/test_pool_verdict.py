@@ -243,3 +243,31 @@ def test_the_depth_a_pool_was_judged_to_is_read_from_the_labels_a_late_system_as
     labels = {q: {d: int(d in key[q]) for run in runs.values() for d in top_ids(run, q, k)} for q in key}
     assert judged_depth(runs, labels, list(key)) == k
     assert judged_depth({**runs, **late}, labels, list(key)) == k  # joined after: its unjudged lists change nothing
+
+
+def test_the_headline_says_what_the_pool_says_in_words():
+    """Provisional with ranges while the pool is not whole; once it is, the queries every system
+    fails on with their interval, each system's rate, and what would settle the nearest rival that
+    differs (not one that succeeds on the very same queries)."""
+    from ui.present.tables import pool_headline
+
+    runs = {"A": {}, "B": {}, "C": {}}
+    labels: dict[str, dict[str, int]] = {}
+    for i in range(6):
+        q = f"q{i}"
+        runs["A"][q] = [(f"{q}a", 1.0), (f"{q}x", 0.5)]
+        runs["B"][q] = [(f"{q}a", 1.0), (f"{q}y", 0.5)]  # A's twin on success@2
+        runs["C"][q] = [(f"{q}z", 1.0), (f"{q}w", 0.5)]
+        labels[q] = {f"{q}a": int(i < 2), f"{q}x": 0, f"{q}y": 0, f"{q}z": 0}
+    head, rest = pool_headline(pool_verdict(runs, labels, list(labels), 2))
+    assert head == "Provisional — judge 6 more" and "fails on 0–4 of the 6 judged queries" in rest
+    assert "A 2 of 6 (33% [10%, 70%]), B 2 of 6 (33% [10%, 70%]), C 0–6 of 6" in rest  # C's range: unjudged
+    for q in labels:
+        labels[q][f"{q}w"] = 0
+    head, rest = pool_headline(pool_verdict(runs, labels, list(labels), 2))
+    assert head == "Every system fails on 4 of 6 judged queries" and rest.startswith(" (67% [30%, 90%]")
+    assert "A 2 of 6 (33% [" in rest and "C 0 of 6 (0% [" in rest
+    assert "A and C are not separable on success@2" in rest and "more judged queries" in rest
+    everyone = {q: {d: 0 for d in docs} for q, docs in labels.items()}
+    said = pool_headline(pool_verdict(runs, everyone, list(everyone), 2))[0]
+    assert said == "Every system fails on all 6 judged queries:"

@@ -365,11 +365,11 @@ def pool_settle_text(pv) -> str:
     mine = [t for t in pv.comparisons if leader in t[:2] and t[2].outcome == "open"]
     if not mine:
         return ""
-    a, b, c = min(mine, key=lambda t: abs(t[2].delta))
+    a, b, c = min(mine, key=lambda t: (t[2].same, abs(t[2].delta)))  # the nearest rival that differs at all
     other = a if b == leader else b
     if c.same:
         return (f"{leader} and {other} succeed on the same queries: no number of judged queries of this kind "
-                "would tell them apart on success@10.")
+                f"would tell them apart on success@{pv.k}.")
     more = beyond_pool(c)
     need = (f"about {more:,} more judged queries would separate a difference this size if it holds"
             if more is not None else "the two score alike")
