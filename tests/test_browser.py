@@ -461,15 +461,16 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     expect(progress).to_contain_text("every pooled pair is judged")
     settled = page.locator("#judge-settled")  # after every grade: which comparisons the judgments settle
     expect(settled).to_contain_text("Which comparisons are settled")
-    # a top-1 pool covers one document of each system's top 10: no verdict, and how much more to judge
-    expect(settled).to_contain_text("no verdict yet")
-    expect(settled).to_contain_text(re.compile(r"judge \d+ more of its top-10 documents"))
-    assert "settled:" not in settled.inner_text() and " beats " not in settled.inner_text()
-    expect(settled).to_contain_text("Judged@10")  # how much of each system's top 10 the comparisons rest on
+    # a top-1 pool judged whole fixes success@1 for every system: the comparisons are on it, never on nDCG
+    expect(settled).to_contain_text("success@1 — a relevant document in the top 1")
+    expect(settled).to_contain_text("a verdict needs each system's top 1 judged on every judged query")
+    expect(settled).to_contain_text("Judged@1")  # how much of each system's top 1 the comparisons rest on
+    assert "no verdict yet" not in settled.inner_text() and "nDCG" not in settled.inner_text()
     page.screenshot(path=str(shots / "judge.png"), full_page=False)
 
-    # a second judge grades the same pool, and the tab says how far the two agree
+    # a second judge asked to re-grade the same pool, and the tab says how far the two agree
     page.locator("#judge-name textarea").fill("cy")
+    page.locator("#judge-regrade input").check()  # else only one pair in ten another judge graded comes again
     page.locator("#judge-panel").click()
     page.locator("#judge-start").click()
     expect(progress).to_contain_text("Judged 0 of")
@@ -548,6 +549,7 @@ def test_added_queries_come_back_after_a_reload_and_in_a_second_browser(page, ur
 def test_keys_pressed_faster_than_the_pair_changes_never_regrade_it(page):
     open_tab(page, "Judge")
     page.locator("#judge-name textarea").fill("bo")  # a second judge: a fresh queue
+    page.locator("#judge-regrade input").check()  # re-grading what another judge graded: there is a pair to grade
     page.locator("#judge-start").click()
     progress = page.locator("#judge-progress")
     expect(progress).to_contain_text("Judged 0 of")

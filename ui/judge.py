@@ -58,7 +58,7 @@ from ui.pools import LIGHT
 from ui.present.counts import queries_counted
 from ui.present.escape import text as esc
 from ui.present.search import highlight
-from ui.present.tables import GATE_RULE, shortfall_text
+from ui.present.tables import gate_rule, shortfall_text
 from ui.registry import Context, session_of
 from ui.tables import table
 
@@ -421,7 +421,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
         on += " of the sample"
     head = (f"**Which comparisons are settled** ({metric_name(metric)} — a relevant document in the top "
             f"{min(k, COVERAGE_DEPTH)} — on {on}, nothing relevant found counted too, each system's top {k} pooled; "
-            f"{GATE_RULE}):")
+            f"{gate_rule(min(k, COVERAGE_DEPTH))}):")
     lines = [head, ""]
     measured = {c.system: c for r in rows if r.verdict is not None for c in r.verdict.coverage if c is not None}
     coverage = {name: measured[name] for name in runs if name in measured}  # what the gate read, in table order
@@ -629,7 +629,10 @@ def build(ctx: Context) -> JudgeView:
                             seed_, aim_, viewer(request), regrade_)
         return render(key, q, nxt, reveal_)
 
-    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim, regrade]
+    # the re-grade choice reaches the handlers as the session's state: the named endpoints keep their inputs
+    regrading = gr.State(False)
+    regrade.change(lambda on: bool(on), regrade, regrading, api_visibility="private", **LIGHT)
+    inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim, regrading]
     outputs = [progress, pair, shown]
     def on_settled(k, key, method_, size_, seed_, aim_="", request: gr.Request = None):
         return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_, aim_, viewer(request))
@@ -650,7 +653,7 @@ def build(ctx: Context) -> JudgeView:
         return publish_judge(ctx.registry.store, ctx.workspace(key), judge_, viewer(request))
 
     settle_inputs = [depth, ctx.key, method, size, seed, aim]
-    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed, aim, regrade], outputs,
+    start.click(on_start, [judge, depth, reveal, ctx.key, method, size, seed, aim, regrading], outputs,
                 api_name="judge_queue",
                 **LIGHT).then(on_settled, settle_inputs, settled, api_name="settled", **LIGHT).then(
         lambda key, aim_: gr.update(choices=aim_choices(ctx.workspace(key)), value=aim_), [ctx.key, aim], aim,
@@ -660,7 +663,7 @@ def build(ctx: Context) -> JudgeView:
                    api_visibility="private", trigger_mode="once", **LIGHT)
     graded.then(on_settled, settle_inputs, settled, api_visibility="private", trigger_mode="always_last", **LIGHT)
     api_graded = api_go.click(on_api_judge, [judge, api_query, api_doc, api_grade, depth, reveal, ctx.key, method,
-                                             size, seed, aim, regrade], outputs, api_name="judge", **LIGHT)
+                                             size, seed, aim, regrading], outputs, api_name="judge", **LIGHT)
     agree_btn.click(on_agreement, ctx.key, [agreement_md, rule], api_name="agreement", **LIGHT).then(
         on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
     export_btn.click(on_export, [fmt, with_data, rule, ctx.key], export_file, api_name="export_qrels", **LIGHT).then(

@@ -138,28 +138,28 @@ def pool_scores(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPTH) 
 
 def judged_depth(runs: dict[str, Run], labels: Qrels, query_ids, most: int = DEPTH) -> int:
     """The depth a judged pool was made to, read from the labels (the store does not keep the depth
-    the judging used). Per query, two readings of a depth-k pool: how deep every system's list is
-    judged from the top (k, or more where each system's next document happens to be in another's
-    top k), and the deepest best rank of a judged document over the systems (k, or less where
-    each system's k-th document is ranked higher by another). The first, unless a system that
-    joined later left its top documents unjudged and it falls below the second. The lower median
-    over the queries, between 1 and ``most``."""
+    the judging used). Per query, the largest k at which the labels are a depth-k pool: the systems
+    whose top k is judged whole (the pooled ones) hold, in their top k, every judged document — a
+    deeper k passes only where a document below the pool happens to be judged in every pooled
+    system's list and covered too; a system that joined later and left its lists unjudged is not
+    among them. The lower median over the queries that read as a pool at all (a query judged one
+    pair so far may not), between 1 and ``most``; ``most`` where none does (labels judged deeper
+    than the lists, or elsewhere)."""
     from statistics import median_low
 
-    def prefix(q: str, run: Run) -> int:
-        grades, top = labels.get(q, {}), top_ids(run, q, most)
-        n = next((i for i, d in enumerate(top) if d not in grades), len(top))
-        return most if n == len(top) else n  # a list judged to its end: as deep as any
+    def depth_of(q: str) -> int | None:
+        judged = set(labels.get(q, {}))
+        tops = {name: top_ids(run, q, most) for name, run in runs.items()}
+        prefix = {name: (next((i for i, d in enumerate(top) if d not in judged), len(top))) for name, top in
+                  tops.items()}
+        prefix = {name: most if n == len(tops[name]) else n for name, n in prefix.items()}  # judged to its end
+        for k in range(most, 0, -1):
+            pooled = [name for name, n in prefix.items() if n >= k]
+            if pooled and judged <= {d for name in pooled for d in tops[name][:k]}:
+                return k
+        return None
 
-    depths = []
-    for q in dict.fromkeys(query_ids):
-        best: dict[str, int] = {}
-        for run in runs.values():
-            for rank, d in enumerate(top_ids(run, q, most), 1):
-                best[d] = min(rank, best.get(d, rank))
-        deepest = max((best[d] for d in labels.get(q, {}) if d in best), default=most)
-        whole = min((prefix(q, run) for run in runs.values()), default=most)
-        depths.append(whole if whole >= deepest else deepest)
+    depths = [k for k in map(depth_of, dict.fromkeys(query_ids)) if k is not None]
     return max(1, min(most, median_low(depths))) if depths else most
 
 

@@ -19,7 +19,13 @@ from retrieval.systems import DENSE, HYBRID, short
 from retrieval.systems.clear_lambda import shown
 from ui.present.report import Summary
 
-GATE_RULE = "a verdict needs each system's top 10 judged on every judged query"  # coverage.MIN_JUDGED_AT_10
+
+def gate_rule(depth: int = 10) -> str:
+    """The coverage gate in words (``coverage.MIN_JUDGED_AT_10``, at the depth it reads)."""
+    return f"a verdict needs each system's top {depth} judged on every judged query"
+
+
+GATE_RULE = gate_rule()
 
 
 def table_cells(rows: list[dict], metrics=METRICS) -> list[list[str]]:
