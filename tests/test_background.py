@@ -245,11 +245,8 @@ def test_a_small_corpus_is_ready_when_the_load_returns(tiny_encoder, store):
 def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_encoder, tmp_path):
     import json
 
-    import app as rankscope_app
+    from .test_browser import CHROMIUM, served
 
-    from .test_browser import ARGS, CHROMIUM
-
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     expect = pytest.importorskip("playwright.sync_api").expect
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (apt install chromium)")
@@ -262,15 +259,9 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
                                                   for q, t in ds.queries.items()))
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td5\t2\nq2\td2\t1\n")
     gated = GatedEncoder(tiny_encoder)
-    app, registry = rankscope_app.create(folder, model=gated, store_path=str(tmp_path / "s.sqlite3"), foreground_s=0)
-    app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
-                       **rankscope_app.launch_kwargs(registry.store))
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        with served(folder, gated, tmp_path / "s.sqlite3", foreground_s=0) as (page, _):
             page.set_default_timeout(30_000)
-            page.goto(app.local_url)
             banner = page.locator("#encoding-status")
             # the first page of an app started late in a long run (two workers on two cores) may take longer
             # than Playwright's default: the banner's first words get 90 s
@@ -301,18 +292,16 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             expect(banner).to_contain_text("Learned sparse index (SPLADE) ready", timeout=60_000)
             expect(table).to_contain_text("Learned sparse", timeout=60_000)
             # a page opened now, on content the app built while both were encoding: computed again by itself
-            later = browser.new_page(viewport={"width": 1400, "height": 1000})
+            later = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
             later.set_default_timeout(30_000)
-            later.goto(app.local_url)
+            later.goto(page.url)
             expect(later.locator("#metrics-table")).to_contain_text("Hybrid", timeout=60_000)  # its first poll
             expect(later.locator("#metrics-table")).to_contain_text("Learned sparse", timeout=60_000)
             expect(later.get_by_text("left out until the corpus is encoded")).to_have_count(0)
             later.get_by_role("tab", name="Evaluate").click()  # Evaluate computes when its tab opens
             expect(later.locator("#eval-glance")).to_contain_text("Learned sparse", timeout=60_000)
-            browser.close()
     finally:
         gated.gate.set()
-        app.close()
 
 
 def test_a_build_that_waits_for_another_says_so_then_shows_its_rate_and_time_left():
