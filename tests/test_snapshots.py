@@ -243,8 +243,12 @@ def test_the_data_sets_own_labels_are_never_gated_in_the_check(tmp_path, demo_co
     assert cli("snapshot", demo_copy, "--systems", "bm25", "--name", "b", "--baseline", "--store", store,
                tmp_path=tmp_path).returncode == 0
     got = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
-    assert "judged@10" not in got.stdout and "not enough" not in got.stdout
-    assert "BM25: REGRESSED" in got.stdout and got.returncode == 1, got.stdout
+    assert "not enough" not in got.stdout  # not gated: no "judge N more"
+    # but a pool of the baseline's results: the check is on nDCG'@10, said so with judged@10 beside
+    line = next(ln for ln in got.stdout.splitlines() if ln.startswith("BM25: "))
+    assert "judged@10 1.00 [1.000, 1.000] → 0.80 [" in line and "on nDCG'@10: the data set's judged pool covers " \
+        "the baseline's top 10 better than today's beyond noise" in line, line
+    assert "BM25: REGRESSED" in got.stdout and got.returncode == 1, got.stdout  # worse on the condensed lists too
 
 
 def test_the_runs_view_gives_no_verdict_on_a_run_whose_top_10_is_not_judged(tmp_path, demo_copy):

@@ -57,7 +57,20 @@ def verdict(s: SystemCheck, result: CheckResult) -> str:
     c = s.comparison
     before, now = s.intervals or (None, None)
     means = f" ({c.mean_a:.4f} {interval_text(before)} → {c.mean_b:.4f} {interval_text(now)})"
-    return _verdict(s, c) + means + (f"; judged@10 {judged_change(s)}" if s.gated else "")
+    return (_verdict(s, c) + means + (f"; judged@10 {judged_change(s)}" if s.gated or s.favoured else "")
+            + favoured_note(s))
+
+
+def favoured_note(s: SystemCheck) -> str:
+    """Why a system's check is on nDCG'@10 (``SystemCheck.favoured``): "; on nDCG'@10: the data set's judged
+    pool covers the baseline's top 10 better than today's beyond noise, so nDCG@10 would favour it by the
+    documents nobody judged"; "" where it is on the metric asked."""
+    if not s.favoured:
+        return ""
+    which, other = ("the baseline's", "today's") if s.favoured == "baseline" else ("today's", "the baseline's")
+    return (f"; on nDCG'@10: the data set's judged pool covers {which} top 10 better than {other} beyond noise, so "
+            f"nDCG@10 would favour {'the baseline' if s.favoured == 'baseline' else 'today'} by the documents nobody "
+            "judged")
 
 
 def judged(cov) -> str:

@@ -34,7 +34,10 @@ count as not relevant, so a drop may be the pool's, not the system's. It is neit
 called regressed; the report says how many of its top-10 documents to judge
 (``Coverage.to_threshold``). A data set's own labels are never gated. The baseline's judged@10 is
 reported beside, not gated: an under-judged baseline understates its own mean, which can hide a
-drop but not invent one.
+drop but not invent one. A data set's own labels that list non-relevant documents are a judged pool
+too: where they cover the baseline's top 10 and today's differently beyond noise (``coverage.skew``,
+nDCG@10 checks), the two are compared on nDCG'@10, which leaves unjudged documents out, and the
+report says which run the labels favour (``SystemCheck.favoured``), judged@10 beside.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import Comparison, compare, evaluate_run, positive_qrels
 from retrieval.evaluation.metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
-from retrieval.judging.coverage import Coverage, coverages, from_judging
+from retrieval.judging.coverage import Coverage, condensed_ndcg, coverages, from_judging, skew
 from retrieval.judging.judgments import rbo
 from retrieval.safe_names import check_name, check_new_name
 from retrieval.sharing.owners import OPERATOR, Viewer, describe, when
@@ -393,6 +396,8 @@ class SystemCheck:
     params_now: dict
     dropped: bool = False  # dropped by more than max_drop, not significantly: too few queries to tell
     coverage: tuple[Coverage | None, Coverage | None] = (None, None)  # judged@10 of the baseline's run, today's
+    favoured: str | None = None  # "baseline" or "today": the data set's judged pool covers its top 10 better
+    # beyond noise (``coverage.skew``), so the comparison is on nDCG'@10, which leaves unjudged documents out
 
     @property
     def gated(self) -> bool:
@@ -466,9 +471,11 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
     qrels = ds.qrels[split]
     judgments = ws.store.judgments(ds.corpus_hash, viewer=viewer) if ws.store is not None else []
     gated = bool(from_judging(positive_qrels(qrels), judgments))  # else the data's own labels: no coverage asked
+    # the data's own labels that list non-relevant documents: a judged pool, whose cover of the two runs is compared
+    pool = not gated and metric == PRIMARY and any(g <= 0 for docs in qrels.values() for g in docs.values())
 
     def judged(name: str, run: Run) -> Coverage | None:
-        return coverages({name: run}, qrels, judgments)[name] if gated else None
+        return coverages({name: run}, qrels, judgments)[name] if gated or pool else None
 
     out = []
     for s in systems:
@@ -482,16 +489,22 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
         before_run = {q: snap.runs[s].get(q, []) for q in now_run}
         covered = (judged(s, before_run), cov_now)
         before = evaluate_run(before_run, qrels, metrics=(metric,))
-        cmp = compare(before, now, metric)
+        skewed = skew(covered[0], cov_now) if pool and covered[0] is not None and cov_now is not None else None
+        favoured, used = None, metric
+        if skewed is not None:  # compared on the condensed lists: neither run's unjudged documents count
+            favoured, used = ("today" if skewed.delta > 0 else "baseline"), NDCG_CONDENSED
+            before, now = condensed_ndcg(before_run, qrels), condensed_ndcg(now_run, qrels)
+        cmp = compare(before, now, used)
         beyond = cmp.delta < -max_drop and (cov_now is None or cov_now.sufficient)  # not judged enough: no verdict
         regressed = beyond and cmp.p_value < SIGNIFICANCE_LEVEL
-        a, b = before.per_query.get(metric, {}), now.per_query.get(metric, {})
+        a, b = before.per_query.get(used, {}), now.per_query.get(used, {})
         moved = sorted((Moved(q, a[q], b[q], [d for d, _ in before_run.get(q, [])[:10]],
                               [d for d, _ in now_run.get(q, [])[:10]], ds.queries.get(q, ""))
                         for q in a if q in b and a[q] != b[q]),
                        key=lambda m: (m.now - m.before, m.query_id))
-        out.append(SystemCheck(s, cmp, (before.interval(metric), now.interval(metric)), regressed, moved,
-                               snap.systems.get(s), params, dropped=beyond and not regressed, coverage=covered))
+        out.append(SystemCheck(s, cmp, (before.interval(used), now.interval(used)), regressed, moved,
+                               snap.systems.get(s), params, dropped=beyond and not regressed,
+                               coverage=covered if gated or favoured else (None, None), favoured=favoured))
     return CheckResult(snap, split, metric, max_drop, labels_hash(qrels) != snap.labels,
                        ds.corpus_hash != snap.corpus, out)
 
