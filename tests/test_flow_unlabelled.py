@@ -261,6 +261,9 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
 def check_evaluate(page, expect) -> None:
     """Evaluate's headline and conclusions name no winner whose judged@10 is under the threshold,
     the late system is held back with how many more to judge, and recall@100 is not measurable."""
+    # the judged pool's table leads once the summary is computed on the labels as they stand (a grade or a
+    # build that ends meanwhile computes the results again)
+    expect(page.locator("#eval-glance table.rs-pool")).to_have_count(1, timeout=90_000)
     table = page.evaluate("""() => Array.from(document.querySelectorAll('#eval-glance table:not(.rs-pool) tr')).map(
         r => Array.from(r.querySelectorAll('th,td')).map(c => c.innerText.trim()))""")
     header = [h.replace("ⓘ", "").strip() for h in table[0]]
