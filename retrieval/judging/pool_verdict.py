@@ -41,7 +41,7 @@ from retrieval.data.run import Run
 from retrieval.evaluation.intervals import Interval, mean_interval, proportion_interval
 from retrieval.evaluation.measures import Comparison, Evaluation, compare
 from retrieval.judging.grades import Pair
-from retrieval.judging.pools import DEPTH, top_ids
+from retrieval.judging.pools import DEPTH, pool, top_ids
 
 Z = 1.959963984540054 + 0.8416212335729143  # a paired test at 0.05 with 80% power (``settled_comparisons``)
 
@@ -167,16 +167,9 @@ def unjudged_pairs(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPT
     """The distinct (query, document) pairs in some system's top ``k`` on ``query_ids`` that carry no
     label, by query in the order given, then by best rank over the systems, then document id: what
     stands between the pool and exact figures (each one judged removes exactly one)."""
-    out: list[Pair] = []
-    for q in dict.fromkeys(query_ids):
-        grades = labels.get(q, {})
-        best: dict[str, int] = {}
-        for run in runs.values():
-            for rank, d in enumerate(top_ids(run, q, k), 1):
-                if d not in grades:
-                    best[d] = min(rank, best.get(d, rank))
-        out += [(q, d) for d in sorted(best, key=lambda d: (best[d], d))]
-    return out
+    ids = list(dict.fromkeys(query_ids))
+    pools = pool(runs, ids, k)  # each query's pool, by best rank over the systems, then document id
+    return [(q, d) for q in ids for d in pools[q] if d not in labels.get(q, {})]
 
 
 @dataclass(frozen=True)
