@@ -53,6 +53,7 @@ from retrieval.files.terminal import safe_output
 from retrieval.files.trec import write_trec
 from retrieval.index.encoder import PRECISIONS
 from retrieval.index.engines import ENGINE_SPECS, open_engine
+from retrieval.judging import seen
 from retrieval.judging.coverage import coverages, from_judging, gated_marks, judged_verdict, measurable, pool_depth
 from retrieval.judging.labels import with_stored_judgments
 from retrieval.judging.staged_writes import MAX_IMPORT_ROWS
@@ -211,7 +212,7 @@ def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[di
     of the corpus) none where a system's top 10 is not judged enough. On the data set's own labels
     every verdict stands: ({}, None), the rows as they were."""
     qrels = ws.dataset.qrels[split]
-    judgments = ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else []
+    judgments = seen.judgments(ws.store, ws.dataset)
     labels = positive_qrels(qrels)
     pooled = from_judging(labels, judgments)
     if not pooled and not any(g <= 0 for docs in labels.values() for g in docs.values()):
@@ -231,7 +232,7 @@ def judged_pool_of(ws: Workspace, split: str, systems: list[str]):
     from retrieval.judging.pools import DEPTH
 
     qrels = ws.dataset.qrels[split]
-    ids = judged_queries(qrels, ws.store.judgments(ws.dataset.corpus_hash) if ws.store is not None else [])
+    ids = judged_queries(qrels, seen.judgments(ws.store, ws.dataset))
     return pool_verdict({label(s): ws.run(s, split) for s in systems}, qrels, ids, DEPTH) if ids else None
 
 
@@ -376,7 +377,7 @@ def cmd_judges(args) -> int:
                                                       for j in found), source=args.import_file)
         print(f"imported {len(found):,} judgments by {', '.join(sorted({j.judge for j in found}))}: "
               f"{stored.new:,} new, {stored.changed:,} changed, {stored.unchanged:,} unchanged", file=sys.stderr)
-    rows = store.judgments(ds.corpus_hash)
+    rows = seen.judgments(store, ds)
     if not rows:
         print(f"error: nobody has judged {ds.name}'s corpus in {store.path} yet", file=sys.stderr)
         return 2

@@ -20,7 +20,6 @@ import threading
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -29,8 +28,12 @@ import platformdirs
 
 from retrieval import stored_rows
 from retrieval.data.run import Run
+from retrieval.judging import judge_claims
 from retrieval.judging import staged_writes as staging
+from retrieval.judging.grades import judge_name
+from retrieval.judging.judge_claims import Claim
 from retrieval.judging.staged_writes import JudgmentsStored
+from retrieval.safe_names import name_key
 from retrieval.sharing.owners import Viewer
 
 SCHEMA_VERSION = 1
@@ -59,21 +62,6 @@ def _pack(obj) -> bytes:
 
 class StoreError(ValueError):
     """A store path that cannot be used (a folder, a file that is not a store, no write access)."""
-
-
-@dataclass(frozen=True)
-class JudgesClaimed:
-    """What ``Store.claim_judges`` did: the judges' names it made the claimant's (``new``), and those
-    another maker holds (``taken``: name -> maker, ``""`` for one kept before makers were recorded)."""
-
-    new: tuple[str, ...]
-    taken: dict[str, str]
-
-
-class _Refused(Exception):
-    def __init__(self, taken: dict[str, str]):
-        super().__init__("taken")
-        self.taken = taken
 
 
 class NameTaken(ValueError):
@@ -557,7 +545,8 @@ class Store:
         """
         self.put_judgments(corpus, [(query_id, query_text, doc_id, grade, judge)])
 
-    def put_judgments(self, corpus: str, judgments: Iterable, source: str | None = None) -> JudgmentsStored:
+    def put_judgments(self, corpus: str, judgments: Iterable, source: str | None = None,
+                      claim: Claim | None = None) -> JudgmentsStored:
         """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus as one
         write (an import), through a connection of its own and never under the store's lock, so other
         sessions' reads go on meanwhile (``retrieval.judging.staged_writes``: a large import is staged, then copied
@@ -567,15 +556,24 @@ class Store:
         and judge (``JudgmentsStored``: new, changed, unchanged; a pair given twice counts once, its
         last grade); an unchanged grade is left as it was (its time too).
 
+        With ``claim`` (``judge_claims.Claim``: a session of the app), each judge's name is that maker's
+        key (``judge_claims.resolve``: its private judge on a shared deployment), and the names new to
+        it are recorded as its judges in the transaction that copies the grades in: claimed with the
+        grades or not at all. Without, grades are kept under the names as given (the command line).
+
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
             judgments: ``(query id, query text, doc id, grade, judge)`` tuples.
             source: The file they came from, named in errors.
+            claim: Who takes the judges' names.
 
         Returns:
             How many grades were new, changed and unchanged.
+
+        Raises:
+            judge_claims.JudgeTaken: A name ``claim``'s maker may not grade under; nothing stored.
         """
-        return staging.put(self.path, corpus, judgments, source)
+        return staging.put(self.path, corpus, judgments, source, claim)
 
     def judgments(self, corpus: str, judge: str | None = None, query_ids: Iterable[str] | None = None,
                   viewer: Viewer | None = None) -> list[dict]:
@@ -615,41 +613,52 @@ class Store:
         stored_rows.left_out("judgments", problems)
         return kept
 
-    def judges(self, corpus: str) -> list[str]:
-        """The names of the corpus's judges, each once, sorted (a new judge's name is held against them:
-        ``safe_names.check_new_name``): every session's, those with a maker and no grade yet among them; a
-        name ``check_judge`` refuses is left out, with a warning.
+    def judges(self, corpus: str, viewer: Viewer | None = None) -> list[str]:
+        """The names of the corpus's judges ``viewer`` sees, each once, sorted (a new judge's name is held
+        against them: ``safe_names.check_new_name``): with ``viewer`` on a shared deployment, the published
+        ones and its own (another session's private judges are in its own space: ``judge_claims``); else
+        every one, those with a maker and no grade yet among them. A name ``check_judge`` refuses is
+        left out, with a warning.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
+            viewer: Whose (``owners.Viewer``); None: every judge.
 
         Returns:
             The judges' names.
         """
         with self._lock:
-            names = [r[0] for r in self.db.execute("select judge from judgments where corpus = ? union "
-                                                   "select judge from judges where corpus = ? order by judge",
-                                                   [corpus, corpus]).fetchall()]
+            if viewer is None or viewer.filter is None:
+                keys = [r[0] for r in self.db.execute("select judge from judgments where corpus = ? union "
+                                                      "select judge from judges where corpus = ?",
+                                                      [corpus, corpus]).fetchall()]
+            else:
+                keys = [r[0] for r in self.db.execute(
+                    "select judge from judgments where corpus = ? and judge not in (select judge from judges where "
+                    "corpus = ?) union select judge from judges where corpus = ? and (space = '' or space = ?)",
+                    [corpus, corpus, corpus, viewer.filter]).fetchall()]
         checked: dict[str, str | None] = {}  # a name the judgments' readers leave out is left out here too
-        problems = [(n, stored_rows.judge_problem(n, checked)) for n in names]
-        stored_rows.left_out("judges", [f"judge {n!r:.60}: {p}" for n, p in problems if p is not None])
-        return [n for n, p in problems if p is None]
+        problems = [(k, stored_rows.judge_problem(k, checked)) for k in keys]
+        stored_rows.left_out("judges", [f"judge {k!r:.60}: {p}" for k, p in problems if p is not None])
+        return sorted({judge_name(k) for k, p in problems if p is None})
 
-    def judged_query_ids(self, corpus: str, viewer: Viewer | None = None) -> list[str]:
-        """The ids of the corpus's queries that have a judgment (with ``viewer``: by one of the judges
-        whose grades it sees, as ``judgments``), each once (read from the key's index, not the rows).
+    def judged_queries(self, corpus: str, viewer: Viewer | None = None) -> list[tuple[str, str]]:
+        """The corpus's queries that have a judgment (with ``viewer``: by one of the judges whose grades
+        it sees, as ``judgments``), each ``(query id, query text)`` once (``seen.judged_query_ids`` keeps
+        a data set's own).
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
             viewer: Only by the judges whose grades this viewer sees.
 
         Returns:
-            The query ids.
+            ``(query id, query text)`` pairs.
         """
         with self._lock:
             where, args = self._unseen_judges(corpus, viewer, "corpus = ?", [corpus])
-            return [r[0] for r in self.db.execute(f"select distinct query_id from judgments where {where} "
-                                                  "order by query_id", args).fetchall()]
+            return [(r[0], r[1] if isinstance(r[1], str) else "") for r in self.db.execute(
+                f"select distinct query_id, query_text from judgments where {where} order by query_id", args).fetchall()
+                    if isinstance(r[0], str)]
 
     def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> tuple:
         """Where the judgments stand, as a value any grade stored or changed since (here or by another
@@ -683,108 +692,91 @@ class Store:
             return where, args
         return where + " and judge not in (select value from json_each(?))", args + [json.dumps(hidden)]
 
-    def claim_judges(self, corpus: str, names: Iterable[str], owner: str, published: bool,
-                     refuse: bool = True) -> JudgesClaimed:
-        """Make ``owner`` the maker of each judge of ``names`` the corpus has no maker for, ``published``
-        or not, in one transaction (a judge with grades but no maker recorded, kept before makers were,
-        becomes published with no maker: ``""``). ``JudgesClaimed``: the names now ``owner``'s that were
-        no one's (``new``), and those another maker holds (``taken``: name -> maker); with ``refuse``,
-        when any is taken none is claimed. Two sessions claiming one name: the first write wins.
+    def resolve_judges(self, corpus: str, claim: Claim) -> dict[str, str]:
+        """Each of ``claim``'s names' key (``judge_claims.resolve``), claiming nothing: what a write of
+        their grades would use, or the refusal it would give (``judge_claims.JudgeTaken``, ``ValueError``).
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            names: The judges' names.
-            owner: The session's owner (``retrieval.sharing.owners``).
-            published: Whether the new judges count for every session.
-            refuse: Refuse (``NameTaken``) a name another owner made, claiming none.
+            claim: Who would take which names.
 
         Returns:
-            The names claimed now, and those that were ``owner``'s already.
+            ``{name: key}``.
         """
-        names = sorted({str(n) for n in names})
-        if not names:
-            return JudgesClaimed((), {})
-        listed, now = json.dumps(names), time.time()
         with self._lock:
-            held = dict(self.db.execute("select judge, owner from judges where corpus = ? and judge in "
-                                        "(select value from json_each(?))", [corpus, listed]).fetchall())
-            if len(held) == len(names):  # every one has a maker already: nothing to write (a judge's every grade)
-                return JudgesClaimed((), {n: str(o or "") for n, o in held.items() if o != owner})
-            try:
-                with self.db.conn:
-                    before = {r[0] for r in self.db.execute(
-                        "select judge from judges where corpus = ? and judge in (select value from json_each(?))",
-                        [corpus, listed]).fetchall()}
-                    if len(before) < len(names):  # grades kept without a maker (the command line's, an old store's)
-                        self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
-                                        "select corpus, judge, '', 1, min(time) from judgments where corpus = ? and "
-                                        "judge in (select value from json_each(?)) group by judge",
-                                        [corpus, json.dumps([n for n in names if n not in before])])
-                    self.db.conn.executemany("insert or ignore into judges (corpus, judge, owner, published, created) "
-                                             "values (?, ?, ?, ?, ?)",
-                                             [(corpus, n, owner, int(bool(published)), now) for n in names])
-                    held = dict(self.db.execute("select judge, owner from judges where corpus = ? and judge in "
-                                                "(select value from json_each(?))", [corpus, listed]).fetchall())
-                    taken = {n: str(o or "") for n, o in held.items() if o != owner}
-                    if taken and refuse:
-                        raise _Refused(taken)
-            except _Refused as refused:
-                return JudgesClaimed((), refused.taken)
-        return JudgesClaimed(tuple(n for n in names if n not in before and held.get(n) == owner), taken)
-
-    def release_judges(self, corpus: str, names: Iterable[str], owner: str) -> None:
-        """Forget ``owner``'s claim on each of ``names`` that holds no grade (an import that stored
-        nothing after claiming them).
-
-        Args:
-            corpus: The corpus (``Dataset.corpus_hash``).
-            names: The judges' names.
-            owner: The session's owner (``retrieval.sharing.owners``).
-        """
-        with self._lock, self.db.conn:
-            self.db.execute("delete from judges where corpus = ? and owner = ? and judge in (select value from "
-                            "json_each(?)) and not exists (select 1 from judgments j where j.corpus = judges.corpus "
-                            "and j.judge = judges.judge)", [corpus, owner, json.dumps(sorted(set(names)))])
+            return judge_claims.resolve(self.db.conn, corpus, claim)[0]
 
     def judge_makers(self, corpus: str) -> dict[str, dict]:
-        """Each judge of the corpus with a maker recorded: name -> ``owner, published, created``.
+        """Each judge of the corpus with a maker recorded, by its key (``grades.private_key``): ``name, owner,
+        published, space, created``. Every session's: for a viewer's own, ``judge_owners.own``.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
 
         Returns:
-            ``{judge: {owner, published, created}}``.
+            ``{key: {name, owner, published, space, created}}``.
         """
         with self._lock:
-            rows = self.db.execute("select judge, owner, published, created from judges where corpus = ? order by "
-                                   "judge", [corpus]).fetchall()
-        return {j: {"owner": str(o or ""), "published": bool(p), "created": c} for j, o, p, c in rows
-                if isinstance(j, str)}
+            rows = self.db.execute("select judge, name, owner, published, space, created from judges where corpus = ? "
+                                   "order by judge", [corpus]).fetchall()
+        return {j: {"name": n if isinstance(n, str) else judge_name(j), "owner": str(o or ""), "published": bool(p),
+                    "space": str(sp or ""), "created": c} for j, n, o, p, sp, c in rows if isinstance(j, str)}
 
-    def publish_judge(self, corpus: str, judge: str, owner: str) -> bool:
-        """Make ``owner``'s judge ``judge`` count for everyone; False when it has no such unpublished judge.
+    def publish_judge(self, corpus: str, name: str, owner: str) -> bool:
+        """Make ``owner``'s private judge ``name`` count for everyone: its grades move to the published
+        key (the name), in one transaction that first checks no published judge looks like it (a
+        ``ValueError`` naming that one, which everyone sees); False when it has no such private judge.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            judge: The judge's name.
+            name: The judge's name.
             owner: The session's owner (``retrieval.sharing.owners``).
 
         Returns:
             Whether it was published now.
+
+        Raises:
+            ValueError: A published judge of that name, or one that looks like it.
         """
         with self._lock, self.db.conn:
-            return self.db.execute("update judges set published = 1 where corpus = ? and judge = ? and owner = ? "
-                                   "and published = 0", [corpus, judge, owner]).rowcount > 0
+            self.db.execute("begin immediate")
+            row = self.db.execute("select judge from judges where corpus = ? and space = ? and name = ? and "
+                                  "published = 0", [corpus, owner, name]).fetchone()
+            if row is None:
+                return False
+            unrecorded = [r[0] for r in self.db.execute(
+                "select distinct judge from judgments j where corpus = ? and not exists (select 1 from judges k "
+                "where k.corpus = j.corpus and k.judge = j.judge)", [corpus]).fetchall()]
+            judge_claims.record_unrecorded(self.db.conn, corpus, unrecorded)
+            clash = self.db.execute("select name from judges where corpus = ? and space = '' and name_key = ?",
+                                    [corpus, name_key(name)]).fetchone()
+            if clash is not None:
+                raise ValueError(f"a published judge {clash[0]!r} is there already: a judge of that name, or one "
+                                 "that looks like it, cannot be published; its grades stay this session's")
+            self.db.execute("update judgments set judge = ? where corpus = ? and judge = ?", [name, corpus, row[0]])
+            self.db.execute("update judges set judge = ?, published = 1, space = '' where corpus = ? and judge = ?",
+                            [name, corpus, row[0]])
+            return True
 
     def _judge_owners(self) -> None:
-        """The ``judges`` table (a judge's maker, and whether its grades count for everyone); an
-        existing store's judges become published, with no maker known, as they were everyone's."""
-        if "judges" in self.db.table_names():
-            return
-        self.db.table("judges").create({"corpus": str, "judge": str, "owner": str, "published": int, "created": float},
-                                      pk=("corpus", "judge"))
-        self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
-                        "select corpus, judge, '', 1, min(time) from judgments group by corpus, judge")
+        """The ``judges`` table (each judge's key, name, look-alike key, maker, space and whether its
+        grades count for everyone: ``retrieval.judging.judge_claims``); an existing store's judges become
+        published, with no maker known, as they were everyone's; a store whose judges had makers but no
+        spaces gets them (a private judge's space is its maker's)."""
+        if "judges" not in self.db.table_names():
+            self.db.table("judges").create({"corpus": str, "judge": str, "owner": str, "published": int,
+                                            "created": float}, pk=("corpus", "judge"))
+            self.db.execute("insert or ignore into judges (corpus, judge, owner, published, created) "
+                            "select corpus, judge, '', 1, min(time) from judgments group by corpus, judge")
+        have = {c.name for c in self.db["judges"].columns}
+        for column in ("name", "name_key", "space"):
+            if column not in have:
+                self.db.execute(f"alter table judges add column {column} text")
+        rows = self.db.execute("select corpus, judge, owner, published from judges where name_key is null").fetchall()
+        self.db.conn.executemany("update judges set name = ?, name_key = ?, space = ? where corpus = ? and judge = ?",
+                                 [(judge_name(j), name_key(judge_name(j)) if isinstance(j, str) else "",
+                                   "" if p else str(o or ""), c, j) for c, j, o, p in rows if isinstance(j, str)])
+        self.db.execute("create index if not exists judges_name_key on judges (corpus, name_key)")
 
     # ---- query sets added to a corpus ---------------------------------------------------------
     def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",

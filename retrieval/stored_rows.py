@@ -22,7 +22,7 @@ import zlib
 
 import numpy as np
 
-from retrieval.judging.grades import GRADES, check_judge
+from retrieval.judging.grades import GRADES, check_judge_key
 from retrieval.safe_names import file_name_problem, id_problem
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class JudgmentCheck:
             return f"its judge is {type(judge).__name__}, not text"
         if judge not in self._judges:
             try:
-                check_judge(judge)
+                check_judge_key(judge)
                 self._judges[judge] = None
             except ValueError as err:
                 self._judges[judge] = str(err)
@@ -272,12 +272,13 @@ def projection_problem(points, xy, seconds) -> str | None:
 
 
 def judge_problem(name, checked: dict[str, str | None]) -> str | None:
-    """Why a stored judge's name is not one ``check_judge`` accepts (``checked`` remembers each name's answer)."""
+    """Why a stored judge's key is not one ``check_judge_key`` accepts: a name ``check_judge`` accepts, or a
+    private judge's key (``checked`` remembers each key's answer)."""
     if not isinstance(name, str):
         return f"its judge is {type(name).__name__}, not text"
     if name not in checked:
         try:
-            check_judge(name)
+            check_judge_key(name)
             checked[name] = None
         except ValueError as err:
             checked[name] = str(err)

@@ -1,15 +1,16 @@
 """Judges with makers (``retrieval.judging.judge_owners``): on a shared deployment (``--shared`` / ``SPACE_ID``)
-a judge's name is the browser session's that first grades under it, another session that judges or
-imports under it is refused and nothing is stored; and a judge's grades count only in its maker's
-views (Judge, Evaluate, Runs, Failures, snapshots' check, the labels applied on open) until it is
-published. Off a shared deployment nothing changes. Two sessions are driven through the views'
-handlers (real store, BM25 and a tiny encoder, the demo), and once through ``gradio_client`` against
-a real app started with ``shared=True``."""
+a new judge is the browser session's private one, in its own space (another session's judge of that name
+is another judge, neither told of the other); only its maker grades under a published name; and a
+judge's grades count only in its maker's views (Judge, Evaluate, Runs, Failures, snapshots' check, the
+labels applied on open) until it is published. Off a shared deployment nothing changes. Two sessions are
+driven through the views' handlers (real store, BM25 and a tiny encoder, the demo), and once through
+``gradio_client`` against a real app started with ``shared=True``."""
 from __future__ import annotations
 
 import csv
 import sqlite3
 import threading
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -19,8 +20,9 @@ from hypothesis import strategies as st
 from retrieval.data.readers import load_dataset
 from retrieval.evaluation.failure_gallery import failure_gallery
 from retrieval.evaluation.metric_tables import metrics_table
-from retrieval.judging import judge_owners
+from retrieval.judging import judge_owners, seen
 from retrieval.judging.judgments import check_judge, store_judge
+from retrieval.safe_names import name_key
 from retrieval.sharing.owners import Viewer, app_owner
 from retrieval.store import Store
 from retrieval.tracking import snapshots
@@ -80,27 +82,39 @@ def upload(tmp_path, rows, name="grades.csv"):
     return str(path)
 
 
-# ---- a judge's name is its first grader's ------------------------------------------------------
-def test_another_session_cannot_grade_under_a_judges_name(app):
+# ---- a private judge's name is in its maker's space -------------------------------------------
+def keys_in_store(store: Store, corpus: str) -> dict[tuple[str, str], int]:
+    """(judge name, maker) -> how many grades the store keeps under that judge."""
+    makers = store.judge_makers(corpus)
+    return {(m["name"], m["owner"]): len(store.judgments(corpus, key)) for key, m in makers.items()}
+
+
+def test_another_session_grading_under_a_private_judges_name_keeps_a_judge_of_its_own(app):
+    """Two sessions may each keep a private judge 'ann': two judges, two sets of grades, neither told of
+    the other (a refusal would say the other exists); each session's views read only its own."""
     registry, ka, kb = app()
     ws = registry.get(ka)
     (q, d, g), (q2, d2, _) = labelled_pairs(ws)[:2]
     grade_all(registry, ka, A, "ann", [(q, d, g)])
-    corpus = ws.dataset.corpus_hash
-    said = refusal(lambda: judge.grade_pair(ws, registry.store, "ann", q2, d2, 0, k=10, viewer=registry.viewer(B)))
-    assert said == "the judge 'ann' is another session's; choose another name"
-    assert judges_in_store(registry.store, corpus) == {"ann": 1}  # nothing stored
-    assert registry.store.judgments(corpus, "ann")[0]["grade"] == g
+    grade_all(registry, kb, B, "ann", [(q, d, 2 - g), (q2, d2, 0)])  # bo's ann: the same pair, another grade
+    corpus, store = ws.dataset.corpus_hash, registry.store
+    assert keys_in_store(store, corpus) == {("ann", app_owner(A)): 1, ("ann", app_owner(B)): 2}
+    ana, bo = registry.viewer(A), registry.viewer(B)
+    assert [(r["query_id"], r["grade"], r["judge"]) for r in seen.judgments(store, ws.dataset, ana)] == [(q, g, "ann")]
+    assert sorted((r["query_id"], r["grade"]) for r in seen.judgments(store, ws.dataset, bo)) == \
+        sorted([(q, 2 - g), (q2, 0)])
+    assert store.judges(corpus, ana) == store.judges(corpus, bo) == ["ann"]
+    assert registry.labelled(ka, A).dataset.qrels["test"][q][d] == g  # her labels: her grade alone
 
 
-def test_starting_to_judge_under_anothers_name_is_refused_without_claiming(app):
+def test_starting_to_judge_claims_nothing_and_a_second_sessions_queue_is_its_own(app):
     registry, ka, kb = app()
     ws = registry.get(kb)
     judge.judging_queue(ws, registry.store, "ann", k=2, viewer=registry.viewer(A))  # a queue claims nothing
     assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}
     grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
-    assert "is another session's" in refusal(
-        lambda: judge.judging_queue(ws, registry.store, "ann", k=2, fresh=True, viewer=registry.viewer(B)))
+    theirs = judge.judging_queue(ws, registry.store, "ann", k=2, fresh=True, viewer=registry.viewer(B))
+    assert theirs.judged_count == 0  # bo's ann has graded nothing: ana's grade is not bo's to see
 
 
 def test_a_refused_grade_claims_no_name(app):
@@ -111,29 +125,28 @@ def test_a_refused_grade_claims_no_name(app):
     with pytest.raises(gr.Error, match="a grade is 0, 1 or 2"):
         judge.grade_pair(ws, registry.store, "ann", *labelled_pairs(ws)[0][:2], 7, k=10, viewer=registry.viewer(A))
     assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}
-    grade_all(registry, kb, B, "ann", labelled_pairs(ws)[:1])  # still no one's: bo may take it
-    assert registry.store.judge_makers(ws.dataset.corpus_hash)["ann"]["owner"] == app_owner(B)
+    grade_all(registry, kb, B, "ann", labelled_pairs(ws)[:1])
+    assert [m["owner"] for m in registry.store.judge_makers(ws.dataset.corpus_hash).values()] == [app_owner(B)]
 
 
-def test_another_session_cannot_import_under_a_judges_name(app, tmp_path):
+def test_a_published_judges_name_is_refused_to_another_session_all_or_nothing(app, tmp_path):
     registry, ka, kb = app()
     ws = registry.get(kb)
     (q, d, g), (q2, d2, _), (q3, d3, _) = labelled_pairs(ws)[:3]
     grade_all(registry, ka, A, "ann", [(q, d, g)])
+    judge.publish_judge(registry.store, ws, "ann", registry.viewer(A))
     corpus = ws.dataset.corpus_hash
     both = upload(tmp_path, [[q2, d2, 1, "bob"], [q3, d3, 0, "ann"]])
     said = refusal(lambda: judge.import_judgments(ws, registry.store, both, "", registry.viewer(B)))
-    assert said == "the judge 'ann' is another session's; choose another name"
-    assert judges_in_store(registry.store, corpus) == {"ann": 1}  # neither judge's row stored
-    assert "bob" not in registry.store.judge_makers(corpus)  # and bob not claimed: all or nothing
-    boxed = upload(tmp_path, [[q2, d2, 1, ""]], "boxed.csv")  # no judge column value: the Judge box's name
-    with open(boxed, "w") as f:
-        f.write(f"query_id,doc_id,grade\n{q2},{d2},1\n")
-    assert "another session's" in refusal(lambda: judge.import_judgments(ws, registry.store, boxed, "ann",
-                                                                          registry.viewer(B)))
-    assert "1 new" in judge.import_judgments(ws, registry.store, boxed, "bob", registry.viewer(B))
-    assert registry.store.judge_makers(corpus)["bob"]["owner"] == app_owner(B)
-    assert "1 new" in judge.import_judgments(ws, registry.store, boxed, "ann", registry.viewer(A))  # its maker may
+    assert said == ("the judge 'ann' is published by another session: only its maker grades under it; "
+                    "choose another name")
+    assert keys_in_store(registry.store, corpus) == {("ann", app_owner(A)): 1}  # neither judge's row stored
+    boxed = tmp_path / "boxed.csv"  # no judge column: the Judge box's name
+    boxed.write_text(f"query_id,doc_id,grade\n{q2},{d2},1\n")
+    assert "published by another session" in refusal(lambda: judge.import_judgments(ws, registry.store, str(boxed),
+                                                                                    "ann", registry.viewer(B)))
+    assert "1 new" in judge.import_judgments(ws, registry.store, str(boxed), "bob", registry.viewer(B))
+    assert "1 new" in judge.import_judgments(ws, registry.store, str(boxed), "ann", registry.viewer(A))  # its maker may
 
 
 def test_an_import_over_the_row_limit_claims_no_judge(app, tmp_path, monkeypatch):
@@ -163,19 +176,24 @@ def test_searchs_metrics_table_counts_the_sessions_judges(app):
     assert not any("n/m" in cell for row in rows[B] for cell in row)
 
 
-def test_a_lookalike_of_another_sessions_judge_is_refused(app, tmp_path):
+def test_lookalikes_meet_only_where_the_asker_sees_both(app, tmp_path):
+    """A name that looks like another session's *private* judge is no conflict (refusing it would tell
+    bo that ana keeps one); one that looks like a published judge, or like bo's own, is refused naming it."""
     registry, ka, kb = app()
     ws = registry.get(kb)
     grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
     q, d, _ = labelled_pairs(ws)[1]
-    for lookalike in ("Ann", "аnn", "ａｎｎ"):  # case, Cyrillic a, fullwidth
-        said = refusal(lambda n=lookalike: judge.grade_pair(ws, registry.store, n, q, d, 1, k=10,
-                                                            viewer=registry.viewer(B)))
-        assert "looks like" in said and "'ann'" in said
-        said = refusal(lambda n=lookalike: judge.import_judgments(
-            ws, registry.store, upload(tmp_path, [[q, d, 1, n]]), "", registry.viewer(B)))
-        assert "looks like" in said
-    assert set(registry.store.judges(ws.dataset.corpus_hash)) == {"ann"}
+    bo = registry.viewer(B)
+    judge.grade_pair(ws, registry.store, "Ann", q, d, 1, k=10, viewer=bo)  # ana's ann is hers alone
+    for lookalike in ("ann", "аnn", "ａｎｎ"):  # bo's own Ann: case, Cyrillic a, fullwidth
+        said = refusal(lambda n=lookalike: judge.grade_pair(ws, registry.store, n, q, d, 1, k=10, viewer=bo))
+        assert "looks like the existing 'Ann'" in said
+    judge.publish_judge(registry.store, ws, "ann", registry.viewer(A))  # bo's Ann stays bo's, beside it
+    assert registry.store.judges(ws.dataset.corpus_hash, bo) == ["Ann", "ann"]
+    said = refusal(lambda: judge.import_judgments(ws, registry.store, upload(tmp_path, [[q, d, 1, "ANN"]]), "", bo))
+    assert "looks like the existing" in said
+    assert "published by another session" in refusal(lambda: judge.grade_pair(ws, registry.store, "ann", q, d, 1,
+                                                                               k=10, viewer=bo))
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
@@ -193,36 +211,73 @@ def test_a_name_that_passed_then_was_refused_is_held_against_names_stored_since(
     assert registry.store.judges(ws.dataset.corpus_hash) == ["ann"]
 
 
-def test_a_claim_with_no_grade_yet_is_held_against_lookalikes(tmp_path):
-    store = Store(tmp_path / "s.sqlite3")
-    ana = Viewer(app_owner(A), True)
-    assert judge_owners.claim(store, "c", ["ann"], ana) == ("ann",)
-    with pytest.raises(ValueError, match="looks like"):
-        store_judge(store, "c", "Ann", Viewer(app_owner(B), True))
-    judge_owners.release(store, "c", ["ann"], ana)  # the import that claimed it stored nothing
-    assert store.judge_makers("c") == {} and store.judges("c") == []
+KILLED_IMPORT = """
+import sys, time
+from retrieval.judging import staged_writes as staging
+from retrieval.judging.judge_claims import Claim
+
+def rows():
+    for n in range(staging.DIRECT_UP_TO + 5):
+        if n == staging.DIRECT_UP_TO + 2:
+            print("staging", flush=True)
+            time.sleep(60)  # killed here, mid-import
+        yield (f"q{n}", "t", "d", 1, "kim")
+
+staging.put(sys.argv[1], "c", rows(), claim=Claim("app:kim", True, ("kim",)))
+"""
+
+
+def test_an_import_killed_mid_way_leaves_its_judge_names_unclaimed(tmp_path):
+    """kill -9 during an import's staging: no grade kept, and its judge's name not claimed either
+    (the claim is made in the transaction that copies the grades in)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "killed.sqlite3"
+    Store(path).close()
+    child = subprocess.Popen([sys.executable, "-c", KILLED_IMPORT, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "staging"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    store = Store(path)
+    assert store.judge_makers("c") == {} and store.judgments("c") == []
+    kim = Viewer("app:kim", True)
+    store.put_judgments("c", [("q1", "t", "d", 1, "kim")], claim=judge_owners.claim(kim, ["kim"]))  # still free
+    assert [m["owner"] for m in store.judge_makers("c").values()] == ["app:kim"]
     store.close()
 
 
-def test_two_sessions_claiming_one_new_name_at_once_one_wins(tmp_path):
+def test_lookalike_names_written_at_once_one_wins_in_a_space_and_both_in_two(tmp_path):
+    """The look-alike rule is enforced in the write's transaction: two writers of 'race1' and 'RACE1'
+    at the same moment, both published (off a shared deployment) or both one session's: one is kept,
+    the other refused; two sessions' private ones: both kept."""
     store = Store(tmp_path / "race.sqlite3")
-    def claim(session, name, start, results):
+
+    def write(viewer, name, start, results):
         start.wait()
         try:
-            results[session] = judge_owners.claim(store, "c", [name], Viewer(app_owner(session), True))
-        except judge_owners.JudgeTaken as err:
-            results[session] = str(err)
+            store.put_judgments("c", [(f"q-{name}", "t", "d", 1, name)], claim=judge_owners.claim(viewer, [name]))
+            results[name] = "kept"
+        except ValueError as err:
+            results[name] = str(err)
 
-    for round_ in range(10):
-        name, results, start = f"judge{round_}", {}, threading.Barrier(2)
-        threads = [threading.Thread(target=claim, args=(s, name, start, results)) for s in (A, B)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        won = [s for s, r in results.items() if r == (name,)]
-        assert len(won) == 1, results
-        assert store.judge_makers("c")[name]["owner"] == app_owner(won[0])
+    for round_ in range(6):
+        for viewers, kept in (((Viewer(app_owner(A), False), Viewer(app_owner(B), False)), 1),
+                              ((Viewer(app_owner(A), True), Viewer(app_owner(A), True)), 1),
+                              ((Viewer(app_owner(A), True), Viewer(app_owner(B), True)), 2)):
+            tag = f"{round_}{kept}{viewers[1].shared}"
+            names, results, start = (f"race{tag}", f"RACE{tag}"), {}, threading.Barrier(2)
+            threads = [threading.Thread(target=write, args=(v, n, start, results)) for v, n in zip(viewers, names)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert sum(r == "kept" for r in results.values()) == kept, results
+            assert all(r == "kept" or "looks like" in r for r in results.values()), results
     store.close()
 
 
@@ -262,8 +317,8 @@ def test_the_judge_tabs_views_leave_out_anothers_unpublished_grades(app, tmp_pat
     exported = judge.export_qrels(ws, store, "csv", viewer=bo)
     with open(exported, newline="") as f:
         assert {r["judge"] for r in csv.DictReader(f)} == {"bo"}
-    assert store.judged_query_ids(ws.dataset.corpus_hash, bo) == sorted({q for q, _, _ in pairs[:3]})
-    assert store.judged_query_ids(ws.dataset.corpus_hash, ana) == sorted({q for q, _, _ in pairs})
+    assert seen.judged_query_ids(store, ws.dataset, bo) == sorted({q for q, _, _ in pairs[:3]})
+    assert seen.judged_query_ids(store, ws.dataset, ana) == sorted({q for q, _, _ in pairs})
     settled_b = judge.settled_note(ws, store, 10, "all", viewer=bo)
     settled_a = judge.settled_note(ws, store, 10, "all", viewer=ana)
     assert settled_a != settled_b
@@ -313,10 +368,10 @@ def test_a_published_judge_is_still_only_its_makers_to_grade(app):
     grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
     judge.publish_judge(registry.store, ws, "ann", registry.viewer(A))
     q, d, _ = labelled_pairs(ws)[1]
-    assert "another session's" in refusal(lambda: judge.grade_pair(ws, registry.store, "ann", q, d, 1, k=10,
-                                                                    viewer=registry.viewer(B)))
+    assert "published by another session" in refusal(lambda: judge.grade_pair(ws, registry.store, "ann", q, d, 1,
+                                                                               k=10, viewer=registry.viewer(B)))
     grade_all(registry, ka, A, "ann", [(q, d, 1)])  # its maker goes on: counted at once for everyone
-    assert len(registry.store.judgments(ws.dataset.corpus_hash, viewer=registry.viewer(B))) == 2
+    assert len(seen.judgments(registry.store, ws.dataset, registry.viewer(B))) == 2
 
 
 def test_publishing_a_judge_is_refused_in_one_line_changing_nothing(app):
@@ -327,10 +382,14 @@ def test_publishing_a_judge_is_refused_in_one_line_changing_nothing(app):
     assert "no judge 'ann' of this session" in refusal(lambda: judge.publish_judge(store, ws, "ann", bo))
     assert "no judge 'zed'" in refusal(lambda: judge.publish_judge(store, ws, "zed", ana))
     assert "type the judge's name" in refusal(lambda: judge.publish_judge(store, ws, " ", ana))
-    assert not store.judge_makers(ws.dataset.corpus_hash)["ann"]["published"]
+    assert [m["published"] for m in store.judge_makers(ws.dataset.corpus_hash).values()] == [False]
+    grade_all(registry, kb, B, "ann", labelled_pairs(ws)[:1])  # bo's own ann, beside hers
     judge.publish_judge(store, ws, "ann", ana)
     assert "published already" in refusal(lambda: judge.publish_judge(store, ws, "ann", ana))
-    assert "only its maker publishes it" in refusal(lambda: judge.publish_judge(store, ws, "ann", bo))
+    said = refusal(lambda: judge.publish_judge(store, ws, "ann", bo))  # a published one of that name is there
+    assert "a published judge 'ann' is there already" in said
+    assert [m["published"] for m in store.judge_makers(ws.dataset.corpus_hash).values() if m["owner"] == bo.owner] == \
+        [False]
 
 
 # ---- off a shared deployment, and the command line: as before ------------------------------------
@@ -346,23 +405,26 @@ def test_off_a_shared_deployment_every_session_grades_under_any_name_and_sees_ev
                                                        registry.viewer(B))
     theirs = evaluate.evaluate(ws, "test", [], registry.viewer(B))
     assert theirs != before and theirs == evaluate.evaluate(ws, "test", [], registry.viewer(A))
-    maker = registry.store.judge_makers(ws.dataset.corpus_hash)["ann"]
-    assert maker == {**maker, "owner": app_owner(A), "published": True}  # recorded, published as made
+    maker = registry.store.judge_makers(ws.dataset.corpus_hash)["ann"]  # kept under its name: published as made
+    assert maker == {**maker, "owner": app_owner(A), "published": True, "space": ""}
     assert "nothing to publish" in refusal(lambda: judge.publish_judge(registry.store, ws, "ann", registry.viewer(A)))
 
 
 def test_the_command_line_reads_every_judge_and_its_judges_are_no_sessions(tmp_path):
     store = Store(tmp_path / "cli.sqlite3")
     ana, bo = Viewer(app_owner(A), True), Viewer(app_owner(B), True)
-    judge_owners.claim(store, "c", ["ann"], ana)
-    store.put_judgment("c", "q1", "t", "d1", 2, "ann")
+    store.put_judgments("c", [("q1", "t", "d1", 2, "ann")], claim=judge_owners.claim(ana, ["ann"]))
+    store.put_judgments("c", [("q1", "t", "d1", 0, "ann")], claim=judge_owners.claim(bo, ["ann"]))
     store.put_judgments("c", [("q1", "t", "d2", 1, "cli-judge")])  # as `judges --import` writes: no maker
-    assert {r["judge"] for r in store.judgments("c")} == {"ann", "cli-judge"}  # no viewer: every judge
-    assert {r["judge"] for r in store.judgments("c", viewer=bo)} == {"cli-judge"}
-    with pytest.raises(judge_owners.JudgeTaken, match="'cli-judge' was kept before judges had makers"):
-        judge_owners.claim(store, "c", ["cli-judge"], bo)
+    assert len(store.judgments("c")) == 3  # no viewer: every judge
+    assert {r["judge"] for r in store.judgments("c", viewer=bo) if "\x1f" not in r["judge"]} == {"cli-judge"}
+    with pytest.raises(judge_owners.JudgeTaken, match="'cli-judge' is published by no one known"):
+        store.put_judgments("c", [("q1", "t", "d3", 1, "cli-judge")], claim=judge_owners.claim(bo, ["cli-judge"]))
     with pytest.raises(judge_owners.JudgeTaken, match="'cli-judge'"):
         store_judge(store, "c", "cli-judge", bo)  # starting to judge under it, too
+    ds = SimpleNamespace(corpus_hash="c", queries={"q1": "t"})  # what a reader of judgments asks of a data set
+    names = sorted(r["judge"] for r in seen.judgments(store, ds))  # two makers' private anns, told apart
+    assert names == sorted([f"ann ({app_owner(A)})", f"ann ({app_owner(B)})", "cli-judge"])
     store.close()
 
 
@@ -385,14 +447,14 @@ def test_a_store_kept_before_judges_had_makers_opens_with_every_judge_published(
     con.close()
     store = Store(path)
     makers = store.judge_makers("c")
-    assert makers == {"ann": {"owner": "", "published": True, "created": 3.0},
-                      "bo": {"owner": "", "published": True, "created": 4.0}}
+    assert makers == {"ann": {"name": "ann", "owner": "", "published": True, "space": "", "created": 3.0},
+                      "bo": {"name": "bo", "owner": "", "published": True, "space": "", "created": 4.0}}
     assert list(store.judge_makers("other")) == ["ann"]
     stranger = Viewer(app_owner(B), True)
     assert len(store.judgments("c", viewer=stranger)) == 3  # everyone's, as they were
-    with pytest.raises(judge_owners.JudgeTaken, match="'ann' was kept before judges had makers"):
-        judge_owners.claim(store, "c", ["ann"], stranger)
-    assert judge_owners.claim(store, "c", ["ann"], Viewer(app_owner(B), False)) == ()  # off shared: not refused
+    with pytest.raises(judge_owners.JudgeTaken, match="'ann' is published by no one known"):
+        store.resolve_judges("c", judge_owners.claim(stranger, ["ann"]))
+    assert store.resolve_judges("c", judge_owners.claim(Viewer(app_owner(B), False), ["ann"])) == {"ann": "ann"}
     store.close()
     Store(path).close()  # opened again: nothing added twice
 
@@ -403,53 +465,111 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["grade", "import", "publish"]), st
                              st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)), max_size=20)
 
 
+class JudgesModel:
+    """What the store should hold: judges by (space: '' published or the maker's owner id, name) -> maker,
+    and the queries graded under each."""
+
+    def __init__(self, shared: bool):
+        self.shared = shared
+        self.judges: dict[tuple[str, str], str] = {}
+        self.grades: dict[tuple[str, str], set[str]] = {}
+
+    @staticmethod
+    def sees(v: Viewer, judge_id: tuple[str, str]) -> bool:
+        return judge_id[0] in ("", v.owner)
+
+    def hidden_from(self, v: Viewer) -> set[str]:
+        return {n for j in self.judges if not self.sees(v, j) for n in [j[1]]} - \
+            {j[1] for j in self.judges if self.sees(v, j)}
+
+    def write(self, v: Viewer, names) -> list[tuple[str, str]] | None:
+        """The judges a write of grades under ``names`` by ``v`` goes to; None: refused."""
+        out = []
+        for n in names:
+            if (v.owner, n) in self.judges and self.shared:
+                out.append((v.owner, n))
+            elif ("", n) in self.judges:
+                if self.shared and self.judges["", n] != v.owner:
+                    return None
+                out.append(("", n))
+            elif any(self.sees(v, j) and j[1] != n and name_key(j[1]) == name_key(n) for j in self.judges):
+                return None
+            else:
+                out.append((v.owner if self.shared else "", n))
+        return out
+
+    def may_publish(self, v: Viewer, n: str) -> bool:
+        return self.shared and (v.owner, n) in self.judges and \
+            not any(sp == "" and name_key(m) == name_key(n) for sp, m in self.judges)
+
+    def check_spaces(self) -> None:
+        """No two judges of one space look alike."""
+        for space in {sp for sp, _ in self.judges}:
+            keys = [name_key(n) for sp, n in self.judges if sp == space]
+            assert len(keys) == len(set(keys))
+
+    def read(self, v: Viewer) -> set[tuple[str, str]]:
+        """(query, judge's name as read) of every grade ``v`` sees."""
+        mine = {n for sp, n in self.judges if sp == v.owner and self.shared}
+        return {(q, f"{n} (published)" if sp == "" and n in mine else n)
+                for (sp, n), qs in self.grades.items() if self.sees(v, (sp, n)) for q in qs}
+
+
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, shared=st.booleans())
 def test_whatever_two_sessions_do_no_grade_lands_under_anothers_judge_and_each_sees_its_own(tmp_path_factory,
                                                                                             actions, shared):
-    """Grading (``store_judge`` then ``claim`` then the write, as the Judge tab does), importing (one
-    claim for the file's judges) and publishing, in any order, under names that look alike: a judge
-    has one maker; on a shared deployment every grade under it is its maker's; no two judges look
-    alike; and each session reads exactly its own judges' grades and the published ones'."""
-    from retrieval.safe_names import name_key
-
+    """Grading (``store_judge``, then the write that claims the name), importing (one write for the
+    file's judges) and publishing, in any order, under names that look alike, against a model of judges
+    by space (a private judge is its maker's, a published one everyone's): each session reads exactly
+    the grades of the judges it sees, under their names; no two judges of one space look alike; and no
+    refusal names a judge the asker does not see."""
     store = Store(tmp_path_factory.mktemp("judges") / "s.sqlite3")
     who = (Viewer(app_owner(A), shared), Viewer(app_owner(B), shared))
-    writers: dict[str, set[str]] = {}  # judge -> the owners that stored a grade under it
+    ds = SimpleNamespace(corpus_hash="c", queries={f"q{i}": "t" for i in range(len(actions) + 1)})
+    model = JudgesModel(shared)
+    judges, grades = model.judges, model.grades
     try:
         for step, (act, i, names) in enumerate(actions):
             me = who[i]
-            try:
-                if act == "publish":
-                    judge_owners.publish(store, "c", names[0], me)
-                    continue
-                checked: list[str] = []  # a file's judges are held against each other too, as its reader does
-                for n in names:
-                    checked.append(check_judge(store_judge(store, "c", n, me), checked))
-                names = checked
-                claimed = judge_owners.claim(store, "c", names, me)
-                rows = [(f"q{step}", "t", "d", 1, n) for n in names]
+            others_private = model.hidden_from(me)
+            said = ""
+            if act == "publish":
+                n = names[0]
+                ok = model.may_publish(me, n)
                 try:
-                    store.put_judgments("c", rows)
-                except BaseException:
-                    judge_owners.release(store, "c", claimed, me)
-                    raise
-                for n in names:
-                    writers.setdefault(n, set()).add(me.owner)
-            except (ValueError, KeyError):
-                pass  # a refusal: the checks below say it changed nothing it should not have
-            makers = store.judge_makers("c")
-            judges = store.judges("c")
-            assert set(judges) == set(makers)  # every judge has a maker
-            assert len({name_key(j) for j in judges}) == len(judges)  # no two alike
-            if shared:
-                assert all(writers[j] == {makers[j]["owner"]} for j in writers)
+                    judge_owners.publish(store, "c", n, me)
+                    assert ok
+                    judges["", n] = judges.pop((me.owner, n))
+                    grades["", n] = grades.pop((me.owner, n), set())
+                except (ValueError, KeyError) as err:
+                    assert not ok
+                    said = str(err)
+            else:
+                try:
+                    checked: list[str] = []  # a file's judges are held against each other, as its reader does
+                    for n in names:
+                        checked.append(check_judge(store_judge(store, "c", n, me), checked))
+                except ValueError as err:
+                    said = str(err)
+                    assert model.write(me, names) is None or len(set(map(name_key, names))) < len(set(names))
+                else:
+                    target = model.write(me, checked)
+                    try:
+                        store.put_judgments("c", [(f"q{step}", "t", "d", 1, n) for n in checked],
+                                            claim=judge_owners.claim(me, checked))
+                        assert target is not None
+                        for j in target:
+                            judges.setdefault(j, me.owner)
+                            grades.setdefault(j, set()).add(f"q{step}")
+                    except ValueError as err:
+                        assert target is None
+                        said = str(err)
+            assert not any(f"'{n}'" in said for n in others_private - set(names))  # nothing of another's private
+            model.check_spaces()
             for v in who:
-                seen = {(r["query_id"], r["judge"]) for r in store.judgments("c", viewer=v)}
-                expected = {(r["query_id"], r["judge"]) for r in store.judgments("c")
-                            if not shared or makers[r["judge"]]["published"] or makers[r["judge"]]["owner"] == v.owner}
-                assert seen == expected
+                assert {(r["query_id"], r["judge"]) for r in seen.judgments(store, ds, v)} == model.read(v)
     finally:
         store.close()
 
@@ -464,8 +584,8 @@ def error_of(act) -> str:
 
 @pytest.mark.slow
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
-    """ana grades under 'ann' through /judge: bo can neither grade nor import under it, and bo's
-    /evaluate stays as it was until ana calls /publish_judge; then it changes to hers."""
+    """ana grades under 'ann' through /judge: bo's /evaluate stays as it was until ana calls
+    /publish_judge; then it changes to hers, and bo can neither grade nor import under the published name."""
     from gradio_client import Client, handle_file
 
     import app as rankscope_app
@@ -482,17 +602,17 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
         for q, d, g in pairs:
             ana.predict("ann", q, d, str(g), 10, False, api_name="/judge")
         q, d, _ = pairs[0]
-        assert error_of(lambda: bo.predict("ann", q, d, "0", 10, False, api_name="/judge")) == \
-            "the judge 'ann' is another session's; choose another name"
-        grades = upload(tmp_path, [[q, d, 0, "ann"]])
-        assert "another session's" in error_of(lambda: bo.predict(handle_file(grades), "",
-                                                                   api_name="/import_judgments"))
-        assert bo.predict("test", [], api_name="/evaluate")[1] == before
+        assert bo.predict("test", [], api_name="/evaluate")[1] == before  # ana's grades are hers alone
         hers = ana.predict("test", [], api_name="/evaluate")[1]
         assert hers != before
         assert "no judge 'ann' of this session" in error_of(lambda: bo.predict("ann", api_name="/publish_judge"))
         assert "Published the judge" in shown(ana.predict("ann", api_name="/publish_judge"))
         assert bo.predict("test", [], api_name="/evaluate")[1] == hers
+        assert error_of(lambda: bo.predict("ann", q, d, "0", 10, False, api_name="/judge")) == \
+            "the judge 'ann' is published by another session: only its maker grades under it; choose another name"
+        grades = upload(tmp_path, [[q, d, 0, "ann"]])
+        assert "published by another session" in error_of(lambda: bo.predict(handle_file(grades), "",
+                                                                              api_name="/import_judgments"))
         corpus = load_dataset(DEMO).corpus_hash
         assert {j: len(registry.store.judgments(corpus, j)) for j in registry.store.judges(corpus)} == \
             {"ann": len(pairs)}

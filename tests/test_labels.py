@@ -91,6 +91,7 @@ def test_the_store_s_judgments_are_the_labels_every_view_and_command_reads(toy_d
     """``with_stored_judgments``: several judges merged by the lower median, the data's own label
     winning a pair both have, judged queries of no split in ``judged``; on a shared deployment only
     the judges the viewer counts (its own and the published ones), every judge's without a viewer."""
+    from retrieval.judging.judge_claims import Claim
     from retrieval.judging.labels import with_stored_judgments
     from retrieval.sharing.owners import Viewer
     from retrieval.workspace import Workspace
@@ -111,8 +112,7 @@ def test_the_store_s_judgments_are_the_labels_every_view_and_command_reads(toy_d
     assert mine.qrels["test"]["q3"]["d7"] == 0
     assert labelled.queries_hash == ds.queries_hash and labelled.content_hash != ds.content_hash
     # a shared deployment: a judge another session made and did not publish is not counted
-    store.claim_judges(corpus, ["cy"], "app:other", published=False)
-    store.put_judgment(corpus, "u2", "interest rates", "d3", 2, "cy")
+    store.put_judgments(corpus, [("u2", "interest rates", "d3", 2, "cy")], claim=Claim("app:other", True, ("cy",)))
     me = Viewer("app:me", shared=True)
     assert "d3" not in with_stored_judgments(ds, store, me)[0].qrels[JUDGED]["u2"]
     assert with_stored_judgments(ds, store)[0].qrels[JUDGED]["u2"] == {"d6": 2, "d3": 2}

@@ -19,7 +19,7 @@ from retrieval.data.run import Run
 from retrieval.errors import DataError
 from retrieval.evaluation.metrics import CONDENSED_DEPTH, conclusion, interval_text, metric_name
 from retrieval.files.trec import QRELS_FORMATS, write_qrels
-from retrieval.judging import judge_owners, sampling
+from retrieval.judging import judge_owners, sampling, seen
 from retrieval.judging import settled_comparisons as settling
 from retrieval.judging import staged_writes as staging
 from retrieval.judging.agreement import agreement
@@ -169,10 +169,10 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     carried = (ws.dataset.corpus_hash, ws.encoder.name, tuple(sorted(ws.bm25_args.items())), *key)
 
     def judged() -> dict:
-        return judged_pairs(judgments_to_qrels(store.judgments(ws.dataset.corpus_hash, judge, viewer=viewer)))
+        return judged_pairs(judgments_to_qrels(seen.judgments(store, ws.dataset, viewer, judge)))
 
     def others() -> dict:  # the pairs the other judges this session counts graded: covered, re-graded for agreement
-        rows = [r for r in store.judgments(ws.dataset.corpus_hash, viewer=viewer) if r["judge"] != judge]
+        rows = [r for r in seen.judgments(store, ws.dataset, viewer) if r["judge"] != judge]
         return judged_pairs(merged_qrels(rows)) if rows else {}
 
     def build() -> Queue:
@@ -286,7 +286,8 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
     """Store the judge's grade of the pair now (0, 1 or 2: ``judgments.parse_grade``), note it in the
     judge's queue (never rebuilt per grade) and give the queue and the next unjudged position;
     anything else is refused and nothing is stored. On a shared deployment the judge's name becomes
-    ``viewer``'s with its first grade, and another session's is refused (``retrieval.judging.judge_owners``)."""
+    ``viewer``'s with its first grade, in that grade's write, and another's published judge is refused
+    (``retrieval.judging.judge_owners``)."""
     if not (judge or "").strip():
         raise refuse("type your name as the judge first")
     try:
@@ -298,11 +299,11 @@ def grade_pair(ws: Workspace, store: Store, judge: str, query_id: str, doc_id: s
             or query_id not in ws.dataset.queries or doc_id not in ws.dataset.docs:
         shown = tuple(str(v)[:80] for v in (query_id, doc_id))
         raise refuse(f"no pair {shown!r} in this data set")
-    try:  # the name is claimed once every other check has passed: a refused grade claims nothing
-        judge_owners.claim(store, ws.dataset.corpus_hash, [judge], viewer)
+    try:  # the name is claimed in the grade's own write: a refused grade claims nothing
+        store.put_judgments(ws.dataset.corpus_hash, [(query_id, ws.dataset.queries[query_id], doc_id, grade, judge)],
+                            claim=judge_owners.claim(viewer, [judge]))
     except ValueError as err:
         raise refuse(err) from err
-    store.put_judgment(ws.dataset.corpus_hash, query_id, ws.dataset.queries[query_id], doc_id, grade, judge)
     q = judging_queue(ws, store, judge, k, method, size, seed, aim=aim, viewer=viewer, regrade=regrade)
     q.record(query_id, doc_id, grade)
     try:
@@ -318,7 +319,7 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
     (``judgments.MERGE_RULES``: the lower median by default; or one judge's grades alone), merged
     with the data set's own labels when asked (those win a pair both have)."""
     try:
-        judged = merged_qrels(store.judgments(ws.dataset.corpus_hash, viewer=viewer), rule or "median")
+        judged = merged_qrels(seen.judgments(store, ws.dataset, viewer), rule or "median")
     except ValueError as err:
         raise refuse(err) from err
     if not judged:
@@ -328,7 +329,7 @@ def export_qrels(ws: Workspace, store: Store, fmt: str, with_data_labels: bool =
             judged = merge_labels(qrels, judged)
     if fmt in judgment_files.FORMATS:  # every judge's own grades, one a row: nothing merged
         path = export_folder() / file_name(ws.dataset.name, "judgments", suffix=f".{fmt}")
-        return str(judgment_files.write(store.judgments(ws.dataset.corpus_hash, viewer=viewer), path, fmt))
+        return str(judgment_files.write(seen.judgments(store, ws.dataset, viewer), path, fmt))
     target = export_folder() / file_name(ws.dataset.name, "judged", rule or "median",
                                          suffix=".qrels" if fmt == "trec" else "")
     try:
@@ -350,19 +351,15 @@ def import_judgments(ws: Workspace, store: Store, path: str | None, judge: str =
     def work() -> str:  # read, checked and staged at background priority: other sessions' searches go first
         try:
             found = judgment_files.read(path, ws.dataset, (judge or "").strip() or "imported",
-                                        display=Path(path).name, existing=store.judges(ws.dataset.corpus_hash))
+                                        display=Path(path).name, existing=store.judges(ws.dataset.corpus_hash, viewer))
         except (DataError, ValueError) as err:
             raise refuse(err) from err
         try:  # staged outside the store's lock: other sessions' searches and views go on meanwhile
             staging.check_count(len(found), Path(path).name)
-            claimed = judge_owners.claim(store, ws.dataset.corpus_hash, {j.judge for j in found}, viewer)
-            try:
-                stored = store.put_judgments(ws.dataset.corpus_hash,
-                                             ((j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found),
-                                             source=Path(path).name)
-            except BaseException:  # nothing stored: the names it made this session's are no one's again
-                judge_owners.release(store, ws.dataset.corpus_hash, claimed, viewer)
-                raise
+            stored = store.put_judgments(ws.dataset.corpus_hash,  # the names claimed in the write that copies them
+                                         ((j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in found),
+                                         source=Path(path).name,
+                                         claim=judge_owners.claim(viewer, {j.judge for j in found}))
         except ValueError as err:
             raise refuse(err) from err
         judges = sorted({j.judge for j in found})
@@ -391,10 +388,9 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     aimed = {label(s) for s in aimed_pair(ws, aim) or ()}
     sample = judging_sample(ws, store, method, size, seed, k)
     ids = set(sample.query_ids)
-    corpus = ws.dataset.corpus_hash
-    judged_ids = [q for q in store.judged_query_ids(corpus, viewer) if q in ids]  # the judges viewer counts
+    judged_ids = [q for q in seen.judged_query_ids(store, ws.dataset, viewer) if q in ids]  # the judges viewer counts
     compared = settling.capped(judged_ids)
-    judged = {q: docs for q, docs in merged_qrels(store.judgments(corpus, query_ids=compared, viewer=viewer)).items()
+    judged = {q: docs for q, docs in merged_qrels(seen.judgments(store, ws.dataset, viewer, query_ids=compared)).items()
               if q in ids}
     beyond = 0  # the judged queries the cap leaves out with a relevant document, about: the projection counts them
     if len(compared) < len(judged_ids):
@@ -464,7 +460,7 @@ def _percent(iv) -> str:
 def agreement_note(ws: Workspace, store: Store, viewer: Viewer | None = None) -> tuple[str, dict]:
     """How far the judges agree, as Markdown (α over all, κ per pair with its interval, each pair's
     confusion matrix), and the export's merge rules (the judges' names among them)."""
-    result = agreement(store.judgments(ws.dataset.corpus_hash, viewer=viewer))
+    result = agreement(seen.judgments(store, ws.dataset, viewer))
     rules = gr.update(choices=[*MERGE_RULES, *result.judges])
     if len(result.judges) < 2:
         return (f"{len(result.judges)} judge so far: agreement needs a second judge grading some of the same "
@@ -494,7 +490,7 @@ DISAGREEMENTS_SHOWN = 1_000  # rows of the table of pairs to adjudicate (the wid
 def disagreement_rows(ws: Workspace, store: Store, viewer: Viewer | None = None) -> list[list]:
     """The pairs judges graded differently, the widest spread first: the first ``DISAGREEMENTS_SHOWN``."""
     return [[q, ws.dataset.queries.get(q, "")[:60], d, ", ".join(f"{j}: {g}" for j, g in by.items())]
-            for q, d, by in disagreements(store.judgments(ws.dataset.corpus_hash, viewer=viewer))[:DISAGREEMENTS_SHOWN]]
+            for q, d, by in disagreements(seen.judgments(store, ws.dataset, viewer))[:DISAGREEMENTS_SHOWN]]
 
 
 def publish_judge(store: Store, ws: Workspace, judge: str | None, viewer: Viewer) -> str:

@@ -21,6 +21,7 @@ from retrieval.errors import UnknownRun
 from retrieval.evaluation.intervals import mean_interval
 from retrieval.evaluation.measures import positive_qrels
 from retrieval.evaluation.metrics import COMPARE_METRICS, PRIMARY, conclusion, interval_text, metric_name
+from retrieval.judging import seen
 from retrieval.judging.coverage import coverages, from_judging, verdict
 from retrieval.sharing.owners import OPERATOR, Viewer, describe, when
 from retrieval.systems import label
@@ -53,7 +54,7 @@ def gated_conclusion(store: Store, ws: Workspace, split: str, names: tuple[str, 
     """``cmp`` (B − A) in words under the coverage gate (``coverage.verdict``, judged@10 of each run's
     top 10 on ``split``'s labels), then each run's judged@10 where the labels were judged in the app
     (by the judges ``viewer`` counts: ``Store.judgments``)."""
-    qrels, judgments = ws.dataset.qrels[split], store.judgments(ws.dataset.corpus_hash, viewer=viewer)
+    qrels, judgments = ws.dataset.qrels[split], seen.judgments(store, ws.dataset, viewer)
     if not from_judging(positive_qrels(qrels), judgments):  # the data set's own labels: never gated
         return f"{text(conclusion(*names, cmp))}."
     covered = coverages(dict(zip(names, runs)), qrels, judgments)

@@ -18,6 +18,7 @@ import numpy as np
 from retrieval.data.run import rank_maps
 from retrieval.evaluation.failure_rules import Thresholds, classify, headline_systems, rank_text
 from retrieval.index.splade import TermScore
+from retrieval.judging import seen
 from retrieval.judging.coverage import from_judging
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS, short, shown
@@ -135,7 +136,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     qrels = ws.dataset.qrels[split]
     labels = {qid: qrels.get(qid, {}) for qid in ws.dataset.split_queries(split)}
     maps = rank_maps(runs)
-    judgments = ws.store.judgments(ws.dataset.corpus_hash, viewer=viewer) if ws.store is not None else []
+    judgments = seen.judgments(ws.store, ws.dataset, viewer)
     pooled = from_judging(labels, judgments)
     found = classify(labels, maps, t, finetuning=tuned_ws is not None, pair=pair, pooled=pooled)
     systems = list(dict.fromkeys([*base, *(TUNED_SYSTEMS if tuned_ws is not None else ()), *(pair or ())]))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from retrieval.evaluation.measures import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
 from retrieval.evaluation.metrics import JUDGED_AT_10, METRICS, PRIMARY
+from retrieval.judging import seen
 from retrieval.judging.coverage import (
     Coverage,
     condensed_ndcg,
@@ -135,7 +136,7 @@ def _pool_figures(rows: list[dict], runs: dict, qrels, covered: dict[str, Covera
 
 def _judgments(ws: Workspace, viewer: Viewer | None) -> list[dict]:
     """The store's judgments of the workspace's corpus that ``viewer`` counts (none without a store)."""
-    return ws.store.judgments(ws.dataset.corpus_hash, viewer=viewer) if ws.store is not None else []
+    return seen.judgments(ws.store, ws.dataset, viewer)
 
 
 def _runs(entries: list[Entry], split: str) -> dict:

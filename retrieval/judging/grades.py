@@ -36,3 +36,36 @@ def check_judge(name: object, existing: Iterable[str] = ()) -> str:
     the corpus has), not one that looks like one of them without being it (``safe_names.check_new_name``:
     ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
     return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
+
+
+# ---- a judge's key: what its grades are kept under -------------------------------------------
+# A published judge's grades (and every judge's off a shared deployment, and the command line's) are
+# kept under its name; a private judge's under its name, this separator and its maker's owner id
+# (``retrieval.sharing.owners``), so two sessions' private judges of one name never share a grade.
+# The separator is a control character, which no name may hold (``check_judge``): no name typed or
+# read from a file is ever another's private key.
+KEY_SEPARATOR = "\x1f"
+
+
+def private_key(name: str, owner: str) -> str:
+    """The key the grades of ``owner``'s private judge ``name`` are kept under."""
+    return f"{name}{KEY_SEPARATOR}{owner}"
+
+
+def judge_name(key: str) -> str:
+    """The name of the judge whose grades are kept under ``key`` (a private key's name part)."""
+    return key.split(KEY_SEPARATOR, 1)[0]
+
+
+def check_judge_key(key: object) -> str:
+    """``key`` when it is a key grades may be kept under (``check_judge``'s name, or a private key:
+    that name, ``KEY_SEPARATOR`` and an owner id of visible characters), else a ValueError in one line."""
+    if not isinstance(key, str):
+        raise ValueError(f"a judge's key must be text, not {type(key).__name__}")
+    name, sep, owner = key.partition(KEY_SEPARATOR)
+    checked = check_judge(name)
+    if checked != name:
+        raise ValueError(f"a judge's key holds a name not as it is kept: {name!r:.60}")
+    if sep and (not owner or any(not c.isprintable() or c.isspace() for c in owner) or len(owner) > 200):
+        raise ValueError("a judge's private key names no maker")
+    return key

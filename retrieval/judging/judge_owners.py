@@ -1,18 +1,21 @@
 """Judges with makers: who may grade under a judge's name, and whose grades a session's views count.
 
-A judge's grades are kept by corpus (``Store.judgments``) under the judge's name, which nobody
-authenticates. So each name has a maker (``retrieval.sharing.owners``: the browser session, or the command
+A judge's grades are kept by corpus (``Store.judgments``) under the judge's key, which nobody
+authenticates. So each judge has a maker (``retrieval.sharing.owners``: the browser session, or the command
 line, that first stored a grade under it for the corpus; the ``judges`` table) and is published or
 not:
 
 * off a shared deployment nothing changes: every judge is published as it is made, anyone may grade
   under any name, and every view counts every judge's grades;
-* on a shared deployment (``SPACE_ID``, or ``app.py --shared``) a name is its maker's: another
-  session that judges or imports under it is refused in one line and nothing is stored; and a
-  judge's grades count only in its maker's views until it is published (``publish``), then in
-  everyone's. ``Store.judgments(..., viewer=...)`` is the one place that leaves the others out:
-  every view that reads judgments passes the session's viewer (the command line passes none and
-  reads every judge's).
+* on a shared deployment (``SPACE_ID``, or ``app.py --shared``) a new judge is its maker's private
+  one, in its maker's own space (``judge_claims``): another session may keep a private judge of the
+  same name — two judges, two sets of grades, neither told of the other. A judge's grades count only
+  in its maker's views until it is published (``publish``), then in everyone's, and only its maker
+  grades under a published name. ``seen.judgments`` is the one reader of judgments for a viewer: every
+  view reads through it with the session's viewer (the command line passes none and reads every judge's).
+
+The name is taken in the transaction that stores the judge's first grades (``Store.put_judgments``
+with ``claim``): ``check`` only says early what that write would refuse.
 
 A judge kept before makers were recorded (an existing store), or by the command line, has grades
 everyone counts, and no session of a shared deployment may add to them.
@@ -21,77 +24,55 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from retrieval.sharing.owners import APP, CLI, Viewer
+from retrieval.judging.judge_claims import Claim, JudgeTaken, whose
+from retrieval.sharing.owners import Viewer
+
+__all__ = ["JudgeTaken", "check", "claim", "key_of", "own", "publish", "whose"]
 
 
-class JudgeTaken(ValueError):
-    """A judge's name that is another's (on a shared deployment): nothing was stored."""
-
-
-def whose(owner: str) -> str:
-    """Whose a judge is, as the refusal says it to another session: never the maker's id."""
-    if owner == APP or owner.startswith(f"{APP}:"):
-        return "is another session's"
-    if owner == CLI or owner.startswith(f"{CLI}:"):
-        return "is the command line's"
-    return "was kept before judges had makers and is no session's to add to"
-
-
-def _refused(name: str, owner: str) -> JudgeTaken:
-    return JudgeTaken(f"the judge {name!r} {whose(owner)}; choose another name")
-
-
-def claim(store, corpus: str, names: Iterable[str], viewer: Viewer | None) -> tuple[str, ...]:
-    """Make ``viewer`` the maker of each judge of ``names`` that has none (published unless the
-    deployment is shared) before its grades are stored; the names it made ``viewer``'s (to
-    ``release`` if the grades are not stored after all). On a shared deployment ``JudgeTaken`` when
-    any is another's, and then none is claimed. ``viewer`` None (the command line, the library):
-    nothing recorded, nothing refused."""
+def claim(viewer: Viewer | None, names: Iterable[str]) -> Claim | None:
+    """What a write of grades under ``names`` claims for ``viewer`` (``Store.put_judgments``'s ``claim``):
+    None for the command line or the library (``viewer`` None: grades kept under the names as given)."""
     if viewer is None:
-        return ()
-    done = store.claim_judges(corpus, names, viewer.owner, published=not viewer.shared, refuse=viewer.shared)
-    if viewer.shared and done.taken:
-        name = min(done.taken)
-        raise _refused(name, done.taken[name])
-    return done.new
+        return None
+    return Claim(viewer.owner, viewer.shared, tuple(sorted(set(names))))
 
 
-def check(store, corpus: str, name: str, viewer: Viewer | None) -> None:
-    """``JudgeTaken`` when, on a shared deployment, ``name`` is a judge another made (nothing
-    claimed: a judge's name becomes a session's with its first grade, ``claim``)."""
+def check(store, corpus: str, name: str, viewer: Viewer | None) -> str:
+    """The key ``viewer``'s grades under ``name`` would be kept under, claiming nothing; on a shared
+    deployment ``JudgeTaken`` for another's published judge or past the maker's limit of judges, and a
+    ``ValueError`` for a look-alike of a judge ``viewer`` sees (the write checks again: ``judge_claims``)."""
+    made = claim(viewer, [name])
+    if made is None:
+        return name
+    return store.resolve_judges(corpus, made)[name]
+
+
+def key_of(store, corpus: str, name: str, viewer: Viewer | None) -> str:
+    """The key of the judge ``viewer`` means by ``name``: its own private judge of that name where it
+    keeps one, else the published one (the name itself)."""
     if viewer is None or not viewer.shared:
-        return
-    maker = store.judge_makers(corpus).get(name)
-    if maker is not None:
-        if maker["owner"] != viewer.owner:
-            raise _refused(name, maker["owner"])
-    elif name in store.judges(corpus):  # grades kept without a maker
-        raise _refused(name, "")
-
-
-def release(store, corpus: str, names: Iterable[str], viewer: Viewer | None) -> None:
-    """Undo ``claim`` for the names whose grades were not stored after all (none kept under them)."""
-    names = list(names)
-    if viewer is not None and names:
-        store.release_judges(corpus, names, viewer.owner)
+        return name
+    for key, made in store.judge_makers(corpus).items():
+        if made["space"] == viewer.owner and made["name"] == name:
+            return key
+    return name
 
 
 def publish(store, corpus: str, name: str, viewer: Viewer) -> None:
     """Make ``viewer``'s judge ``name`` count in every session's views. One line (``ValueError``,
-    ``KeyError`` for a judge the viewer does not know), nothing changed: off a shared deployment,
-    a judge with no grades yet, another's, one published already."""
+    ``KeyError`` for a judge the viewer does not keep), nothing changed: off a shared deployment,
+    a judge with no grades yet, one published already, a published judge that looks like it."""
     if not viewer.shared:
         raise ValueError("every judge's grades count for everyone on this deployment already: nothing to publish")
-    maker = store.judge_makers(corpus).get(name)
-    if maker is None or (maker["owner"] != viewer.owner and not maker["published"]):
+    mine = {m["name"]: m for m in store.judge_makers(corpus).values() if m["owner"] == viewer.owner}
+    if name not in mine:
         raise KeyError(f"no judge {name!r} of this session has graded this corpus")
-    if maker["owner"] != viewer.owner:
-        raise ValueError(f"the judge {name!r} {whose(maker['owner'])}: only its maker publishes it")
-    if maker["published"] or not store.publish_judge(corpus, name, viewer.owner):
+    if mine[name]["published"] or not store.publish_judge(corpus, name, viewer.owner):
         raise ValueError(f"the judge {name!r} is published already: its grades count for everyone")
 
 
 def own(store, corpus: str, viewer: Viewer) -> list[dict]:
-    """``viewer``'s judges of the corpus (``judge``, ``published``), by name."""
-    return [{"judge": j, "published": m["published"]} for j, m in store.judge_makers(corpus).items()
-            if m["owner"] == viewer.owner]
+    """``viewer``'s judges of the corpus (``judge``: the name, ``published``), by name."""
+    return sorted(({"judge": m["name"], "published": m["published"]} for m in store.judge_makers(corpus).values()
+                   if m["owner"] == viewer.owner), key=lambda r: r["judge"])

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import weakref
 from collections import Counter
 from dataclasses import dataclass
 from statistics import median_low
@@ -43,33 +42,18 @@ PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both 
 AGREEMENT_EVERY = 10  # a judge re-grades one pair in ten that another judge graded (``Queue``): agreement's share
 
 
-_KNOWN_JUDGES: weakref.WeakKeyDictionary[object, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
-_KNOWN_LOCK = threading.Lock()
-
-
 def store_judge(store, corpus: str, name: object, viewer=None) -> str:
-    """``check_judge`` against the judges ``store`` holds for ``corpus`` (``Store.judges``). A name the
-    store holds is remembered for the store and corpus (later names are held against it, not it against
-    them), so a judge grading pair after pair is checked once, not once a grade; a new one is checked
-    until it is stored (one that passed, then was refused for another reason, is held against the
-    names stored since). With ``viewer`` (a
-    session of the app, ``owners.Viewer``), on a shared deployment a name another made is refused
-    (``judge_owners.check``; the name becomes the session's with its first grade: ``judge_owners.claim``)."""
+    """``check_judge``, then what storing a grade under the name would refuse, claiming nothing: with
+    ``viewer`` (a session of the app, ``owners.Viewer``), a look-alike of a judge it sees, and on a
+    shared deployment another's published judge (``judge_owners.check``; the name becomes the
+    session's with its first grade, in that grade's write: ``judge_claims``); without, a look-alike of
+    any judge of the corpus (``Store.judges``). Read each time: one indexed look-up."""
     name = check_judge(name)
-    with _KNOWN_LOCK:
-        known = _KNOWN_JUDGES.setdefault(store, set())
-        remembered = (corpus, name) in known
-    existing: list[str] = []
-    if not remembered:
-        existing = store.judges(corpus)
-        name = check_judge(name, existing)
-    if viewer is not None:  # whose the name is: read each time (one row), never remembered
-        from retrieval.judging import judge_owners
+    if viewer is None:
+        return check_judge(name, store.judges(corpus))
+    from retrieval.judging import judge_owners
 
-        judge_owners.check(store, corpus, name, viewer)
-    if not remembered and name in existing:  # a new name: not remembered until the store holds it
-        with _KNOWN_LOCK:
-            known.add((corpus, name))
+    judge_owners.check(store, corpus, name, viewer)
     return name
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retrieval.data.dataset import Dataset, Qrels
+from retrieval.judging import seen
 from retrieval.judging.judgments import PREFER, judgments_to_qrels, merge_labels
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def with_stored_judgments(dataset: Dataset, store: Store | None, viewer: Viewer 
     """
     if prefer not in PREFER:
         raise ValueError(f"prefer is one of {', '.join(PREFER)}, not {str(prefer)[:40]!r}")
-    rows = store.judgments(dataset.corpus_hash, viewer=viewer) if store is not None else []
+    rows = seen.judgments(store, dataset, viewer)
     judged = {q: docs for q, docs in judgments_to_qrels(rows).items() if q in dataset.queries and docs}
     if not judged:
         return dataset, judged_counts({})

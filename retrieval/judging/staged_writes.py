@@ -40,7 +40,9 @@ from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.judging import judge_claims
 from retrieval.judging.grades import GRADES, check_judge
+from retrieval.judging.judge_claims import Claim
 
 MAX_IMPORT_ROWS = 2_000_000  # judgments one import may hold
 DIRECT_UP_TO = 1_000  # more rows than this are staged
@@ -160,10 +162,11 @@ def check_count(rows: int, source: str | None = None) -> int:
     return rows
 
 
-def checked(corpus: str, judgments: Iterable, source: str | None = None):
+def checked(corpus: str, judgments: Iterable, source: str | None = None, keys: dict[str, str] | None = None):
     """Each ``(query id, query text, doc id, grade, judge)`` as the row written (``corpus`` first),
     checked as it comes: a grade in ``GRADES``, a judge's name (``judgments.check_judge``, each
-    name once), ids that are text; more than ``MAX_IMPORT_ROWS`` rows is ``TooManyRows``."""
+    name once; with ``keys``, one of its names, written as its key), ids that are text; more than
+    ``MAX_IMPORT_ROWS`` rows is ``TooManyRows``."""
     judges: dict[str, str] = {}
     for n, (query_id, query_text, doc_id, grade, judge) in enumerate(judgments, 1):
         if n > MAX_IMPORT_ROWS:
@@ -177,35 +180,58 @@ def checked(corpus: str, judgments: Iterable, source: str | None = None):
             raise ValueError("a judgment needs the judge's name")
         name = judges.get(judge)
         if name is None:
-            name = judges[judge] = check_judge(judge)
+            name = check_judge(judge)
+            if keys is not None:
+                if name not in keys:
+                    raise ValueError(f"the judge {name!r:.60} was not among the names claimed for these grades")
+                name = keys[name]
+            judges[judge] = name
         yield query_id, doc_id, name, int(grade), query_text if isinstance(query_text, str) else ""
 
 
-def put(path: str | Path, corpus: str, judgments: Iterable, source: str | None = None) -> JudgmentsStored:
+def put(path: str | Path, corpus: str, judgments: Iterable, source: str | None = None,
+        claim: Claim | None = None) -> JudgmentsStored:
     """Store the grades (``Store.put_judgments``) through a connection of this call's own: a few in
-    one transaction, more staged (module docstring). Nothing is stored when any is refused."""
+    one transaction, more staged (module docstring). Nothing is stored when any is refused. With
+    ``claim``, each judge's name is kept under its key for the claim's maker (``judge_claims.resolve``,
+    read before a row is staged: a refusal costs nothing) and the names new to it are recorded in the
+    transaction that copies the grades in (``judge_claims.claim_in``): with them, or not at all."""
     if isinstance(judgments, Sized):  # refused before a row is written
         check_count(len(judgments), source)
-    rows = checked(corpus, judgments, source)
-    first = []
-    for row in rows:
-        first.append(row)
-        if len(first) > DIRECT_UP_TO:
-            break
     conn = connect(path)
     try:
+        keys = None
+        if claim is not None:
+            keys = judge_claims.resolve(conn, corpus, claim)[0]
+        rows = checked(corpus, judgments, source, keys)
+        first = []
+        for row in rows:
+            first.append(row)
+            if len(first) > DIRECT_UP_TO:
+                break
         if len(first) <= DIRECT_UP_TO:
-            return _direct(conn, corpus, first)
-        return _staged(conn, corpus, first, rows)
+            return _direct(conn, corpus, first, claim, keys)
+        return _staged(conn, corpus, first, rows, claim, keys)
     finally:
         conn.close()
 
 
-def _direct(conn: sqlite3.Connection, corpus: str, rows: list[tuple]) -> JudgmentsStored:
+def _claimed(conn: sqlite3.Connection, corpus: str, claim: Claim | None, keys: dict[str, str] | None) -> None:
+    """Inside the write's transaction: ``claim``'s names recorded, and their keys still those the rows
+    were written with (else another write changed the judges meanwhile: refused, nothing stored)."""
+    if claim is None:
+        return
+    if judge_claims.claim_in(conn, corpus, claim) != keys:
+        raise ValueError("the judges changed while the grades were read (one was published or taken): store them again")
+
+
+def _direct(conn: sqlite3.Connection, corpus: str, rows: list[tuple], claim: Claim | None = None,
+            keys: dict[str, str] | None = None) -> JudgmentsStored:
     last = {(q, d, j): (g, text) for q, d, j, g, text in rows}  # a pair given twice: its last grade
     now = time.time()
     conn.execute("begin immediate")
     try:
+        _claimed(conn, corpus, claim, keys)
         new = changed = 0
         write = []
         for (q, d, j), (g, text) in last.items():
@@ -232,7 +258,8 @@ _MATCH = ("s left join judgments j on j.corpus = ? and j.query_id = s.query_id a
           "and j.judge = s.judge")
 
 
-def _staged(conn: sqlite3.Connection, corpus: str, first: list[tuple], rest) -> JudgmentsStored:
+def _staged(conn: sqlite3.Connection, corpus: str, first: list[tuple], rest, claim: Claim | None = None,
+            keys: dict[str, str] | None = None) -> JudgmentsStored:
     table = staging_name()
     conn.execute("pragma synchronous = normal")  # the staging table need not survive a power cut
     conn.execute(f"create table {table} (query_id text not null, doc_id text not null, judge text not null, "
@@ -248,12 +275,12 @@ def _staged(conn: sqlite3.Connection, corpus: str, first: list[tuple], rest) -> 
         _write_chunk(conn, insert, chunk)
         conn.execute("pragma synchronous = full")  # the copy in is durable once committed
         try:  # counted on a read snapshot, so other writers wait only for the copy
-            total, new, unchanged = _swap(conn, table, corpus, "begin deferred")
+            total, new, unchanged = _swap(conn, table, corpus, "begin deferred", claim, keys)
         except sqlite3.OperationalError as err:
             if not _busy(err):
                 raise
             # another writer committed between the count and the copy: again, holding the write lock throughout
-            total, new, unchanged = _swap(conn, table, corpus, "begin immediate")
+            total, new, unchanged = _swap(conn, table, corpus, "begin immediate", claim, keys)
     finally:
         conn.execute(f"drop table if exists {table}")
     return JudgmentsStored(new, total - new - unchanged, unchanged)
@@ -263,11 +290,13 @@ def _busy(err: sqlite3.OperationalError) -> bool:
     return getattr(err, "sqlite_errorcode", 0) & 0xFF == SQLITE_BUSY or "locked" in str(err)
 
 
-def _swap(conn: sqlite3.Connection, table: str, corpus: str, begin: str) -> tuple[int, int, int]:
-    """In one transaction: the staged rows counted against the store's (all, new, unchanged), and
-    the new and changed ones copied in."""
+def _swap(conn: sqlite3.Connection, table: str, corpus: str, begin: str, claim: Claim | None = None,
+          keys: dict[str, str] | None = None) -> tuple[int, int, int]:
+    """In one transaction: ``claim``'s new names recorded (``_claimed``), the staged rows counted
+    against the store's (all, new, unchanged), and the new and changed ones copied in."""
     conn.execute(begin)
     try:
+        _claimed(conn, corpus, claim, keys)
         total, new, unchanged = conn.execute(
             f"select count(*), coalesce(sum(j.grade is null), 0), coalesce(sum(j.grade = s.grade), 0) "
             f"from {table} {_MATCH}", [corpus]).fetchone()

@@ -51,6 +51,7 @@ from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import Comparison, compare, evaluate_run, positive_qrels
 from retrieval.evaluation.metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
+from retrieval.judging import seen
 from retrieval.judging.coverage import Coverage, condensed_ndcg, coverages, from_judging, skew
 from retrieval.judging.judgments import rbo
 from retrieval.safe_names import check_name, check_new_name
@@ -469,7 +470,7 @@ def check(ws: Workspace, snap: Snapshot, systems: list[str], metric: str = PRIMA
     if split not in ds.qrels:
         raise ValueError(f"no split {split!r} with labels in {ds.name} (it has: {', '.join(ds.splits) or 'none'})")
     qrels = ds.qrels[split]
-    judgments = ws.store.judgments(ds.corpus_hash, viewer=viewer) if ws.store is not None else []
+    judgments = seen.judgments(ws.store, ds, viewer)
     gated = bool(from_judging(positive_qrels(qrels), judgments))  # else the data's own labels: no coverage asked
     # the data's own labels that list non-relevant documents: a judged pool, whose cover of the two runs is compared
     pool = not gated and metric == PRIMARY and any(g <= 0 for docs in qrels.values() for g in docs.values())
