@@ -8,8 +8,10 @@ driven through the views' handlers (real store, BM25 and a tiny encoder, the dem
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -360,6 +362,32 @@ def test_failures_runs_and_the_snapshot_check_count_only_the_judges_a_session_se
     said = {v: shown(runs.gated_conclusion(registry.store, ws, "test", ("a", "b"), (run, run), cmp, v))
             for v in (ana, bo)}
     assert "judged@10" not in said[bo] and "no verdict, not enough of a's results judged" in said[ana]
+
+
+def test_a_grade_belongs_to_the_query_it_was_given_for_never_to_another_sessions_query_of_that_id(app, tmp_path):
+    """bo adds a private query 'extra-1' ("bo's private question") and grades it under a judge he
+    publishes; ana's 'extra-1' is another query (another text): bo's grade is never a label of hers,
+    and neither her views nor her export of judgments carry bo's query text."""
+    registry, ka, kb = app()
+    files = {}
+    for who_, text in ((A, "ana asks about her own topic"), (B, "bo's private question")):
+        files[who_] = tmp_path / f"{who_}.jsonl"
+        files[who_].write_text(json.dumps({"_id": "extra-1", "text": text}) + "\n")
+    ka = data.add_queries(registry, ka, [str(files[A])], session=A).key
+    kb = data.add_queries(registry, kb, [str(files[B])], session=B).key
+    ws_a, ws_b = registry.get(ka), registry.get(kb)
+    assert ws_a.dataset.queries["extra-1"] != ws_b.dataset.queries["extra-1"]
+    store, ana, bo = registry.store, registry.viewer(A), registry.viewer(B)
+    doc = next(iter(ws_b.dataset.docs))
+    judge.grade_pair(ws_b, store, "bo", "extra-1", doc, 2, k=10, viewer=bo)
+    judge.publish_judge(store, ws_b, "bo", bo)
+    grade_all(registry, ka, A, "ann", labelled_pairs(ws_a)[:1])
+    assert [r["query_id"] for r in seen.judgments(store, ws_b.dataset, bo)] == ["extra-1"]  # his, on his query
+    assert "extra-1" not in {r["query_id"] for r in seen.judgments(store, ws_a.dataset, ana)}
+    assert "extra-1" not in registry.labelled(ka, A).dataset.qrels.get("judged", {})
+    for fmt in ("csv", "trec"):
+        exported = Path(judge.export_qrels(ws_a, store, fmt, viewer=ana)).read_text()
+        assert "bo's private question" not in exported and "extra-1" not in exported
 
 
 def test_a_published_judge_is_still_only_its_makers_to_grade(app):
