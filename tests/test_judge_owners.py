@@ -283,6 +283,29 @@ def test_lookalike_names_written_at_once_one_wins_in_a_space_and_both_in_two(tmp
     store.close()
 
 
+def test_a_session_keeps_at_most_its_limit_of_judges_counted_in_the_write(tmp_path, monkeypatch):
+    """One client cannot claim any number of judge names: past ``MAX_JUDGES_PER_MAKER`` of a corpus
+    (the store's own records, not the client's) the write is refused and stores nothing; another
+    session, and the same session on another corpus, are not held to it."""
+    from retrieval.judging import judge_claims
+
+    monkeypatch.setattr(judge_claims, "MAX_JUDGES_PER_MAKER", 3)
+    store = Store(tmp_path / "bound.sqlite3")
+    ana, bo = Viewer(app_owner(A), True), Viewer(app_owner(B), True)
+    store.put_judgments("c", [("q1", "t", "d", 1, n) for n in ("j1", "j2")],
+                        claim=judge_owners.claim(ana, ["j1", "j2"]))
+    with pytest.raises(judge_owners.JudgeTaken, match="at most 3 judges"):
+        store.put_judgments("c", [("q1", "t", "d", 1, n) for n in ("j3", "j4")],
+                            claim=judge_owners.claim(ana, ["j3", "j4"]))
+    assert len(store.judge_makers("c")) == 2 and len(store.judgments("c")) == 2  # nothing of the refused write
+    store.put_judgments("c", [("q2", "t", "d", 1, "j1")], claim=judge_owners.claim(ana, ["j1"]))  # her own: fine
+    store.put_judgments("c", [("q1", "t", "d", 1, n) for n in ("j3", "j4", "j5")],
+                        claim=judge_owners.claim(bo, ["j3", "j4", "j5"]))
+    store.put_judgments("c2", [("q1", "t", "d", 1, n) for n in ("j3", "j4", "j5")],
+                        claim=judge_owners.claim(ana, ["j3", "j4", "j5"]))
+    store.close()
+
+
 # ---- a session's views count its own judges and the published ones -----------------------------
 @pytest.mark.slow
 def test_bs_evaluate_does_not_change_when_a_grades_until_a_publishes(app):
