@@ -92,10 +92,10 @@ QUERY_SETS_HELP = ("Queries added to a corpus are kept with it in the store, and
 QUERY_SETS_SHARED = ("**This is a shared deployment:** the query sets you add are this browser session's — other "
                      "visitors do not get them — until you publish one. Only the session that added a set can "
                      "remove it, published or not.")
-JUDGES_SHARED = ("**This is a shared deployment:** a judge's name is the browser session's that first grades under "
-                 "it (another session that judges or imports under it is refused), and its grades count only in this "
-                 "session's views — Judge, Evaluate, Runs, Failures, the labels applied — until you publish the "
-                 "judge; then they count in everyone's.")
+JUDGES_SHARED = ("**This is a shared deployment:** a judge you name here is this browser session's own (another "
+                 "session may keep a judge of the same name, with grades of its own), and its grades count only in "
+                 "this session's views — Judge, Evaluate, Runs, Failures, the labels applied — until you publish the "
+                 "judge; then they count in everyone's, and only you grade under it.")
 SNAPSHOTS_SHARED = ("**This is a shared deployment:** your snapshots are this browser session's until you publish "
                     "one; only a published snapshot can be the baseline, which is everyone's.")
 IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API, a reranker) for this data "
