@@ -112,11 +112,13 @@ def test_another_session_grading_under_a_private_judges_name_keeps_a_judge_of_it
 def test_starting_to_judge_claims_nothing_and_a_second_sessions_queue_is_its_own(app):
     registry, ka, kb = app()
     ws = registry.get(kb)
-    judge.judging_queue(ws, registry.store, "ann", k=2, viewer=registry.viewer(A))  # a queue claims nothing
-    assert registry.store.judge_makers(ws.dataset.corpus_hash) == {}
-    grade_all(registry, ka, A, "ann", labelled_pairs(ws)[:1])
-    theirs = judge.judging_queue(ws, registry.store, "ann", k=2, fresh=True, viewer=registry.viewer(B))
-    assert theirs.judged_count == 0  # bo's ann has graded nothing: ana's grade is not bo's to see
+    store, ana, bo = registry.store, registry.viewer(A), registry.viewer(B)
+    hers = judge.judging_queue(ws, store, "ann", 10, "all", viewer=ana)  # a queue claims nothing
+    assert store.judge_makers(ws.dataset.corpus_hash) == {}
+    judge.grade_pair(ws, store, "ann", *hers.pairs[hers.next_unjudged()], 1, 10, "all", viewer=ana)
+    hers = judge.judging_queue(ws, store, "ann", 10, "all", viewer=ana)  # kept in the workspace...
+    theirs = judge.judging_queue(ws, store, "ann", 10, "all", viewer=bo)  # ...which bo shares
+    assert hers.judged_count == 1 and theirs.judged_count == 0  # bo's ann has graded nothing; ana's queue is hers
 
 
 def test_a_refused_grade_claims_no_name(app):

@@ -160,12 +160,14 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     regrade = bool(regrade)
     try:
         judge, k = store_judge(store, ws.dataset.corpus_hash, judge, viewer), check_depth(k)
+        whose = judge_owners.check(store, ws.dataset.corpus_hash, judge, viewer)  # a private one's key holds its maker
     except ValueError as err:
         raise refuse(err) from err
     sample = judging_sample(ws, store, method, size, seed, k)
     interest = aimed_pair(ws, aim)
     systems = shown_systems(ws)
-    key = (judge, k, sample.id, interest, regrade)
+    # a workspace is shared by sessions: the queue is the judge's (its key) as the viewer sees the others' grades
+    key = (whose, viewer.filter if viewer is not None else None, k, sample.id, interest, regrade)
     carried = (ws.dataset.corpus_hash, ws.encoder.name, tuple(sorted(ws.bm25_args.items())), *key)
 
     def judged() -> dict:
