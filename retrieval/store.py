@@ -162,6 +162,7 @@ class Store:
                                             if_not_exists=True)
             self._owner_columns()
             self._judge_owners()
+            self._sample_owners()
 
     @property
     def models_dir(self) -> Path:
@@ -778,6 +779,11 @@ class Store:
                                    "" if p else str(o or ""), c, j) for c, j, o, p in rows if isinstance(j, str)])
         self.db.execute("create index if not exists judges_name_key on judges (corpus, name_key)")
 
+    def _sample_owners(self) -> None:
+        """The drawer of each judging sample (``put_sample``); an existing store's samples are everyone's."""
+        if "owner" not in {c.name for c in self.db["judging_samples"].columns}:
+            self.db.execute("alter table judging_samples add column owner text not null default ''")
+
     # ---- query sets added to a corpus ---------------------------------------------------------
     def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",
                       published: bool = True) -> None:
@@ -879,7 +885,8 @@ class Store:
                                    [corpus, set_id, owner]).rowcount > 0
 
     # ---- samples of queries to judge ---------------------------------------------------------
-    def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str]) -> None:
+    def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str],
+                   owner: str = "") -> None:
         """Keep a sample of a corpus's queries drawn for judging (``retrieval.judging.sampling``).
 
         Args:
@@ -888,24 +895,29 @@ class Store:
             method: How it was drawn.
             seed: The seed it was drawn with.
             query_ids: The queries drawn.
+            owner: Whose it is on a shared deployment (``retrieval.sharing.owners``); "" everyone's.
         """
         with self._lock, self.db.conn:
             self.db.table("judging_samples").upsert({"corpus": corpus, "id": sample_id, "method": method,
                                                      "seed": int(seed), "query_ids": _pack(list(query_ids)),
-                                                     "created": time.time()}, pk=("corpus", "id"))
+                                                     "owner": owner, "created": time.time()}, pk=("corpus", "id"))
 
-    def samples(self, corpus: str) -> list[dict]:
-        """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first.
+    def samples(self, corpus: str, viewer: Viewer | None = None) -> list[dict]:
+        """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first; with
+        ``viewer`` on a shared deployment, only those it drew and everyone's.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
+            viewer: Whose (``owners.Viewer``); None: every sample.
 
         Returns:
             One dict per sample; a damaged one left out, with a warning.
         """
+        where, args = "corpus = ?", [corpus]
+        if viewer is not None and viewer.filter is not None:
+            where, args = where + " and (owner = '' or owner = ?)", args + [viewer.filter]
         with self._lock:
-            rows = list(self.db.table("judging_samples").rows_where("corpus = ?", [corpus],
-                                                                    order_by="created desc, id"))
+            rows = list(self.db.table("judging_samples").rows_where(where, args, order_by="created desc, id"))
         out, problems = [], []
         for r in rows:  # a sample not of the shape put_sample writes is left out, with a warning
             query_ids, problem = stored_rows.unpacked(r["query_ids"], "query ids")

@@ -101,3 +101,24 @@ def test_the_stored_sample_comes_back_after_queries_were_added(tmp_path):
     assert again.query_ids == first.query_ids and again.id == first.id  # the stored one: the same queries
     other = sampling.sample_for(store, grown, "random", 30, seed=3)
     assert other.query_ids != first.query_ids and len(sampling.stored(store, grown)) == 2
+
+
+def test_on_a_shared_deployment_a_sample_is_its_drawers(tmp_path):
+    """ana's sample holds her private queries' ids: bo, judging the same corpus with the same method,
+    size and seed, gets a draw of his own queries, as if ana had drawn nothing (which of his queries
+    her sample keeps would tell of hers); off a shared deployment the stored one is everyone's."""
+    from retrieval.sharing.owners import Viewer
+
+    ds = log(5000)
+    store = Store(tmp_path / "s.sqlite3")
+    ana, bo = Viewer("app:ana", shared=True), Viewer("app:bo", shared=True)
+    hers = ds.with_queries({f"private-{i}": f"ana's own query {i}" for i in range(5000)})
+    first = sampling.sample_for(store, hers, "random", 30, seed=2, viewer=ana)
+    assert any(q.startswith("private-") for q in first.query_ids)
+    his = sampling.sample_for(store, ds, "random", 30, seed=2, viewer=bo)
+    assert his.query_ids == sampling.draw(ds, "random", 30, seed=2).query_ids and his.drawn == 30
+    assert sampling.stored(store, hers, ana)[-1].query_ids == first.query_ids  # hers comes back to her
+    assert [s.query_ids for s in sampling.stored(store, ds, bo)] == [his.query_ids]
+    local = Viewer("app:ana", shared=False)
+    assert sampling.sample_for(store, ds, "random", 30, seed=9, viewer=local).id in \
+        {s.id for s in sampling.stored(store, ds, Viewer("app:bo", shared=False))}

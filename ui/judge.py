@@ -109,7 +109,7 @@ def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...], query_ids) -> di
 
 
 def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
-                   k: int = DEPTH) -> Sample:
+                   k: int = DEPTH, viewer: Viewer | None = None) -> Sample:
     """The queries to judge (``retrieval.judging.sampling``: every query, or a random, frequency-weighted or
     disagreement-stratified sample): the one stored with the corpus, else drawn and stored."""
     method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
@@ -121,8 +121,8 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
             runs = pool_runs(ws, k, ids)
             return {q: disagreement(runs, q, k) for q in ids}
 
-        return _cached(ws, "samples", (method, size, seed, k),
-                       lambda: sampling.sample_for(store, ws.dataset, method, size, seed, disagreements_of))
+        return _cached(ws, "samples", (method, size, seed, k, viewer.filter if viewer is not None else None),
+                       lambda: sampling.sample_for(store, ws.dataset, method, size, seed, disagreements_of, viewer))
     except (TypeError, ValueError, OverflowError) as err:
         raise refuse(err) from err
 
@@ -163,7 +163,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
         whose = judge_owners.check(store, ws.dataset.corpus_hash, judge, viewer)  # a private one's key holds its maker
     except ValueError as err:
         raise refuse(err) from err
-    sample = judging_sample(ws, store, method, size, seed, k)
+    sample = judging_sample(ws, store, method, size, seed, k, viewer)
     interest = aimed_pair(ws, aim)
     systems = shown_systems(ws)
     # a workspace is shared by sessions: the queue is the judge's (its key) as the viewer sees the others' grades
@@ -388,7 +388,7 @@ def settled_note(ws: Workspace, store: Store, k: int = DEPTH, method: str = "aut
     except ValueError as err:
         raise refuse(err) from err
     aimed = {label(s) for s in aimed_pair(ws, aim) or ()}
-    sample = judging_sample(ws, store, method, size, seed, k)
+    sample = judging_sample(ws, store, method, size, seed, k, viewer)
     ids = set(sample.query_ids)
     judged_ids = [q for q in seen.judged_query_ids(store, ws.dataset, viewer) if q in ids]  # the judges viewer counts
     compared = settling.capped(judged_ids)

@@ -18,7 +18,10 @@ Methods (``METHODS``):
 
 A sample is keyed by the corpus and its id (a hash of method, size, seed and the query ids it was
 drawn from); a judge asking for the same method, size and seed gets the stored sample back
-(``sample_for``), even after queries were added to the corpus.
+(``sample_for``), even after queries were added to the corpus. On a shared deployment a sample is
+its drawer's (``viewer``): it holds the ids of the queries its session sees, its own private ones
+among them, so no other session reads it back (which of its own queries a sample keeps would tell of
+another's).
 """
 from __future__ import annotations
 
@@ -139,32 +142,34 @@ def draw(dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
     return Sample(sid, method, len(picked), seed, picked)
 
 
-def keep(store: Store | None, dataset: Dataset, sample: Sample) -> None:
-    """Store the sample with the corpus (``all`` needs no storing)."""
+def keep(store: Store | None, dataset: Dataset, sample: Sample, viewer=None) -> None:
+    """Store the sample with the corpus (``all`` needs no storing), ``viewer``'s on a shared deployment."""
     if store is not None and sample.method != "all":
-        store.put_sample(dataset.corpus_hash, sample.id, sample.method, sample.seed, sample.query_ids)
+        store.put_sample(dataset.corpus_hash, sample.id, sample.method, sample.seed, sample.query_ids,
+                         owner=viewer.filter if viewer is not None and viewer.filter is not None else "")
 
 
 def sample_for(store: Store | None, dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
-               disagreement: Callable[[list[str]], dict[str, float]] | None = None) -> Sample:
+               disagreement: Callable[[list[str]], dict[str, float]] | None = None, viewer=None) -> Sample:
     """The sample a judge gets: the newest one stored for the corpus with this method, seed and
     size (its queries the data set still has), so queries added since do not reshuffle it; else a
     new draw (``draw``), stored (``keep``)."""
     if method != "all":
-        for kept in stored(store, dataset):
+        for kept in stored(store, dataset, viewer):
             if (kept.method, kept.seed, kept.drawn) == (method, seed, size):
                 return kept
     sample = draw(dataset, method, size, seed, disagreement)
-    keep(store, dataset, sample)
+    keep(store, dataset, sample, viewer)
     return sample
 
 
-def stored(store: Store | None, dataset: Dataset) -> list[Sample]:
-    """The corpus's stored samples whose queries the data set still has, newest first."""
+def stored(store: Store | None, dataset: Dataset, viewer=None) -> list[Sample]:
+    """The corpus's stored samples ``viewer`` drew (on a shared deployment; else every one) whose
+    queries the data set still has, newest first."""
     if store is None:
         return []
     out = []
-    for row in store.samples(dataset.corpus_hash):
+    for row in store.samples(dataset.corpus_hash, viewer):
         qids = [q for q in row["query_ids"] if q in dataset.queries]
         if qids:
             out.append(Sample(row["id"], row["method"], len(qids), row["seed"], qids, len(row["query_ids"])))
