@@ -146,7 +146,7 @@ def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
         _add(parsed, qid, doc, entry, f"'{doc}' for query '{qid}' on line {lineno}")
     if len(tags) > 1:
         shown = ", ".join(f"'{t}'" for t in itertools.islice(tags, EXAMPLES))
-        report.warn(f"the lines carry {len(tags)} different tags ({shown}{', ...' if len(tags) > EXAMPLES else ''}); "
+        report.warn(f"the lines carry {len(tags):,} different tags ({shown}{', ...' if len(tags) > EXAMPLES else ''}); "
                     f"they are read as one run, named after the first unless a name is given", display)
     parsed.name = next(iter(tags))
     return parsed
