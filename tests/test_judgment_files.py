@@ -197,3 +197,51 @@ def test_another_tools_file_keeps_quepids_guard_only(tmp_path, demo):
     path = tmp_path / "sheet.csv"
     path.write_text(f"query_id,doc_id,grade,judge\n{q},{d[0]},1,'=ann\n{q},{d[1]},2,'bob\n")
     assert [j.judge for j in files.read(path, demo)] == ["=ann", "'bob"]
+
+
+def _twins() -> Dataset:
+    """Two queries with one text (a log holds a query twice, under two ids), and one of their own."""
+    docs = {d: Document(d, "", "text") for d in ("d1", "d2")}
+    return Dataset("twins", docs, {"q1": "flu shot", "q2": "flu shot", "q3": "measles"})
+
+
+@pytest.mark.parametrize("header", ["query,docid,rating", "query_text,doc_id,grade"])
+def test_a_query_text_two_queries_share_is_refused_naming_both(tmp_path, header):
+    """A grade given by a query's text goes to no query when two share that text (it went to one of
+    them by chance): refused with file:line and both ids; a text of one query is still read."""
+    path = tmp_path / "by-text.csv"
+    path.write_text(f"{header}\nmeasles,d1,2\nflu shot,d2,1\n")
+    with pytest.raises(DataError) as err:
+        files.read(path, _twins())
+    assert str(err.value) == ("by-text.csv:3: query 'flu shot' is the text of 2 queries of twins ('q1', 'q2'); a grade "
+                              "given by the text cannot tell which it is for: give a query_id column")
+    path.write_text(f"{header}\nmeasles,d1,2\n")
+    assert [(j.query_id, j.grade) for j in files.read(path, _twins())] == [("q3", 2)]
+    path.write_text("query_id,query,doc_id,grade\nq2,flu shot,d2,1\n")  # an id column: the text is not read
+    assert [(j.query_id, j.grade) for j in files.read(path, _twins())] == [("q2", 1)]
+
+
+def test_a_pair_a_judge_grades_twice_differently_is_refused_naming_both_lines(tmp_path):
+    """One judge's 0 then 2 for one pair: refused naming both lines; the same grade again is read once."""
+    path = tmp_path / "twice.csv"
+    path.write_text("query_id,doc_id,grade,judge\nq3,d1,0,ann\nq3,d2,1,ann\nq3,d1,0,bob\nq3,d1,2,ann\n")
+    with pytest.raises(DataError) as err:
+        files.read(path, _twins())
+    assert str(err.value) == ("twice.csv:5: judge 'ann' grades query 'q3' and document 'd1' 0 on line 2 and 2 on "
+                              "line 5; keep one row")
+    path.write_text("query_id,doc_id,grade,judge\nq3,d1,0,ann\nq3,d1,0,ann\n")
+    got = files.read(path, _twins())
+    assert [(j.query_id, j.doc_id, j.grade, j.line) for j in got] == [("q3", "d1", 0, 2)] and got.duplicates == 1
+
+
+def test_ids_and_names_that_are_the_headers_words_round_trip(tmp_path):
+    """A query named ``query_id`` whose text is ``query``, a document named ``doc_id``, a judge named
+    ``judge``: rows below the header, read back as rows."""
+    dataset = Dataset("words", {d: Document(d, "", "t") for d in ("doc_id", "grade")},
+                      {"query_id": "query", "qid": "query_id"})
+    rows = [{"query_id": "query_id", "query_text": "query", "doc_id": "doc_id", "grade": 2, "judge": "judge"},
+            {"query_id": "qid", "query_text": "query_id", "doc_id": "grade", "grade": 0, "judge": "grade"}]
+    for fmt in files.FORMATS:
+        back = files.read(files.write(rows, tmp_path / f"words.{fmt}", fmt), dataset)
+        assert sorted((j.query_id, j.query_text, j.doc_id, j.grade, j.judge) for j in back) == \
+            sorted(tuple(r.values()) for r in rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from retrieval.data.readers import read_qrels, read_run
@@ -93,3 +93,43 @@ def test_ids_that_look_like_another_format_read_back(qid, tmp_path):
         qrels = {qid: {"d1": 1}}
         assert read_qrels(write_qrels(qrels, tmp_path / fmt / "q.txt" if fmt == "trec" else tmp_path / fmt,
                                       fmt=fmt, split="s")) == qrels
+
+
+HEADER_WORDS = ("qid", "query-id", "query_id", "queryid", "query", "topic", "corpus-id", "docid", "score", "rel",
+                "relevance", "label", "grade", "0", "Q0", "iter")
+header_like_ids = st.one_of(st.sampled_from(HEADER_WORDS), ids)
+
+
+@SETTINGS
+@given(qrels=st.dictionaries(header_like_ids, st.dictionaries(header_like_ids, st.integers(-100, 100), min_size=1,
+                                                              max_size=4), min_size=1, max_size=4),
+       fmt=st.sampled_from(["trec", "beir"]))
+@example(qrels={"qid": {"corpus-id": 2}}, fmt="trec")  # the hostile tester's row, first in its file
+@example(qrels={"query-id": {"corpus-id": 0}, "score": {"query-id": 1}}, fmt="beir")
+def test_any_qrels_with_ids_named_like_a_header_read_back_exactly(qrels, fmt, tmp_path):
+    """Ids that are the words of a header (``qid``, ``query-id``, ``corpus-id``, ``score``), any grade a
+    qrels file holds: every row the writer writes is read back, none taken for a header."""
+    path = write_qrels(qrels, tmp_path / ("q.txt" if fmt == "trec" else "beir"), fmt=fmt, split="judged")
+    assert read_qrels(path) == qrels
+
+
+@pytest.mark.parametrize("fmt,qid,doc", [("trec", "qid", "corpus-id"), ("trec", "query-id", "corpus-id"),
+                                         ("trec", "topic", "docid"), ("beir", "query-id", "corpus-id"),
+                                         ("beir", "qid", "score")])
+def test_a_label_whose_ids_are_header_words_is_not_dropped_as_a_header(fmt, qid, doc, tmp_path):
+    """The hostile tester's row ``qid 0 corpus-id 2``: first in its file, it is a label (its grade is a
+    number), not a header."""
+    qrels = {qid: {doc: 2}, "zz": {"d": 0}}
+    path = write_qrels(qrels, tmp_path / ("q.txt" if fmt == "trec" else "beir"), fmt=fmt, split="s")
+    first = path.read_text().splitlines()[0 if fmt == "trec" else 1]
+    assert first.split() == ([qid, "0", doc, "2"] if fmt == "trec" else [qid, doc, "2"])
+    assert read_qrels(path) == qrels
+
+
+@pytest.mark.parametrize("grade", [101, -101, 10**30, 1.5, True, "2", None, math.nan])
+def test_a_grade_no_qrels_reader_takes_is_refused_before_writing(grade, tmp_path):
+    """A grade the qrels reader would refuse (not an integer, beyond ±100) is never written."""
+    for fmt in ("trec", "beir"):
+        with pytest.raises(ValueError, match="a qrels file holds integers from -100 to 100"):
+            write_qrels({"q": {"a": 1, "b": grade}}, tmp_path / fmt, fmt=fmt)
+    assert list(tmp_path.iterdir()) == []

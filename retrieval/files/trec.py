@@ -6,16 +6,21 @@ boundary first (``readers.records.require_id``: no whitespace, control, invisibl
 no lone surrogate; written in NFC), and a run's tag is one plain word (``safe_names.check_name``). A
 score is written as the shortest text that reads back as the same float (``repr``), so a file read
 back by ``readers.read_run`` gives the same ranked lists, ties and all; a NaN or infinite score is
-refused, since no reader takes one. Each file is written aside and moved into place
-(``os.replace``), so a failure never leaves half a file under the name.
+refused, since no reader takes one. A qrels file's grade is an integer within the reader's range
+(``readers.qrels.MAX_GRADE``), and every line written is read back as a label, whatever its ids (a
+header is told by its grade column, never a number: ``qid 0 corpus-id 2`` is a label). Each file is
+written aside and moved into place (``os.replace``), so a failure never leaves half a file under the
+name.
 """
 from __future__ import annotations
 
 import math
+import operator
 import os
 from pathlib import Path
 
 from retrieval.data.dataset import Qrels
+from retrieval.data.readers.qrels import MAX_GRADE
 from retrieval.data.readers.records import require_id
 from retrieval.data.run import Run
 from retrieval.safe_names import check_name
@@ -62,7 +67,8 @@ def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec", split: str = 
     it with the ``query-id<TAB>corpus-id<TAB>score`` header. Lines are sorted by query id, then
     document id. Ids go through the boundary every id enters by (``readers.records.require_id``):
     an empty id or one holding whitespace, a control or invisible character, a noncharacter or a
-    lone surrogate is refused (a ``ValueError`` naming it) before anything is written, as is a split
+    lone surrogate is refused (a ``ValueError`` naming it) before anything is written, as is a grade
+    that is not an integer from ``-MAX_GRADE`` to ``MAX_GRADE`` (what the reader takes) and a split
     name that is not one plain word (it names the file); an id is written in its NFC form.
     """
     if fmt not in QRELS_FORMATS:
@@ -82,13 +88,31 @@ def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec", split: str = 
                     _empty(what, path)
                 ids.append(require_id(ident, what, str(path)))
             pair = (ids[0], ids[1])
-            if pair in written and written[pair] != int(grade):
+            value = _grade(grade, qid, doc, path)
+            if pair in written and written[pair] != value:
                 raise ValueError(f"{path}: query {qid[:80]!r} and document {doc[:80]!r} are one pair in NFC with "
                                  "another of a different grade")
-            written[pair] = int(grade)
+            written[pair] = value
     rows = sorted((qid, doc, grade) for (qid, doc), grade in written.items())
     head = ["query-id\tcorpus-id\tscore\n"] if fmt == "beir" else []
     return _atomic(path, head + [f"{q}\t{d}\t{g}\n" if fmt == "beir" else f"{q} 0 {d} {g}\n" for q, d, g in rows])
+
+
+def _grade(grade: object, qid: str, doc: str, path: Path) -> int:
+    """``grade`` as the integer written, or a ValueError naming the pair: a grade the qrels reader
+    would refuse (not an integer, or beyond ``readers.qrels.MAX_GRADE``) is never written."""
+    value = None
+    if isinstance(grade, float) and grade.is_integer():
+        value = int(grade)
+    elif not isinstance(grade, bool):
+        try:
+            value = operator.index(grade)  # type: ignore[arg-type]  # an int, or numpy's: anything else refused
+        except TypeError:
+            value = None
+    if value is None or abs(value) > MAX_GRADE:
+        raise ValueError(f"{path}: the grade of query {qid[:80]!r} and document {doc[:80]!r} is {repr(grade)[:80]}; "
+                         f"a qrels file holds integers from {-MAX_GRADE} to {MAX_GRADE}")
+    return value
 
 
 def _empty(what: str, path: Path):

@@ -4,7 +4,8 @@ nothing stored unless the whole file maps) and written.
 Layouts read, told apart by the header row:
 
 * **long** — one judgment a row: a query column (``query_id``, ``qid``, ``query-id``: an id of the
-  data set; or ``query``, ``query_text``: a query's text, matched exactly), a document column
+  data set; or ``query``, ``query_text``: a query's text, matched exactly, a text that several of
+  the data set's queries share refused, naming them), a document column
   (``doc_id``, ``docid``, ``document``, ``corpus-id``), a grade column (``grade``, ``rating``,
   ``relevance``, ``label``, ``score``) and, optionally, a judge column (``judge``, ``rater``,
   ``user``, ``annotator``, ``judge_name``). RankScope writes this layout: ``query_id, query,
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers.decode import Text
-from retrieval.data.readers.records import column, first_row, table_rows
+from retrieval.data.readers.records import EXAMPLES, column, first_row, table_rows
 from retrieval.errors import DataError
 from retrieval.files import tabular
 from retrieval.judging.judgments import check_judge, parse_grade
@@ -135,15 +136,31 @@ def _refuse_unnamed(cells: list[str], judges: dict[int, str], read_cols: tuple[i
                         display, lineno)
 
 
-def _query_id(cell, q_id: int | None, q_text: int | None, dataset: Dataset, by_text: dict[str, str], display: str,
-              lineno: int) -> str:
-    """The row's query id in ``dataset`` (as written, else in NFC), from its id column or else its text's."""
+def _texts(dataset: Dataset) -> dict[str, list[str]]:
+    """Each query text of ``dataset`` (stripped) -> the ids of the queries that have it, in order."""
+    by_text: dict[str, list[str]] = {}
+    for qid, text in dataset.queries.items():
+        by_text.setdefault(text.strip(), []).append(qid)
+    return by_text
+
+
+def _query_id(cell, q_id: int | None, q_text: int | None, dataset: Dataset, by_text: dict[str, list[str]],
+              display: str, lineno: int) -> str:
+    """The row's query id in ``dataset`` (as written, else in NFC), from its id column or else its
+    text's. A text that several queries of the data set share names none of them: refused, naming
+    them (a grade given to one of them by chance would be a wrong label)."""
     if q_id is None:
         text = cell(q_text)
-        qid = by_text.get(text, "")
-        if not qid:
+        qids = by_text.get(text)
+        if not qids:
             raise DataError(f"query {shown(text)} is not a query of {dataset.name} (add it first)", display,
                             lineno)
+        if len(qids) > 1:
+            more = f", … ({len(qids):,} in all)" if len(qids) > EXAMPLES else ""
+            raise DataError(f"query {shown(text)} is the text of {len(qids):,} queries of {dataset.name} "
+                            f"({', '.join(shown(q) for q in qids[:EXAMPLES])}{more}); a grade given by the text cannot "
+                            "tell which it is for: give a query_id column", display, lineno)
+        qid = qids[0]
     else:
         qid = cell(q_id)
         if qid not in dataset.queries and normal_id(qid) not in dataset.queries:
@@ -174,8 +191,8 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     rows = table_rows(Text.of_file(Path(path), display), delimiter)
     lineno, header = first_row(rows, display)
     _header(header, display, lineno)
-    by_text = {text.strip(): qid for qid, text in dataset.queries.items()}
     q_id, q_text, doc = column(header, QUERY_ID), column(header, QUERY_TEXT), column(header, DOC)
+    by_text = _texts(dataset) if q_id is None else {}  # read by text only where no query id is given
     grade_col, judge_col = column(header, GRADE), column(header, JUDGE)
     if doc is None or (q_id is None and q_text is None):
         raise DataError(f"no query and document columns in the header ({', '.join(c.strip() for c in header)}); "

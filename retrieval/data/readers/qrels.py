@@ -1,10 +1,13 @@
 """Relevance labels: read BEIR or TREC qrels, then keep those whose query and document loaded.
 
-Labels that point nowhere are dropped with a counted warning, never silently.
+A first line is a header only when its grade column is not a number, so no label is taken for one
+(``records.looks_like_qrels_header``). A pair labelled twice alike is read once (counted); labelled
+twice differently, the file is refused, naming both lines. Labels that point nowhere are dropped
+with a counted warning, never silently.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from retrieval.data.dataset import Document, Qrels
 from retrieval.data.readers.decode import PathLike, Text, count, verb_for
 from retrieval.data.readers.records import EXAMPLES, Skipped, looks_like_qrels_header, require_id
 from retrieval.errors import DataError, LoadReport
+from retrieval.safe_names import shown
 
 SPLIT_ORDER = {"test": 0, "dev": 1, "validation": 2, "train": 3}
 MAX_GRADE = 100  # labels are integers within ±MAX_GRADE (TREC's run from -2 to 4)
@@ -50,10 +54,15 @@ def _in_range(grade: int, value: str, display: str, lineno: int) -> int:
     return grade
 
 
-def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
-    qrels: Qrels = {}
+def _labels(text: Text) -> Iterator[tuple[int, str, str, int]]:
+    """(line, query id, document id, grade) for each label of a qrels file, its header left out.
+
+    The layout is told by the first line: 3 columns (BEIR) or 4 (TREC), tab-separated where the
+    line holds a tab, else by whitespace. The first line is the header only when
+    ``records.looks_like_qrels_header`` says so, by its grade column (not a number) first: a line
+    the writer wrote (``qid 0 corpus-id 2``) is a label whatever its ids. A line that is not a
+    label is a DataError naming the file and line."""
     ncols = 0
-    dups = 0
     first = True
     display = text.display
     for lineno, line in text.lines():
@@ -79,25 +88,43 @@ def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
         elif n != ncols:
             raise DataError(f"expected {ncols} columns like the lines above, found {n}",
                             display, lineno)
-        if n == 3:
-            qid, docid, score = parts
-        else:
-            qid, _, docid, score = parts
+        qid, docid, score = (parts[0], parts[1], parts[2]) if n == 3 else (parts[0], parts[2], parts[3])
         qid, docid = qid.strip(), docid.strip()
         if not qid or not docid:
             raise DataError("empty query id or document id", display, lineno)
         qid, docid = require_id(qid, "query id", display, lineno), require_id(docid, "document id", display, lineno)
-        rel = _label(score.strip(), display, lineno)
+        yield lineno, qid, docid, _label(score.strip(), display, lineno)
+
+
+def parse_qrels(text: Text, report: LoadReport | None) -> Qrels:
+    """The labels of a qrels file (``_labels``) as ``{query id: {document id: grade}}``. A (query,
+    document) pair labelled twice with one grade is read once (a warning counts the repeats); with
+    two different grades it is a DataError naming both lines: which one is meant, no reader can
+    tell. Linear in the file: the first line of a pair is looked for again only then."""
+    qrels: Qrels = {}
+    repeats = 0
+    for lineno, qid, docid, rel in _labels(text):
         row = qrels.get(qid)
         if row is None:
             row = qrels[qid] = {}
         elif docid in row:
-            dups += 1
+            if row[docid] != rel:
+                raise _conflict(text, qid, docid, rel, lineno)
+            repeats += 1
+            continue
         row[docid] = rel
-    if dups and report is not None:
-        report.warn(f"{count(dups, '(query, document) pair')} labelled more than once; "
-                    f"the last label was kept", display)
+    if repeats and report is not None:
+        report.warn(f"{count(repeats, '(query, document) pair')} labelled again with the same grade; "
+                    f"read once", text.display)
     return qrels
+
+
+def _conflict(text: Text, qid: str, docid: str, rel: int, lineno: int) -> DataError:
+    """The error for a pair labelled ``rel`` on ``lineno`` and otherwise on an earlier line: that
+    line found by reading the labels again (on this error only, so the reading stays linear)."""
+    first, was = next((n, g) for n, q, d, g in _labels(text) if q == qid and d == docid)
+    return DataError(f"query {shown(qid)} and document {shown(docid)} are labelled {was} on line {first} and "
+                     f"{rel} on line {lineno}; a pair has one label, so keep one of the lines", text.display, lineno)
 
 
 def read_qrels(path: PathLike, report: LoadReport | None = None) -> Qrels:

@@ -86,14 +86,29 @@ def column(header: list[str], names: tuple[str, ...]) -> int | None:
 
 
 def looks_like_qrels_header(cells: list[str]) -> bool:
+    """Whether a qrels file's first row is its header. A header is told by its grade column, which
+    is not a number (``score``, ``relevance``): a row whose last cell is a number is a label whatever
+    its ids say (``qid 0 corpus-id 2``: a query named ``qid``, a document named ``corpus-id``). Then
+    by its names, so that a first row whose grade is merely bad still gets its error: the query
+    column's (``QRELS_QUERY_HEADERS``), and a grade column's (``QRELS_SCORE_HEADERS``) or BEIR's
+    ``corpus-id``."""
     cols = [c.strip().lower() for c in cells]
-    return (len(cols) in (3, 4) and cols[0] in QRELS_QUERY_HEADERS
+    return (len(cols) in (3, 4) and not number_like(cols[-1]) and cols[0] in QRELS_QUERY_HEADERS
             and (cols[-1] in QRELS_SCORE_HEADERS or "corpus-id" in cols))
 
 
 def int_like(value: str) -> bool:
     try:
         int(value)
+    except ValueError:
+        return False
+    return True
+
+
+def number_like(value: str) -> bool:
+    """Whether ``value`` reads as a number (an integer or a float's text), as a grade column's cell may."""
+    try:
+        float(value)
     except ValueError:
         return False
     return True

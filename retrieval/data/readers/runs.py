@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -128,7 +129,7 @@ def _number(value: str, what: str, display: str, lineno: int) -> float:
 
 def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
     parsed = _Parsed({})
-    tags: list[str] = []
+    tags: dict[str, None] = {}  # each distinct tag once, in the order first met (a dict: a set that keeps order)
     display = text.display
     for lineno, line in text.lines():
         parts = line.split()
@@ -140,15 +141,14 @@ def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
         qid, _, doc, rank, score, tag = parts
         qid, doc = require_id(qid, "query id", display, lineno), require_id(doc, "document id", display, lineno)
         tag = require_id(tag, "tag", display, lineno)
-        if tag not in tags:
-            tags.append(tag)
+        tags.setdefault(tag)
         entry = (_number(score, "score", display, lineno), _number(rank, "rank", display, lineno))
         _add(parsed, qid, doc, entry, f"'{doc}' for query '{qid}' on line {lineno}")
     if len(tags) > 1:
-        shown = ", ".join(f"'{t}'" for t in tags[:EXAMPLES])
-        report.warn(f"the lines carry {len(tags)} different tags ({shown}{', ...' if len(tags) > EXAMPLES else ''}); "
+        shown = ", ".join(f"'{t}'" for t in itertools.islice(tags, EXAMPLES))
+        report.warn(f"the lines carry {len(tags):,} different tags ({shown}{', ...' if len(tags) > EXAMPLES else ''}); "
                     f"they are read as one run, named after the first unless a name is given", display)
-    parsed.name = tags[0]
+    parsed.name = next(iter(tags))
     return parsed
 
 
