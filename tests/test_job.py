@@ -268,3 +268,22 @@ def test_a_job_asking_for_more_work_than_one_job_may_is_refused_before_it_waits(
     assert store.jobs() == [] and jobs.waiting() == 0
     assert not (tmp_path / "queued").exists() and not (tmp_path / "direct").exists()
     check_work(wide, replace(cfg, positives_per_query=1))  # one positive per query an epoch: 400 examples
+
+
+def test_a_new_session_of_the_same_browser_gets_no_new_slot(store, demo, tiny_model_dir, tmp_path):
+    """The app's maker of a page is its browser (its token: ``Registry.identify``): a new tab or a
+    reload of the same browser queues nothing while the browser's job is queued or running; another
+    browser does."""
+    from training.job import JobLimits, JobRefused
+    from ui.registry import Registry
+
+    registry = Registry(store, str(tiny_model_dir), shared=True)
+    token = registry.identify("ana-tab", None)
+    assert registry.identify("ana-new-tab", token) == token
+    registry.identify("bo-tab", None)
+    jobs = JobQueue(store, JobLimits.for_deployment(True))
+    first = jobs.submit(long_job(demo, tmp_path, tiny_model_dir, "a", registry.viewer("ana-tab").owner), "192.0.2.1")
+    with pytest.raises(JobRefused, match=rf"^job {first} of yours is still queued or running"):
+        jobs.submit(long_job(demo, tmp_path, tiny_model_dir, "a2", registry.viewer("ana-new-tab").owner), "192.0.2.2")
+    other = jobs.submit(long_job(demo, tmp_path, tiny_model_dir, "b", registry.viewer("bo-tab").owner), "192.0.2.3")
+    end_all(jobs, [first, other])
