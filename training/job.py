@@ -201,14 +201,15 @@ class JobQueue:
         job = self.store.get_job(job_id)
         if event is None or job is None or job["status"] in FINAL or not mine(job, viewer):
             return False
-        event.set()
-        if job["status"] == "queued":
-            with self._lock:
-                entry = self._live.get(job_id)
-                if entry is not None and entry.cancel is event and not entry.running:  # its slot is free at once
-                    del self._live[job_id]
+        with self._lock:  # set under the lock: the worker either sees it before it starts the job, or has started it
+            event.set()
+            entry = self._live.get(job_id)
+            waiting = entry is not None and entry.cancel is event and not entry.running
+            if waiting:  # never started: cancelled now, its slot free at once
+                del self._live[job_id]
+        if waiting:
             self.store.put_job({"id": job_id, "status": "cancelled"})
-        return True
+        return True  # running: it stops at its next step and says so itself
 
     def status(self, job_id: str) -> dict | None:
         return self.store.get_job(job_id)
@@ -227,10 +228,11 @@ class JobQueue:
             job_id, spec, cancel = self._queue.get()
             with self._lock:
                 entry = self._live.get(job_id)
-                if entry is not None and entry.cancel is cancel:  # not one cancelled while queued
-                    entry.running = not cancel.is_set()
+                start = not cancel.is_set()  # else cancelled while queued: ``cancel`` said so
+                if entry is not None and entry.cancel is cancel:
+                    entry.running = start
             try:
-                if not cancel.is_set():
+                if start:
                     self._run(job_id, spec, cancel)
             finally:
                 self._release(job_id, cancel)  # ended, or skipped: its slot is free
