@@ -28,7 +28,7 @@ from retrieval.files.terminal import terminal_safe
 from retrieval.index.encoder import PRECISIONS
 from retrieval.index.engines import open_engine
 from retrieval.sharing.model_policy import ModelPolicy, on_spaces
-from training.job import JobQueue
+from training.job import JobLimits, JobQueue
 from ui.boundary import guard
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
@@ -71,7 +71,8 @@ def create(data: str | Path | None = None, model: str | None = None, store_path:
     if status is not None and status.state in ("encoding", "indexing"):
         print(f"\nencoding goes on in the background ({status.done:,} of {status.total:,} documents done): "
               "BM25 answers at once, dense and the hybrids join when it is done", file=sys.stderr, flush=True)
-    return guard(build_app(registry, key, JobQueue(store))), registry
+    jobs = JobQueue(store, JobLimits.for_deployment(registry.shared))  # per client address where strangers share it
+    return guard(build_app(registry, key, jobs)), registry
 
 
 def is_shared(flag: bool = False) -> bool:

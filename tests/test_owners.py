@@ -641,7 +641,7 @@ def test_every_view_says_who_is_looking():
 # ---- training jobs -----------------------------------------------------------------------------
 def test_on_a_shared_deployment_only_its_maker_resumes_or_cancels_a_training_job(app, tiny_model_dir, tmp_path):
     """A stopped job is resumed only by the session that queued it (to any other it does not exist), a
-    session resumes nothing while its own job runs, a queued job is cancelled by its maker only; off a
+    session queues nothing more while its own job runs, a queued job is cancelled by its maker only; off a
     shared deployment every job is everyone's, and so is one kept before makers were recorded."""
     from dataclasses import asdict
 
@@ -674,22 +674,22 @@ def test_on_a_shared_deployment_only_its_maker_resumes_or_cancels_a_training_job
         jobs.resume(anas, ws.dataset, registry.viewer(B))
     local, _ = app(shared=False)
     assert [j["id"] for j in jobs.resumable(ws.dataset, local.viewer(B))] == [anas]  # a local app: everyone's
+    values = {"loss": "triplet", "negatives": "random", "epochs": 3, "batch_size": 2, "device": "cpu",
+              "holdout": 0.0}
     assert train.resume(registry, jobs, ws, session=A) == anas
-    with pytest.raises(gr.Error, match="of this session is still queued or running"):
-        train.resume(registry, jobs, ws, previous=anas, session=A)
+    with pytest.raises(gr.Error, match="of yours is still queued or running"):  # anas, resumed
+        train.start(registry, jobs, ws, values, 0.8, session=A)
     assert jobs.wait(anas, timeout=300)["status"] == "done"
     assert registry.store.get_job(anas)["owner"] == app_owner(A)  # resumed, still ana's
 
     older = stopped("20250101-120000-d4e5f6", None)  # kept before makers were recorded: everyone's
     assert [j["id"] for j in jobs.resumable(ws.dataset, registry.viewer(B))] == [older]
 
-    values = {"loss": "triplet", "negatives": "random", "epochs": 3, "batch_size": 2, "device": "cpu",
-              "holdout": 0.0}
-    first = train.start(registry, jobs, ws, values, 0.8, session=A)
+    first = train.start(registry, jobs, ws, values, 0.8, session="cy-session")
     second = train.start(registry, jobs, ws, values, 0.8, session=A)  # queued behind the first
     assert train.cancel(registry, jobs, second, session=B) == "No running job to cancel."
     assert registry.store.get_job(second)["status"] in ("queued", "running")
     assert train.cancel(registry, jobs, second, session=A).startswith("Cancelling")
-    assert train.cancel(registry, jobs, first, session=A).startswith("Cancelling")
+    assert train.cancel(registry, jobs, first, session="cy-session").startswith("Cancelling")
     assert jobs.wait(second, timeout=300)["status"] == "cancelled"
     jobs.wait(first, timeout=300)

@@ -8,6 +8,8 @@ import threading
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from retrieval.data.dataset import Dataset
 from retrieval.index.bm25_index import BM25Index
@@ -362,3 +364,95 @@ def test_from_mapping_names_unknown_keys():
 def test_from_mapping_rejects_bad_values(values, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig.from_mapping(values)
+
+
+# ---- the work one training may ask for: a ceiling in the config itself -------------------------
+
+def test_ten_thousand_epochs_are_refused_wherever_a_config_is_made(capsys, tmp_path):
+    """The ceiling is the config's own: made directly, from a form or the command line's values, or
+    changed by ``replace``, 10,000 epochs are one line naming the range, and the command line exits 2
+    before anything is written."""
+    from dataclasses import replace
+
+    from training.cli import main
+
+    said = r"^epochs must be between 1 and 100, not 10000$"
+    for make in (lambda: TrainConfig(epochs=10_000), lambda: TrainConfig.from_mapping({"epochs": "10000"}),
+                 lambda: replace(TrainConfig(), epochs=10_000)):
+        with pytest.raises(ValueError, match=said):
+            make()
+    with pytest.raises(ValueError, match=r"^stage1_max_epochs must be between 1 and 100, not 10000$"):
+        TrainConfig(loss="quadruplet", stage1_max_epochs=10_000)
+    assert main(["train", "tests/data/none", "--epochs", "10000", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: epochs must be between 1 and 100, not 10000\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_step_too_large_or_a_step_cap_past_the_ceiling_is_refused_in_one_line():
+    from training.trainer import MAX_BATCH_TOKENS, MAX_EXAMPLES
+
+    assert TrainConfig(batch_size=1024, max_seq_length=256).batch_size * 256 == MAX_BATCH_TOKENS  # the edge fits
+    with pytest.raises(ValueError, match=r"^batch size × max sequence length is at most 262,144 .*not 1024 × 8192$"):
+        TrainConfig(batch_size=1024, max_seq_length=8192)
+    # a cap of steps is a promise of work whatever the data: 5 epochs, refit, 1,000,000 steps of 64
+    with pytest.raises(ValueError, match=r"^this training asks for up to 640,000,000 examples \(10 epochs of "
+                                         r"64,000,000 pairs\), more than one job may \(50,000,000\)"):
+        TrainConfig(max_steps_per_epoch=1_000_000, batch_size=64)
+    fits = TrainConfig(max_steps_per_epoch=10_000, batch_size=64, epochs=10, refit=False)
+    assert fits.examples_asked(10**12) == 10 * 10_000 * 64 <= MAX_EXAMPLES
+
+
+@settings(max_examples=300, deadline=None)
+@given(epochs=st.integers(1, 100), stage1=st.integers(1, 100), batch=st.integers(2, 1024),
+       seq=st.integers(8, 8192), steps=st.none() | st.integers(1, 1_000_000),
+       loss=st.sampled_from(["inbatch", "triplet", "quadruplet", "residual"]), holdout=st.sampled_from([0.0, 0.2]),
+       refit=st.booleans(), pretrain=st.none() | st.just("ict"), pretrain_pairs=st.integers(1, 1_000_000),
+       per_epoch=st.integers(0, 10**9))
+def test_any_config_made_asks_for_no_more_than_the_ceiling(epochs, stage1, batch, seq, steps, loss, holdout, refit,
+                                                            pretrain, pretrain_pairs, per_epoch):
+    """Whatever the numbers: the config is refused in one line, or a step fits ``MAX_BATCH_TOKENS`` and
+    (with a step cap) every run of it, whatever its data, fits ``MAX_EXAMPLES``; and on any data the
+    check refuses exactly the runs past the ceiling, counted as every epoch of every stage."""
+    from training.trainer import MAX_BATCH_TOKENS, MAX_EXAMPLES
+
+    try:
+        cfg = TrainConfig(epochs=epochs, stage1_max_epochs=stage1, batch_size=batch, max_seq_length=seq,
+                          max_steps_per_epoch=steps, loss=loss, holdout=holdout, refit=refit, pretrain=pretrain,
+                          pretrain_pairs=pretrain_pairs)
+    except ValueError as err:
+        assert "\n" not in str(err) and str(err)
+        return
+    assert cfg.batch_size * cfg.max_seq_length <= MAX_BATCH_TOKENS
+    if steps is not None:
+        assert cfg.examples_asked(10**12) <= MAX_EXAMPLES
+    stages = (epochs + (stage1 if loss == "quadruplet" else 0)) * (2 if holdout and refit else 1)
+    epoch = min(per_epoch, steps * batch) if steps else per_epoch
+    asked = stages * epoch + ((min(pretrain_pairs, steps * batch) if steps else pretrain_pairs) if pretrain else 0)
+    assert cfg.examples_asked(per_epoch) == asked
+    if asked > MAX_EXAMPLES:
+        with pytest.raises(ValueError, match=r"^this training asks for up to [\d,]+ examples \(\d+ epochs of "):
+            cfg.check_examples(per_epoch)
+    else:
+        cfg.check_examples(per_epoch)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # read only
+@given(k=st.integers(0, 4), seed=st.integers(0, 2**16), extra=st.dictionaries(
+    st.sampled_from(["q1", "q2", "q3", "q4"]), st.dictionaries(st.sampled_from(["d1", "d2", "d3", "d5", "d7", "dx"]),
+                                                               st.integers(-1, 2), max_size=5), max_size=4))
+def test_the_pairs_counted_for_the_ceiling_are_at_least_those_an_epoch_draws(toy_dataset, k, seed, extra):
+    """The count the ceiling is checked with (``most_pairs_per_epoch``) is never below what the real
+    trainer draws an epoch, whichever split trains (labels of every grade, unknown documents among them)."""
+    from training.pairs import most_pairs_per_epoch
+
+    ds = Dataset("toy+", toy_dataset.docs, toy_dataset.queries, {**toy_dataset.qrels, "extra": extra})
+    counted = most_pairs_per_epoch(ds, k)
+    for split in ds.qrels:
+        pairs = labelled_pairs(ds, split)
+        if pairs:
+            trainer = Trainer(fast(positives_per_query=k, seed=seed), ds, pairs)
+            assert len(trainer.epoch_pairs()) <= counted
+    assert counted == max(sum(min(n, k) if k else n for n in
+                              [sum(1 for p in labelled_pairs(ds, s) if p.query_id == q) for q in ds.qrels[s]])
+                          for s in ds.qrels)

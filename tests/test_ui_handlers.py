@@ -541,8 +541,8 @@ def test_a_refused_training_says_why_in_its_status_not_a_bare_error(app_state, w
         status = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "train-status")
         assert [o._id for o in listener.outputs] == [status._id]
         request = gr.Request(session_hash=f"refused-{name}")
-        args = (["", key, "triplet", "bm25", 1, 1, 1e-3, 64, 0, 0.1, 0.3, 0.01, "cpu", 0.8] if name == "train"
-                else ["", key])
+        args = ([key, "triplet", "bm25", 1, 1, 1e-3, 64, 0, 0.1, 0.3, 0.01, "cpu", 0.8] if name == "train"
+                else [key])
         with pytest.raises(gr.Error) as refused:
             event.fn(*args, request=request)
         line = listener.fn(request=request)

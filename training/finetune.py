@@ -31,7 +31,7 @@ from retrieval.systems import ENCODER_SYSTEMS, HYBRID, SPARSE_SYSTEMS
 from retrieval.systems.clear_lambda import LambdaFit, TrainedOn
 from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
-from training.pairs import cold_start_split, labelled_pairs, pseudo_pairs
+from training.pairs import cold_start_split, labelled_pairs, most_pairs_per_epoch, pseudo_pairs
 from training.poly import has_poly_attention, make_portable
 from training.trainer import (
     Teacher,
@@ -328,6 +328,14 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
     return trained, selector, verdict, trained_on
 
 
+def check_work(dataset: Dataset, cfg: TrainConfig) -> None:
+    """A ValueError in one line when training ``cfg`` on ``dataset`` may ask for more examples than one
+    job may (``TrainConfig.check_examples``), counted before anything is loaded: the pairs an epoch on
+    ``dataset``'s largest split draws (``pairs.most_pairs_per_epoch``), every epoch of every stage.
+    ``run_training`` checks it first; the app's queue (``training.job.JobQueue``) before a job waits."""
+    cfg.check_examples(most_pairs_per_epoch(dataset, cfg.positives_per_query))
+
+
 def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_model: str | None = None,
                  store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                  on_progress: Callable[[TrainingProgress], None] | None = None,
@@ -340,8 +348,10 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     ``on_epoch(model, stage, epoch)`` is called after every epoch of the labelled stage(s)
     (``Trainer``'s hook), e.g. for early stopping on a held-out split. ``cfg.family == "sparse"``
     trains the learned sparse model instead (``run_sparse_training``; ``base_model`` is then the
-    sparse model, ``encoder`` the dense encoder its three-way fusion is evaluated with).
+    sparse model, ``encoder`` the dense encoder its three-way fusion is evaluated with). A training that
+    asks for more work than one job may is refused before anything is loaded (``check_work``).
     """
+    check_work(dataset, cfg)
     out_dir = Path(out_dir)
     if cfg.family == "sparse":
         return run_sparse_training(dataset, cfg, out_dir, base_model, store, eval_split, cold_start, on_progress,

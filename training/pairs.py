@@ -50,6 +50,21 @@ def labelled_pairs(dataset: Dataset, split: str, min_label: int = 1) -> list[Pai
     return out
 
 
+def most_pairs_per_epoch(dataset: Dataset, positives_per_query: int) -> int:
+    """The most labelled pairs (``labelled_pairs``) an epoch on any one split of ``dataset`` draws:
+    ``positives_per_query`` of each query's (every one when 0). Whichever split trains, an epoch draws
+    no more (a cold-start part of a split, or what the held-out check leaves, draws fewer)."""
+    most = 0
+    for qrels in dataset.qrels.values():
+        drawn = 0
+        for qid, docs in qrels.items():
+            if qid in dataset.queries:
+                positives = sum(1 for doc_id, label in docs.items() if label >= 1 and doc_id in dataset.docs)
+                drawn += min(positives, positives_per_query) if positives_per_query else positives
+        most = max(most, drawn)
+    return most
+
+
 def known_positives(dataset: Dataset) -> dict[str, set[str]]:
     """Every document labelled relevant (> 0) for each query, over all splits: never a negative."""
     pos: dict[str, set[str]] = {}

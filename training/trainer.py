@@ -73,12 +73,17 @@ FLOAT_FIELDS = ("lr", "margin", "xi", "lambda_train", "warmup_ratio", "stage1_to
 QUERY_POOLINGS = ("mean", "poly")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 RANGES = {  # every number a config may hold, inclusive bounds (stage1_tol −∞: stage one never stops early)
-    "epochs": (1, 10_000), "batch_size": (2, 1024), "lr": (1e-8, 1.0), "warmup_ratio": (0.0, 1.0),
+    "epochs": (1, 100), "batch_size": (2, 1024), "lr": (1e-8, 1.0), "warmup_ratio": (0.0, 1.0),
     "margin": (0.0, 10.0), "xi": (0.0, 100.0), "lambda_train": (0.0, 100.0), "bm25_depth": (1, 1000),
-    "model_depth": (1, 1000), "max_seq_length": (8, 8192), "seed": (0, 2**32 - 1), "stage1_max_epochs": (1, 10_000),
-    "stage1_tol": (float("-inf"), 1e6), "pretrain_pairs": (1, 1_000_000), "max_steps_per_epoch": (1, 10_000_000),
+    "model_depth": (1, 1000), "max_seq_length": (8, 8192), "seed": (0, 2**32 - 1), "stage1_max_epochs": (1, 100),
+    "stage1_tol": (float("-inf"), 1e6), "pretrain_pairs": (1, 1_000_000), "max_steps_per_epoch": (1, 1_000_000),
     "positives_per_query": (0, 10_000), "poly_codes": (1, 256), "holdout": (0.0, 0.99),
 }
+# The work one training may ask for, whoever asks (the app, the API, the command line, a library caller): a
+# shared server runs one job at a time, so one job's size is how long everyone else waits. Any sane run fits:
+# MS MARCO's 502,939 training queries for 40 epochs, refit included, are 40 million examples.
+MAX_EXAMPLES = 50_000_000  # (query, positive, negatives) rows trained on, every epoch of every stage together
+MAX_BATCH_TOKENS = 262_144  # batch size × max sequence length: a step's inputs per text column (1024 × 256)
 OPTIONAL_FIELDS = ("max_steps_per_epoch", "pretrain")  # None, "" or 0: off (None), not the default
 
 
@@ -129,8 +134,11 @@ class TrainConfig:
     family: str = "dense"  # "sparse": fine-tune the learned sparse model (``training.sparse``) instead
 
     def validate(self) -> None:
-        """A ValueError in one line for a choice that is not offered or a number out of its range
-        (``RANGES``: the bounds a shared server can afford, a NaN or an infinity included)."""
+        """A ValueError in one line for a choice that is not offered, a number out of its range
+        (``RANGES``: the bounds a shared server can afford, a NaN or an infinity included), or more work
+        than one job may ask for: a step's inputs past ``MAX_BATCH_TOKENS``, or, with
+        ``max_steps_per_epoch``, a run past ``MAX_EXAMPLES`` whatever the data (``check_examples`` says
+        the same once the data's pairs are known: ``training.finetune.check_work``). Run on construction."""
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose from {', '.join(LOSSES)}")
         self._validate_family()
@@ -156,6 +164,42 @@ class TrainConfig:
                 raise ValueError(f"{name} must be between {low:g} and {high:g}, not {value!r}")
         if self.device not in DEVICES and not re.fullmatch(r"cuda:\d{1,2}", self.device):
             raise ValueError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
+        if self.batch_size * self.max_seq_length > MAX_BATCH_TOKENS:
+            raise ValueError(f"batch size × max sequence length is at most {MAX_BATCH_TOKENS:,} (e.g. 1024 × 256, "
+                             f"512 × 512), not {self.batch_size} × {self.max_seq_length}")
+        if self.max_steps_per_epoch:
+            self.check_examples(self.max_steps_per_epoch * self.batch_size)
+
+    def __post_init__(self) -> None:
+        self.validate()  # no config out of range exists: the app, the API, the command line and a caller alike
+
+    def epochs_asked(self) -> int:
+        """The most epochs over the labelled pairs this config may train: ``epochs``, quadruplet's stage
+        one (``stage1_max_epochs``) before them, and as many again where the held-out check's kept epoch
+        is refit on all of train (the dense encoder's ``refit``; the learned sparse model never refits)."""
+        epochs = self.epochs + (self.stage1_max_epochs if self.loss == "quadruplet" else 0)
+        return epochs * (2 if self.holdout and self.refit and self.family == "dense" else 1)
+
+    def examples_asked(self, per_epoch: int) -> int:
+        """The most training examples this config may ask for when an epoch draws ``per_epoch`` labelled
+        pairs: each epoch of ``epochs_asked`` at most ``max_steps_per_epoch`` batches, and the pseudo-pair
+        first stage's one epoch of ``pretrain_pairs``."""
+        pseudo = self._capped(self.pretrain_pairs) if self.pretrain else 0
+        return self.epochs_asked() * self._capped(per_epoch) + pseudo
+
+    def _capped(self, examples: int) -> int:
+        """An epoch of ``examples`` pairs as trained: at most ``max_steps_per_epoch`` batches of them."""
+        return min(examples, self.max_steps_per_epoch * self.batch_size) if self.max_steps_per_epoch else examples
+
+    def check_examples(self, per_epoch: int) -> None:
+        """A ValueError in one line when an epoch of ``per_epoch`` labelled pairs makes this config ask
+        for more than ``MAX_EXAMPLES`` training examples (``examples_asked``)."""
+        asked = self.examples_asked(per_epoch)
+        if asked > MAX_EXAMPLES:
+            pseudo = f" and {self._capped(self.pretrain_pairs):,} pseudo pairs" if self.pretrain else ""
+            raise ValueError(f"this training asks for up to {asked:,} examples ({self.epochs_asked()} epochs of "
+                             f"{self._capped(per_epoch):,} pairs{pseudo}), more than one job may "
+                             f"({MAX_EXAMPLES:,}): ask for fewer epochs, positives per query or steps per epoch")
 
     def _validate_family(self) -> None:
         if self.family not in FAMILIES:
@@ -192,9 +236,7 @@ class TrainConfig:
                 kwargs[name] = _as_float(name, value)
             else:
                 kwargs[name] = value
-        cfg = cls(**kwargs)
-        cfg.validate()
-        return cfg
+        return cls(**kwargs)  # validated as it is made
 
 
 def _as_float(name: str, value: object) -> float:

@@ -38,19 +38,18 @@ PER_QUERY_HEADERS = per_query_change_headers({})  # a dense encoder's; a finishe
 DEVICES = ["auto", "cpu", "cuda", "mps"]
 
 
-MAX_WAITING = 8  # training jobs waiting in the queue, all sessions together
-
-
 def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_start: float,
-          previous: str | None = None, on: str | None = None, session: str = "") -> str:
+          on: str | None = None, session: str = "", address: str = "") -> str:
     """Queue a training job on ``ws``'s data set from the form's ``values`` (``TrainConfig`` field
     names; blanks take the defaults); returns the job id. ``cold_start`` is the training fraction
     of a seeded split by query, used only when the data set has no train split, or when ``on``
     names the split to train on (the judged queries: ``JUDGED``), which is then cut by query into a
-    part that trains and a part base and trained are evaluated on. A session whose ``previous``
-    job has not ended, or a full queue (``MAX_WAITING``), is refused: one session cannot hold
-    everyone else's training back. The job is ``session``'s (``training.job.mine``)."""
-    _admit(jobs, previous)
+    part that trains and a part base and trained are evaluated on. The job is ``session``'s maker's
+    (``Registry.viewer``: its browser's; ``training.job.mine``), from client ``address``; what the
+    queue's own records say it takes more of (``training.job.JobLimits``: one job of a maker's
+    queued or running, a shared deployment's per address, the waiting ones in all), or more work
+    than one job may ask for (``training.finetune.check_work``), is refused in one line: one client
+    cannot hold everyone else's training back."""
     try:
         cfg = TrainConfig.from_mapping(values)
         cold_start = float(cold_start)
@@ -69,18 +68,21 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
     out = registry.store.models_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"  # two at once differ
     base = ws.sparse_model if cfg.family == "sparse" else ws.model_name  # the model of the family trained
-    return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=base, eval_split=on,
-                               cold_start=None if has_train and on is None else cold_start,
-                               encoder=ws.model_name if cfg.family == "sparse" else None,
-                               owner=registry.viewer(session).owner))
+    try:
+        return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=base, eval_split=on,
+                                   cold_start=None if has_train and on is None else cold_start,
+                                   encoder=ws.model_name if cfg.family == "sparse" else None,
+                                   owner=registry.viewer(session).owner), address)
+    except ValueError as err:  # the work it asks for, or the queue's bounds
+        raise refuse(err) from err
 
 
-def _admit(jobs: JobQueue, previous: str | None) -> None:
-    """Refuse a job to a session whose ``previous`` job is still queued or running, or to a full queue."""
-    if previous and (jobs.status(previous) or {}).get("status") not in (None, *FINAL):
-        raise refuse(f"job {previous} of this session is still queued or running: cancel it, or wait for it to end")
-    if jobs.waiting() >= MAX_WAITING:
-        raise refuse(f"{jobs.waiting()} training jobs are waiting already, the most the queue takes; try again later")
+def address_of(request: gr.Request | None) -> str:
+    """The client address a request came from ("" outside a request, e.g. in tests): the peer, or
+    behind a reverse proxy the address the proxy forwards where the server trusts it (uvicorn's
+    ``FORWARDED_ALLOW_IPS``, 127.0.0.1 by default); else every client is the proxy's address."""
+    client = getattr(request, "client", None)
+    return str(getattr(client, "host", None) or "")
 
 
 def _require_queries_to_train_on(ws: Workspace, split: str, fraction: float) -> None:
@@ -101,17 +103,19 @@ def _require_queries_to_train_on(ws: Workspace, split: str, fraction: float) -> 
 MIN_SPLIT_QUERIES = 5  # queries with a relevant document in each part of a judged split cut to train and evaluate
 
 
-def resume(registry: Registry, jobs: JobQueue, ws: Workspace, previous: str | None = None, session: str = "") -> str:
+def resume(registry: Registry, jobs: JobQueue, ws: Workspace, session: str = "", address: str = "") -> str:
     """Queue the newest stopped job of ``session``'s (``training.job.mine``) on ``ws``'s data set again,
-    to go on from its checkpoints; its id. Refused as ``start`` refuses: while ``previous`` is queued
-    or running, or the queue is full."""
-    _admit(jobs, previous)
+    to go on from its checkpoints; its id. Refused as ``start`` refuses (the queue's bounds count it
+    as a new job of ``session``'s maker, from ``address``)."""
     viewer = registry.viewer(session)
     stopped = jobs.resumable(ws.dataset, viewer)
     if not stopped:
         raise refuse("no cancelled, failed or interrupted training of yours on this data set left a checkpoint to "
                      "go on from")
-    return jobs.resume(stopped[0]["id"], ws.dataset, viewer)
+    try:
+        return jobs.resume(stopped[0]["id"], ws.dataset, viewer, address)
+    except ValueError as err:
+        raise refuse(err) from err
 
 
 def job_markdown(job: dict) -> str:
@@ -231,7 +235,7 @@ def build(ctx: Context) -> None:
     per_query = table(PER_QUERY_HEADERS, elem_id="train-per-query")
     timer = gr.Timer(1.0, active=False)
 
-    def on_train(job_state_, key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
+    def on_train(key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
                  cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None,
                  teacher_=None, family_=None, request: gr.Request = None, *, on: str | None = None):
         """``on``: the split to train on (``JUDGED``: cut by query, the cold-start fraction trains and base and
@@ -241,16 +245,16 @@ def build(ctx: Context) -> None:
                       device=device_, pretrain=pretrain_, query_pooling=pooling_, poly_codes=codes_,
                       positives_per_query=per_query_, holdout=holdout_, refit=refit_, teacher=teacher_,
                       family=family_)
-        job_id = start(ctx.registry, ctx.jobs, ctx.labelled(key, request), values, cold_, job_state_, on=on,
-                       session=session_of(request))
+        job_id = start(ctx.registry, ctx.jobs, ctx.labelled(key, request), values, cold_, on=on,
+                       session=session_of(request), address=address_of(request))
         return job_id, f"Job `{job_id}` queued.", gr.Timer(active=True)
 
     @functools.wraps(on_train)  # its signature, so that Gradio passes the request (a partial's it cannot read)
     def on_train_judged(*args, **kwargs):
         return on_train(*args, **kwargs, on=JUDGED)
 
-    def on_resume(job_state_: str, key: str, request: gr.Request):
-        job_id = resume(ctx.registry, ctx.jobs, ctx.labelled(key, request), job_state_, session_of(request))
+    def on_resume(key: str, request: gr.Request):
+        job_id = resume(ctx.registry, ctx.jobs, ctx.labelled(key, request), session_of(request), address_of(request))
         return job_id, f"Job `{job_id}` resumed: it goes on from its last finished epoch.", gr.Timer(active=True)
 
     def on_poll(job_id: str, key: str):
@@ -268,7 +272,7 @@ def build(ctx: Context) -> None:
         return job_status(ctx.jobs, job_id)
 
     gr.api(training_status, api_name="training_status")
-    inputs = [job_state, ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
+    inputs = [ctx.key, loss, negatives, epochs, batch, lr, seq, steps, margin, xi, lam, device, cold,
               pretrain, pooling, codes, positives, holdout, refit, teacher, family]
     dense_only = dict(zip(DENSE_ONLY, (margin, xi, lam, pretrain, pooling, codes, refit, teacher), strict=True))
 
@@ -294,7 +298,7 @@ def build(ctx: Context) -> None:
     for button, handler, kept_inputs, name, what in (
             (train_btn, on_train, inputs, "train", "Could not start the training"),
             (judged_btn, on_train_judged, inputs, "train_on_judged", "Could not start the training"),
-            (resume_btn, on_resume, [job_state, ctx.key], "resume_training", "Could not resume the training")):
+            (resume_btn, on_resume, [ctx.key], "resume_training", "Could not resume the training")):
         button.click(refused.kept(handler), kept_inputs, [job_state, status, timer], api_name=name, **LIGHT).failure(
             failed(what), None, status, api_visibility="private", **LIGHT)
     timer.tick(on_poll, [job_state, ctx.key], [status, loss_plot, results, per_query_note, per_query, timer],
