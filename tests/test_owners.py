@@ -502,6 +502,48 @@ def test_on_a_shared_deployment_a_query_set_is_invisible_to_others_until_publish
     assert gone.ok and not query_sets.listed(registry.store, registry.get(start).dataset.corpus_hash)
 
 
+def mine(folder, depth: int):
+    """A TREC run named ``mine`` of every demo query: its first ``depth`` documents (each depth a
+    different run under one name)."""
+    from retrieval.files.trec import write_trec
+
+    demo = load_dataset(DEMO)
+    lists = {q: [(d, 1.0 / (i + 1)) for i, d in enumerate(list(demo.docs)[:depth])] for q in demo.queries}
+    return write_trec(lists, folder / f"mine-{depth}.trec", "mine")
+
+
+def test_two_sessions_import_runs_under_one_name_and_each_lists_only_its_own(app, tmp_path):
+    """An imported run's name lives in its maker's workspace, and its lists in the store are its
+    maker's: two sessions importing different runs (and then the same run) under one name each keep
+    their own, and on a shared deployment the Runs history lists only the built-in systems' runs and
+    the session's own imported ones; a run key of another's is refused as unknown."""
+    registry, start = app(shared=True)
+    keys = {}
+    for session, depth in ((A, 1), (B, 2)):
+        loaded = data.import_run(registry, start, str(mine(tmp_path, depth)), session=session)
+        assert loaded.ok, loaded.status
+        keys[session] = loaded.key
+        registry.get(loaded.key).run("mine", "test")
+    registry.get(start).run("bm25", "test")
+    assert keys[A] != keys[B]
+    assert registry.get(keys[A]).imported["mine"].content_hash != registry.get(keys[B]).imported["mine"].content_hash
+    listed = {}
+    for session in (A, B):
+        rows, *_ = runs.runs(registry.store, registry.get(keys[session]), registry.viewer(session))
+        listed[session] = [r[4] for r in rows if "imported run" in r[1]]
+        assert len(listed[session]) == 1 and len(rows) > 1  # the built-in systems' runs are everyone's
+    assert listed[A] != listed[B]
+    with pytest.raises(gr.Error, match="no run|not stored|unknown"):
+        runs.compare(registry.store, registry.get(keys[B]), listed[A][0], listed[B][0], "ndcg@10", registry.viewer(B))
+    same = data.import_run(registry, start, str(mine(tmp_path, 1)), session=B)  # ana's very run, bo's own now
+    assert same.ok and same.key != keys[A] and registry.get(same.key).run_owner("mine") == app_owner(B)
+    everyone = [r for r in runs.runs(registry.store, registry.get(start))[0] if "imported run" in r[1]]
+    assert len(everyone) == 2  # the operator (the command line) sees every run
+    local, local_start = app(shared=False)
+    assert len([r for r in runs.runs(local.store, local.get(local_start), local.viewer(A))[0]
+                if "imported run" in r[1]]) == 2  # off a shared deployment every run is everyone's
+
+
 def test_search_offers_a_private_query_set_to_its_maker_only(app):
     """The Search tab's query-set picker lists, and picking lists the queries of, only the sets the
     session sees: a workspace two sessions share by content never shows one's private set to the other."""
@@ -601,6 +643,43 @@ def test_a_store_kept_before_makers_were_recorded_opens_with_its_rows_shared(tmp
     Store(path).close()  # opened again: the columns are there, nothing added twice
 
 
+def test_an_earlier_stores_names_alike_all_stay_and_new_ones_are_held_against_them(tmp_path, demo):
+    """A store kept before names were unique by their key, with snapshots 'Release' and 'release' and two
+    query sets named 'old' (all published): opened, its snapshots table is made again with a row id of
+    its own (one transaction), every row stays listed as it was, and each new name like one of them
+    is refused by the write itself; opened again after its keys went stale, the same."""
+    from retrieval.store import _pack
+
+    path = tmp_path / "old.sqlite3"
+    con = sqlite3.connect(path)
+    con.execute("create table snapshots (corpus text, name text, meta text, runs blob, baseline integer, "
+                "created float, owner text not null default '', published integer not null default 1, "
+                "primary key (corpus, name))")
+    con.execute("create table query_sets (corpus text, id text, name text, queries blob, n integer, created float, "
+                "primary key (corpus, id))")
+    for i, name in enumerate(("Release", "release")):
+        con.execute("insert into snapshots (corpus, name, meta, runs, baseline, created) values ('c', ?, '{}', ?, 0, ?)",
+                    [name, _pack({}), float(i)])
+    for i in range(2):
+        con.execute("insert into query_sets values ('c', ?, 'old', ?, 1, ?)", [f"s{i}", _pack({f"q{i}": "t"}), i])
+    con.commit()
+    con.close()
+    for _ in range(2):
+        store = Store(path)
+        assert store.snapshot_names("c") == ["Release", "release"]
+        assert [qs["name"] for qs in store.query_sets("c")] == ["old", "old"]
+        for name in ("RELEASE", "release", "ｒelease"):
+            with pytest.raises(NameTaken):
+                store.put_snapshot("c", name, {"created": 9.0}, {}, owner="cli:x")
+        with pytest.raises(NameTaken):
+            store.put_query_set("c", "s9", "OLD", {"q9": "t"}, owner="cli:x")
+        assert [r[1] for r in store.db.execute("pragma table_info(snapshots)")][:2] == ["id", "corpus"]
+        assert store.db.execute("select count(*) from sqlite_master where name = 'snapshots_owned'").fetchone() == (0,)
+        with store.db.conn:  # a key an earlier rule (or a hand) left: made again at the next open
+            store.db.execute("update snapshots set name_key = 'stale' || id")
+        store.close()
+
+
 def test_a_tampered_maker_column_is_a_damaged_snapshot(ws, store):
     take(ws, "v1")
     with store.db.conn:
@@ -662,9 +741,12 @@ def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_ba
 # ---- a real app, two clients ------------------------------------------------------------------
 @pytest.mark.slow
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
-    """Two gradio_client sessions of an app started with ``shared=True``: bo neither sees nor
-    overwrites ana's snapshot, nor marks it the baseline, until ana publishes it."""
-    from gradio_client import Client
+    """Two gradio_client sessions of an app started with ``shared=True``: bo keeps a private snapshot
+    of the same name as ana's private one beside it (neither sees nor overwrites the other's, nothing
+    bo is told names ana's), and both import different runs under one name, each listing only its
+    own; once ana publishes, bo's own snapshot still has its name, bo's publication is refused naming
+    only the published one, and the baseline is marked on the published one."""
+    from gradio_client import Client, handle_file
 
     import app as rankscope_app
 
@@ -679,21 +761,35 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
         assert "Only this session sees it" in shown(ana.predict("v1", "ana's", False, api_name="/take_snapshot"))
         table = bo.predict("ndcg@10", api_name="/snapshots")[0]
         assert not table["data"] or all("v1" not in row for row in table["data"])
-        # bo's pickers do not offer v1 (Gradio refuses a value outside them), nor would the handlers take it
-        for args, api, said in ((("v1", "bo's", False), "/take_snapshot", "another session keeps"),
-                                (("v1", "bo's", False), "/replace_snapshot", "another session keeps"),
-                                (("v1",), "/mark_baseline", "no snapshot 'v1'|not in the list of choices"),
-                                (("v1",), "/publish_snapshot", "no snapshot 'v1'|not in the list of choices")):
-            with pytest.raises(Exception, match=said):
-                bo.predict(*args, api_name=api)
-        ana.predict("ndcg@10", api_name="/snapshots")  # her pickers offer v1
+        assert "Only this session sees it" in shown(bo.predict("v1", "bo's", False, api_name="/take_snapshot"))
+        for client, note in ((ana, "ana's"), (bo, "bo's")):  # each sees its own v1, and only its own
+            rows = client.predict("ndcg@10", api_name="/snapshots")[0]["data"]
+            assert [(r[1], r[5], r[6]) for r in rows] == [("v1", note, "this session")]
+        said = shown(str(pytest.raises(Exception, bo.predict, "v1", "bo's again", False,
+                                       api_name="/take_snapshot").value))
+        assert "exists already" in said and "you made it" in said and "another session" not in said
         assert "Published" in shown(ana.predict("v1", api_name="/publish_snapshot"))
-        bo.predict("ndcg@10", api_name="/snapshots")
-        assert "is the baseline" in shown(bo.predict("v1", api_name="/mark_baseline"))
-        snap = snapshots.load(registry.store, registry.get(next(iter(registry._pinned))).dataset.corpus_hash, "v1")
-        assert (snap.note, snap.published) == ("ana's", True) and snap.baseline_by != snap.owner
+        rows = bo.predict("ndcg@10", api_name="/snapshots")[0]["data"]
+        assert sorted((r[1], r[5], r[7]) for r in rows) == [("v1", "ana's", "yes"),
+                                                           ("v1", "bo's", "no (only this session sees it)")]
+        refused = pytest.raises(Exception, bo.predict, "v1", api_name="/publish_snapshot").value
+        assert shown(str(refused)).startswith("a published snapshot is named 'v1': yours stays private")
+        assert "is the baseline" in shown(bo.predict("v1", api_name="/mark_baseline"))  # the published one
+        corpus = registry.get(next(iter(registry._pinned))).dataset.corpus_hash
+        base = snapshots.baseline(registry.store, corpus)
+        assert (base.note, base.published) == ("ana's", True) and base.baseline_by != base.owner
         *_, line = ana.predict("ndcg@10", api_name="/snapshots")
         assert shown(line).startswith("baseline: v1, set by another session of the app on ")
+
+        imported = []
+        for client, path in ((ana, mine(tmp_path, 1)), (bo, mine(tmp_path, 2))):  # two different runs, one name
+            assert "Imported run mine:" in shown(client.predict(handle_file(str(path)), "", api_name="/import_run")[0])
+            client.predict("test", [], api_name="/evaluate")  # its lists computed and kept in the store
+            imported.append([r for r in client.predict(api_name="/runs")[0]["data"] if "imported run" in r[1]])
+        assert len(imported[0]) == len(imported[1]) == 1
+        assert imported[0][0][4] != imported[1][0][4]  # each lists its own run, never the other's
+        with pytest.raises(Exception, match="not in the list of choices|no run"):
+            bo.predict(imported[0][0][4], imported[1][0][4], "ndcg@10", api_name="/compare_runs")
     finally:
         demo_app.close()
 
