@@ -166,7 +166,7 @@ def snapshot_view(store: Store, ws: Workspace, metric: str = PRIMARY, viewer: Vi
     split = ws.dataset.default_split()
     points = [replace(p, system=label(p.system))
               for p in snapshots.history(store, ws, split, metric or PRIMARY, viewer, found)] if split else []
-    names = [s.name for s in found]
+    names = list(dict.fromkeys(s.name for s in found))  # a name meaning two (its own and a published one): once
     systems = list(dict.fromkeys(r for s in found for r in s.runs))
     return (rows, history_figure(points, metric or PRIMARY), gr.update(choices=names), gr.update(choices=names),
             gr.update(choices=names), gr.update(choices=[(label(r), r) for r in systems],
