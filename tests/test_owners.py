@@ -658,8 +658,8 @@ def test_an_earlier_stores_names_alike_all_stay_and_new_ones_are_held_against_th
     con.execute("create table query_sets (corpus text, id text, name text, queries blob, n integer, created float, "
                 "primary key (corpus, id))")
     for i, name in enumerate(("Release", "release")):
-        con.execute("insert into snapshots (corpus, name, meta, runs, baseline, created) values ('c', ?, '{}', ?, 0, ?)",
-                    [name, _pack({}), float(i)])
+        con.execute("insert into snapshots (corpus, name, meta, runs, baseline, created) "
+                    "values ('c', ?, '{}', ?, 0, ?)", [name, _pack({}), float(i)])
     for i in range(2):
         con.execute("insert into query_sets values ('c', ?, 'old', ?, 1, ?)", [f"s{i}", _pack({f"q{i}": "t"}), i])
     con.commit()
@@ -747,6 +747,7 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     own; once ana publishes, bo's own snapshot still has its name, bo's publication is refused naming
     only the published one, and the baseline is marked on the published one."""
     from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
 
     import app as rankscope_app
 
@@ -765,14 +766,14 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
         for client, note in ((ana, "ana's"), (bo, "bo's")):  # each sees its own v1, and only its own
             rows = client.predict("ndcg@10", api_name="/snapshots")[0]["data"]
             assert [(r[1], r[5], r[6]) for r in rows] == [("v1", note, "this session")]
-        said = shown(str(pytest.raises(Exception, bo.predict, "v1", "bo's again", False,
+        said = shown(str(pytest.raises(AppError, bo.predict, "v1", "bo's again", False,
                                        api_name="/take_snapshot").value))
         assert "exists already" in said and "you made it" in said and "another session" not in said
         assert "Published" in shown(ana.predict("v1", api_name="/publish_snapshot"))
         rows = bo.predict("ndcg@10", api_name="/snapshots")[0]["data"]
         assert sorted((r[1], r[5], r[7]) for r in rows) == [("v1", "ana's", "yes"),
                                                            ("v1", "bo's", "no (only this session sees it)")]
-        refused = pytest.raises(Exception, bo.predict, "v1", api_name="/publish_snapshot").value
+        refused = pytest.raises(AppError, bo.predict, "v1", api_name="/publish_snapshot").value
         assert shown(str(refused)).startswith("a published snapshot is named 'v1': yours stays private")
         assert "is the baseline" in shown(bo.predict("v1", api_name="/mark_baseline"))  # the published one
         corpus = registry.get(next(iter(registry._pinned))).dataset.corpus_hash
