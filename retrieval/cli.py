@@ -487,7 +487,7 @@ def cmd_snapshot(args) -> int:
     if not args.name:
         raise ValueError("name the snapshot: --name NAME (or --list, --log, --mark-baseline NAME)")
     name = snapshots.admit(ws.store, corpus, args.name, args.note, me, args.replace)  # before any run is computed
-    replacing = name in ws.store.snapshot_names(corpus)
+    replacing = args.replace and name in ws.store.snapshot_names(corpus, me)
     split = _split_of(ds, args.split)
     systems = evaluated_systems(args, ws)
     if any(ws.system(s).needs.vectors for s in systems):

@@ -10,6 +10,7 @@ corpus alone (``Dataset.corpus_hash``), so adding queries or labels to a corpus 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import sqlite3
 import sys
 import threading
 import time
+import unicodedata
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,7 +36,7 @@ from retrieval.judging.grades import judge_name
 from retrieval.judging.judge_claims import Claim
 from retrieval.judging.staged_writes import JudgmentsStored
 from retrieval.safe_names import name_key
-from retrieval.sharing.owners import Viewer
+from retrieval.sharing.owners import OPERATOR, Viewer
 
 SCHEMA_VERSION = 1
 _CHUNK = 500  # ids per "IN (...)" query, under SQLite's variable limit
@@ -65,7 +67,43 @@ class StoreError(ValueError):
 
 
 class NameTaken(ValueError):
-    """A snapshot's name the corpus has already (``Store.put_snapshot``), or none of the writer's to replace."""
+    """A name its namespace has already, or one like it (``Store.put_snapshot``, ``Store.put_query_set``,
+    publishing either), or no snapshot of the writer's to replace."""
+
+
+class TooMany(ValueError):
+    """A maker (``mine``) or a whole corpus keeps as many rows of a kind as it may: ``count`` of ``most``
+    (counted inside the write's transaction: ``Store.put_snapshot``, ``Store.put_query_set``)."""
+
+    def __init__(self, count: int, most: int, mine: bool):
+        super().__init__(f"{count} kept, the most {'one maker' if mine else 'the corpus'} may keep ({most})")
+        self.count, self.most, self.mine = count, most, mine
+
+
+def _name_key(name: str) -> str:
+    """A name's look-alike key as kept beside it: ``safe_names.name_key`` of its NFC form, stripped."""
+    return name_key(unicodedata.normalize("NFC", name).strip())
+
+
+def _seen(viewer: Viewer, where: str, args: list) -> tuple[str, list]:
+    """``where`` and ``args`` of a read of an owned table (its ``owner`` and ``published`` columns)
+    narrowed to the rows ``viewer`` sees (``Viewer.sees``): on a shared deployment its own and the
+    published ones; else every row."""
+    if viewer.filter is None:
+        return where, args
+    return f"{where} and (published = 1 or owner = ?)", [*args, viewer.filter]
+
+
+def _no_published(conn: sqlite3.Connection, table: str, what: str, corpus: str, name: str, key: str,
+                  extra: str = "", args: Iterable = ()) -> None:
+    """``NameTaken`` when a published row of ``table`` in ``corpus`` has the look-alike key ``key``: a
+    private name may not look like a published one. The published name is everyone's to see, so it
+    is named."""
+    where = "corpus = ? and name_key = ? and published = 1" + (f" and {extra}" if extra else "")
+    found = conn.execute(f"select name from {table} where {where} limit 1", [corpus, key, *args]).fetchone()
+    if found is not None:
+        raise NameTaken(f"a published {what} is named {found[0]!r}" if found[0] == name else
+                        f"the {what} name {name!r} looks like the published {found[0]!r}")
 
 
 def _max_value_length(conn: sqlite3.Connection) -> int:
@@ -105,6 +143,7 @@ class Store:
             self.db = sqlite_utils.Database(conn)
             self.db.enable_wal()
             self._create()
+            self._owned_names()  # snapshot and query-set names unique where the write is
             staging.drop_stale(conn)  # a judgments import killed half way left its staging table
             with conn:  # a write now, so a read-only file or disk is said at once, not at the first result
                 conn.execute("insert or replace into meta (key, value) values ('opened', ?)", [str(time.time())])
@@ -154,8 +193,6 @@ class Store:
             db.table("judging_samples").create({"corpus": str, "id": str, "method": str, "seed": int,
                                                "query_ids": bytes, "created": float}, pk=("corpus", "id"),
                                               if_not_exists=True)
-            db.table("snapshots").create({"corpus": str, "name": str, "meta": str, "runs": bytes, "baseline": int,
-                                         "created": float}, pk=("corpus", "name"), if_not_exists=True)
             db.table("kept_datasets").create({"owner": str, "id": str, "corpus": str, "name": str, "files": str,
                                              "documents": int, "queries": int, "bytes": int, "published": int,
                                              "created": float, "opened": float}, pk=("owner", "id"),
@@ -416,7 +453,7 @@ class Store:
         return {q: [(d, s) for d, s in hits] for q, hits in cast(dict, hits).items()}  # hits_problem: a dict
 
     def put_run(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
-                k: int, run: Run) -> None:
+                k: int, run: Run, owner: str = "") -> None:
         """Keep a run under ``key``, replacing any.
 
         Args:
@@ -427,12 +464,15 @@ class Store:
             split: The split searched (None: no split).
             k: The lists' depth.
             run: ``{query id: [(document id, score), …]}``.
+            owner: The maker of an imported run's lists (``retrieval.sharing.owners``; its key holds it
+                too), whose alone it is on a shared deployment; ``""``: everyone's (a built-in system's
+                run, which anyone can compute again, or one the command line imported).
         """
         with self._lock, self.db.conn:
             self.db.table("runs").upsert({"key": key, "dataset": dataset, "system": system,
                                          "params": json.dumps(params, sort_keys=True, default=str),
                                          "split": split or "", "k": k, "hits": _pack(run),
-                                         "created": time.time()}, pk="key")
+                                         "created": time.time(), "owner": owner}, pk="key")
 
     def get_metrics(self, key: str) -> tuple[dict, dict] | None:
         """An evaluation saved by ``put_metrics``, or None; a damaged one is a miss (with a warning).
@@ -477,16 +517,21 @@ class Store:
                                             "split": split or "", "metrics": json.dumps(metrics),
                                             "per_query": _pack(per_query), "created": time.time()}, pk="key")
 
-    def runs(self, dataset: str | None = None) -> list[dict]:
-        """Run history (without the hits), newest first.
+    def runs(self, dataset: str | None = None, viewer: Viewer = OPERATOR) -> list[dict]:
+        """Run history (without the hits) ``viewer`` sees, newest first: on a shared deployment every
+        built-in system's run and the imported runs it made (``put_run``'s ``owner``), never another
+        session's; else every run. The one accessor of the history: every list of runs reads it.
 
         Args:
             dataset: Only this data set's (its content hash); None: all.
+            viewer: Who reads (``OPERATOR``: every run).
 
         Returns:
             One dict per run: ``key, dataset, system, params, split, k, created``.
         """
-        where, args = ("dataset = ?", [dataset]) if dataset else (None, None)
+        where, args = ("dataset = ?", [dataset]) if dataset else ("1", [])
+        if viewer.filter is not None:
+            where, args = f"{where} and (owner = '' or owner = ?)", [*args, viewer.filter]
         with self._lock:
             return list(self.db.table("runs").rows_where(where, args, order_by="created desc",
                                                         select="key, dataset, system, params, split, k, created"))
@@ -786,10 +831,14 @@ class Store:
 
     # ---- query sets added to a corpus ---------------------------------------------------------
     def put_query_set(self, corpus: str, set_id: str, name: str, queries: dict[str, str], owner: str = "",
-                      published: bool = True) -> None:
+                      published: bool = True, most: int | None = None) -> None:
         """Keep queries added to the corpus ``corpus`` (a ``Dataset.corpus_hash``) as one named set
         made by ``owner`` (``retrieval.sharing.owners``), ``published`` or not; the same ``set_id`` again
-        replaces its name and queries, keeping its maker and whether it is published.
+        replaces its name and queries, keeping its maker and whether it is published. Every rule is
+        kept inside the write's own ``BEGIN IMMEDIATE`` transaction, so two writers cannot both pass:
+        the name is unique, by its look-alike key (``safe_names.name_key``), in its namespace (the
+        published one, or its maker's own: ``owners.space``), and a private name does not look like
+        a published one; a new set past ``most`` of its maker's is refused.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
@@ -798,29 +847,46 @@ class Store:
             queries: ``{query id: text}``.
             owner: The session's owner (``retrieval.sharing.owners``).
             published: Whether every session sees it.
-        """
-        with self._lock, self.db.conn:
-            was = self.db.execute("select owner, published from query_sets where corpus = ? and id = ?",
-                                  [corpus, set_id]).fetchone()
-            owner, shared = (was[0] or "", was[1]) if was else (owner, int(bool(published)))
-            self.db.table("query_sets").upsert({"corpus": corpus, "id": set_id, "name": name, "queries": _pack(queries),
-                                               "n": len(queries), "created": time.time(), "owner": owner,
-                                               "published": shared}, pk=("corpus", "id"))
+            most: The most sets one maker keeps of the corpus (None: no bound).
 
-    def query_sets(self, corpus: str, owner: str | None = None) -> list[dict]:
-        """The corpus's query sets (``id, name, n, created, owner, published, queries``), oldest
-        first; with ``owner``, only its own and the published ones (``owners.Viewer.filter``).
+        Raises:
+            NameTaken: The name, or one like it, is taken in its namespace, or (private) published.
+            TooMany: The maker keeps ``most`` sets of the corpus already.
+        """
+        key, packed = _name_key(name), _pack(queries)
+        with self._immediate() as conn:
+            was = conn.execute("select owner, published from query_sets where corpus = ? and id = ?",
+                               [corpus, set_id]).fetchone()
+            owner, shared = (str(was[0] or ""), int(bool(was[1]))) if was else (owner, int(bool(published)))
+            if not shared:
+                _no_published(conn, "query_sets", "query set", corpus, name, key, "id != ?", [set_id])
+            if was is None and most is not None:
+                own = conn.execute("select count(*) from query_sets where corpus = ? and owner = ?",
+                                   [corpus, owner]).fetchone()[0]
+                if own >= most:
+                    raise TooMany(own, most, mine=True)
+            try:
+                conn.execute("insert into query_sets (corpus, id, name, name_key, queries, n, created, owner, "
+                             "published) values (?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (corpus, id) do update set "
+                             "name = excluded.name, name_key = excluded.name_key, queries = excluded.queries, "
+                             "n = excluded.n, created = excluded.created",
+                             [corpus, set_id, name, key, packed, len(queries), time.time(), owner, shared])
+            except sqlite3.IntegrityError:
+                raise NameTaken(f"a query set named {name!r}, or like it, is kept already") from None
+
+    def query_sets(self, corpus: str, viewer: Viewer = OPERATOR) -> list[dict]:
+        """The corpus's query sets ``viewer`` sees (``owners.Viewer``: on a shared deployment its own and
+        the published ones; else every set): ``id, name, n, created, owner, published, queries``,
+        oldest first. The one accessor of stored query sets: every reader goes through it.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            owner: The session's owner (``retrieval.sharing.owners``). None: every set.
+            viewer: Who reads (``OPERATOR``: every set).
 
         Returns:
             One dict per set.
         """
-        where, args = "corpus = ?", [corpus]
-        if owner is not None:
-            where, args = where + " and (published = 1 or owner = ?)", args + [owner]
+        where, args = _seen(viewer, "corpus = ?", [corpus])
         with self._lock:
             rows = list(self.db.table("query_sets").rows_where(where, args, order_by="created, id"))
         out, problems = [], []
@@ -870,7 +936,9 @@ class Store:
             return self.db.execute(f"delete from query_sets where {where}", args).rowcount > 0
 
     def publish_query_set(self, corpus: str, set_id: str, owner: str) -> bool:
-        """Make ``owner``'s query set ``set_id`` visible to everyone; False when it has none of that id.
+        """Make ``owner``'s query set ``set_id`` visible to everyone; False when it has no unpublished
+        set of that id. Its name moves to the published namespace in the same transaction: one
+        published already (or one like it) refuses it.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
@@ -879,10 +947,11 @@ class Store:
 
         Returns:
             Whether it was published now.
+
+        Raises:
+            NameTaken: A published set has its name, or one like it (named: it is everyone's to see).
         """
-        with self._lock, self.db.conn:
-            return self.db.execute("update query_sets set published = 1 where corpus = ? and id = ? and owner = ?",
-                                   [corpus, set_id, owner]).rowcount > 0
+        return self._publish("query_sets", "query set", "id", corpus, set_id, owner)
 
     # ---- samples of queries to judge ---------------------------------------------------------
     def put_sample(self, corpus: str, sample_id: str, method: str, seed: int, query_ids: list[str],
@@ -931,11 +1000,15 @@ class Store:
 
     # ---- snapshots of runs (retrieval.tracking.snapshots) ---------------------------------------------
     def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict, owner: str = "", published: bool = True,
-                     replace: bool = False) -> None:
-        """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs. A name the
-        corpus has already is ``NameTaken`` unless ``replace`` and the snapshot is ``owner``'s and
-        not the baseline (then its runs, meta and time are replaced; it stays published if it was).
-        Checked in the write's transaction, so two writers of one name cannot both succeed.
+                     replace: bool = False, most: int | None = None, most_in_corpus: int | None = None) -> int:
+        """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs; its id. Every
+        rule is kept inside the write's own ``BEGIN IMMEDIATE`` transaction, so two writers cannot both
+        pass: the name is unique, by its look-alike key (``safe_names.name_key``: exact, case and
+        confusable variants alike), in its namespace (the published one, or its maker's own:
+        ``owners.space``), and a private name does not look like a published one; a new snapshot past
+        ``most`` of its maker's or ``most_in_corpus`` in all is refused. With ``replace``, ``owner``'s
+        own snapshot of that name (its private one first) is replaced — its runs, meta and time —
+        unless it is the baseline; it stays published if it was.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
@@ -945,38 +1018,56 @@ class Store:
             owner: The session's owner (``retrieval.sharing.owners``).
             published: Whether every session sees it.
             replace: Replace ``owner``'s own snapshot of that name.
+            most: The most snapshots one maker keeps of the corpus (None: no bound).
+            most_in_corpus: The most snapshots the corpus keeps, every maker's (None: no bound).
+
+        Returns:
+            The snapshot's id (``snapshots``' ``id``).
 
         Raises:
             NameTaken: The name is taken and may not be replaced.
+            TooMany: The maker or the corpus keeps as many snapshots as it may.
         """
-        row = {"corpus": corpus, "name": name, "meta": json.dumps(meta), "runs": _pack(runs),
-               "created": float(meta["created"])}
-        with self._lock, self.db.conn:
+        key, text, packed, created = _name_key(name), json.dumps(meta), _pack(runs), float(meta["created"])
+        with self._immediate() as conn:
             if replace:
-                cur = self.db.execute("update snapshots set meta = ?, runs = ?, created = ? where corpus = ? and "
-                                      "name = ? and owner = ? and baseline = 0",
-                                      [row["meta"], row["runs"], row["created"], corpus, name, owner])
-                if cur.rowcount != 1:
-                    raise NameTaken(f"no snapshot {name!r} of {owner!r} that is not the baseline to replace")
-                return
+                row = conn.execute("select id from snapshots where corpus = ? and name = ? and owner = ? and "
+                                   "baseline = 0 order by published limit 1", [corpus, name, owner]).fetchone()
+                if row is None:
+                    raise NameTaken(f"no snapshot {name!r} of yours that is not the baseline to replace")
+                conn.execute("update snapshots set meta = ?, runs = ?, created = ? where id = ?",
+                             [text, packed, created, row[0]])
+                return int(row[0])
+            if not published:
+                _no_published(conn, "snapshots", "snapshot", corpus, name, key)
+            counted = conn.execute("select count(*), total(owner = ?) from snapshots where corpus = ?",
+                                   [owner, corpus]).fetchone()
+            if most is not None and counted[1] >= most:
+                raise TooMany(int(counted[1]), most, mine=True)
+            if most_in_corpus is not None and counted[0] >= most_in_corpus:
+                raise TooMany(int(counted[0]), most_in_corpus, mine=False)
             try:
-                self.db.execute("insert into snapshots (corpus, name, meta, runs, baseline, created, owner, published) "
-                                "values (?, ?, ?, ?, 0, ?, ?, ?)", [corpus, name, row["meta"], row["runs"],
-                                                                    row["created"], owner, int(bool(published))])
+                cur = conn.execute("insert into snapshots (corpus, name, name_key, meta, runs, baseline, created, "
+                                   "owner, published) values (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                                   [corpus, name, key, text, packed, created, owner, int(bool(published))])
             except sqlite3.IntegrityError:
-                raise NameTaken(f"a snapshot {name!r} of this corpus exists already") from None
+                raise NameTaken(f"a snapshot {name!r}, or one like it, exists already") from None
+            return int(cur.lastrowid or 0)
 
-    def snapshots(self, corpus: str, name: str | None = None, baseline: bool = False,
-                  owner: str | None = None) -> list[dict]:
-        """The corpus's snapshots (``name, meta, runs, baseline, owner, published, baseline_by,
-        baseline_at``), oldest first: all, the one called ``name``, or the baseline (only those rows'
-        runs are read and unpacked); with ``owner``, only its own and the published ones.
+    def snapshots(self, corpus: str, viewer: Viewer = OPERATOR, name: str | None = None,
+                  baseline: bool = False) -> list[dict]:
+        """The corpus's snapshots ``viewer`` sees (``owners.Viewer``: on a shared deployment its own and
+        the published ones; else every one): ``id, name, meta, runs, baseline, owner, published,
+        baseline_by, baseline_at``, oldest first — all, those called ``name`` (the one ``viewer``
+        means first: its own private one, then the published, ``Viewer.rank``), or the baseline (only
+        those rows' runs are read and unpacked). The one accessor of stored snapshots, with
+        ``snapshot_index``: every reader goes through them.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            name: Only the snapshot of this name.
+            viewer: Who reads (``OPERATOR``: every snapshot).
+            name: Only the snapshots of this name.
             baseline: Only the baseline.
-            owner: The session's owner (``retrieval.sharing.owners``). None: every snapshot.
 
         Returns:
             One dict per snapshot.
@@ -986,79 +1077,94 @@ class Store:
             where, args = where + " and name = ?", args + [name]
         if baseline:
             where += " and baseline = 1"
-        if owner is not None:
-            where, args = where + " and (published = 1 or owner = ?)", args + [owner]
+        where, args = _seen(viewer, where, args)
         with self._lock:
-            rows = list(self.db.table("snapshots").rows_where(where, args, order_by="created, name"))
+            rows = list(self.db.table("snapshots").rows_where(where, args, order_by="created, id"))
+        if name is not None:
+            rows.sort(key=lambda r: viewer.rank(r["owner"], r["published"]))
         out = []
         for r in rows:  # runs that do not unpack: the row is kept, marked, for ``snapshots`` to say so
             runs, problem = stored_rows.unpacked(r["runs"], "runs")
             out.append({**r, "runs": runs, **({"damaged": problem} if problem else {})})
         return out
 
-    def snapshot_names(self, corpus: str, owner: str | None = None) -> list[str]:
-        """The names of the corpus's snapshots, oldest first (no runs read); with ``owner``, only
-        its own and the published ones.
+    def snapshot_names(self, corpus: str, viewer: Viewer = OPERATOR) -> list[str]:
+        """The names of the corpus's snapshots ``viewer`` sees, oldest first (no runs read).
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            owner: The session's owner (``retrieval.sharing.owners``). None: every snapshot.
+            viewer: Who reads (``OPERATOR``: every snapshot).
 
         Returns:
             The names.
         """
-        return [r["name"] for r in self.snapshot_index(corpus, owner)]
+        return [r["name"] for r in self.snapshot_index(corpus, viewer)]
 
-    def snapshot_index(self, corpus: str, owner: str | None = None) -> list[dict]:
-        """The corpus's snapshots without their runs or meta (``name, created, baseline, owner,
-        published, baseline_by, baseline_at``), oldest first; with ``owner``, its own and the published.
+    def snapshot_index(self, corpus: str, viewer: Viewer = OPERATOR) -> list[dict]:
+        """The corpus's snapshots ``viewer`` sees, without their runs or meta (``id, name, created,
+        baseline, owner, published, baseline_by, baseline_at``), oldest first.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            owner: The session's owner (``retrieval.sharing.owners``). None: every snapshot.
+            viewer: Who reads (``OPERATOR``: every snapshot).
 
         Returns:
             One dict per snapshot.
         """
-        where, args = "corpus = ?", [corpus]
-        if owner is not None:
-            where, args = where + " and (published = 1 or owner = ?)", args + [owner]
+        where, args = _seen(viewer, "corpus = ?", [corpus])
         with self._lock:
             rows = list(self.db.table("snapshots").rows_where(
-                where, args, select="name, created, baseline, owner, published, baseline_by, baseline_at",
-                order_by="created, name"))
+                where, args, select="id, name, created, baseline, owner, published, baseline_by, baseline_at",
+                order_by="created, id"))
         stored_rows.left_out("snapshots", [f"a name {r['name']!r:.60} that is not text" for r in rows
                                            if not isinstance(r["name"], str)])
         return [r for r in rows if isinstance(r["name"], str)]
 
-    def mark_baseline(self, corpus: str, name: str, who: str = "") -> str | None:
-        """Make the snapshot ``name`` the corpus's only baseline, set by ``who`` now, and log the move
-        (``baseline_log``) in the same transaction; the name of the baseline before (None: none).
-        ``KeyError`` when the corpus has no snapshot ``name`` (nothing changes).
+    def snapshot_count(self, corpus: str, owner: str | None = None) -> int:
+        """How many snapshots the corpus keeps (``owner``'s only, when given): a count, no row read.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            name: The snapshot.
+            owner: The maker (``retrieval.sharing.owners``). None: every maker's.
+
+        Returns:
+            The count.
+        """
+        where, args = ("corpus = ? and owner = ?", [corpus, owner]) if owner is not None else ("corpus = ?", [corpus])
+        with self._lock:
+            return self.db.execute(f"select count(*) from snapshots where {where}", args).fetchone()[0]
+
+    def mark_baseline(self, corpus: str, snapshot_id: int, who: str = "") -> str | None:
+        """Make the published snapshot ``snapshot_id`` the corpus's only baseline (the baseline is
+        everyone's), set by ``who`` now, and log the move (``baseline_log``) in the same transaction;
+        the name of the baseline before (None: none). ``KeyError`` when the corpus has no published
+        snapshot of that id (nothing changes).
+
+        Args:
+            corpus: The corpus (``Dataset.corpus_hash``).
+            snapshot_id: The snapshot (``snapshots``' ``id``).
             who: Who moved the mark, for the log.
 
         Returns:
             The baseline's name before, or None.
 
         Raises:
-            KeyError: The corpus has no snapshot ``name``.
+            KeyError: The corpus has no published snapshot ``snapshot_id``.
         """
         now = time.time()
-        with self._lock, self.db.conn:
-            if not self.db.execute("select 1 from snapshots where corpus = ? and name = ?", [corpus, name]).fetchone():
-                raise KeyError(f"no snapshot {name!r} of this corpus")
-            was = self.db.execute("select name from snapshots where corpus = ? and baseline = 1 order by name",
-                                  [corpus]).fetchone()
-            self.db.execute("update snapshots set baseline = 0, baseline_by = '', baseline_at = 0 "
-                            "where corpus = ? and name != ?", [corpus, name])
-            self.db.execute("update snapshots set baseline = 1, baseline_by = ?, baseline_at = ? "
-                            "where corpus = ? and name = ?", [who, now, corpus, name])
-            self.db.execute("insert into baseline_log (corpus, moved_from, moved_to, who, at) values (?, ?, ?, ?, ?)",
-                            [corpus, was[0] if was else None, name, who, now])
+        with self._immediate() as conn:
+            found = conn.execute("select name from snapshots where corpus = ? and id = ? and published = 1",
+                                 [corpus, snapshot_id]).fetchone()
+            if not found:
+                raise KeyError(f"no published snapshot {snapshot_id!r} of this corpus")
+            was = conn.execute("select name from snapshots where corpus = ? and baseline = 1 order by id",
+                               [corpus]).fetchone()
+            conn.execute("update snapshots set baseline = 0, baseline_by = '', baseline_at = 0 "
+                         "where corpus = ? and id != ?", [corpus, snapshot_id])
+            conn.execute("update snapshots set baseline = 1, baseline_by = ?, baseline_at = ? where id = ?",
+                         [who, now, snapshot_id])
+            conn.execute("insert into baseline_log (corpus, moved_from, moved_to, who, at) values (?, ?, ?, ?, ?)",
+                         [corpus, was[0] if was else None, found[0], who, now])
         return was[0] if was else None
 
     def baseline_log(self, corpus: str) -> list[dict]:
@@ -1075,32 +1181,73 @@ class Store:
             return list(self.db.table("baseline_log").rows_where("corpus = ?", [corpus], order_by="at, rowid",
                                                                 select="moved_from, moved_to, who, at"))
 
-    def publish_snapshot(self, corpus: str, name: str, owner: str) -> bool:
-        """Make ``owner``'s snapshot ``name`` visible to everyone; False when it has none of that name.
+    def publish_snapshot(self, corpus: str, snapshot_id: int, owner: str) -> bool:
+        """Make ``owner``'s snapshot ``snapshot_id`` visible to everyone; False when it has no unpublished
+        snapshot of that id. Its name moves to the published namespace in the same transaction: one
+        published already (or one like it) refuses it.
 
         Args:
             corpus: The corpus (``Dataset.corpus_hash``).
-            name: The snapshot.
+            snapshot_id: The snapshot (``snapshots``' ``id``).
             owner: The session's owner (``retrieval.sharing.owners``).
 
         Returns:
             Whether it was published now.
+
+        Raises:
+            NameTaken: A published snapshot has its name, or one like it (named: it is everyone's to see).
         """
-        with self._lock, self.db.conn:
-            return self.db.execute("update snapshots set published = 1 where corpus = ? and name = ? and owner = ?",
-                                   [corpus, name, owner]).rowcount > 0
+        return self._publish("snapshots", "snapshot", "id", corpus, snapshot_id, owner)
+
+    def _publish(self, table: str, what: str, id_column: str, corpus: str, row_id: object, owner: str) -> bool:
+        """``publish_snapshot`` and ``publish_query_set``: the row moves to the published namespace in
+        one ``BEGIN IMMEDIATE`` transaction, which the unique index of names refuses for a name the
+        published namespace has (or one like it)."""
+        with self._immediate() as conn:
+            found = conn.execute(f"select name, name_key from {table} where corpus = ? and {id_column} = ? and "
+                                 f"owner = ? and published = 0", [corpus, row_id, owner]).fetchone()
+            if found is None:
+                return False
+            key = _name_key(found[0]) if isinstance(found[0], str) else found[1]
+            _no_published(conn, table, what, corpus, found[0], key)
+            try:
+                conn.execute(f"update {table} set published = 1 where corpus = ? and {id_column} = ?", [corpus, row_id])
+            except sqlite3.IntegrityError:  # a key the check above did not see (a row damaged by hand)
+                raise NameTaken(f"a published {what} has the name {found[0]!r} or one like it") from None
+            return True
+
+    @contextlib.contextmanager
+    def _immediate(self):
+        """The store's lock and one ``BEGIN IMMEDIATE`` transaction on its connection, committed on
+        leaving and rolled back on an error: no other writer (another process either) writes between
+        the reads and the write inside it, so a rule checked there holds when the write lands."""
+        with self._lock:
+            conn = self.db.conn
+            if conn.in_transaction:  # one the caller left open (none of the store's own methods does)
+                conn.commit()
+            conn.execute("begin immediate")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
 
     # columns added to tables of earlier stores (``_owner_columns``): rows kept before them were
     # everyone's, so they are published, with no maker known
     OWNER_COLUMNS = {"snapshots": {"owner": "text not null default ''", "published": "integer not null default 1",
                                    "baseline_by": "text not null default ''",
                                    "baseline_at": "float not null default 0"},
-                     "query_sets": {"owner": "text not null default ''", "published": "integer not null default 1"}}
+                     "query_sets": {"owner": "text not null default ''", "published": "integer not null default 1",
+                                    "name_key": "text"},
+                     "runs": {"owner": "text not null default ''"}}
 
     def _owner_columns(self) -> None:
         """Add the maker and publication columns (``OWNER_COLUMNS``) to tables that lack them, and the
         baseline's log: an existing store opens as it was, its rows published."""
         for table, columns in self.OWNER_COLUMNS.items():
+            if table not in self.db.table_names():  # made by ``_owned_names`` in its own shape
+                continue
             have = {c.name for c in self.db[table].columns}
             for column, declared in columns.items():
                 if column not in have:
@@ -1108,6 +1255,75 @@ class Store:
         self.db.table("baseline_log").create({"corpus": str, "moved_from": str, "moved_to": str, "who": str,
                                               "at": float}, if_not_exists=True)
         self.db.table("baseline_log").create_index(["corpus"], if_not_exists=True)
+
+    # the snapshots table: a row id of its own, names unique per namespace by ``_NAME_INDEXES``
+    SNAPSHOTS_TABLE = ("create table {name} (id integer primary key, corpus text, name text, name_key text, meta text, "
+                       "runs blob, baseline integer, created float, owner text not null default '', "
+                       "published integer not null default 1, baseline_by text not null default '', "
+                       "baseline_at float not null default 0)")
+
+    def _owned_names(self) -> None:
+        """Names unique where the write is, made so in one ``BEGIN IMMEDIATE`` transaction at open:
+
+        * a store kept before namespaces has a snapshots table keyed by (corpus, name): it is made
+          again with a row id of its own (a new table, every row copied, the old one dropped and the
+          new one renamed), its rows as they were (published, with no maker known, where kept so);
+        * every snapshot and query set has its name's look-alike key (``safe_names.name_key``) kept
+          beside it, made again wherever the key the code gives now differs from the stored one (a
+          row kept before, or under an earlier rule); two rows of one namespace whose names look
+          alike — kept before names were unique by their key — both stay, the later under a key no
+          name can have (its own, a NUL and its row id), so every new name is still held against it;
+        * a unique index per table on (corpus, key, namespace: ``""`` for a published row, else its
+          maker's id), so exact, case and look-alike duplicates are all refused by the write itself.
+        """
+        with self._immediate() as conn:
+            tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+            if "snapshots" not in tables:
+                conn.execute(self.SNAPSHOTS_TABLE.format(name="snapshots"))
+            elif "name_key" not in {r[1] for r in conn.execute("pragma table_info(snapshots)")}:
+                self._rebuild_snapshots(conn)
+            for table in ("snapshots", "query_sets"):
+                self._name_keys(conn, table)
+
+    def _rebuild_snapshots(self, conn: sqlite3.Connection) -> None:
+        """An earlier store's snapshots table, keyed by (corpus, name), made again in the current shape
+        (inside ``_owned_names``' transaction): a new table, every row copied, oldest first, the old
+        one dropped and the new one renamed."""
+        have = {r[1] for r in conn.execute("pragma table_info(snapshots)")}
+        columns = ["corpus", "name", "meta", "runs", "baseline", "created", "owner", "published", "baseline_by",
+                   "baseline_at"]
+        defaults = {"owner": "''", "published": "1", "baseline_by": "''", "baseline_at": "0", "baseline": "0"}
+        values = ", ".join(c if c in have else defaults.get(c, "null") for c in columns)
+        conn.execute("drop table if exists snapshots_owned")
+        conn.execute(self.SNAPSHOTS_TABLE.format(name="snapshots_owned"))
+        conn.execute(f"insert into snapshots_owned ({', '.join(columns)}) select {values} from snapshots "
+                     f"order by created, rowid")
+        conn.execute("drop table snapshots")
+        conn.execute("alter table snapshots_owned rename to snapshots")
+
+    _NAME_INDEXES = {"snapshots": "snapshots_unique_names", "query_sets": "query_sets_unique_names"}
+
+    def _name_keys(self, conn: sqlite3.Connection, table: str) -> None:
+        """Every row of ``table`` with the look-alike key its name has now, and the unique index of
+        names per namespace (``_owned_names``)."""
+        index = self._NAME_INDEXES[table]
+        rows = conn.execute(f"select rowid, corpus, name, name_key, case when published then '' else owner end "
+                            f"from {table} order by created, rowid").fetchall()
+        taken: set[tuple] = set()
+        changed = []
+        for rowid, corpus, name, stored, space in rows:
+            key = _name_key(name) if isinstance(name, str) else None  # a damaged name: no key (lists leave it out)
+            if key is not None:
+                if (corpus, space, key) in taken:  # kept before names were unique by their key
+                    key = f"{key}\x00{rowid}"
+                taken.add((corpus, space, key))
+            if key != stored:
+                changed.append((key, rowid))
+        if changed:
+            conn.execute(f"drop index if exists {index}")
+            conn.executemany(f"update {table} set name_key = ? where rowid = ?", changed)
+        conn.execute(f"create unique index if not exists {index} on {table} "
+                     f"(corpus, name_key, (case when published then '' else owner end))")
 
     # ---- uploaded data sets kept (``retrieval.data.kept``) ------------------------------------------
     def put_kept(self, row: dict) -> None:

@@ -100,6 +100,7 @@ class Workspace:
         self._workspace_states = Slots()  # systems' per-workspace states (λ): shared with with_run's copies
         self.doc_row = {d: i for i, d in enumerate(dataset.doc_ids)}
         self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
+        self._run_owners: dict[str, str] = {}  # imported run -> its maker ("": everyone's), as ``_imported``
         if store is not None:
             store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
 
@@ -157,20 +158,21 @@ class Workspace:
         other._embeddings_from = self
         return other
 
-    def with_run(self, imported: ImportedRun) -> Workspace:
+    def with_run(self, imported: ImportedRun, owner: str = "") -> Workspace:
         """This workspace with one more imported run, as a copy of its own: the indexes, encoder,
         embeddings and λ are shared, the imported runs are not, so a workspace other sessions hold
         is left as it was.
 
         Args:
             imported: The run to add (``retrieval.data.readers.runs``), under its name.
+            owner: Its maker (``add_run``).
 
         Returns:
             The copy holding the run.
         """
         other = copy.copy(self)
-        other._imported = dict(self._imported)
-        other.add_run(imported)
+        other._imported, other._run_owners = dict(self._imported), dict(self._run_owners)
+        other.add_run(imported, owner)
         return other
 
     def with_dataset(self, dataset: Dataset) -> Workspace:
@@ -191,7 +193,7 @@ class Workspace:
             raise ValueError("with_dataset needs the same documents (corpus hash)")
         other = copy.copy(self)
         other.dataset, other._workspace_states = dataset, Slots()
-        other._imported = dict(self._imported)
+        other._imported, other._run_owners = dict(self._imported), dict(self._run_owners)
         if self.store is not None:
             self.store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
         return other
@@ -216,7 +218,7 @@ class Workspace:
             raise ValueError("with_labels needs the same documents and queries (queries_hash)")
         other = copy.copy(self)
         other.dataset, other._workspace_states = dataset, Slots()
-        other._imported = dict(self._imported)
+        other._imported, other._run_owners = dict(self._imported), dict(self._run_owners)
         return other
 
     def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None) -> Workspace:
@@ -231,7 +233,7 @@ class Workspace:
         other._bm25, other._lexical = self._bm25, self.lexical
         if other.sparse_model == self.sparse_model:  # the same corpus and sparse model: the same index
             other._sparse_build = self._sparse_build
-        other._imported = self._imported  # the same data set: the same imported runs
+        other._imported, other._run_owners = self._imported, self._run_owners  # the same data set: the same runs
         other._corpus_states = self._corpus_states  # the same corpus and lexical settings
         return other
 
@@ -305,13 +307,18 @@ class Workspace:
             raise ValueError(f"unknown state scope {scope!r}; choose from {', '.join(SCOPES)}")
         return self._corpus_states if scope == CORPUS else self._workspace_states
 
-    def add_run(self, imported: ImportedRun) -> str:
+    def add_run(self, imported: ImportedRun, owner: str = "") -> str:
         """Register an imported run as a system under its name (matched to this data set's ids
         first when it was read without it); a name already taken, or one that looks like a system's
         without being it (``safe_names.check_new_name``: ``bm２5``, ``Dense``), is a ValueError.
+        Imported run names live in the workspace that holds them: the app gives each session's runs
+        a workspace copy of its own (``with_run``), so names are per maker, and the runs it caches
+        in the store are its maker's (``run_owner``): on a shared deployment another session's
+        history never lists them (``Store.runs``).
 
         Args:
             imported: The run read from a file (``retrieval.data.readers.runs``).
+            owner: Its maker (``retrieval.sharing.owners``); ``""``: everyone's (the command line).
 
         Returns:
             The name it is registered under.
@@ -329,7 +336,13 @@ class Workspace:
             if imported.dataset != self.dataset.content_hash:
                 imported = match_dataset(imported, self.dataset)
             self._imported[name] = imported
+            self._run_owners[name] = owner
         return name
+
+    def run_owner(self, system: str) -> str:
+        """The maker of the imported run ``system`` (``add_run``); ``""`` for a built-in system (its runs
+        are everyone's: anyone can compute them) or a run imported for everyone."""
+        return self._run_owners.get(system, "") if system in self._imported else ""
 
     # ---- components (lazy) ---------------------------------------------------------------
     @property
@@ -607,8 +620,10 @@ class Workspace:
             parts["labels"] = self.dataset.labels_key(split)
         return parts
 
-    def _key(self, system: str, params: dict, split: str | None, k: int = 0, labels: bool = False) -> str:
-        return cache_key(**self.data_key(split, labels), system=system, params=params, split=split, k=k)
+    def _key(self, system: str, params: dict, split: str | None, k: int = 0, labels: bool = False,
+             owner: str = "") -> str:
+        return cache_key(**self.data_key(split, labels), system=system, params=params, split=split, k=k,
+                         **({"owner": owner} if owner else {}))
 
     # ---- runs and evaluations ------------------------------------------------------------
     def run(self, system: str, split: str, k: int = EVAL_DEPTH) -> Run:
@@ -623,8 +638,8 @@ class Workspace:
         Returns:
             ``{query id: [(document id, score), …]}``, best first.
         """
-        params = self.system_params(system, split)
-        key = self._key(system, params, split, k)
+        params, owner = self.system_params(system, split), self.run_owner(system)
+        key = self._key(system, params, split, k, owner=owner)  # an imported run's: its maker's row
         if self.store is not None:
             cached = self.store.get_run(key)
             if cached is not None:
@@ -632,7 +647,7 @@ class Workspace:
         run = self.search(system, self.dataset.split_queries(split), k, split)
         if self.store is not None:
             self.store.put_run(key, dataset=self.dataset.queries_hash, system=system, params=params,
-                               split=split, k=k, run=run)
+                               split=split, k=k, run=run, owner=owner)
         return run
 
     def search(self, system: str, queries: dict[str, str], k: int, split: str | None = None) -> Run:

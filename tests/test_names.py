@@ -465,9 +465,10 @@ def test_a_query_set_named_like_another_is_refused(tmp_path, toy_dataset):
             query_sets.keep(store, toy_dataset, two, "Queries.csv")
         with pytest.raises(ValueError, match="looks like the existing 'queries.csv'"):
             query_sets.keep(store, toy_dataset, two, "queri\u0435s.csv")  # Cyrillic е
-        assert query_sets.keep(store, toy_dataset, two, "queries.csv")  # the same name: reused
+        assert query_sets.keep(store, toy_dataset, two, "queries.csv")  # the same name: made free, not refused
         assert query_sets.keep(store, toy_dataset, toy_dataset.with_queries({"q11": "x"}), "log\ud800.txt")
-        assert {qs["name"] for qs in query_sets.listed(store, toy_dataset.corpus_hash)} == {"queries.csv", "log.txt"}
+        assert {qs["name"] for qs in query_sets.listed(store, toy_dataset.corpus_hash)} == \
+            {"queries.csv", "queries.csv-2", "log.txt"}
     finally:
         store.close()
 

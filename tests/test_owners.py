@@ -6,6 +6,7 @@ driven through the views' handlers (real store, BM25, the demo), through the com
 once through ``gradio_client`` against a real app started with ``shared=True``."""
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -97,9 +98,9 @@ def lists(store: Store, corpus: str, name: str) -> dict:
 
 # ---- snapshots are never overwritten ----------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
-def test_another_session_cannot_overwrite_a_snapshot_by_reusing_its_name(ws, store, shared):
-    ana, bo = viewers(shared)
+def test_another_session_cannot_overwrite_a_snapshot_by_reusing_its_name(ws, store):
+    """Off a shared deployment every snapshot is published: one namespace, a name in use is refused."""
+    ana, bo = viewers(False)
     corpus = ws.dataset.corpus_hash
     take(ws, "release", "ana's", ana)
     before = lists(store, corpus, "release")
@@ -109,6 +110,29 @@ def test_another_session_cannot_overwrite_a_snapshot_by_reusing_its_name(ws, sto
         assert "\n" not in str(err.value)
     kept = snapshots.load(store, corpus, "release")
     assert (kept.note, kept.owner, lists(store, corpus, "release")) == ("ana's", ana.owner, before)
+
+
+@pytest.mark.slow
+def test_on_a_shared_deployment_two_sessions_keep_private_snapshots_of_one_name(ws, store):
+    """A private snapshot's name lives in its maker's namespace: bo takes 'release' (and a case variant,
+    a lookalike) beside ana's private 'release', neither overwrites nor sees the other's, and nothing
+    bo is told names or counts ana's."""
+    ana, bo = viewers(True)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "release", "ana's", ana)
+    before = lists(store, corpus, "release")
+    take(ws, "release", "bo's", bo, k1=5.0)
+    with pytest.raises(ValueError, match=r"exists already .*e\.g\. 'release-2', or replace it \(you made it\)"):
+        take(ws, "release", "bo's again", bo)  # bo's own namespace: its own 'release' is held against it
+    with pytest.raises(ValueError, match="'Release' looks like the existing 'release'"):
+        take(ws, "Release", "bo's again", bo)
+    take(ws, "release", "bo's, replaced", bo, replace=True, k1=5.0)  # its own, not ana's
+    for me, note in ((ana, "ana's"), (bo, "bo's, replaced")):
+        (mine,) = snapshots.listed(store, corpus, me)
+        assert (mine.name, mine.note, mine.owner) == ("release", note, me.owner)
+        assert snapshots.load(store, corpus, "release", me).note == note
+    assert lists(store, corpus, "release") == before  # the operator's load: the oldest, ana's, untouched
+    assert sorted(s.owner for s in snapshots.listed(store, corpus)) == sorted([ana.owner, bo.owner])
 
 
 def test_the_maker_replaces_its_own_snapshot_only_when_it_asks(ws, store):
@@ -135,14 +159,94 @@ def test_the_baseline_is_never_replaced_not_even_by_its_maker(ws, store):
 
 
 def test_two_writers_of_one_name_cannot_both_succeed(store):
-    """The store checks the name in the write's own transaction: the second insert is refused."""
+    """The store checks the name in the write's own transaction, by its look-alike key in its
+    namespace: the second insert is refused, an exact, a case and a confusable variant alike."""
     meta = {"created": time.time()}
     store.put_snapshot("c", "n", meta, {"bm25": {}}, owner="app:1")
-    with pytest.raises(NameTaken):
-        store.put_snapshot("c", "n", meta, {"bm25": {"q": [["d", 1.0]]}}, owner="app:2")
+    for name in ("n", "N", "ｎ"):
+        with pytest.raises(NameTaken):
+            store.put_snapshot("c", name, meta, {"bm25": {"q": [["d", 1.0]]}}, owner="app:2")
     with pytest.raises(NameTaken):  # nor replace another's
         store.put_snapshot("c", "n", meta, {}, owner="app:2", replace=True)
     assert store.snapshots("c")[0]["runs"] == {"bm25": {}} and store.snapshots("c")[0]["owner"] == "app:1"
+    store.put_snapshot("c", "m", meta, {}, owner="app:1", published=False)
+    store.put_snapshot("c", "M", meta, {}, owner="app:2", published=False)  # another maker's namespace
+    with pytest.raises(NameTaken, match="'N' looks like the published 'n'"):  # private, like a published name
+        store.put_snapshot("c", "N", meta, {}, owner="app:3", published=False)
+    key = store.db.execute("select name_key from snapshots where name = 'm'").fetchone()[0]
+    with pytest.raises(sqlite3.IntegrityError), store.db.conn:  # the index itself, whatever writes the row
+        store.db.execute("insert into snapshots (corpus, name, name_key, owner, published) values "
+                         "('c', 'x', ?, 'app:1', 0)", [key])
+    assert sorted(store.snapshot_names("c")) == ["M", "m", "n"]
+
+
+def at_once(*acts) -> list[BaseException | None]:
+    """Each of ``acts`` called in a thread of its own, all released at one moment; what each raised
+    (None: nothing), so that no thread's error is lost."""
+    import threading
+
+    gate = threading.Barrier(len(acts))
+    raised: list[BaseException | None] = [None] * len(acts)
+
+    def run(i: int, act) -> None:
+        gate.wait()
+        try:
+            act()
+        except BaseException as err:  # returned to the test, which says what it expects
+            raised[i] = err
+
+    threads = [threading.Thread(target=run, args=(i, act)) for i, act in enumerate(acts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return raised
+
+
+def race_stores(tmp_path) -> list[Store]:
+    """Two stores, each with a connection of its own (as two processes have), on one file."""
+    path = tmp_path / "race.sqlite3"
+    Store(path).close()
+    return [Store(path), Store(path)]
+
+
+@pytest.mark.parametrize("published", [True, False], ids=["published", "private"])
+def test_two_stores_writing_race1_and_RACE1_at_one_moment_keep_exactly_one(tmp_path, published):
+    """Two connections of their own on one file insert ``race1`` and ``RACE1`` at the same moment,
+    twenty times: exactly one of each pair is kept, the other refused in one line."""
+    stores = race_stores(tmp_path)
+    try:
+        for n in range(20):
+            raised = at_once(*(functools.partial(store.put_snapshot, "c", name, {"created": time.time()}, {},
+                                                 owner="app:1", published=published)
+                               for store, name in zip(stores, (f"race{n}", f"RACE{n}"))))
+            kept = [r["name"] for r in stores[0].snapshot_index("c") if r["name"].lower() == f"race{n}"]
+            refused = [err for err in raised if err is not None]
+            assert len(kept) == 1 and len(refused) == 1, (kept, raised)
+            assert isinstance(refused[0], NameTaken) and "exists already" in str(refused[0])
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_private_name_taken_while_the_same_name_is_published_is_refused_or_older(tmp_path):
+    """A private write and a publication of names alike, at one moment, twenty times: the private one
+    is kept only when it was written first (its row older than the published one), never after the
+    published name existed — the check runs inside the write's ``BEGIN IMMEDIATE`` transaction."""
+    stores = race_stores(tmp_path)
+    try:
+        for n in range(20):
+            name = f"race{n}"
+            raised = at_once(functools.partial(stores[0].put_snapshot, "c", name.upper(), {"created": time.time()},
+                                               {}, owner="app:1", published=False),
+                             functools.partial(stores[1].put_snapshot, "c", name, {"created": time.time()}, {},
+                                               owner="app:2"))
+            assert raised[1] is None and (raised[0] is None or isinstance(raised[0], NameTaken)), raised
+            rows = {r["published"]: r["id"] for r in stores[0].snapshot_index("c") if r["name"].lower() == name}
+            assert 1 in rows and (0 not in rows or rows[0] < rows[1]), rows
+    finally:
+        for s in stores:
+            s.close()
 
 
 def test_the_status_never_says_kept_when_nothing_was(ws, store):
@@ -179,12 +283,58 @@ def test_a_name_that_looks_like_an_existing_snapshot_is_refused(ws, store, kind)
     assert store.snapshot_names(ws.dataset.corpus_hash) == [EXISTING[kind]]
 
 
-def test_a_lookalike_of_another_sessions_private_snapshot_is_refused_without_naming_it(ws, store):
+def test_a_lookalike_of_another_sessions_private_snapshot_is_never_held_against_a_name(ws, store):
+    """Another session's private names neither refuse a name nor shape a suggestion: bo's refusals and
+    suggestions are what they would be were ana's private snapshots not there."""
     ana, bo = viewers(True)
-    take(ws, "secret-plan", "", ana)
-    with pytest.raises(ValueError, match="looks like one another session keeps") as err:
-        take(ws, "ѕecret-plan", "", bo)  # U+0455 CYRILLIC SMALL LETTER DZE
-    assert "'secret-plan'" not in str(err.value)
+    corpus = ws.dataset.corpus_hash
+    for name in ("secret-plan", "secret-plan-2", "v1-2"):
+        take(ws, name, "", ana)
+    take(ws, "ѕecret-plan", "", bo)  # U+0455 CYRILLIC SMALL LETTER DZE: bo's own name
+    take(ws, "v1", "", bo)
+    with pytest.raises(ValueError) as err:
+        take(ws, "v1", "", bo)
+    assert "e.g. 'v1-2'" in str(err.value)  # ana's private 'v1-2' is not bo's to avoid
+    assert [s.name for s in snapshots.listed(store, corpus, bo)] == ["ѕecret-plan", "v1"]
+    assert not any("another session" in str(e) for e in [err.value])
+
+
+def test_publishing_meets_the_published_namespace_inside_its_transaction(ws, store):
+    """ana's private 'v1' and bo's private 'V1' both stand; bo publishes first; ana's publication is
+    refused naming only the published 'V1' (everyone sees it), hers stays private and still hers by
+    name; a new private name like a published one is refused; the baseline is marked on the published
+    one, whichever private one its name also names."""
+    ana, bo = viewers(True)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "v1", "ana's", ana)
+    take(ws, "V1", "bo's", bo, k1=5.0)
+    snapshots.publish(store, corpus, "V1", bo)
+    with pytest.raises(ValueError, match=r"^the snapshot name 'v1' looks like the published 'V1': yours stays private"):
+        snapshots.publish(store, corpus, "v1", ana)
+    mine = snapshots.load(store, corpus, "v1", ana)
+    assert (mine.note, mine.published) == ("ana's", False)
+    cy = Viewer(app_owner("session-of-cy"), True)
+    with pytest.raises(ValueError, match="'ｖ1' looks like the existing 'V1'"):
+        take(ws, "ｖ1", "", cy)  # fullwidth: a new private name like a published one (not like ana's private one)
+    assert [(s.name, s.published) for s in snapshots.listed(store, corpus, ana)] == [("v1", False), ("V1", True)]
+    assert snapshots.mark_baseline(store, corpus, "V1", ana).moved_to == "V1"
+    assert not snapshots.load(store, corpus, "v1", ana).baseline and snapshots.baseline(store, corpus).note == "bo's"
+
+
+def test_a_name_published_after_mine_leaves_mine_meant_by_it(ws, store):
+    """bo publishes 'rc' while ana keeps a private 'rc' (published after hers, so both stand): ana's
+    name means her own, and her list tells the two apart; bo's means the published one."""
+    ana, bo = viewers(True)
+    corpus = ws.dataset.corpus_hash
+    take(ws, "rc", "ana's", ana)
+    take(ws, "rc", "bo's", bo, k1=5.0)
+    snapshots.publish(store, corpus, "rc", bo)
+    assert snapshots.load(store, corpus, "rc", ana).note == "ana's"
+    assert snapshots.load(store, corpus, "rc", bo).note == "bo's"
+    rows, *_ = runs.snapshot_view(store, ws, viewer=ana)
+    assert sorted((r[1], r[6], r[7]) for r in rows) == [("rc", "another session of the app", "yes"),
+                                                       ("rc", "this session", "no (only this session sees it)")]
+    assert "published already" in refusal(lambda: runs.publish_snapshot(store, ws, "rc", bo))
 
 
 # ---- the baseline mark --------------------------------------------------------------------------
@@ -352,6 +502,48 @@ def test_on_a_shared_deployment_a_query_set_is_invisible_to_others_until_publish
     assert gone.ok and not query_sets.listed(registry.store, registry.get(start).dataset.corpus_hash)
 
 
+def mine(folder, depth: int):
+    """A TREC run named ``mine`` of every demo query: its first ``depth`` documents (each depth a
+    different run under one name)."""
+    from retrieval.files.trec import write_trec
+
+    demo = load_dataset(DEMO)
+    lists = {q: [(d, 1.0 / (i + 1)) for i, d in enumerate(list(demo.docs)[:depth])] for q in demo.queries}
+    return write_trec(lists, folder / f"mine-{depth}.trec", "mine")
+
+
+def test_two_sessions_import_runs_under_one_name_and_each_lists_only_its_own(app, tmp_path):
+    """An imported run's name lives in its maker's workspace, and its lists in the store are its
+    maker's: two sessions importing different runs (and then the same run) under one name each keep
+    their own, and on a shared deployment the Runs history lists only the built-in systems' runs and
+    the session's own imported ones; a run key of another's is refused as unknown."""
+    registry, start = app(shared=True)
+    keys = {}
+    for session, depth in ((A, 1), (B, 2)):
+        loaded = data.import_run(registry, start, str(mine(tmp_path, depth)), session=session)
+        assert loaded.ok, loaded.status
+        keys[session] = loaded.key
+        registry.get(loaded.key).run("mine", "test")
+    registry.get(start).run("bm25", "test")
+    assert keys[A] != keys[B]
+    assert registry.get(keys[A]).imported["mine"].content_hash != registry.get(keys[B]).imported["mine"].content_hash
+    listed = {}
+    for session in (A, B):
+        rows, *_ = runs.runs(registry.store, registry.get(keys[session]), registry.viewer(session))
+        listed[session] = [r[4] for r in rows if "imported run" in r[1]]
+        assert len(listed[session]) == 1 and len(rows) > 1  # the built-in systems' runs are everyone's
+    assert listed[A] != listed[B]
+    with pytest.raises(gr.Error, match="no run|not stored|unknown"):
+        runs.compare(registry.store, registry.get(keys[B]), listed[A][0], listed[B][0], "ndcg@10", registry.viewer(B))
+    same = data.import_run(registry, start, str(mine(tmp_path, 1)), session=B)  # ana's very run, bo's own now
+    assert same.ok and same.key != keys[A] and registry.get(same.key).run_owner("mine") == app_owner(B)
+    everyone = [r for r in runs.runs(registry.store, registry.get(start))[0] if "imported run" in r[1]]
+    assert len(everyone) == 2  # the operator (the command line) sees every run
+    local, local_start = app(shared=False)
+    assert len([r for r in runs.runs(local.store, local.get(local_start), local.viewer(A))[0]
+                if "imported run" in r[1]]) == 2  # off a shared deployment every run is everyone's
+
+
 def test_search_offers_a_private_query_set_to_its_maker_only(app):
     """The Search tab's query-set picker lists, and picking lists the queries of, only the sets the
     session sees: a workspace two sessions share by content never shows one's private set to the other."""
@@ -451,6 +643,43 @@ def test_a_store_kept_before_makers_were_recorded_opens_with_its_rows_shared(tmp
     Store(path).close()  # opened again: the columns are there, nothing added twice
 
 
+def test_an_earlier_stores_names_alike_all_stay_and_new_ones_are_held_against_them(tmp_path, demo):
+    """A store kept before names were unique by their key, with snapshots 'Release' and 'release' and two
+    query sets named 'old' (all published): opened, its snapshots table is made again with a row id of
+    its own (one transaction), every row stays listed as it was, and each new name like one of them
+    is refused by the write itself; opened again after its keys went stale, the same."""
+    from retrieval.store import _pack
+
+    path = tmp_path / "old.sqlite3"
+    con = sqlite3.connect(path)
+    con.execute("create table snapshots (corpus text, name text, meta text, runs blob, baseline integer, "
+                "created float, owner text not null default '', published integer not null default 1, "
+                "primary key (corpus, name))")
+    con.execute("create table query_sets (corpus text, id text, name text, queries blob, n integer, created float, "
+                "primary key (corpus, id))")
+    for i, name in enumerate(("Release", "release")):
+        con.execute("insert into snapshots (corpus, name, meta, runs, baseline, created) "
+                    "values ('c', ?, '{}', ?, 0, ?)", [name, _pack({}), float(i)])
+    for i in range(2):
+        con.execute("insert into query_sets values ('c', ?, 'old', ?, 1, ?)", [f"s{i}", _pack({f"q{i}": "t"}), i])
+    con.commit()
+    con.close()
+    for _ in range(2):
+        store = Store(path)
+        assert store.snapshot_names("c") == ["Release", "release"]
+        assert [qs["name"] for qs in store.query_sets("c")] == ["old", "old"]
+        for name in ("RELEASE", "release", "ｒelease"):
+            with pytest.raises(NameTaken):
+                store.put_snapshot("c", name, {"created": 9.0}, {}, owner="cli:x")
+        with pytest.raises(NameTaken):
+            store.put_query_set("c", "s9", "OLD", {"q9": "t"}, owner="cli:x")
+        assert [r[1] for r in store.db.execute("pragma table_info(snapshots)")][:2] == ["id", "corpus"]
+        assert store.db.execute("select count(*) from sqlite_master where name = 'snapshots_owned'").fetchone() == (0,)
+        with store.db.conn:  # a key an earlier rule (or a hand) left: made again at the next open
+            store.db.execute("update snapshots set name_key = 'stale' || id")
+        store.close()
+
+
 def test_a_tampered_maker_column_is_a_damaged_snapshot(ws, store):
     take(ws, "v1")
     with store.db.conn:
@@ -512,9 +741,13 @@ def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_ba
 # ---- a real app, two clients ------------------------------------------------------------------
 @pytest.mark.slow
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
-    """Two gradio_client sessions of an app started with ``shared=True``: bo neither sees nor
-    overwrites ana's snapshot, nor marks it the baseline, until ana publishes it."""
-    from gradio_client import Client
+    """Two gradio_client sessions of an app started with ``shared=True``: bo keeps a private snapshot
+    of the same name as ana's private one beside it (neither sees nor overwrites the other's, nothing
+    bo is told names ana's), and both import different runs under one name, each listing only its
+    own; once ana publishes, bo's own snapshot still has its name, bo's publication is refused naming
+    only the published one, and the baseline is marked on the published one."""
+    from gradio_client import Client, handle_file
+    from gradio_client.exceptions import AppError
 
     import app as rankscope_app
 
@@ -529,27 +762,44 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
         assert "Only this session sees it" in shown(ana.predict("v1", "ana's", False, api_name="/take_snapshot"))
         table = bo.predict("ndcg@10", api_name="/snapshots")[0]
         assert not table["data"] or all("v1" not in row for row in table["data"])
-        # bo's pickers do not offer v1 (Gradio refuses a value outside them), nor would the handlers take it
-        for args, api, said in ((("v1", "bo's", False), "/take_snapshot", "another session keeps"),
-                                (("v1", "bo's", False), "/replace_snapshot", "another session keeps"),
-                                (("v1",), "/mark_baseline", "no snapshot 'v1'|not in the list of choices"),
-                                (("v1",), "/publish_snapshot", "no snapshot 'v1'|not in the list of choices")):
-            with pytest.raises(Exception, match=said):
-                bo.predict(*args, api_name=api)
-        ana.predict("ndcg@10", api_name="/snapshots")  # her pickers offer v1
+        assert "Only this session sees it" in shown(bo.predict("v1", "bo's", False, api_name="/take_snapshot"))
+        for client, note in ((ana, "ana's"), (bo, "bo's")):  # each sees its own v1, and only its own
+            rows = client.predict("ndcg@10", api_name="/snapshots")[0]["data"]
+            assert [(r[1], r[5], r[6]) for r in rows] == [("v1", note, "this session")]
+        said = shown(str(pytest.raises(AppError, bo.predict, "v1", "bo's again", False,
+                                       api_name="/take_snapshot").value))
+        assert "exists already" in said and "you made it" in said and "another session" not in said
         assert "Published" in shown(ana.predict("v1", api_name="/publish_snapshot"))
-        bo.predict("ndcg@10", api_name="/snapshots")
-        assert "is the baseline" in shown(bo.predict("v1", api_name="/mark_baseline"))
-        snap = snapshots.load(registry.store, registry.get(next(iter(registry._pinned))).dataset.corpus_hash, "v1")
-        assert (snap.note, snap.published) == ("ana's", True) and snap.baseline_by != snap.owner
+        rows = bo.predict("ndcg@10", api_name="/snapshots")[0]["data"]
+        assert sorted((r[1], r[5], r[7]) for r in rows) == [("v1", "ana's", "yes"),
+                                                           ("v1", "bo's", "no (only this session sees it)")]
+        refused = pytest.raises(AppError, bo.predict, "v1", api_name="/publish_snapshot").value
+        assert shown(str(refused)).startswith("a published snapshot is named 'v1': yours stays private")
+        assert "is the baseline" in shown(bo.predict("v1", api_name="/mark_baseline"))  # the published one
+        corpus = registry.get(next(iter(registry._pinned))).dataset.corpus_hash
+        base = snapshots.baseline(registry.store, corpus)
+        assert (base.note, base.published) == ("ana's", True) and base.baseline_by != base.owner
         *_, line = ana.predict("ndcg@10", api_name="/snapshots")
         assert shown(line).startswith("baseline: v1, set by another session of the app on ")
+
+        imported = []
+        for client, path in ((ana, mine(tmp_path, 1)), (bo, mine(tmp_path, 2))):  # two different runs, one name
+            assert "Imported run mine:" in shown(client.predict(handle_file(str(path)), "", api_name="/import_run")[0])
+            client.predict("test", [], api_name="/evaluate")  # its lists computed and kept in the store
+            imported.append([r for r in client.predict(api_name="/runs")[0]["data"] if "imported run" in r[1]])
+        assert len(imported[0]) == len(imported[1]) == 1
+        assert imported[0][0][4] != imported[1][0][4]  # each lists its own run, never the other's
+        with pytest.raises(Exception, match="not in the list of choices|no run"):
+            bo.predict(imported[0][0][4], imported[1][0][4], "ndcg@10", api_name="/compare_runs")
     finally:
         demo_app.close()
 
 
-# ---- a property: whatever two sessions do, in any order ---------------------------------------
-NAMES = ["v1", "V1", "ｖ1", "vl", "v2", "release", "rеlease"]  # with a case, a fullwidth, a Cyrillic lookalike
+# ---- a property: whatever three sessions do, in any order ---------------------------------------
+# names with a case, a fullwidth and a Cyrillic variant, and a "1" that looks like an "l": whatever
+# "-2", "-3" a refusal suggests is never one of them, so a suggestion that quotes one would be a leak
+NAMES = ["v1", "V1", "ｖ1", "vl", "v2", "release", "rеlease"]
+SESSIONS = (A, B, "session-of-cy")
 
 
 def fabricated(name: str, tag: int) -> snapshots.Snapshot:
@@ -558,51 +808,178 @@ def fabricated(name: str, tag: int) -> snapshots.Snapshot:
                               systems={"bm25": {}}, runs={"bm25": {"q": [[f"save-{tag}", 1.0]]}})
 
 
-ACTIONS = st.lists(st.tuples(st.sampled_from(["save", "replace", "mark", "publish"]), st.integers(0, 1),
+def assert_hides(said: str, viewer: Viewer, rows, asked: str) -> None:
+    """``said`` (a refusal ``viewer`` got when it asked for ``asked``) names no row it does not see
+    (``rows``: dicts with ``name``, ``owner``, ``published``) and no maker's id."""
+    seen = {r["name"] for r in rows if viewer.sees(r["owner"], r["published"])} | {asked}
+    hidden = {r["name"] for r in rows if not viewer.sees(r["owner"], r["published"])} - seen
+    assert not [h for h in hidden if repr(h) in said], (said, hidden)
+    assert not re.search(r"app:[0-9a-f]{16}", said) and "another session keeps" not in said
+
+
+def assert_namespaces(rows, keys_when_made: dict[int, set[str]]) -> None:
+    """Published names pairwise unlike; each maker's private names pairwise unlike; no private name
+    like a name that was published when it was made."""
+    from retrieval.safe_names import name_key
+
+    published = [name_key(r["name"]) for r in rows if r["published"]]
+    assert len(set(published)) == len(published), rows
+    for owner in {r["owner"] for r in rows}:
+        private = [name_key(r["name"]) for r in rows if r["owner"] == owner and not r["published"]]
+        assert len(set(private)) == len(private), rows
+    for r in rows:
+        if r["id"] in keys_when_made:
+            assert name_key(r["name"]) not in keys_when_made[r["id"]], (r, keys_when_made[r["id"]])
+
+
+ACTIONS = st.lists(st.tuples(st.sampled_from(["save", "replace", "mark", "publish"]), st.integers(0, 2),
                              st.sampled_from(NAMES)), max_size=25)
 
 
 @pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, shared=st.booleans())
-def test_whatever_two_sessions_do_no_snapshot_changes_hands_and_every_baseline_move_is_logged(tmp_path_factory,
-                                                                                             actions, shared):
+def test_whatever_three_sessions_do_no_snapshot_leaks_or_changes_hands(tmp_path_factory, actions, shared):
+    """Three sessions save, replace, publish and mark snapshots named alike, in any order, on a shared
+    deployment or not. A model of the rules says which acts pass (a name meets only the names its
+    maker sees in the namespace it writes to: the published ones and its own private ones); after
+    every act the store holds exactly the model's rows, each viewer lists exactly its own and the
+    published ones, no refusal names a row its asker does not see, published names are pairwise
+    unlike, each maker's private names too, and no private name is like a name published when it was
+    made; the baseline is one published snapshot, every move logged."""
     from retrieval.safe_names import name_key
 
     store = Store(tmp_path_factory.mktemp("prop") / "s.sqlite3")
-    who = viewers(shared)
-    model: dict[str, dict] = {}  # name -> owner, the save that made its runs, published
-    base, moves = None, 0
+    who = [Viewer(app_owner(s), shared) for s in SESSIONS]
+    model: dict[int, dict] = {}  # id -> name, owner, published, the save that made its runs, baseline
+    made: dict[int, set[str]] = {}  # a private row's id -> the published names' keys when it was made
+    moves = 0
     try:
         for step, (act, i, name) in enumerate(actions):
-            me = who[i]
+            me, key = who[i], name_key(name)
+            rows = list(model.values())
+            rivals = [r for r in rows if r["published"] or (shared and r["owner"] == me.owner)]
+            named = sorted((r for r in rivals if r["name"] == name), key=lambda r: me.rank(r["owner"], r["published"]))
+            mine = [r for r in rows if me.sees(r["owner"], r["published"]) and r["name"] == name]
+            mine.sort(key=lambda r: (not r["published"], me.rank(r["owner"], r["published"])) if act == "mark"
+                      else me.rank(r["owner"], r["published"]))
+            target = mine[0] if mine else None
+            if act in ("save", "replace"):
+                same = named[0] if named else None
+                if same is not None:
+                    ok = act == "replace" and same["owner"] == me.owner and not same["baseline"]
+                else:
+                    ok = not any(name_key(r["name"]) == key for r in rivals)
+            elif act == "publish":
+                ok = target is not None and target["owner"] == me.owner and not target["published"] and \
+                    not any(r["published"] and name_key(r["name"]) == key for r in rows)
+            else:
+                ok = target is not None and target["published"]
+            published_keys = {name_key(r["name"]) for r in rows if r["published"]}
             try:
                 if act in ("save", "replace"):
-                    snapshots.save(store, fabricated(name, step), me, replace=act == "replace")
-                    row = model.get(name)
-                    assert row is None or (act == "replace" and row["owner"] == me.owner and base != name)
-                    model[name] = {"owner": me.owner, "tag": step,
-                                   "published": row["published"] if row else not shared}
-                elif act == "mark":
-                    if snapshots.mark_baseline(store, "c", name, me) is not None:
-                        base, moves = name, moves + 1
+                    snap = snapshots.save(store, fabricated(name, step), me, replace=act == "replace")
+                    if snap.id in model:
+                        model[snap.id]["tag"] = step
+                    else:
+                        model[snap.id] = {"id": snap.id, "name": name, "owner": me.owner, "published": not shared,
+                                          "tag": step, "baseline": False}
+                        if shared:
+                            made[snap.id] = published_keys
+                elif act == "publish":
+                    model[snapshots.publish(store, "c", name, me).id]["published"] = True
                 else:
-                    snapshots.publish(store, "c", name, me)
-                    model[name]["published"] = True
-            except (ValueError, KeyError):
-                pass  # a refusal: checked below that it changed nothing
-            rows = {s.name: s for s in snapshots.listed(store, "c")}
-            assert {n: (s.owner, s.runs["bm25"]["q"][0][0], s.published) for n, s in rows.items()} == \
-                {n: (m["owner"], f"save-{m['tag']}", m["published"]) for n, m in model.items()}
-            assert len({name_key(n) for n in rows}) == len(rows)  # no two names alike
-            assert [s.name for s in rows.values() if s.baseline] == ([base] if base else [])
-            logged = snapshots.baseline_moves(store, "c")
-            assert len(logged) == moves and (not logged or logged[-1].moved_to == base)
+                    move = snapshots.mark_baseline(store, "c", name, me)
+                    if move is not None:
+                        for r in model.values():
+                            r["baseline"] = r["id"] == target["id"]
+                        moves += 1
+                assert ok, (act, i, name, "passed, the model refuses it")
+            except (ValueError, KeyError) as err:
+                said = str(err.args[0]) if isinstance(err, KeyError) else str(err)
+                assert not ok, (act, i, name, said)
+                assert "\n" not in said
+                assert_hides(said, me, rows, name)
+            rows = list(model.values())
+            stored = {s.id: s for s in snapshots.listed(store, "c")}
+            assert {k: (s.name, s.owner, s.runs["bm25"]["q"][0][0], s.published, s.baseline)
+                    for k, s in stored.items()} == \
+                {k: (r["name"], r["owner"], f"save-{r['tag']}", r["published"], r["baseline"])
+                 for k, r in model.items()}
+            assert_namespaces(rows, made)
             for v in who:
-                assert {s.name for s in snapshots.listed(store, "c", v)} == \
-                    {n for n, m in model.items() if not shared or m["published"] or m["owner"] == v.owner}
-            if base and shared:
-                assert rows[base].published  # the baseline is everyone's
+                assert {s.id for s in snapshots.listed(store, "c", v)} == \
+                    {r["id"] for r in rows if v.sees(r["owner"], r["published"])}
+            assert all(r["published"] for r in rows if r["baseline"]) and sum(r["baseline"] for r in rows) <= 1
+            assert len(snapshots.baseline_moves(store, "c")) == moves
+    finally:
+        store.close()
+
+
+SET_ACTIONS = st.lists(st.tuples(st.sampled_from(["keep", "publish", "drop"]), st.integers(0, 2),
+                                 st.sampled_from(NAMES), st.integers(0, 7)), max_size=20)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=SET_ACTIONS)
+def test_whatever_three_sessions_do_with_query_sets_none_leaks(tmp_path_factory, toy_dataset, actions):
+    """Three sessions of a shared deployment keep query sets named alike (a name the maker sees in its
+    namespace made free, one like it refused), publish and drop sets — their own, or one picked from
+    every set kept, another's unseen among them — in any order: the model says which acts pass; no
+    refusal names a set its asker does not see; published names are pairwise unlike, each maker's
+    private names too, and no private name is like a name published when it was made."""
+    from retrieval.safe_names import name_key
+    from retrieval.sharing.owners import free_name
+
+    store = Store(tmp_path_factory.mktemp("sets") / "s.sqlite3")
+    who = [Viewer(app_owner(s), True) for s in SESSIONS]
+    corpus = toy_dataset.corpus_hash
+    model: dict[str, dict] = {}  # id -> name, owner, published
+    made: dict[str, set[str]] = {}
+    try:
+        for step, (act, i, name, pick) in enumerate(actions):
+            me = who[i]
+            rows = list(model.values())
+            every = sorted(model)
+            sid = every[pick % len(every)] if every else "none"
+            found = model.get(sid) if sid in model and me.sees(model[sid]["owner"], model[sid]["published"]) else None
+            expect = None
+            if act == "keep":
+                rivals = [r["name"] for r in rows if r["published"] or r["owner"] == me.owner]
+                expect = free_name(name, rivals) if name in rivals else name
+                ok = not any(name_key(r) == name_key(expect) for r in rivals)
+            elif act == "publish":
+                ok = found is not None and found["owner"] == me.owner and not found["published"] and \
+                    not any(r["published"] and name_key(r["name"]) == name_key(found["name"]) for r in rows)
+            else:
+                ok = found is not None and found["owner"] == me.owner
+            published_keys = {name_key(r["name"]) for r in rows if r["published"]}
+            try:
+                if act == "keep":
+                    new = query_sets.keep(store, toy_dataset, toy_dataset.with_queries({f"q-{step}": "a text"}), name,
+                                          me)
+                    model[new] = {"id": new, "name": expect, "owner": me.owner, "published": False}
+                    made[new] = published_keys
+                elif act == "publish":
+                    query_sets.publish(store, corpus, sid, me)
+                    model[sid]["published"] = True
+                else:
+                    query_sets.drop(store, toy_dataset, sid, me)
+                    del model[sid]
+                assert ok, (act, i, name, sid, "passed, the model refuses it")
+            except (ValueError, KeyError) as err:
+                said = str(err.args[0]) if isinstance(err, KeyError) else str(err)
+                assert not ok, (act, i, name, sid, said)
+                assert "\n" not in said
+                assert_hides(said, me, rows, name)
+            rows = list(model.values())
+            assert {qs["id"]: (qs["name"], qs["owner"], qs["published"]) for qs in query_sets.listed(store, corpus)} \
+                == {k: (r["name"], r["owner"], r["published"]) for k, r in model.items()}
+            assert_namespaces(rows, made)
+            for v in who:
+                assert {qs["id"] for qs in query_sets.listed(store, corpus, v)} == \
+                    {r["id"] for r in rows if v.sees(r["owner"], r["published"])}
     finally:
         store.close()
 

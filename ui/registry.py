@@ -173,14 +173,17 @@ class Registry:
 
     def add_run(self, key: str, imported, session: str = ANONYMOUS) -> str:
         """The session's workspace ``key`` with an imported run added, under a key of its own (the
-        workspace other sessions share keeps its systems); returns that key. ``SessionLimit`` past
-        ``Limits.runs`` runs in one workspace."""
+        workspace other sessions share keeps its systems); returns that key. The run is its maker's
+        (``Registry.viewer``): the key names the maker, so two sessions importing runs under one
+        name never share a workspace, and its cached lists are listed only to it on a shared
+        deployment (``Workspace.add_run``). ``SessionLimit`` past ``Limits.runs`` runs in one workspace."""
         ws = self.get(key)
         if len(ws.imported) >= self.limits.runs:
             raise SessionLimit(f"this workspace already holds {len(ws.imported)} imported runs, the most one session "
                                f"may have side by side; load the data set again to start over without them")
-        ws = ws.with_run(imported)
-        new_key = f"{key}+{imported.name}:{imported.content_hash[:12]}"
+        owner = self.viewer(session).owner
+        ws = ws.with_run(imported, owner)
+        new_key = f"{key}+{imported.name}:{imported.content_hash[:12]}@{owner}"
         self._keep(new_key, ws, session)
         return new_key
 

@@ -7,9 +7,10 @@ judged in the app, neither comparison speaks a verdict where a run's top 10 is n
 
 Snapshots have makers (``retrieval.sharing.owners``, the session's ``Registry.viewer``): a name in use is
 refused with a free one suggested, unless its maker asks to replace it ("Replace mine of this
-name", ``/replace_snapshot``); the baseline line says who
-set it and when; on a shared deployment a session sees its own snapshots and the published ones,
-and publishes its own."""
+name", ``/replace_snapshot``); the baseline line says who set it and when; on a shared deployment
+a session sees its own snapshots and the published ones, and publishes its own, and a private
+snapshot's name is its session's alone (``retrieval.tracking.snapshots``). The runs listed are the
+built-in systems' and the session's own imported ones (``Store.runs``)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -41,9 +42,10 @@ RUN_HEADERS = ["when", "system", "split", "depth", "key"]
 COMPARE_HEADERS = ["query", "text", "A", "B", "B − A"]
 
 
-def runs(store: Store, ws: Workspace):
-    """The stored runs of this data set, newest first, and the choices of both run pickers."""
-    found = list_runs(store, ws.dataset.queries_hash)
+def runs(store: Store, ws: Workspace, viewer: Viewer = OPERATOR):
+    """The stored runs of this data set that ``viewer`` sees (every built-in system's, its own imported
+    ones), newest first, and the choices of both run pickers."""
+    found = list_runs(store, ws.dataset.queries_hash, viewer)
     rows = [[r["when"], r["summary"], r["split"], r["k"], r["key"]] for r in found]
     choices = [(f"{r['summary']} — {r['split']} ({r['when']})", r["key"]) for r in found]
     return rows, gr.update(choices=choices), gr.update(choices=choices)
@@ -70,11 +72,11 @@ def compare(store: Store, ws: Workspace, key_a: str, key_b: str, metric: str,
     if not key_a or not key_b:
         raise refuse("pick two runs")
     try:
-        res = compare_stored(store, ws.dataset, key_a, key_b, metric or PRIMARY)
+        res = compare_stored(store, ws.dataset, key_a, key_b, metric or PRIMARY, viewer or OPERATOR)
     except (UnknownRun, ValueError) as err:
         raise refuse(err) from err
     c = res.comparison
-    summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.queries_hash)}
+    summaries = {r["key"]: r["summary"] for r in list_runs(store, ws.dataset.queries_hash, viewer or OPERATOR)}
     pair = (store.get_run(key_a), store.get_run(key_b))
     iv_a, iv_b = (mean_interval([r[side] for r in res.per_query]) for side in ("a", "b"))
     note = (f"**B − A on {text(res.split)}, {metric_name(c.metric)}:** {c.mean_b:.4f} {interval_text(iv_b)} − "
@@ -111,7 +113,7 @@ def take_snapshot(store: Store, ws: Workspace, name: str, note: str = "", baseli
     corpus = ws.dataset.corpus_hash
     try:
         name = snapshots.admit(store, corpus, name, note, viewer, replace, baseline)
-        replaced = name in store.snapshot_names(corpus)
+        replaced = replace and name in store.snapshot_names(corpus, viewer)
         snap = snapshots.save(store, snapshots.take(ws, split, list(shown_systems(ws)), name, note), viewer, replace)
         if baseline:
             snapshots.mark_baseline(store, corpus, snap.name, viewer)
@@ -165,7 +167,7 @@ def snapshot_view(store: Store, ws: Workspace, metric: str = PRIMARY, viewer: Vi
     split = ws.dataset.default_split()
     points = [replace(p, system=label(p.system))
               for p in snapshots.history(store, ws, split, metric or PRIMARY, viewer, found)] if split else []
-    names = [s.name for s in found]
+    names = list(dict.fromkeys(s.name for s in found))  # a name meaning two (its own and a published one): once
     systems = list(dict.fromkeys(r for s in found for r in s.runs))
     return (rows, history_figure(points, metric or PRIMARY), gr.update(choices=names), gr.update(choices=names),
             gr.update(choices=names), gr.update(choices=[(label(r), r) for r in systems],
@@ -211,8 +213,8 @@ def build(ctx: Context, tab: gr.Tab) -> None:
     note = gr.Markdown(elem_id="compare-note")
     per_query = table(COMPARE_HEADERS, elem_id="compare-table")
 
-    def on_open(key: str):
-        return runs(ctx.registry.store, ctx.workspace(key))  # runs are listed by documents and queries alone
+    def on_open(key: str, request: gr.Request):  # runs are listed by documents and queries, and by maker
+        return runs(ctx.registry.store, ctx.workspace(key), ctx.registry.viewer(session_of(request)))
 
     def on_compare(a: str, b: str, metric_: str, key: str, request: gr.Request):
         return compare(ctx.registry.store, ctx.labelled(key, request), a, b, metric_,

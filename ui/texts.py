@@ -90,14 +90,19 @@ QUERY_SETS_HELP = ("Queries added to a corpus are kept with it in the store, and
                    "queries out of this data set (labelled ones stay); judgments made on them stay in the store "
                    "and come back if the queries are added again.")
 QUERY_SETS_SHARED = ("**This is a shared deployment:** the query sets you add are this browser session's — other "
-                     "visitors do not get them — until you publish one. Only the session that added a set can "
-                     "remove it, published or not.")
+                     "visitors do not get them, nor their names — until you publish one; a published set's name must "
+                     "not be one another published set has. Only the session that added a set can remove it, "
+                     "published or not.")
 JUDGES_SHARED = ("**This is a shared deployment:** a judge you name here is this browser session's own (another "
                  "session may keep a judge of the same name, with grades of its own), and its grades count only in "
                  "this session's views — Judge, Evaluate, Runs, Failures, the labels applied — until you publish the "
                  "judge; then they count in everyone's, and only you grade under it.")
 SNAPSHOTS_SHARED = ("**This is a shared deployment:** your snapshots are this browser session's until you publish "
-                    "one; only a published snapshot can be the baseline, which is everyone's.")
+                    "one, and so are their names: another session may keep one of the same name, unseen. Names meet "
+                    "when published — a published name must be free among the published, and yours is refused if it "
+                    "looks like a published one. Where yours and a published one share a name, the name means yours "
+                    "(the table says which is which). Only a published snapshot can be the baseline, which is "
+                    "everyone's.")
 IMPORT_RUN_HELP = ("A run of your production system (Elasticsearch, a vendor API, a reranker) for this data "
                    "set's queries: TREC lines `qid Q0 docid rank score tag`, or the JSON `{qid: {docid: score}}` "
                    "ranx writes. It becomes a system like BM25, dense and hybrid: in Search's columns, in "

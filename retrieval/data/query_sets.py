@@ -13,8 +13,13 @@ corpus and query id).
 Each set has a maker (``retrieval.sharing.owners``). Off a shared deployment every set is everyone's, as
 it is made. On a shared one (``SPACE_ID``, ``app.py --shared``) a set is its browser session's
 until published (``publish``): other sessions neither get its queries back nor see it listed, and
-only its maker may remove it, published or not. What one maker stores is bounded: ``MAX_QUERIES``
-queries and ``MAX_CHARS`` characters per set, ``MAX_SETS`` sets per corpus.
+only its maker may remove it, published or not. A private set's id (``set_id``) and name live in
+its maker's namespace (``owners.space``): two sessions' sets never share an id, and their names meet
+only when published. A name is unique in its namespace by its look-alike key, and a private one
+does not look like a published one — kept by the store inside the write's transaction
+(``Store.put_query_set``), so two writers cannot both pass. What one maker stores is bounded:
+``MAX_QUERIES`` queries and ``MAX_CHARS`` characters per set, ``MAX_SETS`` sets per corpus (counted
+inside the write's transaction too).
 """
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ from retrieval.data.dataset import Dataset
 from retrieval.errors import LoadReport
 from retrieval.judging.labels import JUDGED
 from retrieval.safe_names import check_new_name, display_name
-from retrieval.sharing.owners import OPERATOR, Viewer, describe
-from retrieval.store import Store, cache_key
+from retrieval.sharing.owners import OPERATOR, Viewer, describe, free_name
+from retrieval.store import NameTaken, Store, TooMany, cache_key
 
 MAX_QUERIES = 10_000  # queries in one set (300,000 added by one client came back for every visitor)
 MAX_CHARS = 5_000_000  # characters of query text in one set
@@ -49,10 +54,12 @@ def check_bounds(queries: dict[str, str]) -> None:
 def keep(store: Store | None, before: Dataset, after: Dataset, name: str, viewer: Viewer = OPERATOR) -> str | None:
     """Store the queries ``after`` has and ``before`` did not, as one set named ``name`` made by
     ``viewer`` (private to it on a shared deployment); its id, or None when nothing was added (or
-    there is no store). A ValueError in one line, nothing stored, past ``MAX_QUERIES``,
-    ``MAX_CHARS`` or the maker's ``MAX_SETS``, or for a name (made from file names, so made plain by
-    ``safe_names.display_name`` rather than refused) that looks like another set's without being it
-    (``safe_names.check_new_name``)."""
+    there is no store). The name is made from file names, so made plain (``safe_names.display_name``)
+    and, where a set ``viewer`` sees in its namespace has it already, made free (``-2``, ``-3``, …:
+    ``owners.free_name``) rather than refused; a name that looks like another set's without being it
+    (``safe_names.check_new_name``) is refused. Another session's private set is never held against
+    it, nor named. A ValueError in one line, nothing stored, past ``MAX_QUERIES``, ``MAX_CHARS`` or
+    the maker's ``MAX_SETS``, or for that look-alike name."""
     added = {q: t for q, t in after.queries.items() if q not in before.queries}
     if not added:
         return None
@@ -60,20 +67,38 @@ def keep(store: Store | None, before: Dataset, after: Dataset, name: str, viewer
     if store is None:
         return None
     sid = set_id(added, viewer.owner if viewer.shared else "")
-    name = check_new_name(display_name(name, "queries"), "query set's name",  # made from file names: cut, not refused
-                          [qs["name"] for qs in listed(store, after.corpus_hash, viewer) if qs["id"] != sid])
+    names = [qs["name"] for qs in _rivals(store, after.corpus_hash, viewer) if qs["id"] != sid]
+    name = display_name(name, "queries")  # made from file names: cut, not refused
+    name = check_new_name(free_name(name, names) if name in names else name, "query set's name", names)
     own = store.query_set_count(after.corpus_hash, viewer.owner, but=sid)
     if own >= MAX_SETS:
-        raise ValueError(f"{own} query sets of this corpus are yours, the most one maker may keep ({MAX_SETS}): "
-                         f"remove one first (Data → query sets)")
-    store.put_query_set(after.corpus_hash, sid, name, added, owner=viewer.owner, published=not viewer.shared)
+        raise ValueError(_too_many(own))
+    try:
+        store.put_query_set(after.corpus_hash, sid, name, added, owner=viewer.owner, published=not viewer.shared,
+                            most=MAX_SETS)
+    except NameTaken as err:  # another write of the maker's (or a publication) between the check and the write
+        raise ValueError(f"{err}: add the queries again to keep them under a free name") from None
+    except TooMany as err:
+        raise ValueError(_too_many(err.count)) from None
     return sid
+
+
+def _too_many(count: int) -> str:
+    return (f"{count} query sets of this corpus are yours, the most one maker may keep ({MAX_SETS}): "
+            f"remove one first (Data → query sets)")
 
 
 def listed(store: Store | None, corpus_hash: str, viewer: Viewer = OPERATOR) -> list[dict]:
     """The corpus's stored sets ``viewer`` sees (``id, name, n, created, owner, published,
-    queries``), oldest first."""
-    return store.query_sets(corpus_hash, viewer.filter) if store is not None else []
+    queries``), oldest first: ``Store.query_sets``, the one accessor."""
+    return store.query_sets(corpus_hash, viewer) if store is not None else []
+
+
+def _rivals(store: Store, corpus_hash: str, viewer: Viewer) -> list[dict]:
+    """The sets a new one of ``viewer``'s is held against: the published ones and, for a private one
+    (a shared deployment), the maker's own private ones — never another maker's private set."""
+    return [qs for qs in listed(store, corpus_hash, viewer)
+            if qs["published"] or (viewer.shared and qs["owner"] == viewer.owner)]
 
 
 def restore(store: Store | None, dataset: Dataset, viewer: Viewer = OPERATOR) -> Dataset:
@@ -108,7 +133,7 @@ def drop(store: Store | None, dataset: Dataset, sid: str, viewer: Viewer = OPERA
     if viewer.shared and sets[sid]["owner"] != viewer.owner:
         raise ValueError(f"the query set {sets[sid]['name']!r} was added by {describe(sets[sid]['owner'], viewer)}: "
                          f"only its maker can remove it")
-    if not store.delete_query_set(dataset.corpus_hash, sid, viewer.filter):
+    if not store.delete_query_set(dataset.corpus_hash, sid, viewer.owner if viewer.shared else None):
         raise KeyError(f"no query set {sid!r} is stored for this corpus")
     kept = {q for other, qs in sets.items() if other != sid for q in qs["queries"]}
     # the data set's own labels keep a query; grades made in the app on the set's queries do not (the
@@ -120,7 +145,9 @@ def drop(store: Store | None, dataset: Dataset, sid: str, viewer: Viewer = OPERA
 
 def publish(store: Store | None, corpus_hash: str, sid: str, viewer: Viewer) -> dict:
     """Make ``viewer``'s set ``sid`` visible to every session (for good); the set. ``KeyError`` for one
-    it does not see, a ValueError for one another made or one published already."""
+    it does not see, a ValueError for one another made, one published already, or one whose name a
+    published set has (or one like it: checked inside the publication's transaction,
+    ``Store.publish_query_set``, naming only the published one)."""
     found = next((qs for qs in listed(store, corpus_hash, viewer) if qs["id"] == sid), None)
     if store is None or found is None:  # no store: no set
         raise KeyError(f"no query set {sid!r} is stored for this corpus")
@@ -128,5 +155,9 @@ def publish(store: Store | None, corpus_hash: str, sid: str, viewer: Viewer) -> 
         raise ValueError(f"only its maker can publish the query set {found['name']!r}")
     if found["published"]:
         raise ValueError(f"the query set {found['name']!r} is published already")
-    store.publish_query_set(corpus_hash, sid, viewer.owner)
+    try:
+        if not store.publish_query_set(corpus_hash, sid, viewer.owner):
+            raise KeyError(f"no query set {sid!r} of this corpus is yours to publish")
+    except NameTaken as err:
+        raise ValueError(f"{err}: yours stays private") from None
     return {**found, "published": True}

@@ -12,6 +12,13 @@ row records its maker (``owner``) and whether it is ``published``:
   session is that session's until it publishes it; a published one is everyone's to see, and still
   only its maker may replace or remove it.
 
+Names live in namespaces (``space``): a published row's name in the corpus's one published
+namespace (``""``), a private row's in its maker's own. Two sessions may both keep a private
+``release-1``; names meet only when published. A private name is unique within its maker's private
+names and must not look like a published name (which its maker sees); a published name is unique
+among the published. Where a viewer names an object that both it (privately) and the published
+namespace hold — someone published the name after the viewer made it — its own wins (``rank``).
+
 ``Viewer`` is whoever acts (its owner id, and whether the deployment is shared); ``describe`` says
 who an owner id is, as seen by a viewer, without showing any other session's id.
 """
@@ -21,6 +28,8 @@ import getpass
 import hashlib
 import time
 from dataclasses import dataclass
+
+from retrieval.safe_names import name_key
 
 APP, CLI = "app", "cli"
 
@@ -57,6 +66,32 @@ class Viewer:
     def filter(self) -> str | None:
         """The owner id a store read is restricted to (with the published rows), None for every row."""
         return self.owner if self.shared else None
+
+    def rank(self, owner: str | None, published: bool | int | None) -> int:
+        """Which of several rows of one name this viewer means (the lowest wins): 0 its own private one,
+        1 a published one, 2 another maker's private one (seen only off a shared deployment)."""
+        if not published and (owner or "") == self.owner:
+            return 0
+        return 1 if published else 2
+
+    def space(self, published: bool) -> str:
+        """The namespace a row this viewer makes lives in: ``""`` when published, else its owner id."""
+        return space(self.owner, published)
+
+
+def space(owner: str | None, published: bool | int | None) -> str:
+    """The namespace of a row's name: ``""`` (the published one) for a published row, else its maker's id."""
+    return "" if published else (owner or "")
+
+
+def free_name(name: str, taken) -> str:
+    """``name`` with the first ``-2``, ``-3``, … that looks like no name of ``taken`` (``safe_names.name_key``):
+    a suggestion, or a name made free, from the names the asker sees and nothing else."""
+    keys = {name_key(t) for t in taken if isinstance(t, str)}
+    n = 2
+    while name_key(f"{name}-{n}") in keys:
+        n += 1
+    return f"{name}-{n}"
 
 
 OPERATOR = Viewer(CLI)  # the library's default: every row (the command line, a test, a local app)

@@ -6,7 +6,8 @@ parameters, depth), and listed by the data set's documents and queries (``Datase
 labels judged since leave them listed;
 ``list_runs`` reads them back with a one-line summary of their parameters, and ``compare_runs``
 evaluates two of them on the same labels and tests the difference with the paired permutation
-test of ``measures.compare``.
+test of ``measures.compare``. An imported run's lists are its maker's: on a shared deployment a
+viewer's history holds every built-in system's runs and its own imported ones (``Store.runs``).
 """
 from __future__ import annotations
 
@@ -18,20 +19,21 @@ from pathlib import Path
 from retrieval.data.dataset import Dataset, Qrels
 from retrieval.errors import UnknownRun
 from retrieval.evaluation.measures import Comparison, compare, evaluate_run
+from retrieval.sharing.owners import OPERATOR, Viewer
 from retrieval.store import Store
 from retrieval.stored_rows import left_out, run_row_problem
 from retrieval.systems import BM25
 from retrieval.systems.clear_lambda import shown
 
 
-def list_runs(store: Store, dataset_hash: str | None = None) -> list[dict]:
-    """Stored runs (of the data set whose ``Dataset.queries_hash`` is ``dataset_hash``), newest first:
-    key, data set, system, split, depth, parameters and a summary such as "dense · all-MiniLM-L6-v2 ·
-    sq8 · 128 dims"."""
+def list_runs(store: Store, dataset_hash: str | None = None, viewer: Viewer = OPERATOR) -> list[dict]:
+    """Stored runs ``viewer`` sees (of the data set whose ``Dataset.queries_hash`` is ``dataset_hash``),
+    newest first: key, data set, system, split, depth, parameters and a summary such as "dense ·
+    all-MiniLM-L6-v2 · sq8 · 128 dims"."""
     models = {m["fingerprint"]: m["name"] for m in store.models()}
     datasets = {d["hash"]: d["name"] for d in store.datasets()}
     rows, damaged = [], []
-    for r in store.runs(dataset_hash):
+    for r in store.runs(dataset_hash, viewer):
         problem = run_row_problem(r)
         if problem is not None:  # a row another program or a hand edit left: not listed, said once
             damaged.append(f"run {str(r.get('key'))[:16]!r}: {problem}")
@@ -103,11 +105,12 @@ def compare_runs(store: Store, key_a: str, key_b: str, qrels: Qrels, metric: str
     return RunComparison(key_a, key_b, split, cmp, rows)
 
 
-def compare_stored(store: Store, dataset: Dataset, key_a: str, key_b: str, metric: str = "ndcg@10") -> RunComparison:
-    """Two stored runs of ``dataset`` compared on their split's labels: ``UnknownRun`` for a key the
-    store does not hold for this data set, ``ValueError`` when the runs are of different or
-    unlabelled splits."""
-    runs = {r["key"]: r for r in list_runs(store, dataset.queries_hash)}
+def compare_stored(store: Store, dataset: Dataset, key_a: str, key_b: str, metric: str = "ndcg@10",
+                   viewer: Viewer = OPERATOR) -> RunComparison:
+    """Two stored runs of ``dataset`` that ``viewer`` sees compared on their split's labels:
+    ``UnknownRun`` for a key the store does not hold for this data set (or another session's
+    imported run), ``ValueError`` when the runs are of different or unlabelled splits."""
+    runs = {r["key"]: r for r in list_runs(store, dataset.queries_hash, viewer)}
     for key in (key_a, key_b):
         if key not in runs:
             raise UnknownRun(key)

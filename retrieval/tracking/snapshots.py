@@ -7,14 +7,20 @@ fingerprint, BM25 settings, λ, …: ``Workspace.system_params``), the hash of t
 and a note. Snapshots are kept per corpus (``Dataset.corpus_hash``: adding queries or labels does
 not lose them); one per corpus may be marked its baseline.
 
-Snapshots are shared objects with makers (``retrieval.sharing.owners``): a name is never reused silently —
-saving under a name the corpus has is refused (with a free name suggested), unless its maker asks
-to replace it (``replace``), and never the baseline's; a new name that looks like an existing one
-(``safe_names.check_new_name``: confusable letters, case, width) is refused. Marking the baseline is an
-act of its own, kept with who did it and when, every move logged (``baseline_moves``). On a
-shared deployment a snapshot is its session's until published, and only a published one can be
-the baseline (which is everyone's). What one maker may keep is bounded: ``NOTE_CHARS`` characters
-of note, ``MAX_SNAPSHOTS`` snapshots per corpus each and ``MAX_CORPUS_SNAPSHOTS`` in all.
+Snapshots are shared objects with makers (``retrieval.sharing.owners``). On a shared deployment a
+snapshot is its session's until published; its name lives in its maker's namespace, so two sessions
+may both keep a private ``release-1``, and names meet only when published (``owners.space``). A
+name is never reused silently — saving under a name the maker sees (its own, or a published one)
+is refused, with a free name suggested from those alone, unless its maker asks to replace it
+(``replace``), and never the baseline's; a new name that looks like one the maker sees
+(``safe_names.check_new_name``: confusable letters, case, width) is refused; another session's
+private snapshot is never named, counted in a suggestion or held against a name. The store keeps
+each rule inside the write's transaction (``Store.put_snapshot``: a unique index of look-alike
+keys per namespace), so two writers cannot both pass. Marking the baseline is an act of its own,
+kept with who did it and when, every move logged (``baseline_moves``); only a published snapshot
+can be the baseline (which is everyone's). What one maker may keep is bounded: ``NOTE_CHARS``
+characters of note, ``MAX_SNAPSHOTS`` snapshots per corpus each and ``MAX_CORPUS_SNAPSHOTS`` in all,
+counted inside the write's transaction too.
 
 ``check`` holds the systems as they are now against a snapshot, query by query, on the labels of
 now (the baseline's lists are re-evaluated on them, so a labels change is never mixed into the
@@ -55,8 +61,8 @@ from retrieval.judging import seen
 from retrieval.judging.coverage import Coverage, condensed_ndcg, coverages, from_judging, skew
 from retrieval.judging.judgments import rbo
 from retrieval.safe_names import check_name, check_new_name
-from retrieval.sharing.owners import OPERATOR, Viewer, describe, when
-from retrieval.store import NameTaken, Store, cache_key
+from retrieval.sharing.owners import OPERATOR, Viewer, describe, free_name, when
+from retrieval.store import NameTaken, Store, TooMany, cache_key
 from retrieval.stored_rows import left_out
 from retrieval.workspace import Workspace
 
@@ -113,6 +119,7 @@ class Snapshot:
     published: bool = True  # visible to every session (on a shared deployment, once its maker published it)
     baseline_by: str = ""  # who marked it the baseline ("" unknown, or not the baseline)
     baseline_at: float = 0.0  # when (0: unknown)
+    id: int = 0  # the store's id of the row (0: not kept yet); a name is unique only in its namespace
 
 
 def check_note(note: object) -> str:
@@ -123,13 +130,13 @@ def check_note(note: object) -> str:
     return note
 
 
-def free_name(name: str, taken) -> str:
-    """``name`` with the first ``-2``, ``-3``, … that no name of ``taken`` has (a suggestion)."""
-    taken = set(taken)
-    n = 2
-    while f"{name}-{n}" in taken:
-        n += 1
-    return f"{name}-{n}"
+def too_many(count: int, mine: bool) -> str:
+    """The refusal of a snapshot past ``MAX_SNAPSHOTS`` of the maker's (``mine``) or ``MAX_CORPUS_SNAPSHOTS``."""
+    if mine:
+        return (f"{count} snapshots of this corpus are yours, the most one maker may keep ({MAX_SNAPSHOTS}): "
+                f"replace one of yours instead")
+    return (f"this corpus keeps {count} snapshots, the most it may ({MAX_CORPUS_SNAPSHOTS}): replace one of yours "
+            f"instead")
 
 
 def admit(store: Store, corpus: str, name: str, note: str = "", viewer: Viewer = OPERATOR,
@@ -137,10 +144,11 @@ def admit(store: Store, corpus: str, name: str, note: str = "", viewer: Viewer =
     """The checked name of a snapshot ``viewer`` may keep of ``corpus`` under ``name`` (stripped),
     before any run is computed; else a ValueError in one line naming the snapshot and the rule:
 
-    * a name the corpus has already, unless ``replace`` — which only its maker may ask, and never
-      for the baseline (take a new one and mark it);
-    * a new name that looks like one the corpus has (``safe_names.check_new_name``; another session's
-      private snapshot is not named);
+    * a name ``viewer`` sees already in the namespace it writes to (its own, or a published one),
+      unless ``replace`` — which only its maker may ask, and never for the baseline (take a new one
+      and mark it);
+    * a new name that looks like one of those (``safe_names.check_new_name``); another session's
+      private snapshot lives in that session's namespace and is never held against it, nor named;
     * a note over ``NOTE_CHARS`` characters; past ``MAX_SNAPSHOTS`` of the maker's own or
       ``MAX_CORPUS_SNAPSHOTS`` in all;
     * on a shared deployment, marking it the baseline at once (only a published snapshot can be).
@@ -148,19 +156,25 @@ def admit(store: Store, corpus: str, name: str, note: str = "", viewer: Viewer =
     return _admitted(store, corpus, name, note, viewer, replace, baseline)[0]
 
 
+def _rivals(store: Store, corpus: str, viewer: Viewer) -> list[dict]:
+    """The snapshots a new one of ``viewer``'s is held against (``snapshot_index`` rows): the published
+    ones and, for a private one (a shared deployment), the maker's own private ones — never another
+    maker's private snapshot."""
+    private = viewer.shared
+    return [r for r in store.snapshot_index(corpus, viewer)
+            if r["published"] or (private and r["owner"] == viewer.owner)]
+
+
 def _admitted(store: Store, corpus: str, name: str, note: str, viewer: Viewer, replace: bool,
               baseline: bool) -> tuple[str, bool]:
     """``admit``'s name, and whether keeping it replaces the maker's snapshot of that name."""
     name = check_name(name, "snapshot name")
     check_note(note)
-    rows = store.snapshot_index(corpus)
-    same = next((r for r in rows if r["name"] == name), None)
-    visible = [r["name"] for r in rows if viewer.sees(r["owner"], r["published"])]
+    rivals = _rivals(store, corpus, viewer)
+    same = min((r for r in rivals if r["name"] == name), key=lambda r: viewer.rank(r["owner"], r["published"]),
+               default=None)  # its own private one first, then the published one
     if same is not None:
-        if not viewer.sees(same["owner"], same["published"]):
-            raise ValueError(f"another session keeps a snapshot named {name!r}: choose another name, e.g. "
-                             f"{free_name(name, [r['name'] for r in rows])!r}")
-        suggest = free_name(name, [r["name"] for r in rows])
+        suggest = free_name(name, [r["name"] for r in rivals])
         made = f"taken by {describe(same['owner'], viewer)} on {when(same['created'])}"
         if not replace:
             raise ValueError(f"a snapshot {name!r} exists already ({made}): choose a new name, e.g. {suggest!r}"
@@ -173,20 +187,13 @@ def _admitted(store: Store, corpus: str, name: str, note: str, viewer: Viewer, r
             raise ValueError(f"the snapshot {name!r} is the baseline and is never replaced: take a new one, e.g. "
                              f"{suggest!r}, and mark it the baseline")
     else:
-        check_new_name(name, "snapshot name", visible)
-        hidden = [r["name"] for r in rows if not viewer.sees(r["owner"], r["published"])]
-        try:
-            check_new_name(name, "snapshot name", hidden)
-        except ValueError:
-            raise ValueError(f"the snapshot name {name!r} looks like one another session keeps: choose a clearly "
-                             f"different one") from None
-        own = sum(r["owner"] == viewer.owner for r in rows)
+        check_new_name(name, "snapshot name", [r["name"] for r in rivals])
+        own = store.snapshot_count(corpus, viewer.owner)
         if own >= MAX_SNAPSHOTS:
-            raise ValueError(f"{own} snapshots of this corpus are yours, the most one maker may keep "
-                             f"({MAX_SNAPSHOTS}): replace one of yours instead")
-        if len(rows) >= MAX_CORPUS_SNAPSHOTS:
-            raise ValueError(f"this corpus keeps {len(rows)} snapshots, the most it may ({MAX_CORPUS_SNAPSHOTS}): "
-                             f"replace one of yours instead")
+            raise ValueError(too_many(own, mine=True))
+        total = store.snapshot_count(corpus)
+        if total >= MAX_CORPUS_SNAPSHOTS:
+            raise ValueError(too_many(total, mine=False))
     if baseline and viewer.shared:
         raise ValueError("on a shared deployment only a published snapshot can be the baseline (it is everyone's): "
                          "take it, publish it, then mark it")
@@ -206,18 +213,22 @@ def take(ws: Workspace, split: str, systems: list[str], name: str, note: str = "
 
 
 def save(store: Store, snap: Snapshot, viewer: Viewer = OPERATOR, replace: bool = False) -> Snapshot:
-    """Keep the snapshot in the store as ``viewer``'s (``admit``'s rules: never under a name the
-    corpus has unless its maker replaces it; published at once off a shared deployment); the
-    snapshot as kept. A ValueError in one line, nothing kept, when a rule refuses it."""
+    """Keep the snapshot in the store as ``viewer``'s (``admit``'s rules: never under a name it sees
+    unless its maker replaces it; private to its session on a shared deployment, published at once
+    off one); the snapshot as kept. A ValueError in one line, nothing kept, when a rule refuses it —
+    checked first to say why in full, then again by the store inside the write's transaction
+    (``Store.put_snapshot``), which another writer of the same moment cannot slip past."""
     _, replace = _admitted(store, snap.corpus, snap.name, snap.note, viewer, replace, False)
     published = not viewer.shared
     try:
-        store.put_snapshot(snap.corpus, snap.name, {
+        snap.id = store.put_snapshot(snap.corpus, snap.name, {
             "dataset": snap.dataset, "dataset_name": snap.dataset_name, "split": snap.split, "labels": snap.labels,
             "systems": snap.systems, "note": snap.note, "created": snap.created}, snap.runs, owner=viewer.owner,
-            published=published, replace=replace)
-    except NameTaken:  # another writer took the name (or the mark) between the check and the write
-        raise ValueError(f"the snapshot {snap.name!r} was kept by someone else meanwhile: choose a new name") from None
+            published=published, replace=replace, most=MAX_SNAPSHOTS, most_in_corpus=MAX_CORPUS_SNAPSHOTS)
+    except NameTaken as err:  # another write of the maker's (or a publication) between the check and the write
+        raise ValueError(f"{err}: choose a new name") from None
+    except TooMany as err:
+        raise ValueError(too_many(err.count, err.mine)) from None
     snap.owner = viewer.owner
     if not replace:
         snap.published = published
@@ -276,6 +287,7 @@ def _of(row: dict) -> Snapshot:
     return Snapshot(name=row["name"], corpus=row["corpus"], runs=row["runs"], baseline=bool(row["baseline"]),
                     owner=str(row.get("owner") or ""), published=bool(row.get("published", 1)),
                     baseline_by=str(row.get("baseline_by") or ""), baseline_at=float(row.get("baseline_at") or 0),
+                    id=int(row.get("id") or 0),
                     **{k: meta[k] for k in ("dataset", "dataset_name", "split", "labels", "systems", "note",
                                             "created")})
 
@@ -293,10 +305,10 @@ def _rows(store: Store, corpus: str, what: str, **where) -> list[dict]:
 
 
 def listed(store: Store, corpus: str, viewer: Viewer = OPERATOR) -> list[Snapshot]:
-    """The corpus's snapshots ``viewer`` sees (``owners.Viewer``), oldest first; a damaged one
-    (``DamagedSnapshot``) is left out with a warning naming it, so one bad row hides no other."""
+    """The corpus's snapshots ``viewer`` sees (``owners.Viewer``; ``Store.snapshots``), oldest first; a
+    damaged one (``DamagedSnapshot``) is left out with a warning naming it, so one bad row hides no other."""
     out, damaged = [], []
-    for row in _rows(store, corpus, "a snapshot of this corpus", owner=viewer.filter):
+    for row in _rows(store, corpus, "a snapshot of this corpus", viewer=viewer):
         try:
             out.append(_of(row))
         except DamagedSnapshot as err:
@@ -306,11 +318,12 @@ def listed(store: Store, corpus: str, viewer: Viewer = OPERATOR) -> list[Snapsho
 
 
 def load(store: Store, corpus: str, name: str, viewer: Viewer = OPERATOR) -> Snapshot:
-    """The corpus's snapshot called ``name``; a KeyError naming the ones there are when none is
-    (or ``viewer`` does not see it: another session's, unpublished)."""
-    found = _rows(store, corpus, f"the snapshot {name!r}", name=name, owner=viewer.filter)
+    """The corpus's snapshot called ``name`` that ``viewer`` means: its own private one, else the
+    published one (``Viewer.rank``); a KeyError naming the ones it sees when there is none it sees
+    (another session's unpublished snapshot is as if it did not exist)."""
+    found = _rows(store, corpus, f"the snapshot {name!r}", viewer=viewer, name=name)
     if not found:
-        there = ", ".join(store.snapshot_names(corpus, viewer.filter)) or "none yet"
+        there = ", ".join(store.snapshot_names(corpus, viewer)) or "none yet"
         raise KeyError(f"no snapshot {name!r} of this corpus (there are: {there})")
     return _of(found[0])
 
@@ -326,17 +339,19 @@ class BaselineMove:
 
 
 def mark_baseline(store: Store, corpus: str, name: str, viewer: Viewer = OPERATOR) -> BaselineMove | None:
-    """Make the existing snapshot ``name`` the corpus's baseline, as ``viewer``'s deliberate act:
-    kept with who set it and when, the move logged (``baseline_moves``); the move, or None when it
-    was the baseline already (nothing logged). A KeyError for a snapshot ``viewer`` does not see,
-    a ValueError on a shared deployment for one not published (the baseline is everyone's)."""
-    snap = load(store, corpus, name, viewer)
+    """Make the existing published snapshot ``name`` the corpus's baseline, as ``viewer``'s deliberate
+    act: kept with who set it and when, the move logged (``baseline_moves``); the move, or None when
+    it was the baseline already (nothing logged). Only a published snapshot can be the baseline
+    (it is everyone's), so the name is looked up among the published first (a private one of the
+    viewer's of the same name does not hide it). A KeyError for a snapshot ``viewer`` does not see,
+    a ValueError for one not published."""
+    published = [r for r in _rows(store, corpus, f"the snapshot {name!r}", viewer=viewer, name=name) if r["published"]]
+    snap = _of(published[0]) if published else load(store, corpus, name, viewer)
     if snap.baseline:
         return None
-    if viewer.shared and not snap.published:
-        raise ValueError(f"the snapshot {name!r} is not published: on a shared deployment the baseline is everyone's, "
-                         f"so publish it first")
-    store.mark_baseline(corpus, snap.name, viewer.owner)
+    if not snap.published:
+        raise ValueError(f"the snapshot {name!r} is not published: the baseline is everyone's, so publish it first")
+    store.mark_baseline(corpus, snap.id, viewer.owner)
     return baseline_moves(store, corpus)[-1]
 
 
@@ -354,7 +369,7 @@ def baseline(store: Store, corpus: str) -> Snapshot | None:
 
 def baseline_line(store: Store, corpus: str, viewer: Viewer = OPERATOR) -> str:
     """"baseline: NAME, set by WHO on WHEN" (who as ``viewer`` sees it), or "no baseline yet"."""
-    rows = [r for r in store.snapshot_index(corpus) if r["baseline"]]
+    rows = [r for r in store.snapshot_index(corpus, viewer) if r["baseline"]]  # published: everyone sees it
     if not rows:
         return "no baseline yet"
     row = rows[0]
@@ -363,13 +378,19 @@ def baseline_line(store: Store, corpus: str, viewer: Viewer = OPERATOR) -> str:
 
 def publish(store: Store, corpus: str, name: str, viewer: Viewer) -> Snapshot:
     """Make ``viewer``'s snapshot ``name`` visible to every session (it cannot be taken back); a
-    KeyError for one it does not see, a ValueError for one another made or one already published."""
+    KeyError for one it does not see, a ValueError for one another made, one already published, or
+    one whose name a published snapshot has (or one like it: checked inside the publication's
+    transaction, ``Store.publish_snapshot``, naming only the published one)."""
     snap = load(store, corpus, name, viewer)
     if snap.owner != viewer.owner:
         raise ValueError(f"only its maker can publish the snapshot {name!r} (taken by {describe(snap.owner, viewer)})")
     if snap.published:
         raise ValueError(f"the snapshot {name!r} is published already")
-    store.publish_snapshot(corpus, snap.name, viewer.owner)
+    try:
+        if not store.publish_snapshot(corpus, snap.id, viewer.owner):
+            raise KeyError(f"no snapshot {name!r} of this corpus is yours to publish")
+    except NameTaken as err:
+        raise ValueError(f"{err}: yours stays private (take it again under another name to publish it)") from None
     snap.published = True
     return snap
 
