@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from retrieval.safe_names import check_name, check_new_name
+from retrieval.safe_names import NameIndex, check_name, check_new_name
 
 GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
 Pair = tuple[str, str]  # (query id, document id)
@@ -30,9 +30,10 @@ def parse_grade(value: object) -> int:
     return int(number)
 
 
-def check_judge(name: object, existing: Iterable[str] = ()) -> str:
+def check_judge(name: object, existing: Iterable[str] | NameIndex = ()) -> str:
     """A judge's name, NFC and stripped: not empty, at most ``safe_names.NAME_LIMIT`` characters, no
     control or invisible character, noncharacter or lone surrogate; with ``existing`` (the judges
-    the corpus has), not one that looks like one of them without being it (``safe_names.check_new_name``:
-    ``аlice`` in Cyrillic, ``ａlice`` or ``Alice`` beside ``alice``). A ValueError in one line otherwise."""
+    the corpus has, or a ``safe_names.NameIndex`` of them), not one that looks like one of them
+    without being it (``safe_names.check_new_name``: ``аlice`` in Cyrillic, ``ａlice`` or ``Alice``
+    beside ``alice``). A ValueError in one line otherwise."""
     return check_new_name(name, "judge's name", existing) if existing else check_name(name, "judge's name")
