@@ -1,0 +1,132 @@
+"""The one number grammar (``retrieval.numbers``): what it accepts is what C's ``strtod`` and
+``strtoll`` read (trec_eval's own readers) and reads back from its own text; what Python reads and
+they do not (``1_000``, ``+1``, other scripts' digits, ``nan``) is refused in one line saying why.
+
+The C functions are the C library's own, called through ``ctypes``."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import unicodedata
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from retrieval import numbers
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_LIBC.strtod.restype, _LIBC.strtod.argtypes = ctypes.c_double, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
+_LIBC.strtoll.restype = ctypes.c_longlong
+_LIBC.strtoll.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int]
+
+
+def c_read(function, text: str, *base: int):
+    """What a C function reads of ``text``, and whether it read all of it."""
+    raw = ctypes.create_string_buffer(text.encode("ascii"))
+    end = ctypes.c_char_p()
+    value = function(raw, ctypes.byref(end), *base)
+    return value, ctypes.cast(end, ctypes.c_void_p).value - ctypes.addressof(raw) == len(text)
+
+
+def one_line(message: str) -> bool:
+    return "\n" not in message and "\r" not in message
+
+
+NUMBERS = st.from_regex(numbers.NUMBER, fullmatch=True).filter(lambda s: len(s) <= numbers.NUMBER_CHARS)
+INTEGERS = st.from_regex(r"-?[0-9]{1,19}", fullmatch=True)
+OTHER_DIGITS = st.characters(categories=["Nd"]).filter(lambda c: not c.isascii())
+
+
+@settings(max_examples=500, deadline=None)
+@given(NUMBERS)
+@example("1e-05")
+@example(".5")
+@example("1.")
+@example("-0.0")
+@example("2.5E+3")
+@example("4.9e-324")
+def test_a_number_the_grammar_accepts_is_what_strtod_reads_and_reads_back_from_its_text(text):
+    c_value, whole_text = c_read(_LIBC.strtod, text)
+    assert whole_text
+    try:
+        x = numbers.number(text)
+    except ValueError as err:  # only a value past a double's range
+        assert not math.isfinite(c_value) and "range" in str(err)
+        return
+    assert x == c_value and math.copysign(1, x) == math.copysign(1, c_value)
+    assert numbers.number(repr(x)) == x and numbers.is_number(repr(x))
+
+
+@settings(max_examples=500, deadline=None)
+@given(INTEGERS)
+@example("-9223372036854775808")
+@example("9223372036854775807")
+@example("007")
+def test_an_integer_the_grammar_accepts_is_what_strtoll_reads_and_reads_back_from_its_text(text):
+    value = int(text)
+    if not numbers.INT_MIN <= value <= numbers.INT_MAX:
+        with pytest.raises(ValueError, match="beyond the integers kept"):
+            numbers.integer(text)
+        return
+    c_value, whole_text = c_read(_LIBC.strtoll, text, 10)
+    assert whole_text and numbers.integer(text) == c_value == numbers.whole(text)
+    assert numbers.integer(str(c_value)) == c_value and numbers.is_integer(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("0123456789.-eE", max_size=6), OTHER_DIGITS, st.text("0123456789", max_size=6))
+def test_a_number_with_another_scripts_digit_is_refused_naming_it(before, digit, after):
+    text = before + digit + after
+    for read in (numbers.integer, numbers.number, numbers.whole):
+        with pytest.raises(ValueError) as err:
+            read(text, "a grade")
+        assert one_line(str(err.value)) and str(err.value).startswith("a grade ")
+    if set(before) <= set("0123456789"):
+        assert f"U+{ord(digit):04X} {unicodedata.name(digit)}" in str(err.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(INTEGERS.filter(lambda s: not s.startswith("-")), st.sampled_from(["+", "_"]), st.booleans())
+def test_a_leading_plus_or_an_underscore_is_refused_though_python_reads_both(digits, mark, inside):
+    text = digits[:1] + mark + digits[1:] + "0" if inside and mark == "_" else mark + digits
+    for read in (numbers.integer, numbers.number, numbers.whole):
+        with pytest.raises(ValueError, match=r"'\+'|'_'"):
+            read(text)
+    assert not numbers.is_integer(text) and not numbers.is_number(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=30), st.text("0123456789+-_.eEnaifty \t\u0661\uff11\u2003", max_size=12)))
+def test_any_text_is_a_number_by_the_grammar_or_a_one_line_refusal(text):
+    for read, grammar in ((numbers.integer, numbers.INTEGER), (numbers.number, numbers.NUMBER),
+                          (numbers.whole, numbers.NUMBER)):
+        try:
+            read(text, "the depth")
+        except ValueError as err:
+            assert one_line(str(err)) and str(err).startswith("the depth ")
+            continue
+        assert grammar.fullmatch(text.strip(" \t\r\n\x0b\x0c"))
+
+
+@pytest.mark.parametrize("text", ["1_000", "+1", "\u0661", "\uff11", "\u0967", " \u2003 7", "nan", "-inf", "Infinity",
+                                  "1" * 5_000, "0x10", "1e999"])
+def test_what_python_reads_and_the_grammar_refuses(text):
+    """Python's ``float`` (and ``int`` for the first ones) reads each of these; the grammar does not."""
+    with pytest.raises(ValueError) as err:
+        numbers.number(text, "score")
+    assert one_line(str(err.value)) and len(str(err.value)) < 200  # 5,000 digits are not echoed
+
+
+@pytest.mark.parametrize("value, expected", [(2, 2), ("2", 2), ("2.0", 2), (2.0, 2), ("1e2", 100), (" -3 ", -3)])
+def test_a_whole_number_may_be_written_as_an_integral_number(value, expected):
+    assert numbers.whole(value) == expected
+
+
+@pytest.mark.parametrize("value, problem", [(True, "bool"), (None, "NoneType"), (2.5, "not a whole number"),
+                                            (math.nan, "not a finite number"), (10**30, "beyond the integers kept"),
+                                            ("9" * 20, "at most 19 digits")])
+def test_an_api_value_is_held_to_the_same_bounds(value, problem):
+    with pytest.raises(ValueError, match=problem):
+        numbers.whole(value, "the seed")
