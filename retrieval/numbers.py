@@ -47,13 +47,15 @@ NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 T = TypeVar("T")
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """``value`` quoted for a one-line message: its ``repr``, cut at ``SHOWN_CHARS`` characters."""
     text = repr(value)
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + f"… ({len(str(value)):,} characters)"
 
 
-def _why(text: str) -> str:
-    """Why ``text`` (stripped) is outside the grammar, in a few words after a space, or ""."""
+def reason(text: str) -> str:
+    """Why ``text`` (stripped) is outside the grammar, in a few words in parentheses after a space,
+    or "" when there is nothing more to say than that it is not a number."""
     if len(text) > NUMBER_CHARS:
         return f" (a number has at most {NUMBER_CHARS} characters)"
     other = next((c for c in text if not c.isascii() and unicodedata.digit(c, None) is not None), None)
@@ -79,8 +81,8 @@ def _refused(value: object, what: str, kind: str) -> ValueError:
     if text is None:
         return ValueError(f"{what} is {type(value).__name__}, not {kind}")
     if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
-        return ValueError(f"{what} {_shown(value)} is not a finite number")
-    return ValueError(f"{what} {_shown(value)} is not {kind}{_why(text)}")
+        return ValueError(f"{what} {shown(value)} is not a finite number")
+    return ValueError(f"{what} {shown(value)} is not {kind}{reason(text)}")
 
 
 def integer(value: object, what: str = "the value") -> int:
@@ -92,13 +94,13 @@ def integer(value: object, what: str = "the value") -> int:
     if text is None or not INTEGER.fullmatch(text):
         raise _refused(value, what, "an integer")
     if len(text.lstrip("-")) > INT_DIGITS:
-        raise ValueError(f"{what} {_shown(value)} is not an integer of at most {INT_DIGITS} digits")
+        raise ValueError(f"{what} {shown(value)} is not an integer of at most {INT_DIGITS} digits")
     return _in_range(int(text), value, what)
 
 
 def _in_range(number: int, value: object, what: str) -> int:
     if not INT_MIN <= number <= INT_MAX:
-        raise ValueError(f"{what} {_shown(value)} is beyond the integers kept ({INT_MIN:,} to {INT_MAX:,})")
+        raise ValueError(f"{what} {shown(value)} is beyond the integers kept ({INT_MIN:,} to {INT_MAX:,})")
     return number
 
 
@@ -113,16 +115,16 @@ def _number(value: object, what: str, kind: str) -> float:
         try:
             x = float(value)
         except OverflowError:
-            raise ValueError(f"{what} {_shown(value)} is beyond a number's range (about ±1.8e308)") from None
+            raise ValueError(f"{what} {shown(value)} is beyond a number's range (about ±1.8e308)") from None
         if not math.isfinite(x):
-            raise ValueError(f"{what} {_shown(value)} is not a finite number")
+            raise ValueError(f"{what} {shown(value)} is not a finite number")
         return x
     text = _text(value)
     if text is None or len(text) > NUMBER_CHARS or not NUMBER.fullmatch(text):
         raise _refused(value, what, kind)
     x = float(text)
     if not math.isfinite(x):
-        raise ValueError(f"{what} {_shown(value)} is beyond a number's range (about ±1.8e308)")
+        raise ValueError(f"{what} {shown(value)} is beyond a number's range (about ±1.8e308)")
     return x
 
 
@@ -135,7 +137,7 @@ def whole(value: object, what: str = "the value") -> int:
         return integer(value, what)
     x = _number(value, what, "a whole number")
     if not x.is_integer():
-        raise ValueError(f"{what} {_shown(value)} is not a whole number")
+        raise ValueError(f"{what} {shown(value)} is not a whole number")
     return _in_range(int(x), value, what)
 
 

@@ -130,3 +130,123 @@ def test_a_whole_number_may_be_written_as_an_integral_number(value, expected):
 def test_an_api_value_is_held_to_the_same_bounds(value, problem):
     with pytest.raises(ValueError, match=problem):
         numbers.whole(value, "the seed")
+
+
+# ---- every reader and API value: numbers other tools read otherwise ------------------------------
+OTHERWISE = ["1_0", "+1", "\u0661", "\uff11", "9" * 5_000]  # Python reads each (5,000 digits: with its own message)
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("label", OTHERWISE)
+@pytest.mark.parametrize("layout", ["beir", "trec"])
+def test_a_qrels_label_other_tools_read_otherwise_is_refused_with_file_and_line(tmp_path, label, layout):
+    from retrieval.data.readers import read_qrels
+    from retrieval.errors import DataError
+
+    body = f"q1\td1\t1\nq1\td2\t{label}\n" if layout == "beir" else f"q1 0 d1 1\nq1 0 d2 {label}\n"
+    path = _write(tmp_path / "test.tsv", body)
+    with pytest.raises(DataError) as err:
+        read_qrels(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:2: relevance label ") and one_line(message) and len(message) < 300
+    assert "'_'" in message or "'+'" in message or "U+" in message or "out of range" in message
+
+
+@pytest.mark.parametrize("where", ["score", "rank"])
+@pytest.mark.parametrize("value", OTHERWISE + ["nan", "1e999"])
+def test_a_trec_run_number_other_tools_read_otherwise_is_refused_with_file_and_line(tmp_path, where, value):
+    from retrieval.data.readers import read_run
+    from retrieval.errors import DataError
+
+    line = f"q1 Q0 d2 2 {value} mine\n" if where == "score" else f"q1 Q0 d2 {value} 1.0 mine\n"
+    path = _write(tmp_path / "mine.run", "q1 Q0 d1 1 2.0 mine\n" + line)
+    with pytest.raises(DataError) as err:
+        read_run(path)
+    assert str(err.value).startswith(f"{path}:2: {where} ") and one_line(str(err.value)) and len(str(err.value)) < 300
+
+
+@pytest.mark.parametrize("score", ["9" * 5_000, "1" + "0" * 400, "1e999", "0." + "1" * 200])
+def test_a_json_run_score_past_the_grammar_names_its_query_and_document(tmp_path, score):
+    from retrieval.data.readers import read_run
+    from retrieval.errors import DataError
+
+    path = _write(tmp_path / "mine.json", '{"q1": {"d1": 1.5, "d2": ' + score + "}}")
+    with pytest.raises(DataError) as err:
+        read_run(path)
+    assert str(err.value).startswith(f"{path}: query 'q1': the score of document 'd2' ") and len(str(err.value)) < 300
+
+
+@pytest.mark.parametrize("field", ['"_id": %s, "text": "a"', '"_id": "d2", "text": "b", "year": %s'])
+def test_a_corpus_integer_of_thousands_of_digits_is_refused_with_file_and_line(tmp_path, field):
+    from retrieval.data.readers import load_dataset
+    from retrieval.errors import DataError
+
+    path = _write(tmp_path / "corpus.jsonl", '{"_id": "d1", "text": "a"}\n{' + field % ("9" * 5_000) + "}\n")
+    with pytest.raises(DataError) as err:
+        load_dataset(path)
+    assert str(err.value).startswith(f"{path}:2: a JSON integer ") and "at most 19 digits" in str(err.value)
+    assert len(str(err.value)) < 300
+
+
+@pytest.mark.parametrize("grade", ["+1", "\u0661", "\uff11", "1_0", "9" * 5_000, "nan"])
+def test_a_judgments_file_grade_other_tools_read_otherwise_is_refused_with_file_and_line(tmp_path, toy_dataset, grade):
+    from retrieval.data.readers import judgment_files
+    from retrieval.errors import DataError
+
+    path = _write(tmp_path / "sheet.csv", f"query_id,doc_id,grade,judge\nq1,d1,2,ann\nq1,d4,{grade},ann\n")
+    with pytest.raises(DataError) as err:
+        judgment_files.read(path, toy_dataset)
+    assert str(err.value).startswith("sheet.csv:3: a grade is 0, 1 or 2") and len(str(err.value)) < 300
+    assert [j.grade for j in judgment_files.read(_write(path, "query_id,doc_id,grade,judge\nq1,d1,2.0,ann\n"),
+                                                 toy_dataset)] == [2]
+
+
+def test_api_values_read_the_same_grammar():
+    from retrieval.judging import sampling
+    from retrieval.judging.grades import parse_grade
+    from retrieval.judging.judgments import check_depth
+    from training.trainer import TrainConfig
+
+    for bad in OTHERWISE:
+        for check in (parse_grade, check_depth, sampling.check_seed):
+            with pytest.raises(ValueError) as err:
+                check(bad)
+            assert one_line(str(err.value)) and len(str(err.value)) < 200
+        with pytest.raises(ValueError):
+            TrainConfig.from_mapping({"epochs": bad})
+    assert (parse_grade(" 2 "), parse_grade(2.0), check_depth("10"), sampling.check_seed("7.0")) == (2, 2, 10, 7)
+    assert TrainConfig.from_mapping({"epochs": "3", "lr": "1e-05"}).epochs == 3
+
+
+def test_a_queries_count_reads_the_grammar_and_counts_one_otherwise(toy_dataset):
+    from dataclasses import replace
+
+    from retrieval.judging import sampling
+
+    counted = replace(toy_dataset, query_fields={"q1": {"count": "1,200"}, "q2": {"count": "1_200"},
+                                                 "q3": {"count": "\u0661\u0662"}, "q4": {"count": "7"}})
+    assert sampling.counts_of(counted) == {"q1": 1200.0, "q2": 1.0, "q3": 1.0, "q4": 7.0}
+
+
+def test_the_judge_tab_refuses_a_sample_size_or_seed_other_tools_read_otherwise(tmp_path, toy_dataset, tiny_encoder):
+    import gradio as gr
+
+    from retrieval.store import Store
+    from retrieval.workspace import Workspace
+    from ui import judge
+
+    store = Store(tmp_path / "judge.sqlite3")
+    try:
+        ws = Workspace(toy_dataset, store, model=tiny_encoder)
+        for size, seed in (("\u0661\u0660", 0), ("1_0", 0), (2, "+5"), (2, "\uff15")):
+            with pytest.raises(gr.Error):
+                judge.judging_queue(ws, store, "ana", k=2, method="random", size=size, seed=seed)
+        with pytest.raises(gr.Error, match="a grade is 0, 1 or 2"):
+            judge.grade_pair(ws, store, "ana", "q1", "d4", "\u0662", k=2)
+        assert store.judgments(toy_dataset.corpus_hash) == []
+    finally:
+        store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from retrieval import numbers
 from retrieval.safe_names import NameIndex, check_name, check_new_name
 
 GRADES = (0, 1, 2)  # not relevant, relevant, highly relevant
@@ -17,14 +18,13 @@ Pair = tuple[str, str]  # (query id, document id)
 
 def parse_grade(value: object) -> int:
     """A grade as given by a person or a script: 0, 1 or 2 as an integer, an integral float (2.0)
-    or their text ("2"); a ValueError in one line for anything else (1.5, 3, -1, "two", True)."""
-    number = value
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or number not in GRADES:
+    or their text ("2", "2.0": the one number grammar's whole numbers, ``retrieval.numbers.whole``);
+    a ValueError in one line for anything else (1.5, 3, -1, "two", True, "+2", "٢", "２")."""
+    try:
+        number: int | None = numbers.whole(value, "a grade")
+    except ValueError:
+        number = None
+    if number not in GRADES:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
         raise ValueError(f"a grade is 0, 1 or 2 (not relevant, relevant, highly relevant), not {shown}")
     return int(number)
