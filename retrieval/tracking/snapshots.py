@@ -47,6 +47,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import Comparison, compare, evaluate_run, positive_qrels
@@ -81,13 +82,17 @@ def gate_metric(metric: str) -> str:
                      f"cutoff of 1 or more, map, bpref or ndcg'@10 (such as {', '.join(COMPARE_METRICS)})")
 
 
-def gate_max_drop(max_drop: float) -> float:
-    """``max_drop`` when it is a finite number ≥ 0; else a ValueError (NaN or a negative drop would
-    turn the gate off or fail every change)."""
-    if isinstance(max_drop, bool) or not isinstance(max_drop, (int, float)) or not math.isfinite(max_drop) \
-            or max_drop < 0:
-        raise ValueError(f"--max-drop must be a finite number of 0 or more, not {max_drop!r}")
-    return float(max_drop)
+def gate_max_drop(max_drop: object) -> float:
+    """``max_drop`` (a number, or its text by the one number grammar, ``retrieval.numbers``) when it
+    is a finite number ≥ 0; else a ValueError (NaN or a negative drop would turn the gate off or fail
+    every change)."""
+    try:
+        value = numbers.number(max_drop, "--max-drop")
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ValueError(f"--max-drop must be a finite number of 0 or more, not {numbers.shown(max_drop)}")
+    return value
 
 
 def labels_hash(qrels: Qrels) -> str:
