@@ -147,6 +147,12 @@ def is_integer(text: str) -> bool:
     return len(stripped) <= INT_DIGITS + 1 and INTEGER.fullmatch(stripped) is not None
 
 
+def is_count(text: str) -> bool:
+    """Whether ``text`` is a count as a name writes one (``ndcg@10``'s ``10``): ASCII digits only, at
+    most ``INT_DIGITS`` of them (not ``١٠``, ``²`` or ``+10``, which ``str.isdigit`` takes)."""
+    return 0 < len(text) <= INT_DIGITS and text.isascii() and text.isdigit()
+
+
 def is_number(text: str) -> bool:
     """Whether ``text`` reads as a number by the grammar (``number`` would return one)."""
     try:

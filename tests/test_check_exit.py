@@ -83,7 +83,8 @@ def test_a_max_drop_that_would_disable_the_gate_is_refused(gate, value, capsys):
         f"not {value!r}"]
 
 
-@pytest.mark.parametrize("metric", ["ndcg@0", "foo@10", "ndcg@-1", "judged@10", "ndcg"])
+@pytest.mark.parametrize("metric", ["ndcg@0", "foo@10", "ndcg@-1", "judged@10", "ndcg", "ndcg@\u0661\u0660",
+                                    "ndcg@\u00b2"])
 def test_a_metric_the_comparison_cannot_compute_is_refused(gate, metric, capsys):
     refused(run_check(gate, f"--metric={metric}", capsys=capsys), f"--metric {metric!r} is not a metric the check")
 

@@ -250,3 +250,18 @@ def test_the_judge_tab_refuses_a_sample_size_or_seed_other_tools_read_otherwise(
         assert store.judgments(toy_dataset.corpus_hash) == []
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("metric", ["ndcg@\u0661\u0660", "ndcg@\u00b2", "p@\uff15", "recall@+10",
+                                    "ndcg@" + "1" * 5_000])
+def test_a_metrics_cutoff_is_ascii_digits_as_every_number(metric):
+    """``str.isdigit`` takes ``١٠`` (read as 10) and ``²`` (then ``int`` fails with Python's message)."""
+    from retrieval.evaluation.measures import is_incomplete_metric
+    from retrieval.evaluation.rank_metrics import parse
+    from retrieval.tracking.snapshots import gate_metric
+
+    assert parse(metric) is None and not is_incomplete_metric(metric)
+    with pytest.raises(ValueError, match="is not a metric the check can compare on") as err:
+        gate_metric(metric)
+    assert len(str(err.value)) < 300
+    assert parse("ndcg@10") == ("ndcg", 10) and numbers.is_count("10") and not numbers.is_count("\u0661\u0660")

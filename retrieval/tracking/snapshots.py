@@ -78,8 +78,9 @@ def gate_metric(metric: str) -> str:
     parsed = parse(metric) if isinstance(metric, str) else None
     if metric in (BPREF, NDCG_CONDENSED, "map") or (parsed is not None and parsed[1] > 0):
         return metric
-    raise ValueError(f"--metric {metric!r} is not a metric the check can compare on: a ranked-list metric with a "
-                     f"cutoff of 1 or more, map, bpref or ndcg'@10 (such as {', '.join(COMPARE_METRICS)})")
+    raise ValueError(f"--metric {numbers.shown(metric)} is not a metric the check can compare on: a ranked-list "
+                     f"metric with a cutoff of 1 or more, map, bpref or ndcg'@10 (such as "
+                     f"{', '.join(COMPARE_METRICS)})")
 
 
 def gate_max_drop(max_drop: object) -> float:
