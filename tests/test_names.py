@@ -212,7 +212,7 @@ def test_a_display_name_drops_blanks_and_never_shows_nothing():
     assert names.display_name("\u3164") == "dataset" and names.display_name("\u0301\u0302", "queries") == "queries"
 
 
-def test_a_judge_release_1_with_a_blank_is_refused_everywhere_a_judge_is_named(judging, tmp_path):
+def test_a_judge_named_with_a_filler_is_refused_everywhere_a_judge_is_named(judging, tmp_path):
     from ui import judge
 
     ws, store = judging
