@@ -115,7 +115,8 @@ def _number(value: object, what: str, kind: str) -> float:
         try:
             x = float(value)
         except OverflowError:
-            raise ValueError(f"{what} {shown(value)} is beyond a number's range (about ±1.8e308)") from None
+            raise ValueError(f"{what} {shown(value)} is not a finite number (past a double's range, about "
+                             "±1.8e308)") from None
         if not math.isfinite(x):
             raise ValueError(f"{what} {shown(value)} is not a finite number")
         return x
@@ -124,7 +125,7 @@ def _number(value: object, what: str, kind: str) -> float:
         raise _refused(value, what, kind)
     x = float(text)
     if not math.isfinite(x):
-        raise ValueError(f"{what} {shown(value)} is beyond a number's range (about ±1.8e308)")
+        raise ValueError(f"{what} {shown(value)} is not a finite number (past a double's range, about ±1.8e308)")
     return x
 
 

@@ -147,7 +147,7 @@ def test_a_trec_run_with_a_hidden_character_is_refused_with_its_line(field, char
 
 @pytest.mark.parametrize("score,problem", [
     ("9" * 400, "(400 characters) is not a number (a number has at most 100 characters)"),
-    ("1e400", "'1e400' is beyond a number's range"),
+    ("1e400", "'1e400' is not a finite number (past a double's range"),
     ("NaN", "is nan, not a finite number"),
     ('"2.5"', "is a string, not a number"),
     ("true", "is a boolean, not a number"),
