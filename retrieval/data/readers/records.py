@@ -31,14 +31,12 @@ INDIVIDUAL = 5  # up to this many skips are warned one by one (with their line)
 Skipped = dict[str, int]  # id -> line of a record skipped for empty text
 
 
-def json_decoder(object_pairs_hook=None) -> json.JSONDecoder:
-    """A JSON decoder (objects made by ``object_pairs_hook`` when given) whose numbers pass the one
-    number grammar (``retrieval.numbers``): an integer of more than 19 digits or past a signed 64-bit
-    integer, or a number past a double's range or of more than 100 characters, is a ValueError in one
-    line, never Python's own 4,300-digit message."""
+def json_decoder() -> json.JSONDecoder:
+    """A JSON decoder whose numbers pass the one number grammar (``retrieval.numbers``): an integer
+    of more than 19 digits or past a signed 64-bit integer, or a number past a double's range or of
+    more than 100 characters, is a ValueError in one line, never Python's own 4,300-digit message."""
     return json.JSONDecoder(parse_int=lambda s: numbers.integer(s, "a JSON integer"),
-                            parse_float=lambda s: numbers.number(s, "a JSON number"),
-                            object_pairs_hook=object_pairs_hook)
+                            parse_float=lambda s: numbers.number(s, "a JSON number"))
 
 
 def _jsonl_records(text: Text) -> Iterator[tuple[int, dict]]:
