@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from retrieval import Store, load_dataset
+from retrieval import Store, load_dataset, numbers
 from retrieval.files.terminal import terminal_safe
 from retrieval.index.encoder import PRECISIONS
 from retrieval.index.engines import open_engine
@@ -32,7 +32,7 @@ from training.job import JobLimits, JobQueue
 from ui.boundary import guard
 from ui.data import DEMO
 from ui.present.report import GALLERY_CSS
-from ui.registry import FOREGROUND_S, Limits, Registry
+from ui.registry import FOREGROUND_S, Limits, Registry, budget_mb
 from ui.shell import build_app
 
 ROOT = Path(__file__).resolve().parent
@@ -94,6 +94,15 @@ def launch_kwargs(store: Store | None = None, max_upload: str = MAX_UPLOAD) -> d
             "blocked_paths": blocked, "allowed_paths": []}
 
 
+def port(text: str) -> int:
+    """``--port`` (and ``$GRADIO_SERVER_PORT``): a TCP port, an integer from 1 to 65535 by the one
+    number grammar (``retrieval.numbers``)."""
+    value = numbers.integer(text, "the port")
+    if not 1 <= value <= 65535:
+        raise ValueError(f"the port is an integer from 1 to 65535, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``python app.py``'s flags (SECURITY.md names each)."""
     p = argparse.ArgumentParser(description="RankScope: compare BM25, dense and hybrid retrieval.")
@@ -113,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "here (repeatable)")
     p.add_argument("--trust-clients", action="store_true",
                    help="let clients load any model folder or Hugging Face id (a laptop only; never on Spaces)")
-    p.add_argument("--memory-budget-mb", type=float, default=None, metavar="MB",
+    p.add_argument("--memory-budget-mb", type=numbers.flag(budget_mb), default=None, metavar="MB",
                    help="memory the open data sets may take, all sessions together (default: "
                    "$RANKSCOPE_MEMORY_BUDGET_MB or 4096)")
     p.add_argument("--allow-insecure-token", action="store_true",
@@ -123,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "sets, snapshots and judges a browser session makes are its own until it publishes them (only "
                    "their maker removes a set or grades under a judge's name)")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    p.add_argument("--port", type=numbers.flag(port), default=os.environ.get("GRADIO_SERVER_PORT", "7860"))
     return p
 
 

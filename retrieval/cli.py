@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from retrieval import numbers
 from retrieval.data.dataset import Dataset
 from retrieval.data.language import corpus_tokenizer
 from retrieval.data.readers import load_dataset, read_run
@@ -61,6 +62,7 @@ from retrieval.safe_names import file_name
 from retrieval.store import Store, default_store_path
 from retrieval.systems import HYBRID, keys, label
 from retrieval.systems import shown as shown_by_default
+from retrieval.systems.bm25 import check_b, check_k1
 from retrieval.systems.clear_lambda import shown
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import identifier_lookups
@@ -605,6 +607,26 @@ def _check(args) -> int:
     return 1 if result.fails(args.strict) else 0
 
 
+def _at_least(least: int, what: str):
+    """An argparse type: an integer by the one number grammar (``retrieval.numbers``) of ``least``
+    or more; anything else is argparse's one ``error:`` line and exit status 2."""
+
+    def read(text: str) -> int:
+        value = numbers.integer(text, what)
+        if value < least:
+            raise ValueError(f"{what} is an integer of {least} or more, not {value}")
+        return value
+
+    return numbers.flag(read)
+
+
+def _max_drop(text: str) -> float:
+    """``--max-drop`` as the check itself holds it (``snapshots.gate_max_drop``: finite, 0 or more)."""
+    from retrieval.tracking.snapshots import gate_max_drop
+
+    return gate_max_drop(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.split("\n")[0])
     p.set_defaults(closing=None)  # main's: what the command opened, closed when it returns
@@ -615,8 +637,10 @@ def build_parser() -> argparse.ArgumentParser:
         if store:
             sp.add_argument("--model", default=None, help="sentence-transformers id or folder "
                             "(default: bundled all-MiniLM-L6-v2)")
-            sp.add_argument("--k1", type=float, default=0.9)
-            sp.add_argument("--b", type=float, default=0.4)
+            sp.add_argument("--k1", type=numbers.flag(check_k1), default=0.9,
+                            help="BM25's term-frequency saturation: a finite number of 0 or more")
+            sp.add_argument("--b", type=numbers.flag(check_b), default=0.4,
+                            help="BM25's length normalization: from 0 to 1")
             sp.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8"), default="auto",
                             help="dense index: auto (flat, HNSW from 500,000 documents), flat, hnsw or sq8")
             sp.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -652,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "pairs to adjudicate, and the judgments as qrels")
     common(ju, store=False)
     ju.add_argument("--store", default=None, help="cache file (default: $RANKSCOPE_STORE or the user cache dir)")
-    ju.add_argument("--top", type=int, default=20, help="pairs to adjudicate to list")
+    ju.add_argument("--top", type=_at_least(0, "--top"), default=20, help="pairs to adjudicate to list")
     ju.add_argument("--export", default=None, help="write the judgments as qrels here")
     ju.add_argument("--rule", default="median", help="how several judges' grades of a pair are merged: median (the "
                     "lower median), majority, min, max, or a judge's name (that judge's grades alone)")
@@ -668,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     se = sub.add_parser("search", help="one query, every system side by side")
     common(se)
     se.add_argument("query")
-    se.add_argument("-k", type=int, default=10)
+    se.add_argument("-k", type=_at_least(1, "-k"), default=10, help="documents listed per system")
     se.add_argument("--systems", default=None, help=systems_help())
     se.set_defaults(func=cmd_search)
     fa = sub.add_parser("failures", help="the failure gallery as one self-contained HTML report")
@@ -706,7 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--run", action="append", metavar="FILE[=NAME]",
                     help="a run file, checked against the baseline's run of the same name (repeatable)")
     ck.add_argument("--metric", default=PRIMARY, help="the metric compared (default: ndcg@10)")
-    ck.add_argument("--max-drop", type=float, default=0.01, help="a drop larger than this, and significant, fails")
+    ck.add_argument("--max-drop", type=numbers.flag(_max_drop), default=0.01,
+                    help="a drop larger than this, and significant, fails")
     ck.add_argument("--strict", action="store_true", help="fail (exit 1) on a drop larger than --max-drop that is "
                     "not significant too (too few queries to tell it from chance), and on a system whose top 10 "
                     "is not judged enough for a verdict (labels judged in the app)")

@@ -21,11 +21,29 @@ TREC files and XML and used to name files, so every place that takes one goes th
 * ``check_name`` — a name is NFC-normalized and stripped, follows the id rules (whitespace allowed
   where ``spaces``), is not empty and has at most ``limit`` characters (``NAME_LIMIT``);
   ``display_name`` makes one from a file name instead of refusing it;
-* ``skeleton``, ``confusable_with``, ``check_new_name`` — a *new* name (a judge, a snapshot, an
-  imported run, a query set) that looks like an existing one without being it is refused with
-  both names shown: two names look alike when the skeletons of their casefolded NFKC forms are
-  equal (``name_key``), so Cyrillic ``а`` and Latin ``a``, fullwidth ``ａ``, ``m`` and ``rn``, or
-  ``Alice`` and ``alice`` collide. The same name again is no conflict (it is reused);
+* what a person sees (``invisible_char``) — ids and names hold no character that shows as nothing
+  or as a blank although it is no control or format character: Unicode's Default_Ignorable_Code_Point
+  set (``DerivedCoreProperties.txt``: the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, the
+  combining grapheme joiner U+034F, the Khmer inherent vowels U+17B4–U+17B5, the Mongolian free
+  variation selectors U+180B–U+180F, the variation selectors U+FE00–U+FE0F and U+E0100–U+E01EF, the
+  tags U+E0000–U+E007F, and the format characters ``hidden_char`` already finds), and the graphic
+  characters that render blank without being either (``BLANK_GRAPHICS``: U+2800 BRAILLE PATTERN
+  BLANK, U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, U+16FE4 KHITAN SMALL SCRIPT FILLER; the lists of
+  blank-rendering characters that font and confusable research keeps, checked against Unicode 15's
+  data). **Names are refused, not folded**, so that what is stored is what was typed: a name's
+  only white space is U+0020, one at a time (``release  1`` or ``release`` + U+3000 + ``1``
+  would be a second ``release 1``), and a name made only of combining marks, which shows as
+  nothing, is refused too. An id holds no white space at all and no invisible character, and is
+  not only combining marks. ``display_name``, whose input nobody chose as a name, drops them
+  instead (a blank that has a width becomes a space);
+* ``skeleton``, ``confusable_with``, ``check_new_name``, ``NameIndex`` — a *new* name (a judge, a
+  snapshot, an imported run, a query set) that looks like an existing one without being it is
+  refused with both names shown: two names look alike when the skeletons of their casefolded NFKC
+  forms, blanks read as spaces and white space runs as one space, are equal (``name_key``), so
+  Cyrillic ``а`` and Latin ``a``, fullwidth ``ａ``, ``m`` and ``rn``, ``Alice`` and ``alice``, or
+  ``release-1`` and ``release-1`` + U+2800 collide, even where a path lets the blank through. The
+  same name again is no conflict (it is reused). ``NameIndex`` keeps the names' keys in a map, so
+  checking n new names against m kept ones costs n + m keys, not n × m comparisons;
 * ``file_name`` — a file name that cannot escape its folder whatever the name: a slug of ASCII
   letters, digits, ``-``, ``_`` and ``.`` (never leading, never ``..``), at most ``SLUG_CHARS``
   long, then ``-`` and the first 8 hex digits of the name's sha256, so names that slug alike
@@ -46,6 +64,7 @@ import functools
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 
 NAME_LIMIT = 100  # characters in a run, judge, split or data set name
 SLUG_CHARS = 60
@@ -82,12 +101,42 @@ def describe_char(c: str) -> str:
     return f"U+{ord(c):04X} ({kind})"
 
 
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt, unchanged from 13.0 to 15.1), which shows as
+# nothing and which UTS #39's skeleton drops
+_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+              (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+              (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+              (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+# graphic characters (So, Mn) that render blank although they are neither default-ignorable nor white space
+BLANK_GRAPHICS = (0x2800, 0x16FE4, 0x1D159)  # BRAILLE PATTERN BLANK, KHITAN SMALL SCRIPT FILLER, NULL NOTEHEAD
+# the blanks among them that have a width (fillers, the braille blank, the null notehead): a space to a reader
+WIDE_BLANKS = (0x115F, 0x1160, 0x2800, 0x3164, 0xFFA0, 0x1D159)
+_INVISIBLE = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in _IGNORABLE)
+                        + "".join(chr(c) for c in BLANK_GRAPHICS) + "]")
+_AS_SPACE = {code: " " for code in WIDE_BLANKS}
+_MARKS = {"Mn", "Me"}  # combining marks: nothing of their own to show without a base
+
+
+def invisible_char(value: str) -> str | None:
+    """The first character of ``value`` that shows as nothing or as a blank without being white
+    space (a default-ignorable code point or one of ``BLANK_GRAPHICS``; the module docstring lists
+    them), or None."""
+    found = _INVISIBLE.search(value)
+    return found.group() if found else None
+
+
+def shows_nothing(value: str) -> bool:
+    """Whether ``value`` (not empty) is made only of combining marks, spaces and invisible
+    characters: nothing a reader could tell from an empty name."""
+    return all(unicodedata.category(c) in _MARKS or c.isspace() or _INVISIBLE.match(c) for c in value)
+
+
 _PLAIN_ID = re.compile(r"[!-~]+")  # visible ASCII only: nothing to check character by character
 
 
 def id_problem(ident: str) -> str | None:
     """Why ``ident`` cannot be an id (whitespace, a control or invisible character, a noncharacter,
-    a lone surrogate), or None."""
+    a lone surrogate, a character that shows as nothing or blank, only combining marks), or None."""
     if _PLAIN_ID.fullmatch(ident):
         return None
     if any(c.isspace() for c in ident):
@@ -95,6 +144,11 @@ def id_problem(ident: str) -> str | None:
     c = hidden_char(ident)
     if c is not None:
         return f"contains {describe_char(c)}, a character ids cannot hold"
+    c = invisible_char(ident)
+    if c is not None:
+        return f"contains {describe_char(c)}, which shows as nothing or a blank: ids cannot hold it"
+    if ident and shows_nothing(ident):
+        return "is only combining marks, which show as nothing: an id needs a letter, digit or symbol"
     return None
 
 
@@ -107,8 +161,9 @@ def normal_id(ident: str) -> str:
 
 def check_name(name: object, what: str, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
     """``name`` NFC-normalized and stripped, or a ValueError in one line: empty, too long (over
-    ``limit`` characters), with whitespace (unless ``spaces``), a control or an invisible
-    character, a noncharacter or a lone surrogate."""
+    ``limit`` characters), with whitespace (unless ``spaces``; with it, any but U+0020 and two in a
+    row), a control or an invisible character, one that shows as nothing or blank
+    (``invisible_char``), a noncharacter or a lone surrogate, or only combining marks."""
     if not isinstance(name, str):
         raise ValueError(f"a {what} must be text, not {type(name).__name__}")
     stripped = name.strip()
@@ -123,20 +178,40 @@ def check_name(name: object, what: str, limit: int = NAME_LIMIT, spaces: bool = 
         raise ValueError(f"a {what} cannot hold {describe_char(c)}: {shown(stripped)}")
     if not stripped.isascii():
         stripped = unicodedata.normalize("NFC", stripped)
+        _check_visible(stripped, what)
+    if "  " in stripped:
+        raise ValueError(f"a {what} cannot hold two spaces in a row (it would be another name that looks like the "
+                         f"one with one space): {shown(stripped)}")
     if len(stripped) > limit:
         raise ValueError(f"a {what} has at most {limit} characters, not {len(stripped):,}")
     return stripped
 
 
+def _check_visible(name: str, what: str) -> None:
+    """A ValueError in one line for a name (NFC, stripped, not ASCII) holding a character that shows
+    as nothing or a blank, white space other than U+0020, or only combining marks."""
+    c = invisible_char(name)
+    if c is not None:
+        raise ValueError(f"a {what} cannot hold {describe_char(c)}, which shows as nothing or a blank: {shown(name)}")
+    c = next((c for c in name if c.isspace() and c != " "), None)
+    if c is not None:
+        raise ValueError(f"a {what} cannot hold {describe_char(c)}: the one space a name holds is U+0020 (SPACE), "
+                         f"one at a time: {shown(name)}")
+    if shows_nothing(name):
+        raise ValueError(f"a {what} cannot be only combining marks, which show as nothing: {shown(name)}")
+
+
 def display_name(raw: str, fallback: str = "dataset", limit: int = NAME_LIMIT) -> str:
     """A name made from something the user did not choose as a name (a file or folder name): NFC,
-    its control and invisible characters, noncharacters and lone surrogates dropped, whitespace
-    runs made one space, cut to ``limit`` characters (with "…"); ``fallback`` when nothing is left."""
-    kept = "".join(c for c in raw if unicodedata.category(c) not in _HIDDEN and not is_noncharacter(c))
-    name = " ".join(unicodedata.normalize("NFC", kept).split())
+    its control and invisible characters, noncharacters and lone surrogates dropped, a blank with a
+    width (``WIDE_BLANKS``) read as a space, whitespace runs made one space, cut to ``limit``
+    characters (with "…"); ``fallback`` when nothing is left, or nothing that shows."""
+    kept = "".join(c for c in raw.translate(_AS_SPACE)
+                   if unicodedata.category(c) not in _HIDDEN and not is_noncharacter(c))
+    name = " ".join(_INVISIBLE.sub("", unicodedata.normalize("NFC", kept)).split())
     if len(name) > limit:
         name = name[:limit - 1].rstrip() + "…"
-    return name or fallback
+    return name if name and not shows_nothing(name) else fallback
 
 
 def shown(value: str, limit: int = SHOWN_CHARS) -> str:
@@ -150,13 +225,6 @@ _shown = shown  # the name this module's callers used
 
 
 # ---- look-alike names (UTS #39, section 4) ---------------------------------------------------
-# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt), which UTS #39's skeleton drops
-_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
-              (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
-              (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
-              (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
-
-
 @functools.cache
 def _ignorable() -> dict[int, None]:
     return {code: None for low, high in _IGNORABLE for code in range(low, high + 1)}
@@ -191,13 +259,59 @@ def skeleton(s: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def name_key(name: str) -> str:
-    """What two names that look alike share: the skeleton of the casefolded NFKC form."""
-    return skeleton(unicodedata.normalize("NFKC", name).casefold())
+    """What two names that look alike share: the skeleton of the casefolded NFKC form, its blanks
+    with a width (``WIDE_BLANKS``) read as spaces, its white space runs as one space and its ends
+    stripped (``release-1`` + U+2800, ``release  1`` meet ``release-1``, ``release 1``)."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return skeleton(" ".join(folded.translate(_AS_SPACE).split()))
 
 
-def confusable_with(name: str, existing) -> str | None:
+def _as_kept(name: str) -> str:
+    return name.strip() if name.isascii() else unicodedata.normalize("NFC", name).strip()
+
+
+class NameIndex:
+    """Names kept, by their look-alike key (``name_key``): built once, grown with ``add``, asked
+    with ``conflict`` in the time of one key, whatever the number of names (``check_new_name`` and
+    ``confusable_with`` take one in place of a list).
+
+    Args:
+        names: The names kept so far (text only; anything else is left out, as ``confusable_with`` does).
+    """
+
+    def __init__(self, names: Iterable[object] = ()):
+        self._names: set[str] = set()
+        self._by_key: dict[str, str] = {}
+        for name in names:
+            if isinstance(name, str):
+                self.add(name)
+
+    def add(self, name: str) -> None:
+        """Keep ``name`` (as given; the first name of a key is the one a conflict shows)."""
+        mine = _as_kept(name)
+        self._names.add(mine)
+        self._by_key.setdefault(name_key(mine), name)
+
+    def conflict(self, name: str) -> str | None:
+        """The first kept name that ``name`` looks like without being it (after NFC), or None."""
+        mine = _as_kept(name)
+        if mine in self._names:
+            return None
+        return self._by_key.get(name_key(mine))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and _as_kept(name) in self._names
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def confusable_with(name: str, existing: Iterable[object] | NameIndex) -> str | None:
     """The first of ``existing`` that ``name`` looks like (``name_key``) without being it, or None;
-    a name that is exactly one of ``existing`` (after NFC) is no conflict."""
+    a name that is exactly one of ``existing`` (after NFC) is no conflict. ``existing`` may be a
+    ``NameIndex`` (one look-up) or any iterable of names (compared one by one)."""
+    if isinstance(existing, NameIndex):
+        return existing.conflict(name)
     others = [e for e in existing if isinstance(e, str)]
     mine = unicodedata.normalize("NFC", name).strip()
     if any(mine == unicodedata.normalize("NFC", e).strip() for e in others):
@@ -213,10 +327,12 @@ def _differing(name: str, other: str, most: int = 3) -> str:
     return described + (" …" if len(found) > most else "")
 
 
-def check_new_name(name: object, what: str, existing, limit: int = NAME_LIMIT, spaces: bool = True) -> str:
+def check_new_name(name: object, what: str, existing: Iterable[object] | NameIndex, limit: int = NAME_LIMIT,
+                   spaces: bool = True) -> str:
     """``check_name``, then a ValueError in one line when the name looks like one of ``existing``
-    without being it (``confusable_with``), showing both names escaped and the characters that
-    differ. The same name as an existing one is allowed (it is that one, reused)."""
+    (names, or a ``NameIndex`` of them: one look-up) without being it (``confusable_with``), showing
+    both names escaped and the characters that differ. The same name as an existing one is allowed
+    (it is that one, reused)."""
     name = check_name(name, what, limit, spaces)
     other = confusable_with(name, existing)
     if other is not None:

@@ -39,6 +39,7 @@ from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
 from retrieval.systems import BASE_SYSTEMS, Imported, Probe, System
 from retrieval.systems import hybrid as hybrid_system
+from retrieval.systems.bm25 import check_b, check_k1
 from retrieval.systems.clear_lambda import LambdaChoice, LambdaFit
 from retrieval.systems.state import CORPUS, SCOPES, Slots
 
@@ -61,8 +62,8 @@ class Workspace:
             beyond this process.
         model: The dense encoder: a sentence-transformers id or folder, a loaded ``Encoder``, or None
             for the default (all-MiniLM-L6-v2). Loaded when first needed.
-        k1: BM25's term-frequency saturation.
-        b: BM25's length normalization.
+        k1: BM25's term-frequency saturation: a finite number of 0 or more (``systems.bm25.check_k1``).
+        b: BM25's length normalization: a number from 0 to 1 (``systems.bm25.check_b``).
         bm25_method: BM25's variant as bm25s names it ("lucene" by default).
         tokenizer: How BM25 analyzes text (default: ``Tokenizer()``).
         index_kind: The dense index: "flat", "hnsw", "sq8", or "auto" (flat, HNSW on a large corpus).
@@ -82,7 +83,7 @@ class Workspace:
         self.dataset, self.store = dataset, store
         self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.index.engines)
         self._model_arg, self._device, self._precision = model, device, precision
-        self.bm25_args: dict[str, Any] = {"k1": k1, "b": b, "method": bm25_method}
+        self.bm25_args: dict[str, Any] = {"k1": check_k1(k1), "b": check_b(b), "method": bm25_method}
         self.tokenizer = tokenizer or Tokenizer()
         self.index_kind = index_kind_for(len(dataset.docs), index_kind)  # "auto": flat, or HNSW when big
         self.index_dims, self.depth = index_dims, depth

@@ -70,12 +70,21 @@ def test_an_unchanged_system_passes_and_the_files_are_written_whole(gate, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["check.xml", "summary.md"]  # no temporary file left
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-0.01"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-0.01", "1_0", "+0.1", "\u0660.1"])
 def test_a_max_drop_that_would_disable_the_gate_is_refused(gate, value, capsys):
-    refused(run_check(gate, f"--max-drop={value}", capsys=capsys), "--max-drop must be a finite number of 0 or more")
+    """Refused as the command line is read (the check's own rule, ``snapshots.gate_max_drop``): one
+    ``error:`` line, exit status 2, nothing computed."""
+    with pytest.raises(SystemExit) as exit_:
+        run_check(gate, f"--max-drop={value}", capsys=capsys)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    assert [line for line in err.splitlines() if "error:" in line] == [
+        f"python -m retrieval check: error: argument --max-drop: --max-drop must be a finite number of 0 or more, "
+        f"not {value!r}"]
 
 
-@pytest.mark.parametrize("metric", ["ndcg@0", "foo@10", "ndcg@-1", "judged@10", "ndcg"])
+@pytest.mark.parametrize("metric", ["ndcg@0", "foo@10", "ndcg@-1", "judged@10", "ndcg", "ndcg@\u0661\u0660",
+                                    "ndcg@\u00b2"])
 def test_a_metric_the_comparison_cannot_compute_is_refused(gate, metric, capsys):
     refused(run_check(gate, f"--metric={metric}", capsys=capsys), f"--metric {metric!r} is not a metric the check")
 

@@ -29,8 +29,8 @@ LOADED = f"import json, sys; print(json.dumps([m for m in {HEAVY!r} if m in sys.
 
 
 @pytest.mark.parametrize("leaf", ["retrieval.evaluation.metrics", "retrieval.evaluation.intervals",
-                                  "retrieval.evaluation.failure_rules", "retrieval.safe_names", "retrieval.errors",
-                                  "retrieval.judging.grades", "retrieval.data.run"])
+                                  "retrieval.evaluation.failure_rules", "retrieval.safe_names", "retrieval.numbers",
+                                  "retrieval.errors", "retrieval.judging.grades", "retrieval.data.run"])
 def test_a_leaf_imports_nothing_heavy(leaf):
     assert fresh(f"import {leaf}\n{LOADED}") == []
 

@@ -33,7 +33,8 @@ from retrieval.store import Store
 
 # any code point (lone surrogates included), and the ones a hostile name tries more often than chance would
 HOSTILE_CHARS = ["\ufffe", "\uffff", "\ufdd0", "\ufdef", "\U0001fffe", "\U0010ffff", "\ud800", "\udfff", "\u202e",
-                 "\u200b", "\x1b", "\x00", "\u0430", "\uff41", "\u0301", "\u00a0", "\u2028", "\n", "\r", " ", "a", "A"]
+                 "\u200b", "\x1b", "\x00", "\u0430", "\uff41", "\u0301", "\u00a0", "\u2028", "\n", "\r", " ", "a", "A",
+                 "\u2800", "\u3164", "\u115f", "\ufe0f", "\u3000"]
 ANY_TEXT = st.text(st.one_of(st.characters(codec=None, categories=None), st.sampled_from(HOSTILE_CHARS)), max_size=40)
 LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
@@ -156,6 +157,138 @@ def test_a_new_name_that_looks_like_an_existing_one_is_refused_showing_both(new,
                                            ("Caf\u00e9", ["Cafe\u0301"])])
 def test_the_same_name_again_or_a_clearly_different_one_passes(new, existing):
     assert check_new_name(new, "judge's name", existing) == unicodedata.normalize("NFC", new)
+
+
+# ---- what a person sees: blanks, fillers, runs of spaces -----------------------------------------
+BLANKS = ["\u2800", "\u3164", "\u115f", "\u1160", "\uffa0", "\U0001d159", "\U00016fe4", "\u034f", "\ufe0f",
+          "\U000e0100", "\u17b4", "\u180b"]
+
+
+@pytest.mark.parametrize("blank", BLANKS)
+def test_a_name_or_id_holding_a_character_that_shows_as_nothing_is_refused_naming_it(blank):
+    code = f"U+{ord(blank):04X}"
+    for where in ("release-1" + blank, blank + "ann", "re" + blank + "lease"):
+        with pytest.raises(ValueError) as err:
+            check_name(where, "snapshot name")
+        assert code in str(err.value) and "shows as nothing" in str(err.value) and one_line(str(err.value))
+        assert code in id_problem(where)
+        with pytest.raises(ValueError, match=code.replace("+", r"\+")):
+            check_id(where, "document id")
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("\u3164", "U+3164"), ("\u115f\u1160", "U+115F"), ("\u0301", "only combining marks"),
+    (" \u0301\u0302 ", "only combining marks"), ("release  1", "two spaces in a row"),
+    ("release\u00a01", "U+00A0"), ("release\u30001", "U+3000"), ("release\u20031", "U+2003"),
+    ("ann \u2009 x", "U+2009"),
+])
+def test_a_name_that_shows_as_nothing_or_as_another_spacing_is_refused(bad, says):
+    with pytest.raises(ValueError) as err:
+        check_name(bad, "judge's name")
+    assert says in str(err.value) and one_line(str(err.value))
+
+
+def test_a_name_keeps_single_spaces_and_marks_on_letters():
+    assert check_name("release 1", "snapshot name") == "release 1"
+    assert check_name(" Ana Lu\u0301cia ", "judge's name") == "Ana Lúcia"
+    assert id_problem("d\u0301") is None and id_problem("\u0301") is not None
+
+
+@pytest.mark.parametrize("kept, typed", [("release-1", "release-1\u2800"), ("ann", "ann\u115f"),
+                                         ("ann", "\u3164ann"), ("release 1", "release  1"),
+                                         ("release 1", "release\u30001"), ("release 1", "release\u28001"),
+                                         ("ann", "ann\ufe0f"), ("ann", "ann\U0001d159")])
+def test_names_that_differ_by_a_blank_or_spacing_share_one_lookalike_key(kept, typed):
+    """What the boundary refuses is folded by ``name_key`` too: a name kept before the rule, or one
+    that some other path lets through, still collides with the name a person sees."""
+    assert name_key(kept) == name_key(typed)
+    assert confusable_with(typed, ["bob", kept]) == kept and confusable_with(kept, [typed]) == typed
+    assert names.NameIndex(["bob", typed]).conflict(kept) == typed
+
+
+def test_a_display_name_drops_blanks_and_never_shows_nothing():
+    assert names.display_name("release\u28001.csv") == "release 1.csv"
+    assert names.display_name("ann\u115f\u200b  x") == "ann x"
+    assert names.display_name("\u3164") == "dataset" and names.display_name("\u0301\u0302", "queries") == "queries"
+
+
+def test_a_judge_named_with_a_filler_is_refused_everywhere_a_judge_is_named(judging, tmp_path):
+    from ui import judge
+
+    ws, store = judging
+    corpus = ws.dataset.corpus_hash
+    store.put_judgment(corpus, "q1", "cat on a mat", "d1", 2, "ann")
+    with pytest.raises(ValueError, match=r"U\+115F"):
+        store_judge(store, corpus, "ann\u115f")
+    with pytest.raises(gr.Error) as err:
+        judge.judging_queue(ws, store, "\u3164", k=2)  # a name of only a filler
+    assert "U+3164" in refusal(err.value)
+    sheet = _sheet(tmp_path, "query_id,doc_id,grade,judge\nq1,d4,1,bob\nq1,d4,1,ann\u115f\n", "sheet.csv")
+    with pytest.raises(DataError) as err:
+        judgment_files.read(sheet, ws.dataset, existing=store.judges(corpus))
+    assert str(err.value).startswith("sheet.csv:3:") and "U+115F" in str(err.value)
+    assert store.judges(corpus) == ["ann"]
+
+
+def test_a_snapshot_or_query_set_named_release_1_with_a_blank_is_not_a_second_release_1(tmp_path, toy_dataset):
+    from retrieval.data import query_sets
+    from retrieval.tracking import snapshots
+
+    store = Store(tmp_path / "blank.sqlite3")
+    try:
+        with pytest.raises(ValueError, match=r"U\+2800"):
+            snapshots.admit(store, toy_dataset.corpus_hash, "release-1\u2800")
+        assert query_sets.keep(store, toy_dataset, toy_dataset.with_queries({"q9": "a ninth"}), "release-1")
+        ten = toy_dataset.with_queries({"q10": "a tenth"})
+        for blank in ("\u2800", "\u3164", "\u200b\ufe0f"):  # a set's name is a file's: its blanks dropped, not refused
+            assert query_sets.keep(store, toy_dataset, ten, "release-1" + blank)
+        assert {qs["name"] for qs in query_sets.listed(store, toy_dataset.corpus_hash)} == {"release-1"}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("make, where", [
+    (lambda d: _text(d / "test.tsv", "q1\td1\t1\nq1\td\u2800\t1\n"), "test.tsv:2"),
+    (lambda d: _text(d / "test.qrels", "q1 0 d1 1\nq\u3164 0 d1 1\n"), "test.qrels:2"),
+])
+def test_a_qrels_id_with_a_blank_is_refused_with_file_and_line(tmp_path, make, where):
+    path = make(tmp_path)
+    with pytest.raises(DataError) as err:
+        read_qrels(path)
+    assert str(err.value).startswith(str(tmp_path / where)) and "shows as nothing" in str(err.value)
+
+
+def test_a_run_id_with_a_blank_is_refused_with_file_and_line(tmp_path):
+    path = _text(tmp_path / "mine.run", "q1 Q0 d1 1 2.0 mine\nq1 Q0 d1\u2800 2 1.0 mine\n")
+    with pytest.raises(DataError) as err:
+        read_run(path)
+    assert str(err.value).startswith(f"{path}:2:") and "U+2800" in str(err.value) and one_line(str(err.value))
+
+
+def test_two_ids_that_differ_by_a_filler_never_load_as_two(tmp_path):
+    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"_id": "d1", "text": "a"}, {"_id": "d1\u3164", "text": "b"}])
+    with pytest.raises(DataError, match=r"corpus\.jsonl:2: .*U\+3164"):
+        load_dataset(corpus)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ANY_TEXT, st.lists(ANY_TEXT, max_size=6))
+def test_a_name_index_answers_as_the_list_does(name, existing):
+    assert names.NameIndex(existing).conflict(name) == confusable_with(name, existing)
+
+
+def test_judge_names_are_held_against_a_map_in_linear_time(tmp_path, toy_dataset, monkeypatch):
+    """A judgments file naming n judges computes about n look-alike keys, not one per pair of names
+    (8,000 judges took a minute of CPU when each new name was compared with every earlier one)."""
+    calls = []
+    real = names.name_key
+    monkeypatch.setattr(names, "name_key", lambda name: calls.append(name) or real(name))
+    n = 3_000
+    rows = "".join(f"q1,d1,1,judge{i:05d}\n" for i in range(n))
+    found = judgment_files.read(_sheet(tmp_path, "query_id,doc_id,grade,judge\n" + rows), toy_dataset,
+                                existing=[f"kept{i}" for i in range(500)])
+    assert len({j.judge for j in found}) == n
+    assert len(calls) <= 2 * (n + 500), len(calls)  # n + m keys; the pairwise check made n × (n + m) / 2
 
 
 # ---- ids in each reader format -------------------------------------------------------------------

@@ -351,12 +351,15 @@ def test_from_mapping_names_unknown_keys():
 
 
 @pytest.mark.parametrize("values,message", [
-    ({"epochs": 2.5}, r"^epochs must be a whole number, got 2\.5$"),
-    ({"batch_size": "sixteen"}, r"^batch_size must be a number, got 'sixteen'$"),
-    ({"lr": "fast"}, r"^lr must be a number, got 'fast'$"),
-    ({"max_steps_per_epoch": "1.5"}, r"^max_steps_per_epoch must be a whole number"),
-    ({"xi": [0.3]}, r"^xi must be a number"),
-    ({"seed": True}, r"^seed must be a number"),
+    ({"epochs": 2.5}, r"^epochs 2\.5 is not a whole number$"),
+    ({"batch_size": "sixteen"}, r"^batch_size 'sixteen' is not a whole number$"),
+    ({"lr": "fast"}, r"^lr 'fast' is not a number$"),
+    ({"max_steps_per_epoch": "1.5"}, r"^max_steps_per_epoch '1\.5' is not a whole number"),
+    ({"xi": [0.3]}, r"^xi is list, not a number"),
+    ({"seed": True}, r"^seed is bool, not a whole number"),
+    ({"epochs": "1_0"}, r"^epochs '1_0' is not a whole number \(write the digits without '_'\)$"),
+    ({"lr": "\u0661e-4"}, r"U\+0661 ARABIC-INDIC DIGIT ONE"),
+    ({"lr": "nan"}, r"^lr 'nan' is not a finite number$"),
     ({"batch_size": 1.0}, "batch size must be ≥ 2"),  # converted, then validated
     ({"loss": "hinge"}, "unknown loss 'hinge'"),
     ({"pretrain": "wlp"}, r"unknown pretraining task 'wlp'; choose from ict, bfs, ict\+bfs"),

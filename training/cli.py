@@ -7,9 +7,11 @@ folder then works with ``python -m retrieval evaluate DATASET --model DIR``.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
+from retrieval import numbers
 from retrieval.data.readers import load_dataset
 from retrieval.errors import DataError
 from retrieval.evaluation.metrics import SUMMARY_METRICS, interval_text
@@ -19,8 +21,8 @@ from retrieval.systems.clear_lambda import shown
 from training.finetune import run_training
 from training.losses import FAMILIES, LOSSES, TEACHERS
 from training.negatives import SOURCES
-from training.pairs import PRETRAIN_TASKS
-from training.trainer import QUERY_POOLINGS, Cancelled, TrainConfig
+from training.pairs import PRETRAIN_TASKS, check_train_fraction
+from training.trainer import QUERY_POOLINGS, Cancelled, TrainConfig, check_number
 
 NOT_CONFIG = ("command", "dataset", "model", "split", "cold_start", "store", "no_eval", "out")  # the rest: TrainConfig
 
@@ -33,8 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
 
     def config(flag: str, help: str = "", **kw) -> None:
-        default = getattr(defaults, flag[2:].replace("-", "_"))
-        t.add_argument(flag, default=default, help=f"{help} (default: %(default)s)".lstrip(), **kw)
+        name = flag[2:].replace("-", "_")
+        if kw.get("type") in (int, float):  # read by the one number grammar, held to the config's range
+            kw["type"] = numbers.flag(functools.partial(check_number, name))
+        t.add_argument(flag, default=getattr(defaults, name), help=f"{help} (default: %(default)s)".lstrip(), **kw)
 
     t.add_argument("dataset")
     config("--family", "what to fine-tune: the dense encoder, or the learned sparse model (SPLADE; in-batch loss "
@@ -73,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model", default=None, help="base model: the dense encoder (default: all-MiniLM-L6-v2), "
                    "with --family sparse the learned sparse model (default: the bundled SPLADE-tiny)")
     t.add_argument("--split", default=None, help="evaluation split (default: test)")
-    t.add_argument("--cold-start", type=float, default=None,
+    t.add_argument("--cold-start", type=numbers.flag(check_train_fraction), default=None,
                    help="train on this fraction of the evaluation split's queries (seeded), evaluate on the rest")
     t.add_argument("--store", default=None)
     t.add_argument("--no-eval", action="store_true", help="train and export only")

@@ -16,10 +16,12 @@ Tasks for Embedding-based Large-scale Retrieval", ICLR 2020, arXiv:2002.03932, Â
 """
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
 
+from retrieval import numbers
 from retrieval.data.dataset import Dataset
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -74,10 +76,21 @@ def known_positives(dataset: Dataset) -> dict[str, set[str]]:
     return pos
 
 
+def check_train_fraction(value: object) -> float:
+    """A cold-start split's training fraction: a number (``retrieval.numbers``) strictly between 0
+    and 1; a ValueError in one line otherwise."""
+    try:
+        fraction = numbers.number(value, "train_fraction")
+    except ValueError:
+        fraction = math.nan
+    if not 0 < fraction < 1:
+        raise ValueError(f"train_fraction must be between 0 and 1, not {numbers.shown(value)}")
+    return fraction
+
+
 def cold_start_split(dataset: Dataset, split: str, train_fraction: float, seed: int = 42) -> Dataset:
     """A copy of ``dataset`` whose ``train``/``test`` splits partition ``split``'s queries."""
-    if not 0 < train_fraction < 1:
-        raise ValueError("train_fraction must be between 0 and 1")
+    check_train_fraction(train_fraction)
     if split not in dataset.qrels:
         raise ValueError(f"no split {split!r} (have: {', '.join(dataset.splits) or 'none'})")
     qids = sorted(dataset.qrels[split])

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from retrieval import numbers
 from retrieval.data.dataset import Dataset
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.encoder import Encoder, open_model, pick_device, resolve_model
@@ -239,24 +240,26 @@ class TrainConfig:
         return cls(**kwargs)  # validated as it is made
 
 
-def _as_float(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        shown = repr(value) if len(str(value)) <= 40 else f"a {len(str(value)):,}-character value"
-        raise ValueError(f"{name} must be a number, got {shown}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+def check_number(name: str, value: object) -> int | float:
+    """One number of a config (``INT_FIELDS``, ``FLOAT_FIELDS``) as a form or a command line gives
+    it: read by the one number grammar (``retrieval.numbers``; a whole number for an integer field),
+    then held to its ``RANGES`` as ``TrainConfig.validate`` holds it (0 passes for
+    ``OPTIONAL_FIELDS``: off). A ValueError in one line otherwise."""
+    number: int | float = _as_int(name, value) if name in INT_FIELDS else _as_float(name, value)
+    low, high = RANGES[name]
+    if not (low <= number <= high or (name in OPTIONAL_FIELDS and number == 0)):
+        raise ValueError(f"{name} must be between {low:g} and {high:g}, not {number!r}")
     return number
 
 
+def _as_float(name: str, value: object) -> float:
+    """A form's or a command line's number (``retrieval.numbers.number``: ASCII digits, finite)."""
+    return numbers.number(value, name)
+
+
 def _as_int(name: str, value: object) -> int:
-    number = _as_float(name, value)
-    if not number.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    return int(number)
+    """A form's or a command line's whole number (``retrieval.numbers.whole``: 3 or 3.0, not 3.5)."""
+    return numbers.whole(value, name)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import threading
 
 import gradio as gr
 
-from retrieval import Workspace
+from retrieval import Workspace, numbers
 from retrieval.evaluation.projection import project, sample_points, sample_ranks, similarities, umap_is_warm, warm_up
 from retrieval.progress import Progress, scaled
 from ui import texts
@@ -40,7 +40,7 @@ def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, t
     was_warm = umap_is_warm()  # the first fit in a process compiles numba code: say so
     progress = _compile_noted(progress)
     try:
-        sample = sample_points(ws, split, n_queries=int(n_queries or 40), query_id=qid)
+        sample = sample_points(ws, split, n_queries=numbers.whole(n_queries or 40, "the sampled queries"), query_id=qid)
         base = project(ws, sample, progress=scaled(progress, 0.0, 0.5 if tuned else 1.0))
         sims = {"base": similarities(ws, sample)}
         done = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import Store, Workspace
+from retrieval import Store, Workspace, numbers
 from retrieval.data.readers import judgment_files
 from retrieval.data.run import Run
 from retrieval.errors import DataError
@@ -114,7 +114,7 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
     disagreement-stratified sample): the one stored with the corpus, else drawn and stored."""
     method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
     try:
-        size = max(1, int(size or DEFAULT_SIZE))
+        size = max(1, numbers.whole(size or DEFAULT_SIZE, "the sample size"))
         seed = sampling.check_seed(seed)
 
         def disagreements_of(ids: list[str]) -> dict[str, float]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from retrieval import Store, Workspace
+from retrieval import Store, Workspace, numbers
 from retrieval.data.dataset import Dataset
 from retrieval.data.language import corpus_tokenizer
 from retrieval.index.recent import Recent
@@ -48,10 +48,19 @@ IDENTITIES_KEPT = 65_536  # sessions whose browser is remembered (the latest): o
 KEPT_KEYS = 1024  # workspace keys whose kept data set is remembered (what a reload reopens: ``kept_of``)
 
 
+def budget_mb(value: object, what: str = "the memory budget (MiB)") -> float:
+    """A memory budget in MiB: a number by the one number grammar (``retrieval.numbers``) above 0
+    and at most 2^40 MiB; a ValueError in one line otherwise."""
+    mb = numbers.number(value, what)
+    if not 0 < mb <= 2**40:
+        raise ValueError(f"{what} is a number of MiB above 0 and at most {2**40:,}, not {numbers.shown(value)}")
+    return mb
+
+
 def _budget_from_env() -> int:
     """``$RANKSCOPE_MEMORY_BUDGET_MB`` in bytes, else the default (``Limits.budget_bytes``)."""
     value = os.environ.get("RANKSCOPE_MEMORY_BUDGET_MB")
-    return int(float(value) * 2**20) if value else 4 * 2**30
+    return int(budget_mb(value, "$RANKSCOPE_MEMORY_BUDGET_MB") * 2**20) if value else 4 * 2**30
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import uuid
 
 import gradio as gr
 
-from retrieval import Workspace
+from retrieval import Workspace, numbers
 from retrieval.evaluation.metrics import SUMMARY_METRICS
 from retrieval.judging.labels import JUDGED, judged_counts
 from retrieval.safe_names import shown
@@ -52,7 +52,7 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     cannot hold everyone else's training back."""
     try:
         cfg = TrainConfig.from_mapping(values)
-        cold_start = float(cold_start)
+        cold_start = numbers.number(cold_start, "the cold-start train fraction")
         if not 0.05 <= cold_start <= 0.95:
             raise ValueError(f"the cold-start train fraction is between 0.05 and 0.95, not {cold_start!r}")
     except (TypeError, ValueError, OverflowError) as err:

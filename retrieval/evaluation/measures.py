@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.intervals import Interval, mean_interval, sign_flip_test
@@ -107,7 +108,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics=METRICS, pnr_scores: dict | Non
 def is_incomplete_metric(metric: str) -> bool:
     """Whether ``metric`` is one of those for incomplete labels: ``bpref``, ``judged@k`` or nDCG'@10."""
     cutoff = metric[len("judged@"):] if metric.startswith("judged@") else ""
-    return metric in (BPREF, NDCG_CONDENSED) or (cutoff.isdigit() and int(cutoff) > 0)
+    return metric in (BPREF, NDCG_CONDENSED) or (numbers.is_count(cutoff) and int(cutoff) > 0)
 
 
 def _ranx_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, dict[str, float]]:

@@ -28,6 +28,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from retrieval import numbers
 from retrieval.evaluation.measures import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
 from retrieval.evaluation.metrics import JUDGED_AT_10, METRICS, PRIMARY
 from retrieval.judging import seen
@@ -126,7 +127,7 @@ def _pool_figures(rows: list[dict], runs: dict, qrels, covered: dict[str, Covera
     labelled = [q for q, docs in qrels.items() if docs]
     for row in rows:
         for m in metrics:
-            if m.startswith("p@") and m[2:].isdigit():
+            if m.startswith("p@") and numbers.is_count(m[2:]):
                 score = pool_score(row["label"], runs[row["label"]], qrels, labelled, int(m[2:]))
                 row["metrics"][m], row["intervals"][m] = score.precision, score.precision_interval
             elif m == JUDGED_AT_10 and row["label"] in covered:

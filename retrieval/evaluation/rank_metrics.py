@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 
@@ -44,7 +45,7 @@ def parse(metric: str) -> tuple[str, int] | None:
         return None
     if not cutoff:
         return (name, 0) if "@" not in metric else None
-    return (name, int(cutoff)) if cutoff.isdigit() else None
+    return (name, int(cutoff)) if numbers.is_count(cutoff) else None
 
 
 def supported(metric: str) -> bool:

@@ -12,6 +12,18 @@ start (a heading, a block quote, a list, a rule). Letters, digits, parentheses, 
 character stay as they are, so "Hybrid (CLEAR λ)" is written "Hybrid (CLEAR λ)". Control
 characters, which no renderer shows, become U+FFFD. ``code`` writes inline code. The HTML the app
 renders has its own helper (``ui.present.escape``).
+
+Automatic links are neutralised as that helper does, in the form GitHub's renderer needs (the
+job summary ``check --summary`` writes is GitHub Flavored Markdown, rendered by cmark-gfm, whose
+``extensions/autolink.c`` makes GFM's "extended autolinks"): a URL is recognised while the line's
+source is read, at a ``:`` followed by ``//`` after ``http``, ``https`` or ``ftp``, and ``www.``
+after a blank or the start — so that ``:`` (and the ``:`` of ``mailto:`` and ``xmpp:``, GFM's
+protocol autolinks) and that ``.`` are written backslash-escaped, which renders the same
+character and starts no link. An e-mail address is recognised later, in the text once parsed,
+with escapes and references already decoded and neighbouring text joined, so no escape can hide
+its ``@``: an empty HTML comment (``<!-- -->``) is written just before an ``@`` that has a local
+part before it and a dotted domain after it. A comment is no text (the address's two halves stay
+apart) and shows as nothing: the browser, and GitHub's sanitizer before it, drop it.
 """
 from __future__ import annotations
 
@@ -23,6 +35,11 @@ _AT_START = set("#>+-")  # a heading, a block quote, a list item or a rule: only
 _ENTITY = {"&": "&amp;", "<": "&lt;", "\n": "&#10;", "\r": "&#13;"}
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ORDERED = re.compile(r"^(\d{1,9})([.)])")  # an ordered list item
+# what starts an automatic link in GFM (cmark-gfm's autolink extension), in the escaped source
+_SCHEME_COLON = re.compile(r"(?i)(?::(?=//)|(?<=mailto):|(?<=xmpp):)")  # http://, https://, ftp://, mailto:, xmpp:
+_WWW_DOT = re.compile(r"(?i)(?<=www)\.")
+_EMAIL_AT = re.compile(r"(?<=[A-Za-z0-9.+_-])@(?=[A-Za-z0-9._\\-]*\.[A-Za-z0-9])")  # local@domain.tld
+SEPARATOR = "<!-- -->"  # an empty HTML comment: no text, shows as nothing
 
 
 def text(value: object) -> str:
@@ -30,6 +47,7 @@ def text(value: object) -> str:
     inline after other text); see the module docstring."""
     s = _CONTROL.sub("\ufffd", str(value))
     out = "".join(_ENTITY.get(ch) or ("\\" + ch if ch in _BACKSLASHED else ch) for ch in s)
+    out = _unlinked(out)
     out = _ORDERED.sub(r"\1\\\2", out)
     if out[:1] in _AT_START:
         out = "\\" + out
@@ -38,6 +56,17 @@ def text(value: object) -> str:
     if lead == len(out):
         return _refs(out)
     return _refs(out[:lead]) + out[lead:trail] + _refs(out[trail:])
+
+
+def _unlinked(out: str) -> str:
+    """The escaped source ``out`` with no automatic link left to form (module docstring)."""
+    if ":" in out:
+        out = _SCHEME_COLON.sub(r"\\:", out)
+    if "." in out:
+        out = _WWW_DOT.sub(r"\\.", out)
+    if "@" in out:
+        out = _EMAIL_AT.sub(SEPARATOR + "@", out)
+    return out
 
 
 def _refs(s: str) -> str:

@@ -57,6 +57,7 @@ import math
 from dataclasses import dataclass, field
 from statistics import median_low
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.intervals import Interval
@@ -171,7 +172,7 @@ def metric_depth(metric: str) -> float:
     if metric in ("map", BPREF):
         return FULL_LIST
     cutoff = metric.rsplit("@", 1)[-1]
-    return int(cutoff) if "@" in metric and cutoff.isdigit() else FULL_LIST
+    return int(cutoff) if "@" in metric and numbers.is_count(cutoff) else FULL_LIST
 
 
 def measurable(metric: str, depth: int | None) -> bool:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from statistics import median_low
 from typing import Any
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run, ranks
 from retrieval.judging import order as judging_order
@@ -58,14 +59,16 @@ def store_judge(store, corpus: str, name: object, viewer=None) -> str:
 
 
 def check_depth(value: Any) -> int:
-    """A pool depth: a whole number from 1 to ``MAX_DEPTH`` (a ValueError in one line otherwise)."""
+    """A pool depth: a whole number (``retrieval.numbers.whole``) from 1 to ``MAX_DEPTH`` (a
+    ValueError in one line otherwise)."""
     try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        number = float("nan")
-    if isinstance(value, bool) or not number.is_integer() or not 1 <= number <= MAX_DEPTH:
-        raise ValueError(f"the pool depth is a whole number from 1 to {MAX_DEPTH}, not {value!r}")
-    return int(number)
+        number: int | None = numbers.whole(value, "the pool depth")
+    except ValueError:
+        number = None
+    if number is None or not 1 <= number <= MAX_DEPTH:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ValueError(f"the pool depth is a whole number from 1 to {MAX_DEPTH}, not {shown}")
+    return number
 
 
 def rbo(left: list[str], right: list[str], p: float = PERSISTENCE) -> float:

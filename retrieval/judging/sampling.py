@@ -25,13 +25,13 @@ another's).
 """
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval import numbers
 from retrieval.data.dataset import Dataset
 from retrieval.store import Store, cache_key
 
@@ -65,18 +65,11 @@ def check_seed(value: object) -> int:
     fractional, NaN, infinite or larger seed, a boolean)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return 0
-    number = value
-    if isinstance(value, str):
-        try:
-            number = int(value.strip())
-        except ValueError:
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
-    if isinstance(number, float) and number.is_integer():
-        number = int(number)
-    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_SEED:
+    try:
+        number: int | None = numbers.whole(value, "a sample's seed")
+    except ValueError:
+        number = None
+    if number is None or not 0 <= number <= MAX_SEED:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
         raise ValueError(f"a sample's seed is a whole number from 0 to {MAX_SEED:,} (2^63 − 1), not {shown}")
     return number
@@ -94,7 +87,8 @@ def count_field(dataset: Dataset) -> str | None:
 
 
 def counts_of(dataset: Dataset) -> dict[str, float]:
-    """Each query's count (``count_field``); a missing or unreadable count counts 1."""
+    """Each query's count (``count_field``: a number by the one number grammar, ``retrieval.numbers``,
+    its thousands separated by "," or not); a missing, unreadable or non-positive count counts 1."""
     name = count_field(dataset)
     if name is None:
         raise ValueError(f"the queries have no count column ({', '.join(COUNT_FIELDS)}) to weight the sample by")
@@ -102,10 +96,10 @@ def counts_of(dataset: Dataset) -> dict[str, float]:
     for qid in dataset.queries:
         raw = dataset.query_fields.get(qid, {}).get(name, "")
         try:
-            value = float(raw.replace(",", ""))
+            value = numbers.number(raw.replace(",", ""))
         except ValueError:
             value = 1.0
-        out[qid] = value if math.isfinite(value) and value > 0 else 1.0
+        out[qid] = value if value > 0 else 1.0
     return out
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import Comparison, compare_pairs, evaluate_run
@@ -117,7 +118,7 @@ def standings(runs: dict[str, Run], judged: Qrels, metric: str = PRIMARY,
 def pool_metric_depth(metric: str) -> int:
     """k of a measure the judged pool fixes ("success@k", "p@k"), else 0."""
     name, _, cutoff = metric.partition("@")
-    return int(cutoff) if name in ("success", "p") and cutoff.isdigit() else 0
+    return int(cutoff) if name in ("success", "p") and numbers.is_count(cutoff) else 0
 
 
 def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison, beyond: int = 0) -> int | None:

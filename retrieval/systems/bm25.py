@@ -6,11 +6,30 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retrieval import numbers
 from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
+
+
+def check_k1(value: object) -> float:
+    """BM25's k1 (term-frequency saturation): a finite number of 0 or more, by the one number grammar
+    (``retrieval.numbers``); a ValueError in one line otherwise (a NaN k1 scores every document 0)."""
+    k1 = numbers.number(value, "BM25's k1")
+    if k1 < 0:
+        raise ValueError(f"BM25's k1 is a finite number of 0 or more, not {numbers.shown(value)}")
+    return k1
+
+
+def check_b(value: object) -> float:
+    """BM25's b (length normalization): a number from 0 to 1, by the one number grammar; a
+    ValueError in one line otherwise."""
+    b = numbers.number(value, "BM25's b")
+    if not 0 <= b <= 1:
+        raise ValueError(f"BM25's b is a number from 0 to 1, not {numbers.shown(value)}")
+    return b
 
 
 def lexical_params(ws: Workspace) -> dict:

@@ -53,6 +53,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import Comparison, compare, evaluate_run, positive_qrels
@@ -84,17 +85,22 @@ def gate_metric(metric: str) -> str:
     parsed = parse(metric) if isinstance(metric, str) else None
     if metric in (BPREF, NDCG_CONDENSED, "map") or (parsed is not None and parsed[1] > 0):
         return metric
-    raise ValueError(f"--metric {metric!r} is not a metric the check can compare on: a ranked-list metric with a "
-                     f"cutoff of 1 or more, map, bpref or ndcg'@10 (such as {', '.join(COMPARE_METRICS)})")
+    raise ValueError(f"--metric {numbers.shown(metric)} is not a metric the check can compare on: a ranked-list "
+                     f"metric with a cutoff of 1 or more, map, bpref or ndcg'@10 (such as "
+                     f"{', '.join(COMPARE_METRICS)})")
 
 
-def gate_max_drop(max_drop: float) -> float:
-    """``max_drop`` when it is a finite number ≥ 0; else a ValueError (NaN or a negative drop would
-    turn the gate off or fail every change)."""
-    if isinstance(max_drop, bool) or not isinstance(max_drop, (int, float)) or not math.isfinite(max_drop) \
-            or max_drop < 0:
-        raise ValueError(f"--max-drop must be a finite number of 0 or more, not {max_drop!r}")
-    return float(max_drop)
+def gate_max_drop(max_drop: object) -> float:
+    """``max_drop`` (a number, or its text by the one number grammar, ``retrieval.numbers``) when it
+    is a finite number ≥ 0; else a ValueError (NaN or a negative drop would turn the gate off or fail
+    every change)."""
+    try:
+        value = numbers.number(max_drop, "--max-drop")
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ValueError(f"--max-drop must be a finite number of 0 or more, not {numbers.shown(max_drop)}")
+    return value
 
 
 def labels_hash(qrels: Qrels) -> str:

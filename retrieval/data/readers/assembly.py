@@ -310,7 +310,7 @@ def detect_role(path: PathLike, displays: Displays | None = None) -> str:
     if first.startswith("{"):
         try:
             obj = json.loads(first)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or an integer of thousands of digits: the readers will say which
             obj = {}
         if isinstance(obj, dict) and "title" in obj:
             return "corpus"

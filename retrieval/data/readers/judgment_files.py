@@ -41,7 +41,7 @@ from retrieval.data.readers.records import EXAMPLES, column, first_row, table_ro
 from retrieval.errors import DataError
 from retrieval.files import tabular
 from retrieval.judging.judgments import check_judge, parse_grade
-from retrieval.safe_names import normal_id, shown
+from retrieval.safe_names import NameIndex, normal_id, shown
 
 QUERY_ID = ("query_id", "qid", "query-id", "queryid")
 QUERY_TEXT = ("query", "query_text", "query text")
@@ -103,13 +103,13 @@ def _header(header: list[str], display: str, lineno: int) -> None:
         seen[key] = i
 
 
-def _book_judges(header: list[str], read_cols: tuple[int, ...], existing, display: str,
+def _book_judges(header: list[str], read_cols: tuple[int, ...], existing: NameIndex, display: str,
                  lineno: int) -> dict[int, str]:
     """Quepid's book layout: the judge of each column after the query and document columns. A
     column that is not a judge's — before them, or named as a column of another kind (a title, a
     rank, a note) — is refused, naming it and the columns read; so is a judge's name that
     ``judgments.check_judge`` refuses, or one that looks like another judge's (in the file, or
-    ``existing``) without being it."""
+    ``existing``, which each judge read joins) without being it."""
     after = max(read_cols)
     judges: dict[int, str] = {}
     for i, raw in enumerate(header):
@@ -119,7 +119,8 @@ def _book_judges(header: list[str], read_cols: tuple[int, ...], existing, displa
         if i < after or name.lower() in NOT_JUDGES:
             raise DataError(f"unknown column {shown(name)} (column {i + 1}): {ACCEPTED}", display, lineno)
         try:
-            judges[i] = check_judge(name, [*existing, *judges.values()])
+            judges[i] = check_judge(name, existing)
+            existing.add(judges[i])
         except ValueError as err:
             raise DataError(f"column {i + 1}: {err}", display, lineno) from None
     if not judges:
@@ -186,7 +187,7 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
     without being it (``safe_names.check_new_name``); of a row that grades a pair a second time,
     differently (both lines named). A row repeating another exactly is read once, and counted."""
     display = display or Path(path).name
-    existing = list(existing)
+    known = NameIndex(existing)  # the corpus's judges, then each of the file's: a look-up per new name
     delimiter = "\t" if str(display).lower().endswith((".tsv", ".tab")) else ","
     rows = table_rows(Text.of_file(Path(path), display), delimiter)
     lineno, header = first_row(rows, display)
@@ -199,7 +200,7 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
                         f"{ACCEPTED}", display, lineno)
     if grade_col is None:  # Quepid's book export: a column per judge after query and docid
         read_cols = tuple(c for c in (q_id, q_text, doc) if c is not None)
-        judges = _book_judges(header, read_cols, existing, display, lineno)
+        judges = _book_judges(header, read_cols, known, display, lineno)
     else:
         judges = {}
     default_judge = check_judge(judge)
@@ -219,7 +220,8 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
             try:
                 grade = parse_grade(value)
                 if who not in named:
-                    named[who] = check_judge(who, [*existing, *named.values()])
+                    named[who] = check_judge(who, known)
+                    known.add(named[who])
             except ValueError as err:
                 raise DataError(str(err), display, lineno) from None
             who = named[who]

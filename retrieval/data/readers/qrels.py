@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
+from retrieval import numbers
 from retrieval.data.dataset import Document, Qrels
 from retrieval.data.readers.decode import PathLike, Text, count, verb_for
 from retrieval.data.readers.records import EXAMPLES, Skipped, looks_like_qrels_header, require_id
@@ -31,27 +33,24 @@ def _dropped(n: int, verb: str, where: str) -> str:
 
 
 def _label(value: str, display: str, lineno: int) -> int:
+    """A label as the one number grammar reads a whole number (``retrieval.numbers.whole``: ``2``,
+    ``2.0``; not ``+2``, ``2_0`` or another script's digits), within ±``MAX_GRADE``."""
     try:
-        grade = int(value)
+        grade = numbers.whole(value, "relevance label")
     except ValueError:
-        grade = None
-    if grade is not None:
-        return _in_range(grade, value, display, lineno)
-    try:
-        f = float(value)
-    except ValueError:
-        f = None
-    if f is not None and f.is_integer():
-        return _in_range(int(f), value, display, lineno)
-    raise DataError(f"relevance label '{value}' is not an integer", display, lineno)
-
-
-def _in_range(grade: int, value: str, display: str, lineno: int) -> int:
+        if numbers.INTEGER.fullmatch(value):  # digits too many to keep: out of range as any other
+            _out_of_range(value, display, lineno)
+        raise DataError(f"relevance label {numbers.shown(value)} is not an integer{numbers.reason(value)}", display,
+                        lineno) from None
     if abs(grade) > MAX_GRADE:
-        shown = value if len(value) <= 20 else f"{value[:20]}… ({len(value):,} characters)"
-        raise DataError(f"relevance label '{shown}' is out of range (labels are integers from {-MAX_GRADE} "
-                        f"to {MAX_GRADE})", display, lineno)
+        _out_of_range(value, display, lineno)
     return grade
+
+
+def _out_of_range(value: str, display: str, lineno: int) -> NoReturn:
+    shown = value if len(value) <= 20 else f"{value[:20]}… ({len(value):,} characters)"
+    raise DataError(f"relevance label '{shown}' is out of range (labels are integers from {-MAX_GRADE} "
+                    f"to {MAX_GRADE})", display, lineno)
 
 
 def _labels(text: Text) -> Iterator[tuple[int, str, str, int]]:

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from retrieval import numbers
 from retrieval.data.readers.decode import Text
 from retrieval.errors import DataError, LoadReport
 from retrieval.safe_names import describe_char, id_problem, normal_id, shown
@@ -30,8 +31,16 @@ INDIVIDUAL = 5  # up to this many skips are warned one by one (with their line)
 Skipped = dict[str, int]  # id -> line of a record skipped for empty text
 
 
+def json_decoder() -> json.JSONDecoder:
+    """A JSON decoder whose numbers pass the one number grammar (``retrieval.numbers``): an integer
+    of more than 19 digits or past a signed 64-bit integer, or a number past a double's range or of
+    more than 100 characters, is a ValueError in one line, never Python's own 4,300-digit message."""
+    return json.JSONDecoder(parse_int=lambda s: numbers.integer(s, "a JSON integer"),
+                            parse_float=lambda s: numbers.number(s, "a JSON number"))
+
+
 def _jsonl_records(text: Text) -> Iterator[tuple[int, dict]]:
-    loads, display = json.loads, text.display
+    loads, display = json_decoder().decode, text.display
     for lineno, line in text.lines():
         if not line or line.isspace():
             continue
@@ -39,6 +48,8 @@ def _jsonl_records(text: Text) -> Iterator[tuple[int, dict]]:
             obj = loads(line)
         except json.JSONDecodeError as e:
             raise DataError(f"invalid JSON: {e.msg} (column {e.colno})", display, lineno) from None
+        except ValueError as e:  # a number the grammar refuses
+            raise DataError(str(e), display, lineno) from None
         except RecursionError:
             raise DataError("invalid JSON: nested too deeply", display, lineno) from None
         if not isinstance(obj, dict):
@@ -98,11 +109,8 @@ def looks_like_qrels_header(cells: list[str]) -> bool:
 
 
 def int_like(value: str) -> bool:
-    try:
-        int(value)
-    except ValueError:
-        return False
-    return True
+    """Whether ``value`` is an integer by the one number grammar (``retrieval.numbers``)."""
+    return numbers.is_integer(value)
 
 
 def number_like(value: str) -> bool:

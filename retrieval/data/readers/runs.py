@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from retrieval import numbers
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers.decode import PathLike, Text, count, verb_for
 from retrieval.data.readers.records import EXAMPLES, require_id
@@ -118,13 +119,11 @@ def run_hash(run: Run) -> str:
 
 # ---- the formats ----------------------------------------------------------------------------
 def _number(value: str, what: str, display: str, lineno: int) -> float:
+    """A score or rank by the one number grammar (``retrieval.numbers.number``), else a DataError."""
     try:
-        x = float(value)
-    except ValueError:
-        raise DataError(f"{what} '{value}' is not a number", display, lineno) from None
-    if not math.isfinite(x):
-        raise DataError(f"{what} '{value}' is not a finite number", display, lineno)
-    return x
+        return numbers.number(value, what)
+    except ValueError as err:
+        raise DataError(str(err), display, lineno) from None
 
 
 def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
@@ -156,9 +155,21 @@ class _Pairs(list):
     """A JSON object as its (key, value) pairs, so that repeated keys are seen."""
 
 
+class _Refused(str):
+    """A JSON number the one number grammar refuses (``retrieval.numbers``), kept as its text until
+    its place (the query and document it scores) can be named."""
+
+
+def _json_number(text: str) -> float | _Refused:
+    """A JSON number (integer or not) as a score: the grammar's float, or the text it refuses."""
+    return float(text) if numbers.is_number(text) else _Refused(text)
+
+
 def _kind(value: object) -> str:
     if isinstance(value, _Pairs):
         return "an object"
+    if isinstance(value, _Refused):
+        return "a number"
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
@@ -171,17 +182,13 @@ def _trec_first_line(text: Text) -> bool:
             continue
         if len(fields) != 6:
             return False
-        try:
-            int(fields[3]), float(fields[4])
-        except ValueError:
-            return False
-        return True
+        return numbers.is_integer(fields[3]) and numbers.is_number(fields[4])
     return False
 
 
 def _parse_json(text: str, display: str, path: Path) -> _Parsed:
     try:
-        obj = json.loads(text, object_pairs_hook=_Pairs)
+        obj = json.loads(text, object_pairs_hook=_Pairs, parse_int=_json_number, parse_float=_json_number)
     except json.JSONDecodeError as e:
         raise DataError(f"invalid JSON: {e.msg} (column {e.colno})", display, e.lineno) from None
     except RecursionError:
@@ -206,7 +213,13 @@ def _parse_json(text: str, display: str, path: Path) -> _Parsed:
 
 def _json_score(score: object, what: str, display: str) -> float:
     """A JSON score as a finite float: a DataError for anything else (text, a boolean, null,
-    Infinity or NaN, an integer too large for a float)."""
+    Infinity or NaN, a number the one number grammar refuses: past a double's range, or of more than
+    ``numbers.NUMBER_CHARS`` characters)."""
+    if isinstance(score, _Refused):
+        try:
+            numbers.number(str(score), what)
+        except ValueError as err:
+            raise DataError(str(err), display) from None
     if isinstance(score, bool) or not isinstance(score, (int, float)):
         raise DataError(f"{what} is {_kind(score)}, not a number", display)
     try:
