@@ -818,10 +818,11 @@ class Store:
         for column in ("name", "name_key", "space"):
             if column not in have:
                 self.db.execute(f"alter table judges add column {column} text")
-        rows = self.db.execute("select corpus, judge, owner, published from judges where name_key is null").fetchall()
-        self.db.conn.executemany("update judges set name = ?, name_key = ?, space = ? where corpus = ? and judge = ?",
-                                 [(judge_name(j), name_key(judge_name(j)) if isinstance(j, str) else "",
-                                   "" if p else str(o or ""), c, j) for c, j, o, p in rows if isinstance(j, str)])
+        rows = self.db.execute("select corpus, judge, owner, published, name_key from judges").fetchall()
+        self.db.conn.executemany(  # new rows; and keys made by an earlier look-alike rule, made again by today's
+            "update judges set name = ?, name_key = ?, space = coalesce(space, ?) where corpus = ? and judge = ?",
+            [(judge_name(j), name_key(judge_name(j)), "" if p else str(o or ""), c, j) for c, j, o, p, k in rows
+             if isinstance(j, str) and k != name_key(judge_name(j))])
         self.db.execute("create index if not exists judges_name_key on judges (corpus, name_key)")
 
     def _sample_owners(self) -> None:
