@@ -102,6 +102,7 @@ class Workspace:
         self._imported: dict[str, ImportedRun] = {}  # shared with with_model / with_index siblings
         if store is not None:
             store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
+            store.sizes.see(dataset)  # what the rows kept of it may hold when read back (``row_bounds``)
 
     @property
     def model_name(self) -> str | None:
@@ -194,6 +195,7 @@ class Workspace:
         other._imported = dict(self._imported)
         if self.store is not None:
             self.store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
+            self.store.sizes.see(dataset)
         return other
 
     def with_labels(self, dataset: Dataset) -> Workspace:
@@ -626,6 +628,7 @@ class Workspace:
         params = self.system_params(system, split)
         key = self._key(system, params, split, k)
         if self.store is not None:
+            self.store.sizes.deepen(k)  # a run this deep reads back as one
             cached = self.store.get_run(key)
             if cached is not None:
                 return cached
