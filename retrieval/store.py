@@ -465,7 +465,7 @@ class Store:
         if problem is not None:  # damaged: a miss, so the evaluation is computed again and written over
             stored_rows.left_out("metrics", [f"evaluation {key[:12]}: {problem}"])
             return None
-        return metrics, cast(dict, per_query)  # metrics_problem: both dicts
+        return cast(dict, metrics), cast(dict, per_query)  # metrics_problem: both dicts
 
     def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                     metrics: dict, per_query: dict) -> None:
