@@ -1477,7 +1477,7 @@ def test_a_row_inflating_past_its_ceiling_is_left_out_holding_one_piece_of_it(ke
     assert any(said in w for w in warnings_of(caplog)), caplog.text
 
 
-def test_a_snapshot_inflating_past_its_ceiling_is_left_out_and_check_exits_2(snapshotted, bomb, caplog):
+def test_a_snapshot_inflating_past_its_ceiling_is_left_out_and_refused_by_name(snapshotted, bomb, caplog):
     from retrieval.tracking import snapshots
 
     ds, store, path = snapshotted
@@ -1808,7 +1808,6 @@ def test_kept_files_that_are_links_fifos_or_devices_are_never_opened(toy_dataset
     line, reading nothing, and the data set reopens once its files are back."""
     from retrieval.data import kept
     from retrieval.data.readers import load_uploads
-    from retrieval.files.trec import write_qrels  # noqa: F401  (a writer of the upload's files)
 
     upload = tmp_path / "upload"
     upload.mkdir()
