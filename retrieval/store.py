@@ -28,7 +28,7 @@ from typing import cast
 import numpy as np
 import platformdirs
 
-from retrieval import stored_rows
+from retrieval import row_bounds, stored_rows
 from retrieval.data.run import Run
 from retrieval.judging import judge_claims
 from retrieval.judging import staged_writes as staging
@@ -128,6 +128,7 @@ class Store:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path).expanduser() if path else default_store_path()
         self._lock = threading.RLock()
+        self.sizes = row_bounds.Sizes()  # the largest data set opened on it: what rows of data sets are sized by
         if self.path.is_dir():
             raise StoreError(f"the store {self.path} is a folder: name the cache file itself "
                              f"(e.g. {self.path / 'rankscope.sqlite3'}) with --store or $RANKSCOPE_STORE")
@@ -445,7 +446,7 @@ class Store:
             row = self.db.execute("select hits from runs where key = ?", [key]).fetchone()
         if row is None:
             return None
-        hits, problem = stored_rows.unpacked(row[0], "hits")
+        hits, problem = stored_rows.unpacked(row[0], "hits", self.sizes.shape)
         problem = problem or stored_rows.hits_problem(hits)
         if problem is not None:  # damaged: a miss, so the run is computed again and written over
             stored_rows.left_out("runs", [f"run {key[:12]}: {problem}"])
@@ -487,16 +488,13 @@ class Store:
             row = self.db.execute("select metrics, per_query from metrics where key = ?", [key]).fetchone()
         if row is None:
             return None
-        try:
-            metrics, problem = json.loads(row[0]), None
-        except (TypeError, ValueError) as err:
-            metrics, problem = None, f"its metrics are not JSON ({err})"
-        per_query, unpacking = stored_rows.unpacked(row[1], "per-query values")
+        metrics, problem = stored_rows.loaded(row[0], "metrics")
+        per_query, unpacking = stored_rows.unpacked(row[1], "per-query values", self.sizes.shape)
         problem = problem or unpacking or stored_rows.metrics_problem(metrics, per_query)
         if problem is not None:  # damaged: a miss, so the evaluation is computed again and written over
             stored_rows.left_out("metrics", [f"evaluation {key[:12]}: {problem}"])
             return None
-        return metrics, cast(dict, per_query)  # metrics_problem: both dicts
+        return cast(dict, metrics), cast(dict, per_query)  # metrics_problem: both dicts
 
     def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
                     metrics: dict, per_query: dict) -> None:
@@ -892,7 +890,7 @@ class Store:
             rows = list(self.db.table("query_sets").rows_where(where, args, order_by="created, id"))
         out, problems = [], []
         for r in rows:  # a set not of the shape put_query_set writes is left out, with a warning
-            queries, problem = stored_rows.unpacked(r["queries"], "queries")
+            queries, problem = stored_rows.unpacked(r["queries"], "queries")  # bounded as the writer bounds a set
             problem = problem or stored_rows.query_set_problem(r, queries)
             if problem is not None:
                 problems.append(f"query set {r.get('id')!r:.60}: {problem}")
@@ -990,7 +988,7 @@ class Store:
             rows = list(self.db.table("judging_samples").rows_where(where, args, order_by="created desc, id"))
         out, problems = [], []
         for r in rows:  # a sample not of the shape put_sample writes is left out, with a warning
-            query_ids, problem = stored_rows.unpacked(r["query_ids"], "query ids")
+            query_ids, problem = stored_rows.unpacked(r["query_ids"], "query ids", self.sizes.shape)
             problem = problem or stored_rows.sample_problem(r, query_ids)
             if problem is not None:
                 problems.append(f"sample {r.get('id')!r:.60}: {problem}")
@@ -1085,7 +1083,8 @@ class Store:
             rows.sort(key=lambda r: viewer.rank(r["owner"], r["published"]))
         out = []
         for r in rows:  # runs that do not unpack: the row is kept, marked, for ``snapshots`` to say so
-            runs, problem = stored_rows.unpacked(r["runs"], "runs")
+            runs, problem = stored_rows.unpacked(r["runs"], "runs", self.sizes.shape)
+            problem = problem or stored_rows.text_problem(r["meta"], "metadata")  # measured before it is parsed
             out.append({**r, "runs": runs, **({"damaged": problem} if problem else {})})
         return out
 
@@ -1463,7 +1462,16 @@ class Store:
         return out
 
     def _job_row(self, row: dict) -> dict:
-        return {k: (json.loads(v) if k in self.JOB_JSON and isinstance(v, str) and v else v) for k, v in row.items()}
+        """The job's row with its ``JOB_JSON`` fields decoded, each measured first; a ValueError
+        naming the first that is past its size or not JSON."""
+        job = {}
+        for k, v in row.items():
+            if k in self.JOB_JSON and isinstance(v, str) and v:
+                v, problem = stored_rows.loaded(v, k, self.sizes.shape)
+                if problem is not None:
+                    raise ValueError(problem)
+            job[k] = v
+        return job
 
     def mark_interrupted(self) -> int:
         """Jobs left queued or running by a process that died are marked ``interrupted``.

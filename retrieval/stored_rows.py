@@ -7,7 +7,9 @@ writes — a grade in ``judgments.GRADES``, ids ``safe_names.id_problem`` accept
 from, runs whose hits are ``[document, score]`` pairs. A row that is not is left out of what the
 reader returns (never exported, evaluated or shown) and said in one logged warning per read, naming
 the table, how many rows and the first row's problem; a cached computation (a run, an evaluation)
-that is not is a miss, computed again and written over. Vectors (embeddings, learned sparse
+that is not is a miss, computed again and written over. No row is read past its size: a compressed
+one inflates within the ceiling of its kind, a JSON text is measured before it is parsed
+(``retrieval.row_bounds``). Vectors (embeddings, learned sparse
 vectors, 2-D projections) are held to their declared lengths and to finite numbers, so a forged
 length never sizes an array and a NaN never reaches a FAISS index or a score.
 
@@ -22,22 +24,52 @@ import zlib
 
 import numpy as np
 
+from retrieval import row_bounds
 from retrieval.judging.grades import GRADES, check_judge_key
+from retrieval.row_bounds import Shape
 from retrieval.safe_names import file_name_problem, id_problem
 
 log = logging.getLogger(__name__)
 _GRADES = frozenset(GRADES)
 
 
-def unpacked(blob, what: str) -> tuple[object, str | None]:
+def unpacked(blob, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
     """(the object ``store._pack`` made ``blob`` from, None) or (None, why it does not unpack: "its
-    ``what`` do not unpack (…)")."""
+    ``what`` do not unpack (…)"). ``what`` is the row's kind (``row_bounds.CEILINGS``): past its
+    ceiling for data sets of ``shape`` the blob is not inflated further, and does not unpack."""
     if not isinstance(blob, bytes):
         return None, f"its {what} are {type(blob).__name__}, not packed bytes"
     try:
-        return json.loads(zlib.decompress(blob)), None
-    except (zlib.error, ValueError, RecursionError) as err:  # cut or edited: zlib's, UTF-8's or JSON's error
+        return json.loads(row_bounds.inflate(blob, row_bounds.ceiling(what, shape))), None
+    except (zlib.error, ValueError, RecursionError) as err:  # cut, edited or too large: zlib's, UTF-8's, JSON's
         return None, f"its {what} do not unpack ({err})"
+
+
+def _be(what: str) -> str:
+    return "are" if what in ("files", "metrics", "losses") else "is"  # its losses are, its config is
+
+
+def text_problem(text, what: str, shape: Shape | None = None) -> str | None:
+    """Why the JSON text of a column of kind ``what`` (``row_bounds.CEILINGS``) is not parsed: not
+    text, or longer than its kind's ceiling for data sets of ``shape``; None when it may be."""
+    if not isinstance(text, str):
+        return f"its {what} {_be(what)} {type(text).__name__}, not JSON text"
+    limit = row_bounds.ceiling(what, shape)
+    if len(text) > limit:
+        return f"its {what} {_be(what)} {len(text):,} characters, past the {limit:,} such a column holds"
+    return None
+
+
+def loaded(text, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
+    """(the value of the JSON text ``text`` of a column of kind ``what``, None) or (None, why it is
+    not read: ``text_problem``'s, measured before it is parsed, or not JSON)."""
+    problem = text_problem(text, what, shape)
+    if problem is not None:
+        return None, problem
+    try:
+        return json.loads(text), None
+    except (ValueError, RecursionError) as err:
+        return None, f"its {what} {_be(what)} not JSON ({str(err)[:80]})"
 
 
 def _number(value) -> bool:
@@ -286,12 +318,9 @@ def judge_problem(name, checked: dict[str, str | None]) -> str | None:
 
 
 def _json_object(text, what: str) -> str | None:
-    if not isinstance(text, str):
-        return f"its {what} is {type(text).__name__}, not JSON text"
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as err:
-        return f"its {what} is not JSON ({str(err)[:80]})"
+    value, problem = loaded(text, what)
+    if problem is not None:
+        return problem
     return None if isinstance(value, dict) else f"its {what} is not a JSON object"
 
 
@@ -334,7 +363,7 @@ def run_row_problem(row: dict) -> str | None:
 
 
 _HEX = frozenset("0123456789abcdef")
-KEPT_FILES = 64  # files one kept data set holds at most (an upload of a corpus, queries and qrels)
+KEPT_FILES = row_bounds.KEPT_FILES  # files one kept data set holds at most (an upload of a corpus, queries and qrels)
 
 
 def _hash_text(value) -> bool:
@@ -344,12 +373,9 @@ def _hash_text(value) -> bool:
 def kept_files(text) -> tuple[list[str], str | None]:
     """(the file names of a kept data set's row, None) or ([], why they are not what ``put_kept``
     writes: a JSON list of at most ``KEPT_FILES`` plain file names, ``safe_names.file_name_problem``)."""
-    if not isinstance(text, str):
-        return [], f"its files are {type(text).__name__}, not JSON text"
-    try:
-        files = json.loads(text)
-    except (ValueError, RecursionError) as err:
-        return [], f"its files are not JSON ({str(err)[:80]})"
+    files, problem = loaded(text, "files")
+    if problem is not None:
+        return [], problem
     if not isinstance(files, list) or not 0 < len(files) <= KEPT_FILES:
         return [], f"its files are not a list of 1 to {KEPT_FILES} names"
     for name in files:

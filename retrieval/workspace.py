@@ -104,6 +104,7 @@ class Workspace:
         self._run_owners: dict[str, str] = {}  # imported run -> its maker ("": everyone's), as ``_imported``
         if store is not None:
             store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
+            store.sizes.see(dataset)  # what the rows kept of it may hold when read back (``row_bounds``)
 
     @property
     def model_name(self) -> str | None:
@@ -197,6 +198,7 @@ class Workspace:
         other._imported, other._run_owners = dict(self._imported), dict(self._run_owners)
         if self.store is not None:
             self.store.register_dataset(dataset.queries_hash, dataset.name, dataset.summary())
+            self.store.sizes.see(dataset)
         return other
 
     def with_labels(self, dataset: Dataset) -> Workspace:
@@ -642,6 +644,7 @@ class Workspace:
         params, owner = self.system_params(system, split), self.run_owner(system)
         key = self._key(system, params, split, k, owner=owner)  # an imported run's: its maker's row
         if self.store is not None:
+            self.store.sizes.deepen(k)  # a run this deep reads back as one
             cached = self.store.get_run(key)
             if cached is not None:
                 return cached

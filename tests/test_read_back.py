@@ -1434,3 +1434,439 @@ def test_a_tampered_run_row_is_left_out_of_the_history(toy_dataset, tmp_path, ca
     listed = list_runs(ws.store)
     assert [r["key"] for r in listed] == [r["key"] for r in ws.store.runs() if r["key"] != first]
     assert any("runs: left out 1 damaged row" in w and said in w for w in warnings_of(caplog)), caplog.text
+
+
+# ---- no row is read past its size (``row_bounds``) ------------------------------------------------
+BOMB_MIB = 768  # the issue's row: 0.8 MB of zlib, 768 MiB of zeros inflated
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    """0.8 MB of zlib that inflates to ``BOMB_MIB`` MiB of zeros (made once: a few seconds)."""
+    packer, zeros = zlib.compressobj(9), bytes(1 << 24)
+    return b"".join(packer.compress(zeros) for _ in range(BOMB_MIB // 16)) + packer.flush()
+
+
+def _json_bomb(item: bytes, mib: int, head: bytes = b"{", tail: bytes = b"}") -> bytes:
+    """zlib of valid JSON: ``item`` repeated to about ``mib`` MiB between ``head`` and ``tail``."""
+    packer = zlib.compressobj(9)
+    block = item * ((1 << 20) // len(item))
+    return packer.compress(head) + b"".join(packer.compress(block) for _ in range(mib)) \
+        + packer.compress(tail) + packer.flush()
+
+
+@pytest.mark.parametrize("table, column, where, said", [
+    ("query_sets", "queries", "id = 's1'", "query sets: left out 1 damaged row: query set 's1': its queries do not "
+                                           "unpack (inflate past"),
+    ("judging_samples", "query_ids", "id = 'a1'", "judging samples: left out 1 damaged row: sample 'a1': its query "
+                                                  "ids do not unpack (inflate past"),
+])
+def test_a_row_inflating_past_its_ceiling_is_left_out_holding_one_piece_of_it(kept_rows, bomb, caplog, table, column,
+                                                                              where, said):
+    """The issue's case: a 0.8 MB row of 768 MiB inflated. It is refused as a damaged row while
+    RankScope holds one megabyte of it, not the 768 MiB (nor its kind's ceiling: measured first)."""
+    store, path = kept_rows
+    assert len(bomb) < 800_000
+    tamper(path, f"update {table} set {column} = ? where {where}", bomb)
+    read = store.query_sets if table == "query_sets" else store.samples
+    started, before = time.perf_counter(), _peak_mb()
+    peak = _peak_during(lambda: read(CORPUS))
+    assert peak < 8 and _peak_mb() - before < 50  # MB: tracemalloc's peak, and the process's resident peak
+    assert time.perf_counter() - started < 10
+    assert [r["id"] for r in read(CORPUS)] == (["s2"] if table == "query_sets" else ["a2"])
+    assert any(said in w for w in warnings_of(caplog)), caplog.text
+
+
+def test_a_snapshot_inflating_past_its_ceiling_is_left_out_and_refused_by_name(snapshotted, bomb, caplog):
+    from retrieval.tracking import snapshots
+
+    ds, store, path = snapshotted
+    tamper(path, "update snapshots set runs = ? where name = 'bad'", bomb)
+    before = _peak_mb()
+    assert _peak_during(lambda: snapshots.listed(store, ds.corpus_hash)) < 8 and _peak_mb() - before < 50
+    assert [s.name for s in snapshots.listed(store, ds.corpus_hash)] == ["good"]
+    assert any("the snapshot 'bad' in the store is damaged: its runs do not unpack (inflate past" in w
+               for w in warnings_of(caplog)), caplog.text
+    with pytest.raises(snapshots.DamagedSnapshot, match="inflate past"):
+        snapshots.load(store, ds.corpus_hash, "bad")
+
+
+@pytest.mark.parametrize("kind, blob", [  # JSON that parses, of the row's own shape, larger than the data can be
+    ("queries", lambda: _json_bomb(b'"q":"x",', 80, tail=b'"q":"x"}')),
+    ("hits", lambda: _json_bomb(b'["d1",0.5],', 16, b'{"q3":[', b'["d1",0.5]]}')),
+    ("runs", lambda: _json_bomb(b'["d1",0.5],', 64, b'{"bm25":{"q3":[', b'["d1",0.5]]}}')),
+])
+def test_a_row_of_its_own_shape_larger_than_its_data_can_be_is_never_parsed(toy_dataset, tmp_path, caplog, kind,
+                                                                             blob):
+    """Valid JSON of the row's shape is still refused past the ceiling: a query set past what
+    ``query_sets`` lets a set hold, a run or a snapshot past what the data sets opened can make
+    (the toy corpus: 4 queries, 8 documents). Nothing of it is parsed into objects."""
+    from retrieval.tracking import snapshots
+
+    path = tmp_path / "store.sqlite3"
+    ws = Workspace(toy_dataset, Store(path))
+    first = ws.run("bm25", "test")
+    ws.store.put_query_set(CORPUS, "s1", "mine", {"q1": "cats"})
+    snapshots.save(ws.store, snapshots.take(ws, "test", ["bm25"], "good"))
+    table, column = {"queries": ("query_sets", "queries"), "hits": ("runs", "hits"),
+                     "runs": ("snapshots", "runs")}[kind]
+    tamper(path, f"update {table} set {column} = ?", blob())
+    if kind == "queries":
+        call = lambda: ws.store.query_sets(CORPUS)  # noqa: E731
+    elif kind == "hits":
+        call = lambda: ws.store.get_run(next(r["key"] for r in ws.store.runs()))  # noqa: E731
+    else:
+        call = lambda: snapshots.listed(ws.store, toy_dataset.corpus_hash)  # noqa: E731
+    assert _peak_during(call) < 8
+    assert call() in ([], None)
+    assert any(f"its {kind} do not unpack (inflate past" in w for w in warnings_of(caplog)), caplog.text
+    if kind == "hits":
+        assert ws.run("bm25", "test") == first  # a miss: computed again, and written over
+
+
+def _widest_dataset() -> Dataset:
+    """Ids as long as JSON can make them (characters outside the BMP: 12 bytes each) and a corpus
+    deeper than a run: the largest rows a data set of its size can have."""
+    docs = {f"{'😀' * 40}{i:04}": Document(f"{'😀' * 40}{i:04}", "", f"text {i}") for i in range(1_200)}
+    queries = {f"{'𝔮' * 30}{i}": f"query {i}" for i in range(3)}
+    return Dataset("wide", docs, queries, {"test": {q: {next(iter(docs)): 1} for q in queries}})
+
+
+def test_the_largest_rows_the_writers_write_read_back(tmp_path):
+    """Every ceiling holds what its writer can write at its largest: a query set at the writer's
+    bounds (``query_sets``: 10,000 queries, 5,000,000 characters, each 12 bytes in JSON), and a run,
+    a snapshot, an evaluation's per-query values and a sample as large as the data set can make
+    them (its longest ids, 1,000 hits per query, the longest scores)."""
+    from retrieval import row_bounds
+    from retrieval.data import query_sets
+    from retrieval.evaluation.metrics import EVALUATED
+    from retrieval.systems import SYSTEMS
+    from retrieval.workspace import EVAL_DEPTH
+
+    assert (row_bounds.QUERY_SET_QUERIES, row_bounds.QUERY_SET_CHARS) == (query_sets.MAX_QUERIES, query_sets.MAX_CHARS)
+    assert row_bounds.DEPTH == EVAL_DEPTH and row_bounds.SNAPSHOT_SYSTEMS >= 2 * len(SYSTEMS)
+    assert row_bounds.METRICS_KEPT >= len(EVALUATED) + 1
+    store = Store(tmp_path / "store.sqlite3")
+    width = query_sets.MAX_CHARS // query_sets.MAX_QUERIES  # characters of id and text a query
+    largest = {f"{i:05}": "😀" * (width - 5) for i in range(query_sets.MAX_QUERIES)}
+    query_sets.check_bounds(largest)  # the writer takes it
+    store.put_query_set(CORPUS, "big", "big", largest)
+    assert store.query_sets(CORPUS)[0]["queries"] == largest
+
+    ds = _widest_dataset()
+    Workspace(ds, store)  # opened: what its rows may hold is known
+    score = -2.2250738585072014e-308  # the longest text of a float
+    run = {q: [(d, score) for d in list(ds.docs)[:EVAL_DEPTH]] for q in ds.queries}
+    store.put_run("r" * 64, dataset=ds.queries_hash, system="bm25", params={}, split="test", k=EVAL_DEPTH, run=run)
+    assert store.get_run("r" * 64) == run
+    store.put_snapshot(ds.corpus_hash, "all", {"created": 1.0}, {f"{'𝔰' * 99}{i}": run for i in range(len(SYSTEMS))})
+    assert len(store.snapshots(ds.corpus_hash)[0]["runs"]) == len(SYSTEMS)
+    per_query = {f"metric{m}": {q: [score, score] for q in ds.queries} for m in range(len(EVALUATED) + 1)}
+    store.put_metrics("m" * 64, dataset=ds.queries_hash, system="bm25", params={}, split="test", metrics={},
+                      per_query=per_query)
+    assert store.get_metrics("m" * 64) == ({}, per_query)
+    store.put_sample(ds.corpus_hash, "s", "all", 0, list(ds.queries))
+    assert store.samples(ds.corpus_hash)[0]["query_ids"] == list(ds.queries)
+    store.close()
+
+
+def _long_object(characters: int) -> str:
+    return '{"a": "' + "x" * (characters - 9) + '"}'
+
+
+@pytest.mark.parametrize("table, column, said", [
+    ("jobs", "config", "its config is 2,097,152 characters, past the"),
+    ("jobs", "progress", "its progress is 2,097,152 characters, past the"),
+    ("models", "info", "its info is 2,097,152 characters, past the"),
+    ("snapshots", "meta", "its metadata is 2,097,152 characters, past the"),
+])
+def test_a_json_column_past_its_size_is_measured_not_parsed(tmp_path, caplog, monkeypatch, table, column, said):
+    """A plain JSON column (settings, counts, a snapshot's note) is measured before it is parsed: 2 MiB
+    where RankScope writes a few KB is a damaged row, and the parser never sees it."""
+    from retrieval.tracking import snapshots
+
+    store = Store(tmp_path / "store.sqlite3")
+    store.put_job({"id": "j1", "status": "done", "kind": "train", "config": {}, "progress": {}, "losses": []})
+    store.register_model("f" * 64, "m", 4, {})
+    store.put_snapshot(CORPUS, "s", {"created": 1.0}, {})
+    tamper(tmp_path / "store.sqlite3", f"update {table} set {column} = ?", _long_object(2 * 2**20))
+    parsed: list[int] = []
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda s, *a, **k: parsed.append(len(s)) or real(s, *a, **k))
+    read = {"jobs": store.jobs, "models": store.models,
+            "snapshots": lambda: snapshots.listed(store, CORPUS)}[table]
+    assert read() == []
+    assert all(n < 2**20 for n in parsed)  # the long text never reached the parser
+    assert any(said in w for w in warnings_of(caplog)), caplog.text
+    store.close()
+
+
+_PACKED = st.one_of(
+    st.binary(max_size=64),  # not zlib at all
+    st.binary(max_size=3000).map(zlib.compress),  # whole streams
+    st.tuples(st.binary(max_size=3000).map(zlib.compress), st.integers(1, 40)).map(lambda c: c[0][:-c[1]]),  # cut
+    st.tuples(st.binary(max_size=3000).map(zlib.compress), st.binary(min_size=1, max_size=8)).map(
+        lambda c: c[0] + c[1]),  # something after the stream
+    st.integers(1, 200_000).map(lambda n: zlib.compress(bytes(n), 9)),  # zeros: up to 1,000 to 1
+)
+
+
+@given(blob=_PACKED, limit=st.one_of(st.integers(0, 4096), st.integers(0, 1 << 22)))
+@settings(max_examples=300, deadline=None)
+def test_inflate_gives_what_zlib_gives_within_the_limit_and_refuses_the_rest(blob, limit):
+    """``row_bounds.inflate`` against zlib itself: the same bytes where they fit the limit (whatever
+    follows a whole stream left, as zlib leaves it), ``TooLarge`` where they do not, zlib's error
+    where zlib has one — by either path (measured first, or not)."""
+    from retrieval import row_bounds
+
+    try:
+        want = zlib.decompress(blob)
+    except zlib.error:
+        want = None
+    try:
+        got = row_bounds.inflate(blob, limit)
+    except row_bounds.TooLarge:
+        assert want is None or len(want) > limit
+    except zlib.error:
+        assert want is None
+    else:
+        assert got == want and len(got) <= limit
+
+
+# ---- files read back (``retrieval/files/read_back.py``) -------------------------------------------
+def _fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def _socket(path: Path):
+    """A listening Unix socket at ``path`` (bound in a short folder, then moved: a socket's path is short)."""
+    import socket
+    import tempfile
+
+    short = Path(tempfile.mkdtemp()) / "s"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(short))
+    os.replace(short, path)
+    short.parent.rmdir()
+    return sock
+
+
+def _link(target) -> object:
+    def make(path: Path) -> None:
+        to = target(path) if callable(target) else target
+        path.unlink(missing_ok=True)
+        path.symlink_to(to)
+    return make
+
+
+def _elsewhere(path: Path) -> Path:
+    """A copy of ``path`` outside its folder (a link to it passes every check but the link's)."""
+    copy = path.parent.parent / f"elsewhere-{path.name}"
+    copy.write_bytes(path.read_bytes())
+    return copy
+
+
+def _in_time(call, seconds: float = 60.0, unblock: Path | None = None):
+    """``call()``'s value, or a failure when it has not returned within ``seconds`` (a FIFO it waits
+    on is then opened for writing, so that the thread ends)."""
+    import threading
+
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["value"] = call()
+        except BaseException as err:  # raised again in the test's own thread
+            done["error"] = err
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        if unblock is not None:
+            os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"still waiting after {seconds:.0f} s")
+    if "error" in done:
+        raise done["error"]
+    return done.get("value")
+
+
+HOSTILE_ENTRIES = [  # (what is put in place of the kept file or its stamp, what the refusal says)
+    ("a FIFO", _fifo, "is a FIFO"),
+    ("a socket", _socket, "is a socket"),
+    ("a link to /dev/zero", _link("/dev/zero"), "is a symbolic link"),
+    ("a link to a copy elsewhere", _link(_elsewhere), "is a symbolic link"),
+    ("a link to a FIFO", _link(lambda p: (_fifo(p.with_name("x.fifo")), p.with_name("x.fifo"))[1]),
+     "is a symbolic link"),
+]
+
+
+@pytest.mark.parametrize("which", ["index", "stamp"])
+@pytest.mark.parametrize("case, make, said", HOSTILE_ENTRIES, ids=[c for c, _, _ in HOSTILE_ENTRIES])
+def test_a_fifo_device_socket_or_link_in_place_of_a_kept_index_is_built_again_never_opened(flat, caplog, which, case,
+                                                                                           make, said):
+    """The issue's case: a FIFO in place of a kept FAISS file hung the dense build for ever. Now
+    neither the index nor its stamp is opened unless it is a regular file of the folder: the build
+    finishes at once, builds the index again and writes a regular file over the entry."""
+    path = flat.index if which == "index" else flat.stamp
+    held = make(path)
+    started = time.perf_counter()
+    dense, warned = _in_time(lambda: flat.reopen(caplog), unblock=path if case == "a FIFO" else None)
+    assert time.perf_counter() - started < 30
+    assert any(str(flat.index) in w and said in w for w in warned), warned
+    np.testing.assert_array_equal(np.asarray(dense.index.embeddings), np.asarray(flat.built.index.embeddings))
+    assert path.is_file() and not path.is_symlink()  # written over: the next open reads a file of its own
+    _, again = flat.reopen(caplog)
+    assert again == []
+    if held is not None:
+        held.close()
+
+
+CHOICES_ENTRIES = [  # (what is put in place of cpu_choices.json, what must hold of it afterwards)
+    ("a FIFO", _fifo),
+    ("a link to /dev/zero", _link("/dev/zero")),
+    ("a link to a FIFO", _link(lambda p: (_fifo(p.with_name("x.fifo")), p.with_name("x.fifo"))[1])),
+    ("a link to a large file", _link(lambda p: _sparse(p.with_name("large.json"), 256 << 20))),
+    ("a file of 256 MiB", lambda p: _sparse(p, 256 << 20)),
+]
+
+
+def _sparse(path: Path, size: int) -> Path:
+    """A file of ``size`` bytes (``{`` and zeros; sparse: made at once, read whole it is ``size``)."""
+    with open(path, "wb") as f:
+        f.write(b"{")
+        f.truncate(size)
+    return path
+
+
+@pytest.mark.parametrize("case, make", CHOICES_ENTRIES, ids=[c for c, _ in CHOICES_ENTRIES])
+def test_the_cpu_choices_file_is_read_back_only_as_a_small_file_of_its_folder(tiny_encoder, tmp_path, monkeypatch,
+                                                                              case, make):
+    """``cpu_choices.json`` was read whole whatever it was: a FIFO hung the encoder's load, a link to
+    /dev/zero or a large file read until memory ran out. Now anything but a regular file of
+    ``$RANKSCOPE_HOME`` within ``CHOICES_BYTES`` is not opened (or not read): the choice is
+    measured again and written as a file of its own, the link's target left as it was."""
+    from retrieval.index.cpu_choice import CHOICES_BYTES, choices_file, choose
+
+    monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
+    path = choices_file()
+    make(path)
+    target = os.path.realpath(path) if path.is_symlink() else None
+    before = (os.stat(target).st_size, os.stat(target).st_mtime_ns) if target and os.path.isfile(target) else None
+    calls: list[int] = []
+    peak = _peak_during(lambda: _in_time(lambda: choose(tiny_encoder.model, timer=lambda p, b: calls.append(b) or 1.0),
+                                         unblock=path if case == "a FIFO" else None))
+    assert calls and peak < 16  # measured again; never more than a few MB held
+    assert path.is_file() and not path.is_symlink() and os.path.getsize(path) < CHOICES_BYTES
+    assert list(json.loads(path.read_text()).values())[0]["batch_size"] == 16
+    if before is not None:
+        assert (os.stat(target).st_size, os.stat(target).st_mtime_ns) == before
+
+
+def test_read_back_refuses_every_entry_but_a_regular_file_of_its_folder(tmp_path, monkeypatch):
+    """``open_read_back`` alone: what it refuses, and that it refuses it before reading a byte —
+    also when a FIFO is put in place of the file between its check and its open."""
+    from retrieval.files import read_back
+    from retrieval.files.read_back import NotReadBack, TooBig, open_read_back, read_back_bytes
+
+    folder = tmp_path / "home"
+    (folder / "inner").mkdir(parents=True)
+    good = folder / "inner" / "good.json"
+    good.write_bytes(b"{}")
+    assert read_back_bytes(good, folder, 2) == b"{}"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.json").write_bytes(b"{}")
+    (folder / "out").symlink_to(outside)  # a folder inside that is a link out of it
+    (folder / "dir").mkdir()
+    sock = _socket(folder / "sock")
+    _fifo(folder / "fifo")
+    (folder / "link").symlink_to(good)
+    for path, limit, said in [
+        (folder / "out" / "x.json", 10, "is not inside"), (folder / "inner" / "..", 10, "is not inside"),
+        (folder / "dir", 10, "is a folder"), (folder / "sock", 10, "is a socket"), (folder / "fifo", 10, "is a FIFO"),
+        (folder / "link", 10, "is a symbolic link"), (good, 1, "is 2 bytes, more than the 1"),
+    ]:
+        with pytest.raises(NotReadBack, match=said):
+            _in_time(lambda p=path, n=limit: open_read_back(p, folder, n), 10)
+    with pytest.raises(TooBig):
+        read_back_bytes(good, folder, 1)
+    with pytest.raises(FileNotFoundError):
+        read_back_bytes(folder / "none", folder, 10)
+    # a FIFO put in place between the lstat and the open: opened without waiting, then refused
+    checked = os.lstat(good)
+    monkeypatch.setattr(read_back.os, "lstat", lambda p: checked)
+    with pytest.raises(NotReadBack, match="replaced while it was opened|is a FIFO"):
+        _in_time(lambda: open_read_back(folder / "fifo", folder, 10), 10)
+    sock.close()
+
+
+def test_kept_files_that_are_links_fifos_or_devices_are_never_opened(toy_dataset, tmp_path):
+    """An uploaded data set's kept files are read again only as regular files of its folder: a link
+    to a file of the machine, a FIFO or a link to a device in their place refuses the reopen in one
+    line, reading nothing, and the data set reopens once its files are back."""
+    from retrieval.data import kept
+    from retrieval.data.readers import load_uploads
+
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    corpus = upload / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": d, "title": doc.title, "text": doc.text}) + "\n"
+                              for d, doc in toy_dataset.docs.items()), encoding="utf-8")
+    dataset = load_uploads([str(corpus)])
+    store = Store(tmp_path / "store.sqlite3")
+    found = kept.keep(store, dataset, [str(corpus)])
+    (path,) = [store.kept_dir / found.id / "0" / "corpus.jsonl"]
+    original = path.read_bytes()
+    secret = tmp_path / "secret.jsonl"
+    secret.write_bytes(original)
+    for make, said in [(_link(secret), "is a symbolic link"), (_fifo, "is a FIFO"), (_link("/dev/zero"),
+                                                                                       "is a symbolic link")]:
+        make(path)
+        with pytest.raises(ValueError, match=f"corpus.jsonl {said}.*not opened"):
+            _in_time(lambda: kept.reopen(store, found.id), 30, unblock=path if make is _fifo else None)
+    path.unlink()
+    path.write_bytes(original)
+    assert kept.reopen(store, found.id).content_hash == found.id
+    store.close()
+
+
+def test_a_fifo_named_as_input_is_refused_in_one_line_not_waited_on(tmp_path):
+    """Files a user names are inputs, not read back, but a FIFO or a device among them is refused
+    before anything opens it (an open would wait for a writer, a device never ends)."""
+    from retrieval.data.readers import load_dataset, load_files
+    from retrieval.errors import DataError
+
+    fifo = tmp_path / "corpus.jsonl"
+    _fifo(fifo)
+    for call in (lambda: load_dataset(fifo), lambda: load_files(str(DEMO / "corpus.jsonl"), str(fifo))):
+        with pytest.raises(DataError, match="corpus.jsonl: is not a regular file"):
+            _in_time(call, 30, unblock=fifo)
+
+
+def test_training_files_read_back_are_only_regular_files_of_their_folder(tmp_path):
+    """A run's checkpoint (``state.pt``), a learned sparse run's held-out scores (``selection.json``)
+    and its run mark, and a fine-tuned model's training record: a FIFO or a link in their place is
+    never opened — the run starts afresh (a new mark written over the entry), the record is not
+    trusted — and nothing waits."""
+    from retrieval.index.encoder import TRAINING_RECORD, read_trained_on, read_training_record
+    from training import checkpoint
+    from training.sparse import RUN_KEY, SELECTION, claim, read_selection
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _fifo(folder / checkpoint.STATE_FILE)
+    assert _in_time(lambda: checkpoint.load(folder, "key"), 30, unblock=folder / checkpoint.STATE_FILE) is None
+    _fifo(folder / SELECTION)
+    assert _in_time(lambda: read_selection(folder / SELECTION, ["q1"]), 30, unblock=folder / SELECTION) is None
+    _fifo(folder / RUN_KEY)
+    _in_time(lambda: claim(folder, "a-run"), 30, unblock=folder / RUN_KEY)
+    assert (folder / RUN_KEY).read_text() == "a-run" and not (folder / SELECTION).exists()
+    secret = tmp_path / "record.json"
+    secret.write_text(json.dumps({"trained_on": {"split": "train", "queries": "x"}, "result": {}}))
+    (folder / TRAINING_RECORD).symlink_to(secret)
+    assert read_training_record(folder) is None and read_trained_on(folder) is None
+    (folder / TRAINING_RECORD).unlink()
+    (folder / TRAINING_RECORD).write_text(secret.read_text())
+    assert read_trained_on(folder) is not None  # the same record, as a file of its own

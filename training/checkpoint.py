@@ -9,7 +9,9 @@ reads it, skips the finished epochs and ends with the weights an uninterrupted r
 had. A checkpoint of another run (another key) is ignored and replaced.
 
 The file is written to a temporary name and renamed, so a kill while writing leaves the previous
-epoch's checkpoint whole.
+epoch's checkpoint whole. It is read back only as a regular file of its folder of at most
+``STATE_BYTES`` (``retrieval.files.read_back``): a link, a FIFO, a device or a larger file in its
+place is not opened, and the run starts again.
 """
 from __future__ import annotations
 
@@ -23,7 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from retrieval.files.read_back import open_read_back
+
 STATE_FILE = "state.pt"
+# a checkpoint's size at most: the weights, two optimizer moments and the best weights kept of a model of
+# about 500M parameters (the models trained here have 4M to 110M)
+STATE_BYTES = 8 * 2**30
 
 
 def run_key(config, pairs, start: str, stage_prefix: str = "") -> str:
@@ -81,19 +88,22 @@ class Checkpoint:
 def save(directory: Path, checkpoint: Checkpoint) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (STATE_FILE + ".tmp")
+    tmp.unlink(missing_ok=True)  # whatever is in its place (a FIFO would hold the write): written anew
     torch.save({f.name: getattr(checkpoint, f.name) for f in fields(checkpoint)}, tmp)  # no deep copy
     os.replace(tmp, directory / STATE_FILE)
 
 
 def load(directory: Path | None, key: str) -> Checkpoint | None:
     """The checkpoint in ``directory`` when it belongs to the run ``key``; None when there is
-    none, it is another run's, or it cannot be read or lacks a field (a run then starts from the
-    beginning). Read with ``weights_only``: tensors and plain values only, no object is unpickled."""
-    if directory is None or not (directory / STATE_FILE).exists():
+    none, it is another run's, it is not a regular file within ``STATE_BYTES``, or it cannot be read
+    or lacks a field (a run then starts from the beginning). Read with ``weights_only``: tensors and
+    plain values only, no object is unpickled."""
+    if directory is None or not os.path.lexists(directory / STATE_FILE):
         return None
     try:
-        data = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
-    except Exception:
+        with open_read_back(directory / STATE_FILE, directory, STATE_BYTES) as f:  # a regular file within its size
+            data = torch.load(f, map_location="cpu", weights_only=True)
+    except Exception:  # not a file to read back, damaged, or not of tensors and plain values
         return None
     if not isinstance(data, dict) or data.get("key") != key:
         return None

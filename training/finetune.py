@@ -24,7 +24,7 @@ from pathlib import Path
 from retrieval.data.dataset import Dataset, queries_fingerprint
 from retrieval.evaluation.measures import compare
 from retrieval.evaluation.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
-from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder
+from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder, read_training_record
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID, SPARSE_SYSTEMS
@@ -99,11 +99,8 @@ class FineTuneResult:
 def finished_run(out_dir: str | Path, cfg: TrainConfig | None = None) -> FineTuneResult | None:
     """The result of a fine-tuning that finished in ``out_dir`` (its ``rankscope_training.json``; the
     losses are not kept there), when it was trained with ``cfg`` (any config when None); else None."""
-    record = Path(out_dir) / TRAINING_RECORD
-    if not record.exists():
-        return None
-    saved = json.loads(record.read_text())
-    if "result" not in saved:  # written before its evaluation ended
+    saved = read_training_record(out_dir)  # a regular file of the folder within its size, or None
+    if saved is None or not isinstance(saved.get("result"), dict):  # none, damaged, or written before its evaluation
         return None
     # a field a record predates took its default then ("family": dense)
     if cfg is not None and {**asdict(TrainConfig()), **(saved.get("config") or {})} != asdict(cfg):

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import shutil
 import threading
@@ -56,18 +57,21 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval import row_bounds
 from retrieval.data.dataset import Dataset, Qrels
 from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
 from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, p_text
+from retrieval.files.read_back import read_back_bytes
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.splade import SparseIndex, SparseModel, SparseVector, embed_sparse_corpus, load_sparse_model
+from retrieval.row_bounds import json_id_bytes
 from retrieval.store import Store, text_hash
 from training.checkpoint import run_key
 from training.holdout import MAX_HELD_OUT, MIN_LABELLED, split_holdout
 from training.losses import SPARSE_LOSSES
 from training.negatives import bm25_pool, random_pool
 from training.pairs import Pair, labelled_pairs
-from training.trainer import Cancelled, TrainConfig, TrainingProgress, TrainResult, encoding_progress
+from training.trainer import RANGES, Cancelled, TrainConfig, TrainingProgress, TrainResult, encoding_progress
 
 QUERY_REGULARIZER, DOCUMENT_REGULARIZER = 5e-5, 3e-5  # λ_q, λ_d of the FLOPS terms
 CHECK_DOCS = 10_000  # the most documents the held-out check encodes after every epoch (the whole corpus up to it)
@@ -264,9 +268,13 @@ def claim(checkpoints: Path, key: str) -> None:
     removed, so that only the same run resumes from it."""
     checkpoints.mkdir(parents=True, exist_ok=True)
     mark = checkpoints / RUN_KEY
-    if mark.exists() and mark.read_text(encoding="utf-8", errors="replace").strip() == key:
-        return
+    try:  # a regular file of the folder, of a key's size (``read_back``): a FIFO or a link in its place is not read
+        if read_back_bytes(mark, checkpoints, 1024).decode("utf-8", errors="replace").strip() == key:
+            return
+    except OSError:  # none, or not a file to read back
+        pass
     clear(checkpoints)
+    mark.unlink(missing_ok=True)  # whatever was in its place: written anew, not through it
     mark.write_text(key, encoding="utf-8")
 
 
@@ -274,10 +282,18 @@ def clear(checkpoints: Path) -> None:
     """Remove a run's checkpoints, held-out scores and best model from ``checkpoints``: it starts afresh."""
     for name in (TRAINER, SELECTION, BEST):
         path = checkpoints / name
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
-        elif path.exists():
+        elif os.path.lexists(path):  # a file, or a link, a FIFO … in its place: the entry itself goes
             path.unlink()
+
+
+def selection_bytes(queries: Collection[str]) -> int:
+    """The most bytes ``SparseSelection`` of ``queries`` is written in: each epoch's (as many as a
+    configuration may ask, ``trainer.RANGES``, and the base's) score, p and nDCG@10 per query, an id
+    as JSON writes its longest."""
+    per_epoch = len(queries) * (json_id_bytes(queries) + 2 + row_bounds.SCORE) + 4 * row_bounds.SCORE + 64
+    return (int(RANGES["epochs"][1]) + 1) * per_epoch + 64 * 1024
 
 
 def read_selection(path: Path, queries: Collection[str], scope: str = "") -> SparseSelection | None:
@@ -285,14 +301,15 @@ def read_selection(path: Path, queries: Collection[str], scope: str = "") -> Spa
     epoch's nDCG@10 per query is read (numbers within [0, 1], for ``queries`` alone, the base's epoch 0
     among them); the means, p values and the epoch kept are computed again (``scope``: the check's,
     ``SparseHeldOut.scope``). None where the file is missing or damaged, or where the epoch it keeps
-    has no saved model beside it: the run then starts afresh."""
+    has no saved model beside it: the run then starts afresh. The file is read back only as a regular
+    file of its folder within the size those scores take (``selection_bytes``; ``read_back``)."""
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = json.loads(read_back_bytes(path, path.parent, selection_bytes(queries)).decode("utf-8"))
         per_query = saved["per_query"]
         if not isinstance(per_query, dict):
             return None
         epochs = sorted((int(e), e) for e in per_query)
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, RecursionError):
         return None
     if not epochs or epochs[0][0] != 0 or any(str(e) != key for e, key in epochs):
         return None

@@ -8,6 +8,9 @@ left, without uploading it again.
 * ``listed`` — the kept data sets a viewer sees, the most recently opened first;
 * ``reopen`` — the files read again by the upload readers (``readers.load_uploads``: every check an
   upload gets), and the data set only when it is the one kept (its content hash), never another;
+  before that, each file must be a regular file of the data set's folder, never a link, a FIFO or
+  a device, and together they may hold no more than ``MAX_BYTES`` (``retrieval.files.read_back``),
+  else none is read;
 * ``forget`` — a kept data set's record, and its files once no record names them.
 
 Each record has a maker (``retrieval.sharing.owners``). Off a shared deployment every record is
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers import load_uploads
+from retrieval.files.read_back import NotReadBack, open_read_back
 from retrieval.progress import Progress
 from retrieval.safe_names import file_name_problem, shown
 from retrieval.sharing.owners import OPERATOR, Viewer
@@ -189,14 +193,33 @@ def reopen(store: Store | None, kept_id: object, viewer: Viewer = OPERATOR,
     found = find(store, kept_id, viewer)
     assert store is not None  # find found it in the store
     paths = _paths(store, found.id, found.files)
-    if not all(p.is_file() for p in paths):
-        raise ValueError(f"the files of {shown(found.name)} are no longer kept beside the store: upload it again")
+    _check_files(store, found, paths)
     dataset = load_uploads([str(p) for p in paths], progress)
     if dataset.content_hash != found.id:
         raise ValueError(f"the files kept of {shown(found.name)} no longer hold the data set that was kept (changed "
                          "on disk): not opened; upload it again")
     store.open_kept(found.owner, found.id)
     return dataset
+
+
+def _check_files(store: Store, found: Kept, paths: list[Path]) -> None:
+    """A ValueError, nothing read, unless every one of ``paths`` is a regular file of
+    the data set's folder (``read_back``: no link, FIFO, device or socket in its place) and together
+    they hold no more than ``MAX_BYTES``, the most kept in all."""
+    size = 0
+    try:
+        for path in paths:
+            with open_read_back(path, _folder(store, found.id), MAX_BYTES) as f:
+                size += os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        raise ValueError(f"the files of {shown(found.name)} are no longer kept beside the store: upload it "
+                         "again") from None
+    except NotReadBack as err:
+        raise ValueError(f"the files kept of {shown(found.name)} are not the files kept ({err}): not opened; upload "
+                         "it again") from None
+    if size > MAX_BYTES:
+        raise ValueError(f"the files kept of {shown(found.name)} hold {size / 2**20:,.0f} MiB, more than the "
+                         f"{MAX_BYTES / 2**20:,.0f} MiB kept in all (changed on disk): not opened; upload it again")
 
 
 def forget(store: Store | None, kept_id: object, viewer: Viewer = OPERATOR) -> Kept:

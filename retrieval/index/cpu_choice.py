@@ -15,7 +15,10 @@ The choice is remembered under the CPU's class (``cpu_class``: vendor, family, m
 instruction flags that change the kernels), torch's version, the thread count and the model's
 architecture (``cpu_choices.json`` in ``$RANKSCOPE_HOME`` or the user's cache folder): a choice made
 on one class is never reused on another, and a record read back is used only where it names a
-candidate (anything else is measured again). Threads are torch's (the physical cores) and are not
+candidate (anything else is measured again). The file is read back only as a regular file of its
+folder of at most ``CHOICES_BYTES`` (``retrieval.files.read_back``): a link, a FIFO, a device or a
+larger file in its place is never opened or read whole — the choice is measured again and the
+file written over. Threads are torch's (the physical cores) and are not
 changed here — the setting is process-wide and training or a second session share it — but a
 choice made at one thread count is not reused at another. Length bucketing is not a choice: texts
 are always encoded longest first (``Encoder.encode``), so a batch pads little.
@@ -31,9 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.files.part_files import partial, remove_orphans
+from retrieval.files.read_back import read_back_bytes
 
 BATCH_SIZES = (16, 32, 64)
 REMEMBERED = 64  # choices the file keeps (CPU classes × models × thread counts), the latest
+CHOICES_BYTES = 1 << 20  # the file's size at most: REMEMBERED records of a few hundred bytes each
 BF16_GAIN = 1.1  # bf16 on a CPU only when it encodes at least 10% faster than fp32 (which is exact)
 # the instruction flags that change which kernels torch and oneDNN run: part of a CPU's class
 KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
@@ -136,8 +141,8 @@ def choices_file() -> Path:
 
 def _read(path: Path) -> dict:
     try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
+        known = json.loads(read_back_bytes(path, path.parent, CHOICES_BYTES))
+    except (OSError, ValueError, RecursionError):  # none, not a regular file within its size, not JSON
         return {}
     return known if isinstance(known, dict) else {}
 

@@ -38,22 +38,40 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TRAINING_RECORD = "rankscope_training.json"  # written beside a model RankScope fine-tuned (``training.finetune``)
+# the record's size at most: its configuration, its evaluation's figures and each evaluated query's nDCG@10
+# under both models (indented JSON, about 120 bytes a query: some 500,000 queries)
+TRAINING_RECORD_BYTES = 64 * 2**20
 MODELS_KEPT = 4  # encoders a process keeps loaded (model × device × precision), least recently used let go first
 _cache: Recent[tuple[str, str, str], Encoder] = Recent(MODELS_KEPT)
 _cache_lock = threading.Lock()
 
 
+def read_training_record(folder: str | Path) -> dict | None:
+    """The training record (``TRAINING_RECORD``) of a model RankScope fine-tuned into ``folder``, read
+    back only as a regular file of the folder of at most ``TRAINING_RECORD_BYTES``
+    (``retrieval.files.read_back``: a link, a FIFO or a device in its place is not opened); None
+    when there is none, or it is not that or not a JSON object."""
+    from retrieval.files.read_back import read_back_bytes
+
+    folder = Path(folder).expanduser()
+    try:
+        record = json.loads(read_back_bytes(folder / TRAINING_RECORD, folder, TRAINING_RECORD_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # none, not a file to read back, not UTF-8 JSON
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def read_trained_on(folder: str | Path) -> TrainedOn | None:
-    """The ``TrainedOn`` a fine-tuned model's folder records (``TRAINING_RECORD``), or None."""
+    """The ``TrainedOn`` a fine-tuned model's folder records (``read_training_record``), or None."""
     from retrieval.systems.clear_lambda import TrainedOn  # the record is λ's: read where a model is opened
 
-    record = Path(folder).expanduser() / TRAINING_RECORD
-    if not record.is_file():
+    record = read_training_record(folder)
+    if record is None:
         return None
     try:
-        seen = json.loads(record.read_text(encoding="utf-8")).get("trained_on")
+        seen = record.get("trained_on")
         return TrainedOn.from_json(seen) if seen else None
-    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # a damaged record: the model still loads
+    except (ValueError, TypeError, AttributeError, KeyError):  # a damaged record: the model still loads
         return None
 
 

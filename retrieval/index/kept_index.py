@@ -9,6 +9,9 @@ header can declare a vector block of any length, which FAISS allocates before it
 kind, dimension, vector count, corpus hash, encoder fingerprint, file size and the sha256 of the
 whole file — and ``read`` serves the file only when, in this order:
 
+0. the stamp and the file are regular files of the folder within their sizes, opened without
+   following a link or waiting on a FIFO (``retrieval.files.read_back``: a FIFO, a device, a socket
+   or a link in their place is refused, never opened);
 1. the stamp exists, parses, and says what the store, corpus and encoder say the index must be
    (``Stamp``: kind, the encoder's dimension, the corpus's document count and hash, the encoder's
    fingerprint);
@@ -38,10 +41,12 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.files.part_files import partial
+from retrieval.files.read_back import NotReadBack, TooBig, open_read_back, read_back_bytes
 
 STAMP_FORMAT = 1
 KEPT_FILES = (".faiss", ".faiss.json")  # how the names of kept indexes and their stamps end (``part_files``)
 SPOT_ROWS = 16  # vectors compared with the store's embeddings before a kept index is served
+STAMP_BYTES = 64 * 1024  # a stamp is a few hundred bytes
 _CHUNK = 1 << 20  # bytes per read while hashing
 
 
@@ -97,13 +102,13 @@ def read_stamp(path: str | Path) -> dict:
     unreadable, or not of that shape."""
     where = stamp_path(path)
     try:
-        raw = where.read_bytes()
+        raw = read_back_bytes(where, where.parent, STAMP_BYTES)
     except FileNotFoundError:
         raise Untrusted(f"{Path(path).name}: no stamp ({where.name}) says what it holds") from None
-    except OSError as err:
+    except TooBig as err:
+        raise Untrusted(f"{where.name}: a stamp is under 64 KB, this one has {err.size:,} bytes") from None
+    except OSError as err:  # NotReadBack among them: a folder, a FIFO, a link in its place
         raise Untrusted(f"{Path(path).name}: its stamp cannot be read ({err})") from None
-    if len(raw) > 64 * 1024:
-        raise Untrusted(f"{where.name}: a stamp is under 64 KB, this one has {len(raw):,} bytes")
     try:
         record = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
@@ -234,7 +239,13 @@ def read(path: str | Path, expected: Stamp, stored: Callable[[list[int]], dict[i
     path = Path(path)
     record = read_stamp(path)
     check_stamp(path, record, expected)
-    with open(path, "rb") as f:
+    try:
+        opened = open_read_back(path, path.parent, record["bytes"])
+    except TooBig as err:
+        raise Untrusted(f"{path.name}: {err.size:,} bytes, its stamp says {record['bytes']:,}") from None
+    except NotReadBack as err:
+        raise Untrusted(str(err)) from None
+    with opened as f:
         size = os.fstat(f.fileno()).st_size
         if size != record["bytes"]:
             raise Untrusted(f"{path.name}: {size:,} bytes, its stamp says {record['bytes']:,}")

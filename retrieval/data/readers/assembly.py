@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
 from retrieval.data.dataset import Dataset, Document, Qrels
-from retrieval.data.readers.decode import PathLike, Text, count, decode, read_file, suffix, verb_for
+from retrieval.data.readers.decode import PathLike, Text, count, decode, read_file, regular_file, suffix, verb_for
 from retrieval.data.readers.documents import read_docs
 from retrieval.data.readers.qrels import attach_qrels, parse_qrels, split_key
 from retrieval.data.readers.queries import read_queries
@@ -187,6 +187,8 @@ def _existing(path: PathLike, displays: Displays | None = None) -> tuple[Path, s
     display = (displays or {}).get(str(path), str(path))
     if not p.exists():
         raise DataError("no such file or folder", display)
+    if not p.is_dir():
+        regular_file(p, display)  # never a FIFO or a device: nothing opens one
     return p, display
 
 

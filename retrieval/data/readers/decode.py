@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import io
 import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -39,11 +40,11 @@ class Text:
 
     @classmethod
     def of_file(cls, path: Path, display: str, progress: Progress | None = None) -> Text:
-        """A file on disk; a missing or unreadable file, or a folder, is a DataError."""
+        """A file on disk; a missing or unreadable file, a folder, a FIFO or a device is a DataError."""
         with file_errors(display):
             if path.is_dir():
                 raise IsADirectoryError
-            size = path.stat().st_size
+            size = regular_file(path, display).st_size
             open(path, "rb").close()
         return cls(display, lambda: open(path, "rb"), size, progress)
 
@@ -124,9 +125,22 @@ def decode(data: bytes, display: str) -> str:
 
 
 def read_file(path: Path, display: str) -> bytes:
-    """The file's bytes; a missing or unreadable file, or a folder, is a DataError."""
+    """The file's bytes; a missing or unreadable file, a folder, a FIFO or a device is a DataError."""
     with file_errors(display):
+        regular_file(path, display)
         return path.read_bytes()
+
+
+def regular_file(path: Path, display: str) -> os.stat_result:
+    """``path``'s status (a link followed: a file named as input may be one) when it is a regular
+    file; a folder raises ``IsADirectoryError``; a FIFO, a socket or a device is a DataError, so that
+    no reader opens one (a FIFO blocks an open until something writes to it, a device never ends)."""
+    st = path.stat()
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError("is not a regular file (a FIFO, a socket or a device): give a file or a folder", display)
+    return st
 
 
 @contextmanager

@@ -52,7 +52,7 @@ def evict(kept: Path, keep: int = KEPT_PER_CORPUS) -> list[Path]:
     Returns those removed."""
     corpus = kept.name.split("-", 1)[0]
     files = sorted((f for f in kept.parent.glob(f"{corpus}-*.faiss") if f != kept),
-                   key=lambda f: f.stat().st_mtime, reverse=True)
+                   key=lambda f: f.lstat().st_mtime, reverse=True)  # a link's own time: never followed
     gone = files[max(keep - 1, 0):]
     for f in gone:
         f.unlink(missing_ok=True)
