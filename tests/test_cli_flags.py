@@ -85,8 +85,8 @@ def test_the_library_command_line_refuses_a_number_as_it_is_read(argv, said, cap
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--epochs", "20000"], "argument --epochs: epochs must be between 1 and 10000, not 20000"),
-    (["--epochs", "0"], "argument --epochs: epochs must be between 1 and 10000, not 0"),
+    (["--epochs", "20000"], "argument --epochs: epochs must be between 1 and 100, not 20000"),
+    (["--epochs", "0"], "argument --epochs: epochs must be between 1 and 100, not 0"),
     (["--lr", "nan"], "argument --lr: lr 'nan' is not a finite number"),
     (["--lr", "0"], "argument --lr: lr must be between 1e-08 and 1, not 0.0"),
     (["--batch-size", "1"], "argument --batch-size: batch_size must be between 2 and 1024, not 1"),
