@@ -208,7 +208,7 @@ def display_name(raw: str, fallback: str = "dataset", limit: int = NAME_LIMIT) -
     characters (with "…"); ``fallback`` when nothing is left, or nothing that shows."""
     kept = "".join(c for c in raw.translate(_AS_SPACE)
                    if unicodedata.category(c) not in _HIDDEN and not is_noncharacter(c))
-    name = " ".join(_INVISIBLE.sub("", unicodedata.normalize("NFC", kept)).split())
+    name = " ".join(unicodedata.normalize("NFC", _INVISIBLE.sub("", kept)).split())  # NFC of what is left
     if len(name) > limit:
         name = name[:limit - 1].rstrip() + "…"
     return name if name and not shows_nothing(name) else fallback
