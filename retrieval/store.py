@@ -782,24 +782,20 @@ class Store:
         Raises:
             ValueError: A published judge of that name, or one that looks like it.
         """
-        with self._lock, self.db.conn:
-            self.db.execute("begin immediate")
-            row = self.db.execute("select judge from judges where corpus = ? and space = ? and name = ? and "
-                                  "published = 0", [corpus, owner, name]).fetchone()
+        with self._immediate() as conn:
+            row = conn.execute("select judge from judges where corpus = ? and space = ? and name = ? and "
+                               "published = 0", [corpus, owner, name]).fetchone()
             if row is None:
                 return False
-            unrecorded = [r[0] for r in self.db.execute(
-                "select distinct judge from judgments j where corpus = ? and not exists (select 1 from judges k "
-                "where k.corpus = j.corpus and k.judge = j.judge)", [corpus]).fetchall()]
-            judge_claims.record_unrecorded(self.db.conn, corpus, unrecorded)
-            clash = self.db.execute("select name from judges where corpus = ? and space = '' and name_key = ?",
-                                    [corpus, name_key(name)]).fetchone()
+            judge_claims.record_unrecorded(conn, corpus, judge_claims.unrecorded(conn, corpus))
+            clash = conn.execute("select name from judges where corpus = ? and space = '' and name_key = ?",
+                                 [corpus, name_key(name)]).fetchone()
             if clash is not None:
                 raise ValueError(f"a published judge {clash[0]!r} is there already: a judge of that name, or one "
                                  "that looks like it, cannot be published; its grades stay this session's")
-            self.db.execute("update judgments set judge = ? where corpus = ? and judge = ?", [name, corpus, row[0]])
-            self.db.execute("update judges set judge = ?, published = 1, space = '' where corpus = ? and judge = ?",
-                            [name, corpus, row[0]])
+            conn.execute("update judgments set judge = ? where corpus = ? and judge = ?", [name, corpus, row[0]])
+            conn.execute("update judges set judge = ?, published = 1, space = '' where corpus = ? and judge = ?",
+                         [name, corpus, row[0]])
             return True
 
     def _judge_owners(self) -> None:

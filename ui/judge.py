@@ -34,6 +34,7 @@ from retrieval.judging.judgments import (
     check_judge,
     disagreement,
     disagreements,
+    judge_key,
     judged_pairs,
     judgments_to_qrels,
     merge_labels,
@@ -159,8 +160,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     every one with ``regrade`` (a second opinion on each)."""
     regrade = bool(regrade)
     try:
-        judge, k = store_judge(store, ws.dataset.corpus_hash, judge, viewer), check_depth(k)
-        whose = judge_owners.check(store, ws.dataset.corpus_hash, judge, viewer)  # a private one's key holds its maker
+        (judge, whose), k = judge_key(store, ws.dataset.corpus_hash, judge, viewer), check_depth(k)  # whose: its key
     except ValueError as err:
         raise refuse(err) from err
     sample = judging_sample(ws, store, method, size, seed, k, viewer)

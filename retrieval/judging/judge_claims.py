@@ -17,12 +17,14 @@ their grades or not at all (issue: an import killed mid-way once left its names 
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import dataclass
 
 from retrieval.judging.grades import judge_name, private_key
 from retrieval.safe_names import check_new_name, name_key
+from retrieval.sharing.owners import APP, CLI
 
 MAX_JUDGES_PER_MAKER = 20  # judges one maker (a browser session) may keep per corpus on a shared deployment
 
@@ -45,9 +47,9 @@ class Claim:
 
 def whose(owner: str) -> str:
     """Who made a published judge, as a refusal says it to another session: never the maker's id."""
-    if owner.startswith("app"):
+    if owner == APP or owner.startswith(f"{APP}:"):
         return "another session"
-    if owner.startswith("cli"):
+    if owner == CLI or owner.startswith(f"{CLI}:"):
         return "the command line"
     return "no one known (it was kept before judges had makers)"
 
@@ -55,22 +57,19 @@ def whose(owner: str) -> str:
 def _visible(conn: sqlite3.Connection, corpus: str, keys: list[str], owner: str) -> list[tuple]:
     """The judges of the corpus whose look-alike key is one of ``keys`` that ``owner`` sees: the
     published ones and its own (``judge, name, name_key, owner, published, space``)."""
-    import json
-
     return conn.execute("select judge, name, name_key, owner, published, space from judges where corpus = ? and "
                         "name_key in (select value from json_each(?)) and (space = '' or space = ?)",
                         [corpus, json.dumps(keys), owner]).fetchall()
 
 
-def _unrecorded(conn: sqlite3.Connection, corpus: str, names: list[str]) -> list[str]:
-    """Those of ``names`` under which the corpus keeps grades with no judge row (the command line's,
-    an older store's): published judges with no maker known."""
-    import json
-
+def unrecorded(conn: sqlite3.Connection, corpus: str, keys: list[str] | None = None) -> list[str]:
+    """The keys (of ``keys``, when given) under which the corpus keeps grades with no judge row (the
+    command line's, an older store's): published judges with no maker known."""
+    among = " and j.judge in (select value from json_each(?))" if keys is not None else ""
     return [r[0] for r in conn.execute(
-        "select distinct j.judge from judgments j where j.corpus = ? and j.judge in (select value from json_each(?)) "
-        "and not exists (select 1 from judges k where k.corpus = j.corpus and k.judge = j.judge)",
-        [corpus, json.dumps(names)]).fetchall()]
+        f"select distinct j.judge from judgments j where j.corpus = ?{among} and not exists (select 1 from judges k "
+        "where k.corpus = j.corpus and k.judge = j.judge)", [corpus, *([json.dumps(keys)] if keys is not None else [])]
+    ).fetchall()]
 
 
 def resolve(conn: sqlite3.Connection, corpus: str, claim: Claim) -> tuple[dict[str, str], list[str]]:
@@ -80,8 +79,8 @@ def resolve(conn: sqlite3.Connection, corpus: str, claim: Claim) -> tuple[dict[s
     names = sorted(set(claim.names))
     keys = {n: name_key(n) for n in names}
     rows = _visible(conn, corpus, sorted(set(keys.values())), claim.owner)
-    rows += [(n, n, name_key(n), "", 1, "") for n in _unrecorded(conn, corpus, names)]
-    own = {r[1]: r[0] for r in rows if r[5] == claim.owner and r[5] != ""}
+    rows += [(n, n, name_key(n), "", 1, "") for n in unrecorded(conn, corpus, names)]
+    own = {r[1]: r[0] for r in rows if r[5] == claim.owner}
     published = {r[1]: r for r in rows if r[5] == ""}
     by_key: dict[str, list[str]] = {}
     for r in rows:

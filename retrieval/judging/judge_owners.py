@@ -48,15 +48,13 @@ def check(store, corpus: str, name: str, viewer: Viewer | None) -> str:
     return store.resolve_judges(corpus, made)[name]
 
 
-def key_of(store, corpus: str, name: str, viewer: Viewer | None) -> str:
-    """The key of the judge ``viewer`` means by ``name``: its own private judge of that name where it
-    keeps one, else the published one (the name itself)."""
+def key_of(makers: dict[str, dict], name: str, viewer: Viewer | None) -> str:
+    """The key of the judge ``viewer`` means by ``name`` among the corpus's judges (``Store.judge_makers``):
+    its own private judge of that name where it keeps one, else the published one (the name itself)."""
     if viewer is None or not viewer.shared:
         return name
-    for key, made in store.judge_makers(corpus).items():
-        if made["space"] == viewer.owner and made["name"] == name:
-            return key
-    return name
+    return next((key for key, made in makers.items() if made["space"] == viewer.owner and made["name"] == name),
+                name)
 
 
 def publish(store, corpus: str, name: str, viewer: Viewer) -> None:

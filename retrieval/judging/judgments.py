@@ -44,18 +44,24 @@ AGREEMENT_EVERY = 10  # a judge re-grades one pair in ten that another judge gra
 
 
 def store_judge(store, corpus: str, name: object, viewer=None) -> str:
-    """``check_judge``, then what storing a grade under the name would refuse, claiming nothing: with
-    ``viewer`` (a session of the app, ``owners.Viewer``), a look-alike of a judge it sees, and on a
-    shared deployment another's published judge (``judge_owners.check``; the name becomes the
-    session's with its first grade, in that grade's write: ``judge_claims``); without, a look-alike of
-    any judge of the corpus (``Store.judges``). Read each time: one indexed look-up."""
+    """``check_judge``, then what storing a grade under the name would refuse, claiming nothing
+    (``judge_key``, its name)."""
+    return judge_key(store, corpus, name, viewer)[0]
+
+
+def judge_key(store, corpus: str, name: object, viewer=None) -> tuple[str, str]:
+    """The judge's name (``check_judge``) and the key its grades would be kept under, claiming nothing,
+    or what storing a grade under it would refuse: with ``viewer`` (a session of the app,
+    ``owners.Viewer``), a look-alike of a judge it sees, and on a shared deployment another's published
+    judge (``judge_owners.check``; the name becomes the session's with its first grade, in that grade's
+    write: ``judge_claims``); without, a look-alike of any judge of the corpus (``Store.judges``), the
+    key being the name. Read each time: one indexed look-up."""
     name = check_judge(name)
     if viewer is None:
-        return check_judge(name, store.judges(corpus))
+        return check_judge(name, store.judges(corpus)), name
     from retrieval.judging import judge_owners
 
-    judge_owners.check(store, corpus, name, viewer)
-    return name
+    return name, judge_owners.check(store, corpus, name, viewer)
 
 
 def check_depth(value: Any) -> int:

@@ -29,9 +29,8 @@ PUBLISHED_TWIN = "{name} (published)"  # a published judge whose name the viewer
 OPERATOR_TWIN = "{name} ({owner})"  # to the command line, each of several makers' private judges of one name
 
 
-def names(store, corpus: str, viewer=None) -> dict[str, str]:
-    """Each judge key ``viewer`` sees with a recorded maker -> the name its rows read as."""
-    makers = store.judge_makers(corpus)
+def names(makers: dict[str, dict], viewer=None) -> dict[str, str]:
+    """Each judge key of ``makers`` (``Store.judge_makers``) -> the name its rows read as to ``viewer``."""
     mine = ({m["name"] for m in makers.values() if m["space"] == viewer.owner}
             if viewer is not None and viewer.shared else set())
     out, taken = {}, Counter(m["name"] for m in makers.values())
@@ -64,9 +63,10 @@ def judgments(store, dataset, viewer=None, judge: str | None = None, query_ids=N
     if store is None:
         return []
     corpus = dataset.corpus_hash
-    key = judge_owners.key_of(store, corpus, judge, viewer) if judge is not None else None
+    makers = store.judge_makers(corpus)  # read once: the judge asked for, and every row's name
+    key = judge_owners.key_of(makers, judge, viewer) if judge is not None else None
     rows = store.judgments(corpus, judge=key, query_ids=query_ids, viewer=viewer)
-    queries, shown = dataset.queries, names(store, corpus, viewer)
+    queries, shown = dataset.queries, names(makers, viewer)
     out = []
     for r in rows:
         text = queries.get(r["query_id"])
