@@ -117,7 +117,8 @@ JUDGE_HELP = ("Make relevance labels here. Every system on show (BM25, dense, hy
               "**1**, **2** grade, **s** skips, **←** / **→** move. Each grade is saved the moment you give "
               "it and can be changed later; it is a label in every view at once (the summary above, Evaluate, "
               "Failures, Embeddings, Runs, Train; unjudged documents count as not relevant), in every session "
-              "of the corpus, and whenever it is opened again (a reload, a restart). A system that joins the "
+              "of the corpus that counts its judge (on a shared deployment, your own until you publish it), "
+              "and whenever it is opened again (a reload, a restart). A system that joins the "
               "ones on show (its index built, a run imported) joins the pool at once: its unjudged documents "
               "come next.")
 KEPT_HELP = ("An uploaded data set's files are kept beside the store, so it comes back as you left it — its "
