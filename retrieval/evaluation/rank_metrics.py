@@ -16,18 +16,20 @@ list); R is the number of relevant labelled documents, retrieved or not.
   when there is one.
 * ``map@k`` (``map``: the whole list): Σ over relevant ranks r ≤ k of precision@r, divided by R.
 
-The list is ranked by score, best first; a document listed twice counts once, at its first place
-with its last score (a ranx run is a ``{doc: score}`` dict built from the list). Equal scores keep
-the list's order (a stable sort). That is ranx's order for a list of up to 15 documents; on longer
-lists ranx's numba quicksort leaves documents of equal score in an unspecified order (trec_eval
-orders them by document id, descending), so a tie that straddles a relevant document can move a
-value there; the list's own order is the one the system and the app show.
+The list is ranked as trec_eval ranks it (``retrieval.data.ranking``): by score, best first, equal
+scores by document id, descending (``strcmp``), whatever order the list holds them in; a document
+listed twice counts once, with its last score (a ranx run is a ``{doc: score}`` dict built from the
+list). So every value here equals trec_eval's (pytrec_eval's, ir_measures') on the run file
+``retrieval.files.trec`` writes (``tests/test_trec_agreement.py``). ranx itself orders equal scores
+like a stable sort on lists of up to 15 documents and leaves them in an unspecified order on longer
+lists (numba's quicksort), so ``ranx_scores`` can differ where a tie straddles a relevant document.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from retrieval import numbers
+from retrieval.data import ranking
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 
@@ -79,17 +81,18 @@ def scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
 
 def _ranked_labels(run: Run, qrels: Qrels, qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(queries × longest list matrix of each ranked document's integer label, 0 past a list's end;
-    each list's length), the lists ranked by score, best first, equal scores in list order."""
-    labels, scores_, sizes = [], [], []
+    each list's length), the lists in trec_eval's order (``ranking.order``)."""
+    labels, scores_, sizes, docs = [], [], [], []
     for q in qids:
-        hits = dict(run[q])  # one place per document: its first, with its last score
+        hits = dict(run[q])  # one entry per document, with its last score
+        docs.extend(hits)
         judged = {d: int(v) for d, v in qrels.get(q, {}).items()}
         labels.append(np.array([judged.get(d, 0) for d in hits], dtype=np.float64))
         scores_.append(np.fromiter(hits.values(), dtype=np.float64, count=len(hits)))
         sizes.append(len(hits))
     lengths = np.asarray(sizes, dtype=np.int64)
     row = np.repeat(np.arange(len(qids)), lengths)
-    order = np.lexsort((-np.concatenate(scores_), row))  # by query, then score descending; stable
+    order = ranking.order(row, np.concatenate(scores_), docs)  # by query, score descending, then id descending
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     col = np.arange(len(row)) - starts[row]  # rows are grouped already: the place within the query
     matrix = np.zeros((len(qids), int(lengths.max())), dtype=np.float64)
@@ -140,8 +143,11 @@ def judged(run: Run, qrels: Qrels, k: int) -> dict[str, float]:
     """query id -> judged@k for every query of ``qrels``: the share of the top k that carries a
     label of any grade, 0 included, divided by ``min(k, list length)``; 0 for an empty or absent list.
 
-    As ir-measures 0.4.3's "judged" provider computes it (after OpenNIR's): the list ranked by
-    score, equal scores by document id ascending, a repeated document once with its last score.
+    As ir-measures 0.4.3's "judged" provider computes it (after OpenNIR's), a repeated document
+    once with its last score, but the list ranked by the one rule every other metric here counts
+    its top k by (trec_eval's: equal scores by document id descending, ``ranking``), so the top k
+    judged@k measures is the top k nDCG@k counts and a judging pool holds. ir-measures orders equal
+    scores by document id ascending, so its value differs where a tie straddles the cut.
     """
     if k < 1:
         raise ValueError(f"judged@k needs k ≥ 1, not {k}")
@@ -158,11 +164,10 @@ def judged(run: Run, qrels: Qrels, k: int) -> dict[str, float]:
         sizes.append(len(hits))
     lengths = np.asarray(sizes, dtype=np.int64)
     row = np.repeat(np.arange(len(ranked)), lengths)
-    ids = np.array(docs, dtype=np.str_)
-    order = np.lexsort((ids, -np.concatenate(scores_), row))  # by query, score descending, then id
+    order = ranking.order(row, np.concatenate(scores_), docs)  # by query, score descending, then id descending
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     top = order[(np.arange(len(order)) - starts[row]) < k]  # rows stay grouped: the first k of each
-    labelled = np.fromiter((d in qrels[ranked[r]] for d, r in zip(ids[top].tolist(), row[top].tolist())),
+    labelled = np.fromiter((docs[i] in qrels[ranked[row[i]]] for i in top.tolist()),
                            dtype=bool, count=len(top))
     counts = np.bincount(row[top], weights=labelled, minlength=len(ranked))
     out.update(zip(ranked, (counts / np.minimum(lengths, k)).tolist()))

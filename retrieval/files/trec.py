@@ -11,6 +11,11 @@ refused, since no reader takes one. A qrels file's grade is an integer within th
 header is told by its grade column, never a number: ``qid 0 corpus-id 2`` is a label). Each file is
 written aside and moved into place (``os.replace``), so a failure never leaves half a file under the
 name.
+
+A run's lines are written in trec_eval's order (``retrieval.data.ranking``: score descending, then
+document id descending), whatever order a list holds them in, so the rank column says the rank
+trec_eval (which reads the scores and ignores that column) evaluates each document at, and every
+figure RankScope reports of the run equals trec_eval's on the file.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import operator
 import os
 from pathlib import Path
 
+from retrieval.data import ranking
 from retrieval.data.dataset import Qrels
 from retrieval.data.readers.qrels import MAX_GRADE
 from retrieval.data.readers.records import require_id
@@ -41,21 +47,24 @@ def _atomic(path: Path, lines) -> Path:
 
 
 def write_trec(run: Run, path: str | Path, tag: str) -> Path:
-    """Write ``run`` as ``qid Q0 docid rank score tag`` lines, each query's list in its order
-    (rank 1 first); returns the file. Ids, the tag and every score are checked before anything is
-    written (a ``ValueError`` naming the first that cannot be)."""
+    """Write ``run`` as ``qid Q0 docid rank score tag`` lines, each query's list in trec_eval's order
+    (rank 1 first: ``ranking.sorted_hits``); returns the file. Ids, the tag and every score are
+    checked before anything is written (a ``ValueError`` naming the first that cannot be)."""
     path = Path(path)
     tag = check_name(tag, "run's tag", spaces=False)
     lines = []
     for qid, hits in run.items():
         q = require_id(qid, "query id", str(path)) if qid else _empty("query id", path)
-        for rank, (doc, score) in enumerate(hits, 1):
+        checked = []
+        for doc, score in hits:
             d = require_id(doc, "document id", str(path)) if doc else _empty("document id", path)
             value = float(score)
             if not math.isfinite(value):
                 raise ValueError(f"{path}: the score of document {doc[:80]!r} for query {qid[:80]!r} is {value}, "
                                  "which no run file can hold")
-            lines.append(f"{q} Q0 {d} {rank} {value!r} {tag}\n")
+            checked.append((d, value))
+        ranked = ranking.sorted_hits(checked)  # the ids as written (NFC): what trec_eval compares
+        lines += [f"{q} Q0 {d} {rank} {value!r} {tag}\n" for rank, (d, value) in enumerate(ranked, 1)]
     return _atomic(path, lines)
 
 

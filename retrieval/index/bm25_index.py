@@ -21,10 +21,12 @@ import tempfile
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
+from retrieval.data import ranking
 from retrieval.data.run import Run
 from retrieval.index.tokenize import Tokenizer
 from retrieval.index.top_k import top_k, top_k_each
@@ -230,7 +232,7 @@ class BM25Index:
         run: Run = {}
         ids = self._ids
         for start, end, term_ids in self._blocks(texts):
-            for qid, (rows, top) in zip(qids[start:end], top_k_each(self._score_block(term_ids), k)):
+            for qid, (rows, top) in zip(qids[start:end], top_k_each(self._score_block(term_ids), k, self.tie_rank)):
                 run[qid] = list(zip(ids[rows].tolist(), top.tolist()))
         return run
 
@@ -243,9 +245,14 @@ class BM25Index:
         """(rows, scores) of the top ``k`` of a score vector, best first; zero scores left out.
 
         Ranked by ``top_k`` rather than by ``bm25s.retrieve``: only the documents with a positive
-        score are partitioned, ties are broken by document order.
+        score are partitioned, ties go by trec_eval's order (``retrieval.data.ranking``).
         """
-        return top_k(scores, k)
+        return top_k(scores, k, tie_rank=self.tie_rank)
+
+    @cached_property
+    def tie_rank(self) -> np.ndarray:
+        """Each row's place in trec_eval's order of equal scores (``ranking.tie_rank``), computed once."""
+        return ranking.tie_rank(self.doc_ids)
 
     def max_score(self, query: str | QueryTerms) -> float:
         """The largest BM25 score any document could get for ``query``: Σ over its terms of

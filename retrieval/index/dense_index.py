@@ -24,11 +24,13 @@ import ctypes
 import os
 import time
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from retrieval.data import ranking
 from retrieval.data.run import Run
 from retrieval.files.part_files import partial, remove_orphans
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path, write_stamp
@@ -217,15 +219,29 @@ class DenseIndex:
 
     def search_vectors(self, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows), each (queries, k), best first; documents with equal scores (the same
-        vector: repeated texts) in document order, whichever order FAISS's heap left them in."""
+        vector: repeated texts) in trec_eval's order (``retrieval.data.ranking``), whichever order
+        FAISS's heap left them in. FAISS keeps an arbitrary few of the documents that tie at the
+        ``k``-th score, so one more is asked for: where it ties too, the search goes deeper until the
+        tie ends, and those trec_eval ranks first are kept."""
         k = min(k, len(self.doc_ids))
-        scores, rows = self.index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
+        deep = min(k + 1, len(self.doc_ids)) if k else 0
+        q = np.ascontiguousarray(qvecs, dtype=np.float32)
+        scores, rows = self.index.search(q, deep)
+        while k < deep < len(self.doc_ids) and bool(np.any((rows[:, -1] >= 0) & (scores[:, -1] == scores[:, k - 1]))):
+            deep = min(2 * deep, len(self.doc_ids))  # a tie reaches past the cut: look further (rare)
+            scores, rows = self.index.search(q, deep)
         for i in range(len(rows)):
-            if len(np.unique(scores[i])) < k:  # a tie somewhere (rare): put it in document order
+            if len(np.unique(scores[i])) < deep:  # a tie somewhere (rare): put it in trec_eval's order
                 valid = rows[i] >= 0
-                order = np.lexsort((np.where(valid, rows[i], np.iinfo(np.int64).max), -scores[i]))
+                place = np.where(valid, self.tie_rank[np.where(valid, rows[i], 0)], np.iinfo(np.int64).max)
+                order = np.lexsort((place, -scores[i]))
                 scores[i], rows[i] = scores[i][order], rows[i][order]
-        return scores, rows
+        return np.ascontiguousarray(scores[:, :k]), np.ascontiguousarray(rows[:, :k])
+
+    @cached_property
+    def tie_rank(self) -> np.ndarray:
+        """Each row's place in trec_eval's order of equal scores (``ranking.tie_rank``), computed once."""
+        return ranking.tie_rank(self.doc_ids)
 
     def scores(self, qvec: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Inner products of one query vector with the stored documents at ``rows`` (all if None)."""

@@ -26,11 +26,13 @@ from __future__ import annotations
 import importlib.metadata
 import threading
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from retrieval.data import ranking
 from retrieval.data.run import Run
 from retrieval.errors import EncoderLoadError
 from retrieval.index.encoder import model_fingerprint
@@ -278,8 +280,14 @@ class SparseIndex:
         return out if rows is None else out[np.asarray(rows, dtype=np.int64)]
 
     def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the ``k`` best documents, best first; zero scores left out, ties by row."""
-        return top_k(self.scores(query), k)
+        """(rows, scores) of the ``k`` best documents, best first; zero scores left out, ties in
+        trec_eval's order (``retrieval.data.ranking``)."""
+        return top_k(self.scores(query), k, tie_rank=self.tie_rank)
+
+    @cached_property
+    def tie_rank(self) -> np.ndarray:
+        """Each row's place in trec_eval's order of equal scores (``ranking.tie_rank``), computed once."""
+        return ranking.tie_rank(self.doc_ids)
 
     def contributions(self, query: SparseVector, row: int) -> list[tuple[int, float, float, float]]:
         """The terms a document shares with the query: (term id, query weight, document weight,

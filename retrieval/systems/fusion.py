@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
+from retrieval.data import ranking
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import compare, evaluate_run
@@ -180,11 +181,12 @@ def rank_candidates(cands: dict[str, Candidates], lam: float, doc_ids: list[str]
 
 def ranked(cands: Mapping[str, C], score: Callable[[str, C], np.ndarray], doc_ids: list[str], k: int) -> Run:
     """Each query's candidates (anything with the corpus ``rows`` it scores) ranked by ``score(query
-    id, candidates)``, best first, ties in candidate order, the top ``k``; ``doc_ids`` names the rows."""
+    id, candidates)``, best first, equal scores in trec_eval's order (``retrieval.data.ranking``), the
+    top ``k``; ``doc_ids`` names the rows."""
     run: Run = {}
     for qid, c in cands.items():
-        s = score(qid, c)
-        order = np.argsort(-s, kind="stable")[:k]
+        s = np.asarray(score(qid, c), dtype=np.float64)
+        order = ranking.order(np.zeros(len(s), dtype=np.int64), s, [doc_ids[r] for r in c.rows.tolist()])[:k]
         run[qid] = [(doc_ids[c.rows[j]], float(s[j])) for j in order]
     return run
 
@@ -248,7 +250,8 @@ def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
     individual Rank Learning Methods", SIGIR 2009): Σ_runs 1 / (``rrf_k`` + rank), a document a run
     lacks adding nothing. ``wsum``: Σ_runs w_i · (s − min) / max(max − min, 1e-9) over each run's
     list for the query (ranx's min-max norm), a document a run lacks counting 0. The fused list is
-    sorted by score, equal scores in the order the documents were first met (run by run), cut at ``k``.
+    sorted by score, equal scores in trec_eval's order (``retrieval.data.ranking``: document id
+    descending), cut at ``k``.
     """
     if method not in ("rrf", "wsum"):
         raise ValueError(f"unknown fusion {method!r}; choose 'rrf' or 'wsum'")
@@ -270,5 +273,5 @@ def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
                 contributions = {d: weights[i] * (s - low) / max(high - low, 1e-9) for d, s in scores.items()}
             for d, v in contributions.items():
                 fused[d] = fused.get(d, 0.0) + v
-        out[q] = sorted(fused.items(), key=lambda h: -h[1])[:k]
+        out[q] = ranking.sorted_hits(fused.items())[:k]
     return out

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retrieval.data import ranking
 from retrieval.data.run import Run
 from retrieval.index.splade import TermScore
 from retrieval.index.top_k import top_k
@@ -64,12 +65,15 @@ class QueryTerms:
 
 class QLIndex:
     """Term counts of every document (documents × vocabulary, compressed by column: each term's
-    posting list), document lengths and the collection language model p(w | C)."""
+    posting list), document lengths and the collection language model p(w | C); with the documents'
+    ids, their places in trec_eval's order of equal scores (``ranking.tie_rank``), which ``top`` ranks
+    ties by (by row without them)."""
 
-    def __init__(self, texts: list[str], tokenizer: Tokenizer):
+    def __init__(self, texts: list[str], tokenizer: Tokenizer, doc_ids: list[str] | None = None):
         import scipy.sparse as sp
 
         self.tokenizer = tokenizer
+        self.tie_rank = ranking.tie_rank(doc_ids) if doc_ids is not None else None
         self.vocab: dict[str, int] = {}
         indptr, indices, data = [0], [], []
         for tokens in tokenizer.tokenize_many(texts):
@@ -90,6 +94,7 @@ class QLIndex:
     def nbytes(self) -> int:
         m = self.counts
         arrays = m.data.nbytes + m.indices.nbytes + m.indptr.nbytes + self.doc_len.nbytes + self.p_collection.nbytes
+        arrays += self.tie_rank.nbytes if self.tie_rank is not None else 0
         return int(arrays + PER_TERM * len(self.vocab))
 
     def query(self, text: str) -> QueryTerms:
@@ -115,18 +120,19 @@ class QLIndex:
         return np.where(held, self.contributions(q, rows, mu).sum(axis=1), -np.inf)
 
     def top(self, text: str, k: int, mu: float = MU) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the ``k`` most likely documents among the candidates, best first."""
+        """(rows, scores) of the ``k`` most likely documents among the candidates, best first, equal
+        scores in trec_eval's order (``retrieval.data.ranking``) where the index has the ids."""
         q = self.query(text)
         rows = self.candidates(q)
         scores = np.full(len(self), -np.inf)
         if len(rows):
             scores[rows] = self.contributions(q, rows, mu).sum(axis=1)
-        return top_k(scores, k, rows)
+        return top_k(scores, k, rows, self.tie_rank)
 
 
 def index_of(ws: Workspace) -> QLIndex:
     """The workspace's query-likelihood index, built the first time (per corpus, shared)."""
-    return ws.system_state(QueryLikelihood.key, lambda: QLIndex(ws.corpus.texts, ws.tokenizer))
+    return ws.system_state(QueryLikelihood.key, lambda: QLIndex(ws.corpus.texts, ws.tokenizer, ws.dataset.doc_ids))
 
 
 class QueryLikelihood(SystemBase):

@@ -8,10 +8,11 @@ its first line is a TREC line: a query id may start with either):
   lines carry several tags).
 - ranx's JSON: one object ``{qid: {docid: score}}`` for the whole file, named after the file.
 
-Each query's list is ordered by score, highest first, as trec_eval does. Ties are broken, and a
-warning counts them: in TREC by the file's rank column (lower first), then by document id; in JSON
-by document id. A document listed twice for one query keeps its highest score (a warning counts
-the repeats and gives an example).
+Each query's list is ordered as trec_eval orders it (``retrieval.data.ranking``): by score, highest
+first, equal scores by document id, descending; the file's rank column is read and checked but, as
+in trec_eval, orders nothing. So the list the app shows, and its top k, are what trec_eval
+evaluates on the same file; a warning counts the ties. A document listed twice for one query keeps
+its highest score (a warning counts the repeats and gives an example).
 
 Bad input gets the care data files get: a wrong column count, a missing, non-numeric or non-finite
 score or rank is a :class:`DataError` reading ``file:line: problem``; JSON that is not an object
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval import numbers
+from retrieval.data import ranking
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers.decode import PathLike, Text, count, verb_for
 from retrieval.data.readers.records import EXAMPLES, require_id
@@ -93,9 +95,8 @@ def read_run(path: PathLike, dataset: Dataset | None = None, name: str | None = 
                     f"than once for a query (e.g. {parsed.example}); the highest score was kept", display)
     run, ties = _ranked(parsed.rows)
     if ties:
-        broken = "the file's rank column (lower first), then by document id" if kind == "trec" else "document id"
         report.warn(f"{count(ties, 'document')} {verb_for(ties, 'share')} the score of the one ranked just "
-                    f"above; ties are broken by {broken}", display)
+                    f"above; ties are broken by document id, descending, as trec_eval breaks them", display)
     imported = ImportedRun(run_name(name, parsed.name), run, display, run_hash(run), report, kind,
                            rows=sum(len(r) for r in parsed.rows.values()), duplicates=parsed.duplicates, ties=ties)
     return match_dataset(imported, dataset) if dataset is not None else imported
@@ -249,13 +250,14 @@ def _add(parsed: _Parsed, qid: str, doc: str, entry: tuple[float, float], where:
 
 
 def _ranked(rows: Rows) -> tuple[Run, int]:
-    """Each query's list by score (highest first), ties by rank, then document id; and the ties."""
+    """Each query's list in trec_eval's order (``ranking.sorted_hits``: score descending, then document
+    id descending; the rank column orders nothing); and the ties."""
     run: Run = {}
     ties = 0
     for qid, docs in rows.items():
-        order = sorted(docs.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
-        run[qid] = [(doc, score) for doc, (score, _) in order]
-        ties += sum(1 for a, b in zip(order, order[1:]) if a[1][0] == b[1][0])
+        hits = ranking.sorted_hits((doc, score) for doc, (score, _) in docs.items())
+        run[qid] = hits
+        ties += sum(1 for a, b in zip(hits, hits[1:]) if a[1] == b[1])
     return run, ties
 
 
