@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrieval import numbers
+from retrieval.data import ranking
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.intervals import Interval, mean_interval, sign_flip_test
@@ -136,7 +137,8 @@ def _incomplete_scores(run: Run, qrels: Qrels, metrics: list[str]) -> dict[str, 
     for m in metrics:
         if m == NDCG_CONDENSED:  # nDCG@10 of each list's top CONDENSED_DEPTH without its unjudged documents
             labels = positive_qrels(qrels)
-            kept = {q: [(d, s) for d, s in run.get(q, [])[:CONDENSED_DEPTH] if d in labels[q]] for q in labels}
+            top = {q: ranking.sorted_hits(run.get(q, []))[:CONDENSED_DEPTH] for q in labels}  # trec_eval's top
+            kept = {q: [(d, s) for d, s in top[q] if d in labels[q]] for q in labels}
             if labels:
                 out[m] = _ranx_scores(kept, labels, [PRIMARY])[PRIMARY]
             continue
