@@ -48,14 +48,16 @@ def run_and_qrels(draw, max_len: int = 15, distinct: bool = False):
 
 
 # ranx orders equal scores like a stable sort on lists of up to 15 documents (numba's quicksort
-# falls back to insertion sort there): ties are exact against ranx up to that depth
+# falls back to insertion sort there): given each list in trec_eval's order, ties are exact against
+# ranx up to that depth
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run_and_qrels())
 def test_equals_ranx_on_small_runs_with_ties(data):
     run, qrels = data
     labelled = {q: docs for q, docs in qrels.items() if docs}  # ranx cannot hold a query without labels
-    assert_equal(rank_metrics.scores(run, labelled, ALL), rank_metrics.ranx_scores(run, labelled, ALL))
+    in_trec_order = {q: trec_order(hits) for q, hits in run.items()}
+    assert_equal(rank_metrics.scores(run, labelled, ALL), rank_metrics.ranx_scores(in_trec_order, labelled, ALL))
 
 
 @pytest.mark.slow  # calls ranx itself: its numba kernels compile on a fresh install
@@ -81,16 +83,18 @@ def test_evaluate_run_keeps_its_contract(data):
                 assert ev.per_query[m][q] == 0.0
 
 
-def test_equal_scores_past_15_keep_the_list_order():
-    """20 documents of one score: the list's order ranks them (ranx's quicksort leaves it open)."""
+def test_equal_scores_past_15_go_by_document_id_descending():
+    """20 documents of one score: trec_eval's order ranks them (strcmp, descending: d9 … d2, d19 … d10,
+    d1, d0), whatever the list's order (ranx's quicksort leaves it open past 15)."""
     run = {"q": [(f"d{i}", 1.0) for i in range(20)]}
     qrels = {"q": {"d17": 2, "d3": 0, "gone": 1}}
     got = rank_metrics.scores(run, qrels, ["mrr@10", "mrr", "recall@10", "recall@20", "ndcg@20", "p@10", "map"])
-    assert got["mrr@10"]["q"] == 0.0
-    assert got["mrr"]["q"] == pytest.approx(1 / 18)
+    assert got["mrr@10"]["q"] == 0.0  # d17 ranks 11th: after d9 … d2 (8), d19 and d18
+    assert got["mrr"]["q"] == pytest.approx(1 / 11)
     assert got["recall@10"]["q"] == 0.0 and got["recall@20"]["q"] == 0.5
-    assert got["ndcg@20"]["q"] == pytest.approx((2 / np.log2(19)) / (2 + 1 / np.log2(3)))
-    assert got["p@10"]["q"] == 0.0 and got["map"]["q"] == pytest.approx((1 / 18) / 2)
+    assert got["ndcg@20"]["q"] == pytest.approx((2 / np.log2(12)) / (2 + 1 / np.log2(3)))
+    assert got["p@10"]["q"] == 0.0 and got["map"]["q"] == pytest.approx((1 / 11) / 2)
+    assert rank_metrics.scores({"q": run["q"][::-1]}, qrels, ["mrr"]) == {"mrr": got["mrr"]}  # the list's order: none
 
 
 def test_a_repeated_document_counts_once_at_its_first_place_with_its_last_score():
@@ -136,11 +140,20 @@ def test_equals_ranx_on_a_real_data_set():
     assert_equal(rank_metrics.scores(run, subset, metrics), rank_metrics.ranx_scores(run, subset, metrics))
 
 
+def trec_order(hits) -> list[tuple[str, float]]:
+    """A list in trec_eval's order, written out here: a repeated document once with its last score,
+    then score descending, equal scores by the ids' UTF-8 bytes descending (two stable sorts)."""
+    last = dict(hits)
+    return sorted(sorted(last.items(), key=lambda h: h[0].encode(), reverse=True), key=lambda h: -h[1])
+
+
 def ir_measures_judged(run, qrels, k: int) -> dict[str, float]:
-    """judged@k by ir-measures' "judged" provider (which skips a query without a list: 0 here)."""
+    """judged@k by ir-measures' "judged" provider (which skips a query without a list: 0 here), given
+    each list in trec_eval's order as distinct scores: ir-measures breaks ties by id ascending, and
+    RankScope counts the top k every other metric counts (trec_eval's)."""
     import ir_measures
 
-    lists = {q: {d: float(s) for d, s in run[q]} for q in qrels if run.get(q)}
+    lists = {q: {d: float(-i) for i, (d, _) in enumerate(trec_order(run[q]))} for q in qrels if run.get(q)}
     out = dict.fromkeys(qrels, 0.0)
     if lists:
         out.update({r.query_id: r.value for r in ir_measures.judged.iter_calc([ir_measures.Judged @ k], qrels, lists)})
@@ -150,8 +163,8 @@ def ir_measures_judged(run, qrels, k: int) -> dict[str, float]:
 @settings(max_examples=200, deadline=None)
 @given(run_and_qrels(max_len=30), st.sampled_from([1, 2, 3, 5, 10, 40]))
 def test_judged_equals_ir_measures(data, k):
-    """Ties at the cut broken by document id (ir-measures' order), short lists divided by their length,
-    labels of grade 0 counting as judged."""
+    """Ties at the cut broken by trec_eval's order, short lists divided by their length, labels of
+    grade 0 counting as judged."""
     run, qrels = data
     labelled = {q: docs for q, docs in qrels.items() if docs}
     ours = rank_metrics.judged(run, labelled, k)
@@ -163,10 +176,10 @@ def test_judged_equals_ir_measures(data, k):
     assert ev.per_query.get(f"judged@{k}", {}) == (ours if labelled else {})
 
 
-def test_judged_at_the_cut_takes_the_smaller_document_id_among_equal_scores():
-    run = {"q": [("b", 1.0), ("a", 1.0), ("c", 2.0)]}
-    assert rank_metrics.judged(run, {"q": {"a": 0}}, 2) == {"q": 0.5}  # c, then a before b
-    assert rank_metrics.judged(run, {"q": {"b": 1}}, 2) == {"q": 0.0}
+def test_judged_at_the_cut_takes_the_greater_document_id_among_equal_scores():
+    run = {"q": [("a", 1.0), ("b", 1.0), ("c", 2.0)]}
+    assert rank_metrics.judged(run, {"q": {"b": 0}}, 2) == {"q": 0.5}  # c, then b before a (trec_eval's order)
+    assert rank_metrics.judged(run, {"q": {"a": 1}}, 2) == {"q": 0.0}
     assert rank_metrics.judged({"q": []}, {"q": {"b": 1}}, 10) == {"q": 0.0}
     with pytest.raises(ValueError, match="k ≥ 1"):
         rank_metrics.judged(run, {"q": {"a": 0}}, 0)

@@ -153,18 +153,19 @@ def test_a_repeated_document_keeps_its_highest_score(tmp_path):
     assert imported.run == {"q1": [("d1", 4.0), ("d2", 2.0)]} and imported.duplicates == 1
 
 
-def test_ties_are_broken_by_rank_then_doc_id_in_trec_and_by_doc_id_in_json(tmp_path):
+def test_ties_are_broken_as_trec_eval_breaks_them_whatever_the_rank_column_says(tmp_path):
+    """trec_eval ranks equal scores by document id, descending (strcmp), and reads no rank column."""
     path = write(tmp_path / "r.trec", "q1 Q0 b 1 2.0 prod\nq1 Q0 a 2 2.0 prod\nq1 Q0 c 2 2.0 prod\n"
                                       "q1 Q0 z 4 9.0 prod\n")
     imported = read_run(path)
-    assert docs_of(imported.run) == {"q1": ["z", "b", "a", "c"]} and imported.ties == 2
-    assert imported.report.warnings == [f"{path}: 2 documents share the score of the one ranked just above; ties "
-                                        f"are broken by the file's rank column (lower first), then by document id"]
+    assert docs_of(imported.run) == {"q1": ["z", "c", "b", "a"]} and imported.ties == 2
+    said = "2 documents share the score of the one ranked just above; ties are broken by document id, descending, " \
+        "as trec_eval breaks them"
+    assert imported.report.warnings == [f"{path}: {said}"]
     path = write(tmp_path / "r.json", '{"q1": {"b": 2.0, "c": 2.0, "a": 2.0, "z": 9.0}}')
     imported = read_run(path)
-    assert docs_of(imported.run) == {"q1": ["z", "a", "b", "c"]} and imported.ties == 2
-    assert imported.report.warnings == [f"{path}: 2 documents share the score of the one ranked just above; ties "
-                                        f"are broken by document id"]
+    assert docs_of(imported.run) == {"q1": ["z", "c", "b", "a"]} and imported.ties == 2
+    assert imported.report.warnings == [f"{path}: {said}"]
 
 
 def test_several_tags_warn_and_the_first_names_the_run(tmp_path):

@@ -25,8 +25,10 @@ scores = st.floats(allow_nan=False, allow_infinity=False, width=64)
 @given(run=st.dictionaries(ids, st.lists(st.tuples(ids, scores), min_size=1, max_size=6,
                                          unique_by=lambda h: h[0]), min_size=1, max_size=5))
 def test_any_run_reads_back_as_the_same_lists(run, tmp_path):
-    ordered = {q: sorted(hits, key=lambda h: -h[1]) for q, hits in run.items()}
-    path = write_trec(ordered, tmp_path / "any.trec", "tag")
+    """In trec_eval's order, whatever order the lists held: score descending, then id descending."""
+    ordered = {q: sorted(sorted(hits, key=lambda h: h[0].encode(), reverse=True), key=lambda h: -h[1])
+               for q, hits in run.items()}
+    path = write_trec(run, tmp_path / "any.trec", "tag")
     back = read_run(path).run
     assert {q: [d for d, _ in hits] for q, hits in back.items()} == {q: [d for d, _ in h] for q, h in ordered.items()}
     assert {q: [s for _, s in hits] for q, hits in back.items()} == {q: [s for _, s in h] for q, h in ordered.items()}
