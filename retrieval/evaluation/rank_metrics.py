@@ -82,7 +82,8 @@ def scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
 def _ranked_labels(run: Run, qrels: Qrels, qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(queries × longest list matrix of each ranked document's integer label, 0 past a list's end;
     each list's length), the lists in trec_eval's order (``ranking.order``)."""
-    labels, scores_, sizes, docs = [], [], [], []
+    labels, scores_, sizes = [], [], []
+    docs: list[str] = []
     for q in qids:
         hits = dict(run[q])  # one entry per document, with its last score
         docs.extend(hits)
