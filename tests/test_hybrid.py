@@ -98,7 +98,7 @@ def test_rank_orders_by_lambda_weighted_sum(demo, parts):
         run = h.rank(cands, lam, k=15)
         for qid, c in cands.items():
             combined = {demo.doc_ids[r]: lam * lx + e for r, lx, e in zip(c.rows, c.s_lex, c.s_emb)}
-            expected = sorted(combined, key=lambda d: -combined[d])[:15]
+            expected = sorted(combined, key=lambda d: (combined[d], d), reverse=True)[:15]  # ties: id descending
             assert [d for d, _ in run[qid]] == expected
             for d, s in run[qid]:
                 assert s == pytest.approx(combined[d], abs=1e-9)

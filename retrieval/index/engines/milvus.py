@@ -427,7 +427,7 @@ class MilvusBM25:
         texts = [analyzed(self.tokenizer, q) for q in queries]
         out = []
         for query, hits in zip(queries, self._search(texts, k)):
-            hits.sort(key=lambda h: (-h[1], h[0]))  # ties by document order, like the in-process engine
+            hits.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # ties in trec_eval's order (ranking)
             self._recent.put(query, (k, hits))
             out.append((np.array([r for r, _ in hits], dtype=np.int64),
                         np.array([s for _, s in hits], dtype=np.float32)))
@@ -483,9 +483,9 @@ class MilvusVectors:
                                       output_fields=["doc_id"], search_params=params)
             for i, found in enumerate(hits):
                 q = start + i
-                # ties (documents with the same vector) in document order, as FAISS's flat index has them
+                # ties (documents with the same vector) in trec_eval's order (ranking), as the in-process index has them
                 ranked = sorted(((float(h["distance"]), self.row[h["doc_id"]]) for h in found[:k]),
-                                key=lambda h: (-h[0], h[1]))
+                                key=lambda h: (h[0], self.doc_ids[h[1]]), reverse=True)
                 for j, (score, row) in enumerate(ranked):
                     rows[q, j], scores[q, j] = row, score
                 valid = rows[q] >= 0
@@ -545,13 +545,13 @@ class MilvusSparse:
 
     def top(self, query: SparseVector, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the ``k`` best documents (at most ``MAX_LIMIT``), best first; zero scores
-        left out, ties by row."""
+        left out, ties in trec_eval's order (``retrieval.data.ranking``) among those Milvus returned."""
         terms = _terms(query)
         k = min(k, len(self.doc_ids), MAX_LIMIT)
         if not terms or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         found = self._search(terms, k)
-        hits = sorted(found.items(), key=lambda h: (-h[1], h[0]))
+        hits = sorted(found.items(), key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # trec_eval's order
         # every document that scores above 0 is among the hits when fewer than k came back
         self._recent.put(_key(query), (found, len(hits) < k))
         return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
