@@ -277,8 +277,8 @@ def test_the_held_out_check_keeps_the_base_where_training_hurts(small, tiny_enco
 
 
 def test_evaluate_offers_the_fine_tuned_sparse_model_beside_the_base(trained, small, tiny_encoder):
+    from retrieval.evaluation.compression import comparison_workspaces
     from retrieval.evaluation.metric_tables import metrics_table
-    from retrieval.index.compression import comparison_workspaces
     from retrieval.systems import BM25, DENSE
 
     _, folder, store = trained
