@@ -161,8 +161,8 @@ def test_a_fine_tuned_sparse_model_s_mu_must_beat_the_base_s_mu_not_the_label_fr
     from retrieval.data.dataset import queries_fingerprint
     from retrieval.index.encoder import TRAINING_RECORD, load_encoder, read_trained_on
     from retrieval.judging.labels import JUDGED
-    from retrieval.systems.clear_lambda import LambdaFit
     from retrieval.systems.hybrid3 import BASE_PRIOR, LABEL_FREE_MU, MU_GRID, mu_for
+    from retrieval.training_record import LambdaFit
 
     from .conftest import build_tiny_encoder
 
