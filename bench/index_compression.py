@@ -6,7 +6,7 @@ scalar quantizer, Baidu ERNIE §5.1 / appendix 9.2), PCA-reduced and PCA + int8 
         [--store PATH] [--k 1000] [--repeat 3] [--json FILE]
 
 DATASET defaults to the bundled data/demo. Quality (dense and CLEAR hybrid: nDCG@10, Recall@100,
-MRR@10) comes from ``retrieval.index.compression.compression_table``, cached in the store like every
+MRR@10) comes from ``retrieval.evaluation.compression.compression_table``, cached in the store like every
 other run; each compressed index is its own dense system with its own λ_test tuned on train.
 Every figure is also given as a ratio against the float32 FAISS flat index measured in the same
 run. Bytes: the vector code of one document, and the whole serialized FAISS index divided by the
@@ -24,7 +24,7 @@ import faiss
 
 from _common import DEMO, recorded, store_arg, write_json  # first: it puts the checkout on sys.path
 from retrieval.data.readers import load_dataset
-from retrieval.index.compression import compression_table, variant_workspace
+from retrieval.evaluation.compression import compression_table, variant_workspace
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 

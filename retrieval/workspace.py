@@ -40,8 +40,9 @@ from retrieval.store import Store, cache_key
 from retrieval.systems import BASE_SYSTEMS, Imported, Probe, System
 from retrieval.systems import hybrid as hybrid_system
 from retrieval.systems.bm25 import check_b, check_k1
-from retrieval.systems.clear_lambda import LambdaChoice, LambdaFit
+from retrieval.systems.clear_lambda import LambdaChoice
 from retrieval.systems.state import CORPUS, SCOPES, Slots
+from retrieval.training_record import LambdaFit
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus

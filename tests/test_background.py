@@ -16,9 +16,9 @@ from retrieval import DenseNotReady, Workspace
 from retrieval.data.dataset import Dataset, Document
 from retrieval.evaluation.diagnostics import label_health
 from retrieval.index.encoder import Encoder
+from retrieval.side_by_side import side_by_side
 from retrieval.store import text_hash
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label, shown
-from retrieval.systems.side_by_side import side_by_side
 from ui import data as data_view
 from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from retrieval.data.readers import load_dataset
-from retrieval.index.compression import compression_table
+from retrieval.evaluation.compression import compression_table
 from retrieval.index.dense_index import DenseIndex
 from retrieval.store import Store
 from retrieval.workspace import Workspace

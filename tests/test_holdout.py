@@ -201,7 +201,8 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     held-out check chose, and every workspace over the same train queries uses that one."""
     import json
 
-    from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LambdaFit
+    from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA
+    from retrieval.training_record import LambdaFit
 
     result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
     sel = result.selection

@@ -201,7 +201,7 @@ def test_a_ten_thousand_character_tag_is_refused_as_a_name(demo, tmp_path):
 
 def test_a_run_of_only_some_queries_searches_the_others_without_error(demo, tmp_path, tiny_encoder):
     """A run that lacks a labelled query: that query is searched and scored 0 for the run."""
-    from retrieval.systems.side_by_side import side_by_side
+    from retrieval.side_by_side import side_by_side
     from retrieval.workspace import Workspace
 
     (q, d), (q2, _) = first_pairs(demo, 2)
@@ -590,7 +590,7 @@ def hostile(tmp_path_factory, tiny_encoder):
 
 
 def test_the_search_columns_escape_every_payload(hostile):
-    from retrieval.systems.side_by_side import side_by_side
+    from retrieval.side_by_side import side_by_side
     from ui.present.search import side_by_side_html
 
     systems = ("bm25", "dense", *hostile.imported)

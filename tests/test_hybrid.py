@@ -14,7 +14,7 @@ from retrieval.data.readers import load_dataset
 from retrieval.evaluation.measures import evaluate_run
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.dense_index import DenseIndex, DenseRetriever
-from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY, LambdaFit
+from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY
 from retrieval.systems.fusion import (
     Candidates,
     Hybrid,
@@ -25,6 +25,7 @@ from retrieval.systems.fusion import (
     tune_lambda,
 )
 from retrieval.systems.identifier_queries import identifier_lookups, is_identifier_lookup
+from retrieval.training_record import LambdaFit
 
 from .conftest import DEMO
 

@@ -74,7 +74,7 @@ def ws(demo, tiny_encoder):
 
 
 def test_explain_gives_each_query_terms_contribution_summing_to_the_score(ws):
-    from retrieval.systems.side_by_side import side_by_side
+    from retrieval.side_by_side import side_by_side
 
     res = side_by_side(ws, "leaky faucet washer dripping", k=5, systems=("bm25", "ql"))
     hits = res.systems["ql"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from retrieval.data.readers import load_dataset
+from retrieval.side_by_side import side_by_side
 from retrieval.store import Store
-from retrieval.systems.side_by_side import side_by_side
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO

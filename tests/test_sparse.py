@@ -79,7 +79,7 @@ def test_without_the_package_that_ships_it_the_message_says_what_to_install(monk
 
 @pytest.mark.slow
 def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, store):
-    from retrieval.systems.side_by_side import side_by_side
+    from retrieval.side_by_side import side_by_side
     from ui.common import shown_systems
     from ui.present.search import side_by_side_html
 

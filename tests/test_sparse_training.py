@@ -161,8 +161,8 @@ def test_a_fine_tuned_sparse_model_s_mu_must_beat_the_base_s_mu_not_the_label_fr
     from retrieval.data.dataset import queries_fingerprint
     from retrieval.index.encoder import TRAINING_RECORD, load_encoder, read_trained_on
     from retrieval.judging.labels import JUDGED
-    from retrieval.systems.clear_lambda import LambdaFit
     from retrieval.systems.hybrid3 import BASE_PRIOR, LABEL_FREE_MU, MU_GRID, mu_for
+    from retrieval.training_record import LambdaFit
 
     from .conftest import build_tiny_encoder
 
@@ -277,8 +277,8 @@ def test_the_held_out_check_keeps_the_base_where_training_hurts(small, tiny_enco
 
 
 def test_evaluate_offers_the_fine_tuned_sparse_model_beside_the_base(trained, small, tiny_encoder):
+    from retrieval.evaluation.compression import comparison_workspaces
     from retrieval.evaluation.metric_tables import metrics_table
-    from retrieval.index.compression import comparison_workspaces
     from retrieval.systems import BM25, DENSE
 
     _, folder, store = trained

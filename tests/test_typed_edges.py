@@ -13,7 +13,8 @@ from retrieval.evaluation import failure_rules
 from retrieval.index import kept_index
 from retrieval.judging import staged_writes
 from retrieval.store import _max_value_length
-from retrieval.systems.clear_lambda import LambdaFit, against_prior
+from retrieval.systems.clear_lambda import against_prior
+from retrieval.training_record import LambdaFit
 
 
 def test_sqlites_value_limit_is_asked_where_python_can_and_its_default_taken_where_it_cannot(monkeypatch):

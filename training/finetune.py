@@ -28,7 +28,7 @@ from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder, read
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID, SPARSE_SYSTEMS
-from retrieval.systems.clear_lambda import LambdaFit, TrainedOn
+from retrieval.training_record import LambdaFit, TrainedOn
 from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from training.pairs import cold_start_split, labelled_pairs, most_pairs_per_epoch, pseudo_pairs

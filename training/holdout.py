@@ -16,7 +16,7 @@ encoder mostly helps, and on the demo (8 held-out queries) a best epoch at p 0.3
 on test (dense +0.040 [−0.005, 0.085], hybrid +0.015 [−0.002, 0.033]), which requiring the test would
 have thrown away. The kept epoch's λ, chosen there as the app chooses λ with labels (the
 grid's best only where it beats the label-free λ significantly), goes with the exported encoder
-(``retrieval.systems.clear_lambda.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
+(``retrieval.training_record.TrainedOn``): a λ tuned on the queries the encoder trained on would favour it.
 Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM25 or the base
 looked: enough to choose among epochs, not a measurement of dense recall. With
 ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train

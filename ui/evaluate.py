@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from retrieval import Workspace
+from retrieval.evaluation.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.evaluation.metric_tables import (
     covered_comparisons,
     headline,
@@ -16,7 +17,6 @@ from retrieval.evaluation.metric_tables import (
 )
 from retrieval.evaluation.metrics import METRIC_NAMES, VIEW_METRICS
 from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
-from retrieval.index.compression import comparison_workspaces, compression_table, reduced_dims
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import DENSE, keys, label
 from retrieval.systems import shown as shown_builtins

@@ -12,9 +12,9 @@ from retrieval.data.readers.decode import count
 from retrieval.errors import EncoderLoadError
 from retrieval.evaluation.metrics import VIEW_METRICS
 from retrieval.sharing.owners import Viewer
+from retrieval.side_by_side import side_by_side
 from retrieval.systems import SPLADE, label
 from retrieval.systems import shown as shown_builtins
-from retrieval.systems.side_by_side import side_by_side
 from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems, sparse_choices
 from ui.data import QUERY_CHARS, dataset_summary
 from ui.notify import refuse, warn

@@ -11,7 +11,7 @@ cosine). Index kinds:
   arXiv:2106.03373, §5.1, appendix 9.2); 4× smaller than float32.
 
 ``dims`` (optional, any kind) first maps every vector to fewer dimensions with a linear map onto
-the corpus's top principal axes (``pca_projection``; see ``retrieval.index.compression``).
+the corpus's top principal axes (``pca_projection``; its quality is measured by ``retrieval.evaluation.compression``).
 
 ``scores()`` gives inner products with the vectors the index holds: the float32 embeddings for
 ``flat`` and ``hnsw`` (exact), the decoded 8-bit codes for ``sq8`` and the projected vectors when

@@ -23,16 +23,13 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retrieval.errors import EncoderLoadError
 from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, choose, cpu_bf16_instructions
 from retrieval.index.recent import Recent
-
-if TYPE_CHECKING:
-    from retrieval.systems.clear_lambda import TrainedOn
+from retrieval.training_record import TrainedOn  # a leaf: the record a fine-tuned model carries
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -63,8 +60,6 @@ def read_training_record(folder: str | Path) -> dict | None:
 
 def read_trained_on(folder: str | Path) -> TrainedOn | None:
     """The ``TrainedOn`` a fine-tuned model's folder records (``read_training_record``), or None."""
-    from retrieval.systems.clear_lambda import TrainedOn  # the record is λ's: read where a model is opened
-
     record = read_training_record(folder)
     if record is None:
         return None

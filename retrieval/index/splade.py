@@ -43,7 +43,7 @@ from retrieval.store import Store
 
 if TYPE_CHECKING:
     from retrieval.index.engines.base import SparseVectorIndex
-    from retrieval.systems.clear_lambda import TrainedOn
+    from retrieval.training_record import TrainedOn
 
 BUNDLED = "splade-tiny"
 # texts per forward pass: the MLM head's output is batch × tokens × vocabulary floats (16 × 256 ×

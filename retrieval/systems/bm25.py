@@ -57,4 +57,4 @@ class BM25(SystemBase):
         return probe.lexical[:k]
 
     def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
-        return None  # every hit carries BM25's per-term contributions already (``retrieval.systems.side_by_side``)
+        return None  # every hit carries BM25's per-term contributions already (``retrieval.side_by_side``)

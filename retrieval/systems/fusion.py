@@ -42,9 +42,10 @@ from retrieval.data import ranking
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import compare, evaluate_run
-from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY, LambdaFit
+from retrieval.systems.clear_lambda import LAMBDA_GRID, LEX_ONLY
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import is_identifier_lookup
+from retrieval.training_record import LambdaFit
 
 
 class _Rows(Protocol):

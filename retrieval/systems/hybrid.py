@@ -15,12 +15,13 @@ from retrieval.store import cache_key
 from retrieval.systems import clear_lambda as lambdas
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.bm25 import lexical_params
-from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, LambdaFit, shown
+from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, shown
 from retrieval.systems.dense import dense_params
 from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.reliability import dense_reliability
 from retrieval.systems.state import WORKSPACE, SplitChoices
+from retrieval.training_record import LambdaFit
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild

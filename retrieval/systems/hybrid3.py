@@ -71,11 +71,12 @@ from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase, Weight
-from retrieval.systems.clear_lambda import LambdaFit, TrainedOn, against_prior, shown
+from retrieval.systems.clear_lambda import against_prior, shown
 from retrieval.systems.fusion import TIE_BREAK, ranked
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.reliability import dense_reliability
 from retrieval.systems.state import WORKSPACE, SplitChoices
+from retrieval.training_record import LambdaFit, TrainedOn
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild

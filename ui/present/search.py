@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from retrieval.evaluation.failure_rules import NOT_RETRIEVED
 from retrieval.index.tokenize import Tokenizer
+from retrieval.side_by_side import Hit, SideBySide
 from retrieval.systems import HYBRID, label, short
 from retrieval.systems.identifier_queries import is_identifier_lookup
-from retrieval.systems.side_by_side import Hit, SideBySide
 from ui.present.escape import text as esc
 from ui.texts import BANNER_FOLLOWS, identifier_lookup_why
 

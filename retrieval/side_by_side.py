@@ -9,6 +9,9 @@ One pass (``Workspace.search_one``): the query is tokenized, BM25-scored, encode
 FAISS once, each distinct document on show is explained once, and nothing is written to the store.
 A labelled query is given by id; free text that equals a labelled query's text is looked up in a
 dictionary (``Dataset.find_query``), so it gets its labels too.
+
+It reads a workspace, so it sits beside the workspace, above the systems it lines up (``.importlinter``'s
+layers): a system imports no view of itself.
 """
 from __future__ import annotations
 
