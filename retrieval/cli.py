@@ -64,6 +64,7 @@ from retrieval.systems import HYBRID, keys, label
 from retrieval.systems import shown as shown_by_default
 from retrieval.systems.bm25 import check_b, check_k1
 from retrieval.systems.clear_lambda import shown
+from retrieval.systems.hybrid import CLEAR
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.workspace import Workspace
@@ -277,7 +278,7 @@ def _print_weights(ws: Workspace, split: str, systems: list[str]) -> None:
     """How the hybrid's λ was chosen (and the queries it leaves to BM25), then each other system's own
     weights and how they were chosen (the three-way fusion's μ), as Evaluate shows them."""
     if HYBRID in systems:
-        lam = ws.lambda_for(split)
+        lam = CLEAR.lambda_for(ws, split)
         print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
         lookups = identifier_lookups(ws.dataset.split_queries(split))
         if lookups:

@@ -63,7 +63,7 @@ def test_every_numeric_flag_reads_the_one_grammar_and_refuses_in_one_line(flag, 
 
 @pytest.mark.parametrize("argv, said", [
     (["evaluate", "--k1", "nan"], "argument --k1: BM25's k1 'nan' is not a finite number"),
-    (["evaluate", "--k1", "-1"], "argument --k1: BM25's k1 is a finite number of 0 or more, not '-1'"),
+    (["evaluate", "--k1", "-1"], "argument --k1: BM25's k1 is a number of 0 or more, not '-1'"),
     (["evaluate", "--b", "7"], "argument --b: BM25's b is a number from 0 to 1, not '7'"),
     (["evaluate", "--b", "1_0"], "argument --b: BM25's b '1_0' is not a number (write the digits without '_')"),
     (["snapshot", "--k1", "\u0661"], "U+0661 ARABIC-INDIC DIGIT ONE is not read as a digit"),
@@ -129,12 +129,13 @@ def test_the_apps_command_line_refuses_a_number_as_it_is_read(argv, said, capsys
 @pytest.mark.parametrize("k1, b", [(math.nan, 0.4), (-1, 0.4), (math.inf, 0.4), (0.9, 7), (0.9, math.nan),
                                    ("0.9\u0661", 0.4), (True, 0.4), (None, 0.4)])
 def test_the_workspace_holds_bm25s_settings_to_the_same_rule(toy_dataset, k1, b):
+    from retrieval.index.bm25_settings import BM25Settings
     from retrieval.workspace import Workspace
 
     with pytest.raises(ValueError, match="BM25's (k1|b)"):
         Workspace(toy_dataset, None, model="unused", k1=k1, b=b)
-    kept = Workspace(toy_dataset, None, model="unused", k1=0, b=1).bm25_args
-    assert kept == {"k1": 0.0, "b": 1.0, "method": "lucene"}
+    kept = Workspace(toy_dataset, None, model="unused", k1=0, b=1).bm25_settings
+    assert kept == BM25Settings(0.0, 1.0, "lucene")
 
 
 def test_evaluate_k1_nan_exits_2_in_a_real_process_without_a_table(tmp_path):

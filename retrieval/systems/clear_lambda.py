@@ -2,7 +2,7 @@
 labelled queries, the choice a view shows with its reason, and the policy that makes that choice.
 
 Plain data and rules, no retrieval: the fitting itself (ranking candidates at every λ of a grid,
-``retrieval.systems.fusion.fit_lambda``) and the caching (``Workspace.lambda_fit``) live elsewhere, so that
+``retrieval.systems.fusion.fit_lambda``) and the caching (``systems.hybrid.lambda_fit``) live elsewhere, so that
 this module depends on nothing but the significance level, and anything may import it.
 
 The policy (``choose``), for one evaluated split:
