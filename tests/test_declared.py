@@ -14,8 +14,19 @@ from hypothesis import strategies as st
 
 from retrieval import Workspace
 from retrieval.systems import builtin, keys
-from retrieval.systems.declared import (BOOL, CHOICE, FLOAT, INT, STR, TERM_KINDS, Capabilities, Parameter, keyed,
-                                        parse, written)
+from retrieval.systems.declared import (
+    BOOL,
+    CHOICE,
+    FLOAT,
+    INT,
+    STR,
+    TERM_KINDS,
+    Capabilities,
+    Parameter,
+    keyed,
+    parse,
+    written,
+)
 
 BOUNDS = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False))
 
@@ -162,10 +173,10 @@ def test_changing_mu_and_k1_changes_what_ql_and_bm25_rank(ws):
 
 
 def test_a_workspace_refuses_an_unknown_system_or_parameter_or_value(demo):
-    for given, said in [({"nosuch": {"x": 1}}, "unknown system 'nosuch'"), ({"ql": {"nu": 1}}, "no parameter 'nu'"),
-                        ({"ql": {"mu": "-1"}}, "QL's mu is a number above 0, not '-1'")]:
+    for values, said in [({"nosuch": {"x": 1}}, "unknown system 'nosuch'"), ({"ql": {"nu": 1}}, "no parameter 'nu'"),
+                         ({"ql": {"mu": "-1"}}, "QL's mu is a number above 0, not '-1'")]:
         with pytest.raises(ValueError, match=None) as err:
-            Workspace(demo, None, model="unused", settings=given)
+            Workspace(demo, None, model="unused", settings=values)
         assert said in str(err.value)
 
 

@@ -94,10 +94,18 @@ class System(Protocol):
     short: str  # "hybrid", in rank lines such as "BM25 — → dense 3"
     needs: Needs
     shown_by_default: bool  # listed by every view and the CLI unless the analyst picks otherwise
-    parameters: tuple[Parameter, ...]
-    citation: Citation | None
-    relations: Relations
-    capabilities: Capabilities
+
+    @property
+    def parameters(self) -> tuple[Parameter, ...]: ...  # noqa: E704 - its typed parameters (``declared``)
+
+    @property
+    def citation(self) -> Citation | None: ...  # noqa: E704 - the paper it follows
+
+    @property
+    def relations(self) -> Relations: ...  # noqa: E704 - the systems it is built on
+
+    @property
+    def capabilities(self) -> Capabilities: ...  # noqa: E704 - exact scores, the terms it explains
 
     def params(self, ws: Workspace, split: str | None) -> dict:
         """Everything its results depend on: the cache key beside the data set, split and depth.
