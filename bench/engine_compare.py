@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT, SHARED, json_arg, percentile_ms, recorded  # first: it puts the checkout on sys.path
+from retrieval.systems.hybrid import CLEAR
 
 SYSTEMS = ("bm25", "dense", "hybrid")
 
@@ -98,7 +99,7 @@ def worker(folder: str, engine_spec: str, store_path: str, n_queries: int, evalu
         t = time.perf_counter()
         figures["ndcg10"] = {s: ws.evaluate(s, split).mean["ndcg@10"] for s in SYSTEMS}
         figures["eval_s"] = time.perf_counter() - t
-        figures["lambda"] = ws.lambda_for(split).value
+        figures["lambda"] = CLEAR.lambda_for(ws, split).value
         figures["dense_top10"] = {q: [d for d, _ in hits[:10]] for q, hits in ws.run("dense", split).items()}
     figures["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
     Path(out).write_text(json.dumps(figures))

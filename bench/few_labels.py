@@ -43,6 +43,7 @@ from retrieval import Store, Workspace, load_dataset
 from retrieval.data.dataset import Dataset
 from retrieval.index.encoder import load_encoder
 from retrieval.store import default_store_path
+from retrieval.systems.hybrid import CLEAR
 from training.finetune import finished_run, run_training
 from training.trainer import TrainConfig
 
@@ -63,7 +64,7 @@ def scores(ws: Workspace) -> dict:
     for system in ("dense", "hybrid"):
         ev = ws.evaluate(system, "test")
         out[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
-    out["lambda"] = ws.lambda_for("test").value
+    out["lambda"] = CLEAR.lambda_for(ws, "test").value
     return out
 
 

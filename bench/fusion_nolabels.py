@@ -58,6 +58,7 @@ from retrieval.judging.judgments import rbo
 from retrieval.store import default_store_path
 from retrieval.systems.clear_lambda import LEX_ONLY, shown
 from retrieval.systems.fusion import Candidates, Hybrid, fused
+from retrieval.systems.hybrid import CLEAR
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.reliability import dense_reliability
 
@@ -198,7 +199,7 @@ def one(ws: Workspace, split: str, signals_: dict | None = None) -> dict[str, fl
             order = np.argsort(-s, kind="stable")[:100]
             run[qid] = [(ids[c.rows[j]], float(s[j])) for j in order]
         row[fusion] = ndcg(run)
-    check, choice = dense_reliability(ws), ws.lambda_for(split)
+    check, choice = dense_reliability(ws), CLEAR.lambda_for(ws, split)
     spread = f"{check.spread:.2f}/{check.reference_spread:.2f}" if check.reference_spread else "n/a"
     print(f"  language {check.language} ({check.language_share:.0%}), spread {spread}; agreement "
           + ", ".join(f"{s} {v:.2f}" for s, v in agree.items())

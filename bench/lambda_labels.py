@@ -18,7 +18,7 @@ same candidates (BM25's and dense's top 1000, both scored exactly):
 * ``query-max λ, grid best`` — λ·BM25/BM25max(q) + cosine, λ the best of ``QUERY_MAX_GRID``;
 * ``query-max λ, the app's`` — the same grid, but the label-free choice is kept unless the grid's best
   beats it on the drawn queries by a paired permutation test at 0.05 (``fusion.fit_lambda``, what
-  ``Workspace.lambda_for`` does);
+  ``CLEAR.lambda_for`` does);
 * ``label-free (the app's)`` — no labels used: λ = 1, or BM25 alone (λ = ∞, also on the grid then)
   where the encoder fails the reliability check (``systems.hybrid.label_free_prior``).
 
@@ -47,7 +47,7 @@ from retrieval.index.encoder import PRECISIONS, load_encoder
 from retrieval.store import default_store_path
 from retrieval.systems.clear_lambda import LAMBDA_GRID, grid_for, shown
 from retrieval.systems.fusion import Candidates, Hybrid, fit_lambda, lambda_table
-from retrieval.systems.hybrid import label_free_prior
+from retrieval.systems.hybrid import CLEAR, label_free_prior
 from retrieval.systems.identifier_queries import is_identifier_lookup
 
 SETS = {"demo": ROOT / "data" / "demo", "scifact": SHARED / "scifact", "nfcorpus": SHARED / "nfcorpus"}
@@ -97,7 +97,7 @@ def study(folder: Path, store: Store | None, sizes: list[int], seeds: int, model
             row[WAYS[3]].append((prior, free))
         rows.append(row)
     # the app's own choice on all of train is the last row's
-    app = ws.lambda_for("test")
+    app = CLEAR.lambda_for(ws, "test")
     assert app.value == rows[-1][WAYS[2]][0][0], (app.value, rows[-1][WAYS[2]])
     print(f"{folder.name}, {kind}: {len(train)} labelled train queries; the app's λ on all of them: {shown(app.value)} "
           f"({app.how})", file=sys.stderr)

@@ -31,6 +31,7 @@ from retrieval.index.engines import open_engine
 from retrieval.store import Store, default_store_path
 from retrieval.systems import BM25, DENSE, HYBRID, SPLADE, SYSTEMS, label
 from retrieval.systems.clear_lambda import shown
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 
@@ -161,7 +162,7 @@ def main(argv=None) -> int:
             print(f"{label(s)}: {w['name']} = {shown(w['value'])} ({w['how']})")
     lam = None
     if "hybrid" in systems:
-        lam = ws.lambda_for(args.split)
+        lam = CLEAR.lambda_for(ws, args.split)
         line = f"hybrid λ_test = {shown(lam.value)} ({lam.how}"
         if lam.grid:
             score = dict(lam.grid).get(lam.value)

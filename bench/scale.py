@@ -53,6 +53,7 @@ from retrieval.index.dense_index import DenseIndex
 from retrieval.index.encoder import PRECISIONS, load_encoder
 from retrieval.index.engines import open_engine
 from retrieval.store import Store
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -184,7 +185,7 @@ def main(argv=None) -> None:
             print(f"FAISS flat index over {len(ds.docs):,} vectors: {t_faiss:.1f} s")
             flat_vs_hnsw(ds, dense, flat, args.queries)
             del flat
-        fit, t_lam = timed(lambda: ws.lambda_fit("train"))
+        fit, t_lam = timed(lambda: CLEAR.lambda_fit(ws, "train"))
         lam = fit.chosen
         print(f"λ tuned on train: {lam:g} ({t_lam:.0f} s)")
     queries = list(ds.split_queries("test").items())[:args.queries]

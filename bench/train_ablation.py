@@ -59,6 +59,7 @@ from retrieval.evaluation.measures import Evaluation, compare
 from retrieval.evaluation.metrics import PRIMARY, SUMMARY_METRICS, interval_text
 from retrieval.index.encoder import Encoder, load_encoder, pick_device
 from retrieval.store import Store, default_store_path
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 from training.finetune import finished_run, run_training
 from training.losses import suggest_scale
@@ -111,7 +112,7 @@ def held_out_scores(ws_held: Workspace, model, max_seq_length: int, name: str) -
     model.max_seq_length = max_seq_length
     try:
         ws = ws_held.with_model(Encoder(model, name=name, precision=ws_held.encoder.precision))  # as the base
-        fit = ws.lambda_fit("train")  # λ chosen as the app chooses it, on the held-out queries
+        fit = CLEAR.lambda_fit(ws, "train")  # λ chosen as the app chooses it, on the held-out queries
         dense = ws.evaluate("dense", "train").mean
         return {"lambda_test": fit.chosen, "hybrid": dict(fit.grid)[fit.chosen], "dense": dense["ndcg@10"],
                 "dense_recall@100": dense["recall@100"]}
@@ -208,11 +209,11 @@ def refit_row(name: str, cfg: TrainConfig, full: Dataset, ws_held: Workspace, ws
             ws_held.dataset, cfg, out_dir / "select" / name, model, store, train_split="fit", evaluate=False)
         sel_s = sel.seconds
         # the held-out queries are ``ws_held``'s "train" split; the grid is cached like any other λ
-        lam = ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)).lambda_fit("train").chosen
+        lam = CLEAR.lambda_fit(ws_held.with_model(load_encoder(sel.model_path, device=cfg.device)), "train").chosen
     res = finished_run(out_dir / name, cfg) or run_training(full, cfg, out_dir / name, model, store,
                                                             eval_split="test", train_split="train", evaluate=False)
     ws_ft = ws_full.with_model(load_encoder(res.model_path, device=cfg.device))
-    ws_ft.fix_lambda(lam, "tuned on the held-out part with the fit-part model", "test")
+    CLEAR.fix_lambda(ws_ft, lam, "tuned on the held-out part with the fit-part model", "test")
     row = {"row": name, "train_s": round(res.seconds, 1), "select_s": round(sel_s, 1),
            "device": res.device, "note": "; ".join(res.stages), "lambda_test": lam,
            "config": dict(vars(cfg)), "p_vs_base": {}}
@@ -315,7 +316,7 @@ def main() -> int:
                 ev = base_ws.evaluate(system, "test")
                 row[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
                 row.setdefault("per_query", {})[system] = ev.per_query.get(PRIMARY, {})
-            row["lambda_test"] = base_ws.lambda_for("test").value
+            row["lambda_test"] = CLEAR.lambda_for(base_ws, "test").value
         elif args.refit:
             row = refit_row(name, replace(common, **ROWS[name]), full, ws, ws_full, store, Path(args.out_dir),
                             args.model, search)

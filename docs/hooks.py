@@ -8,7 +8,11 @@ A page holds a marker where generated Markdown goes:
 - ``<!-- rankscope:results -->``: the measured results, rendered from ``bench/results/*.json`` (what
   ``bench/_common.recorded`` keeps of each run) and nothing else; a bench with no file yet is listed
   with the command its docstring gives;
-- ``<!-- rankscope:layout -->``: every module of the library with the first line of its docstring.
+- ``<!-- rankscope:layout -->``: every module of the library with the first line of its docstring;
+- ``<!-- rankscope:systems -->``: every registered system (``retrieval.systems``) as it declares
+  itself (``retrieval.systems.declared``): its key, label, what it is built on, its parameters with
+  their ranges and defaults, what it gives beyond a list, and the paper it follows — so a system
+  registered tomorrow is in the table without an edit here.
 
 The repository's ``assets/`` (the screenshots) are served under ``assets/`` too. The renderers are
 plain functions of their inputs, so ``tests/test_docs.py`` calls them on small inputs.
@@ -73,6 +77,37 @@ def render_cli(programs: list[tuple[str, object]]) -> str:
         for name, sub in subcommands(parser).items():
             out += [f"### `{command} {name}`", "", "```text", _help(sub), "```", ""]
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# the systems table
+
+
+def registered_systems() -> list:
+    """Every registered system, in the order the views list them."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from retrieval import systems
+
+    return [systems.builtin(key) for key in systems.keys()]
+
+
+def render_systems(systems: list) -> str:
+    """Markdown: one row per system, from its declarations alone."""
+    rows = []
+    for s in systems:
+        params = "; ".join(f"`{s.key}.{p.name}`: {p.doc}, {p.range_text} (default {p.default})"
+                           for p in s.parameters) or "—"
+        built = (", ".join(f"`{k}`" for k in s.relations.based_on) + f": {s.relations.relation}"
+                 if s.relations.based_on else "—")
+        gives = ["exact scores of any document"] if s.capabilities.exact_scores else []
+        if s.capabilities.explanation:
+            gives.append("explains " + ", ".join(sorted(s.capabilities.explanation)) + " terms")
+        cited = s.citation.text if s.citation is not None else "—"
+        shown = "" if s.shown_by_default else " (on request)"
+        rows.append([f"`{s.key}`", s.label + shown, built, params, "; ".join(gives) or "—", cited])
+    header = ["key", "system", "built on", "parameters (`--param`)", "gives", "follows"]
+    return "\n".join(_table(header, rows))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,6 +301,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if "<!-- rankscope:results -->" in markdown:
         markdown = markdown.replace("<!-- rankscope:results -->",
                                     render_results(ROOT / "bench" / "results", ROOT / "bench"))
+    if "<!-- rankscope:systems -->" in markdown:
+        markdown = markdown.replace("<!-- rankscope:systems -->", render_systems(registered_systems()))
     if "<!-- rankscope:layout -->" in markdown:
         markdown = markdown.replace("<!-- rankscope:layout -->", render_layout(ROOT / "retrieval"))
     return markdown

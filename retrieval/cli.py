@@ -30,6 +30,13 @@ by the rule.
 Every command that searches takes ``--engine milvus:PATH.db`` (Milvus Lite) or ``--engine
 milvus://HOST:PORT`` to put BM25 and the vectors in Milvus; ``python -m retrieval drop DATASET
 --engine SPEC`` removes them there.
+
+Every command that runs systems takes ``--param SYSTEM.NAME=VALUE`` (repeatable) for any parameter a
+registered system declares (``retrieval.systems.declared``: ``--param ql.mu=500``, ``--param
+bm25.k1=1.2``), read by the declaration's parser, so a value outside its range, an unknown system or
+an unknown parameter is one ``error:`` line and exit status 2; ``--help`` lists every declared
+parameter with its range, default and what it does. ``--k1`` and ``--b`` are ``--param bm25.k1`` and
+``--param bm25.b`` (a ``--param`` of the same name given too wins).
 """
 from __future__ import annotations
 
@@ -60,10 +67,12 @@ from retrieval.judging.labels import with_stored_judgments
 from retrieval.judging.staged_writes import MAX_IMPORT_ROWS
 from retrieval.safe_names import file_name
 from retrieval.store import Store, default_store_path
-from retrieval.systems import HYBRID, keys, label
+from retrieval.systems import BM25, HYBRID, builtin, keys, label
 from retrieval.systems import shown as shown_by_default
 from retrieval.systems.bm25 import check_b, check_k1
 from retrieval.systems.clear_lambda import shown
+from retrieval.systems.declared import Value, parse
+from retrieval.systems.hybrid import CLEAR
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.workspace import Workspace
@@ -103,12 +112,52 @@ def _open(args) -> tuple[Dataset, Workspace]:
               file=sys.stderr)
     tokenizer = corpus_tokenizer([d.full_text for d in ds.docs.values()], args.language)
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token)
-    ws = Workspace(ds, store, model=args.model, k1=args.k1, b=args.b, index_kind=args.index,
-                   device=args.device, tokenizer=tokenizer, precision=args.precision, engine=engine)
+    ws = Workspace(ds, store, model=args.model, index_kind=args.index, device=args.device, tokenizer=tokenizer,
+                   precision=args.precision, engine=engine, settings=settings_given(args))
     if engine.where:
         print(f"engine: {engine.name} at {engine.where}", file=sys.stderr)
         ws.build_lexical(progress=_progress)
     return ds, ws
+
+
+def settings_given(args) -> dict[str, dict[str, Value]]:
+    """The parameter values the command line gives, ``{system: {parameter: value}}``: ``--k1`` and
+    ``--b`` as BM25's, then each ``--param`` (read already by ``parameter_assignment``)."""
+    given: dict[str, dict[str, Value]] = {}
+    aliases = {"k1": getattr(args, "k1", None), "b": getattr(args, "b", None)}
+    if any(v is not None for v in aliases.values()):
+        given[BM25] = {n: v for n, v in aliases.items() if v is not None}
+    for system, name, value in getattr(args, "param", None) or []:
+        given.setdefault(system, {})[name] = value
+    return given
+
+
+def parameter_assignment(text: str) -> tuple[str, str, Value]:
+    """``--param SYSTEM.NAME=VALUE`` read: the registered system, its declared parameter and the value
+    by that parameter's declaration (``declared.parse``); a ValueError in one line otherwise."""
+    head, eq, value = text.partition("=")
+    key, dot, name = head.strip().partition(".")
+    if not eq or not dot or not key or not name:
+        raise ValueError(f"{numbers.shown(text)} is not SYSTEM.NAME=VALUE (e.g. ql.mu=500)")
+    system = builtin(key)
+    with_parameters = [k for k in keys() if getattr(builtin(k), "parameters", ())]
+    if system is None:
+        raise ValueError(f"unknown system {numbers.shown(key)}; systems with parameters: {', '.join(with_parameters)}")
+    declared = {p.name: p for p in system.parameters}
+    if name not in declared:
+        known = ", ".join(f"{key}.{n}" for n in declared) or "none"
+        raise ValueError(f"{system.short} has no parameter {numbers.shown(name)} (its parameters: {known})")
+    return key, name, parse(declared[name], value, system.short)
+
+
+def parameters_help() -> str:
+    """``--param``'s help: every registered system's declared parameters, each with its range,
+    default and what it does (read from the declarations)."""
+    lines = []
+    for key in keys():
+        for p in builtin(key).parameters:  # type: ignore[union-attr]
+            lines.append(f"{key}.{p.name}: {p.doc}; {p.range_text} (default {p.default})")
+    return ("a declared parameter of a system, SYSTEM.NAME=VALUE (repeatable): " + "; ".join(lines)).replace("%", "%%")
 
 
 def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str, str]],
@@ -277,7 +326,7 @@ def _print_weights(ws: Workspace, split: str, systems: list[str]) -> None:
     """How the hybrid's λ was chosen (and the queries it leaves to BM25), then each other system's own
     weights and how they were chosen (the three-way fusion's μ), as Evaluate shows them."""
     if HYBRID in systems:
-        lam = ws.lambda_for(split)
+        lam = CLEAR.lambda_for(ws, split)
         print(f"hybrid λ_test = {shown(lam.value)} ({lam.how})")
         lookups = identifier_lookups(ws.dataset.split_queries(split))
         if lookups:
@@ -637,10 +686,12 @@ def build_parser() -> argparse.ArgumentParser:
         if store:
             sp.add_argument("--model", default=None, help="sentence-transformers id or folder "
                             "(default: bundled all-MiniLM-L6-v2)")
-            sp.add_argument("--k1", type=numbers.flag(check_k1), default=0.9,
-                            help="BM25's term-frequency saturation: a finite number of 0 or more")
-            sp.add_argument("--b", type=numbers.flag(check_b), default=0.4,
-                            help="BM25's length normalization: from 0 to 1")
+            sp.add_argument("--k1", type=numbers.flag(check_k1), default=None,
+                            help="BM25's term-frequency saturation: --param bm25.k1 (default 0.9)")
+            sp.add_argument("--b", type=numbers.flag(check_b), default=None,
+                            help="BM25's length normalization: --param bm25.b (default 0.4)")
+            sp.add_argument("--param", action="append", metavar="SYSTEM.NAME=VALUE",
+                            type=numbers.flag(parameter_assignment), help=parameters_help())
             sp.add_argument("--index", choices=("auto", "flat", "hnsw", "sq8"), default="auto",
                             help="dense index: auto (flat, HNSW from 500,000 documents), flat, hnsw or sq8")
             sp.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")

@@ -9,14 +9,17 @@ Its systems (``retrieval.systems``) are the registered built-ins and the runs im
 workspace caches what it gives; nothing here depends on which system it is. What a system builds
 it keeps in a slot here (``system_state``, per corpus or per workspace: ``retrieval.systems.state``),
 an index built in the background included (``background_build``); ``start_builds`` starts every
-background build the registered systems wait for.
+background build the registered systems wait for. The values of the systems' declared parameters
+(``retrieval.systems.declared``: BM25's k1, query likelihood's μ) are the workspace's too, one frozen
+mapping per system (``settings_of``; BM25's as ``bm25_settings``), given when it is made
+(``with_settings`` makes another).
 """
 from __future__ import annotations
 
 import copy
 import functools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from retrieval import systems
@@ -28,6 +31,7 @@ from retrieval.evaluation.measures import Evaluation, evaluate_run, scores_from_
 from retrieval.evaluation.metrics import CONDENSED_DEPTH, EVALUATED
 from retrieval.index.background_build import EncodingStatus
 from retrieval.index.bm25_index import BM25Index
+from retrieval.index.bm25_settings import BM25Settings
 from retrieval.index.builds import IndexBuild
 from retrieval.index.dense_index import DenseIndex, DenseRetriever, index_kind_for
 from retrieval.index.encoder import Encoder, load_encoder
@@ -37,12 +41,9 @@ from retrieval.index.tokenize import Tokenizer
 from retrieval.progress import Counter, Progress, counting
 from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
-from retrieval.systems import BASE_SYSTEMS, Imported, Probe, System
-from retrieval.systems import hybrid as hybrid_system
-from retrieval.systems.bm25 import check_b, check_k1
-from retrieval.systems.clear_lambda import LambdaChoice
+from retrieval.systems import BASE_SYSTEMS, BM25, Imported, Probe, System
+from retrieval.systems.declared import Settings, settings
 from retrieval.systems.state import CORPUS, SCOPES, Slots
-from retrieval.training_record import LambdaFit
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
@@ -54,6 +55,18 @@ def _follow_all(builds: tuple[IndexBuild, ...]) -> None:
         b.follow(None, None, POLL_S)
 
 
+def _read_settings(given: Mapping[str, Mapping[str, object]]) -> dict[str, Settings]:
+    """Each system's declared parameters' values from ``given`` (``declared.settings``: every value
+    read by ``declared.parse``, a name not declared refused), by system key."""
+    out = {}
+    for key, values in given.items():
+        system = systems.builtin(key)
+        if system is None:
+            raise ValueError(f"unknown system {key!r} in the parameters; choose from {', '.join(systems.keys())}")
+        out[key] = settings(system.parameters, values, system.short)
+    return out
+
+
 class Workspace:
     """A data set opened for analysis (module docstring): its systems, indexes, runs and evaluations.
 
@@ -63,9 +76,9 @@ class Workspace:
             beyond this process.
         model: The dense encoder: a sentence-transformers id or folder, a loaded ``Encoder``, or None
             for the default (all-MiniLM-L6-v2). Loaded when first needed.
-        k1: BM25's term-frequency saturation: a finite number of 0 or more (``systems.bm25.check_k1``).
-        b: BM25's length normalization: a number from 0 to 1 (``systems.bm25.check_b``).
-        bm25_method: BM25's variant as bm25s names it ("lucene" by default).
+        k1: BM25's term-frequency saturation: a finite number of 0 or more (its declared parameter ``k1``).
+        b: BM25's length normalization: a number from 0 to 1 (``b``).
+        bm25_method: BM25's variant as bm25s names it ("lucene" by default; ``method``).
         tokenizer: How BM25 analyzes text (default: ``Tokenizer()``).
         index_kind: The dense index: "flat", "hnsw", "sq8", or "auto" (flat, HNSW on a large corpus).
         depth: How deep each system's candidate lists go for fusion and probes.
@@ -74,17 +87,26 @@ class Workspace:
         precision: The encoder's precision: "auto", "fp32", "bf16" or "fp16".
         engine: Where BM25 and the vectors live (``retrieval.index.engines``); None: in this process.
         sparse_model: The learned sparse model; None: the bundled SPLADE-tiny.
+        settings: The values of systems' declared parameters, ``{system key: {parameter: value}}``
+            (text or values, each read by ``declared.parse``), over their defaults; BM25's over
+            ``k1``, ``b`` and ``bm25_method``.
+
+    Raises:
+        ValueError: An unknown system or parameter, or a value outside its declared range, in one line.
     """
 
     def __init__(self, dataset: Dataset, store: Store | None = None, model: str | Encoder | None = None,
-                 k1: float = 0.9, b: float = 0.4, bm25_method: str = "lucene",
+                 k1: object = 0.9, b: object = 0.4, bm25_method: str = "lucene",
                  tokenizer: Tokenizer | None = None, index_kind: str = "auto", depth: int = 1000,
                  device: str | None = "auto", index_dims: int | None = None, precision: str | None = "auto",
-                 engine: Engine | None = None, sparse_model: str | None = None):
+                 engine: Engine | None = None, sparse_model: str | None = None,
+                 settings: Mapping[str, Mapping[str, object]] | None = None):
         self.dataset, self.store = dataset, store
         self.engine = engine or InProcess()  # where BM25 and the vectors live (retrieval.index.engines)
         self._model_arg, self._device, self._precision = model, device, precision
-        self.bm25_args: dict[str, Any] = {"k1": check_k1(k1), "b": check_b(b), "method": bm25_method}
+        given = {**(settings or {})}
+        given[BM25] = {"k1": k1, "b": b, "method": bm25_method, **given.get(BM25, {})}
+        self._settings = _read_settings(given)
         self.tokenizer = tokenizer or Tokenizer()
         self.index_kind = index_kind_for(len(dataset.docs), index_kind)  # "auto": flat, or HNSW when big
         self.index_dims, self.depth = index_dims, depth
@@ -225,21 +247,63 @@ class Workspace:
         other._imported, other._run_owners = dict(self._imported), dict(self._run_owners)
         return other
 
-    def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None) -> Workspace:
+    def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None,
+                 values: dict[str, Settings] | None = None) -> Workspace:
         """A workspace over the same data set sharing BM25 (and the sparse index when its model is
-        the same)."""
-        args = self.bm25_args
-        other = Workspace(self.dataset, self.store, model=model, k1=args["k1"], b=args["b"],
-                          bm25_method=args["method"], tokenizer=self.tokenizer, index_kind=index_kind,
+        the same), with this one's parameter values or ``values``; BM25 and the per-corpus states are
+        shared only where BM25's settings are the same."""
+        other = Workspace(self.dataset, self.store, model=model, tokenizer=self.tokenizer, index_kind=index_kind,
                           depth=self.depth, device=self._device, index_dims=index_dims,
                           precision=self._precision, engine=self.engine,
-                          sparse_model=sparse_model)
+                          sparse_model=sparse_model, settings=self._settings if values is None else values)
+        if other.bm25_settings != self.bm25_settings:  # another BM25: its own index and per-corpus states
+            other._imported, other._run_owners = self._imported, self._run_owners
+            return other
         other._bm25, other._lexical = self._bm25, self.lexical
         if other.sparse_model == self.sparse_model:  # the same corpus and sparse model: the same index
             other._sparse_build = self._sparse_build
         other._imported, other._run_owners = self._imported, self._run_owners  # the same data set: the same runs
         other._corpus_states = self._corpus_states  # the same corpus and lexical settings
         return other
+
+    def with_settings(self, changes: Mapping[str, Mapping[str, object]]) -> Workspace:
+        """The same data set, encoder and store with other values of systems' declared parameters
+        (``--param``, a view's knobs): what does not depend on them is shared (the encoder, the dense and
+        sparse indexes, the imported runs; BM25 and the per-corpus states where BM25's settings stay),
+        and every run is cached under its own values (``System.params``).
+
+        Args:
+            changes: ``{system key: {parameter: value}}``, over this workspace's values.
+
+        Returns:
+            A new workspace (this one itself where nothing changes).
+
+        Raises:
+            ValueError: An unknown system or parameter, or a value outside its range, in one line.
+        """
+        merged = {key: {**values, **changes.get(key, {})} for key, values in self._settings.items()}
+        merged.update({key: dict(values) for key, values in changes.items() if key not in merged})
+        values = _read_settings(merged)
+        if values == self._settings:
+            return self
+        other = self._sibling(self._model_arg, self.index_kind, self.index_dims, self.sparse_model, values)
+        other._encoder, other._dense_build, other._embeddings_from = self._encoder, self._dense_build, \
+            self._embeddings_from
+        return other
+
+    def settings_of(self, key: str) -> Settings:
+        """The values of system ``key``'s declared parameters here, by name (its defaults unless the
+        workspace was given others; empty for a system without parameters or unknown)."""
+        if key in self._settings:
+            return self._settings[key]
+        system = systems.builtin(key)
+        return settings(system.parameters, {}, system.short) if system is not None else settings((), {}, key)
+
+    @property
+    def bm25_settings(self) -> BM25Settings:
+        """BM25's settings (its declared parameters' values) as the engines take them."""
+        values = self.settings_of(BM25)
+        return BM25Settings(float(values["k1"]), float(values["b"]), str(values["method"]))
 
     # ---- systems: the built-in ones and the imported runs --------------------------------
     @property
@@ -370,7 +434,7 @@ class Workspace:
         """
         with self._lock:
             if self._lexical is None:
-                self._lexical = self.engine.lexical(self.corpus, self.tokenizer, self.bm25_args, self.store,
+                self._lexical = self.engine.lexical(self.corpus, self.tokenizer, self.bm25_settings, self.store,
                                                     progress=counting(progress,
                                                                       "indexing {done}/{total} documents for BM25"))
             return self._lexical
@@ -384,7 +448,7 @@ class Workspace:
             return self.lexical
         with self._lock:
             if self._bm25 is None:
-                self._bm25 = InProcess().lexical(self.corpus, self.tokenizer, self.bm25_args, self.store)
+                self._bm25 = InProcess().lexical(self.corpus, self.tokenizer, self.bm25_settings, self.store)
             return self._bm25
 
     @property
@@ -533,45 +597,6 @@ class Workspace:
     def sparse(self) -> SparseRetriever:
         """The learned sparse retriever (SPLADE, ``retrieval.index.splade``), built as ``dense`` is."""
         return self._sparse_build.value
-
-    # ---- λ, the CLEAR hybrid's weight (``systems.hybrid``, ``clear_lambda``) ---------------------
-    @property
-    def query_max_space(self) -> bool:
-        """Whether the CLEAR hybrid's λ weighs BM25 over the query's largest possible score (``systems.hybrid``)."""
-        return hybrid_system.query_max_space(self)
-
-    def lambda_for(self, eval_split: str | None) -> LambdaChoice:
-        """The CLEAR hybrid's λ when ``eval_split`` is evaluated (``systems.hybrid.lambda_for``).
-
-        Args:
-            eval_split: The split evaluated; None for queries of no split (Search).
-
-        Returns:
-            The λ, how it was chosen, and its tuning grid where it was tuned.
-        """
-        return hybrid_system.lambda_for(self, eval_split)
-
-    def lambda_fit(self, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
-        """λ tuned on ``split``'s labelled queries against the label-free prior (``systems.hybrid.lambda_fit``).
-
-        Args:
-            split: A split with labels.
-            queries: Tune on these of its queries only; None: all.
-
-        Returns:
-            The grid's best λ, the prior, and the test between them.
-        """
-        return hybrid_system.lambda_fit(self, split, queries)
-
-    def fix_lambda(self, value: float, how: str, eval_split: str | None = None) -> None:
-        """Set the CLEAR hybrid's λ by hand for ``eval_split`` (``systems.hybrid.fix_lambda``).
-
-        Args:
-            value: The λ.
-            how: Why it is this value, shown beside it.
-            eval_split: The split it applies to; None for queries of no split.
-        """
-        hybrid_system.fix_lambda(self, value, how, eval_split)
 
     # ---- systems ---------------------------------------------------------------------------
     def system(self, name: str) -> System:

@@ -5,6 +5,7 @@ any data set is opened. ``evaluate --k1 nan`` printed a table of zeros and exite
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -63,7 +64,7 @@ def test_every_numeric_flag_reads_the_one_grammar_and_refuses_in_one_line(flag, 
 
 @pytest.mark.parametrize("argv, said", [
     (["evaluate", "--k1", "nan"], "argument --k1: BM25's k1 'nan' is not a finite number"),
-    (["evaluate", "--k1", "-1"], "argument --k1: BM25's k1 is a finite number of 0 or more, not '-1'"),
+    (["evaluate", "--k1", "-1"], "argument --k1: BM25's k1 is a number of 0 or more, not '-1'"),
     (["evaluate", "--b", "7"], "argument --b: BM25's b is a number from 0 to 1, not '7'"),
     (["evaluate", "--b", "1_0"], "argument --b: BM25's b '1_0' is not a number (write the digits without '_')"),
     (["snapshot", "--k1", "\u0661"], "U+0661 ARABIC-INDIC DIGIT ONE is not read as a digit"),
@@ -129,12 +130,13 @@ def test_the_apps_command_line_refuses_a_number_as_it_is_read(argv, said, capsys
 @pytest.mark.parametrize("k1, b", [(math.nan, 0.4), (-1, 0.4), (math.inf, 0.4), (0.9, 7), (0.9, math.nan),
                                    ("0.9\u0661", 0.4), (True, 0.4), (None, 0.4)])
 def test_the_workspace_holds_bm25s_settings_to_the_same_rule(toy_dataset, k1, b):
+    from retrieval.index.bm25_settings import BM25Settings
     from retrieval.workspace import Workspace
 
     with pytest.raises(ValueError, match="BM25's (k1|b)"):
         Workspace(toy_dataset, None, model="unused", k1=k1, b=b)
-    kept = Workspace(toy_dataset, None, model="unused", k1=0, b=1).bm25_args
-    assert kept == {"k1": 0.0, "b": 1.0, "method": "lucene"}
+    kept = Workspace(toy_dataset, None, model="unused", k1=0, b=1).bm25_settings
+    assert kept == BM25Settings(0.0, 1.0, "lucene")
 
 
 def test_evaluate_k1_nan_exits_2_in_a_real_process_without_a_table(tmp_path):
@@ -145,3 +147,46 @@ def test_evaluate_k1_nan_exits_2_in_a_real_process_without_a_table(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert [line for line in done.stderr.splitlines() if "error:" in line] == [
         "python -m retrieval evaluate: error: argument --k1: BM25's k1 'nan' is not a finite number"]
+
+
+def _ql_ndcg(tmp_path, *extra: str) -> float:
+    from retrieval.cli import main
+
+    out = tmp_path / f"ql{len(extra)}.json"
+    assert main(["evaluate", str(DEMO), "--systems", "ql", "--no-ci", "--no-store", "--json", str(out), *extra]) == 0
+    return json.loads(out.read_text(encoding="utf-8"))["systems"]["ql"]["metrics"]["ndcg@10"]
+
+
+def test_param_ql_mu_changes_query_likelihoods_figures(tmp_path, capsys):
+    default, smoothed_less = _ql_ndcg(tmp_path), _ql_ndcg(tmp_path, "--param", "ql.mu=500")
+    assert default != smoothed_less
+    assert _ql_ndcg(tmp_path, "--param", "ql.mu=1000") == default  # the declared default, given: the same figures
+
+
+@pytest.mark.parametrize("given, said", [
+    ("ql.mu=-5", "QL's mu is a number above 0, not '-5'"),
+    ("ql.mu=nan", "QL's mu 'nan' is not a finite number"),
+    ("bm25.method=okapi", "BM25's method is one of lucene, robertson, atire, not 'okapi'"),
+    ("nosuch.mu=5", "unknown system 'nosuch'; systems with parameters: bm25, ql"),
+    ("ql.nu=5", "QL has no parameter 'nu' (its parameters: ql.mu)"),
+    ("qlmu", "'qlmu' is not SYSTEM.NAME=VALUE (e.g. ql.mu=500)")])
+def test_a_bad_param_is_one_error_line_and_exit_2(given, said, capsys):
+    from retrieval.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", str(DEMO), "--no-store", "--param", given])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and [line for line in err.splitlines() if "error:" in line] == [
+        f"python -m retrieval evaluate: error: argument --param: {said}"]
+
+
+def test_the_help_lists_every_declared_parameter_with_range_and_default():
+    from retrieval.cli import build_parser
+    from retrieval.systems import builtin, keys
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("evaluate", "search", "failures", "snapshot", "check"):
+        text = "".join(sub.choices[command].format_help().split())  # wrapped anywhere, spaces and hyphens alike
+        for key in keys():
+            for p in builtin(key).parameters:
+                assert "".join(f"{key}.{p.name}: {p.doc}; {p.range_text} (default {p.default})".split()) in text

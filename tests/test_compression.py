@@ -12,6 +12,7 @@ from retrieval.data.readers import load_dataset
 from retrieval.evaluation.compression import compression_table
 from retrieval.index.dense_index import DenseIndex
 from retrieval.store import Store
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -140,7 +141,7 @@ def test_compression_table_rows_are_cached_under_their_own_keys(demo):
         assert r.index_bytes_per_doc >= r.code_bytes
         variant = ws.with_index(r.kind, None if r.dims == 32 else r.dims)
         evals = {s: variant.evaluate(s, "test") for s in r.metrics}
-        assert r.hybrid_lambda == variant.lambda_for("test").value
+        assert r.hybrid_lambda == CLEAR.lambda_for(variant, "test").value
         for s, values in r.metrics.items():
             assert values == {m: evals[s].mean[m] for m in values}
             assert r.delta[s]["ndcg@10"] == pytest.approx(values["ndcg@10"] - rows[0].metrics[s]["ndcg@10"])

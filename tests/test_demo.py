@@ -13,6 +13,7 @@ from retrieval.data.readers.assembly import load_dataset
 from retrieval.evaluation.failure_gallery import failure_gallery
 from retrieval.evaluation.failure_rules import CATEGORIES, FINETUNING_CATEGORIES
 from retrieval.index.encoder import load_encoder
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -27,7 +28,7 @@ def ws():
 
 @pytest.mark.slow
 def test_the_hybrid_beats_both_on_test_with_lambda_tuned_on_train(ws):
-    choice = ws.lambda_for("test")
+    choice = CLEAR.lambda_for(ws, "test")
     assert choice.how.startswith("tuned on train (nDCG@10")
     ndcg = {s: ws.evaluate(s, "test").mean["ndcg@10"] for s in ("bm25", "dense", "hybrid")}
     assert ndcg["hybrid"] >= max(ndcg["bm25"], ndcg["dense"]) + MARGIN, (choice.value, ndcg)

@@ -234,3 +234,30 @@ def test_the_architecture_page_names_every_package_and_lists_every_module():
     layout = hooks().render_layout(ROOT / "retrieval")
     for module in (ROOT / "retrieval").rglob("*.py"):
         assert f"`{module.name}`" in layout and f"**`{module.parent.relative_to(ROOT).as_posix()}/`**" in layout
+
+
+def test_the_systems_table_is_written_from_the_registry_and_shows_a_new_system_unedited():
+    from retrieval.systems import keys, register, unregister
+    from retrieval.systems.declared import FLOAT, Capabilities, Citation, Parameter, Relations
+    from retrieval.systems.ql import QueryLikelihood
+
+    class Newcomer(QueryLikelihood):
+        key, label, short = "newcomer", "A newcomer", "new"
+        parameters = (Parameter("alpha", FLOAT, 0.5, "how much it mixes", low=0, high=1),)
+        citation = Citation("A. Author", "A Method", "SIGIR 2030", 2030, "§3")
+        relations = Relations(("bm25",), "BM25 with a twist")
+        capabilities = Capabilities(exact_scores=False)
+
+    h = hooks()
+    text = (DOCS / "library.md").read_text(encoding="utf-8")
+    assert "<!-- rankscope:systems -->" in text
+    before = h.render_systems(h.registered_systems())
+    assert all(f"| `{key}` |" in before for key in keys()) and "`ql.mu`" in before and "`bm25.k1`" in before
+    register(Newcomer())
+    try:
+        table = h.render_systems(h.registered_systems())
+    finally:
+        unregister("newcomer")
+    row = next(line for line in table.splitlines() if line.startswith("| `newcomer` |"))
+    assert "`newcomer.alpha`: how much it mixes, a number from 0 to 1 (default 0.5)" in row
+    assert "`bm25`: BM25 with a twist" in row and '"A Method", SIGIR 2030, §3' in row

@@ -19,6 +19,7 @@ from retrieval.index.engines import milvus as milvus_engine
 from retrieval.index.engines.milvus import EngineError, MilvusSparse
 from retrieval.index.splade import SparseIndex, load_sparse_model
 from retrieval.store import Store
+from retrieval.systems.hybrid import CLEAR
 
 from .conftest import DEMO, store_copy
 from .test_cli import cli
@@ -62,7 +63,7 @@ def test_dense_and_hybrid_through_milvus_match(pair):
         assert run_m.keys() == run_l.keys()
         for q in run_l:
             same_up_to_near_ties(run_m[q][:10], run_l[q][:10])
-    assert remote.lambda_for(split).value == local.lambda_for(split).value
+    assert CLEAR.lambda_for(remote, split).value == CLEAR.lambda_for(local, split).value
     assert remote.evaluate("hybrid", split).mean["ndcg@10"] == pytest.approx(
         local.evaluate("hybrid", split).mean["ndcg@10"], abs=1e-6)
     # one query, all systems in one pass (the Search view's call) agrees too
@@ -338,7 +339,7 @@ def test_a_hybrid_query_asks_milvus_at_most_twice(pair, monkeypatch):
     evaluated, and the ranking is still the in-process engine's."""
     local, remote = pair
     queries = dict(list(remote.dataset.split_queries("test").items())[:5])
-    remote.lambda_for("test"), remote.bm25  # λ chosen and BM25 read before counting
+    CLEAR.lambda_for(remote, "test"), remote.bm25  # λ chosen and BM25 read before counting
     client, calls = remote.dense.index.client, []
     for method in ("search", "get", "query", "hybrid_search"):
         real = getattr(client, method)

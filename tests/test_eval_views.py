@@ -16,6 +16,7 @@ from retrieval.evaluation.measures import compare, evaluate_run, positive_qrels
 from retrieval.evaluation.metric_tables import RECALL_KS, metrics_table, recall_at_ks, versus
 from retrieval.store import Store
 from retrieval.systems.clear_lambda import shown
+from retrieval.systems.hybrid import CLEAR
 from retrieval.tracking.history import compare_runs, list_runs, params_summary
 from retrieval.workspace import Workspace
 from ui.present.figures import lambda_sweep, per_query_scatter, recall_curves
@@ -113,13 +114,13 @@ def test_recall_curves_are_monotone_and_equal_ranx(demo):
 # ---- λ sweep --------------------------------------------------------------------------------
 def test_lambda_sweep_shows_the_tuned_grid_and_the_test_split_apart(demo):
     ws = demo.ws
-    choice = ws.lambda_for("test")
-    fig = lambda_sweep(choice, "test", ws.lambda_fit("test").grid)
+    choice = CLEAR.lambda_for(ws, "test")
+    fig = lambda_sweep(choice, "test", CLEAR.lambda_fit(ws, "test").grid)
     tuned, chosen, insight = fig.data
     assert list(tuned.x) == [shown(lam) for lam, _ in choice.grid] and list(tuned.y) == [v for _, v in choice.grid]
     assert list(chosen.x) == [shown(choice.value)] and chosen.y[0] == dict(choice.grid)[choice.value]
     assert "tuned on train" in tuned.name
-    test_grid = ws.lambda_fit("test").grid
+    test_grid = CLEAR.lambda_fit(ws, "test").grid
     assert list(insight.x) == [shown(lam) for lam, _ in test_grid] and list(insight.y) == [v for _, v in test_grid]
     assert "not used to choose λ" in insight.name
     assert test_grid != choice.grid  # a different split: different values

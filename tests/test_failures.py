@@ -34,6 +34,7 @@ from retrieval.evaluation.intervals import proportion_interval
 from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
 from retrieval.systems import SPLADE, TUNED_SYSTEMS, label, shown
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 from ui.present.evaluation import report_parts
 from ui.present.figures import counts_figure
@@ -147,7 +148,7 @@ class SimilarityEncoder(Encoder):
 def toy(tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("failures") / "store.sqlite3")
     ws = Workspace(toy_dataset(), store, model=SimilarityEncoder(SIMS, "base-table"))
-    ws.fix_lambda(LAMBDA, "fixed for the test", "test")
+    CLEAR.fix_lambda(ws, LAMBDA, "fixed for the test", "test")
     tuned = ws.with_model(SimilarityEncoder(TUNED_SIMS, "tuned-table"))
     gallery = failure_gallery(ws, "test", tuned_ws=tuned, **THRESHOLDS)
     yield SimpleNamespace(ws=ws, tuned=tuned, gallery=gallery, store=store)
@@ -266,7 +267,7 @@ def test_without_a_tuned_workspace_there_are_no_finetuning_categories(toy):
 def test_an_empty_category_and_the_card_cap(toy):
     only_q3 = toy_dataset({"test": {"q3": QRELS["test"]["q3"]}})
     ws = Workspace(only_q3, toy.store, model=toy.ws.encoder)
-    ws.fix_lambda(LAMBDA, "fixed for the test", "test")
+    CLEAR.fix_lambda(ws, LAMBDA, "fixed for the test", "test")
     g = failure_gallery(ws, "test", **THRESHOLDS)
     assert g.counts == {"vocabulary_mismatch": 0, "exact_match_miss": 0, "semantic_false_positive": 0,
                         "lexical_trap": 1, "both_fail": 0, "fixed_by_hybrid": 0}
@@ -424,7 +425,7 @@ def test_on_labels_judged_in_the_app_the_unjudged_passage_is_counted_apart_not_s
     store = Store(tmp_path / "store.sqlite3")
     try:
         ws = Workspace(toy_dataset(), store, model=SimilarityEncoder(SIMS, "base-table"))
-        ws.fix_lambda(LAMBDA, "fixed for the test", "test")
+        CLEAR.fix_lambda(ws, LAMBDA, "fixed for the test", "test")
         store.put_judgments(ws.dataset.corpus_hash, [(q, QUERIES[q], d, g, "ann") for q, docs in QRELS["test"].items()
                                                      for d, g in docs.items()])
         g = failure_gallery(ws, "test", **THRESHOLDS)
@@ -456,7 +457,7 @@ def demo(tmp_path_factory, tiny_encoder, demo_sparse_store):
     other = load_encoder(str(build_tiny_encoder(tmp_path_factory.mktemp("tiny-2"), seed=1)), device="cpu")
     tuned = ws.with_model(other)
     for w in (ws, tuned):  # any λ will do here; tuning it on train would only cost time
-        w.fix_lambda(0.05, "fixed for the test", "test")
+        CLEAR.fix_lambda(w, 0.05, "fixed for the test", "test")
     gallery = failure_gallery(ws, "test", tuned_ws=tuned)
     rank_of = {(w, s): {q: ranks(hits) for q, hits in ws_.run(s, "test").items()}  # read from the store once
                for w, ws_ in (("base", ws), ("tuned", tuned)) for s in ("bm25", "dense", "hybrid")}

@@ -13,6 +13,7 @@ from retrieval.data.dataset import Dataset
 from retrieval.evaluation.measures import Evaluation, compare
 from retrieval.index.encoder import Encoder, load_encoder
 from retrieval.store import Store
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 from training.finetune import run_training
 from training.holdout import HeldOutSelector, split_holdout
@@ -59,11 +60,11 @@ def test_scores_equal_a_full_evaluation_when_the_candidates_are_the_corpus(demo,
     queries = {q: demo.queries[q] for q in held}
     _, rows = ws.dense.index.search_vectors(ws.dense.encode_queries(queries), n)
     sel = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)},
-                          tiny_encoder.precision, depth=n, query_max=ws.query_max_space)
+                          tiny_encoder.precision, depth=n, query_max=CLEAR.query_max_space(ws))
     assert len(sel.union) == n  # the whole corpus: nothing is left out of the ranking
     got = sel.score(tiny_encoder.model)
     assert got["dense"] == pytest.approx(ws.evaluate("dense", "train").mean["ndcg@10"], abs=1e-6)
-    fit = ws.lambda_fit("train")  # the workspace's own λ search over the same candidates
+    fit = CLEAR.lambda_fit(ws, "train")  # the workspace's own λ search over the same candidates
     assert got["lambda"] == fit.best and got["hybrid"] == pytest.approx(max(s for _, s in fit.grid), abs=1e-6)
 
 
@@ -216,7 +217,7 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     assert exported.trained_on is not None and exported.trained_on.to_json() == record
     store = Store(tmp_path / "s.sqlite3")
     ws_tuned = Workspace(demo, store, model=exported)
-    choice = ws_tuned.lambda_for("test")
+    choice = CLEAR.lambda_for(ws_tuned, "test")
     assert choice.value == fit.chosen and choice.per_query_max
     assert choice.how.startswith(f"chosen on {sel['queries']} held-out train queries the encoder was not trained on")
     assert choice.grid == fit.grid  # the Evaluate tab's sweep draws the held-out curve λ was chosen on
@@ -227,7 +228,7 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     qrels = dict(demo.qrels["train"])
     qrels.pop(sorted(qrels)[0])
     other = Dataset(demo.name, demo.docs, demo.queries, {**demo.qrels, "train": qrels})
-    assert Workspace(other, store, model=exported).lambda_for("test").how.startswith("tuned on train")
+    assert CLEAR.lambda_for(Workspace(other, store, model=exported), "test").how.startswith("tuned on train")
     store.close()
 
 
@@ -236,7 +237,7 @@ def test_without_a_check_the_trained_on_queries_give_the_label_free_lambda(demo,
     exported = load_encoder(result.model_path, device="cpu")
     assert exported.trained_on is not None and exported.trained_on.fit is None
     ws_tuned = Workspace(demo, None, model=exported)
-    choice = ws_tuned.lambda_for("test")
+    choice = CLEAR.lambda_for(ws_tuned, "test")
     assert choice.value == 1.0 and "trained on the train queries, so λ is not tuned on them" in choice.how
     from ui.common import metrics_caption
     caption = metrics_caption(ws_tuned, "test")  # says why λ is not tuned, not that train queries would tune it

@@ -24,6 +24,7 @@ from retrieval.systems.fusion import (
     rank_candidates,
     tune_lambda,
 )
+from retrieval.systems.hybrid import CLEAR
 from retrieval.systems.identifier_queries import identifier_lookups, is_identifier_lookup
 from retrieval.training_record import LambdaFit
 
@@ -372,7 +373,7 @@ def test_judged_queries_are_ranked_with_the_lambda_tuned_on_the_other_half(judge
     ds = ws.dataset
     assert list(ds.qrels) == [JUDGED]
     halves = judged_folds(ds.qrels[JUDGED])
-    choice = ws.lambda_for(JUDGED)
+    choice = CLEAR.lambda_for(ws, JUDGED)
     h = Hybrid(ws.bm25, ws.dense, depth=ws.depth, lookups=True)
     queries = ds.split_queries(JUDGED)
     fits = [tune_lambda(h, {q: t for q, t in queries.items() if q in other}, ds.qrels[JUDGED], grid=LAMBDA_GRID)
@@ -382,7 +383,7 @@ def test_judged_queries_are_ranked_with_the_lambda_tuned_on_the_other_half(judge
     assert fits[0].best != fits[1].best  # the two halves' λ differ here, so the test tells them apart
     everything = tune_lambda(h, queries, ds.qrels[JUDGED], grid=LAMBDA_GRID)
     assert choice.value == everything.best  # new queries: λ tuned on every judged query
-    assert ws.lambda_for(None).value == everything.best
+    assert CLEAR.lambda_for(ws, None).value == everything.best
     assert choice.how.startswith("cross-fitted: each half evaluated with λ tuned on the other half")
     # every judged query is evaluated, each at its half's λ
     run = ws.run("hybrid", JUDGED)

@@ -18,6 +18,7 @@ from retrieval.systems import builtin, keys, shown
 from retrieval.systems import hybrid3 as h3
 from retrieval.systems.clear_lambda import LEX_ONLY
 from retrieval.systems.fusion import TIE_BREAK, Candidates, rank_candidates
+from retrieval.systems.hybrid import CLEAR
 
 from .conftest import store_copy
 
@@ -73,7 +74,7 @@ def test_mu_is_tuned_on_train_kept_only_where_significant_and_cached(ws, demo, t
     assert fit is not None and fit.prior == h3.LABEL_FREE_MU and [m for m, _ in fit.grid] == list(h3.MU_GRID)
     assert fit.queries == len([q for q in demo.split_queries("train") if q in demo.qrels["train"]])
     assert choice.value == fit.chosen and ("beats" in choice.how or "kept" in choice.how or "itself" in choice.how)
-    assert choice.lam == ws.lambda_for("test").value  # μ goes with the CLEAR hybrid's λ for the split
+    assert choice.lam == CLEAR.lambda_for(ws, "test").value  # μ goes with the CLEAR hybrid's λ for the split
     assert ws.system_params("hybrid3", "test")["mu"] == choice.value
     # the fit is in the store, and a second workspace on it reads the fit back
     import sqlite3

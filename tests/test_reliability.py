@@ -13,6 +13,7 @@ import pytest
 from retrieval import Workspace
 from retrieval.data.dataset import Dataset, Document
 from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY
+from retrieval.systems.hybrid import CLEAR
 from retrieval.systems.reliability import COLLAPSE_RATIO, REFERENCE, dense_reliability, reference_texts, spread
 from ui.common import metrics_caption
 
@@ -56,7 +57,7 @@ def test_a_corpus_the_encoder_cannot_read_leaves_the_hybrid_to_bm25(demo, minilm
     check = dense_reliability(greek)
     assert check.language == "el" and check.language_mismatch
     assert check.collapsed and check.spread < COLLAPSE_RATIO * check.reference_spread
-    choice = greek.lambda_for("test")
+    choice = CLEAR.lambda_for(greek, "test")
     assert choice.value == LEX_ONLY and choice.lexical_only and "BM25 alone" in choice.how
     assert "'el'" in choice.how and "almost alike" in choice.how
     hybrid, bm25 = greek.run("hybrid", "test"), greek.run("bm25", "test")
@@ -74,7 +75,7 @@ def test_a_corpus_it_reads_keeps_equal_weights(demo, minilm, store):
     english = Workspace(small(demo), store, model=minilm)
     check = dense_reliability(english)
     assert check.reliable and check.language == "en" and check.spread > 0.5 * check.reference_spread
-    assert english.lambda_for("test").value == LABEL_FREE_LAMBDA
+    assert CLEAR.lambda_for(english, "test").value == LABEL_FREE_LAMBDA
 
 
 @pytest.mark.slow
@@ -86,7 +87,7 @@ def test_identifier_lookups_are_left_to_bm25_and_the_caption_says_so(demo, minil
     queries = {**{f"code-{d}": codes[d] for d in picked}, **base.queries}
     qrels = {**{f"code-{d}": {d: 1} for d in picked}, **base.qrels["test"]}
     ws = Workspace(Dataset("small-codes", docs, queries, {"test": qrels}), store, model=minilm)
-    assert ws.lambda_for("test").value == LABEL_FREE_LAMBDA  # English: the fusion stays for the other queries
+    assert CLEAR.lambda_for(ws, "test").value == LABEL_FREE_LAMBDA  # English: the fusion stays for the other queries
     run = ws.run("hybrid", "test")
     for d in picked:  # the part number's own document first, as BM25 ranks it
         assert run[f"code-{d}"][0][0] == d
@@ -105,12 +106,12 @@ def test_with_labels_on_a_corpus_the_encoder_cannot_read_bm25_alone_stays_unless
     split = Dataset(greek.name, greek.docs, greek.queries, {"train": {q: greek.qrels["test"][q] for q in train},
                                                             "test": {q: greek.qrels["test"][q] for q in test}})
     ws = Workspace(split, store, model=minilm)
-    fit = ws.lambda_fit("train")
+    fit = CLEAR.lambda_fit(ws, "train")
     assert fit.prior == LEX_ONLY and LEX_ONLY in [lam for lam, _ in fit.grid]  # BM25 alone is on the grid too
-    choice = ws.lambda_for("test")
+    choice = CLEAR.lambda_for(ws, "test")
     assert choice.value == fit.chosen and "tuned on train" in choice.how
     assert "label-free λ ∞ (BM25 alone" in choice.how  # whichever way the fit went, the prior it met is named
-    again = Workspace(split, store, model=minilm).lambda_fit("train")  # read back from the store, ∞ and all
+    again = CLEAR.lambda_fit(Workspace(split, store, model=minilm), "train")  # read back from the store, ∞ and all
     assert again.prior == LEX_ONLY and again.grid == fit.grid and again.best == fit.best
     assert "∞" in list(lambda_sweep(choice, "test").data[0].x)
 
@@ -125,16 +126,16 @@ def test_judged_queries_without_a_train_split_cross_fit_lambda_against_bm25_alon
     greek = small(demo, GREEK)
     ds = with_judgments(Dataset(greek.name, greek.docs, greek.queries), greek.qrels["test"])
     ws = Workspace(ds, store, model=minilm)
-    choice = ws.lambda_for(JUDGED)
+    choice = CLEAR.lambda_for(ws, JUDGED)
     halves = judged_folds(ds.qrels[JUDGED])
     assert [f.queries for f in choice.folds] == list(halves)
     for fold, other in zip(choice.folds, reversed(halves)):
-        fit = ws.lambda_fit(JUDGED, other)
+        fit = CLEAR.lambda_fit(ws, JUDGED, other)
         assert fold.fit == fit and fit.prior == LEX_ONLY and fit.queries == len(other)
         assert all(choice.at(q) == fit.chosen for q in fold.queries)
     caption = html.unescape(metrics_caption(ws, JUDGED))
     assert "cross-fitted: each half evaluated with λ tuned on the other half" in caption
     assert f"λ = {choice.values_shown}" in caption and "(half 1) and" in choice.values_shown
     assert caption.count("label-free λ ∞ (BM25 alone") >= 2  # each half's fit names the prior it met
-    names = [t.name for t in lambda_sweep(choice, JUDGED, ws.lambda_fit(JUDGED).grid).data]
+    names = [t.name for t in lambda_sweep(choice, JUDGED, CLEAR.lambda_fit(ws, JUDGED).grid).data]
     assert any(n.startswith("half 1: λ = ") for n in names) and any(n.startswith("half 2: λ = ") for n in names)

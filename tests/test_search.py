@@ -8,6 +8,7 @@ import pytest
 from retrieval.data.readers import load_dataset
 from retrieval.side_by_side import side_by_side
 from retrieval.store import Store
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO
@@ -35,7 +36,7 @@ def demo_ws(tmp_path, tiny_encoder):
     store = Store(tmp_path / "store.sqlite3")
     ws = Workspace(load_dataset(DEMO), store, model=CountingEncoder(tiny_encoder))
     ws.build_dense()
-    ws.lambda_for("test")  # λ is tuned once per workspace (and cached): not part of a search
+    CLEAR.lambda_for(ws, "test")  # λ is tuned once per workspace (and cached): not part of a search
     yield ws
     store.close()
 

@@ -15,7 +15,7 @@ from retrieval import systems as registry
 from retrieval.data.run import Run
 from retrieval.sharing import memory_budget
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
-from retrieval.systems.hybrid import Lambdas, lambdas_of
+from retrieval.systems.hybrid import CLEAR, Lambdas, lambdas_of
 from retrieval.systems.state import CORPUS, WORKSPACE, Slots
 
 
@@ -132,13 +132,13 @@ def test_states_are_made_once_however_many_threads_ask():
 def test_the_clear_hybrids_lambda_is_its_own_state_shared_with_with_runs_copies(ws, demo):
     from retrieval.data.readers.runs import ImportedRun, run_hash
 
-    ws.fix_lambda(0.25, "fixed for the test", "test")
+    CLEAR.fix_lambda(ws, 0.25, "fixed for the test", "test")
     state = lambdas_of(ws)
     assert isinstance(state, Lambdas) and state.by_split["test"].value == 0.25
     assert not hasattr(ws, "_lambda")  # nowhere else
     run = {q: [(demo.doc_ids[0], 1.0)] for q in demo.split_queries("test")}
     copy = ws.with_run(ImportedRun("mine", run, "mine.trec", run_hash(run), dataset=demo.content_hash))
-    assert copy.lambda_for("test").value == 0.25 and lambdas_of(copy) is state
+    assert CLEAR.lambda_for(copy, "test").value == 0.25 and lambdas_of(copy) is state
     other = ws.with_dataset(demo.with_queries({"extra": "glaciers"}))
     assert "test" not in lambdas_of(other).by_split  # another data set: λ is chosen again
     assert state.nbytes() > 0

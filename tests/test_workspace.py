@@ -20,6 +20,7 @@ from retrieval.store import Store
 from retrieval.systems import SYSTEMS
 from retrieval.systems.clear_lambda import LAMBDA_GRID, NO_LABELS, QUERY_MAX_GRID
 from retrieval.systems.fusion import Hybrid, default_lambda, tune_lambda
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 from .conftest import DEMO, build_tiny_encoder, store_copy
@@ -64,7 +65,7 @@ def test_every_system_is_evaluated_on_the_test_split(demo_cache):
 
 def test_test_split_lambda_is_tuned_on_train(demo_cache):
     ws, ds = demo_cache.ws, demo_cache.ds
-    choice = ws.lambda_for("test")
+    choice = CLEAR.lambda_for(ws, "test")
     assert choice.how.startswith("tuned on train (nDCG@10, 39 queries)") and choice.per_query_max
     # tuned over BM25 ÷ the query's largest possible score, the label-free λ = 1 as the prior
     fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score, lookups=True),
@@ -81,23 +82,24 @@ def test_test_split_lambda_is_tuned_on_train(demo_cache):
     for q, hits in expected.items():
         assert [d for d, _ in got[q][:10]] == [d for d, _ in hits]
     # λ is never tuned on the split being evaluated: train falls back to the label-free default
-    on_train = ws.lambda_for("train")
+    on_train = CLEAR.lambda_for(ws, "train")
     assert on_train.how == NO_LABELS and on_train.per_query_max and on_train.value == 1.0
 
 
 def test_a_fixed_lambda_is_used_and_keys_its_own_cache_entries(demo_cache):
     ws = demo_cache.ws.with_model(demo_cache.ws.encoder)
-    tuned = demo_cache.ws.lambda_for("test").value
+    tuned = CLEAR.lambda_for(demo_cache.ws, "test").value
     assert tuned != 0.5
-    ws.fix_lambda(0.5, "chosen on a held-out split", "test")
-    assert ws.lambda_for("test").value == 0.5 and ws.lambda_for("test").how == "chosen on a held-out split"
+    CLEAR.fix_lambda(ws, 0.5, "chosen on a held-out split", "test")
+    fixed = CLEAR.lambda_for(ws, "test")
+    assert fixed.value == 0.5 and fixed.how == "chosen on a held-out split"
     assert ws.system_params("hybrid", "test")["lambda"] == 0.5
     expected = Hybrid(ws.bm25, ws.dense, lam=0.5, depth=ws.depth,  # in the space λ is tuned in
                       lex_norm=ws.bm25.max_score, lookups=True).search(demo_cache.ds.split_queries("test"), 10)
     got = ws.run("hybrid", "test")
     assert {q: [d for d, _ in got[q][:10]] for q in expected} == {q: [d for d, _ in h] for q, h in expected.items()}
     # the workspace it came from keeps its own tuned λ and its cached run
-    assert demo_cache.ws.lambda_for("test").value == tuned
+    assert CLEAR.lambda_for(demo_cache.ws, "test").value == tuned
     assert demo_cache.ws.system_params("hybrid", "test")["lambda"] == tuned
 
 
@@ -113,7 +115,7 @@ def test_a_fresh_workspace_reads_everything_from_the_store(demo_cache, tiny_enco
         assert ev.mean == demo_cache.evals[system].mean
         assert ev.per_query == demo_cache.evals[system].per_query
         assert ws.run(system, "test") == demo_cache.ws.run(system, "test")
-    assert ws.lambda_for("test").value == demo_cache.ws.lambda_for("test").value
+    assert CLEAR.lambda_for(ws, "test").value == CLEAR.lambda_for(demo_cache.ws, "test").value
     assert enc.encoded == 0  # not one document or query re-encoded
     # no run was recomputed: same rows, none rewritten (an upsert would refresh "created")
     assert {r["key"]: r["created"] for r in store.runs()} == runs_before
@@ -146,11 +148,11 @@ def test_lambda_cache_is_per_model(demo_cache, tmp_path):
     store = Store(demo_cache.path)
     ds = demo_cache.ds
     ws = Workspace(load_dataset(DEMO), store, model=other)
-    choice = ws.lambda_for("test")
+    choice = CLEAR.lambda_for(ws, "test")
     fit = tune_lambda(Hybrid(ws.bm25, ws.dense, depth=ws.depth, lex_norm=ws.bm25.max_score, lookups=True),
                       ds.split_queries("train"), ds.qrels["train"], grid=QUERY_MAX_GRID, prior=1.0)
     assert choice.grid == pytest.approx(fit.grid)
-    assert choice.grid != pytest.approx(demo_cache.ws.lambda_for("test").grid)
+    assert choice.grid != pytest.approx(CLEAR.lambda_for(demo_cache.ws, "test").grid)
     assert choice.value == fit.chosen
     store.close()
 
@@ -159,8 +161,8 @@ def test_raw_scores_tune_lambda_on_the_raw_grid_without_a_prior(demo_cache, tiny
     """An encoder whose scores are not cosines: λ on raw BM25 scores, the grid's best taken (CLEAR)."""
     ds = demo_cache.ds
     raw = Workspace(ds, None, model=Encoder(tiny_encoder.model, name="tiny-raw", normalize=False))
-    assert not raw.query_max_space
-    choice = raw.lambda_for("test")
+    assert not CLEAR.query_max_space(raw)
+    choice = CLEAR.lambda_for(raw, "test")
     fit = tune_lambda(Hybrid(raw.bm25, raw.dense, depth=raw.depth, lookups=True), ds.split_queries("train"),
                       ds.qrels["train"])
     assert [lam for lam, _ in choice.grid] == list(LAMBDA_GRID) and choice.grid == pytest.approx(fit.grid)
@@ -184,7 +186,7 @@ def test_without_training_labels_lambda_is_the_default(toy_dataset, store, tiny_
     only_test = Dataset("toy-test", toy_dataset.docs, toy_dataset.queries,
                         {"test": toy_dataset.qrels["test"]})
     ws = Workspace(only_test, store, model=tiny_encoder)
-    choice = ws.lambda_for("test")
+    choice = CLEAR.lambda_for(ws, "test")
     assert choice.how == NO_LABELS and choice.grid == [] and choice.value == 1.0 and choice.per_query_max
     assert ws.system_params("hybrid", "test")["bm25_scale"] == "query max"
     # the run is BM25 ÷ the query's largest possible BM25 score, plus cosine
@@ -201,7 +203,7 @@ def test_without_training_labels_lambda_is_the_default(toy_dataset, store, tiny_
     raw = Workspace(only_test, None, model=tiny_encoder)
     raw.encoder.normalize = False
     try:
-        fallback = raw.lambda_for("test")
+        fallback = CLEAR.lambda_for(raw, "test")
         expected_lam = default_lambda(Hybrid(raw.bm25, raw.dense, depth=raw.depth).candidates(queries))
     finally:
         raw.encoder.normalize = True
@@ -229,7 +231,7 @@ def test_search_one_gives_each_systems_top_k(toy_dataset, store, tiny_encoder):
     assert len(got["dense"]) == len(got["hybrid"]) == 3
     assert got["bm25"] == ws.bm25.search({"x": text}, 3)["x"]
     assert [d for d, _ in got["dense"]] == [d for d, _ in ws.dense.search({"x": text}, 3)["x"]]
-    lam = ws.lambda_for(None).value
+    lam = CLEAR.lambda_for(ws, None).value
     hybrid = Hybrid(ws.bm25, ws.dense, lam=lam, depth=ws.depth).search({"x": text}, 3)["x"]
     assert [d for d, _ in got["hybrid"]] == [d for d, _ in hybrid]
     assert all(not math.isnan(s) for hits in got.values() for _, s in hits)
@@ -246,6 +248,6 @@ def test_with_model_shares_the_bm25_index_and_swaps_the_encoder(toy_dataset, sto
     ws = Workspace(toy_dataset, store, model=tiny_encoder, k1=1.2, b=0.7)
     other_encoder = load_encoder(str(build_tiny_encoder(tmp_path, seed=7)), device="cpu")
     other = ws.with_model(other_encoder)
-    assert other.bm25 is ws.bm25 and other.bm25_args == ws.bm25_args
+    assert other.bm25 is ws.bm25 and other.bm25_settings == ws.bm25_settings
     assert other.encoder is other_encoder and other.encoder.fingerprint != ws.encoder.fingerprint
     assert other.system_params("dense")["model"] != ws.system_params("dense")["model"]

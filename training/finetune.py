@@ -28,6 +28,7 @@ from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder, read
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID, SPARSE_SYSTEMS
+from retrieval.systems.hybrid import CLEAR
 from retrieval.training_record import LambdaFit, TrainedOn
 from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
@@ -122,7 +123,7 @@ def evaluate_against_base(ws_base: Workspace, eval_split: str, tuned: Encoder,
     out = compare_workspaces(ws_base, ws_tuned, eval_split, ENCODER_SYSTEMS,
                              lambda ws, p: ws.build_dense(progress=p), progress)
     for label, ws in (("base", ws_base), ("fine-tuned", ws_tuned)):
-        out[0][label][HYBRID]["lambda"] = ws.lambda_for(eval_split).value
+        out[0][label][HYBRID]["lambda"] = CLEAR.lambda_for(ws, eval_split).value
     return out
 
 
@@ -227,13 +228,13 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
     _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
     selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
-                               ws_base.encoder.precision, depth, ws_base.query_max_space)
+                               ws_base.encoder.precision, depth, CLEAR.query_max_space(ws_base))
     return train_data, selector
 
 
 def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: bool, refit: bool) -> TrainedOn:
     """The train split's queries the exported encoder was trained on, the hybrid's λ its held-out
-    check fitted for the kept epoch, with the label-free prior as ``Workspace.lambda_fit`` fits it
+    check fitted for the kept epoch, with the label-free prior as ``CLEAR.lambda_fit`` fits it
     (none without a check), and the queries that check kept out of its training — none where the
     encoder was ``refit`` on all of them — on which alone the three-way fusion's μ may be tuned
     (``retrieval.systems.hybrid3.unseen``)."""
@@ -321,7 +322,7 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
     if verdict:
         trained.stages.append(verdict)
     if selector is None or selector.best_state is not None:  # else the base is exported: it saw no query
-        trained_on = _trained_on(plan, selector, ws_base.query_max_space, refit)
+        trained_on = _trained_on(plan, selector, CLEAR.query_max_space(ws_base), refit)
     return trained, selector, verdict, trained_on
 
 

@@ -84,7 +84,7 @@ class HeldOutSelector:
         """``base_dense_rows``: each held-out query's top corpus rows under the base encoder (``-1``
         for no hit), e.g. from the workspace's dense index; ``precision``: the base's, so every
         epoch is read as the base is; ``query_max``: BM25 divided by the query's largest possible
-        score, λ on ``QUERY_MAX_GRID`` (``Workspace.query_max_space``), else raw on ``LAMBDA_GRID``."""
+        score, λ on ``QUERY_MAX_GRID`` (``CLEAR.query_max_space``), else raw on ``LAMBDA_GRID``."""
         self.doc_ids, self.held, self.precision = dataset.doc_ids, held, precision
         self.queries = {q: dataset.queries[q] for q in held if q in dataset.queries}
         texts = [d.full_text for d in dataset.docs.values()]
@@ -97,7 +97,7 @@ class HeldOutSelector:
         self.lex = {q: np.asarray(bm25.scores_at(self.queries[q], r), dtype=np.float64) / scale[q]
                     for q, r in self.rows.items()}
         self.grid = QUERY_MAX_GRID if query_max else LAMBDA_GRID
-        self.prior = LABEL_FREE_LAMBDA if query_max else None  # as ``Workspace.lambda_fit`` tunes λ
+        self.prior = LABEL_FREE_LAMBDA if query_max else None  # as ``CLEAR.lambda_fit`` tunes λ
         self.union = sorted({int(r) for rows in self.rows.values() for r in rows})
         self.texts = [texts[r] for r in self.union]
         self.selection = Selection(len(self.queries))

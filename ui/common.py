@@ -15,6 +15,7 @@ from retrieval.index.encoder import DEFAULT_MODEL
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, HYBRID, keys, label
 from retrieval.systems.clear_lambda import shown
+from retrieval.systems.hybrid import CLEAR
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.tracking.history import trained_encoders
 from ui import texts
@@ -62,7 +63,7 @@ def metrics_caption(ws: Workspace, split: str | None) -> str:
     if ws.pending((HYBRID,)):
         return (f"Split **{text(split)}**: {counted}. {waiting_note(ws)} "
                 "Unjudged documents count as not relevant.")
-    lam = ws.lambda_for(split)
+    lam = CLEAR.lambda_for(ws, split)
     queries = ws.dataset.split_queries(split)
     lookups = len(identifier_lookups(queries))
     lookup_note = (f" {lookups} of these queries look up an identifier {texts.identifier_lookup_why('them')}."
@@ -98,7 +99,7 @@ def metrics_formulas(ws: Workspace, split: str | None) -> str:
     formula, the statistical rule every comparison follows, and each metric in words."""
     parts = []
     if split and not ws.pending((HYBRID,)):
-        lam = ws.lambda_for(split)
+        lam = CLEAR.lambda_for(ws, split)
         parts.append(f"**Hybrid score:** {text(lam.formula)}, λ = {text(lam.values_shown)}"
                      + ("" if lam.lexical_only or not lam.per_query_max else
                         " (BM25max(q): the largest BM25 score the query can reach, so both parts lie in [0, 1])") + ".")

@@ -20,6 +20,7 @@ from retrieval.evaluation.query_kinds import MIN_QUERIES, segment_table
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import DENSE, keys, label
 from retrieval.systems import shown as shown_builtins
+from retrieval.systems.hybrid import CLEAR
 from ui import texts
 from ui.common import (
     SplitView,
@@ -146,7 +147,7 @@ def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | 
                                          _systems(ws, extras), viewer=viewer)
     if ws.pending((DENSE,)):  # encoding in the background: BM25 (and imported runs) only for now
         return None, curves, None
-    return scatter, curves, lambda_sweep(ws.lambda_for(split), split, ws.lambda_fit(split).grid)
+    return scatter, curves, lambda_sweep(CLEAR.lambda_for(ws, split), split, CLEAR.lambda_fit(ws, split).grid)
 
 
 def segments(ws: Workspace, split: str) -> dict:

@@ -168,7 +168,7 @@ def judging_queue(ws: Workspace, store: Store, judge: str, k: int = DEPTH, metho
     systems = shown_systems(ws)
     # a workspace is shared by sessions: the queue is the judge's (its key) as the viewer sees the others' grades
     key = (whose, viewer.filter if viewer is not None else None, k, sample.id, interest, regrade)
-    carried = (ws.dataset.corpus_hash, ws.encoder.name, tuple(sorted(ws.bm25_args.items())), *key)
+    carried = (ws.dataset.corpus_hash, ws.encoder.name, ws.bm25_settings, *key)
 
     def judged() -> dict:
         return judged_pairs(judgments_to_qrels(seen.judgments(store, ws.dataset, viewer, judge)))

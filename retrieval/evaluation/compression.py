@@ -35,6 +35,7 @@ from retrieval.evaluation.measures import Evaluation, compare
 from retrieval.evaluation.metrics import SIGNIFICANT, SUMMARY_METRICS, interval_text
 from retrieval.index.dense_index import DenseIndex
 from retrieval.systems import ENCODER_SYSTEMS, HYBRID
+from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
 
 DEFAULT_VARIANTS = (("flat", None), ("sq8", None), ("flat", 128), ("sq8", 128))
@@ -107,7 +108,7 @@ def _row(ws: Workspace, ev: dict[str, Evaluation], reference: dict[str, Evaluati
         metrics={s: {m: e.mean[m] for m in metrics} for s, e in ev.items()},
         delta={s: {m: e.mean[m] - reference[s].mean[m] for m in metrics} for s, e in ev.items()},
         marks={s: {m: SIGNIFICANT for m in metrics if compared[s][m].significant} for s in ev},
-        hybrid_lambda=ws.lambda_for(split).value if HYBRID in ev else None,
+        hybrid_lambda=CLEAR.lambda_for(ws, split).value if HYBRID in ev else None,
         intervals={s: {m: e.interval(m) for m in metrics} for s, e in ev.items()},
         delta_intervals={s: {m: compared[s][m].interval for m in metrics} for s in ev})
 

@@ -24,6 +24,14 @@ counts; an index built in the background it asks for with ``Workspace.background
 in ``waits_for(ws)``, so that the views leave the system out until it is built. ``shown_by_default``:
 whether the views and the CLI list it unless asked otherwise. ``SystemBase`` gives the defaults
 (shown, nothing to wait for, no exact scores, no explanation).
+
+Each system declares itself (``retrieval.systems.declared``): its typed ``parameters`` (name, kind,
+default, range, doc), the ``citation`` of the paper it follows, its ``relations`` to the systems it
+is built on, and its ``capabilities`` (exact scores, the kinds of terms it explains). The values of
+its parameters live on the workspace (``Workspace.settings_of``), and ``SystemBase.params`` puts every
+one of them into the cache key (``declared.keyed``) beside what ``cache_params`` names, so a new
+parameter cannot be left out of it; the command line's ``--param``, the docs' systems table and the
+contract tests read the declarations.
 """
 from __future__ import annotations
 
@@ -34,6 +42,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from retrieval.data.run import Run
+from retrieval.systems.declared import Capabilities, Citation, Parameter, Relations, keyed
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
@@ -74,6 +83,10 @@ class System(Protocol):
         short: Its short name, in rank lines such as "BM25 — → dense 3".
         needs: What it reads to answer.
         shown_by_default: Whether every view and the CLI list it unless the analyst picks otherwise.
+        parameters: Its typed parameters (``declared.Parameter``), whose values the workspace holds.
+        citation: The paper it follows (None: none, an imported run).
+        relations: The systems it is built on, and how.
+        capabilities: What it gives beyond a ranked list (exact scores, the terms it explains).
     """
 
     key: str
@@ -81,6 +94,18 @@ class System(Protocol):
     short: str  # "hybrid", in rank lines such as "BM25 — → dense 3"
     needs: Needs
     shown_by_default: bool  # listed by every view and the CLI unless the analyst picks otherwise
+
+    @property
+    def parameters(self) -> tuple[Parameter, ...]: ...  # noqa: E704 - its typed parameters (``declared``)
+
+    @property
+    def citation(self) -> Citation | None: ...  # noqa: E704 - the paper it follows
+
+    @property
+    def relations(self) -> Relations: ...  # noqa: E704 - the systems it is built on
+
+    @property
+    def capabilities(self) -> Capabilities: ...  # noqa: E704 - exact scores, the terms it explains
 
     def params(self, ws: Workspace, split: str | None) -> dict:
         """Everything its results depend on: the cache key beside the data set, split and depth.
@@ -175,10 +200,24 @@ class System(Protocol):
 
 
 class SystemBase:
-    """The defaults of a ``System``: shown by default, no background build to wait for, no exact
-    scores of its own, no explanation beyond BM25's."""
+    """The defaults of a ``System``: shown by default, no parameters, no background build to wait for,
+    no exact scores of its own, no explanation beyond BM25's; ``params`` is ``cache_params`` with every
+    declared parameter's value in it, under the system's key."""
 
+    key: str
     shown_by_default = True
+    parameters: tuple[Parameter, ...] = ()
+    citation: Citation | None = None
+    relations = Relations()
+    capabilities = Capabilities(exact_scores=False)
+
+    def params(self, ws: Workspace, split: str | None) -> dict:
+        return keyed(self.key, self.cache_params(ws, split), ws.settings_of(self.key))
+
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+        """What its results depend on beyond its declared parameters (``params`` adds those): an
+        encoder's fingerprint, λ and how it was chosen, BM25's settings for a system built on BM25."""
+        return {}
 
     def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]] | None:

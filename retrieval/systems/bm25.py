@@ -1,47 +1,54 @@
 """BM25 as a system: the engine's lexical index (``retrieval.index.bm25_index``, or Milvus's), its settings
-and tokenizer in the cache key, its exact score of any document for PNR."""
+(declared: k1, b and the variant; a workspace holds them as ``BM25Settings``) and tokenizer in the cache
+key, its exact score of any document for PNR."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval import numbers
 from retrieval.data.run import Run
+from retrieval.index.bm25_index import BM25Index
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
+from retrieval.systems.declared import CHOICE, FLOAT, Capabilities, Citation, Parameter, parse
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
 
 
+K1 = Parameter("k1", FLOAT, 0.9, "term-frequency saturation", low=0)
+B = Parameter("b", FLOAT, 0.4, "length normalization", low=0, high=1)
+METHOD = Parameter("method", CHOICE, "lucene", "the variant, as bm25s names it (idf and saturation)",
+                   choices=BM25Index.METHODS)
+
+
 def check_k1(value: object) -> float:
-    """BM25's k1 (term-frequency saturation): a finite number of 0 or more, by the one number grammar
-    (``retrieval.numbers``); a ValueError in one line otherwise (a NaN k1 scores every document 0)."""
-    k1 = numbers.number(value, "BM25's k1")
-    if k1 < 0:
-        raise ValueError(f"BM25's k1 is a finite number of 0 or more, not {numbers.shown(value)}")
-    return k1
+    """BM25's k1 (term-frequency saturation) as its declaration reads it (``declared.parse``: a finite
+    number of 0 or more, by the one number grammar); a ValueError in one line otherwise (a NaN k1
+    scores every document 0)."""
+    return float(parse(K1, value, BM25.short))
 
 
 def check_b(value: object) -> float:
-    """BM25's b (length normalization): a number from 0 to 1, by the one number grammar; a
-    ValueError in one line otherwise."""
-    b = numbers.number(value, "BM25's b")
-    if not 0 <= b <= 1:
-        raise ValueError(f"BM25's b is a number from 0 to 1, not {numbers.shown(value)}")
-    return b
+    """BM25's b (length normalization) as its declaration reads it: a number from 0 to 1."""
+    return float(parse(B, value, BM25.short))
 
 
 def lexical_params(ws: Workspace) -> dict:
     """What BM25's scores depend on: k1, b, the method and the tokenizer (stemmer, stopwords)."""
-    return {"bm25": {**ws.bm25_args, "tokenizer": ws.tokenizer.config}}
+    return {"bm25": {**ws.bm25_settings.as_key(), "tokenizer": ws.tokenizer.config}}
 
 
 class BM25(SystemBase):
     key, label, short = "bm25", "BM25", "BM25"
     needs = Needs(lexical=True)
+    parameters = (K1, B, METHOD)
+    citation = Citation("Chris Kamphuis, Arjen P. de Vries, Leonid Boytsov, Jimmy Lin",
+                        "Which BM25 Do You Mean? A Large-Scale Reproducibility Study of Scoring Variants",
+                        "ECIR 2020", 2020, "§2, the variants (Lucene's the default)")
+    capabilities = Capabilities(exact_scores=True)
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
         return {**ws.engine.key, **lexical_params(ws)}
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:

@@ -2,9 +2,9 @@
 shows with its reason, and the policy that makes that choice.
 
 Plain data and rules, no retrieval: the fitting itself (ranking candidates at every λ of a grid,
-``retrieval.systems.fusion.fit_lambda``) and the caching (``Workspace.lambda_fit``) live elsewhere, and a fit
-on labelled queries (``LambdaFit``) and the training record of a fine-tuned encoder (``TrainedOn``) are the leaf
-``retrieval.training_record``'s, so that this module depends on nothing but that leaf.
+``retrieval.systems.fusion.fit_lambda``) and the caching (``systems.hybrid.lambda_fit``) live elsewhere, and a
+fit on labelled queries (``LambdaFit``) and the training record of a fine-tuned encoder (``TrainedOn``) are the
+leaf ``retrieval.training_record``'s, so that this module depends on nothing but that leaf.
 
 The policy (``choose``), for one evaluated split:
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
+from retrieval.systems.declared import Capabilities, Citation
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
@@ -29,8 +30,12 @@ def dense_params(ws: Workspace) -> dict:
 class Dense(SystemBase):
     key, label, short = "dense", "Dense", "dense"
     needs = Needs(vectors=True)
+    citation = Citation("Nils Reimers, Iryna Gurevych", "Sentence-BERT: Sentence Embeddings using Siamese "
+                        "BERT-Networks", "EMNLP-IJCNLP 2019, arXiv:1908.10084", 2019,
+                        "§3, the bi-encoder and its cosine")
+    capabilities = Capabilities(exact_scores=True)
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
         return {**ws.engine.key, **dense_params(ws)}
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:

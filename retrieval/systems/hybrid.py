@@ -16,6 +16,7 @@ from retrieval.systems import clear_lambda as lambdas
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.bm25 import lexical_params
 from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, shown
+from retrieval.systems.declared import Capabilities, Citation, Relations
 from retrieval.systems.dense import dense_params
 from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
@@ -175,8 +176,9 @@ class _Fusion(SystemBase):
 
     key = label = short = fusion = ""
     needs = Needs(lexical=True, vectors=True)
+    relations = Relations(("bm25", "dense"), "BM25 and dense, fused")
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
         return {**ws.engine.key, **lexical_params(ws), **dense_params(ws), "depth": ws.depth}
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
@@ -198,9 +200,14 @@ class _Fusion(SystemBase):
 
 class Clear(_Fusion):
     key, label, short, fusion = "hybrid", "Hybrid (CLEAR λ)", "hybrid", "clear"
+    citation = Citation("Luyu Gao, Zhuyun Dai, Tongfei Chen, Zhen Fan, Benjamin Van Durme, Jamie Callan",
+                        "Complement Lexical Retrieval Model with Semantic Residual Embeddings",
+                        "ECIR 2021, arXiv:2004.13969", 2021, "§3.4, eq. 8")
+    relations = Relations(("bm25", "dense"), "λ·BM25 (a share of the query's best score) + cosine, over both lists")
+    capabilities = Capabilities(exact_scores=True)
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
-        p = super().params(ws, split)
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+        p = super().cache_params(ws, split)
         if not ws.engine.capabilities.explains:  # candidates scored by the in-process BM25 (lexical_half)
             p["bm25_scores"] = "in-process"
         p["identifier_lookups"] = LOOKUP_RULE
@@ -220,6 +227,54 @@ class Clear(_Fusion):
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         return make(ws, "clear", split).exact_scores(lambda_for(ws, split).value, rows, queries)
 
+    # ---- λ: what the views, the CLI and the benches ask of the CLEAR hybrid (the module's functions) ----
+    def query_max_space(self, ws: Workspace) -> bool:
+        """Whether λ weighs BM25 over the query's largest possible score on ``ws`` (cosine scores).
+
+        Args:
+            ws: The workspace it ranks over.
+
+        Returns:
+            True in the query-max space (``QUERY_MAX_GRID``), False for raw BM25 scores.
+        """
+        return query_max_space(ws)
+
+    def lambda_for(self, ws: Workspace, split: str | None) -> LambdaChoice:
+        """λ when ``split`` is evaluated on ``ws`` (the module's ``lambda_for``).
+
+        Args:
+            ws: The workspace it ranks over.
+            split: The split evaluated; None for queries of no split (Search).
+
+        Returns:
+            The λ, how it was chosen, and its tuning grid where it was tuned.
+        """
+        return lambda_for(ws, split)
+
+    def lambda_fit(self, ws: Workspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
+        """λ tuned on ``split``'s labelled queries against the label-free prior (the module's ``lambda_fit``).
+
+        Args:
+            ws: The workspace it ranks over.
+            split: A split with labels.
+            queries: Tune on these of its queries only; None: all.
+
+        Returns:
+            The grid's best λ, the prior, and the test between them.
+        """
+        return lambda_fit(ws, split, queries)
+
+    def fix_lambda(self, ws: Workspace, value: float, how: str, split: str | None = None) -> None:
+        """Use λ = ``value`` on ``ws`` when evaluating ``split`` (the module's ``fix_lambda``).
+
+        Args:
+            ws: The workspace it ranks over.
+            value: The λ.
+            how: Why it is this value, shown beside it.
+            split: The split it applies to; None for queries of no split.
+        """
+        fix_lambda(ws, value, how, split)
+
     def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
         """A query of the data set at the λ its evaluation ranks it with (cross-fitted: its half's),
         any other at the split's λ (cross-fitted: tuned on all judged queries)."""
@@ -232,12 +287,20 @@ class Clear(_Fusion):
 
 class RRF(_Fusion):
     key, label, short, fusion = "rrf", "Hybrid (RRF)", "RRF", "rrf"
+    citation = Citation("Gordon V. Cormack, Charles L. A. Clarke, Stefan Büttcher", "Reciprocal Rank Fusion "
+                        "outperforms Condorcet and individual Rank Learning Methods", "SIGIR 2009", 2009,
+                        "§2, Σ 1/(k + rank) with k = 60")
+    relations = Relations(("bm25", "dense"), "reciprocal-rank fusion of the BM25 and dense lists")
     shown_by_default = False  # CLEAR is the hybrid on show; RRF and the weighted sum on request
 
 
 class WeightedSum(_Fusion):
     key, label, short, fusion = "wsum", "Hybrid (weighted sum)", "weighted sum", "wsum"
+    citation = Citation("Sebastian Bruch, Siyu Gai, Amir Ingber", "An Analysis of Fusion Functions for Hybrid "
+                        "Retrieval", "ACM TOIS 42(1), arXiv:2210.11934", 2023, "§4, convex combination of "
+                        "min-max normalized scores")
+    relations = Relations(("bm25", "dense"), "min-max normalized weighted sum of the BM25 and dense lists")
     shown_by_default = False
 
 
-HYBRID = Clear()
+HYBRID = CLEAR = Clear()  # the CLEAR hybrid: what λ is asked of (``CLEAR.lambda_for(ws, split)``)

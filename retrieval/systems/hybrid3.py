@@ -72,6 +72,7 @@ from retrieval.store import cache_key
 from retrieval.systems import hybrid as clear
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase, Weight
 from retrieval.systems.clear_lambda import against_prior, shown
+from retrieval.systems.declared import Capabilities, Citation, Relations
 from retrieval.systems.fusion import TIE_BREAK, ranked
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from retrieval.systems.reliability import dense_reliability
@@ -347,6 +348,11 @@ class Hybrid3(SystemBase):
     key, label, short = KEY, "Hybrid (BM25 + dense + SPLADE)", "hybrid3"
     needs = Needs(lexical=True, vectors=True, sparse=True)
     shown_by_default = False  # on request until it is measured at least as good as the CLEAR hybrid it extends
+    citation = Citation("Sebastian Bruch, Siyu Gai, Amir Ingber", "An Analysis of Fusion Functions for Hybrid "
+                        "Retrieval", "ACM TOIS 42(1), arXiv:2210.11934", 2023, "§4, theoretical-min-max "
+                        "normalization of each part")
+    relations = Relations(("hybrid", "splade"), "the CLEAR hybrid plus μ·SPLADE over the three lists")
+    capabilities = Capabilities(exact_scores=True)
 
     @staticmethod
     def base_params(ws: Workspace, split: str | None = None) -> dict:
@@ -354,7 +360,7 @@ class Hybrid3(SystemBase):
         return {**clear.HYBRID.params(ws, split), "sparse_model": ws.sparse.model.fingerprint,
                 "sparse_scale": "list max"}
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
         p = self.base_params(ws, split)
         if split is not None:
             p["mu"] = mu_for(ws, split).value

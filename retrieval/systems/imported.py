@@ -20,7 +20,7 @@ class Imported(SystemBase):
         self.imported = imported
         self.key = self.label = self.short = imported.name
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
         return {"imported": self.key, "hash": self.imported.content_hash}
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:

@@ -3,7 +3,8 @@ smoothed towards the collection's, ranked by the likelihood it gives the query.
 
 ChengXiang Zhai, John Lafferty, "A Study of Smoothing Methods for Language Models Applied to Ad Hoc
 Information Retrieval", SIGIR 2001 (§2, the query likelihood; §3, Dirichlet prior smoothing), with
-their recommended prior μ = 1000 (§5)::
+their recommended prior μ = 1000 (§5) by default (a declared parameter, ``mu``: a workspace holds
+its value, ``--param ql.mu=…`` on the command line)::
 
     score(q, d) = log p(q | d) = Σ_{w ∈ q} c(w, q) · log((c(w, d) + μ · p(w | C)) / (|d| + μ))
 
@@ -37,6 +38,7 @@ from retrieval.data.run import Run
 from retrieval.index.splade import TermScore
 from retrieval.index.top_k import top_k
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
+from retrieval.systems.declared import FLOAT, QUERY_TERM, Capabilities, Citation, Parameter
 
 if TYPE_CHECKING:
     from retrieval.index.tokenize import Tokenizer
@@ -135,19 +137,28 @@ def index_of(ws: Workspace) -> QLIndex:
     return ws.system_state(QueryLikelihood.key, lambda: QLIndex(ws.corpus.texts, ws.tokenizer, ws.dataset.doc_ids))
 
 
+def mu_of(ws: Workspace) -> float:
+    """μ, the Dirichlet prior, as ``ws`` holds it (``Workspace.settings_of``; ``MU`` by default)."""
+    return float(ws.settings_of(QueryLikelihood.key)["mu"])
+
+
 class QueryLikelihood(SystemBase):
     key, label, short = "ql", "Query likelihood (Dirichlet)", "QL"
     needs = Needs()
-    mu = MU
+    parameters = (Parameter("mu", FLOAT, MU, "the Dirichlet prior: how far a document's model is smoothed towards "
+                            "the collection's", low=0, low_open=True),)
+    citation = Citation("ChengXiang Zhai, John Lafferty", "A Study of Smoothing Methods for Language Models Applied "
+                        "to Ad Hoc Information Retrieval", "SIGIR 2001", 2001, "§3, Dirichlet prior smoothing")
+    capabilities = Capabilities(exact_scores=True, explanation=frozenset({QUERY_TERM}))
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
-        return {"ql": {"mu": self.mu, "smoothing": "dirichlet", "tokenizer": ws.tokenizer.config}}
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+        return {"ql": {"smoothing": "dirichlet", "tokenizer": ws.tokenizer.config}}  # and μ (``params``)
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
-        index, ids = index_of(ws), ws.dataset.doc_ids
+        index, ids, mu = index_of(ws), ws.dataset.doc_ids, mu_of(ws)
         out: Run = {}
         for qid, text in queries.items():
-            rows, scores = index.top(text, k, self.mu)
+            rows, scores = index.top(text, k, mu)
             out[qid] = [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
         return out
 
@@ -156,7 +167,7 @@ class QueryLikelihood(SystemBase):
         index, ids = index_of(ws), ws.dataset.doc_ids
         out = {}
         for q, rs in rows.items():
-            scores = index.scores(index.query(queries[q]), np.asarray(rs, dtype=np.int64), self.mu)
+            scores = index.scores(index.query(queries[q]), np.asarray(rs, dtype=np.int64), mu_of(ws))
             out[q] = {ids[r]: float(s) for r, s in zip(rs, scores.tolist())}
         return out
 
@@ -171,7 +182,7 @@ class QueryLikelihood(SystemBase):
         q = index.query(probe.text)
         if not len(q.ids):
             return []
-        parts = index.contributions(q, np.array([row]), self.mu)[0]
+        parts = index.contributions(q, np.array([row]), mu_of(ws))[0]
         by_word: dict[str, float] = {}  # a word typed whole that gives several terms ("can't"): their sum
         for word, part in zip(q.words, parts.tolist()):
             by_word[word] = by_word.get(word, 0.0) + part

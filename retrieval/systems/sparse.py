@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from retrieval.data.run import Run
 from retrieval.index.splade import TermScore
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
+from retrieval.systems.declared import DOCUMENT_EXPANSION, QUERY_EXPANSION, QUERY_TERM, Capabilities, Citation
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
@@ -22,8 +23,13 @@ if TYPE_CHECKING:
 class Splade(SystemBase):
     key, label, short = "splade", "Learned sparse (SPLADE)", "SPLADE"
     needs = Needs(sparse=True)
+    citation = Citation("Thibault Formal, Benjamin Piwowarski, Stéphane Clinchant", "SPLADE: Sparse Lexical and "
+                        "Expansion Model for First Stage Ranking", "SIGIR 2021, arXiv:2107.05720", 2021,
+                        "§3, the model's term weights log(1 + ReLU(·)) and their dot product")
+    capabilities = Capabilities(exact_scores=True,
+                                explanation=frozenset({QUERY_TERM, QUERY_EXPANSION, DOCUMENT_EXPANSION}))
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
         return {"sparse_model": ws.sparse.model.fingerprint}
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:

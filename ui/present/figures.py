@@ -95,7 +95,7 @@ def _tint(hex_color: str, alpha: float = 0.15) -> str:
 
 def lambda_sweep(choice: LambdaChoice, split: str, eval_grid: list[tuple[float, float]] | None = None) -> go.Figure:
     """nDCG@10 against λ_test: on the split λ was tuned on (``choice``'s grid, the chosen λ starred)
-    and, when given, ``split``'s own sweep (``eval_grid``: ``Workspace.lambda_fit(split).grid``) —
+    and, when given, ``split``'s own sweep (``eval_grid``: ``CLEAR.lambda_fit(ws, split).grid``) —
     labelled as not used for choosing λ; cross-fitted (``choice.folds``), each half's sweep on the
     other half with its λ starred, ``split``'s own sweep giving new queries' λ. λ values are
     categories written as ``clear_lambda.shown`` writes them (∞: BM25 alone)."""

@@ -167,7 +167,7 @@ def training_result_rows(result: dict, metrics=SUMMARY_METRICS) -> list[list[str
     """A finished job's base and fine-tuned metrics, each with its 95% interval: [encoder, system,
     *metrics], † on the fine-tuned rows where the paired permutation test against the base is
     significant, then per system the difference "fine-tuned − base" with its paired interval; a
-    hybrid row names the λ it was scored at (each encoder's own, ``Workspace.lambda_for``), any other
+    hybrid row names the λ it was scored at (each encoder's own, ``CLEAR.lambda_for``), any other
     system the weights it chose (``SystemBase.weights``: the three-way fusion's μ, each sparse model's own)."""
     pvalues = result.get("significance") or {}
     rows = []

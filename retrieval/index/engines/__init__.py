@@ -3,7 +3,7 @@ and are searched.
 
 A ``Workspace`` asks its engine for three indexes and never looks inside them:
 
-* ``lexical(corpus, tokenizer, bm25_args, store, progress)`` — BM25 over the corpus, with
+* ``lexical(corpus, tokenizer, bm25, store, progress)`` — BM25 over the corpus, with
   ``doc_ids``, ``top(query, k) -> (rows, scores)`` (best first, zero scores left out),
   ``scores_at(query, rows)`` (the exact BM25 score of chosen documents, 0 where no term
   matches: CLEAR's hybrid scores the union of both candidate lists with it) and

@@ -14,6 +14,7 @@ import numpy as np
 from retrieval.data.run import Run
 
 if TYPE_CHECKING:
+    from retrieval.index.bm25_settings import BM25Settings
     from retrieval.index.encoder import Encoder
     from retrieval.index.splade import SparseVector
     from retrieval.index.tokenize import Tokenizer
@@ -107,7 +108,7 @@ class Engine(Protocol):
     @property
     def where(self) -> str | None: ...  # noqa: E704 - where it keeps the indexes, for messages (None: in this process)
 
-    def lexical(self, corpus: Corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None,  # noqa: E704
+    def lexical(self, corpus: Corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None,  # noqa: E704
                 progress: Counter | None = None) -> LexicalIndex: ...
 
     def vectors(self, corpus: Corpus, encoder: Encoder, store: Store | None, kind: str,  # noqa: E704

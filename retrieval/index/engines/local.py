@@ -15,6 +15,7 @@ import numpy as np
 from retrieval.files.part_files import remove_orphans
 from retrieval.index import kept_index
 from retrieval.index.bm25_index import BM25Index
+from retrieval.index.bm25_settings import BM25Settings
 from retrieval.index.dense_index import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path
@@ -80,21 +81,23 @@ class InProcess:
     where = None  # in this process
     capabilities = Capabilities(index_variants=True, explains=True, bm25_methods=BM25Index.METHODS)
 
-    def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None,
+    def lexical(self, corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None,
                 progress=None) -> BM25Index:
         """The BM25 index from the store when this corpus was indexed with these settings before,
         else built (and saved there). A stored index that is not what RankScope wrote for this corpus
         and these settings (``bm25_blob``: foreign, cut, forged, another corpus's) is never served: it
         is logged, naming the problem, built again and written over."""
-        key = cache_key(dataset=corpus.hash, system="bm25-index", params={**bm25_args, "tokenizer": tokenizer.config},
-                        split=None, k=0)  # the corpus, not the data set: new queries keep the index
+        # the corpus, not the data set: new queries keep the index
+        key = cache_key(dataset=corpus.hash, system="bm25-index",
+                        params={**bm25.as_key(), "tokenizer": tokenizer.config}, split=None, k=0)
         saved = store.get_bm25(key) if store is not None else None
         if saved is not None:
             try:
-                return BM25Index.from_bytes(saved, corpus.doc_ids, corpus.texts, tokenizer=tokenizer, **bm25_args)
+                return BM25Index.from_bytes(saved, corpus.doc_ids, corpus.texts, tokenizer=tokenizer,
+                                            k1=bm25.k1, b=bm25.b, method=bm25.method)
             except ValueError as err:  # bm25_blob.DamagedIndex: whatever the blob is, it is not this index
                 log.warning("the stored BM25 index %s cannot be used (%s); building it again", key[:12], err)
-        index = BM25Index(corpus.doc_ids, corpus.texts, tokenizer=tokenizer, **bm25_args)
+        index = BM25Index(corpus.doc_ids, corpus.texts, tokenizer=tokenizer, k1=bm25.k1, b=bm25.b, method=bm25.method)
         if store is not None:
             store.put_bm25(key, corpus.hash, index.to_bytes())
         return index

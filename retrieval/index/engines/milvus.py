@@ -50,6 +50,7 @@ import numpy as np
 
 from retrieval.data.run import Run
 from retrieval.errors import EngineError
+from retrieval.index.bm25_settings import BM25Settings
 from retrieval.index.dense_index import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
 from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
@@ -198,13 +199,13 @@ class Milvus:
         schema.add_field("doc_id", DataType.VARCHAR, is_primary=True, max_length=max(64, min(65_535, longest)))
 
     # ---- BM25 ----------------------------------------------------------------------------
-    def lexical(self, corpus, tokenizer: Tokenizer, bm25_args: dict, store: Store | None = None,
+    def lexical(self, corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None = None,
                 progress=None) -> MilvusBM25:
         """The corpus's BM25 collection, loaded (or its interrupted load resumed) first."""
-        if bm25_args.get("method", "lucene") != "lucene":
-            raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25_args['method']!r} "
+        if bm25.method != "lucene":
+            raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25.method!r} "
                               f"is in-process only")
-        k1, b = float(bm25_args.get("k1", 0.9)), float(bm25_args.get("b", 0.4))
+        k1, b = float(bm25.k1), float(bm25.b)
         name, props = self._collection("bm25", corpus, {"k1": k1, "b": b, "tokenizer": tokenizer.config})
 
         def create(name: str, properties: dict) -> None:
