@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 from _common import dataset_arg, recorded, timed, write_json  # first: it puts the checkout on sys.path
 from retrieval import cli
 from retrieval.data.readers import load_dataset
-from retrieval.data.run import rank_maps
+from retrieval.data.run import Run, rank_maps
 from retrieval.evaluation.failure_rules import Thresholds
 from retrieval.evaluation.measures import compare, evaluate_run, significance_marks
 from retrieval.evaluation.metrics import PRIMARY, SIGNIFICANCE_LEVEL, SIGNIFICANT, TABLE_METRICS, interval_text
@@ -37,7 +39,8 @@ from retrieval.workspace import Workspace
 
 class CountingStore(Store):
     """The Store, noting which lookups were served from the cache (and, with ``recompute``,
-    answering every run and metrics lookup with a miss)."""
+    answering every run and metrics lookup with a miss). Its overrides keep ``StoreProtocol``'s
+    signatures (``tests/test_store_package.py`` holds them to it)."""
 
     def __init__(self, path, recompute: bool = False):
         super().__init__(path)
@@ -54,13 +57,13 @@ class CountingStore(Store):
             self.hits += 1
         return found
 
-    def get_run(self, key):
+    def get_run(self, key: str) -> Run | None:
         return self._note(None if self.recompute else super().get_run(key))
 
-    def get_metrics(self, key):
+    def get_metrics(self, key: str) -> tuple[dict, dict] | None:
         return self._note(None if self.recompute else super().get_metrics(key))
 
-    def get_embeddings(self, model, hashes, dim=None):
+    def get_embeddings(self, model: str, hashes: list[str], dim: int | None = None) -> dict[str, np.ndarray]:
         out = super().get_embeddings(model, hashes, dim)
         self.emb_asked += len(hashes)
         self.emb_cached += len(out)

@@ -1,7 +1,7 @@
 """How large a row of the store may be when it is read back, and the one way a compressed row is
 inflated: within the ceiling of its kind, never holding more.
 
-A compressed column (``Store._pack``: JSON, then zlib) is small on disk and may be anything once
+A compressed column (``retrieval.store.keys.pack``: JSON, then zlib) is small on disk and may be anything once
 inflated: 0.8 MB of zlib inflates to 768 MiB of zeros, and JSON of a few bytes an item (``[]``,
 ``["a",0]``) becomes Python objects many times its size. So every compressed column is inflated by
 ``inflate`` under ``ceiling(kind)``, and every plain JSON column is measured (``stored_rows.loaded``)

@@ -34,7 +34,7 @@ _GRADES = frozenset(GRADES)
 
 
 def unpacked(blob, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
-    """(the object ``store._pack`` made ``blob`` from, None) or (None, why it does not unpack: "its
+    """(the object ``retrieval.store.keys.pack`` made ``blob`` from, None) or (None, why it does not unpack: "its
     ``what`` do not unpack (…)"). ``what`` is the row's kind (``row_bounds.CEILINGS``): past its
     ceiling for data sets of ``shape`` the blob is not inflated further, and does not unpack."""
     if not isinstance(blob, bytes):

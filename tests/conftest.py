@@ -192,7 +192,7 @@ def demo_sparse_store(request, tmp_path_factory) -> Path:
     model = bundled_path()
     digest = hashlib.sha256()
     for file in sorted([*model.rglob("*"), DEMO / "corpus.jsonl", ROOT / "retrieval" / "index" / "splade.py",
-                        ROOT / "retrieval" / "store.py"]):
+                        *(ROOT / "retrieval" / "store").glob("*.py")]):
         if file.is_file():
             digest.update(f"{file.relative_to(file.anchor)} {file.stat().st_size}\n".encode())
             digest.update(hashlib.sha256(file.read_bytes()).digest())

@@ -23,9 +23,13 @@ everyone counts, and no session of a shared deployment may add to them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from retrieval.judging.judge_claims import Claim, JudgeTaken, whose
 from retrieval.sharing.owners import Viewer
+
+if TYPE_CHECKING:
+    from retrieval.store import StoreProtocol
 
 __all__ = ["JudgeTaken", "check", "claim", "key_of", "own", "publish", "whose"]
 
@@ -38,7 +42,7 @@ def claim(viewer: Viewer | None, names: Iterable[str]) -> Claim | None:
     return Claim(viewer.owner, viewer.shared, tuple(sorted(set(names))))
 
 
-def check(store, corpus: str, name: str, viewer: Viewer | None) -> str:
+def check(store: StoreProtocol, corpus: str, name: str, viewer: Viewer | None) -> str:
     """The key ``viewer``'s grades under ``name`` would be kept under, claiming nothing; on a shared
     deployment ``JudgeTaken`` for another's published judge or past the maker's limit of judges, and a
     ``ValueError`` for a look-alike of a judge ``viewer`` sees (the write checks again: ``judge_claims``)."""
@@ -57,7 +61,7 @@ def key_of(makers: dict[str, dict], name: str, viewer: Viewer | None) -> str:
                 name)
 
 
-def publish(store, corpus: str, name: str, viewer: Viewer) -> None:
+def publish(store: StoreProtocol, corpus: str, name: str, viewer: Viewer) -> None:
     """Make ``viewer``'s judge ``name`` count in every session's views. One line (``ValueError``,
     ``KeyError`` for a judge the viewer does not keep), nothing changed: off a shared deployment,
     a judge with no grades yet, one published already, a published judge that looks like it."""
@@ -70,7 +74,7 @@ def publish(store, corpus: str, name: str, viewer: Viewer) -> None:
         raise ValueError(f"the judge {name!r} is published already: its grades count for everyone")
 
 
-def own(store, corpus: str, viewer: Viewer) -> list[dict]:
+def own(store: StoreProtocol, corpus: str, viewer: Viewer) -> list[dict]:
     """``viewer``'s judges of the corpus (``judge``: the name, ``published``), by name."""
     return sorted(({"judge": m["name"], "published": m["published"]} for m in store.judge_makers(corpus).values()
                    if m["owner"] == viewer.owner), key=lambda r: r["judge"])

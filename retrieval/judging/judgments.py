@@ -25,7 +25,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from statistics import median_low
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval import numbers
 from retrieval.data.dataset import Qrels
@@ -36,6 +36,9 @@ from retrieval.judging.grades import Pair, check_judge
 from retrieval.judging.grades import parse_grade as parse_grade
 from retrieval.judging.pools import DEPTH, pool, top_ids
 
+if TYPE_CHECKING:
+    from retrieval.store import StoreProtocol
+
 MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
 MAX_DEPTH = 100  # the deepest pool a judge may ask for
 PERSISTENCE = 0.9  # RBO's p: the top 10 ranks carry 86% of the weight (the paper's eq. 21)
@@ -43,13 +46,13 @@ PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both 
 AGREEMENT_EVERY = 10  # a judge re-grades one pair in ten that another judge graded (``Queue``): agreement's share
 
 
-def store_judge(store, corpus: str, name: object, viewer=None) -> str:
+def store_judge(store: StoreProtocol, corpus: str, name: object, viewer=None) -> str:
     """``check_judge``, then what storing a grade under the name would refuse, claiming nothing
     (``judge_key``, its name)."""
     return judge_key(store, corpus, name, viewer)[0]
 
 
-def judge_key(store, corpus: str, name: object, viewer=None) -> tuple[str, str]:
+def judge_key(store: StoreProtocol, corpus: str, name: object, viewer=None) -> tuple[str, str]:
     """The judge's name (``check_judge``) and the key its grades would be kept under, claiming nothing,
     or what storing a grade under it would refuse: with ``viewer`` (a session of the app,
     ``owners.Viewer``), a look-alike of a judge it sees, and on a shared deployment another's published

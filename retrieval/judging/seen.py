@@ -21,9 +21,13 @@ with a filter of its own:
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from retrieval.judging import judge_owners
 from retrieval.judging.grades import judge_name
+
+if TYPE_CHECKING:
+    from retrieval.store import StoreProtocol
 
 PUBLISHED_TWIN = "{name} (published)"  # a published judge whose name the viewer's own private judge has
 OPERATOR_TWIN = "{name} ({owner})"  # to the command line, each of several makers' private judges of one name
@@ -45,7 +49,8 @@ def names(makers: dict[str, dict], viewer=None) -> dict[str, str]:
     return out
 
 
-def judgments(store, dataset, viewer=None, judge: str | None = None, query_ids=None) -> list[dict]:
+def judgments(store: StoreProtocol | None, dataset, viewer=None, judge: str | None = None,
+              query_ids=None) -> list[dict]:
     """``dataset``'s judgments ``viewer`` sees (module docstring), oldest first, as ``Store.judgments``
     gives them with each ``judge`` its name; only ``judge``'s (the judge ``viewer`` means by that name:
     ``judge_owners.key_of``), only those of ``query_ids``, when given. None: ``[]``.
@@ -77,7 +82,7 @@ def judgments(store, dataset, viewer=None, judge: str | None = None, query_ids=N
     return out
 
 
-def judged_query_ids(store, dataset, viewer=None) -> list[str]:
+def judged_query_ids(store: StoreProtocol | None, dataset, viewer=None) -> list[str]:
     """The ids of ``dataset``'s queries with a grade ``viewer`` sees (as ``judgments``), sorted; each
     judged (query, text) read once, not each grade."""
     if store is None:
