@@ -37,7 +37,7 @@ from retrieval.data.run import Run
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
-    from retrieval.index.splade import TermScore
+    from retrieval.index.terms import TermScore
     from retrieval.workspace import Workspace
 
 Hits = list[tuple[str, float]]
