@@ -23,6 +23,7 @@ import math
 import tempfile
 import zipfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -248,7 +249,7 @@ class BM25Index:
         """The exact BM25 scores of ``query`` for the documents at ``rows`` (0: no term matches)."""
         return self._scores_of(query)[np.asarray(rows, dtype=np.int64)]
 
-    def search(self, queries: dict[str, Query], k: int = 100) -> Run:
+    def search(self, queries: Mapping[str, Query], k: int = 100) -> Run:
         """Top-``k`` documents per query (texts or ``WeightedQuery``s); documents matching no query term
         are left out."""
         qids, texts = list(queries), list(queries.values())

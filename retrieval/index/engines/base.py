@@ -5,7 +5,7 @@ holds every engine to it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
@@ -45,7 +45,7 @@ class LexicalIndex(Protocol):
     def scores_at(self, query: str | WeightedQuery, rows: np.ndarray) -> np.ndarray:  # noqa: E704
         ...  # exact, 0 where no term matches
 
-    def search(self, queries: dict[str, str | WeightedQuery], k: int) -> Run:  # noqa: E704
+    def search(self, queries: Mapping[str, str | WeightedQuery], k: int) -> Run:  # noqa: E704
         ...
 
 

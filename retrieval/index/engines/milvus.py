@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -472,7 +472,7 @@ class MilvusBM25:
         texts = [analyzed(self.tokenizer, q) if isinstance(q, str) else "" for q in queries]
         found = self._search(texts, k)
         weighted = [i for i, q in enumerate(queries) if isinstance(q, WeightedQuery)]
-        for i, hits in zip(weighted, self._weighted_top([queries[i] for i in weighted], k)):  # type: ignore[misc]
+        for i, hits in zip(weighted, self._weighted_top([q for q in queries if isinstance(q, WeightedQuery)], k)):
             found[i] = hits
         out = []
         for query, hits in zip(queries, found):
@@ -528,9 +528,9 @@ class MilvusBM25:
                 lists.fetched[term].update({r: got.get(r, 0.0) for r in part})
         scored = []
         for r in rows:
-            parts = [lists.known(t, r) for t in lists.weights]
-            if all(p is not None for p in parts):
-                total = float(np.float32(sum(w * p for w, p in zip(lists.weights.values(), parts))))  # type: ignore[misc]
+            parts = [(w, lists.known(t, r)) for t, w in lists.weights.items()]
+            if all(p is not None for _, p in parts):
+                total = float(np.float32(sum(w * (p or 0.0) for w, p in parts)))
                 if total > 0:
                     scored.append((r, total))
         scored.sort(key=lambda h: (-h[1], h[0]))
@@ -560,7 +560,7 @@ class MilvusBM25:
             out[j] = found.get(int(rows[j]), 0.0)
         return out.astype(np.float32)
 
-    def search(self, queries: dict[str, str | WeightedQuery], k: int = 100) -> Run:
+    def search(self, queries: Mapping[str, str | WeightedQuery], k: int = 100) -> Run:
         qids, texts = list(queries), list(queries.values())
         ids = self.doc_ids
         return {qid: [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
