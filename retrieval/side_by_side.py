@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from retrieval.data.run import ranks
 from retrieval.evaluation.measures import evaluate_run
 from retrieval.evaluation.metrics import SUMMARY_METRICS
-from retrieval.index.splade import TermScore
+from retrieval.index.terms import TermScore
 from retrieval.judging.judgments import disagreement
 from retrieval.systems import BASE_SYSTEMS, Probe
 from retrieval.workspace import Workspace
@@ -38,7 +38,7 @@ class Hit:
     matched_terms: list[str]  # query terms (stems) the document contains
     missing_terms: list[str]  # query terms it lacks
     bm25_terms: list[tuple[str, float]]  # per-term BM25 contributions (sum = its BM25 score)
-    system_terms: list[TermScore] = field(default_factory=list)  # the ranking system's own terms (SPLADE)
+    system_terms: list[TermScore] = field(default_factory=list)  # the ranking system's own terms, each of its kind
 
 
 @dataclass

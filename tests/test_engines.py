@@ -54,6 +54,44 @@ def test_bm25_through_milvus_matches_the_in_process_engine(pair, demo):
     assert remote.lexical.top("the of and", 10)[0].size == 0  # stopwords only: no term to search
 
 
+def test_a_weighted_query_through_milvus_matches_the_in_process_engine(pair, demo, monkeypatch):
+    """Σ_t w_t · bm25(t, d) through Milvus (each term its own search, the weighted sum made exactly with
+    the threshold bound) is the in-process engine's: top k, deep lists, and scores at any rows; a list
+    that must be deepened (monkeypatched: the first searches ask for 3 documents) gives the same."""
+    from retrieval.index.terms import WeightedQuery
+
+    local, remote = pair
+    tok, rng = local.tokenizer, np.random.default_rng(7)
+    queries = {}
+    for i, text in enumerate(list(demo.queries.values())[:8]):
+        doc = demo.docs[demo.doc_ids[int(rng.integers(len(demo.doc_ids)))]].full_text
+        terms = dict.fromkeys([*tok(text), *tok(doc)[:12], "zzzunheard"])
+        queries[f"q{i}"] = WeightedQuery.of((t, float(rng.choice([0.0, 0.05, 0.5, 1.0, 2.5]))) for t in terms)
+    for k in (10, 200):
+        run_l, run_m = local.lexical.search(queries, k), remote.lexical.search(queries, k)
+        for q in queries:
+            same_up_to_near_ties(run_m[q], run_l[q])
+    some = np.arange(0, len(demo.doc_ids), 5)
+    for query in queries.values():
+        np.testing.assert_allclose(remote.lexical.scores_at(query, some), local.lexical.scores_at(query, some),
+                                   rtol=1e-5, atol=1e-6)
+    searched = remote.lexical.__class__._search
+    depths: list[int] = []
+
+    def spy(self, texts, k, where=""):
+        depths.extend([k] * (not where))
+        return searched(self, texts, k, where)
+
+    monkeypatch.setattr(remote.lexical.__class__, "_search", spy)
+    for query in queries.values():  # a top 2 seldom beats the bound at depth 2: the lists are deepened
+        query = WeightedQuery.of([(t, w + 0.5) for t, w in query.terms])
+        rows_m, scores_m = remote.lexical.top(query, 2)
+        rows_l, scores_l = local.lexical.top(query, 2)
+        same_up_to_near_ties(list(zip(rows_m.tolist(), scores_m.tolist())),
+                             list(zip(rows_l.tolist(), scores_l.tolist())))
+    assert max(depths) > 2
+
+
 @pytest.mark.slow
 def test_dense_and_hybrid_through_milvus_match(pair):
     local, remote = pair

@@ -82,7 +82,7 @@ def test_explain_gives_each_query_terms_contribution_summing_to_the_score(ws):
     for h in hits:
         assert {t.term for t in h.system_terms} <= {"leaky", "faucet", "washer", "dripping"}
         assert sum(t.score for t in h.system_terms) == pytest.approx(h.score, abs=1e-3)
-        assert all(t.score < 0 and not t.expansion for t in h.system_terms)
+        assert all(t.score < 0 and t.kind == "query term" for t in h.system_terms)
     typed = side_by_side(ws, "why can't the faucet stop", k=5, systems=("ql",)).systems["ql"]
     for h in typed:  # "can't" (the terms "can" and "t") is one term of the list, as typed, their parts summed
         assert [t.term for t in h.system_terms].count("can't") == 1

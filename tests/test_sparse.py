@@ -90,15 +90,20 @@ def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, 
     assert hits and all(h.system_terms for h in hits) and not res.systems["bm25"][0].system_terms
     top = hits[0]
     assert sum(t.score for t in top.system_terms) <= top.score + 1e-3  # the largest contributions of its score
-    for hit in hits:  # an expansion is a term the document's own word pieces lack
-        tokenizer = ws.sparse.model.model.tokenizer
+    tokenizer = ws.sparse.model.model.tokenizer
+    asked = set(tokenizer.tokenize(res.query))
+    for hit in hits:  # a document expansion: a term the document's own word pieces lack; a query expansion: the query's
         own = set(tokenizer.tokenize(ws.corpus.texts[ws.doc_row[hit.doc_id]]))
         pieces = {t.term: ["##" + t.term[1:]] if t.term.startswith("…") else tokenizer.tokenize(t.term)
                   for t in hit.system_terms}  # a term is a word (its pieces joined) or a lone piece
-        assert [t.expansion for t in hit.system_terms] == [not set(pieces[t.term]) & own for t in hit.system_terms]
-    assert any(t.expansion for h in hits for t in h.system_terms) and any(not t.expansion for t in top.system_terms)
+        assert [t.kind for t in hit.system_terms] == [
+            "document expansion" if not set(pieces[t.term]) & own else
+            "query expansion" if not set(pieces[t.term]) & asked else "query term" for t in hit.system_terms]
+    kinds = {t.kind for h in hits for t in h.system_terms}
+    assert {"document expansion", "query term"} <= kinds
     html = side_by_side_html(res, ws.tokenizer)
     assert "SPLADE terms:" in html and 'class="expansion"' in html  # expansion terms the texts lack
+    assert ('class="query-expansion"' in html) == ("query expansion" in kinds)
     ev = ws.evaluate("splade", "test")
     assert 0 < ev.mean["ndcg@10"] <= 1 and "pnr" in ev.mean
     assert ws.system_params("splade")["sparse_model"] == ws.sparse.model.fingerprint
@@ -144,6 +149,6 @@ def test_explanations_show_the_words_people_wrote_not_word_pieces(splade):
     assert "faucets" in shown and "leaky" in shown
     assert not any(t.startswith("##") for t in shown)
     assert sum(t.score for t in terms) == pytest.approx(float(index.scores(q)[0]), rel=1e-3)
-    assert not next(t for t in terms if t.term == "faucets").expansion  # the document has the word
+    assert next(t for t in terms if t.term == "faucets").kind == "query term"  # the query and the document have it
     # without the query's words, the document's own words still join the pieces
     assert "faucets" in [t.term for t in retriever.explain(q, 0, texts[0], top=1000)]

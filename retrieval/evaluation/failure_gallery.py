@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.data.run import rank_maps
 from retrieval.evaluation.failure_rules import Thresholds, classify, headline_systems, rank_text
-from retrieval.index.splade import TermScore
+from retrieval.index.terms import TermScore
 from retrieval.judging import seen
 from retrieval.judging.coverage import from_judging
 from retrieval.sharing.owners import Viewer

@@ -10,7 +10,10 @@ and ``avgdl`` the mean length (Kamphuis et al., ECIR 2020, "Which BM25 do you me
 * ``method="robertson"``: idf ``log((N − df + 0.5)/(df + 0.5))`` (floored at 0) and the same
   saturation; ``method="atire"``: idf ``log(N/df)`` and ``tf·(k1+1)/(tf + k1·(…))``.
 
-Query terms repeated in the query count once per occurrence (as in rank-bm25 and bm25s).
+Query terms repeated in the query count once per occurrence (as in rank-bm25 and bm25s). A weighted
+query (``retrieval.index.terms.WeightedQuery``: analyzed terms with weights, RM3's expanded query) scores
+``Σ_t w_t · bm25(t, d)``, each term's count replaced by its weight: how Anserini/Lucene score a
+``BooleanQuery`` of ``BoostQuery``-weighted term clauses.
 Defaults ``k1 = 0.9, b = 0.4`` are Anserini's BEIR settings.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ import math
 import tempfile
 import zipfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,8 +32,11 @@ import numpy as np
 
 from retrieval.data import ranking
 from retrieval.data.run import Run
+from retrieval.index.terms import WeightedQuery
 from retrieval.index.tokenize import Tokenizer
 from retrieval.index.top_k import top_k, top_k_each
+
+Query = str | WeightedQuery  # a text (tokenized here) or analyzed terms with weights
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ class BM25Index:
         self.doc_ids, self._texts = list(doc_ids), texts
         self.k1, self.b, self.method = float(k1), float(b), method
         self.tokenizer = tokenizer or Tokenizer()
-        self._last: tuple[str, np.ndarray] | None = None  # the last query's scores (top, then scores_at)
+        self._last: tuple[Query, np.ndarray] | None = None  # the last query's scores (top, then scores_at)
         self._ids = np.array(self.doc_ids, dtype=object)  # a ranking's ids taken from it in one call
 
     # ---- saving and loading ------------------------------------------------------------------
@@ -143,24 +150,34 @@ class BM25Index:
         return len(self.doc_ids)
 
     # ---- scoring -------------------------------------------------------------------------
-    def scores(self, query: str) -> np.ndarray:
-        """Exact BM25 score of ``query`` against every document (float32, aligned with doc_ids)."""
-        return self._score_block([self._term_ids(query)])[0]
+    def scores(self, query: Query) -> np.ndarray:
+        """Exact BM25 score of ``query`` (a text, or a ``WeightedQuery``) against every document
+        (float32, aligned with doc_ids)."""
+        ids, weights = self._term_ids(query)
+        return self._score_block([ids], [weights])[0]
 
-    def _term_ids(self, query: str) -> list[int]:
-        """The query's terms as the engine's term ids, in the query's order; terms the corpus lacks
-        left out (``bm25s.BM25.get_tokens_ids``)."""
+    def _term_ids(self, query: Query) -> tuple[list[int], list[float] | None]:
+        """The query's terms as the engine's term ids, in the query's order, and their weights (None
+        for a text: each occurrence counts once); terms the corpus lacks left out
+        (``bm25s.BM25.get_tokens_ids``). A weighted query's terms are looked up as they are."""
         vocab = self._engine.vocab_dict
-        return [vocab[t] for t in self.tokenizer(query) if t in vocab]
+        if isinstance(query, WeightedQuery):
+            kept = [(vocab[t], w) for t, w in query.terms if t in vocab]
+            return [i for i, _ in kept], [w for _, w in kept]
+        return [vocab[t] for t in self.tokenizer(query) if t in vocab], None
 
-    def _score_block(self, term_ids: list[list[int]]) -> np.ndarray:
-        """(queries × documents) float32 BM25 scores of queries given as term ids.
+    def _score_block(self, term_ids: list[list[int]], weights: list[list[float] | None] | None = None) -> np.ndarray:
+        """(queries × documents) float32 BM25 scores of queries given as term ids (and, for weighted
+        queries, their terms' weights: None for a text query).
 
         The precomputed term scores of bm25s (one sparse column a term) gathered for every term of
         every query at once and added in one ``np.add.at``, which adds in order: each document's
         score is summed term by term in the query's order, the floats ``bm25s.BM25.get_scores_from_ids``
-        gives (none of ``METHODS`` adds a score for absent terms). Past ``POSTINGS_PER_BLOCK`` postings
-        (the gather copies them) the terms are added one by one instead, in the same order."""
+        gives (none of ``METHODS`` adds a score for absent terms). A weighted query's term scores are
+        first multiplied by their weights as float32 (a text query's are not touched), so its score is
+        ``Σ_t float32(w_t) · bm25(t, d)`` in float32, term by term in its order. Past
+        ``POSTINGS_PER_BLOCK`` postings (the gather copies them) the terms are added one by one
+        instead, in the same order (the same floats)."""
         postings = self._engine.scores
         data, indices, indptr = postings["data"], postings["indices"], postings["indptr"]
         n = len(self.doc_ids)
@@ -168,19 +185,25 @@ class BM25Index:
         ids = np.fromiter((t for q in term_ids for t in q), dtype=np.int64)
         if not len(ids):
             return out
+        weighted = weights is not None and any(w is not None for w in weights)
+        factor = np.fromiter((w for q, ws in zip(term_ids, weights or [None] * len(term_ids))
+                              for w in (ws if ws is not None else [1.0] * len(q))), dtype=np.float32,
+                             count=len(ids)) if weighted else None
         starts = indptr[ids]
         lengths = indptr[ids + 1] - starts
         total = int(lengths.sum())
         if total > self.POSTINGS_PER_BLOCK:  # past the budget (one query of many common terms): no gathered copy,
             rows = [r for r, q in enumerate(term_ids) for _ in q]  # term by term, in the same order (the same floats)
-            for row, start, end in zip(rows, starts.tolist(), (starts + lengths).tolist()):
-                np.add.at(out[row], indices[start:end], data[start:end])
+            for j, (row, start, end) in enumerate(zip(rows, starts.tolist(), (starts + lengths).tolist())):
+                part = data[start:end] if factor is None else data[start:end] * factor[j]
+                np.add.at(out[row], indices[start:end], part)
             return out
         # position of every gathered posting in the engine's arrays: each term's run of postings
         where = np.arange(total, dtype=np.int64) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
         row_of = np.repeat(np.arange(len(term_ids), dtype=np.int64), [len(q) for q in term_ids])
         cell = np.repeat(row_of * n, lengths) + indices[where]
-        np.add.at(out.reshape(-1), cell, data[where])
+        values = data[where] if factor is None else data[where] * np.repeat(factor, lengths)
+        np.add.at(out.reshape(-1), cell, values)
         return out
 
     POSTINGS_PER_BLOCK = 1 << 22  # postings gathered at once by ``search`` (each costs 20 bytes there)
@@ -188,27 +211,28 @@ class BM25Index:
     # NFCorpus on a 2-core AVX2 EPYC: 1 << 16 … 1 << 20 alike, 1 << 22 a tenth to a quarter slower)
     CELLS_PER_BLOCK = 1 << 18
 
-    def _blocks(self, texts: list[str]) -> list[tuple[int, int, list[list[int]]]]:
-        """(start, end, term ids) of consecutive query blocks within both budgets; a query past the
-        postings budget on its own is a block of its own."""
-        term_ids = [self._term_ids(t) for t in texts]
+    def _blocks(self, texts: list[Query]) -> list[tuple[int, int, list[list[int]], list[list[float] | None]]]:
+        """(start, end, term ids, weights) of consecutive query blocks within both budgets; a query
+        past the postings budget on its own is a block of its own."""
+        parsed = [self._term_ids(t) for t in texts]
+        term_ids, weights = [ids for ids, _ in parsed], [w for _, w in parsed]
         indptr = self._engine.scores["indptr"]
         flat = np.fromiter((t for q in term_ids for t in q), dtype=np.int64)
         costs = np.zeros(len(texts), dtype=np.int64)  # postings each query gathers
         np.add.at(costs, np.repeat(np.arange(len(texts)), [len(q) for q in term_ids]), indptr[flat + 1] - indptr[flat])
         most = max(1, self.CELLS_PER_BLOCK // max(1, len(self.doc_ids)))
-        blocks: list[tuple[int, int, list[list[int]]]] = []
+        blocks: list[tuple[int, int, list[list[int]], list[list[float] | None]]] = []
         start, weight = 0, 0
         for i, cost in enumerate(costs.tolist()):
             if i > start and (i - start >= most or weight + cost > self.POSTINGS_PER_BLOCK):
-                blocks.append((start, i, term_ids[start:i]))
+                blocks.append((start, i, term_ids[start:i], weights[start:i]))
                 start, weight = i, 0
             weight += cost
         if len(texts) > start:
-            blocks.append((start, len(texts), term_ids[start:]))
+            blocks.append((start, len(texts), term_ids[start:], weights[start:]))
         return blocks
 
-    def _scores_of(self, query: str) -> np.ndarray:
+    def _scores_of(self, query: Query) -> np.ndarray:
         """``scores(query)``, kept for the next call with the same query (a hybrid asks for the
         top and then for the scores of the candidates)."""
         last = self._last
@@ -218,21 +242,24 @@ class BM25Index:
         self._last = (query, scores)
         return scores
 
-    def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the ``k`` best documents for ``query``, best first; zero scores left out."""
+    def top(self, query: Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the ``k`` best documents for ``query`` (a text or a ``WeightedQuery``),
+        best first; zero scores left out."""
         return self.top_rows(self._scores_of(query), k)
 
-    def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:
+    def scores_at(self, query: Query, rows: np.ndarray) -> np.ndarray:
         """The exact BM25 scores of ``query`` for the documents at ``rows`` (0: no term matches)."""
         return self._scores_of(query)[np.asarray(rows, dtype=np.int64)]
 
-    def search(self, queries: dict[str, str], k: int = 100) -> Run:
-        """Top-``k`` documents per query; documents matching no query term are left out."""
+    def search(self, queries: Mapping[str, Query], k: int = 100) -> Run:
+        """Top-``k`` documents per query (texts or ``WeightedQuery``s); documents matching no query term
+        are left out."""
         qids, texts = list(queries), list(queries.values())
         run: Run = {}
         ids = self._ids
-        for start, end, term_ids in self._blocks(texts):
-            for qid, (rows, top) in zip(qids[start:end], top_k_each(self._score_block(term_ids), k, self.tie_rank)):
+        for start, end, term_ids, weights in self._blocks(texts):
+            for qid, (rows, top) in zip(qids[start:end], top_k_each(self._score_block(term_ids, weights), k,
+                                                                    self.tie_rank)):
                 run[qid] = list(zip(ids[rows].tolist(), top.tolist()))
         return run
 
@@ -254,31 +281,36 @@ class BM25Index:
         """Each row's place in trec_eval's order of equal scores (``ranking.tie_rank``), computed once."""
         return ranking.tie_rank(self.doc_ids)
 
-    def max_score(self, query: str | QueryTerms) -> float:
+    def max_score(self, query: Query | QueryTerms) -> float:
         """The largest BM25 score any document could get for ``query``: Σ over its terms of
         count · idf · the tf part's limit (1 for ``lucene`` and ``robertson``, k1 + 1 for ``atire``),
         reached by a document holding every term, often; 0 when no query term is in the corpus."""
-        terms = self.query_terms(query) if isinstance(query, str) else query
+        terms = query if isinstance(query, QueryTerms) else self.query_terms(query)
         limit = self.k1 + 1 if self.method == "atire" else 1.0
         return float(sum(count * idf for _, count, _, _, idf in terms.terms) * limit)
 
     # ---- explanation ---------------------------------------------------------------------
-    def query_terms(self, query: str) -> QueryTerms:
+    def query_terms(self, query: Query) -> QueryTerms:
         """The query's terms with their counts, surface words and idf: what every explanation of
-        this query needs, tokenized once."""
+        this query needs, tokenized once. A ``WeightedQuery``'s terms come with their weights as
+        counts, and no words (it was never typed)."""
+        n = len(self.doc_ids)
+        if isinstance(query, WeightedQuery):
+            return QueryTerms([(term, weight, (), self.df.get(term, 0),
+                                _idf(self.method, self.df[term], n) if self.df.get(term, 0) else 0.0)
+                               for term, weight in query.terms])
         words_by_term: dict[str, list[str]] = {}  # each term's words as typed ("t" -> "can't")
         for word, tokens in self.tokenizer.typed_words(query):
             for term in tokens:
                 words_by_term.setdefault(term, []).append(word)
-        n = len(self.doc_ids)
-        terms = []
+        terms: list[tuple[str, float, tuple[str, ...], int, float]] = []
         for term, count in Counter(self.tokenizer(query)).items():
             df = self.df.get(term, 0)
             terms.append((term, count, tuple(dict.fromkeys(words_by_term.get(term, []))), df,
                           _idf(self.method, df, n) if df else 0.0))
         return QueryTerms(terms)
 
-    def explain(self, query: str | QueryTerms, doc_index: int) -> list[TermContribution]:
+    def explain(self, query: Query | QueryTerms, doc_index: int) -> list[TermContribution]:
         """Per-term contributions of ``query`` to document ``doc_index``; they sum to its score.
 
         Recomputed from the document's own tokens with the formula in the module docstring, so
@@ -287,13 +319,13 @@ class BM25Index:
         """
         return self.explain_text(query, self._texts[doc_index], self.doc_len[doc_index])
 
-    def explain_text(self, query: str | QueryTerms, text: str, dl: float | None = None) -> list[TermContribution]:
+    def explain_text(self, query: Query | QueryTerms, text: str, dl: float | None = None) -> list[TermContribution]:
         """Contributions of ``query`` to any ``text`` under this index's statistics (N, df, avgdl).
 
         For a text outside the corpus (a pseudo document) this is the score it would get if added
         without changing the statistics.
         """
-        terms = self.query_terms(query) if isinstance(query, str) else query
+        terms = query if isinstance(query, QueryTerms) else self.query_terms(query)
         tf = Counter(self.tokenizer(text))
         dl = sum(tf.values()) if dl is None else dl
         return [TermContribution(term, words, tf[term], df, float(idf),
@@ -303,9 +335,10 @@ class BM25Index:
 
 @dataclass(frozen=True)
 class QueryTerms:
-    """A query's distinct terms: (term, count in the query, surface words, df, idf), in query order."""
+    """A query's distinct terms: (term, count in the query — a weighted query's weight —, surface words,
+    df, idf), in query order."""
 
-    terms: list[tuple[str, int, tuple[str, ...], int, float]]
+    terms: list[tuple[str, float, tuple[str, ...], int, float]]
 
     @property
     def names(self) -> list[str]:

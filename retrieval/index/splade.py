@@ -37,6 +37,7 @@ from retrieval.data.run import Run
 from retrieval.errors import EncoderLoadError
 from retrieval.index.encoder import model_fingerprint
 from retrieval.index.recent import Recent
+from retrieval.index.terms import DOCUMENT_EXPANSION, QUERY_EXPANSION, QUERY_TERM, TermKind, TermScore
 from retrieval.index.top_k import top_k
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store
@@ -54,13 +55,6 @@ MAX_SEQ_LENGTH = 256
 SparseVector = tuple[np.ndarray, np.ndarray]  # (term ids, int32; weights, float32), ids ascending
 
 
-class TermScore(NamedTuple):
-    """One term's share of a learned sparse score: w_j(q)·w_j(d), and whether the document's own
-    text lacks the term (an expansion the model added to the document)."""
-
-    term: str
-    score: float
-    expansion: bool
 MODELS_KEPT = 4  # sparse models a process keeps loaded (model × device), least recently used let go first
 _cache: Recent[tuple[str, str], SparseModel] = Recent(MODELS_KEPT)
 _cache_lock = threading.Lock()
@@ -324,26 +318,31 @@ class SparseRetriever:
     def explain(self, query: SparseVector, row: int, text: str, top: int = 8,
                 query_text: str | None = None) -> list[TermScore]:
         """The ``top`` terms that made the score of the document at ``row`` (whose text is ``text``),
-        largest w(q)·w(d) first, each marked when the text lacks it (an expansion).
+        largest w(q)·w(d) first, each with its kind (``TermKind``): a document expansion where the
+        document's text lacks it (the model added it to the document), else a query expansion where
+        the query's text (``query_text``, when given) lacks it, else a query term.
 
         Terms are shown as the words people wrote: the word pieces of one word of the query
         (``query_text``), else of the document, are one term ("faucet", not "fa", "##uce", "##t"),
         scored by the sum of their pieces' w(q)·w(d), so the scores still add up to s(q, d); a
         piece that is part of no word of either text (an expansion the model added) stays a piece,
-        its "##" shown as a leading "…". A term is an expansion when none of its word's pieces
-        occurs in the document's text."""
+        its "##" shown as a leading "…". A term is an expansion of a text when none of its word's pieces
+        occurs in that text."""
         words = self.model.words(text)
+        query_words = self.model.words(query_text) if query_text else []
         own = {t for _, ids in words for t in ids}
+        asked = {t for _, ids in query_words for t in ids}
         word_of: dict[int, tuple[str, list[int]]] = {}
-        for word, ids in [*(self.model.words(query_text) if query_text else []), *words]:
+        for word, ids in [*query_words, *words]:
             for t in ids:
                 word_of.setdefault(t, (word, ids))
         scores: dict[str, float] = {}
-        expansion: dict[str, bool] = {}
+        kind: dict[str, TermKind] = {}
         for t, _, _, c in self.index.contributions(query, row):
             token = self.model.token(t)
             shown, ids = word_of.get(t) or ("…" + token[2:] if token.startswith("##") else token, [t])
             scores[shown] = scores.get(shown, 0.0) + c
-            expansion[shown] = not any(i in own for i in ids)  # none of the word's pieces is the document's
+            kind[shown] = (DOCUMENT_EXPANSION if not any(i in own for i in ids)  # none of its pieces the document's
+                           else QUERY_EXPANSION if query_text and not any(i in asked for i in ids) else QUERY_TERM)
         ranked = sorted(scores.items(), key=lambda kv: -kv[1])[:top]
-        return [TermScore(term, round(score, 4), expansion[term]) for term, score in ranked]
+        return [TermScore(term, round(score, 4), kind[term]) for term, score in ranked]

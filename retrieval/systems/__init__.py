@@ -27,6 +27,7 @@ from retrieval.systems.hybrid import WeightedSum as _WeightedSum
 from retrieval.systems.hybrid3 import Hybrid3 as _Hybrid3
 from retrieval.systems.imported import Imported
 from retrieval.systems.ql import QueryLikelihood as _QueryLikelihood
+from retrieval.systems.rm3 import RM3 as _RM3
 from retrieval.systems.sparse import Splade as _Splade
 
 _REGISTRY: dict[str, System] = {}
@@ -64,6 +65,7 @@ BM25, DENSE, HYBRID, RRF, WSUM, SPLADE = (register(s).key for s in (_BM25(), _De
                                                                      _WeightedSum(), _Splade()))
 register(_QueryLikelihood())  # query likelihood, Dirichlet-smoothed: ``ql``
 register(_Hybrid3())  # BM25 + dense + SPLADE fused: ``hybrid3``
+register(_RM3())  # BM25 with RM3 query expansion: ``rm3``
 TUNED_DENSE, TUNED_HYBRID = "tuned_dense", "tuned_hybrid"  # a fine-tuned encoder's, in the failure gallery
 _ROLES = {TUNED_DENSE: ("Fine-tuned dense", "fine-tuned dense"),
           TUNED_HYBRID: ("Fine-tuned hybrid", "fine-tuned hybrid")}

@@ -46,7 +46,7 @@ from retrieval.systems.declared import Capabilities, Citation, Parameter, Relati
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
-    from retrieval.index.splade import TermScore
+    from retrieval.index.terms import TermScore
     from retrieval.workspace import Workspace
 
 Hits = list[tuple[str, float]]

@@ -21,11 +21,16 @@ from types import MappingProxyType
 
 from retrieval import numbers
 
+# the kinds of terms an explanation names (``Capabilities.explanation``): the explanation record's own
+from retrieval.index.terms import (  # noqa: F401 - named by the systems' declarations
+    DOCUMENT_EXPANSION,
+    QUERY_EXPANSION,
+    QUERY_TERM,
+    TERM_KINDS,
+)
+
 INT, FLOAT, STR, BOOL, CHOICE = "int", "float", "str", "bool", "choice"
 KINDS = (INT, FLOAT, STR, BOOL, CHOICE)
-# the kinds of terms an explanation names (``Capabilities.explanation``)
-QUERY_TERM, QUERY_EXPANSION, DOCUMENT_EXPANSION = "query term", "query expansion", "document expansion"
-TERM_KINDS = (QUERY_TERM, QUERY_EXPANSION, DOCUMENT_EXPANSION)
 TRUE, FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 Value = int | float | str | bool

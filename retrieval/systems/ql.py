@@ -35,10 +35,10 @@ import numpy as np
 
 from retrieval.data import ranking
 from retrieval.data.run import Run
-from retrieval.index.splade import TermScore
+from retrieval.index.terms import QUERY_TERM, TermScore
 from retrieval.index.top_k import top_k
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
-from retrieval.systems.declared import FLOAT, QUERY_TERM, Capabilities, Citation, Parameter
+from retrieval.systems.declared import FLOAT, Capabilities, Citation, Parameter
 
 if TYPE_CHECKING:
     from retrieval.index.tokenize import Tokenizer
@@ -187,4 +187,4 @@ class QueryLikelihood(SystemBase):
         for word, part in zip(q.words, parts.tolist()):
             by_word[word] = by_word.get(word, 0.0) + part
         ranked = sorted(by_word.items(), key=lambda wc: -wc[1])
-        return [TermScore(word, round(score, 4), False) for word, score in ranked]
+        return [TermScore(word, round(score, 4), QUERY_TERM) for word, score in ranked]

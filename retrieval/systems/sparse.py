@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from retrieval.data.run import Run
-from retrieval.index.splade import TermScore
+from retrieval.index.terms import TermScore
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.declared import DOCUMENT_EXPANSION, QUERY_EXPANSION, QUERY_TERM, Capabilities, Citation
 

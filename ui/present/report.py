@@ -31,7 +31,11 @@ from ui.present.search import typed_contributions, typed_terms
 from ui.present.vocabulary import category_label, describe
 
 SNIPPET_CHARS = 280
-EXPANSION_SPAN = '<span class="rs-term rs-term-expansion" title="added by the model: not in the document">'
+TERM_SPANS = {"query term": '<span class="rs-term">',  # a system's term of each kind (``TermKind``)
+              "query expansion": '<span class="rs-term rs-term-query-expansion" title="query expansion: not in '
+                                 'the query, added to it">',
+              "document expansion": '<span class="rs-term rs-term-expansion" title="document expansion: not in the '
+                                    'document, added by the model">'}
 PLOTLY_CONFIG = {"displaylogo": False}
 GALLERY_CSS = Path(__file__).with_name("gallery.css").read_text(encoding="utf-8")
 
@@ -98,11 +102,10 @@ def _similarity_html(card: FailureCard) -> str:
 
 
 def _sparse_html(card: FailureCard) -> str:
-    """Learned sparse's terms for the document (expansions, which its text lacks, marked)."""
+    """Learned sparse's terms for the document, each marked by its kind (a document expansion: its text lacks it)."""
     if not card.sparse_terms:
         return ""
-    terms = " · ".join((EXPANSION_SPAN if t.expansion else '<span class="rs-term">')
-                       + f"{_e(t.term)}</span> {t.score:.2f}" for t in card.sparse_terms)
+    terms = " · ".join(TERM_SPANS[t.kind] + f"{_e(t.term)}</span> {t.score:.2f}" for t in card.sparse_terms)
     return f'<p class="rs-terms">{_e(short(SPLADE))} terms: {terms}</p>'
 
 

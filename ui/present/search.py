@@ -1,6 +1,7 @@
 """The Search view's HTML: one column per system, each hit with its label badge, its rank in the
 other lists, the query terms it matches highlighted, its per-term BM25 contributions, its system's
-own terms (SPLADE's, expansions marked) and the query terms it lacks; for a labelled query, a
+own terms (SPLADE's or RM3's, each marked with its kind: a query term, a query expansion, a document
+expansion) and the query terms it lacks; for a labelled query, a
 table of every labelled document's rank per system."""
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from ui.texts import BANNER_FOLLOWS, identifier_lookup_why
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
                0: ("rel-0", "judged not relevant (0)")}
 SNIPPET_CHARS = 420
-EXPANSION = ' class="expansion" title="not in the document: added by the model"'
+# how a system's term of each kind (``retrieval.index.terms.TermKind``) is marked: a query term plainly
+KIND_ATTRS = {"query term": "",
+              "query expansion": ' class="query-expansion" title="query expansion: not in the query, added to it"',
+              "document expansion": ' class="expansion" title="document expansion: not in the document, added by the '
+                                    'model"'}
 
 
 def highlight(text: str, tokenizer: Tokenizer, terms: set[str], limit: int = SNIPPET_CHARS) -> str:
@@ -73,15 +78,16 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
 
 
 def _system_terms_html(hit: Hit, system: str) -> str:
-    """The ranking system's own account of the score (SPLADE: the terms and their w(q)·w(d)); a term
-    the document's text lacks is an expansion the model added, shown apart."""
+    """The ranking system's own account of the score (SPLADE: the terms and their w(q)·w(d); RM3: the
+    expanded query's terms and their weighted BM25); an expansion, of the query or of the document, is
+    shown apart."""
     return f'<div class="why">{esc(short(system))} terms: {term_scores_html(hit.system_terms)}</div>' \
         if hit.system_terms else ""
 
 
 def term_scores_html(terms) -> str:
-    """Learned sparse term contributions, "term 1.23 · …", expansions marked (``TermScore``)."""
-    return " · ".join(f'<span{EXPANSION if t.expansion else ""}>{esc(t.term)}</span> {t.score:.2f}' for t in terms)
+    """A system's term contributions, "term 1.23 · …", each marked by its kind (``TermScore``, ``KIND_ATTRS``)."""
+    return " · ".join(f'<span{KIND_ATTRS[t.kind]}>{esc(t.term)}</span> {t.score:.2f}' for t in terms)
 
 
 def _labelled_table(res: SideBySide) -> str:

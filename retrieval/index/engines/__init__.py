@@ -7,7 +7,8 @@ A ``Workspace`` asks its engine for three indexes and never looks inside them:
   ``doc_ids``, ``top(query, k) -> (rows, scores)`` (best first, zero scores left out),
   ``scores_at(query, rows)`` (the exact BM25 score of chosen documents, 0 where no term
   matches: CLEAR's hybrid scores the union of both candidate lists with it) and
-  ``search(queries, k) -> Run``;
+  ``search(queries, k) -> Run``, a query being a text or a ``WeightedQuery`` (analyzed terms
+  with weights, ``retrieval.index.terms``: RM3's expanded query);
 * ``vectors(corpus, encoder, store, kind, dims, progress, indexing)`` — the document vectors,
   an ``Indexed(index, from_store, encoded)`` whose index has ``doc_ids``,
   ``search_vectors(qvecs, k) -> (scores, rows)`` and ``scores(qvec, rows)`` (exact inner

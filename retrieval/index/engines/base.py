@@ -5,13 +5,14 @@ holds every engine to it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from retrieval.data.run import Run
+from retrieval.index.terms import WeightedQuery
 
 if TYPE_CHECKING:
     from retrieval.index.bm25_settings import BM25Settings
@@ -33,17 +34,19 @@ class Corpus(NamedTuple):
 
 @runtime_checkable
 class LexicalIndex(Protocol):
-    """BM25 over a corpus, its rows aligned with ``doc_ids``."""
+    """BM25 over a corpus, its rows aligned with ``doc_ids``. A query is a text (analyzed by the
+    index's tokenizer) or a ``WeightedQuery`` (analyzed terms with weights, scored Σ_t w_t · bm25(t, d),
+    as Lucene scores a boosted ``BooleanQuery``: ``retrieval.index.terms``)."""
 
     doc_ids: list[str]
 
-    def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: E704 - (rows, scores), best first
-        ...
+    def top(self, query: str | WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: E704
+        ...  # (rows, scores), best first, zero scores left out
 
-    def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:  # noqa: E704 - exact, 0 where no term matches
-        ...
+    def scores_at(self, query: str | WeightedQuery, rows: np.ndarray) -> np.ndarray:  # noqa: E704
+        ...  # exact, 0 where no term matches
 
-    def search(self, queries: dict[str, str], k: int) -> Run:  # noqa: E704
+    def search(self, queries: Mapping[str, str | WeightedQuery], k: int) -> Run:  # noqa: E704
         ...
 
 

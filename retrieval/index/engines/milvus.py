@@ -37,6 +37,10 @@ search, and the vectors of the candidates that list lacks one lookup by primary 
 here (``MilvusVectors.scores``).
 Learned sparse scores are the in-process inverted index's dot products (float32 weights, summed by
 Milvus: equal to float noise).
+A weighted query (``retrieval.index.terms.WeightedQuery``: analyzed terms with weights, RM3's expanded
+query) scores Σ_t w_t · bm25(t, d), as the in-process engine scores it; Milvus's BM25 function takes
+only text, so each term is searched as a one-term query and the weighted sum is made here, exactly,
+with the threshold algorithm's bound on what the lists have not shown (``MilvusBM25.top``).
 The SQLite store keeps caching runs, metrics, judgments and jobs.
 """
 from __future__ import annotations
@@ -44,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -56,6 +60,7 @@ from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.recent import Recent
 from retrieval.index.splade import SparseVector
+from retrieval.index.terms import WeightedQuery
 from retrieval.index.tokenize import Tokenizer
 from retrieval.store import Store, text_hash
 
@@ -392,8 +397,36 @@ def _encode_parts(missing: list[str], rows: dict[str, list[int]], texts: list[st
     return encoded
 
 
+class _TermLists:
+    """One weighted query's per-term lists from Milvus, to a depth: each term's best documents and
+    their scores, whether the list is exhausted (it holds every document with the term), and the exact
+    per-term scores of other documents fetched since (0 where the document lacks the term)."""
+
+    def __init__(self, query: WeightedQuery):
+        self.weights = {t: w for t, w in query.terms if w > 0}  # a 0 weight adds nothing: never asked
+        self.depth = 0
+        self.lists: dict[str, dict[int, float]] = {}  # term -> {row: its one-term score}, as listed
+        self.floor: dict[str, float] = {}  # term -> the score at its list's depth (0: exhausted)
+        self.fetched: dict[str, dict[int, float]] = {t: {} for t in self.weights}
+
+    def known(self, term: str, row: int) -> float | None:
+        """The term's score of the document at ``row`` when known (0 where its exhausted list lacks it)."""
+        got = self.lists[term].get(row)
+        if got is None:
+            got = self.fetched[term].get(row)
+        if got is None and self.floor[term] == 0:
+            return 0.0
+        return got
+
+    @property
+    def bound(self) -> float:
+        """The most a document in none of the lists can score: Σ_t w_t · (the score at t's depth)."""
+        return sum(w * self.floor[t] for t, w in self.weights.items())
+
+
 class MilvusBM25:
-    """BM25 top-k and exact candidate scores from a Milvus BM25 collection (``retrieval.index.engines``)."""
+    """BM25 top-k and exact candidate scores from a Milvus BM25 collection (``retrieval.index.engines``),
+    for a text or a weighted query."""
 
     def __init__(self, client, name: str, doc_ids: list[str], tokenizer: Tokenizer, k1: float, truncated: int = 0):
         self.client, self.name, self.doc_ids = client, name, doc_ids
@@ -415,42 +448,120 @@ class MilvusBM25:
                 out[i] = [(self.row[h["doc_id"]], abs(float(h["distance"])) * self.scale) for h in found]
         return out
 
-    def top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top(self, query: str | WeightedQuery, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of the ``k`` best documents, best first (documents matching no term left out);
-        from the last search of this query when it went as deep (a hybrid asks after the BM25 list)."""
+        from the last search of this query when it went as deep (a hybrid asks after the BM25 list).
+
+        A weighted query's top ``k`` is Fagin's threshold algorithm over its terms' lists (Fagin, Lotem,
+        Naor, "Optimal Aggregation Algorithms for Middleware", PODS 2001, §4): each distinct term is
+        searched as its own one-term query (one batched request), a listed document's missing per-term
+        scores are fetched exactly (searches filtered to it, as ``scores_at``) where it could still
+        reach the top ``k``, and a document in no list scores at most Σ_t w_t · s_t(depth), the
+        weighted scores at the lists' depth; the lists are deepened (doubled) until the ``k``-th best
+        exceeds that bound or every list is exhausted. Past ``MAX_LIMIT`` (Milvus's largest top-k) a
+        list cannot be deepened: the answer is then the exact top ``k`` of the documents in some
+        list's first ``MAX_LIMIT``, and a document outside all of them (scoring at most the bound) can
+        be missing from it; on RM3's twenty-odd terms this needs a term held by more than 16,384
+        documents whose k-th best stays below the bound."""
         depth, hits = self._recent.get(query) or (0, [])
         if depth < k:
             return self._top_many([query], k)[0]
         hits = hits[:k]
         return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
 
-    def _top_many(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        texts = [analyzed(self.tokenizer, q) for q in queries]
+    def _top_many(self, queries: list[str | WeightedQuery], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        texts = [analyzed(self.tokenizer, q) if isinstance(q, str) else "" for q in queries]
+        found = self._search(texts, k)
+        weighted = [i for i, q in enumerate(queries) if isinstance(q, WeightedQuery)]
+        for i, hits in zip(weighted, self._weighted_top([q for q in queries if isinstance(q, WeightedQuery)], k)):
+            found[i] = hits
         out = []
-        for query, hits in zip(queries, self._search(texts, k)):
+        for query, hits in zip(queries, found):
             hits.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # ties in trec_eval's order (ranking)
             self._recent.put(query, (k, hits))
             out.append((np.array([r for r, _ in hits], dtype=np.int64),
                         np.array([s for _, s in hits], dtype=np.float32)))
         return out
 
-    def scores_at(self, query: str, rows: np.ndarray) -> np.ndarray:
+    def _weighted_top(self, queries: list[WeightedQuery], k: int) -> list[list[tuple[int, float]]]:
+        """Each weighted query's top ``k`` as (row, score) (``top``: the threshold algorithm)."""
+        k = min(k, len(self.doc_ids))
+        state = [_TermLists(q) for q in queries]
+        out: list[list[tuple[int, float]]] = [[] for _ in queries]
+        pending = [i for i, s in enumerate(state) if s.weights and k > 0]
+        depth = min(max(k, 1), MAX_LIMIT)
+        while pending:
+            asked = [(i, t) for i in pending for t in state[i].weights]
+            for (i, t), hits in zip(asked, self._search([t for _, t in asked], depth)):
+                state[i].lists[t] = dict(hits)
+                # the list's lowest score bounds what it has not shown; fewer hits: every document with t
+                state[i].floor[t] = min(s for _, s in hits) if len(hits) == depth else 0.0
+            still = []
+            for i in pending:
+                state[i].depth = depth
+                out[i] = self._exact_top(state[i], k)
+                kth = out[i][k - 1][1] if len(out[i]) >= k else 0.0
+                if state[i].bound > 0 and not kth > state[i].bound and depth < MAX_LIMIT:
+                    still.append(i)
+            pending, depth = still, min(2 * depth, MAX_LIMIT)
+        return out
+
+    def _exact_top(self, lists: _TermLists, k: int) -> list[tuple[int, float]]:
+        """The top ``k`` (row, Σ_t w_t · s_t) of the documents in the lists, best first, scored exactly:
+        a document's unknown per-term scores are fetched where its upper bound (the known part plus
+        each unknown term's weighted floor) reaches the ``k``-th best known part, and a document whose
+        upper bound does not cannot be in the top ``k``."""
+        rows = sorted({r for hits in lists.lists.values() for r in hits})
+        lower = {r: sum(w * (lists.known(t, r) or 0.0) for t, w in lists.weights.items()) for r in rows}
+        unknown = {r: [t for t in lists.weights if lists.known(t, r) is None] for r in rows}
+        upper = {r: lower[r] + sum(lists.weights[t] * lists.floor[t] for t in unknown[r]) for r in rows}
+        ranked = sorted(lower.values(), reverse=True)
+        kth = ranked[k - 1] if len(ranked) >= k else 0.0
+        ask: dict[str, list[int]] = {}
+        for r in rows:
+            if unknown[r] and upper[r] >= kth:
+                for t in unknown[r]:
+                    ask.setdefault(t, []).append(r)
+        for term, wanted in ask.items():
+            for start in range(0, len(wanted), IDS_PER_FILTER):
+                part = wanted[start:start + IDS_PER_FILTER]
+                got = dict(self._search([term], len(part), _in(self.doc_ids[r] for r in part))[0])
+                lists.fetched[term].update({r: got.get(r, 0.0) for r in part})
+        scored = []
+        for r in rows:
+            parts = [(w, lists.known(t, r)) for t, w in lists.weights.items()]
+            if all(p is not None for _, p in parts):
+                total = float(np.float32(sum(w * (p or 0.0) for w, p in parts)))
+                if total > 0:
+                    scored.append((r, total))
+        scored.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # ties in trec_eval's order
+        return scored[:k]
+
+    def scores_at(self, query: str | WeightedQuery, rows: np.ndarray) -> np.ndarray:
         """Exact BM25 scores of ``query`` for the documents at ``rows`` (0 where no term matches):
-        from the last search of this query where it returned them, else a search filtered to them."""
+        from the last search of this query where it returned them, else a search filtered to them (a
+        weighted query: one such search per term, in one request, their scores weighted and summed)."""
         rows = np.asarray(rows, dtype=np.int64)
         known = dict((self._recent.get(query) or (0, []))[1])
         out = np.array([known.get(int(r), np.nan) for r in rows], dtype=np.float64)
         ask = [int(r) for r in rows[np.isnan(out)]]
-        text = analyzed(self.tokenizer, query)
+        if isinstance(query, WeightedQuery):
+            terms = [(t, w) for t, w in query.terms if w > 0]
+        else:
+            text = analyzed(self.tokenizer, query)
+            terms = [(text, 1.0)] if text else []
         found: dict[int, float] = {}
-        for start in range(0, len(ask), IDS_PER_FILTER) if text else ():
+        for start in range(0, len(ask), IDS_PER_FILTER) if terms else ():
             part = ask[start:start + IDS_PER_FILTER]
-            found.update(self._search([text], len(part), _in(self.doc_ids[r] for r in part))[0])
+            per_term = [dict(hits) for hits in self._search([t for t, _ in terms], len(part),
+                                                            _in(self.doc_ids[r] for r in part))]
+            for r in part:
+                found[r] = sum(w * hits.get(r, 0.0) for (_, w), hits in zip(terms, per_term))
         for j in np.flatnonzero(np.isnan(out)):
             out[j] = found.get(int(rows[j]), 0.0)
         return out.astype(np.float32)
 
-    def search(self, queries: dict[str, str], k: int = 100) -> Run:
+    def search(self, queries: Mapping[str, str | WeightedQuery], k: int = 100) -> Run:
         qids, texts = list(queries), list(queries.values())
         ids = self.doc_ids
         return {qid: [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
