@@ -86,7 +86,7 @@ def test_the_run_is_bm25_sized_deterministic_and_the_expanded_queries_own(ws, de
         assert [exact[q][d] for d, _ in hits] == [s for _, s in hits]
     params = rm3.params(ws, "test")
     assert params["rm3"] == {"fb_docs": 10, "fb_terms": 10, "original_query_weight": 0.5, "filter_terms": True}
-    assert params["bm25"]["k1"] == ws.bm25_args["k1"] and "tokenizer" in params["bm25"]
+    assert params["bm25"]["k1"] == ws.bm25_settings.k1 and "tokenizer" in params["bm25"]
     assert "rm3" in keys() and ws.evaluate("rm3", "test").mean["ndcg@10"] > 0
 
 
@@ -99,7 +99,7 @@ def test_one_typed_query_gives_the_systems_list_however_deep_the_probe(ws, queri
 
 
 def test_explanations_add_up_with_each_terms_kind_and_the_search_view_labels_them(ws, queries):
-    from retrieval.systems.side_by_side import side_by_side
+    from retrieval.side_by_side import side_by_side
     from ui.present.search import side_by_side_html
 
     text = "can't fall asleep at night"
@@ -117,12 +117,11 @@ def test_explanations_add_up_with_each_terms_kind_and_the_search_view_labels_the
 
 
 def test_a_shallow_setting_changes_the_cache_key(ws):
-    class Shallow(RM3):
-        fb_docs, fb_terms = 3, 5
-
-    assert Shallow().params(ws, None) != RM3().params(ws, None)
+    shallow = ws.with_settings({"rm3": {"fb_docs": 3, "fb_terms": 5}})
+    assert RM3().params(shallow, None) != RM3().params(ws, None)
+    assert RM3().params(shallow, None)["rm3"]["fb_terms"] == 5
     text = "cheap places to sleep when backpacking"
-    assert len(Shallow().expand_all(ws, {"q": text})["q"].terms) <= len(set(ws.tokenizer(text))) + 5
+    assert len(RM3().expand_all(shallow, {"q": text})["q"].terms) <= len(set(ws.tokenizer(text))) + 5
 
 
 @pytest.mark.milvus

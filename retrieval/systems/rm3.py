@@ -47,6 +47,7 @@ from retrieval.data.run import Run
 from retrieval.index.terms import QUERY_EXPANSION, QUERY_TERM, TermKind, TermScore, WeightedQuery
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.bm25 import lexical_params
+from retrieval.systems.declared import FLOAT, INT, Capabilities, Citation, Parameter, Relations
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
@@ -140,22 +141,38 @@ class RM3(SystemBase):
     key, label, short = "rm3", "BM25 + RM3 (query expansion)", "RM3"
     needs = Needs(lexical=True)
     shown_by_default = False  # on request: a BM25 variant, twice its searches
-    fb_docs, fb_terms, original_query_weight = FB_DOCS, FB_TERMS, ORIGINAL_QUERY_WEIGHT
+    parameters = (
+        Parameter("fb_docs", INT, FB_DOCS, "feedback documents: the query's BM25 top documents the relevance "
+                  "model is estimated from", low=1, high=1000),
+        Parameter("fb_terms", INT, FB_TERMS, "feedback terms: the relevance model's (and each feedback "
+                  "document's) heaviest terms kept", low=1, high=1000),
+        Parameter("original_query_weight", FLOAT, ORIGINAL_QUERY_WEIGHT, "the original query's share of the "
+                  "expanded query (1: no expansion)", low=0, high=1),
+    )
+    citation = Citation("Nasreen Abdul-Jaleel, James Allan, W. Bruce Croft, Fernando Diaz, Leah Larkey, Xiaoyan "
+                        "Li, Mark D. Smucker, Courtney Wade", "UMass at TREC 2004: Novelty and HARD", "TREC 2004",
+                        2004, "§3.1, the query model (RM3)")
+    relations = Relations(("bm25",), "BM25 with query expansion: its top documents' terms added to the query")
+    capabilities = Capabilities(exact_scores=True, explanation=frozenset({QUERY_TERM, QUERY_EXPANSION}))
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
-        return {**ws.engine.key, **lexical_params(ws),
-                "rm3": {"fb_docs": self.fb_docs, "fb_terms": self.fb_terms,
-                        "original_query_weight": self.original_query_weight, "filter_terms": True}}
+    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+        return {**ws.engine.key, **lexical_params(ws), "rm3": {"filter_terms": True}}  # and the settings (``params``)
+
+    def settings(self, ws: Workspace) -> tuple[int, int, float]:
+        """(fb_docs, fb_terms, original_query_weight) as ``ws`` holds them (``Workspace.settings_of``)."""
+        values = ws.settings_of(self.key)
+        return int(values["fb_docs"]), int(values["fb_terms"]), float(values["original_query_weight"])
 
     def expanded(self, ws: Workspace, text: str, feedback: Hits) -> WeightedQuery:
         """The expanded query of ``text`` given its BM25 list (its first ``fb_docs`` the feedback)."""
         docs, bm25 = ws.dataset.docs, ws.bm25
-        used = [(ws.tokenizer(docs[d].full_text), s) for d, s in feedback[:self.fb_docs]]
-        return expand(ws.tokenizer(text), used, bm25.df, len(bm25), self.fb_terms, self.original_query_weight)
+        fb_docs, fb_terms, original_query_weight = self.settings(ws)
+        used = [(ws.tokenizer(docs[d].full_text), s) for d, s in feedback[:fb_docs]]
+        return expand(ws.tokenizer(text), used, bm25.df, len(bm25), fb_terms, original_query_weight)
 
     def expand_all(self, ws: Workspace, queries: dict[str, str]) -> dict[str, WeightedQuery]:
         """Every query's expanded query, their feedback searched in one batch."""
-        feedback = ws.lexical.search(queries, self.fb_docs)
+        feedback = ws.lexical.search(queries, self.settings(ws)[0])
         return {q: self.expanded(ws, text, feedback.get(q, [])) for q, text in queries.items()}
 
     def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
@@ -172,9 +189,9 @@ class RM3(SystemBase):
     def _probe_query(self, ws: Workspace, probe: Probe) -> WeightedQuery:
         """The probe's expanded query: its BM25 list is the feedback where it goes ``fb_docs`` deep (or
         holds every match), else the feedback is searched."""
-        hits = probe.lexical
-        if probe.depth < self.fb_docs and len(hits) >= probe.depth:
-            hits = ws.lexical.search({"q": probe.text}, self.fb_docs)["q"]
+        hits, fb_docs = probe.lexical, self.settings(ws)[0]
+        if probe.depth < fb_docs and len(hits) >= probe.depth:
+            hits = ws.lexical.search({"q": probe.text}, fb_docs)["q"]
         return self.expanded(ws, probe.text, hits)
 
     def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
