@@ -42,7 +42,7 @@ try:  # sentence-transformers ≥ 6
         TripletLoss,
     )
 except ImportError:  # pragma: no cover - older releases
-    from sentence_transformers.losses import (  # type: ignore[no-redef]
+    from sentence_transformers.losses import (  # type: ignore[import-not-found,no-redef]
         MarginMSELoss,
         MultipleNegativesRankingLoss,
         TripletDistanceMetric,

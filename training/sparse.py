@@ -395,7 +395,10 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
         SparseEncoderTrainingArguments,
         losses,
     )
-    from sentence_transformers.training_args import BatchSamplers
+    try:  # sentence-transformers ≥ 6
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    except ImportError:  # pragma: no cover - older releases
+        from sentence_transformers.training_args import BatchSamplers  # type: ignore[import-not-found,no-redef]
     from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
 
