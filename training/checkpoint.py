@@ -21,6 +21,7 @@ import os
 import random
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -46,7 +47,7 @@ def run_key(config, pairs, start: str, stage_prefix: str = "") -> str:
 
 
 def random_states() -> dict:
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     return {"python": random.getstate(), "torch": torch.get_rng_state(),
             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached]}
 

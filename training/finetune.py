@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from retrieval.data.dataset import Dataset, queries_fingerprint
 from retrieval.evaluation.measures import compare
@@ -252,7 +253,13 @@ def distillation_teacher(cfg: TrainConfig, ws_base: Workspace, dataset: Dataset,
         return None
     ws = ws_base if dataset is ws_base.dataset else ws_base.with_dataset(dataset)
     system = ws.system(cfg.teacher)
-    return lambda rows, queries: system.exact_scores(ws, split, rows, queries)
+
+    def teach(rows: dict[str, list[int]], queries: dict[str, str]) -> dict[str, dict[str, float]]:
+        scores = system.exact_scores(ws, split, rows, queries)
+        if scores is None:
+            raise ValueError(f"the teacher {cfg.teacher!r} has no score of its own to teach with")
+        return scores
+    return teach
 
 
 def _refit(trained, kept: dict, cfg: TrainConfig, plan: Plan, base_model: str | None, start, common: dict,
@@ -307,7 +314,7 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
                                                                  cancel))
     trained = trainer.train()
     if selector is not None:
-        kept = selector.selection.chosen
+        kept = selector.selection.chosen or {}
         if not selector.restore_best(trained.model):  # no epoch beat the base: export the base itself
             trained.model = load_trainable(base_model, trained.device, cfg.max_seq_length)
         verdict = selector.describe()
@@ -363,7 +370,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     base = load_encoder(base_model, device=cfg.device)
     ws_base = Workspace(plan.dataset, store, model=base)
     checkpoints = out_dir / "checkpoints"  # one folder a stage; a run started again resumes from them
-    common = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=checkpoints)
+    common: dict[str, Any] = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=checkpoints)
     model = None
     if cfg.pretrain:
         # the multi-stage paradigm (Baidu §4): pseudo pairs first, labelled pairs after

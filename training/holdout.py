@@ -146,6 +146,8 @@ class HeldOutSelector:
         scores, per_query, fit = self._ranked(model, progress)
         row = {"stage": stage, "epoch": epoch, **scores}
         self.selection.scores.append(row)
+        if self.selection.chosen is None:
+            raise RuntimeError("the base encoder is scored (start) before any epoch")
         if row["hybrid"] > self.selection.chosen["hybrid"]:
             self.selection.chosen, self.best_state = row, {k: copy.deepcopy(v.detach()).cpu()
                                                            for k, v in model.state_dict().items()}
@@ -173,7 +175,7 @@ class HeldOutSelector:
 
     def describe(self) -> str:
         """One line: which epoch was kept and why (data, for the model card and the job's stages)."""
-        c, base = self.selection.chosen, self.selection.scores[0]
+        c, base = self.selection.chosen or self.selection.scores[0], self.selection.scores[0]
         n = self.selection.queries
         if self.best_state is None:
             return (f"held-out selection on {n} queries: no epoch beat the base encoder (hybrid nDCG@10 "

@@ -42,7 +42,7 @@ try:  # sentence-transformers ≥ 6
         TripletLoss,
     )
 except ImportError:  # pragma: no cover - older releases
-    from sentence_transformers.losses import (
+    from sentence_transformers.losses import (  # type: ignore[import-not-found,no-redef]
         MarginMSELoss,
         MultipleNegativesRankingLoss,
         TripletDistanceMetric,
@@ -83,6 +83,10 @@ class _EmbeddingLoss(nn.Module):
             normalizes = any(type(m).__name__ == "Normalize" for m in self.model)
             embeddings[0] = F.normalize(poly, dim=-1) if normalizes else poly
         return self.compute_loss_from_embeddings(embeddings, labels)
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
+        """The loss of the inputs' embeddings (query first), each subclass's own formula."""
+        raise NotImplementedError
 
 
 class QuadrupletLoss(_EmbeddingLoss):
@@ -152,7 +156,7 @@ class ResidualMarginLoss(_EmbeddingLoss):
         super().__init__(model)
         self.xi, self.lambda_train = xi, lambda_train
 
-    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None) -> Tensor:
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
         q, pos, neg = embeddings[:3]
         if labels is None:
             raise ValueError("ResidualMarginLoss needs the BM25 score gaps as labels")

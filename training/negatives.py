@@ -16,6 +16,7 @@ In-batch negatives need no mining (the loss uses the batch).
 from __future__ import annotations
 
 import random
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class CandidatePool:
     def __init__(self, doc_ids: list[str], candidates: dict[str, list[int]], source: str):
         self.doc_ids, self.candidates, self.source = doc_ids, candidates, source
 
-    def sample(self, query: str, rng: random.Random, exclude_rows: set[int] = frozenset()) -> int | None:
+    def sample(self, query: str, rng: random.Random, exclude_rows: AbstractSet[int] = frozenset()) -> int | None:
         rows = self.candidates.get(query)
         if not rows:
             return None
@@ -82,7 +83,7 @@ class _RandomPool(CandidatePool):
         super().__init__(doc_ids, {}, "random")
         self._pos = _positive_rows(query_ids, positives, row_of)
 
-    def sample(self, query: str, rng: random.Random, exclude_rows: set[int] = frozenset()) -> int | None:
+    def sample(self, query: str, rng: random.Random, exclude_rows: AbstractSet[int] = frozenset()) -> int | None:
         banned = self._pos.get(query, set()) | set(exclude_rows)
         if len(banned) >= len(self.doc_ids):
             return None

@@ -151,8 +151,8 @@ def pseudo_pairs(dataset: Dataset, kind: str, n: int | None = None, seed: int = 
     if kind == "bfs":
         return bfs_pairs(dataset, n, seed)
     if kind == "ict+bfs":
-        half = None if n is None else n // 2
-        mixed = ict_pairs(dataset, half, seed) + bfs_pairs(dataset, None if n is None else n - half, seed + 1)
+        halves = (None, None) if n is None else (n // 2, n - n // 2)
+        mixed = ict_pairs(dataset, halves[0], seed) + bfs_pairs(dataset, halves[1], seed + 1)
         random.Random(seed).shuffle(mixed)
         return mixed
     raise ValueError(f"unknown pseudo-pair task {kind!r}; choose from {', '.join(PRETRAIN_TASKS)}")

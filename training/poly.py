@@ -14,6 +14,7 @@ RankScope loads it without that flag, with the class it ships, never running the
 """
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -67,5 +68,5 @@ def make_portable(folder: str | Path) -> None:
         if entry.get("type") == ours:
             entry["type"] = POLY_REF
     modules_json.write_text(json.dumps(modules, indent=2))
-    source = Path(__import__(PolyAttention.__module__, fromlist=["_"]).__file__)
+    source = Path(inspect.getfile(PolyAttention))
     shutil.copyfile(source, folder / POLY_FILE)

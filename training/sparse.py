@@ -191,7 +191,7 @@ class SparseHeldOut:
                 hits = [(ids[self.rows[i]], float(s)) for i, s in zip(local, scores)]
             else:
                 mine = self.candidates[q]
-                scores = index.scores(vec, [at[r] for r in mine]) if mine else []
+                scores = index.scores(vec, [at[r] for r in mine]) if mine else np.zeros(0)
                 hits = sorted(((ids[r], float(s)) for r, s in zip(mine, scores)), key=lambda h: -h[1])
             run[q] = hits
         return dict(evaluate_run(run, self.held, metrics=(PRIMARY,)).per_query.get(PRIMARY, {}))
@@ -395,7 +395,10 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
         SparseEncoderTrainingArguments,
         losses,
     )
-    from sentence_transformers.training_args import BatchSamplers
+    try:  # sentence-transformers ≥ 6
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    except ImportError:  # pragma: no cover - older releases
+        from sentence_transformers.training_args import BatchSamplers  # type: ignore[import-not-found,no-redef]
     from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -408,7 +411,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
     model, full_length = trained.model, trained.max_seq_length
     labelled = len(dataset.qrels.get(train_split, {}))
     check = bool(cfg.holdout) and labelled >= MIN_LABELLED
-    train_data, selection, held_out, held = dataset, None, None, {}
+    train_data, selection, held_out = dataset, None, None
+    held: dict[str, dict[str, int]] = {}
     if check:
         train_data, held = split_holdout(dataset, train_split, cfg.holdout, cfg.seed,
                                          held_out_cap(len(dataset.doc_ids)))
@@ -492,8 +496,8 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
         verdict = f"no held-out check: {labelled} labelled training query, none to hold out"
         stages.append(verdict)
     epoch_losses = _epoch_losses(report.losses, steps, stage)
-    kept = kept_vectors[0] if selection is not None and selection.chosen else None
-    return TrainResult(model, device, seconds, report.losses, epoch_losses, stages), selection, verdict, kept
+    vectors = kept_vectors[0] if selection is not None and selection.chosen else None
+    return TrainResult(model, device, seconds, report.losses, epoch_losses, stages), selection, verdict, vectors
 
 
 def keep_vectors(store: Store | None, model: SparseModel, kept: KeptVectors | None) -> int:

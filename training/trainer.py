@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -223,7 +224,7 @@ class TrainConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown training parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, Any] = {}  # each value converted and checked by the dataclass as it is made
         for name, value in values.items():
             if name in OPTIONAL_FIELDS and value in (None, "", 0):
                 kwargs[name] = None
@@ -277,7 +278,7 @@ class TrainingProgress:
 
 @dataclass
 class TrainResult:
-    model: object  # the trained SentenceTransformer
+    model: Any  # the trained SentenceTransformer (or SparseEncoder)
     device: str
     seconds: float
     losses: list[tuple[str, int, float]] = field(default_factory=list)  # (stage, step, loss)
@@ -362,7 +363,9 @@ class Trainer:
         self.hook_state = hook_state
         self.resumed: checkpoint.Checkpoint | None = None
         self.key = ""
-        self._started, self._done, self._mined = time.perf_counter(), [], {}  # set anew by train
+        self._started = time.perf_counter()  # set anew by train, with what it has done and mined
+        self._done: list = []
+        self._mined: dict = {}
         self.device = pick_device(config.device)
         self.rng = random.Random(config.seed)
         torch.manual_seed(config.seed)
@@ -449,19 +452,21 @@ class Trainer:
         if self.cfg.loss == "marginmse":
             drawn = [(pair, rows) for pair, rows in drawn if pair.doc_id in self.row_of]  # the teacher's documents
             self._teach(drawn)
-        for pair, rows in drawn:
-            if any(r is None for r in rows):
+        for pair, maybe_rows in drawn:
+            rows = [r for r in maybe_rows if r is not None]
+            if len(rows) < len(maybe_rows):
                 continue
             label = 0.0
             if self.cfg.loss == "marginmse":
-                qid = self.query_ids[pair.query]
-                label = self._taught[qid, self.row_of[pair.doc_id]] - self._taught[qid, rows[0]]
+                qid, doc_id = self.query_ids[pair.query], pair.doc_id
+                assert qid is not None and doc_id is not None  # labelled pairs of the teacher's documents only
+                label = self._taught[qid, self.row_of[doc_id]] - self._taught[qid, rows[0]]
             if self.cfg.loss == "residual":
                 scores = lex_cache.get(pair.query)
                 if scores is None:
                     scores = lex_cache[pair.query] = self.bm25.scores(pair.query)
-                pos = float(scores[self.row_of[pair.doc_id]]) if pair.doc_id in self.row_of else \
-                    float(self._lex_of_text(pair))
+                pos = float(scores[self.row_of[pair.doc_id]]) if pair.doc_id is not None and \
+                    pair.doc_id in self.row_of else float(self._lex_of_text(pair))
                 label = pos - float(scores[rows[0]])
             out.append(([pair.query, pair.doc_text] + [self.texts[r] for r in rows], label))
         self.rng.shuffle(out)
@@ -471,8 +476,9 @@ class Trainer:
         """Ask the teacher, once, for its scores of the positives and negatives drawn not asked for before."""
         rows: dict[str, set[int]] = {}
         for pair, negatives in drawn:
-            qid = self.query_ids[pair.query]
-            for row in (self.row_of[pair.doc_id], *negatives):
+            qid, doc_id = self.query_ids[pair.query], pair.doc_id
+            assert qid is not None and doc_id is not None  # labelled pairs of the teacher's documents only
+            for row in (self.row_of[doc_id], *negatives):
                 if row is not None and (qid, row) not in self._taught:
                     rows.setdefault(qid, set()).add(int(row))
         if not rows or self.teacher is None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import gradio as gr
 
@@ -57,29 +59,38 @@ def guarded(fn):
     """``fn`` behind the door: the same kind of callable, with the same signature."""
     if getattr(fn, "_rankscope_guarded", False):
         return fn
+    def check(args: tuple, kwargs: dict) -> None:
+        if (message := refusal(args, kwargs)) is not None:
+            raise gr.Error(message, print_exception=False)
+
+    async def agen(*args, **kwargs):
+        check(args, kwargs)
+        async for item in fn(*args, **kwargs):
+            yield item
+
+    def gen(*args, **kwargs):
+        check(args, kwargs)
+        yield from fn(*args, **kwargs)
+
+    async def coro(*args, **kwargs):
+        check(args, kwargs)
+        return await fn(*args, **kwargs)
+
+    def plain(*args, **kwargs):
+        check(args, kwargs)
+        return fn(*args, **kwargs)
+
+    wrapper: Callable[..., Any]
     if inspect.isasyncgenfunction(fn):
-        async def wrapper(*args, **kwargs):
-            if (message := refusal(args, kwargs)) is not None:
-                raise gr.Error(message, print_exception=False)
-            async for item in fn(*args, **kwargs):
-                yield item
+        wrapper = agen
     elif inspect.isgeneratorfunction(fn):
-        def wrapper(*args, **kwargs):
-            if (message := refusal(args, kwargs)) is not None:
-                raise gr.Error(message, print_exception=False)
-            yield from fn(*args, **kwargs)
+        wrapper = gen
     elif inspect.iscoroutinefunction(fn):
-        async def wrapper(*args, **kwargs):
-            if (message := refusal(args, kwargs)) is not None:
-                raise gr.Error(message, print_exception=False)
-            return await fn(*args, **kwargs)
+        wrapper = coro
     else:
-        def wrapper(*args, **kwargs):
-            if (message := refusal(args, kwargs)) is not None:
-                raise gr.Error(message, print_exception=False)
-            return fn(*args, **kwargs)
+        wrapper = plain
     functools.update_wrapper(wrapper, fn)
-    wrapper._rankscope_guarded = True
+    setattr(wrapper, "_rankscope_guarded", True)  # noqa: B010 - a Callable has no attributes to the type check
     return wrapper
 
 

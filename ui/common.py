@@ -130,9 +130,9 @@ def conclusions_note(ws: Workspace | dict[str, Workspace], split: str, systems=B
     lines = conclusion_lines(compared)
     if not lines:
         return ""
-    covered = coverage_line(covered)
+    said = coverage_line(covered)
     return (f"**What the table lets you conclude** ({text(metric)}, Δ with its 95% interval, paired permutation "
-            "test):\n\n" + "\n".join(f"- {text(line)}" for line in lines) + (f"\n\n{text(covered)}" if covered else ""))
+            "test):\n\n" + "\n".join(f"- {text(line)}" for line in lines) + (f"\n\n{text(said)}" if said else ""))
 
 
 def encoder_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
@@ -157,8 +157,9 @@ def sparse_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
 def require_dense(ws: Workspace) -> None:
     """For a view that needs the dense index: while it is being built in the background, a message
     saying how far it is, before any work starts."""
-    if ws.pending((DENSE,)):
-        raise refuse(DenseNotReady(ws.encoding))
+    status = ws.encoding
+    if ws.pending((DENSE,)) and status is not None:
+        raise refuse(DenseNotReady(status))
 
 
 def split_dropdown(ws: Workspace) -> gr.Dropdown:

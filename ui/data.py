@@ -443,11 +443,11 @@ class DataView:
     sets: gr.Dataframe
     set_pick: gr.Dropdown
     remove_set: gr.Button
-    publish_set: gr.Button | None = None
-    kept: gr.Dataframe | None = None  # the data sets kept beside the store (``kept_rows``)
-    kept_pick: gr.Dropdown | None = None
-    reopen: gr.Button | None = None
-    forget: gr.Button | None = None
+    publish_set: gr.Button  # shown on a shared deployment only
+    kept: gr.Dataframe  # the data sets kept beside the store (``kept_rows``)
+    kept_pick: gr.Dropdown
+    reopen: gr.Button
+    forget: gr.Button
 
 
 def build(shared: bool = False, registry: Registry | None = None) -> DataView:

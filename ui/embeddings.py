@@ -26,7 +26,7 @@ def _compile_noted(progress: Progress | None) -> Progress | None:
     return lambda fraction, what: progress(fraction, f"{what} — {COMPILE_NOTE}" if what.startswith("fitting") else what)
 
 
-def project_view(ws: Workspace, split: str, n_queries: float, query_text: str, tuned: str,
+def project_view(ws: Workspace, split: str | None, n_queries: float, query_text: str, tuned: str,
                  progress: Progress | None = None):
     """UMAP of a sample (or one query's neighbourhood, ``query_text``), base beside fine-tuned
     (``tuned``: a model folder or id, "" = none): status line, figure, histograms, JSON summary."""

@@ -90,11 +90,11 @@ def _ready(ws: Workspace, extras: list[str] | None) -> list[str]:
     return [] if ws.pending((DENSE,)) else [e for e in extras or [] if e not in keys()]
 
 
-def evaluate(ws: Workspace, split: str, extras: list[str] | None,
-             viewer: Viewer | None = None) -> tuple[str, list[list], list[list]]:
+def evaluate(ws: Workspace, split: str | None, extras: list[str] | None,
+             viewer: Viewer | None = None) -> tuple[str, list[list], dict]:
     """Caption (λ and how it was chosen), the metrics table with † vs BM25, and the per-query table;
     ``viewer``: whose judgments count (the session's, ``Registry.viewer``)."""
-    _require_labels(split)
+    split = _require_labels(split)
     systems = _systems(ws, extras)
     try:
         shown = comparison_workspaces(ws, _ready(ws, extras))
@@ -113,7 +113,8 @@ def evaluate(ws: Workspace, split: str, extras: list[str] | None,
     return note + (f"\n\n{verdicts}" if verdicts else ""), rows, wins
 
 
-def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None) -> tuple[str, str, str]:
+def summary(ws: Workspace, split: str | None, extras: list[str] | None,
+            viewer: Viewer | None = None) -> tuple[str, str, str]:
     """What a stakeholder reads first: the one-line verdict (``metric_tables.headline``) with its interval
     and judged@10, the table of the metrics chosen for a glance (``texts.AT_A_GLANCE``, each
     explained on hover), and the formulas kept behind a toggle. On labels judged in the app the
@@ -139,7 +140,7 @@ def summary(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer 
             glance_html(rows, texts.AT_A_GLANCE, texts.METRIC_HELP, METRIC_NAMES), metrics_formulas(ws, split))
 
 
-def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | None = None):
+def plots(ws: Workspace, split: str | None, extras: list[str] | None, viewer: Viewer | None = None):
     """Per-query BM25-vs-dense scatter, Recall@k curves, λ sweep (skipped without labels)."""
     if not split:
         return gr.skip(), gr.skip(), gr.skip()
@@ -150,11 +151,11 @@ def plots(ws: Workspace, split: str, extras: list[str] | None, viewer: Viewer | 
     return scatter, curves, lambda_sweep(CLEAR.lambda_for(ws, split), split, CLEAR.lambda_fit(ws, split).grid)
 
 
-def segments(ws: Workspace, split: str) -> dict:
+def segments(ws: Workspace, split: str | None) -> dict:
     """nDCG@10 of every shown system by kind of query (length, digits, question or keywords,
     language, the queries file's own fields), each with its interval, the segments where one system
     is significantly worse first (``retrieval.evaluation.query_kinds``); systems still being built are left out."""
-    _require_labels(split)
+    split = _require_labels(split)
     systems = [s for s in shown_systems(ws) if not ws.pending((s,))]
     evals = {label(s): ws.evaluate(s, split) for s in systems}
     rows = segment_table(evals, ws.dataset)
@@ -169,9 +170,9 @@ def segments_before(ws: Workspace) -> dict:
     return {"headers": segment_headers([label(s) for s in shown_systems(ws)]), "data": []}
 
 
-def compression(ws: Workspace, split: str) -> dict:
+def compression(ws: Workspace, split: str | None) -> dict:
     """Quality and bytes per document of float32, int8 and PCA-reduced indexes (dense and hybrid)."""
-    _require_labels(split)
+    split = _require_labels(split)
     d = reduced_dims(ws.encoder.dim)
     require_dense(ws)
     rows = [r.to_dict() for r in compression_table(ws, split, variants=(("flat", None), ("sq8", None),
@@ -255,19 +256,19 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
 
     labelled = ctx.labelled_split  # the judgments as labels now; no split picked: their default
 
-    def on_evaluate(split_: str, extras_: list[str], key: str, request: gr.Request):
+    def on_evaluate(split_: str | None, extras_: list[str], key: str, request: gr.Request):
         return evaluate(*labelled(key, split_, request), allowed(extras_), viewer(request))
 
-    def on_summary(split_: str, extras_: list[str], key: str, request: gr.Request):
+    def on_summary(split_: str | None, extras_: list[str], key: str, request: gr.Request):
         return summary(*labelled(key, split_, request), allowed(extras_), viewer(request))
 
-    def on_plots(split_: str, extras_: list[str], key: str, request: gr.Request):
+    def on_plots(split_: str | None, extras_: list[str], key: str, request: gr.Request):
         return plots(*labelled(key, split_, request), allowed(extras_), viewer(request))
 
-    def on_compression(split_: str, key: str, request: gr.Request):
+    def on_compression(split_: str | None, key: str, request: gr.Request):
         return compression(*labelled(key, split_, request))
 
-    def on_segments(split_: str, key: str, request: gr.Request):
+    def on_segments(split_: str | None, key: str, request: gr.Request):
         return segments(*labelled(key, split_, request))
 
     button.click(on_evaluate, [split, extras, ctx.key], [note, metrics, wins], api_name="evaluate", **HEAVY).then(
@@ -285,7 +286,7 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
     def computing(empty: bool):
         """The tab opened (``empty``: on nothing computed yet too), or a background build over (results
         computed while it ran are computed again, none computed are not): the results, if out of date."""
-        def first(split_: str, extras_: list[str], key: str, rows, request: gr.Request):
+        def first(split_: str | None, extras_: list[str], key: str, rows, request: gr.Request):
             ws, split_ = labelled(key, split_, request)
             if not out_of_date(ws, split_, rows, empty=empty):
                 return gr.skip(), gr.skip(), gr.skip(), False

@@ -47,7 +47,7 @@ def tuned_dropdown(label: str, elem_id: str) -> gr.Dropdown:
                        allow_custom_value=True)
 
 
-def gallery(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
+def gallery(ws: Workspace, split: str | None, tuned: str, pair: tuple[str, str] | None = None,
             viewer: Viewer | None = None) -> Gallery:
     """The failure gallery (``retrieval.evaluation.failure_gallery``), with the judgments ``viewer`` counts."""
     if not split:
@@ -64,7 +64,7 @@ def chosen_pair(a: str, b: str) -> tuple[str, str] | None:
     return (a, b) if a and b and a != b else None
 
 
-def failures(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
+def failures(ws: Workspace, split: str | None, tuned: str, pair: tuple[str, str] | None = None,
              viewer: Viewer | None = None):
     """Counts figure, cards HTML, the card picker (values: query ids) and the gallery as JSON;
     ``pair`` (A, B) adds "B finds, A misses" and the reverse; ``viewer``: whose judgments count."""
@@ -75,10 +75,11 @@ def failures(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None
             found.to_json())
 
 
-def export(ws: Workspace, split: str, tuned: str, pair: tuple[str, str] | None = None,
+def export(ws: Workspace, split: str | None, tuned: str, pair: tuple[str, str] | None = None,
            viewer: Viewer | None = None) -> str:
     """The gallery with its plots as one HTML file that opens offline; returns its path."""
     found = gallery(ws, split, tuned, pair, viewer)
+    assert split, "gallery refuses a data set without labels"
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
     figures, summary = report_parts(ws, workspaces, found, viewer=viewer)
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash

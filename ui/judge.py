@@ -603,7 +603,7 @@ def build(ctx: Context) -> JudgeView:
         return ctx.registry.viewer(session_of(request))
 
     def on_start(judge_, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0, aim_="", regrade_=False,
-                 request: gr.Request = None):
+                 request: gr.Request | None = None):
         if not (judge_ or "").strip():
             raise refuse("type your name as the judge first")
         q = judging_queue(ctx.workspace(key), ctx.registry.store, judge_, k, method_, size_, seed_, fresh=True,
@@ -617,12 +617,13 @@ def build(ctx: Context) -> JudgeView:
         if not shown_ or shown_.get("position") is None:
             raise refuse("start judging first")
         ws = ctx.workspace(key)
-        q, to = _key_action(ws, ctx.registry.store, judge_, shown_, evt.target.elem_id.removeprefix("judge-"), k,
+        pressed = (getattr(evt.target, "elem_id", None) or "").removeprefix("judge-")
+        q, to = _key_action(ws, ctx.registry.store, judge_, shown_, pressed, k,
                             method_, size_, seed_, aim_, viewer(request), regrade_)
         return render(key, q, to, reveal_)
 
     def on_api_judge(judge_, query_id, doc_id, grade, k, reveal_, key, method_="auto", size_=DEFAULT_SIZE, seed_=0,
-                     aim_="", regrade_=False, request: gr.Request = None):
+                     aim_="", regrade_=False, request: gr.Request | None = None):
         q, nxt = grade_pair(ctx.workspace(key), ctx.registry.store, judge_, query_id, doc_id, grade, k, method_, size_,
                             seed_, aim_, viewer(request), regrade_)
         return render(key, q, nxt, reveal_)
@@ -632,7 +633,7 @@ def build(ctx: Context) -> JudgeView:
     regrade.change(lambda on: bool(on), regrade, regrading, api_visibility="private", **LIGHT)
     inputs = [judge, depth, reveal, shown, ctx.key, method, size, seed, aim, regrading]
     outputs = [progress, pair, shown]
-    def on_settled(k, key, method_, size_, seed_, aim_="", request: gr.Request = None):
+    def on_settled(k, key, method_, size_, seed_, aim_="", request: gr.Request | None = None):
         return settled_note(ctx.workspace(key), ctx.registry.store, k, method_, size_, seed_, aim_, viewer(request))
 
     def on_disagreements(key, request: gr.Request):

@@ -177,7 +177,8 @@ class Registry:
         deadline = time.monotonic() + self.foreground_s
         while not ws.wait_dense(min(1.0, max(0.0, deadline - time.monotonic())), progress):
             left = deadline - time.monotonic()
-            if left <= 0 or (ws.encoding.seconds_left or 0.0) > left:
+            status = ws.encoding
+            if left <= 0 or (status is not None and (status.seconds_left or 0.0) > left):
                 return
 
     def add_run(self, key: str, imported, session: str = ANONYMOUS) -> str:
@@ -324,8 +325,7 @@ class Registry:
         tag = (viewer.filter, prefer, self.store.judgments_version(base.dataset.corpus_hash, viewer))
         with self._lock:
             entry = self._items.get(key)
-            found = entry.labelled.get(tag) if entry is not None else None
-            if found is not None:
+            if entry is not None and (found := entry.labelled.get(tag)) is not None:
                 entry.labelled.move_to_end(tag)
                 return found
         dataset, counts = with_stored_judgments(base.dataset, self.store, viewer, prefer)
@@ -487,6 +487,6 @@ class Context:
         if not (choice or "").strip():
             return ""
         try:
-            return self.registry.allowed_model(choice)
+            return self.registry.allowed_model(choice) or ""
         except ValueError as err:
             raise refuse(err) from err

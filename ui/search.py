@@ -159,7 +159,7 @@ def expansion(registry: Registry, ws: Workspace, text: str, choice: str | None) 
             path = registry.allowed_model(choice)
         except ValueError as err:
             raise refuse(err) from err
-        if not is_sparse_folder(path):
+        if not path or not is_sparse_folder(path):
             raise refuse("that folder does not hold a learned sparse model (pick one from the list)")
         try:
             tuned = load_sparse_model(path)

@@ -150,9 +150,11 @@ def poll(jobs: JobQueue, job_id: str, queries: dict[str, str]):
     """Status line, loss curve, and (once the job ended) the result table, the per-query table's
     caption and its rows; the last value says whether to keep polling."""
     job = jobs.status(job_id)
+    if job is None:
+        raise refuse(f"no training job {job_id[:80]!r}: start one, or resume yours")
     done = job["status"] in FINAL
     result = job.get("result") or {}
-    return (job_markdown(job), loss_figure(job.get("losses")),
+    return (job_markdown(job), loss_figure(job.get("losses") or []),
             training_result_rows(result, SUMMARY_METRICS) if done else gr.skip(),
             per_query_change_caption(result) if done else gr.skip(),
             {"headers": per_query_change_headers(result), "data": per_query_change_rows(result, queries)}
@@ -237,7 +239,7 @@ def build(ctx: Context) -> None:
 
     def on_train(key, loss_, negatives_, epochs_, batch_, lr_, seq_, steps_, margin_, xi_, lam_, device_,
                  cold_, pretrain_="", pooling_=None, codes_=None, per_query_=None, holdout_=None, refit_=None,
-                 teacher_=None, family_=None, request: gr.Request = None, *, on: str | None = None):
+                 teacher_=None, family_=None, request: gr.Request | None = None, *, on: str | None = None):
         """``on``: the split to train on (``JUDGED``: cut by query, the cold-start fraction trains and base and
         trained are evaluated on the rest); None: the train split, or a cold-start split without one."""
         values = dict(loss=loss_, negatives=negatives_, epochs=epochs_, batch_size=batch_, lr=lr_,

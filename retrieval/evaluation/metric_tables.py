@@ -29,7 +29,15 @@ import math
 from dataclasses import dataclass
 
 from retrieval import numbers
-from retrieval.evaluation.measures import compare, compare_pairs, evaluate_run, positive_qrels, significance_marks
+from retrieval.evaluation.measures import (
+    Comparison,
+    Evaluation,
+    compare,
+    compare_pairs,
+    evaluate_run,
+    positive_qrels,
+    significance_marks,
+)
 from retrieval.evaluation.metrics import JUDGED_AT_10, METRICS, PRIMARY
 from retrieval.judging import seen
 from retrieval.judging.coverage import (
@@ -276,7 +284,8 @@ def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, syste
     return out
 
 
-def versus(ws: Workspace, split: str, a: str = BM25, b: str = DENSE, metric: str = PRIMARY):
+def versus(ws: Workspace, split: str, a: str = BM25, b: str = DENSE,
+           metric: str = PRIMARY) -> tuple[Evaluation, Evaluation, Comparison]:
     """(A's evaluation, B's, their paired comparison on ``metric``): the per-query scatter's data
     (``ui.present.figures.per_query_scatter``), BM25 against dense unless told otherwise."""
     eval_a, eval_b = ws.evaluate(a, split), ws.evaluate(b, split)
