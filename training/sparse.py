@@ -381,6 +381,15 @@ class _Report:
         self.callback = Callback()
 
 
+def _batch_samplers():
+    """sentence-transformers' ``BatchSamplers``, from where its release keeps it."""
+    try:  # sentence-transformers ≥ 6
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    except ImportError:  # pragma: no cover - older releases
+        from sentence_transformers.training_args import BatchSamplers  # type: ignore[import-not-found,no-redef]
+    return BatchSamplers
+
+
 def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM25Index, base: str | None,
                  base_top: BaseTop, checkpoints: Path, on_progress=None, cancel: threading.Event | None = None,
                  store: Store | None = None) -> tuple[TrainResult, SparseSelection | None, str, KeptVectors | None]:
@@ -395,10 +404,7 @@ def train_sparse(dataset: Dataset, train_split: str, cfg: TrainConfig, bm25: BM2
         SparseEncoderTrainingArguments,
         losses,
     )
-    try:  # sentence-transformers ≥ 6
-        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
-    except ImportError:  # pragma: no cover - older releases
-        from sentence_transformers.training_args import BatchSamplers  # type: ignore[import-not-found,no-redef]
+    BatchSamplers = _batch_samplers()
     from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
 
