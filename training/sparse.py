@@ -386,7 +386,7 @@ def _batch_samplers():
     try:  # sentence-transformers ≥ 6
         from sentence_transformers.sentence_transformer.training_args import BatchSamplers
     except ImportError:  # pragma: no cover - older releases
-        from sentence_transformers.training_args import BatchSamplers  # type: ignore[import-not-found,no-redef]
+        from sentence_transformers.training_args import BatchSamplers  # type: ignore[import-not-found]
     return BatchSamplers
 
 
