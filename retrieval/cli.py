@@ -47,7 +47,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from retrieval import numbers
 from retrieval.data.dataset import Dataset
@@ -161,7 +161,7 @@ def parameters_help() -> str:
 
 
 def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str, str]],
-                 intervals: dict[str, dict] | None = None, pool: int | None = None) -> str:
+                 intervals: dict[str, dict[str, Any]] | None = None, pool: int | None = None) -> str:
     """One row per system, one column per metric: "0.6804†", or with ``intervals`` (``{system:
     {metric: Interval}}``) "0.6804 [0.652, 0.709]†"; with ``pool``, the depth labels judged in the app
     were pooled to, a metric that reads deeper is "n/m (pool depth 10)" (``coverage.measurable``)."""
@@ -178,7 +178,7 @@ def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str
     return "\n".join(lines)
 
 
-def metrics_json(split: str, evals: dict, results: dict[str, dict[str, float]], pairs: list[dict]) -> dict:
+def metrics_json(split: str, evals: dict[str, Any], results: dict[str, dict[str, float]], pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``evaluate --json`` writes: each system's metrics with their 95% intervals, and every
     pair of systems compared on nDCG@10 (NaN, a metric no query has, written as null)."""
     def num(v):
@@ -186,7 +186,7 @@ def metrics_json(split: str, evals: dict, results: dict[str, dict[str, float]], 
 
     named = {label(s): s for s in evals}
 
-    def verdict(r: dict) -> dict:  # the coverage gate's word (``gated_verdicts``): whether, and whose top 10 to judge
+    def verdict(r: dict[str, Any]) -> dict[str, Any]:  # the coverage gate's word (``gated_verdicts``): whether, and whose top 10 to judge
         v = r.get("verdict")
         return {} if v is None else {"may_conclude": v.may_conclude, "judge_more": {
             named.get(s.system, s.system): s.to_threshold for s in v.lacking}}
@@ -256,7 +256,7 @@ def _split_of(ds: Dataset, wanted: str | None) -> str:
     return split
 
 
-def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[dict]) -> tuple[dict, int | None]:
+def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[dict[str, Any]]) -> tuple[dict[str, Any], int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the labels judged in
     the app were pooled to), and each row of ``pairs`` (``metric_tables.compared_pairs``) given its
     ``"verdict"`` (``coverage.Verdict``, by label): on labels judged in the app (the store's judgments
@@ -287,7 +287,7 @@ def judged_pool_of(ws: Workspace, split: str, systems: list[str]):
     return pool_verdict({label(s): ws.run(s, split) for s in systems}, qrels, ids, DEPTH) if ids else None
 
 
-def _pool_precision(pv, systems: list[str], results: dict, intervals: dict) -> None:
+def _pool_precision(pv, systems: list[str], results: dict[str, Any], intervals: dict[str, Any]) -> None:
     """The table's P@10 as the judged pool fixes it, over every judged query (ranx leaves out the
     queries with nothing relevant found): one P@10 on the page."""
     for s in systems:

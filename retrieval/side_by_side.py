@@ -16,6 +16,7 @@ layers): a system imports no view of itself.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from retrieval.data.run import ranks
 from retrieval.evaluation.measures import evaluate_run
@@ -48,14 +49,14 @@ class SideBySide:
     split: str | None
     terms: list[str]  # the query's stemmed terms
     systems: dict[str, list[Hit]] = field(default_factory=dict)
-    relevant: list[dict] = field(default_factory=list)  # every labelled doc with its rank per system
+    relevant: list[dict[str, Any]] = field(default_factory=list)  # every labelled doc with its rank per system
     per_query_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     disagreement: float = 0.0  # 1 − mean pairwise rank-biased overlap of the systems' top k (judgments)
     waiting: list[str] = field(default_factory=list)  # systems asked for whose index is still being built
-    encoding: dict | None = None  # then: where that build stands (``EncodingStatus.to_json``)
+    encoding: dict[str, Any] | None = None  # then: where that build stands (``EncodingStatus.to_json``)
     term_words: dict[str, str] = field(default_factory=dict)  # term (stem) -> the query word(s) it came from, as typed
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class JudgmentCheck:
     def __init__(self):
         self._judges: dict[str, str | None] = {}
 
-    def problem(self, row: dict) -> str | None:
+    def problem(self, row: dict[str, Any]) -> str | None:
         get = row.get
         grade, query, doc, judge, text = get("grade"), get("query_id"), get("doc_id"), get("judge"), get("query_text")
         if type(grade) is int and grade in _GRADES and type(query) is str and type(doc) is str \
@@ -101,7 +102,7 @@ class JudgmentCheck:
             return None  # the common case, in one pass (a million rows are read at once)
         return self._problem(row)
 
-    def _problem(self, row: dict) -> str | None:
+    def _problem(self, row: dict[str, Any]) -> str | None:
         grade = row.get("grade")
         if type(grade) is not int or grade not in _GRADES:
             return f"grade {grade!r} is not one of {', '.join(map(str, GRADES))}"
@@ -149,7 +150,7 @@ def metrics_problem(metrics, per_query) -> str | None:
     return None
 
 
-def query_set_problem(row: dict, queries) -> str | None:
+def query_set_problem(row: dict[str, Any], queries) -> str | None:
     """Why a stored query set (its row, its unpacked queries) is not one RankScope keeps."""
     if not isinstance(row.get("id"), str) or not row["id"]:
         return "its id is not text"
@@ -170,7 +171,7 @@ def query_set_problem(row: dict, queries) -> str | None:
     return None
 
 
-def sample_problem(row: dict, query_ids) -> str | None:
+def sample_problem(row: dict[str, Any], query_ids) -> str | None:
     """Why a stored judging sample (its row, its unpacked query ids) is not one RankScope keeps."""
     if not isinstance(row.get("id"), str) or not row["id"]:
         return "its id is not text"
@@ -192,7 +193,7 @@ def sample_problem(row: dict, query_ids) -> str | None:
 JOB_FIELDS = {"config": dict, "progress": dict, "losses": list}  # decoded JSON fields and the kind each must be
 
 
-def job_problem(row: dict) -> str | None:
+def job_problem(row: dict[str, Any]) -> str | None:
     """Why a stored training job (decoded) is not one RankScope keeps."""
     if not isinstance(row.get("id"), str) or not row["id"]:
         return "its id is not text"
@@ -324,7 +325,7 @@ def _json_object(text, what: str) -> str | None:
     return None if isinstance(value, dict) else f"its {what} is not a JSON object"
 
 
-def model_problem(row: dict) -> str | None:
+def model_problem(row: dict[str, Any]) -> str | None:
     """Why a row of the models table (``register_model``'s) is not one RankScope keeps."""
     if not isinstance(row.get("fingerprint"), str) or not row["fingerprint"]:
         return "its fingerprint is not text"
@@ -337,7 +338,7 @@ def model_problem(row: dict) -> str | None:
     return _json_object(row.get("info"), "info")
 
 
-def dataset_problem(row: dict) -> str | None:
+def dataset_problem(row: dict[str, Any]) -> str | None:
     """Why a row of the datasets table (``register_dataset``'s) is not one RankScope keeps."""
     if not isinstance(row.get("hash"), str) or not row["hash"]:
         return "its hash is not text"
@@ -348,7 +349,7 @@ def dataset_problem(row: dict) -> str | None:
     return _json_object(row.get("summary"), "summary")
 
 
-def run_row_problem(row: dict) -> str | None:
+def run_row_problem(row: dict[str, Any]) -> str | None:
     """Why a row of the runs table, as ``Store.runs`` lists it (no hits), is not one RankScope keeps."""
     for column in ("key", "dataset", "system"):
         if not isinstance(row.get(column), str) or not row[column]:
@@ -385,7 +386,7 @@ def kept_files(text) -> tuple[list[str], str | None]:
     return files, None
 
 
-def kept_problem(row: dict) -> str | None:
+def kept_problem(row: dict[str, Any]) -> str | None:
     """Why a row of the kept data sets (``Store.put_kept``'s) is not one RankScope keeps: its id and
     corpus not hashes, its maker or name not text, a count or a time not a number."""
     for column in ("id", "corpus"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL
 
@@ -33,7 +34,7 @@ class LambdaFit:
             return self.best
         return self.prior
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"best": self.best, "grid": [list(r) for r in self.grid], "queries": self.queries,
                 "prior": self.prior, "p_value": self.p_value}
 
@@ -72,7 +73,7 @@ class TrainedOn:
     base_mu: LambdaFit | None = None
     base_mu_beside: str = ""  # the fingerprint of the dense encoder that μ was tuned beside ("" unknown)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"split": self.split, "queries": self.queries, "per_query_max": self.per_query_max,
                 "fit": self.fit.to_json() if self.fit else None, "held_out": list(self.held_out),
                 "base_mu": self.base_mu.to_json() if self.base_mu else None, "base_mu_beside": self.base_mu_beside}

@@ -5,6 +5,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from retrieval.errors import LoadReport
 
@@ -71,7 +72,7 @@ class Dataset:
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
     _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
     _docs_sha: object = field(default=None, repr=False, compare=False)  # hashlib state after the documents
-    _keys: dict = field(default_factory=dict, repr=False, compare=False)  # queries_hash, split_key, labels_key
+    _keys: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # queries_hash, split_key, labels_key
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
@@ -194,7 +195,7 @@ class Dataset:
             self._docs_sha = h
         return self._docs_sha.copy()
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "documents": len(self.docs),

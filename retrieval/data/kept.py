@@ -30,6 +30,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers import load_uploads
@@ -63,7 +64,7 @@ class Kept:
     bytes: int
 
 
-def _kept(row: dict) -> Kept:
+def _kept(row: dict[str, Any]) -> Kept:
     return Kept(row["id"], row["name"], row["corpus"], row["documents"], row["queries"], row["owner"],
                 row["published"], row["created"], row["opened"], tuple(row["files"]), row["bytes"])
 

@@ -23,6 +23,8 @@ inside the write's transaction too).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from retrieval.data.dataset import Dataset
 from retrieval.errors import LoadReport
 from retrieval.judging.labels import JUDGED
@@ -88,13 +90,13 @@ def _too_many(count: int) -> str:
             f"remove one first (Data → query sets)")
 
 
-def listed(store: Store | None, corpus_hash: str, viewer: Viewer = OPERATOR) -> list[dict]:
+def listed(store: Store | None, corpus_hash: str, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
     """The corpus's stored sets ``viewer`` sees (``id, name, n, created, owner, published,
     queries``), oldest first: ``Store.query_sets``, the one accessor."""
     return store.query_sets(corpus_hash, viewer) if store is not None else []
 
 
-def _rivals(store: Store, corpus_hash: str, viewer: Viewer) -> list[dict]:
+def _rivals(store: Store, corpus_hash: str, viewer: Viewer) -> list[dict[str, Any]]:
     """The sets a new one of ``viewer``'s is held against: the published ones and, for a private one
     (a shared deployment), the maker's own private ones — never another maker's private set."""
     return [qs for qs in listed(store, corpus_hash, viewer)
@@ -143,7 +145,7 @@ def drop(store: Store | None, dataset: Dataset, sid: str, viewer: Viewer = OPERA
     return dataset.without_queries(gone)
 
 
-def publish(store: Store | None, corpus_hash: str, sid: str, viewer: Viewer) -> dict:
+def publish(store: Store | None, corpus_hash: str, sid: str, viewer: Viewer) -> dict[str, Any]:
     """Make ``viewer``'s set ``sid`` visible to every session (for good); the set. ``KeyError`` for one
     it does not see, a ValueError for one another made, one published already, or one whose name a
     published set has (or one like it: checked inside the publication's transaction,

@@ -28,7 +28,9 @@ compressed vectors (``DenseIndex.scores``), as a deployment keeping only those c
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from retrieval.evaluation.intervals import Interval
 from retrieval.evaluation.measures import Evaluation, compare
@@ -59,7 +61,7 @@ class CompressionRow:
     delta_intervals: dict[str, dict[str, Interval]] = field(default_factory=dict)  # of each Δ (paired, 95%)
     hybrid_lambda: float | None = None  # λ_test of this variant's hybrid (tuned with its own index)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A flat row for a table: sizes, then "<system> <metric>", its 95% interval, its "Δ" column
         and the Δ's paired 95% interval (``[low, high]`` text; "" where there is none)."""
         row = {"index": self.label, "dims": self.dims, "λ_test": self.hybrid_lambda,
@@ -79,8 +81,8 @@ def variant_label(kind: str, dims: int | None) -> str:
     return name if dims is None else f"{name} · {dims} dims"
 
 
-def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
-                      systems=ENCODER_SYSTEMS, metrics=SUMMARY_METRICS) -> list[CompressionRow]:
+def compression_table(ws: Workspace, split: str, variants: Sequence[tuple[str, int | None]] = DEFAULT_VARIANTS,
+                      systems: Sequence[str] = ENCODER_SYSTEMS, metrics: Sequence[str] = SUMMARY_METRICS) -> list[CompressionRow]:
     """Quality (dense and hybrid) and bytes per document of each (index kind, dims) variant.
 
     Deltas with their paired 95% intervals and "†" marks (paired permutation test,
@@ -97,7 +99,7 @@ def compression_table(ws: Workspace, split: str, variants=DEFAULT_VARIANTS,
 
 
 def _row(ws: Workspace, ev: dict[str, Evaluation], reference: dict[str, Evaluation], split: str,
-         metrics) -> CompressionRow:
+         metrics: Sequence[str]) -> CompressionRow:
     index = ws.dense.index
     if not isinstance(index, DenseIndex):
         raise ValueError("index compression is measured on in-process indexes (FAISS), not an engine's")
@@ -118,7 +120,7 @@ def variant_workspace(ws: Workspace, kind: str, dims: int | None) -> Workspace:
     return ws if (ws.index_kind, ws.index_dims) == (kind, dims) else ws.with_index(kind, dims)
 
 
-def _evaluations(ws: Workspace, split: str, systems) -> dict[str, Evaluation]:
+def _evaluations(ws: Workspace, split: str, systems: Iterable[str]) -> dict[str, Evaluation]:
     return {s: ws.evaluate(s, split) for s in systems}
 
 

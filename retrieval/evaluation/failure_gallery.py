@@ -10,8 +10,9 @@ unjudged and counted apart (``failure_rules``' *unjudged at the top*), never sho
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class FailureCard:
     tuned_similarity: float | None = None  # the same under the fine-tuned encoder, when given
     sparse_terms: list[TermScore] = field(default_factory=list)  # learned sparse: the terms that scored it
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -56,7 +57,7 @@ class Gallery:
     dataset: str
     split: str
     systems: list[str]  # the systems every card gives a rank for
-    thresholds: dict
+    thresholds: dict[str, Any]
     counts: dict[str, int]  # category -> number of queries in it (every evaluated category)
     cards: dict[str, list[FailureCard]]  # category -> cards, most dramatic first (capped)
     query_categories: dict[str, list[str]]  # query id -> its categories (analysed queries only)
@@ -68,7 +69,7 @@ class Gallery:
     def categories(self) -> list[str]:
         return list(self.counts)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -158,8 +159,8 @@ def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str
     return text if target is None else f"{text} → {short(target)} {rank_text(card_ranks[target])}"
 
 
-def _card(ws: Workspace, qid: str, category: str, doc_id: str, gap: int, labels: dict[str, int], maps,
-          t: Thresholds, systems, pair: tuple[str, str] | None) -> FailureCard:
+def _card(ws: Workspace, qid: str, category: str, doc_id: str, gap: int, labels: dict[str, int],
+          maps: dict[str, dict[str, dict[str, int]]], t: Thresholds, systems: Sequence[str], pair: tuple[str, str] | None) -> FailureCard:
     doc = ws.dataset.docs[doc_id]
     text = ws.dataset.queries[qid]
     card_ranks = {s: maps[s][qid].get(doc_id) for s in systems}

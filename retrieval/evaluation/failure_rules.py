@@ -66,7 +66,7 @@ document id (ties between documents of one query: higher label first, then docum
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # the runs the rules read, by the keys ``retrieval.systems`` registers them under (named here, so that the
@@ -133,7 +133,9 @@ class QueryRanks:
         return any(self.rank(system, d) <= k for d in self.relevant)
 
     def gap(self, category: str, doc: str, tuned_system: str) -> int:
-        r = lambda s: self.rank(s, doc)  # noqa: E731
+        def r(system: str) -> int:
+            return self.rank(system, doc)
+
         if category in ("vocabulary_mismatch", "semantic_false_positive"):
             return r(BM25) - r(DENSE)
         if category == "unjudged_at_top":
@@ -154,14 +156,14 @@ class QueryRanks:
         base, tuned = tuned_system, TUNED_OF[tuned_system]
         return r(base) - r(tuned) if category == "fixed_by_finetuning" else r(tuned) - r(base)
 
-    def _order(self, doc: str) -> tuple:
+    def _order(self, doc: str) -> tuple[int, str]:
         label = self.labels.get(doc)
         return (-(label if label is not None else -1), doc)
 
-    def most_dramatic(self, docs, category: str, tuned_system: str) -> str | None:
+    def most_dramatic(self, docs: Iterable[str], category: str, tuned_system: str) -> str | None:
         return min(docs, key=lambda d: (-self.gap(category, d, tuned_system), *self._order(d)), default=None)
 
-    def best_ranked(self, docs, key: Callable[[str], int]) -> str | None:
+    def best_ranked(self, docs: Iterable[str], key: Callable[[str], int]) -> str | None:
         return min(docs, key=lambda d: (key(d), *self._order(d)), default=None)
 
 
@@ -184,7 +186,7 @@ def _pair_order(category: str, pair: tuple[str, str] | None) -> tuple[str, str]:
     return (a, b) if category == "pair_b_finds" else (b, a)
 
 
-def _pair_finds(category: str):
+def _pair_finds(category: str) -> Callable[[QueryRanks, Thresholds], str | None]:
     def rule(q: QueryRanks, t: Thresholds) -> str | None:
         missed_by, found_by = _pair_order(category, q.pair)
         docs = [d for d in q.relevant if q.rank(found_by, d) <= t.top and q.rank(missed_by, d) > t.low]
@@ -301,7 +303,7 @@ class Classification:
 
 def classify(labels: dict[str, dict[str, int]], ranks: dict[str, dict[str, dict[str, int]]],
              thresholds: Thresholds = Thresholds(), finetuning: bool = False,
-             pair: tuple[str, str] | None = None, pooled=()) -> Classification:
+             pair: tuple[str, str] | None = None, pooled: Iterable[str] = ()) -> Classification:
     """Classify every query of ``labels`` (query id -> doc id -> graded label, in the order given)
     from ``ranks`` (system -> query id -> doc id -> 1-based rank within ``thresholds.depth``; the
     base systems, plus ``tuned_dense`` / ``tuned_hybrid`` when ``finetuning``, plus both systems of

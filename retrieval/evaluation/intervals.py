@@ -23,9 +23,11 @@ move by far less than the 4 decimals shown. With fewer than 2 queries there is n
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 LEVEL = 0.95
 RESAMPLES = 10_000
@@ -70,7 +72,7 @@ def resamples_for(n: int) -> int:
     return RESAMPLES if n <= FULL_UP_TO else max(MIN_RESAMPLES, BUDGET // max(n, 1))
 
 
-def bootstrap_means(values, seed: int = SEED, resamples: int | None = None) -> np.ndarray:
+def bootstrap_means(values: ArrayLike, seed: int = SEED, resamples: int | None = None) -> np.ndarray:
     """The means of ``resamples`` resamples of ``values`` (drawn with replacement, seeded)."""
     x = np.asarray(values, dtype=np.float64)
     n = len(x)
@@ -84,7 +86,7 @@ def bootstrap_means(values, seed: int = SEED, resamples: int | None = None) -> n
     return out
 
 
-def mean_interval(values, level: float = LEVEL, seed: int = SEED) -> Interval:
+def mean_interval(values: Iterable[float], level: float = LEVEL, seed: int = SEED) -> Interval:
     """The percentile-bootstrap ``level`` interval of the mean of ``values`` (one per query)."""
     x = np.asarray(list(values), dtype=np.float64)
     x = x[~np.isnan(x)]
@@ -95,7 +97,7 @@ def mean_interval(values, level: float = LEVEL, seed: int = SEED) -> Interval:
     return percentile_interval(bootstrap_means(x, seed), level)
 
 
-def percentile_interval(estimates, level: float = LEVEL) -> Interval:
+def percentile_interval(estimates: ArrayLike, level: float = LEVEL) -> Interval:
     """The percentile interval of bootstrap ``estimates`` (NaN ones left out): their (1 − level)/2
     and (1 + level)/2 quantiles; undefined when none is left."""
     x = np.asarray(estimates, dtype=np.float64)
@@ -128,7 +130,7 @@ class SignFlip:
     exact: bool  # every sign pattern enumerated (else ``n_resamples`` random ones)
 
 
-def _sign_patterns(d: np.ndarray, n_resamples: int, seed: int):
+def _sign_patterns(d: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, int, int]:
     """(S_d, S_1, adjustment, total): for each sign pattern s the mean of s·d and of s, every
     pattern when there are at most ``n_resamples`` (no adjustment), else ``n_resamples`` random
     ones (the +1 adjustment) — the patterns ``scipy.stats.permutation_test(...,
@@ -148,7 +150,7 @@ def _sign_patterns(d: np.ndarray, n_resamples: int, seed: int):
     return s_d, s_1, 1, n_resamples
 
 
-def sign_flip_test(diff, level: float = LEVEL, n_resamples: int = RESAMPLES, seed: int = SEED) -> SignFlip:
+def sign_flip_test(diff: ArrayLike, level: float = LEVEL, n_resamples: int = RESAMPLES, seed: int = SEED) -> SignFlip:
     """The paired randomization (sign-flip) test of the mean of ``diff`` (one per query, B − A), and
     as its ``level`` interval the set of shifts Δ0 that the same test, applied to diff − Δ0, does not
     reject at α = 1 − ``level``: a confidence set by inverting a family of tests (Lehmann and Romano,

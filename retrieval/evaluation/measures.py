@@ -39,9 +39,12 @@ are taken to score below everything it retrieved.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from retrieval import numbers
 from retrieval.data import ranking
@@ -75,11 +78,11 @@ class Evaluation:
             self._intervals[metric] = mean_interval(self.per_query.get(metric, {}).values())
         return self._intervals[metric]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"mean": self.mean, "per_query": self.per_query}
 
     @classmethod
-    def from_json(cls, obj: dict) -> Evaluation:
+    def from_json(cls, obj: dict[str, Any]) -> Evaluation:
         return cls(obj["mean"], obj["per_query"])
 
 
@@ -88,7 +91,8 @@ def positive_qrels(qrels: Qrels) -> Qrels:
     return {q: docs for q, docs in qrels.items() if any(v > 0 for v in docs.values())}
 
 
-def evaluate_run(run: Run, qrels: Qrels, metrics=METRICS, pnr_scores: dict | None = None) -> Evaluation:
+def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = METRICS,
+                 pnr_scores: dict[str, dict[str, float]] | None = None) -> Evaluation:
     """Mean and per-query metrics of ``run`` against ``qrels`` (plus ``pnr`` for graded labels).
 
     ``metrics``: ranx names (``METRICS``), ``bpref`` and ``judged@k`` (see the module's docstring);
@@ -287,7 +291,7 @@ def compare_pairs(evals: dict[str, Evaluation], metric: str = "ndcg@10",
     return out
 
 
-def paired_permutation_p(diff, n_resamples: int = 10_000, seed: int = 0) -> float:
+def paired_permutation_p(diff: ArrayLike, n_resamples: int = 10_000, seed: int = 0) -> float:
     """Two-sided p-value of the paired randomization test of the mean difference: each query's
     difference keeps or flips its sign at random (swapping its two systems), and p is the share of
     the ``n_resamples`` sign patterns whose mean is at least as far from 0 as the observed one, as
@@ -301,7 +305,7 @@ def paired_permutation_p(diff, n_resamples: int = 10_000, seed: int = 0) -> floa
 
 
 def significance_marks(evals: dict[str, Evaluation], base: str,
-                       metrics=SUMMARY_METRICS) -> dict[str, dict[str, str]]:
+                       metrics: Sequence[str] = SUMMARY_METRICS) -> dict[str, dict[str, str]]:
     """``{system: {metric: "†"}}`` where the system differs from ``base`` at p < ``SIGNIFICANCE_LEVEL``
     (``compare``)."""
     marks: dict[str, dict[str, str]] = {}

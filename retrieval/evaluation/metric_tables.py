@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from retrieval import numbers
+from retrieval.data.dataset import Qrels
+from retrieval.data.run import Run
 from retrieval.evaluation.measures import (
     Comparison,
     Evaluation,
@@ -61,7 +65,7 @@ RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 Entry = tuple[str, Workspace, str]  # (label shown, workspace, system name)
 
 
-def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems) -> list[Entry]:
+def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems: Sequence[str]) -> list[Entry]:
     """(label, workspace, system) for each system of each workspace, BM25 first and only once.
 
     ``workspaces``: one workspace, or ``{label: workspace}`` (e.g. base, fine-tuned, int8) whose
@@ -83,8 +87,8 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
     return entries
 
 
-def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                  metrics=METRICS, viewer: Viewer | None = None) -> list[dict]:
+def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+                  metrics: Sequence[str] = METRICS, viewer: Viewer | None = None) -> list[dict[str, Any]]:
     """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
     "marks": {m: "†"}, "queries": evaluated queries, "measurable": {m: bool}, "pool_depth": int | None}``.
 
@@ -118,7 +122,7 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     return rows
 
 
-def _unskewed_marks(marks: dict, entries: list[Entry], split: str, judgments: list[dict], base: str) -> dict:
+def _unskewed_marks(marks: dict[str, Any], entries: list[Entry], split: str, judgments: list[dict[str, Any]], base: str) -> dict[str, Any]:
     """A data set's own labels that judge a pool: no nDCG@10 mark against ``base`` for a system the
     labels cover differently beyond noise (``coverage.skew``), a verdict those labels cannot carry."""
     covered = coverages(_runs(entries, split), entries[0][1].dataset.qrels[split], judgments)
@@ -127,7 +131,8 @@ def _unskewed_marks(marks: dict, entries: list[Entry], split: str, judgments: li
     return {name: m for name, m in marks.items() if name not in covered or skew(covered[base], covered[name]) is None}
 
 
-def _pool_figures(rows: list[dict], runs: dict, qrels, covered: dict[str, Coverage], metrics) -> None:
+def _pool_figures(rows: list[dict[str, Any]], runs: dict[str, Run], qrels: Qrels, covered: dict[str, Coverage],
+                  metrics: Sequence[str]) -> None:
     """On labels judged in the app, the figures the pool fixes, over every labelled query of the split
     (a query judged with nothing relevant found counts, as trec_eval counts it): P@k
     (``pool_verdict.pool_score``; ranx leaves such queries out, which inflates it) and judged@10 as
@@ -143,24 +148,24 @@ def _pool_figures(rows: list[dict], runs: dict, qrels, covered: dict[str, Covera
                 row["metrics"][m], row["intervals"][m] = c.judged, c.interval
 
 
-def _judgments(ws: Workspace, viewer: Viewer | None) -> list[dict]:
+def _judgments(ws: Workspace, viewer: Viewer | None) -> list[dict[str, Any]]:
     """The store's judgments of the workspace's corpus that ``viewer`` counts (none without a store)."""
     return seen.judgments(ws.store, ws.dataset, viewer)
 
 
-def _runs(entries: list[Entry], split: str) -> dict:
+def _runs(entries: list[Entry], split: str) -> dict[str, Any]:
     """Each entry's run on the split, by label: read (and decoded) from the store once per table."""
     return {name: w.run(s, split) for name, w, s in entries}
 
 
-def _pooled(entries: list[Entry], split: str, judgments: list[dict]) -> set[str]:
+def _pooled(entries: list[Entry], split: str, judgments: list[dict[str, Any]]) -> set[str]:
     """The split's queries with a relevant label whose labels came from judging in the app."""
     return from_judging(positive_qrels(entries[0][1].dataset.qrels[split]), judgments)
 
 
-def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                   entries: list[Entry] | None = None, runs: dict | None = None,
-                   judgments: list[dict] | None = None, viewer: Viewer | None = None
+def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+                   entries: list[Entry] | None = None, runs: dict[str, Run] | None = None,
+                   judgments: list[dict[str, Any]] | None = None, viewer: Viewer | None = None
                    ) -> tuple[dict[str, Coverage], int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the split's labels
     judged in the app were pooled to, None where none came from judging in the app). ``runs`` and
@@ -172,8 +177,8 @@ def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, sy
             judged_pool_depth(entries, split, runs, judgments))
 
 
-def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None,
-                      judgments: list[dict] | None = None, viewer: Viewer | None = None) -> int | None:
+def judged_pool_depth(entries: list[Entry], split: str, runs: dict[str, Run] | None = None,
+                      judgments: list[dict[str, Any]] | None = None, viewer: Viewer | None = None) -> int | None:
     """``coverage.pool_depth`` of the split's queries judged in the app, over the entries' runs;
     None where no query's labels came from judging in the app."""
     pooled = _pooled(entries, split, judgments if judgments is not None else _judgments(entries[0][1], viewer))
@@ -182,7 +187,7 @@ def judged_pool_depth(entries: list[Entry], split: str, runs: dict | None = None
     return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
 
 
-def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
                 viewer: Viewer | None = None, k: int | None = None) -> PoolVerdict | None:
     """The ``pool_verdict.PoolVerdict`` of the systems (labelled as in ``metrics_table``) at depth ``k``
     on the split's queries whose labels were all judged in the app (``pool_verdict.judged_queries``:
@@ -197,9 +202,9 @@ def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, syste
     return pool_verdict(runs, qrels, ids, k or judged_depth(runs, qrels, ids, DEPTH))
 
 
-def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
+def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
                         metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
-                        viewer: Viewer | None = None) -> tuple[list[dict], dict[str, Coverage], int | None]:
+                        viewer: Viewer | None = None) -> tuple[list[dict[str, Any]], dict[str, Coverage], int | None]:
     """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``, with what
     the comparisons were gated on: (rows ``{"a", "b", "comparison": evaluate.Comparison}`` with B the
     better on the mean, the separable pairs (significant, the interval of B − A above 0) first, then by
@@ -235,13 +240,13 @@ class Headline:
     that decides the state: the nearest rival when it is best, the pair in question otherwise."""
 
     best: str
-    row: dict  # its ``metrics_table`` row
+    row: dict[str, Any]  # its ``metrics_table`` row
     state: str
-    against: dict
+    against: dict[str, Any]
     metric: str = PRIMARY
 
 
-def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> Headline | None:
+def headline(rows: list[dict[str, Any]], compared: list[dict[str, Any]], metric: str = PRIMARY) -> Headline | None:
     """The ``Headline`` of a ``metrics_table`` and its ``covered_comparisons`` (on ``metric``); None with
     fewer than two systems or no defined mean. A pair held back for coverage wins over an open one
     (more judging, not more queries, is what it needs), and among several the least covered."""
@@ -263,15 +268,15 @@ def headline(rows: list[dict], compared: list[dict], metric: str = PRIMARY) -> H
     return Headline(best, ranked[0], "best", min(mine, key=lambda c: abs(c["comparison"].delta)), metric)
 
 
-def compared_pairs(evals: dict, metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict]:
+def compared_pairs(evals: dict[str, Any], metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """``measures.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
     then by the size of the difference (what ``covered_comparisons`` and the CLI show)."""
     rows = [{"a": a, "b": b, "comparison": cmp} for a, b, cmp in compare_pairs(evals, metric, pairs)]
     return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
 
 
-def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems=BASE_SYSTEMS,
-                 ks=RECALL_KS) -> dict[str, dict[str, list[float]]]:
+def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+                 ks: Sequence[int] = RECALL_KS) -> dict[str, dict[str, list[float]]]:
     """``{label: {"mean": [mean Recall@k for k in ks], "low": [...], "high": [...]}}`` from each
     system's cached run, by ranx, with each mean's 95% interval over the queries (``intervals``)."""
     metrics = tuple(f"recall@{k}" for k in ks)
@@ -292,7 +297,7 @@ def versus(ws: Workspace, split: str, a: str = BM25, b: str = DENSE,
     return eval_a, eval_b, compare(eval_a, eval_b, metric)
 
 
-def per_query_table(ws: Workspace, split: str, systems=BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict]:
+def per_query_table(ws: Workspace, split: str, systems: Sequence[str] = BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict[str, Any]]:
     """Each evaluated query's ``metric`` under every system: ``{"query", "text", "values": {system:
     value}, "disagreement": 1 − mean pairwise RBO of the systems' top 10}``, ordered by how much the
     best of the other systems gains over the first (largest first): where dense and hybrid win and

@@ -11,6 +11,10 @@ made by judging a pool (``retrieval.judging.judgments``), where most documents a
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Protocol
+
+from retrieval.evaluation.intervals import Interval
 
 METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "recall@1000", "map", "p@10")  # through ranx
 PNR = "pnr"
@@ -42,21 +46,21 @@ def significance_mark(p_value: float) -> str:
     return SIGNIFICANT if p_value < SIGNIFICANCE_LEVEL else ""
 
 
-def _undefined(value) -> bool:
+def _undefined(value: object) -> bool:
     return not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value)
 
 
 UNBOUNDED = f"[unbounded: ≤ {MAX_UNBOUNDED} queries]"  # a difference's interval on too few queries, in words
 
 
-def interval_text(interval) -> str:
+def interval_text(interval: Interval | Sequence[float] | None) -> str:
     """``[0.701, 0.765]`` (3 decimals) for an ``intervals.Interval``, or a [low, high] pair; "" when
     there is none (fewer than 2 queries). A difference's interval on 5 queries or fewer is every shift
     (the sign-flip test accepts them all: ``intervals.sign_flip_test``), written ``UNBOUNDED`` in words,
     as ``conclusion`` says it, never "[-inf, inf]"; an open end alone is written −∞ or ∞."""
     if interval is None:
         return ""
-    low, high = (interval.low, interval.high) if hasattr(interval, "low") else interval
+    low, high = (interval.low, interval.high) if isinstance(interval, Interval) else interval
     if _undefined(low) or _undefined(high):
         return ""
     if math.isinf(low) and math.isinf(high):
@@ -82,7 +86,7 @@ def _end(value: float) -> str:
     return text
 
 
-def cell(value, mark: str = "", interval=None) -> str:
+def cell(value: float | None, mark: str = "", interval: Interval | Sequence[float] | None = None) -> str:
     """A metric value as shown in every table: 4 decimals, its 95% interval when given, then its
     mark ("0.7338 [0.701, 0.765]†"); "—" when undefined."""
     if _undefined(value):
@@ -101,7 +105,26 @@ def p_text(p_value: float) -> str:
     return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
 
 
-def conclusion(label_a: str, label_b: str, cmp) -> str:
+class Compared(Protocol):
+    """What ``conclusion`` reads of a comparison (``measures.Comparison``, which imports this module)."""
+
+    @property
+    def queries(self) -> int: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def same(self) -> bool: ...
+    @property
+    def p_value(self) -> float: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def delta(self) -> float: ...
+    @property
+    def interval(self) -> Interval: ...
+
+
+def conclusion(label_a: str, label_b: str, cmp: Compared) -> str:
     """What a stakeholder can conclude from ``evaluate.compare(A, B)`` (B − A), in words, by one rule
     (the interval is the shifts the test does not reject, so a verdict comes with p < 0.05 and an
     interval that excludes 0, and never one without the other):

@@ -40,10 +40,11 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import version
+from typing import Any
 
 import numpy as np
 
-from retrieval.data.run import rank_maps
+from retrieval.data.run import Run, rank_maps
 from retrieval.evaluation.numba_guard import NUMBA_LOCK
 from retrieval.index.dense_index import embed_texts
 from retrieval.progress import Progress, counting
@@ -80,7 +81,7 @@ class Sample:
     split: str
     points: list[Point]
     hard_from: str  # which encoder's dense run gave the hard negatives
-    params: dict
+    params: dict[str, Any]
 
     @property
     def hash(self) -> str:
@@ -146,7 +147,8 @@ def sample_points(ws: Workspace, split: str, n_queries: int = 50, hard_per_query
                           "neighbours": neighbours})
 
 
-def _sampled_roles(labels: dict[str, int], dense_hits, n_hard: int, n_easy: int, rng,
+def _sampled_roles(labels: dict[str, int], dense_hits: list[tuple[str, float]], n_hard: int, n_easy: int,
+                   rng: np.random.Generator,
                    doc_ids: list[str]) -> list[tuple[str, str]]:
     positives = _positives(labels)
     hard = [d for d, _ in dense_hits if labels.get(d, 0) <= 0][:n_hard]
@@ -154,7 +156,8 @@ def _sampled_roles(labels: dict[str, int], dense_hits, n_hard: int, n_easy: int,
     return [(d, POSITIVE) for d in positives] + [(d, HARD) for d in hard] + [(d, EASY) for d in easy]
 
 
-def _neighbourhood_roles(labels: dict[str, int], dense_hits, neighbours: int, n_easy: int, rng,
+def _neighbourhood_roles(labels: dict[str, int], dense_hits: list[tuple[str, float]], neighbours: int,
+                         n_easy: int, rng: np.random.Generator,
                          doc_ids: list[str]) -> list[tuple[str, str]]:
     near = [d for d, _ in dense_hits[:neighbours]]
     docs = list(dict.fromkeys([*_positives(labels), *near, *labels]))
@@ -168,19 +171,19 @@ def _positives(labels: dict[str, int]) -> list[str]:
     return [d for d, v in sorted(labels.items(), key=lambda kv: -kv[1]) if v > 0]
 
 
-def _random_docs(doc_ids: list[str], n: int, exclude: set[str], rng) -> list[str]:
+def _random_docs(doc_ids: list[str], n: int, exclude: set[str], rng: np.random.Generator) -> list[str]:
     """``n`` distinct documents drawn uniformly from those not in ``exclude`` (fewer if none left)."""
     size = min(len(doc_ids), n + len(exclude))
     drawn = (doc_ids[i] for i in rng.choice(len(doc_ids), size=size, replace=False))
     return [d for d in drawn if d not in exclude][:n]
 
 
-def _runs(ws: Workspace, split: str) -> dict:
+def _runs(ws: Workspace, split: str) -> dict[str, Run]:
     """system -> the workspace's run on the split, depth 1000 (from the store when cached)."""
     return {s: ws.run(s, split, RANK_DEPTH) for s in BASE_SYSTEMS}
 
 
-def _ranks_of(maps, qid: str, doc_id: str | None) -> dict[str, int | None]:
+def _ranks_of(maps: dict[str, dict[str, dict[str, int]]], qid: str, doc_id: str | None) -> dict[str, int | None]:
     return {s: (maps[s][qid].get(doc_id) if doc_id is not None else None) for s in BASE_SYSTEMS}
 
 
@@ -203,7 +206,7 @@ def embed_sample(ws: Workspace, sample: Sample, progress: Progress | None = None
     out = np.zeros((len(sample.points), ws.encoder.dim), dtype=np.float32)
     done = 0
     for role, encoder in ((QUERY, queries), ("document", ws.encoder)):
-        def step(n: int, _total: int, offset=done) -> None:
+        def step(n: int, _total: int, offset: int = done) -> None:
             if cb:
                 cb(offset + n, len(sample.points))
         out[rows[role]] = embed_texts(encoder, [sample.points[i].text for i in rows[role]], ws.store, progress=step)
@@ -214,7 +217,8 @@ def embed_sample(ws: Workspace, sample: Sample, progress: Progress | None = None
 def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """cos(u, v) = ⟨u, v⟩ / (‖u‖·‖v‖), row by row."""
     u, v = np.atleast_2d(u).astype(np.float64), np.atleast_2d(v).astype(np.float64)
-    return np.einsum("ij,ij->i", u, v) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+    cos: np.ndarray = np.einsum("ij,ij->i", u, v) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+    return cos
 
 
 def similarities(ws: Workspace, sample: Sample, vectors: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -236,7 +240,7 @@ def similarities(ws: Workspace, sample: Sample, vectors: np.ndarray | None = Non
 @dataclass
 class Projection:
     xy: np.ndarray  # (len(sample.points), 2)
-    params: dict
+    params: dict[str, Any]
     seconds: float  # how long the fit took (when it was computed, also for a cached one)
     cached: bool  # read from the store, no fit in this call
     model: str  # encoder fingerprint
@@ -267,7 +271,7 @@ def warm_up(seed: int = 0) -> float:
     return time.perf_counter() - start
 
 
-def umap_params(seed: int = 42, n_neighbors: int = 15, min_dist: float = 0.1) -> dict:
+def umap_params(seed: int = 42, n_neighbors: int = 15, min_dist: float = 0.1) -> dict[str, Any]:
     return {"method": "umap", "metric": "cosine", "n_components": 2, "n_neighbors": n_neighbors,
             "min_dist": min_dist, "seed": seed, "umap-learn": version("umap-learn")}
 
@@ -345,4 +349,5 @@ def align(xy: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
     mu, mu_ref = xy.mean(axis=0), reference.mean(axis=0)
     rotation, _ = orthogonal_procrustes(xy - mu, reference - mu_ref)
-    return ((xy - mu) @ rotation + mu_ref).astype(np.float32)
+    turned: np.ndarray = ((xy - mu) @ rotation + mu_ref).astype(np.float32)  # scipy is untyped: Any
+    return turned

@@ -24,6 +24,7 @@ table (Benjamini and Hochberg, "Controlling the False Discovery Rate", JRSS B 57
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,7 +65,7 @@ def languages_of(texts: dict[str, str]) -> dict[str, str]:
             for q, t in texts.items()}
 
 
-def segment_values(dataset: Dataset, qids) -> dict[str, dict[str, str]]:
+def segment_values(dataset: Dataset, qids: Iterable[str]) -> dict[str, dict[str, str]]:
     """``{kind: {query id: segment value}}`` for the built-in kinds and the file's segment fields
     (those with 2 to ``MAX_VALUES`` values on ``qids``)."""
     texts = {q: dataset.queries.get(q, "") for q in qids}

@@ -26,6 +26,8 @@ lists (numba's quicksort), so ``ranx_scores`` can differ where a tie straddles a
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from retrieval import numbers
@@ -55,7 +57,7 @@ def supported(metric: str) -> bool:
     return parse(metric) is not None
 
 
-def scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
+def scores(run: Run, qrels: Qrels, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
     """metric -> query id -> value for every query of ``qrels``; a query whose list is empty or
     absent scores 0, as does one without a relevant label. Raises ``ValueError`` naming a metric
     this module does not compute (``supported``)."""
@@ -119,15 +121,17 @@ def _metric(name: str, k: int, labels: np.ndarray, lengths: np.ndarray, ideal: n
     relevant = top >= 1
     n_relevant = (ideal >= 1).sum(axis=1)
     if name in ("ndcg", "ndcg_burges"):
-        gain = (lambda g: np.exp2(g) - 1.0) if name == "ndcg_burges" else (lambda g: g)
-        dcg = (np.where(relevant, gain(top), 0.0) * _discount(top.shape[1])).sum(axis=1)
+        def gain(g: np.ndarray) -> np.ndarray:
+            return np.exp2(g) - 1.0 if name == "ndcg_burges" else g
+
+        dcg: np.ndarray = (np.where(relevant, gain(top), 0.0) * _discount(top.shape[1])).sum(axis=1)
         best = ideal[:, :k] if k else ideal
         idcg = (gain(best) * _discount(best.shape[1])).sum(axis=1)
         return dcg / np.where(idcg == 0.0, 1.0, idcg)
     if name == "mrr":
         first = relevant.argmax(axis=1)
         return np.where(relevant.any(axis=1), 1.0 / (first + 1), 0.0)
-    hits = relevant.sum(axis=1).astype(np.float64)
+    hits: np.ndarray = relevant.sum(axis=1).astype(np.float64)
     if name == "hits":
         return np.where(n_relevant > 0, hits, 0.0)
     if name == "hit_rate":
@@ -175,7 +179,7 @@ def judged(run: Run, qrels: Qrels, k: int) -> dict[str, float]:
     return out
 
 
-def ranx_scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
+def ranx_scores(run: Run, qrels: Qrels, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
     """metric -> query id -> value by ranx itself (any name ranx knows; ``p@k`` as ``precision@k``),
     for every query of ``qrels``, a query with an empty or absent list scoring 0: what ``scores``
     reproduces, and the path for the names it does not compute."""
@@ -191,7 +195,7 @@ def ranx_scores(run: Run, qrels: Qrels, metrics) -> dict[str, dict[str, float]]:
     # a query the run retrieved nothing for scores 0 on every ranked-list metric; ranx is not asked
     # about it (a run of nothing but empty lists makes it fail)
     ranked = {q: docs for q, docs in qrels.items() if run.get(q)}
-    got: dict[str, dict] = {name: {} for name in names}
+    got: dict[str, dict[str, float]] = {name: {} for name in names}
     if ranked and metrics:
         with NUMBA_LOCK:  # ranx runs numba-parallel code: one thread at a time (see numba_guard)
             rq = RQrels({q: {d: int(v) for d, v in docs.items()} for q, docs in ranked.items()})

@@ -16,6 +16,7 @@ import contextlib
 import sys
 import unicodedata
 from collections.abc import Iterator
+from typing import Any, TextIO
 
 from retrieval.safe_names import is_noncharacter
 
@@ -58,13 +59,13 @@ class SafeStream:
     """A text stream that writes through to ``stream`` with ``terminal_safe``'s escapes (carriage
     returns kept: they redraw progress lines)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         return self._stream.write(_rare(text, _STREAM))
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 import operator
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 from retrieval.data import ranking
 from retrieval.data.dataset import Qrels
@@ -34,7 +36,7 @@ from retrieval.safe_names import check_name
 QRELS_FORMATS = ("trec", "beir")
 
 
-def _atomic(path: Path, lines) -> Path:
+def _atomic(path: Path, lines: Iterable[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -124,5 +126,5 @@ def _grade(grade: object, qid: str, doc: str, path: Path) -> int:
     return value
 
 
-def _empty(what: str, path: Path):
+def _empty(what: str, path: Path) -> NoReturn:
     raise ValueError(f"{path}: an empty {what} cannot be written")

@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 _RUNNING: weakref.WeakSet = weakref.WeakSet()
@@ -76,7 +76,7 @@ class EncodingStatus:
             return None
         return (self.total - self.done) / self.rate
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "seconds_left": self.seconds_left}
 
 

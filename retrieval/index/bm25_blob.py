@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import math
 import zipfile
+from typing import Any
 
 import numpy as np
 from numpy.lib import format as npy
@@ -125,7 +126,7 @@ def _json(data: bytes, name: str, kind: type):
     return value
 
 
-def _settings(params: dict, n_docs: int, k1: float, b: float, method: str) -> None:
+def _settings(params: dict[str, Any], n_docs: int, k1: float, b: float, method: str) -> None:
     if set(params) != set(PARAMS):
         raise DamagedIndex(f"its settings hold {sorted(params)[:12]}, not the {len(PARAMS)} bm25s writes")
     if type(params["num_docs"]) is not int or params["num_docs"] != n_docs:
@@ -160,7 +161,7 @@ def _scores(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: i
     return len(indptr) - 1
 
 
-def _vocabulary(vocab: dict, terms: int) -> set[int]:
+def _vocabulary(vocab: dict[str, Any], terms: int) -> set[int]:
     """bm25s's numbering: the corpus's ``terms`` terms numbered 0..terms-1, its empty token after them
     (the set of numbers, which the engine keeps)."""
     empty = vocab.get("", None)
@@ -177,7 +178,7 @@ def _vocabulary(vocab: dict, terms: int) -> set[int]:
     return distinct
 
 
-def extra(blob: bytes, n_docs: int, vocab: dict) -> tuple[np.ndarray, dict[str, int]]:
+def extra(blob: bytes, n_docs: int, vocab: dict[str, Any]) -> tuple[np.ndarray, dict[str, int]]:
     """(document lengths, document frequencies) from ``rankscope.npz``, checked against the corpus
     and the vocabulary."""
     parts = members(blob, EXTRA_MEMBERS, EXTRA)
@@ -198,7 +199,7 @@ def extra(blob: bytes, n_docs: int, vocab: dict) -> tuple[np.ndarray, dict[str, 
     return doc_len, df
 
 
-def spot_check(vocab: dict, doc_len: np.ndarray, df: dict, indices: np.ndarray, indptr: np.ndarray, texts,
+def spot_check(vocab: dict[str, Any], doc_len: np.ndarray, df: dict[str, Any], indices: np.ndarray, indptr: np.ndarray, texts,
                tokenizer, spots: int = SPOTS) -> None:
     """A spread of ``spots`` documents, tokenized now, must have the length the index holds, terms all
     in its vocabulary, and be in the score column of their rarest term: another corpus's index of the

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -143,7 +144,7 @@ class BM25Index:
         return index
 
     @property
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         return {"k1": self.k1, "b": self.b, "method": self.method, "tokenizer": self.tokenizer.config}
 
     def __len__(self) -> int:

@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from retrieval.files.part_files import partial, remove_orphans
 from retrieval.files.read_back import read_back_bytes
@@ -139,7 +140,7 @@ def choices_file() -> Path:
     return Path(os.environ.get("RANKSCOPE_HOME") or platformdirs.user_cache_dir("rankscope")) / "cpu_choices.json"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     try:
         known = json.loads(read_back_bytes(path, path.parent, CHOICES_BYTES))
     except (OSError, ValueError, RecursionError):  # none, not a regular file within its size, not JSON

@@ -23,6 +23,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ _cache: Recent[tuple[str, str, str], Encoder] = Recent(MODELS_KEPT)
 _cache_lock = threading.Lock()
 
 
-def read_training_record(folder: str | Path) -> dict | None:
+def read_training_record(folder: str | Path) -> dict[str, Any] | None:
     """The training record (``TRAINING_RECORD``) of a model RankScope fine-tuned into ``folder``, read
     back only as a regular file of the folder of at most ``TRAINING_RECORD_BYTES``
     (``retrieval.files.read_back``: a link, a FIFO or a device in its place is not opened); None

@@ -37,6 +37,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def write_stamp(path: str | Path, written: str | Path, stamp: Stamp) -> Path:
     return target
 
 
-def read_stamp(path: str | Path) -> dict:
+def read_stamp(path: str | Path) -> dict[str, Any]:
     """The stamp beside ``path`` as written by ``write_stamp``; ``Untrusted`` when it is missing,
     unreadable, or not of that shape."""
     where = stamp_path(path)
@@ -126,7 +127,7 @@ def read_stamp(path: str | Path) -> dict:
     return record
 
 
-def check_stamp(path: str | Path, record: dict, expected: Stamp) -> None:
+def check_stamp(path: str | Path, record: dict[str, Any], expected: Stamp) -> None:
     """``Untrusted`` naming the first field where the stamp differs from what the index must be."""
     said_by = {"kind": "the index asked for", "dim": "the encoder", "count": "the corpus", "corpus": "the corpus",
                "encoder": "the encoder"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import Stemmer
 
@@ -59,7 +60,7 @@ class Tokenizer:
         self._stop = frozenset(lists[self.stopwords]) if self.stopwords else frozenset()
 
     @property
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         return {"lowercase": self.lowercase, "stopwords": self.stopwords, "stemmer": self.stemmer}
 
     def words(self, text: str) -> list[str]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def alpha_from_patterns(patterns: np.ndarray, weights: np.ndarray) -> np.ndarray
         return np.where(spread & (chance > 0), 1 - observed / np.where(chance > 0, chance, 1), np.nan)
 
 
-def agreement(rows: list[dict], seed: int = SEED) -> Agreement:
+def agreement(rows: list[dict[str, Any]], seed: int = SEED) -> Agreement:
     """Every judge pair's κ, α over all judges, and the pairs to adjudicate, from stored judgments."""
     grades = grades_by_pair(rows)
     judges = sorted({j for g in grades.values() for j in g})

@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import median_low
+from typing import Any
 
 from retrieval import numbers
 from retrieval.data.dataset import Qrels
@@ -133,7 +134,7 @@ def gated_marks(marks: dict[str, dict[str, str]], covered: dict[str, Coverage], 
     return {name: m for name, m in marks.items() if name not in covered or covered[name].sufficient}
 
 
-def from_judging(qrels: Qrels, judgments: list[dict]) -> set[str]:
+def from_judging(qrels: Qrels, judgments: list[dict[str, Any]]) -> set[str]:
     """The queries of ``qrels`` whose labels came from judging in the app: every labelled pair of
     the query is a judgment in the store (``Store.judgments(corpus_hash)`` rows, ``query_id`` and
     ``doc_id``). A query with any label the data set brought (``labels.with_judgments`` merges the
@@ -227,7 +228,7 @@ def coverage(system: str, run: Run, qrels: Qrels, gated: bool = True, k: int = C
                     dict(shares), non_relevant)
 
 
-def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict],
+def coverages(runs: dict[str, Run], qrels: Qrels, judgments: list[dict[str, Any]],
               k: int = COVERAGE_DEPTH) -> dict[str, Coverage]:
     """Every system's ``Coverage``: on the queries whose labels came from judging in the app
     (``from_judging``: every one, a relevant document found or not), gated, where there are any;
@@ -273,7 +274,7 @@ def verdict(a: str, b: str, comparison: Comparison, cov_a: Coverage, cov_b: Cove
                    (cov_a, cov_b))
 
 
-def verdicts(runs: dict[str, Run], qrels: Qrels, judgments: list[dict], metric: str = VERDICT_METRIC,
+def verdicts(runs: dict[str, Run], qrels: Qrels, judgments: list[dict[str, Any]], metric: str = VERDICT_METRIC,
              pairs: list[tuple[str, str]] | None = None) -> list[Verdict]:
     """Every pair of ``runs`` (or the ``pairs`` of names asked for) compared on ``metric`` over the
     queries of ``qrels`` with a relevant label, each with its ``Verdict`` under the coverage gate:

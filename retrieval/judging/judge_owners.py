@@ -23,7 +23,7 @@ everyone counts, and no session of a shared deployment may add to them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrieval.judging.judge_claims import Claim, JudgeTaken, whose
 from retrieval.sharing.owners import Viewer
@@ -52,7 +52,7 @@ def check(store: StoreProtocol, corpus: str, name: str, viewer: Viewer | None) -
     return store.resolve_judges(corpus, made)[name]
 
 
-def key_of(makers: dict[str, dict], name: str, viewer: Viewer | None) -> str:
+def key_of(makers: dict[str, dict[str, Any]], name: str, viewer: Viewer | None) -> str:
     """The key of the judge ``viewer`` means by ``name`` among the corpus's judges (``Store.judge_makers``):
     its own private judge of that name where it keeps one, else the published one (the name itself)."""
     if viewer is None or not viewer.shared:
@@ -74,7 +74,7 @@ def publish(store: StoreProtocol, corpus: str, name: str, viewer: Viewer) -> Non
         raise ValueError(f"the judge {name!r} is published already: its grades count for everyone")
 
 
-def own(store: StoreProtocol, corpus: str, viewer: Viewer) -> list[dict]:
+def own(store: StoreProtocol, corpus: str, viewer: Viewer) -> list[dict[str, Any]]:
     """``viewer``'s judges of the corpus (``judge``: the name, ``published``), by name."""
     return sorted(({"judge": m["name"], "published": m["published"]} for m in store.judge_makers(corpus).values()
                    if m["owner"] == viewer.owner), key=lambda r: r["judge"])

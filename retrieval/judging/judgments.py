@@ -32,9 +32,11 @@ from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run, ranks
 from retrieval.judging import order as judging_order
 from retrieval.judging.grades import GRADES as GRADES  # the grades and pools, re-exported where they were
-from retrieval.judging.grades import Pair, check_judge
+from retrieval.judging.grades import Pair as Pair
+from retrieval.judging.grades import check_judge as check_judge
 from retrieval.judging.grades import parse_grade as parse_grade
-from retrieval.judging.pools import DEPTH, pool, top_ids
+from retrieval.judging.pools import DEPTH as DEPTH
+from retrieval.judging.pools import pool, top_ids
 
 if TYPE_CHECKING:
     from retrieval.store import StoreProtocol
@@ -463,7 +465,7 @@ def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEP
 
 
 # ---- judgments as relevance labels -------------------------------------------------------------
-def grades_by_pair(rows: list[dict], judge: str | None = None) -> dict[Pair, dict[str, int]]:
+def grades_by_pair(rows: list[dict[str, Any]], judge: str | None = None) -> dict[Pair, dict[str, int]]:
     """(query id, doc id) -> {judge: grade} from store rows (``Store.judgments``), in row order, so
     a later row of the same judge and pair replaces an earlier one."""
     grades: dict[Pair, dict[str, int]] = {}
@@ -473,7 +475,7 @@ def grades_by_pair(rows: list[dict], judge: str | None = None) -> dict[Pair, dic
     return grades
 
 
-def judgments_to_qrels(rows: list[dict], judge: str | None = None, rule: str = "median") -> Qrels:
+def judgments_to_qrels(rows: list[dict[str, Any]], judge: str | None = None, rule: str = "median") -> Qrels:
     """Relevance labels (query id -> doc id -> grade) from judgment rows (``Store.judgments``).
 
     With ``judge``, that judge's grades. Without, a pair judged by several judges gets one grade by
@@ -505,7 +507,7 @@ def merged_grade(grades: list[int], rule: str = "median") -> int:
     raise ValueError(f"unknown merge rule {rule!r}; choose from {', '.join(MERGE_RULES)} or a judge's name")
 
 
-def merged_qrels(rows: list[dict], rule: str = "median") -> Qrels:
+def merged_qrels(rows: list[dict[str, Any]], rule: str = "median") -> Qrels:
     """Stored judgments as qrels: every judge's grades merged by ``rule`` (``MERGE_RULES``), or,
     when ``rule`` names a judge, that judge's grades alone (``judgments_to_qrels``)."""
     if rule in MERGE_RULES:
@@ -517,7 +519,7 @@ def merged_qrels(rows: list[dict], rule: str = "median") -> Qrels:
     return judgments_to_qrels(rows, judge=rule)
 
 
-def disagreements(rows: list[dict]) -> list[tuple[str, str, dict[str, int]]]:
+def disagreements(rows: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, int]]]:
     """``[(query id, doc id, {judge: grade})]`` for the pairs judges graded differently: the ones to
     adjudicate, the widest spread of grades first (a 0 against a 2 before a 1 against a 2), then by
     query id and document id."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class PoolScore:
                            s: {q: v[1] for q, v in self.per_query.items()}})
 
 
-def judged_queries(qrels: Qrels, judgments: list[dict]) -> list[str]:
+def judged_queries(qrels: Qrels, judgments: list[dict[str, Any]]) -> list[str]:
     """The queries of ``qrels`` whose labels all came from judging (``Store.judgments`` rows): with
     a relevant document found or not. A query any label of the data set's own touches is not one."""
     pairs = {(r["query_id"], r["doc_id"]) for r in judgments}

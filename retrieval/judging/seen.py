@@ -21,7 +21,7 @@ with a filter of its own:
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrieval.judging import judge_owners
 from retrieval.judging.grades import judge_name
@@ -33,7 +33,7 @@ PUBLISHED_TWIN = "{name} (published)"  # a published judge whose name the viewer
 OPERATOR_TWIN = "{name} ({owner})"  # to the command line, each of several makers' private judges of one name
 
 
-def names(makers: dict[str, dict], viewer=None) -> dict[str, str]:
+def names(makers: dict[str, dict[str, Any]], viewer=None) -> dict[str, str]:
     """Each judge key of ``makers`` (``Store.judge_makers``) -> the name its rows read as to ``viewer``."""
     mine = ({m["name"] for m in makers.values() if m["space"] == viewer.owner}
             if viewer is not None and viewer.shared else set())
@@ -50,7 +50,7 @@ def names(makers: dict[str, dict], viewer=None) -> dict[str, str]:
 
 
 def judgments(store: StoreProtocol | None, dataset, viewer=None, judge: str | None = None,
-              query_ids=None) -> list[dict]:
+              query_ids=None) -> list[dict[str, Any]]:
     """``dataset``'s judgments ``viewer`` sees (module docstring), oldest first, as ``Store.judgments``
     gives them with each ``judge`` its name; only ``judge``'s (the judge ``viewer`` means by that name:
     ``judge_owners.key_of``), only those of ``query_ids``, when given. None: ``[]``.

@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from retrieval.judging import judge_claims
 from retrieval.judging.grades import GRADES, check_judge
@@ -112,7 +113,7 @@ def in_background(work):
     during a large import). The calling thread only waits. A thread of its own, not
     the caller's: an unprivileged process cannot raise a thread's priority back once lowered, and
     the caller's thread serves other requests after."""
-    done: dict = {}
+    done: dict[str, Any] = {}
 
     def run() -> None:
         if sys.platform.startswith("linux"):  # a thread id is a process id only there (elsewhere it could name one)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -144,7 +145,7 @@ class Indexes(Connected):
                                      "values (?, ?, ?, ?)", rows)
 
     # ---- models and data sets ------------------------------------------------------------
-    def register_model(self, fingerprint: str, name: str, dim: int, info: dict | None = None) -> None:
+    def register_model(self, fingerprint: str, name: str, dim: int, info: dict[str, Any] | None = None) -> None:
         """Record an encoder (replacing a record of the same fingerprint).
 
         Args:
@@ -158,7 +159,7 @@ class Indexes(Connected):
                                            "info": json.dumps(info or {}), "created": time.time()},
                                           pk="fingerprint")
 
-    def models(self) -> list[dict]:
+    def models(self) -> list[dict[str, Any]]:
         """The registered encoders (``fingerprint, name, dim, info`` (JSON text), ``created``), newest
         first; a row not of the shape ``register_model`` writes is left out, with a warning.
 
@@ -169,7 +170,7 @@ class Indexes(Connected):
             rows = list(self.db.table("models").rows_where(order_by="created desc"))
         return _checked("models", rows, stored_rows.model_problem, "fingerprint")
 
-    def register_dataset(self, content_hash: str, name: str, summary: dict) -> None:
+    def register_dataset(self, content_hash: str, name: str, summary: dict[str, Any]) -> None:
         """Record a data set opened with this store (replacing a record of the same hash): the name its
         runs are listed under.
 
@@ -182,7 +183,7 @@ class Indexes(Connected):
             self.db.table("datasets").upsert({"hash": content_hash, "name": name,
                                              "summary": json.dumps(summary), "created": time.time()}, pk="hash")
 
-    def datasets(self) -> list[dict]:
+    def datasets(self) -> list[dict[str, Any]]:
         """The data sets opened with this store (``hash, name, summary`` (JSON text), ``created``),
         newest first; a row not of the shape ``register_dataset`` writes is left out, with a warning.
 
@@ -194,7 +195,7 @@ class Indexes(Connected):
         return _checked("datasets", rows, stored_rows.dataset_problem, "hash")
 
 
-def _checked(table: str, rows: list[dict], problem_of: Callable[[dict], str | None], key: str) -> list[dict]:
+def _checked(table: str, rows: list[dict[str, Any]], problem_of: Callable[[dict[str, Any]], str | None], key: str) -> list[dict[str, Any]]:
     """``rows`` without those ``problem_of`` finds a problem in, said in one warning naming ``table``."""
     out, problems = [], []
     for r in rows:

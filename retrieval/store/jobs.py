@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from retrieval import stored_rows
 from retrieval.store.connection import Connected
@@ -14,7 +15,7 @@ class Jobs(Connected):
 
     JOB_JSON = ("config", "progress", "losses", "result")
 
-    def put_job(self, job: dict) -> None:
+    def put_job(self, job: dict[str, Any]) -> None:
         """Write a training job: a new row, or the fields given over the row of its ``id``.
 
         Args:
@@ -29,7 +30,7 @@ class Jobs(Connected):
                 row["created"] = row["updated"]
             self.db.table("jobs").upsert(row, pk="id", alter=True)
 
-    def get_job(self, job_id: str) -> dict | None:
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
         """The training job ``job_id``; None when there is none, or its row is damaged (with a warning).
 
         Args:
@@ -43,7 +44,7 @@ class Jobs(Connected):
         found = self._checked_jobs(rows)
         return found[0] if found else None
 
-    def jobs(self, limit: int = 50) -> list[dict]:
+    def jobs(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest ``limit`` training jobs, newest first; a damaged row is left out, with a warning.
 
         Args:
@@ -56,7 +57,7 @@ class Jobs(Connected):
             rows = list(self.db.table("jobs").rows_where(order_by="created desc", limit=limit))
         return self._checked_jobs(rows)
 
-    def _checked_jobs(self, rows: list[dict]) -> list[dict]:
+    def _checked_jobs(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out, problems = [], []
         for row in rows:
             try:
@@ -72,7 +73,7 @@ class Jobs(Connected):
         stored_rows.left_out("training jobs", problems)
         return out
 
-    def _job_row(self, row: dict) -> dict:
+    def _job_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """The job's row with its ``JOB_JSON`` fields decoded, each measured first; a ValueError
         naming the first that is past its size or not JSON."""
         job = {}

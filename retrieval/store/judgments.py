@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 
 from retrieval import stored_rows
 from retrieval.judging import judge_claims
@@ -67,7 +68,7 @@ class Judgments(Connected):
         return staging.put(self.path, corpus, judgments, source, claim)
 
     def judgments(self, corpus: str, judge: str | None = None, query_ids: Iterable[str] | None = None,
-                  viewer: Viewer | None = None) -> list[dict]:
+                  viewer: Viewer | None = None) -> list[dict[str, Any]]:
         """The corpus's judgments (``corpus, query_id, doc_id, judge, grade, query_text, time``),
         oldest first; only ``judge``'s when given, only those of the queries ``query_ids`` when given;
         with ``viewer`` (``owners.Viewer``: a session of a shared deployment), only the grades of its
@@ -197,7 +198,7 @@ class Judgments(Connected):
         with self._lock:
             return judge_claims.resolve(self.db.conn, corpus, claim)[0]
 
-    def judge_makers(self, corpus: str) -> dict[str, dict]:
+    def judge_makers(self, corpus: str) -> dict[str, dict[str, Any]]:
         """Each judge of the corpus with a maker recorded, by its key (``grades.private_key``): ``name, owner,
         published, space, created``. Every session's: for a viewer's own, ``judge_owners.own``.
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from retrieval import stored_rows
 from retrieval.store import owned
@@ -13,7 +14,7 @@ from retrieval.store.connection import Connected
 class Kept(Connected):
     """The store's kept data sets (``Store``'s section of them)."""
 
-    def put_kept(self, row: dict) -> None:
+    def put_kept(self, row: dict[str, Any]) -> None:
         """Keep the record of an uploaded data set kept beside the store (a row of ``kept_datasets``:
         ``owner, id, corpus, name, files`` (a JSON list of file names), ``documents, queries, bytes,
         published, created, opened``), replacing the maker's record of the same data set; every
@@ -27,7 +28,7 @@ class Kept(Connected):
             self.db.execute("update kept_datasets set files = ?, bytes = ? where id = ?",
                             [row["files"], row["bytes"], row["id"]])
 
-    def kept(self, owner: str | None = None) -> list[dict]:
+    def kept(self, owner: str | None = None) -> list[dict[str, Any]]:
         """The kept data sets (``put_kept``'s rows, ``files`` a list), the most recently opened first;
         with ``owner``, only its own and the published ones (``owners.Viewer.filter``); a row not of the
         shape ``put_kept`` writes is left out, with a warning.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Any
 
 from retrieval import stored_rows
 from retrieval.sharing.owners import OPERATOR, Viewer
@@ -60,7 +61,7 @@ class QuerySets(Connected):
             except sqlite3.IntegrityError:
                 raise NameTaken(f"a query set named {name!r}, or like it, is kept already") from None
 
-    def query_sets(self, corpus: str, viewer: Viewer = OPERATOR) -> list[dict]:
+    def query_sets(self, corpus: str, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
         """The corpus's query sets ``viewer`` sees (``owners.Viewer``: on a shared deployment its own and
         the published ones; else every set): ``id, name, n, created, owner, published, queries``,
         oldest first. The one accessor of stored query sets: every reader goes through it.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,9 +38,9 @@ class Runs(Connected):
         if problem is not None:  # damaged: a miss, so the run is computed again and written over
             stored_rows.left_out("runs", [f"run {key[:12]}: {problem}"])
             return None
-        return {q: [(d, s) for d, s in hits] for q, hits in cast(dict, hits).items()}  # hits_problem: a dict
+        return {q: [(d, s) for d, s in hits] for q, hits in cast(dict[str, Any], hits).items()}  # hits_problem: a dict
 
-    def put_run(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
+    def put_run(self, key: str, *, dataset: str, system: str, params: dict[str, Any], split: str | None,
                 k: int, run: Run, owner: str = "") -> None:
         """Keep a run under ``key``, replacing any.
 
@@ -62,7 +62,7 @@ class Runs(Connected):
                                          "split": split or "", "k": k, "hits": pack(run),
                                          "created": time.time(), "owner": owner}, pk="key")
 
-    def get_metrics(self, key: str) -> tuple[dict, dict] | None:
+    def get_metrics(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """An evaluation saved by ``put_metrics``, or None; a damaged one is a miss (with a warning).
 
         Args:
@@ -81,10 +81,10 @@ class Runs(Connected):
         if problem is not None:  # damaged: a miss, so the evaluation is computed again and written over
             stored_rows.left_out("metrics", [f"evaluation {key[:12]}: {problem}"])
             return None
-        return cast(dict, metrics), cast(dict, per_query)  # metrics_problem: both dicts
+        return cast(dict[str, Any], metrics), cast(dict[str, Any], per_query)  # metrics_problem: both dicts
 
-    def put_metrics(self, key: str, *, dataset: str, system: str, params: dict, split: str | None,
-                    metrics: dict, per_query: dict) -> None:
+    def put_metrics(self, key: str, *, dataset: str, system: str, params: dict[str, Any], split: str | None,
+                    metrics: dict[str, Any], per_query: dict[str, Any]) -> None:
         """Keep an evaluation under ``key``, replacing any.
 
         Args:
@@ -102,7 +102,7 @@ class Runs(Connected):
                                             "split": split or "", "metrics": json.dumps(metrics),
                                             "per_query": pack(per_query), "created": time.time()}, pk="key")
 
-    def runs(self, dataset: str | None = None, viewer: Viewer = OPERATOR) -> list[dict]:
+    def runs(self, dataset: str | None = None, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
         """Run history (without the hits) ``viewer`` sees, newest first: on a shared deployment every
         built-in system's run and the imported runs it made (``put_run``'s ``owner``), never another
         session's; else every run. The one accessor of the history: every list of runs reads it.
@@ -140,7 +140,7 @@ class Runs(Connected):
             return None
         return np.frombuffer(row[1], dtype=np.float32).reshape(row[0], 2), row[2]
 
-    def put_projection(self, key: str, *, sample: str, model: str, params: dict, xy: np.ndarray,
+    def put_projection(self, key: str, *, sample: str, model: str, params: dict[str, Any], xy: np.ndarray,
                        seconds: float) -> None:
         """Keep a projection's 2-D coordinates under ``key``, replacing any.
 

@@ -4,6 +4,7 @@ everyone's (``owned.everyones_or_own``).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from retrieval import stored_rows
 from retrieval.sharing.owners import Viewer
@@ -32,7 +33,7 @@ class Samples(Connected):
                                                      "seed": int(seed), "query_ids": pack(list(query_ids)),
                                                      "owner": owner, "created": time.time()}, pk=("corpus", "id"))
 
-    def samples(self, corpus: str, viewer: Viewer | None = None) -> list[dict]:
+    def samples(self, corpus: str, viewer: Viewer | None = None) -> list[dict[str, Any]]:
         """The corpus's stored samples (``id, method, seed, query_ids, created``), newest first; with
         ``viewer`` on a shared deployment, only those it drew and everyone's.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from typing import Any
 
 from retrieval import stored_rows
 from retrieval.sharing.owners import OPERATOR, Viewer
@@ -18,7 +19,7 @@ from retrieval.store.keys import pack
 class Snapshots(Connected):
     """The store's snapshots and baseline (``Store``'s section of them)."""
 
-    def put_snapshot(self, corpus: str, name: str, meta: dict, runs: dict, owner: str = "", published: bool = True,
+    def put_snapshot(self, corpus: str, name: str, meta: dict[str, Any], runs: dict[str, Any], owner: str = "", published: bool = True,
                      replace: bool = False, most: int | None = None, most_in_corpus: int | None = None) -> int:
         """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs; its id. Every
         rule is kept inside the write's own ``BEGIN IMMEDIATE`` transaction, so two writers cannot both
@@ -74,7 +75,7 @@ class Snapshots(Connected):
             return int(cur.lastrowid or 0)
 
     def snapshots(self, corpus: str, viewer: Viewer = OPERATOR, name: str | None = None,
-                  baseline: bool = False) -> list[dict]:
+                  baseline: bool = False) -> list[dict[str, Any]]:
         """The corpus's snapshots ``viewer`` sees (``owners.Viewer``: on a shared deployment its own and
         the published ones; else every one): ``id, name, meta, runs, baseline, owner, published,
         baseline_by, baseline_at``, oldest first — all, those called ``name`` (the one ``viewer``
@@ -120,7 +121,7 @@ class Snapshots(Connected):
         """
         return [r["name"] for r in self.snapshot_index(corpus, viewer)]
 
-    def snapshot_index(self, corpus: str, viewer: Viewer = OPERATOR) -> list[dict]:
+    def snapshot_index(self, corpus: str, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
         """The corpus's snapshots ``viewer`` sees, without their runs or meta (``id, name, created,
         baseline, owner, published, baseline_by, baseline_at``), oldest first.
 
@@ -187,7 +188,7 @@ class Snapshots(Connected):
                          [corpus, was[0] if was else None, found[0], who, now])
         return was[0] if was else None
 
-    def baseline_log(self, corpus: str) -> list[dict]:
+    def baseline_log(self, corpus: str) -> list[dict[str, Any]]:
         """Every move of the corpus's baseline mark (``moved_from`` (None: none before), ``moved_to``,
         ``who``, ``at``), oldest first.
 

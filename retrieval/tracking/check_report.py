@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from retrieval.evaluation.metrics import interval_text
 from retrieval.judging.coverage import Coverage
@@ -115,7 +116,7 @@ def warnings(result: CheckResult) -> list[str]:
     return out
 
 
-def _leaves(params: dict, prefix: str = "") -> dict:
+def _leaves(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for key, value in params.items():
         if isinstance(value, dict):

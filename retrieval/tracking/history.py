@@ -15,6 +15,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from retrieval.data.dataset import Dataset, Qrels
 from retrieval.errors import UnknownRun
@@ -26,7 +27,7 @@ from retrieval.systems import BM25
 from retrieval.systems.clear_lambda import shown
 
 
-def list_runs(store: Store, dataset_hash: str | None = None, viewer: Viewer = OPERATOR) -> list[dict]:
+def list_runs(store: Store, dataset_hash: str | None = None, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
     """Stored runs ``viewer`` sees (of the data set whose ``Dataset.queries_hash`` is ``dataset_hash``),
     newest first: key, data set, system, split, depth, parameters and a summary such as "dense ·
     all-MiniLM-L6-v2 · sq8 · 128 dims"."""
@@ -53,7 +54,7 @@ def list_runs(store: Store, dataset_hash: str | None = None, viewer: Viewer = OP
     return rows
 
 
-def params_summary(system: str, params: dict, model_names: dict[str, str] | None = None) -> str:
+def params_summary(system: str, params: dict[str, Any], model_names: dict[str, str] | None = None) -> str:
     """A human-readable line for a run's parameters (model fingerprints shown by name)."""
     parts = [system]
     bm25 = params.get("bm25")
@@ -79,7 +80,7 @@ class RunComparison:
     key_b: str
     split: str
     comparison: Comparison
-    per_query: list[dict]  # {"query", "a", "b", "delta"}, largest |delta| first
+    per_query: list[dict[str, Any]]  # {"query", "a", "b", "delta"}, largest |delta| first
 
     @property
     def metric(self) -> str:
@@ -100,7 +101,7 @@ def compare_runs(store: Store, key_a: str, key_b: str, qrels: Qrels, metric: str
     ev_a, ev_b = evals
     cmp = compare(ev_a, ev_b, metric, test=test)
     qa, qb = ev_a.per_query[metric], ev_b.per_query[metric]
-    rows: list[dict] = [{"query": q, "a": qa[q], "b": qb[q], "delta": qb[q] - qa[q]} for q in qa if q in qb]
+    rows: list[dict[str, Any]] = [{"query": q, "a": qa[q], "b": qb[q], "delta": qb[q] - qa[q]} for q in qa if q in qb]
     rows.sort(key=lambda r: (-abs(r["delta"]), r["query"]))
     return RunComparison(key_a, key_b, split, cmp, rows)
 

@@ -52,6 +52,7 @@ import math
 import time
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from retrieval import numbers
 from retrieval.data.dataset import Qrels
@@ -116,7 +117,7 @@ class Snapshot:
     dataset_name: str
     split: str
     labels: str  # labels_hash of the split's labels when taken
-    systems: dict[str, dict]  # system -> its parameters
+    systems: dict[str, dict[str, Any]]  # system -> its parameters
     runs: dict[str, Run]
     note: str = ""
     created: float = field(default_factory=time.time)
@@ -162,7 +163,7 @@ def admit(store: Store, corpus: str, name: str, note: str = "", viewer: Viewer =
     return _admitted(store, corpus, name, note, viewer, replace, baseline)[0]
 
 
-def _rivals(store: Store, corpus: str, viewer: Viewer) -> list[dict]:
+def _rivals(store: Store, corpus: str, viewer: Viewer) -> list[dict[str, Any]]:
     """The snapshots a new one of ``viewer``'s is held against (``snapshot_index`` rows): the published
     ones and, for a private one (a shared deployment), the maker's own private ones — never another
     maker's private snapshot."""
@@ -250,7 +251,7 @@ _META: dict[str, type | tuple[type, ...]] = {
     "created": (int, float)}
 
 
-def _shape_problem(row: dict) -> str | None:
+def _shape_problem(row: dict[str, Any]) -> str | None:
     """Why a stored snapshot row is not one ``save`` could have written (None when it is): the
     store is a file anyone may edit or a crash may cut, so what is read back is checked, not trusted."""
     if row.get("damaged"):  # the store could not unpack its runs (``Store.snapshots``)
@@ -285,7 +286,7 @@ def _shape_problem(row: dict) -> str | None:
     return None
 
 
-def _of(row: dict) -> Snapshot:
+def _of(row: dict[str, Any]) -> Snapshot:
     problem = _shape_problem(row)
     if problem is not None:
         raise DamagedSnapshot(f"the snapshot {row.get('name')!r} in the store is damaged: {problem}")
@@ -298,7 +299,7 @@ def _of(row: dict) -> Snapshot:
                                             "created")})
 
 
-def _rows(store: Store, corpus: str, what: str, **where) -> list[dict]:
+def _rows(store: Store, corpus: str, what: str, **where) -> list[dict[str, Any]]:
     """``store.snapshots``; a row whose runs do not unpack is a ``DamagedSnapshot`` naming ``what``."""
     from retrieval.store import StoreError
 
@@ -420,8 +421,8 @@ class SystemCheck:
     intervals: tuple | None  # the 95% intervals of the baseline's and today's means (None with no baseline run)
     regressed: bool  # dropped by more than max_drop, significantly
     moved: list[Moved]  # the queries that dropped most first
-    params_before: dict | None
-    params_now: dict
+    params_before: dict[str, Any] | None
+    params_now: dict[str, Any]
     dropped: bool = False  # dropped by more than max_drop, not significantly: too few queries to tell
     coverage: tuple[Coverage | None, Coverage | None] = (None, None)  # judged@10 of the baseline's run, today's
     favoured: str | None = None  # "baseline" or "today": the data set's judged pool covers its top 10 better

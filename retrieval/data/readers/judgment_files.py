@@ -34,6 +34,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from retrieval.data.dataset import Dataset
 from retrieval.data.readers.decode import Text
@@ -244,7 +245,7 @@ def read(path: str | Path, dataset: Dataset, judge: str = "imported", display: s
 FORMATS = tabular.FORMATS  # what ``write`` writes
 
 
-def write(rows: list[dict], path: str | Path, fmt: str = "csv") -> Path:
+def write(rows: list[dict[str, Any]], path: str | Path, fmt: str = "csv") -> Path:
     """The store's judgment rows (``Store.judgments``) as the long layout, one judge's grade a row,
     comma- (``csv``) or tab-separated (``tsv``), through ``tabular.write`` (quoted, guarded)."""
     if fmt not in FORMATS:

@@ -13,6 +13,7 @@ columns. They are kept as text (at most ``FIELD_CHARS`` characters each, ``MAX_F
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from retrieval.data.readers.decode import Text, suffix
 from retrieval.data.readers.records import (
@@ -38,7 +39,7 @@ MAX_FIELDS = 20
 _NOT_FIELDS = {*QUERY_ID_COLUMNS, *QUERY_TEXT_COLUMNS, "title", "metadata"}
 
 
-def _scalar_fields(obj: dict) -> dict[str, str]:
+def _scalar_fields(obj: dict[str, Any]) -> dict[str, str]:
     """A JSONL query's segment fields: its other scalar values, then its ``metadata``'s."""
     out: dict[str, str] = {}
     meta = obj.get("metadata")

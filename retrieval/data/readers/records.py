@@ -13,6 +13,7 @@ import csv
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from retrieval import numbers
 from retrieval.data.readers.decode import Text
@@ -39,7 +40,7 @@ def json_decoder() -> json.JSONDecoder:
                             parse_float=lambda s: numbers.number(s, "a JSON number"))
 
 
-def _jsonl_records(text: Text) -> Iterator[tuple[int, dict]]:
+def _jsonl_records(text: Text) -> Iterator[tuple[int, dict[str, Any]]]:
     loads, display = json_decoder().decode, text.display
     for lineno, line in text.lines():
         if not line or line.isspace():
@@ -196,7 +197,7 @@ class RecordSink:
     def __init__(self, display: str, what: str = "document"):
         self.display = display
         self.what = what
-        self.items: dict = {}
+        self.items: dict[str, Any] = {}
         self.seen: dict[str, tuple[str, int | None]] = {}  # id -> (file, line) first seen
         self.skipped: Skipped = {}
         self._skips: list[tuple[str, str, int | None]] = []  # (id, file, line)

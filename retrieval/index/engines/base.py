@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -105,7 +105,7 @@ class Capabilities:
 @runtime_checkable
 class Engine(Protocol):
     name: str  # "in-process", "milvus"
-    key: dict  # added to every cached run's parameters: one engine's runs are never served as another's
+    key: dict[str, Any]  # added to every cached run's parameters: one engine's runs are never served as another's
     capabilities: Capabilities
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class InProcess:
     """bm25s + FAISS + a sparse inverted index in this process (the default engine)."""
 
     name = "in-process"
-    key: dict = {}  # nothing added to cached runs' parameters: the engine they always had
+    key: dict[str, Any] = {}  # nothing added to cached runs' parameters: the engine they always had
     where = None  # in this process
     capabilities = Capabilities(index_variants=True, explains=True, bm25_methods=BM25Index.METHODS)
 

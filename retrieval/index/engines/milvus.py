@@ -49,19 +49,21 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from retrieval.data.run import Run
 from retrieval.errors import EngineError
 from retrieval.index.bm25_settings import BM25Settings
-from retrieval.index.dense_index import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
+from retrieval.index.dense_index import HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
 from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.recent import Recent
 from retrieval.index.splade import SparseVector
 from retrieval.index.terms import WeightedQuery
 from retrieval.index.tokenize import Tokenizer
+from retrieval.index.vectors_via_store import COMMIT_EVERY
 from retrieval.store import Store, text_hash
 
 PREFIX = "rankscope_"
@@ -161,13 +163,13 @@ class Milvus:
         return cls(client, spec.where, spec.lite)
 
     # ---- collections: named by content, checked, loaded to completion ----------------------
-    def _collection(self, kind: str, corpus, settings: dict) -> tuple[str, dict]:
+    def _collection(self, kind: str, corpus, settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         name = f"{PREFIX}{kind}_{corpus.hash[:16]}_{_digest(settings)[:12]}"
         props = {"rankscope.kind": kind, "rankscope.corpus": corpus.hash, "rankscope.settings": _digest(settings),
                  "rankscope.docs": str(len(corpus.doc_ids))}
         return name, props
 
-    def _open(self, name: str, props: dict, create) -> bool:
+    def _open(self, name: str, props: dict[str, Any], create) -> bool:
         """Whether collection ``name`` is complete; created (by ``create``) when absent. One that
         holds something else is an EngineError."""
         if not self.client.has_collection(name):
@@ -191,7 +193,7 @@ class Milvus:
             present.update(r["doc_id"] for r in rows)
         return present
 
-    def _complete(self, name: str, extra: dict | None = None) -> None:
+    def _complete(self, name: str, extra: dict[str, Any] | None = None) -> None:
         """Flush, then mark the collection complete (last, so a crash before leaves it resumable)."""
         self.client.flush(name)
         self.client.alter_collection_properties(name, properties={**(extra or {}), "rankscope.complete": "1"})
@@ -213,7 +215,7 @@ class Milvus:
         k1, b = float(bm25.k1), float(bm25.b)
         name, props = self._collection("bm25", corpus, {"k1": k1, "b": b, "tokenizer": tokenizer.config})
 
-        def create(name: str, properties: dict) -> None:
+        def create(name: str, properties: dict[str, Any]) -> None:
             from pymilvus import DataType, Function, FunctionType
 
             schema = self.client.create_schema(auto_id=False, description="RankScope BM25 (analyzed terms)")
@@ -262,7 +264,7 @@ class Milvus:
                               + (f" reduced to {dims} dimensions" if dims else ""))
         name, props = self._collection("dense", corpus, {"model": encoder.fingerprint, "index": kind})
 
-        def create(name: str, properties: dict) -> None:
+        def create(name: str, properties: dict[str, Any]) -> None:
             self._create_vectors(name, properties, corpus, encoder, kind)
 
         from_store = encoded = 0
@@ -276,7 +278,7 @@ class Milvus:
         index = MilvusVectors(self.client, name, corpus.doc_ids, kind, encoder.dim)
         return Indexed(index, from_store, encoded)
 
-    def _create_vectors(self, name: str, properties: dict, corpus, encoder: Encoder, kind: str) -> None:
+    def _create_vectors(self, name: str, properties: dict[str, Any], corpus, encoder: Encoder, kind: str) -> None:
         """An empty vector collection for ``encoder``'s vectors, indexed flat or HNSW (inner product)."""
         from pymilvus import DataType
 
@@ -330,7 +332,7 @@ class Milvus:
             raise ValueError("doc_ids and vectors differ in length")
         name, props = self._collection("sparse", corpus, {"model": fingerprint})
 
-        def create(name: str, properties: dict) -> None:
+        def create(name: str, properties: dict[str, Any]) -> None:
             from pymilvus import DataType
 
             schema = self.client.create_schema(auto_id=False, description="RankScope learned sparse vectors")
@@ -356,7 +358,7 @@ class Milvus:
         return MilvusSparse(self.client, name, corpus.doc_ids, vocab_size)
 
     # ---- housekeeping --------------------------------------------------------------------
-    def collections(self, corpus_hash: str | None = None) -> list[dict]:
+    def collections(self, corpus_hash: str | None = None) -> list[dict[str, Any]]:
         """RankScope's collections here (of one corpus, when given): name, kind, corpus, docs, complete."""
         out = []
         for name in self.client.list_collections():
@@ -617,7 +619,7 @@ class MilvusVectors:
             known.update(zip(ask.tolist(), (self.vectors_of(ask) @ q).tolist()))
         return np.array([known[int(r)] for r in rows], dtype=np.float32)
 
-    def _params(self, k: int) -> dict:
+    def _params(self, k: int) -> dict[str, Any]:
         return {"metric_type": "IP"} | ({"params": {"ef": max(HNSW_EF, k)}} if self.kind == "hnsw" else {})
 
     def vectors_of(self, rows: np.ndarray) -> np.ndarray:
