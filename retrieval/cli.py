@@ -178,7 +178,8 @@ def format_table(results: dict[str, dict[str, float]], marks: dict[str, dict[str
     return "\n".join(lines)
 
 
-def metrics_json(split: str, evals: dict[str, Any], results: dict[str, dict[str, float]], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+def metrics_json(split: str, evals: dict[str, Any], results: dict[str, dict[str, float]],
+                 pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``evaluate --json`` writes: each system's metrics with their 95% intervals, and every
     pair of systems compared on nDCG@10 (NaN, a metric no query has, written as null)."""
     def num(v):
@@ -186,7 +187,8 @@ def metrics_json(split: str, evals: dict[str, Any], results: dict[str, dict[str,
 
     named = {label(s): s for s in evals}
 
-    def verdict(r: dict[str, Any]) -> dict[str, Any]:  # the coverage gate's word (``gated_verdicts``): whether, and whose top 10 to judge
+    # the coverage gate's word (``gated_verdicts``): whether, and whose top 10 to judge
+    def verdict(r: dict[str, Any]) -> dict[str, Any]:
         v = r.get("verdict")
         return {} if v is None else {"may_conclude": v.may_conclude, "judge_more": {
             named.get(s.system, s.system): s.to_threshold for s in v.lacking}}
@@ -256,7 +258,8 @@ def _split_of(ds: Dataset, wanted: str | None) -> str:
     return split
 
 
-def gated_verdicts(ws: Workspace, split: str, systems: list[str], pairs: list[dict[str, Any]]) -> tuple[dict[str, Any], int | None]:
+def gated_verdicts(ws: Workspace, split: str, systems: list[str],
+                   pairs: list[dict[str, Any]]) -> tuple[dict[str, Any], int | None]:
     """(each system's ``coverage.Coverage`` on the split, by label; the depth the labels judged in
     the app were pooled to), and each row of ``pairs`` (``metric_tables.compared_pairs``) given its
     ``"verdict"`` (``coverage.Verdict``, by label): on labels judged in the app (the store's judgments

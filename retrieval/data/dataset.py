@@ -72,7 +72,8 @@ class Dataset:
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
     _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
     _docs_sha: object = field(default=None, repr=False, compare=False)  # hashlib state after the documents
-    _keys: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # queries_hash, split_key, labels_key
+    # queries_hash, split_key, labels_key
+    _keys: dict[str | tuple[str, str | None], str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)

@@ -82,7 +82,8 @@ def variant_label(kind: str, dims: int | None) -> str:
 
 
 def compression_table(ws: Workspace, split: str, variants: Sequence[tuple[str, int | None]] = DEFAULT_VARIANTS,
-                      systems: Sequence[str] = ENCODER_SYSTEMS, metrics: Sequence[str] = SUMMARY_METRICS) -> list[CompressionRow]:
+                      systems: Sequence[str] = ENCODER_SYSTEMS,
+                      metrics: Sequence[str] = SUMMARY_METRICS) -> list[CompressionRow]:
     """Quality (dense and hybrid) and bytes per document of each (index kind, dims) variant.
 
     Deltas with their paired 95% intervals and "†" marks (paired permutation test,

@@ -27,7 +27,8 @@ class LabelHealth:
         return self.found_by_none * 2 > self.queries or self.empty_targets > 0
 
 
-def label_health(ws: Workspace, split: str, systems: Sequence[str] = (BM25, DENSE), depth: int | None = None) -> LabelHealth:
+def label_health(ws: Workspace, split: str, systems: Sequence[str] = (BM25, DENSE),
+                 depth: int | None = None) -> LabelHealth:
     """``LabelHealth`` of ``split`` from the systems' cached runs. ``depth`` defaults to 100, or a
     tenth of a smaller corpus (at least 10): on a few hundred documents a top 100 holds a third of
     the corpus, and chance alone would place a misplaced label there. Systems still waiting for

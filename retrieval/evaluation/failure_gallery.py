@@ -160,7 +160,8 @@ def headline(category: str, card_ranks: dict[str, int | None], tuned_system: str
 
 
 def _card(ws: Workspace, qid: str, category: str, doc_id: str, gap: int, labels: dict[str, int],
-          maps: dict[str, dict[str, dict[str, int]]], t: Thresholds, systems: Sequence[str], pair: tuple[str, str] | None) -> FailureCard:
+          maps: dict[str, dict[str, dict[str, int]]], t: Thresholds, systems: Sequence[str], pair: tuple[str,
+                     str] | None) -> FailureCard:
     doc = ws.dataset.docs[doc_id]
     text = ws.dataset.queries[qid]
     card_ranks = {s: maps[s][qid].get(doc_id) for s in systems}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,9 @@ RECALL_KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 Entry = tuple[str, Workspace, str]  # (label shown, workspace, system name)
 
 
-def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems: Sequence[str]) -> list[Entry]:
+Systems = Sequence[str] | Mapping[str, Sequence[str]]  # every workspace's systems, or {label: systems}
+
+def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, systems: Systems) -> list[Entry]:
     """(label, workspace, system) for each system of each workspace, BM25 first and only once.
 
     ``workspaces``: one workspace, or ``{label: workspace}`` (e.g. base, fine-tuned, int8) whose
@@ -87,7 +89,7 @@ def system_entries(workspaces: Workspace | dict[str, Workspace], split: str, sys
     return entries
 
 
-def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Systems = BASE_SYSTEMS,
                   metrics: Sequence[str] = METRICS, viewer: Viewer | None = None) -> list[dict[str, Any]]:
     """One row per system: ``{"label", "system", "metrics": {m: mean}, "intervals": {m: Interval},
     "marks": {m: "†"}, "queries": evaluated queries, "measurable": {m: bool}, "pool_depth": int | None}``.
@@ -122,7 +124,8 @@ def metrics_table(ws_by_label: Workspace | dict[str, Workspace], split: str, sys
     return rows
 
 
-def _unskewed_marks(marks: dict[str, Any], entries: list[Entry], split: str, judgments: list[dict[str, Any]], base: str) -> dict[str, Any]:
+def _unskewed_marks(marks: dict[str, Any], entries: list[Entry], split: str, judgments: list[dict[str, Any]],
+                    base: str) -> dict[str, Any]:
     """A data set's own labels that judge a pool: no nDCG@10 mark against ``base`` for a system the
     labels cover differently beyond noise (``coverage.skew``), a verdict those labels cannot carry."""
     covered = coverages(_runs(entries, split), entries[0][1].dataset.qrels[split], judgments)
@@ -163,7 +166,7 @@ def _pooled(entries: list[Entry], split: str, judgments: list[dict[str, Any]]) -
     return from_judging(positive_qrels(entries[0][1].dataset.qrels[split]), judgments)
 
 
-def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+def table_coverage(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Systems = BASE_SYSTEMS,
                    entries: list[Entry] | None = None, runs: dict[str, Run] | None = None,
                    judgments: list[dict[str, Any]] | None = None, viewer: Viewer | None = None
                    ) -> tuple[dict[str, Coverage], int | None]:
@@ -187,7 +190,7 @@ def judged_pool_depth(entries: list[Entry], split: str, runs: dict[str, Run] | N
     return pool_depth(runs if runs is not None else _runs(entries, split), entries[0][1].dataset.qrels[split], pooled)
 
 
-def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Systems = BASE_SYSTEMS,
                 viewer: Viewer | None = None, k: int | None = None) -> PoolVerdict | None:
     """The ``pool_verdict.PoolVerdict`` of the systems (labelled as in ``metrics_table``) at depth ``k``
     on the split's queries whose labels were all judged in the app (``pool_verdict.judged_queries``:
@@ -202,7 +205,7 @@ def judged_pool(ws_by_label: Workspace | dict[str, Workspace], split: str, syste
     return pool_verdict(runs, qrels, ids, k or judged_depth(runs, qrels, ids, DEPTH))
 
 
-def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+def covered_comparisons(ws_by_label: Workspace | dict[str, Workspace], split: str, systems: Systems = BASE_SYSTEMS,
                         metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None,
                         viewer: Viewer | None = None) -> tuple[list[dict[str, Any]], dict[str, Coverage], int | None]:
     """Every pair of the systems (or the ``pairs`` of labels asked for) compared on ``metric``, with what
@@ -268,14 +271,15 @@ def headline(rows: list[dict[str, Any]], compared: list[dict[str, Any]], metric:
     return Headline(best, ranked[0], "best", min(mine, key=lambda c: abs(c["comparison"].delta)), metric)
 
 
-def compared_pairs(evals: dict[str, Any], metric: str = PRIMARY, pairs: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+def compared_pairs(evals: dict[str, Any], metric: str = PRIMARY,
+                   pairs: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """``measures.compare_pairs`` as ``{"a", "b", "comparison"}`` rows, the separable pairs first,
     then by the size of the difference (what ``covered_comparisons`` and the CLI show)."""
     rows = [{"a": a, "b": b, "comparison": cmp} for a, b, cmp in compare_pairs(evals, metric, pairs)]
     return sorted(rows, key=lambda r: (r["comparison"].outcome == "open", -abs(r["comparison"].delta)))
 
 
-def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems: Sequence[str] = BASE_SYSTEMS,
+def recall_at_ks(workspaces: Workspace | dict[str, Workspace], split: str, systems: Systems = BASE_SYSTEMS,
                  ks: Sequence[int] = RECALL_KS) -> dict[str, dict[str, list[float]]]:
     """``{label: {"mean": [mean Recall@k for k in ks], "low": [...], "high": [...]}}`` from each
     system's cached run, by ranx, with each mean's 95% interval over the queries (``intervals``)."""
@@ -297,7 +301,8 @@ def versus(ws: Workspace, split: str, a: str = BM25, b: str = DENSE,
     return eval_a, eval_b, compare(eval_a, eval_b, metric)
 
 
-def per_query_table(ws: Workspace, split: str, systems: Sequence[str] = BASE_SYSTEMS, metric: str = PRIMARY) -> list[dict[str, Any]]:
+def per_query_table(ws: Workspace, split: str, systems: Sequence[str] = BASE_SYSTEMS,
+                    metric: str = PRIMARY) -> list[dict[str, Any]]:
     """Each evaluated query's ``metric`` under every system: ``{"query", "text", "values": {system:
     value}, "disagreement": 1 − mean pairwise RBO of the systems' top 10}``, ordered by how much the
     best of the other systems gains over the first (largest first): where dense and hybrid win and

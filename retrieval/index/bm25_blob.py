@@ -199,7 +199,8 @@ def extra(blob: bytes, n_docs: int, vocab: dict[str, Any]) -> tuple[np.ndarray, 
     return doc_len, df
 
 
-def spot_check(vocab: dict[str, Any], doc_len: np.ndarray, df: dict[str, Any], indices: np.ndarray, indptr: np.ndarray, texts,
+def spot_check(vocab: dict[str, Any], doc_len: np.ndarray, df: dict[str, Any], indices: np.ndarray, indptr: np.ndarray,
+               texts,
                tokenizer, spots: int = SPOTS) -> None:
     """A spread of ``spots`` documents, tokenized now, must have the length the index holds, terms all
     in its vocabulary, and be in the score column of their rarest term: another corpus's index of the

@@ -195,7 +195,8 @@ class Indexes(Connected):
         return _checked("datasets", rows, stored_rows.dataset_problem, "hash")
 
 
-def _checked(table: str, rows: list[dict[str, Any]], problem_of: Callable[[dict[str, Any]], str | None], key: str) -> list[dict[str, Any]]:
+def _checked(table: str, rows: list[dict[str, Any]], problem_of: Callable[[dict[str, Any]], str | None],
+             key: str) -> list[dict[str, Any]]:
     """``rows`` without those ``problem_of`` finds a problem in, said in one warning naming ``table``."""
     out, problems = [], []
     for r in rows:

@@ -19,7 +19,8 @@ from retrieval.store.keys import pack
 class Snapshots(Connected):
     """The store's snapshots and baseline (``Store``'s section of them)."""
 
-    def put_snapshot(self, corpus: str, name: str, meta: dict[str, Any], runs: dict[str, Any], owner: str = "", published: bool = True,
+    def put_snapshot(self, corpus: str, name: str, meta: dict[str, Any], runs: dict[str, Any], owner: str = "",
+                     published: bool = True,
                      replace: bool = False, most: int | None = None, most_in_corpus: int | None = None) -> int:
         """Keep a snapshot of the corpus made by ``owner``: ``meta`` (JSON) and its runs; its id. Every
         rule is kept inside the write's own ``BEGIN IMMEDIATE`` transaction, so two writers cannot both
