@@ -18,11 +18,12 @@ pytestmark = [pytest.mark.regression, pytest.mark.slow]
 
 def tools_module(name: str):
     """``bench/tools/<name>.py`` imported as a module (the folder holds scripts, not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "tools" / f"{name}.py")
+    key = f"rankscope_bench_tools_{name}"  # not ``name``: an installed package may be called ``notebook``
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, ROOT / "bench" / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    sys.modules[key] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
