@@ -148,8 +148,8 @@ def knob(key: str, parameter: Parameter) -> Knob:
     name, about, elem_id = parameter.name, info(parameter), f"knob-{key}-{parameter.name}"
     if parameter.kind in (INT, FLOAT):
         # no minimum or maximum of Gradio's own: the declared range is held by ``read``, which names it
-        return gr.Number(float(parameter.default), precision=0 if parameter.kind == INT else None, label=name, info=about,
-                         elem_id=elem_id)
+        return gr.Number(float(parameter.default), precision=0 if parameter.kind == INT else None, label=name,
+                         info=about, elem_id=elem_id)
     if parameter.kind == CHOICE:
         return gr.Dropdown(list(parameter.choices), value=parameter.default, label=name, info=about, elem_id=elem_id)
     if parameter.kind == BOOL:
