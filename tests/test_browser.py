@@ -176,6 +176,27 @@ def test_evaluate_tab_adds_the_three_way_fusion_with_its_weight_and_why(page, sh
     page.locator("#eval-extras").get_by_label("Hybrid (BM25 + dense + SPLADE)").uncheck()
 
 
+def test_evaluate_tab_shows_each_declared_systems_settings_rm3s_among_them(page, shots):
+    """The "System settings" accordion holds a knob per declared parameter, RM3's three among them,
+    each with its range; a value changed there is the one the evaluations use, said in a line."""
+    open_tab(page, "Evaluate")
+    settings = page.locator("#eval-settings")
+    settings.get_by_text("System settings").first.click()
+    for name, words in (("fb_docs", "an integer from 1 to 1000"), ("fb_terms", "an integer from 1 to 1000"),
+                        ("original_query_weight", "a number from 0 to 1")):
+        knob = page.locator(f"#knob-rm3-{name}")
+        expect(knob).to_be_visible()
+        expect(knob).to_contain_text(words)
+    box = page.locator("#knob-rm3-fb_terms input")
+    box.fill("3")
+    box.press("Enter")
+    expect(page.locator("#eval-settings-note")).to_contain_text("fb_terms 3 (default 10)")
+    page.screenshot(path=str(shots / "evaluate-settings.png"), full_page=True)
+    box.fill("10")
+    box.press("Enter")
+    expect(page.locator("#eval-settings-note")).to_contain_text("every system's defaults")
+
+
 def test_a_refused_training_says_why_in_the_status_once_the_notice_fades(page):
     """A start the form's values refuse leaves the status saying what failed and why, in words, not
     Gradio's bare "Error" (which stays once the notice has faded)."""

@@ -2,6 +2,7 @@
 on request), significance against BM25, per-query wins and losses, plots, and the compression table."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -21,7 +22,7 @@ from retrieval.sharing.owners import Viewer
 from retrieval.systems import DENSE, keys, label
 from retrieval.systems import shown as shown_builtins
 from retrieval.systems.hybrid import CLEAR
-from ui import texts
+from ui import knobs, texts
 from ui.common import (
     SplitView,
     conclusions_note,
@@ -202,6 +203,14 @@ def extras_choices(registry: Registry, ws: Workspace) -> list[tuple[str, str]]:
             + sparse_choices(registry, ws))
 
 
+def _labelled(ctx: Context, key: str, split: str | None, request: gr.Request | None,
+              chosen: dict | None) -> tuple[Workspace, str | None]:
+    """The session's workspace with the judgments as labels now (no split picked: their default,
+    ``Context.labelled_split``) and the session's system settings (``knobs.applied``)."""
+    ws, split = ctx.labelled_split(key, split, request)
+    return knobs.applied(ws, chosen), split
+
+
 @dataclass
 class EvaluateView(SplitView):
     """Evaluate's split picker and its results: a newly opened data set clears the results (they were
@@ -227,6 +236,7 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
                                   label="Also evaluate (systems on request, compressed indexes, fine-tuned encoders)",
                                   scale=3)
         button = gr.Button("Evaluate", variant="primary", elem_id="evaluate-button", scale=1)
+    settings = knobs.build()  # the session's values of the systems' declared parameters: every handler applies them
     headline_ = gr.Markdown(elem_id="eval-headline")
     glance = gr.HTML(elem_id="eval-glance")
     with gr.Accordion("All metrics (every column, † against BM25)", open=False, elem_id="eval-all"):
@@ -254,29 +264,32 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
     def viewer(request: gr.Request | None) -> Viewer:
         return ctx.registry.viewer(session_of(request))
 
-    labelled = ctx.labelled_split  # the judgments as labels now; no split picked: their default
+    labelled = functools.partial(_labelled, ctx)  # the judgments as labels now, with the session's system settings
 
-    def on_evaluate(split_: str | None, extras_: list[str], key: str, request: gr.Request):
-        return evaluate(*labelled(key, split_, request), allowed(extras_), viewer(request))
+    def on_evaluate(split_: str | None, extras_: list[str], key: str, chosen: dict, request: gr.Request):
+        return evaluate(*labelled(key, split_, request, chosen), allowed(extras_), viewer(request))
 
-    def on_summary(split_: str | None, extras_: list[str], key: str, request: gr.Request):
-        return summary(*labelled(key, split_, request), allowed(extras_), viewer(request))
+    def on_summary(split_: str | None, extras_: list[str], key: str, chosen: dict, request: gr.Request):
+        return summary(*labelled(key, split_, request, chosen), allowed(extras_), viewer(request))
 
-    def on_plots(split_: str | None, extras_: list[str], key: str, request: gr.Request):
-        return plots(*labelled(key, split_, request), allowed(extras_), viewer(request))
+    def on_plots(split_: str | None, extras_: list[str], key: str, chosen: dict, request: gr.Request):
+        return plots(*labelled(key, split_, request, chosen), allowed(extras_), viewer(request))
 
-    def on_compression(split_: str | None, key: str, request: gr.Request):
-        return compression(*labelled(key, split_, request))
+    def on_compression(split_: str | None, key: str, chosen: dict, request: gr.Request):
+        return compression(*labelled(key, split_, request, chosen))
 
-    def on_segments(split_: str | None, key: str, request: gr.Request):
-        return segments(*labelled(key, split_, request))
+    def on_segments(split_: str | None, key: str, chosen: dict, request: gr.Request):
+        return segments(*labelled(key, split_, request, chosen))
 
-    button.click(on_evaluate, [split, extras, ctx.key], [note, metrics, wins], api_name="evaluate", **HEAVY).then(
-        on_summary, [split, extras, ctx.key], [headline_, glance, formulas], api_visibility="private",
+    state = settings.chosen  # a session's state: not an input of the named endpoints
+    button.click(on_evaluate, [split, extras, ctx.key, state], [note, metrics, wins], api_name="evaluate",
+                 **HEAVY).then(
+        on_summary, [split, extras, ctx.key, state], [headline_, glance, formulas], api_visibility="private",
         **HEAVY).then(
-        on_plots, [split, extras, ctx.key], [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
-        on_segments, [split, ctx.key], by_kind, api_name="segments", **HEAVY)
-    compress.click(on_compression, [split, ctx.key], compress_table, api_name="compression", **HEAVY)
+        on_plots, [split, extras, ctx.key, state], [scatter, recall, sweep], api_visibility="private",
+        **HEAVY).then(
+        on_segments, [split, ctx.key, state], by_kind, api_name="segments", **HEAVY)
+    compress.click(on_compression, [split, ctx.key, state], compress_table, api_name="compression", **HEAVY)
     def on_extras(key: str, request: gr.Request):
         return gr.update(choices=extras_choices(ctx.registry, ctx.labelled(key, request)))
 
@@ -286,29 +299,29 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
     def computing(empty: bool):
         """The tab opened (``empty``: on nothing computed yet too), or a background build over (results
         computed while it ran are computed again, none computed are not): the results, if out of date."""
-        def first(split_: str | None, extras_: list[str], key: str, rows, request: gr.Request):
-            ws, split_ = labelled(key, split_, request)
+        def first(split_: str | None, extras_: list[str], key: str, chosen: dict, rows, request: gr.Request):
+            ws, split_ = labelled(key, split_, request, chosen)
             if not out_of_date(ws, split_, rows, empty=empty):
                 return gr.skip(), gr.skip(), gr.skip(), False
-            return (*on_evaluate(split_, extras_, key, request), True)
+            return (*on_evaluate(split_, extras_, key, chosen, request), True)
         return first
 
     on_open, on_arrival = computing(True), computing(False)
 
-    def on_open_summary(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
-        return on_summary(split_, extras_, key, request) if go else (gr.skip(),) * 3
+    def on_open_summary(go: bool, split_: str, extras_: list[str], key: str, chosen: dict, request: gr.Request):
+        return on_summary(split_, extras_, key, chosen, request) if go else (gr.skip(),) * 3
 
-    def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, request: gr.Request):
-        return on_plots(split_, extras_, key, request) if go else (gr.skip(),) * 3
+    def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, chosen: dict, request: gr.Request):
+        return on_plots(split_, extras_, key, chosen, request) if go else (gr.skip(),) * 3
 
     triggers = [(tab.select, on_open)] + ([(arrived.change, on_arrival)] if arrived is not None else [])
     for trigger, first in triggers:
-        trigger(first, [split, extras, ctx.key, metrics], [note, metrics, wins, opened], api_visibility="private",
-                **HEAVY).then(
-            on_open_summary, [opened, split, extras, ctx.key],
+        trigger(first, [split, extras, ctx.key, state, metrics], [note, metrics, wins, opened],
+                api_visibility="private", **HEAVY).then(
+            on_open_summary, [opened, split, extras, ctx.key, state],
             [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
-            on_open_plots, [opened, split, extras, ctx.key],
+            on_open_plots, [opened, split, extras, ctx.key, state],
             [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
-            lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key], by_kind,
+            lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key, state], by_kind,
             api_visibility="private", **HEAVY)
     return EvaluateView(split, [note, metrics, wins, headline_, glance, by_kind, compress_table])
