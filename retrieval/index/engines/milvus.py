@@ -59,7 +59,7 @@ from retrieval.index.dense_index import COMMIT_EVERY, HNSW_FROM  # noqa: F401 - 
 from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.recent import Recent
-from retrieval.index.splade import SparseVector
+from retrieval.index.searchable import SparseVector
 from retrieval.index.terms import WeightedQuery
 from retrieval.index.tokenize import Tokenizer
 from retrieval.store import Store, text_hash
