@@ -1,6 +1,6 @@
 """The contracts of the two seams, held against every implementation: each engine (in-process,
-and Milvus Lite where it is installed) meets ``engines.base``'s protocols (BM25, vectors, learned
-sparse vectors) and answers consistently through them; each system (every built-in, an imported
+and Milvus Lite where it is installed) meets ``engines.base``'s and ``searchable``'s protocols (BM25, vectors,
+learned sparse vectors) and answers consistently through them; each system (every built-in, an imported
 run) meets ``systems.base.System`` over each engine — its parameters a stable cache key, its search
 ranked and cut to k, its one-query path the same as its search, its exact scores the scores it
 ranked with."""

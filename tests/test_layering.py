@@ -1,7 +1,8 @@
 """The library's layering, held: a leaf or the CLI's help imports nothing heavy (each checked in a
 fresh interpreter, as a user starts one), the package's names still import, the import contracts
 (``.importlinter``) pass, no import circle anywhere (between modules, and into and out of the packages that are
-layers: the indexes, the systems), and numba keeps its kernels in RankScope's cache folder."""
+layers: the indexes, the systems), counting every import (inside a function or under ``if TYPE_CHECKING:``: an
+annotation is a dependency too), and numba keeps its kernels in RankScope's cache folder."""
 from __future__ import annotations
 
 import json
@@ -97,10 +98,11 @@ UNITS = ("retrieval.index", "retrieval.index.engines", "retrieval.systems", "ret
 
 @pytest.fixture(scope="module")
 def imports():
-    """The import graph of RankScope's own packages as ``.importlinter`` reads it: an import inside a function
-    counts (a lazy import is still a dependency), one under ``if TYPE_CHECKING:`` does not."""
+    """The import graph of RankScope's own packages as ``.importlinter`` reads it: every import counts, one inside
+    a function (a lazy import is still a dependency) and one under ``if TYPE_CHECKING:`` (an annotation names what
+    it imports: the systems read the workspace through ``retrieval.systems.reads``' Protocol, not its class)."""
     grimp = pytest.importorskip("grimp")  # installed with import-linter (requirements-dev.txt)
-    return grimp.build_graph(*ROOTS, include_external_packages=False, exclude_type_checking_imports=True,
+    return grimp.build_graph(*ROOTS, include_external_packages=False, exclude_type_checking_imports=False,
                              cache_dir=None)
 
 
@@ -200,6 +202,30 @@ def test_a_layer_package_takes_part_in_no_import_circle(imports, unit):
     found = [c for c in circles(graph_of(imports, unit)) if unit in c]
     assert not found, f"{unit} leaves itself and comes back through:\n    " + "\n    ".join(
         arrows(imports, found[0], unit))
+
+
+def test_the_contracts_count_type_checking_imports_as_the_circle_tests_do():
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter", encoding="utf-8")
+    assert config.getboolean("importlinter", "exclude_type_checking_imports") is False
+
+
+def test_no_system_module_imports_the_workspace_even_for_annotations(imports):
+    importers = imports.find_modules_that_directly_import("retrieval.workspace")
+    assert not {m for m in importers if m == "retrieval.systems" or m.startswith("retrieval.systems.")}
+    assert "retrieval.systems.reads" in imports.find_modules_directly_imported_by("retrieval.systems.base")
+
+
+def test_the_workspace_offers_everything_a_system_reads(toy_dataset):
+    from retrieval import Workspace
+    from retrieval.systems.reads import SystemWorkspace
+
+    members = [name for name in vars(SystemWorkspace) if not name.startswith("_")]
+    assert {"dataset", "settings_of", "system_state", "background_build"} <= set(members)
+    offered = set(dir(Workspace(toy_dataset)))  # dir reads no property: nothing is built
+    assert [m for m in members if m not in offered] == []
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC

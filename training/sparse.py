@@ -63,7 +63,8 @@ from retrieval.evaluation.measures import evaluate_run, paired_permutation_p
 from retrieval.evaluation.metrics import SIGNIFICANCE_LEVEL, p_text
 from retrieval.files.read_back import read_back_bytes
 from retrieval.index.bm25_index import BM25Index
-from retrieval.index.splade import SparseIndex, SparseModel, SparseVector, embed_sparse_corpus, load_sparse_model
+from retrieval.index.searchable import SparseVector
+from retrieval.index.splade import SparseIndex, SparseModel, embed_sparse_corpus, load_sparse_model
 from retrieval.row_bounds import json_id_bytes
 from retrieval.store import Store, text_hash
 from training.checkpoint import run_key

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # FAISS is imported where an index is made, read or written
     import faiss
 
     from retrieval.index.encoder import Encoder
-    from retrieval.index.engines.base import VectorIndex
+    from retrieval.index.searchable import VectorIndex
 
 INDEX_KINDS = ("flat", "hnsw", "sq8")
 KEPT_KINDS = ("flat", "hnsw")  # kept in a file beside the store once built (their vectors are the embeddings)

@@ -37,13 +37,13 @@ from retrieval.data.run import Run
 from retrieval.errors import EncoderLoadError
 from retrieval.index.encoder import model_fingerprint
 from retrieval.index.recent import Recent
+from retrieval.index.searchable import SparseVector, SparseVectorIndex
 from retrieval.index.terms import DOCUMENT_EXPANSION, QUERY_EXPANSION, QUERY_TERM, TermKind, TermScore
 from retrieval.index.top_k import top_k
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store
 
 if TYPE_CHECKING:
-    from retrieval.index.engines.base import SparseVectorIndex
     from retrieval.training_record import TrainedOn
 
 BUNDLED = "splade-tiny"
@@ -52,7 +52,6 @@ BUNDLED = "splade-tiny"
 # +0.55 GB instead of +1.04 GB of resident memory encoding SciFact abstracts) at a few % of speed
 BATCH = 8
 MAX_SEQ_LENGTH = 256
-SparseVector = tuple[np.ndarray, np.ndarray]  # (term ids, int32; weights, float32), ids ascending
 
 
 MODELS_KEPT = 4  # sparse models a process keeps loaded (model × device), least recently used let go first

@@ -3,8 +3,9 @@ and the ``Probe`` a typed query is searched through, once, for every system on s
 
 A system is an object with a key (what runs and metrics are cached under, what the API and the
 CLI name), a long and a short label, what it needs (``Needs``: BM25, the dense index, its own
-sparse vectors, or nothing but its run file), and four behaviours, each given the ``Workspace``
-whose data and indexes it ranks:
+sparse vectors, or nothing but its run file), and four behaviours, each given the workspace
+whose data and indexes it ranks (as a ``reads.SystemWorkspace``: what a system reads of a ``Workspace``, so that
+no system imports the workspace, which imports them):
 
 * ``params(ws, split)`` — everything its results depend on, the cache key beside the data set,
   split and depth (an encoder's fingerprint, λ and how it was chosen, BM25's settings, an engine);
@@ -47,7 +48,7 @@ from retrieval.systems.declared import Capabilities, Citation, Parameter, Relati
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
     from retrieval.index.terms import TermScore
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 Hits = list[tuple[str, float]]
 
@@ -107,7 +108,7 @@ class System(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...  # noqa: E704 - exact scores, the terms it explains
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def params(self, ws: SystemWorkspace, split: str | None) -> dict:
         """Everything its results depend on: the cache key beside the data set, split and depth.
 
         Args:
@@ -119,7 +120,7 @@ class System(Protocol):
         """
         ...
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         """Rank the corpus for a set of queries.
 
         Args:
@@ -133,7 +134,7 @@ class System(Protocol):
         """
         ...
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
         """Its score of chosen documents, retrieved or not (the judged ones, for PNR).
 
@@ -148,7 +149,7 @@ class System(Protocol):
         """
         ...
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         """One typed query's ranked list, from what the probe has computed already.
 
         Args:
@@ -162,7 +163,7 @@ class System(Protocol):
         """
         ...
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> list[TermScore] | None:
         """What made it rank a document: its terms and their weights.
 
         Args:
@@ -175,7 +176,7 @@ class System(Protocol):
         """
         ...
 
-    def weights(self, ws: Workspace, split: str | None) -> list[Weight]:
+    def weights(self, ws: SystemWorkspace, split: str | None) -> list[Weight]:
         """The weights it chose for ``split`` and how, for the views to show beside its figures.
 
         Args:
@@ -187,7 +188,7 @@ class System(Protocol):
         """
         ...
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
         """The background builds it needs (``Workspace.background_build``); while one runs, it cannot answer.
 
         Args:
@@ -211,25 +212,25 @@ class SystemBase:
     relations = Relations()
     capabilities = Capabilities(exact_scores=False)
 
-    def params(self, ws: Workspace, split: str | None) -> dict:
+    def params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return keyed(self.key, self.cache_params(ws, split), ws.settings_of(self.key))
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         """What its results depend on beyond its declared parameters (``params`` adds those): an
         encoder's fingerprint, λ and how it was chosen, BM25's settings for a system built on BM25."""
         return {}
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
         return None
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore] | None:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> list[TermScore] | None:
         return None
 
-    def weights(self, ws: Workspace, split: str | None) -> list[Weight]:
+    def weights(self, ws: SystemWorkspace, split: str | None) -> list[Weight]:
         return []
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
         """The background builds it needs (``Workspace.background_build``; the dense index's, the
         learned sparse one's): while one runs, the system cannot answer (``Workspace.pending``)."""
         return ()
@@ -247,7 +248,7 @@ class Probe:
         query_id: The data set's query this text is, where it is one (imported runs list it).
     """
 
-    def __init__(self, ws: Workspace, text: str, depth: int, query_id: str | None = None):
+    def __init__(self, ws: SystemWorkspace, text: str, depth: int, query_id: str | None = None):
         self.ws, self.text, self.depth, self.query_id = ws, text, depth, query_id
 
     @cached_property

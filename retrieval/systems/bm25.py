@@ -13,7 +13,7 @@ from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.declared import CHOICE, FLOAT, Capabilities, Citation, Parameter, parse
 
 if TYPE_CHECKING:
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 
 K1 = Parameter("k1", FLOAT, 0.9, "term-frequency saturation", low=0)
@@ -34,7 +34,7 @@ def check_b(value: object) -> float:
     return float(parse(B, value, BM25.short))
 
 
-def lexical_params(ws: Workspace) -> dict:
+def lexical_params(ws: SystemWorkspace) -> dict:
     """What BM25's scores depend on: k1, b, the method and the tokenizer (stemmer, stopwords)."""
     return {"bm25": {**ws.bm25_settings.as_key(), "tokenizer": ws.tokenizer.config}}
 
@@ -48,20 +48,20 @@ class BM25(SystemBase):
                         "ECIR 2020", 2020, "§2, the variants (Lucene's the default)")
     capabilities = Capabilities(exact_scores=True)
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {**ws.engine.key, **lexical_params(ws)}
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         return ws.lexical.search(queries, k)
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         ids = ws.dataset.doc_ids
         scores = {q: ws.lexical.scores_at(queries[q], np.asarray(rs, dtype=np.int64)) for q, rs in rows.items()}
         return {q: {ids[r]: float(s) for r, s in zip(rs, scores[q])} for q, rs in rows.items()}
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         return probe.lexical[:k]
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
         return None  # every hit carries BM25's per-term contributions already (``retrieval.side_by_side``)

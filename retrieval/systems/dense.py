@@ -13,10 +13,10 @@ from retrieval.systems.declared import Capabilities, Citation
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 
-def dense_params(ws: Workspace) -> dict:
+def dense_params(ws: SystemWorkspace) -> dict:
     """What the dense scores depend on: the encoder's fingerprint (weights, precision, route), the
     index kind and, for a compressed index, its dimensions and that scores come from its codes."""
     p: dict = {"model": ws.encoder.fingerprint, "index": ws.index_kind}
@@ -35,24 +35,24 @@ class Dense(SystemBase):
                         "§3, the bi-encoder and its cosine")
     capabilities = Capabilities(exact_scores=True)
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {**ws.engine.key, **dense_params(ws)}
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         return ws.dense.search(queries, k)
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         ids = ws.dataset.doc_ids
         qv = ws.dense.encode_queries({q: queries[q] for q in rows})
         scores = [ws.dense.index.scores(qv[i], np.asarray(rs, dtype=np.int64)) for i, rs in enumerate(rows.values())]
         return {q: {ids[r]: float(s) for r, s in zip(rs, scores[i])} for i, (q, rs) in enumerate(rows.items())}
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         return probe.dense[:k]
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
         return None  # a cosine has no parts to show
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
         return (ws.builds["dense"],)

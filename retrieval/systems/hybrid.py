@@ -26,7 +26,7 @@ from retrieval.training_record import LambdaFit
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 
 PER_CHOICE = 2_000  # bytes of a LambdaChoice: its value, how, grid and fit (the memory budget's estimate)
@@ -40,18 +40,18 @@ class Lambdas(SplitChoices[LambdaChoice]):
         return PER_CHOICE + PER_QUERY_LAMBDA * len(choice.per_query)
 
 
-def lambdas_of(ws: Workspace) -> Lambdas:
+def lambdas_of(ws: SystemWorkspace) -> Lambdas:
     """``ws``'s λ state (made empty the first time)."""
     return ws.system_state(HYBRID.key, Lambdas, WORKSPACE)
 
 
-def query_max_space(ws: Workspace) -> bool:
+def query_max_space(ws: SystemWorkspace) -> bool:
     """Whether the CLEAR hybrid divides BM25 by each query's largest possible score: the encoder's
     scores are cosines, so λ lives on ``QUERY_MAX_GRID``."""
     return ws.encoder.normalize
 
 
-def lexical_half(ws: Workspace, fusion: str = "clear"):
+def lexical_half(ws: SystemWorkspace, fusion: str = "clear"):
     """The BM25 a hybrid fuses. RRF and the weighted sum fuse the engine's BM25 list as the BM25
     system ranks it. CLEAR scores every candidate of the union by BM25 exactly, so it takes
     RankScope's own index in this process (``Workspace.bm25``: the engine's own in-process; beside
@@ -62,7 +62,7 @@ def lexical_half(ws: Workspace, fusion: str = "clear"):
     return ws.bm25 if fusion == "clear" else ws.lexical
 
 
-def make(ws: Workspace, fusion: str = "clear", split: str | None = None) -> Hybrid:
+def make(ws: SystemWorkspace, fusion: str = "clear", split: str | None = None) -> Hybrid:
     """The fusion of ``ws``'s BM25 and dense index; CLEAR's with the λ chosen for ``split``."""
     h = Hybrid(lexical_half(ws, fusion), ws.dense, depth=ws.depth, fusion=fusion, lookups=fusion == "clear")
     if fusion == "clear":
@@ -73,7 +73,7 @@ def make(ws: Workspace, fusion: str = "clear", split: str | None = None) -> Hybr
     return h
 
 
-def tuning_split(ws: Workspace, split: str | None) -> str | None:
+def tuning_split(ws: SystemWorkspace, split: str | None) -> str | None:
     """The split λ is tuned on when evaluating ``split`` (None: the queries of no split, e.g. Search):
     ``train`` where the data set has one (never for ``train`` itself); else the judged queries
     (``labels.JUDGED``) where some have a relevant document — where ``judged`` is the split
@@ -85,7 +85,7 @@ def tuning_split(ws: Workspace, split: str | None) -> str | None:
     return JUDGED if relevant >= (2 if split == JUDGED else 1) else None
 
 
-def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
+def lambda_for(ws: SystemWorkspace, split: str | None) -> LambdaChoice:
     """λ_test for evaluating ``split``: the training split's (``tuning_split``), chosen by
     ``clear_lambda.choose`` — a fine-tuned encoder's own held-out λ, else λ tuned on the training split
     against the label-free prior, else the label-free λ — and kept on the workspace. Where the
@@ -122,7 +122,7 @@ def lambda_for(ws: Workspace, split: str | None) -> LambdaChoice:
         return state.by_split[split]
 
 
-def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
+def lambda_fit(ws: SystemWorkspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
     """λ_test tuned on a labelled split (only its ``queries`` when given: a half λ is cross-fitted
     on) over the grid of the hybrid's score space, against the label-free choice as the prior
     (``label_free_prior``); cached in the store. ``lambda_for`` calls it on the training split to
@@ -154,7 +154,7 @@ def lambda_fit(ws: Workspace, split: str, queries: frozenset[str] | None = None)
         return fit
 
 
-def label_free_prior(ws: Workspace, normalized: bool) -> float | None:
+def label_free_prior(ws: SystemWorkspace, normalized: bool) -> float | None:
     """The λ labels must beat significantly to replace it: what the hybrid is without labels —
     BM25 alone (``LEX_ONLY``) where the encoder fails the reliability check, else the query-max
     space's equal weights (None in the raw space, which has no label-free λ of its own)."""
@@ -163,7 +163,7 @@ def label_free_prior(ws: Workspace, normalized: bool) -> float | None:
     return LABEL_FREE_LAMBDA if normalized else None
 
 
-def fix_lambda(ws: Workspace, value: float, how: str, split: str | None = None) -> None:
+def fix_lambda(ws: SystemWorkspace, value: float, how: str, split: str | None = None) -> None:
     """Use λ_test = ``value`` when evaluating ``split`` (chosen elsewhere, e.g. on a held-out split,
     in the space ``lambda_fit`` tunes in)."""
     state = lambdas_of(ws)
@@ -178,23 +178,23 @@ class _Fusion(SystemBase):
     needs = Needs(lexical=True, vectors=True)
     relations = Relations(("bm25", "dense"), "BM25 and dense, fused")
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {**ws.engine.key, **lexical_params(ws), **dense_params(ws), "depth": ws.depth}
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         return make(ws, self.fusion, split).search(queries, k)
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
         return None  # a fused rank or a normalized sum scores a list, not a document
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         return make(ws, self.fusion).fuse({"q": probe.lexical[:ws.depth]}, {"q": probe.dense[:ws.depth]}, k)["q"]
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
         return None
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
         return (ws.builds["dense"],)
 
 
@@ -206,7 +206,7 @@ class Clear(_Fusion):
     relations = Relations(("bm25", "dense"), "λ·BM25 (a share of the query's best score) + cosine, over both lists")
     capabilities = Capabilities(exact_scores=True)
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         p = super().cache_params(ws, split)
         if not ws.engine.capabilities.explains:  # candidates scored by the in-process BM25 (lexical_half)
             p["bm25_scores"] = "in-process"
@@ -223,12 +223,12 @@ class Clear(_Fusion):
                      if math.isfinite(f.value) else shown(f.value)] for f in choice.folds]}
         return p
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         return make(ws, "clear", split).exact_scores(lambda_for(ws, split).value, rows, queries)
 
     # ---- λ: what the views, the CLI and the benches ask of the CLEAR hybrid (the module's functions) ----
-    def query_max_space(self, ws: Workspace) -> bool:
+    def query_max_space(self, ws: SystemWorkspace) -> bool:
         """Whether λ weighs BM25 over the query's largest possible score on ``ws`` (cosine scores).
 
         Args:
@@ -239,7 +239,7 @@ class Clear(_Fusion):
         """
         return query_max_space(ws)
 
-    def lambda_for(self, ws: Workspace, split: str | None) -> LambdaChoice:
+    def lambda_for(self, ws: SystemWorkspace, split: str | None) -> LambdaChoice:
         """λ when ``split`` is evaluated on ``ws`` (the module's ``lambda_for``).
 
         Args:
@@ -251,7 +251,7 @@ class Clear(_Fusion):
         """
         return lambda_for(ws, split)
 
-    def lambda_fit(self, ws: Workspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
+    def lambda_fit(self, ws: SystemWorkspace, split: str, queries: frozenset[str] | None = None) -> LambdaFit:
         """λ tuned on ``split``'s labelled queries against the label-free prior (the module's ``lambda_fit``).
 
         Args:
@@ -264,7 +264,7 @@ class Clear(_Fusion):
         """
         return lambda_fit(ws, split, queries)
 
-    def fix_lambda(self, ws: Workspace, value: float, how: str, split: str | None = None) -> None:
+    def fix_lambda(self, ws: SystemWorkspace, value: float, how: str, split: str | None = None) -> None:
         """Use λ = ``value`` on ``ws`` when evaluating ``split`` (the module's ``fix_lambda``).
 
         Args:
@@ -275,7 +275,7 @@ class Clear(_Fusion):
         """
         fix_lambda(ws, value, how, split)
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         """A query of the data set at the λ its evaluation ranks it with (cross-fitted: its half's),
         any other at the split's λ (cross-fitted: tuned on all judged queries)."""
         h = make(ws, "clear", split)

@@ -81,7 +81,7 @@ from retrieval.training_record import LambdaFit, TrainedOn
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 KEY = "hybrid3"
 LABEL_FREE_MU = 1.0
@@ -136,7 +136,7 @@ def rank3(cands: dict[str, Candidates3], lam: float, mu: float, doc_ids: list[st
     return ranked(cands, lambda qid, c: fused3(by_query.get(qid, lam), mu, c), doc_ids, k)
 
 
-def _lex_scores(ws: Workspace, text: str, rows: np.ndarray) -> np.ndarray:
+def _lex_scores(ws: SystemWorkspace, text: str, rows: np.ndarray) -> np.ndarray:
     lex = np.asarray(ws.bm25.scores_at(text, rows), dtype=np.float64)
     if clear.query_max_space(ws):
         lex = lex / max(ws.bm25.max_score(text), 1e-9)
@@ -151,13 +151,13 @@ class Encoded(NamedTuple):
     sparse: list
 
 
-def encode(ws: Workspace, queries: dict[str, str]) -> Encoded:
+def encode(ws: SystemWorkspace, queries: dict[str, str]) -> Encoded:
     qvecs = ws.dense.encode_queries(queries)
     _, dense_rows = ws.dense.index.search_vectors(qvecs, ws.depth)
     return Encoded(qvecs, dense_rows, ws.sparse.model.encode(list(queries.values()), query=True))
 
 
-def union3(ws: Workspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, svec) -> Candidates3:
+def union3(ws: SystemWorkspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, svec) -> Candidates3:
     """One query's candidates: BM25's top ``depth`` with a positive score, the dense index's top
     ``depth`` (``-1`` = no hit) and SPLADE's top ``depth`` (non-zero scores), each scored by all three."""
     depth = ws.depth
@@ -168,14 +168,14 @@ def union3(ws: Workspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, s
     return scored(ws, text, qvec, svec, rows, float(sp_scores[0]) if len(sp_scores) else 0.0)
 
 
-def sp_max(ws: Workspace, svec) -> float:
+def sp_max(ws: SystemWorkspace, svec) -> float:
     """The largest SPLADE score of any document for the query: SPLADE's own top 1, so the largest of
     any candidate union, which holds SPLADE's top list (0 where no document shares a term)."""
     _, top = ws.sparse.index.top(svec, 1)
     return float(top[0]) if len(top) else 0.0
 
 
-def scored(ws: Workspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray, top: float) -> Candidates3:
+def scored(ws: SystemWorkspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray, top: float) -> Candidates3:
     """The documents at ``rows`` scored by all three models; SPLADE's divided by ``top`` (``sp_max``)."""
     sp = np.asarray(ws.sparse.index.scores(svec, rows), dtype=np.float64)
     emb = np.asarray(ws.dense.index.scores(qvec, rows), dtype=np.float64)
@@ -183,7 +183,7 @@ def scored(ws: Workspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray, t
                        is_identifier_lookup(text), top)
 
 
-def candidates(ws: Workspace, queries: dict[str, str]) -> dict[str, Candidates3]:
+def candidates(ws: SystemWorkspace, queries: dict[str, str]) -> dict[str, Candidates3]:
     """``union3`` of every query (one batch through each encoder)."""
     if not queries:
         return {}
@@ -192,7 +192,7 @@ def candidates(ws: Workspace, queries: dict[str, str]) -> dict[str, Candidates3]
             for i, (qid, text) in enumerate(queries.items())}
 
 
-def sparse_unreliable(ws: Workspace) -> str | None:
+def sparse_unreliable(ws: SystemWorkspace) -> str | None:
     """Why the sparse model cannot read this corpus (an English-only model, a corpus mostly in
     another language), or None."""
     check = dense_reliability(ws)
@@ -203,7 +203,7 @@ def sparse_unreliable(ws: Workspace) -> str | None:
     return None
 
 
-def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float], prior: float,
+def mu_fit(ws: SystemWorkspace, split: str, lam: float, lam_by_query: dict[str, float], prior: float,
            only: Collection[str] | None = None) -> LambdaFit:
     """μ tuned on ``split``'s labelled queries (those of them in ``only``, if given) over ``MU_GRID``
     at the CLEAR λ given, against ``prior`` (paired permutation test on nDCG@10); cached in the store."""
@@ -234,7 +234,7 @@ def mu_fit(ws: Workspace, split: str, lam: float, lam_by_query: dict[str, float]
     return fit
 
 
-def _seen(record: TrainedOn | None, ws: Workspace, split: str) -> bool:
+def _seen(record: TrainedOn | None, ws: SystemWorkspace, split: str) -> bool:
     """Whether a model's training ``record`` says it was fine-tuned on ``split``'s labelled queries as
     they are now: μ tuned on them would favour it."""
     if record is None or record.split != split or split not in ws.dataset.qrels:
@@ -242,7 +242,7 @@ def _seen(record: TrainedOn | None, ws: Workspace, split: str) -> bool:
     return record.queries == queries_fingerprint(ws.dataset.split_queries(split))
 
 
-def _held(record: TrainedOn | None, ws: Workspace, split: str) -> list[str]:
+def _held(record: TrainedOn | None, ws: SystemWorkspace, split: str) -> list[str]:
     """The labelled ``split`` queries a model's held-out check kept out of its training (its record), sorted."""
     labelled = ws.dataset.qrels.get(split, {})
     return sorted(q for q in (record.held_out if record is not None else ()) if q in labelled)
@@ -259,7 +259,7 @@ class Unseen(NamedTuple):
 SPARSE_PART, DENSE_PART = "the learned sparse model", "the dense encoder"
 
 
-def unseen(ws: Workspace, split: str) -> Unseen | None:
+def unseen(ws: SystemWorkspace, split: str) -> Unseen | None:
     """``split``'s labelled queries neither fine-tuned model of the fusion trained on — the queries each
     one's held-out check kept out of its training (a dense encoder refit on all of them keeps none) —
     or None where neither was fine-tuned on ``split``."""
@@ -285,7 +285,7 @@ BASE_PRIOR = "the base sparse model's"  # whose μ a fine-tuned sparse model's s
 ENCODER_PRIOR = "the fine-tuned encoder's"
 
 
-def base_mu(ws: Workspace, train_split: str, eval_split: str | None) -> LambdaFit | None:
+def base_mu(ws: SystemWorkspace, train_split: str, eval_split: str | None) -> LambdaFit | None:
     """The μ fit the workspace's (base) sparse model is given on ``train_split`` when ``eval_split`` is
     evaluated — what a model fine-tuned from it on that split records as the prior of its own μ — or
     None where μ is not tuned there for it (no labelled queries to tune on, ``eval_split`` tuned on
@@ -296,7 +296,7 @@ def base_mu(ws: Workspace, train_split: str, eval_split: str | None) -> LambdaFi
     return mu_for(ws, eval_split).fit
 
 
-def mu_for(ws: Workspace, split: str | None) -> MuChoice:
+def mu_for(ws: SystemWorkspace, split: str | None) -> MuChoice:
     """μ (and the CLEAR λ it goes with) when ``split`` is evaluated: the policy of the module docstring."""
     state = ws.system_state(KEY, Mus, WORKSPACE)
     with state.lock:
@@ -305,7 +305,7 @@ def mu_for(ws: Workspace, split: str | None) -> MuChoice:
         return state.by_split[split]
 
 
-def _choose(ws: Workspace, split: str | None) -> MuChoice:
+def _choose(ws: SystemWorkspace, split: str | None) -> MuChoice:
     lam_choice = clear.lambda_for(ws, split)
     lam, by_query = lam_choice.value, lam_choice.per_query
     why_not = sparse_unreliable(ws)
@@ -355,27 +355,27 @@ class Hybrid3(SystemBase):
     capabilities = Capabilities(exact_scores=True)
 
     @staticmethod
-    def base_params(ws: Workspace, split: str | None = None) -> dict:
+    def base_params(ws: SystemWorkspace, split: str | None = None) -> dict:
         """The CLEAR hybrid's parameters for ``split`` and the sparse model's: what μ is tuned under."""
         return {**clear.HYBRID.params(ws, split), "sparse_model": ws.sparse.model.fingerprint,
                 "sparse_scale": "list max"}
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         p = self.base_params(ws, split)
         if split is not None:
             p["mu"] = mu_for(ws, split).value
         return p
 
-    def weights(self, ws: Workspace, split: str | None) -> list[Weight]:
+    def weights(self, ws: SystemWorkspace, split: str | None) -> list[Weight]:
         """μ for ``split`` and how it was chosen (λ is the CLEAR hybrid's, shown with it)."""
         choice = mu_for(ws, split)
         return [Weight("μ", choice.value, choice.how)]
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         choice = mu_for(ws, split)
         return rank3(candidates(ws, queries), choice.lam, choice.value, ws.dataset.doc_ids, k, choice.lam_by_query)
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]] | None:
         """The fused score of chosen documents, retrieved or not; s_sp divided by the largest SPLADE
         score of the query's candidate list, as its ranking divides it."""
@@ -391,11 +391,11 @@ class Hybrid3(SystemBase):
             out[qid] = {ids[r]: float(v) for r, v in zip(at.tolist(), s.tolist())}
         return out
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         choice = mu_for(ws, split)
         lam = choice.lam_by_query.get(probe.query_id, choice.lam) if probe.query_id else choice.lam
         cands = {"q": union3(ws, probe.text, probe.vector, probe.dense_rows, probe.sparse)}
         return rank3(cands, lam, choice.value, ws.dataset.doc_ids, k)["q"]
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
         return (ws.builds["dense"], ws.builds["sparse"])

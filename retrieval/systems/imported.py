@@ -10,7 +10,7 @@ from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 
 if TYPE_CHECKING:
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 
 class Imported(SystemBase):
@@ -20,20 +20,20 @@ class Imported(SystemBase):
         self.imported = imported
         self.key = self.label = self.short = imported.name
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {"imported": self.key, "hash": self.imported.content_hash}
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         lists = self.imported.run
         return {q: lists.get(q, [])[:k] for q in queries}
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> None:
         return None  # only the scores of what it ranked: PNR reads those from the run
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         """Its list of the data set's query ``probe.query_id`` (a typed text matching one), else []."""
         return self.imported.run.get(probe.query_id, [])[:k] if probe.query_id is not None else []
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> None:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
         return None

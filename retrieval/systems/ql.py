@@ -42,7 +42,7 @@ from retrieval.systems.declared import FLOAT, Capabilities, Citation, Parameter
 
 if TYPE_CHECKING:
     from retrieval.index.tokenize import Tokenizer
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 MU = 1000.0  # Zhai & Lafferty's recommended Dirichlet prior (SIGIR 2001, §5)
 PER_TERM = 200  # bytes of a vocabulary entry (the term, its id, the dict slot): as the memory budget counts BM25's
@@ -132,12 +132,12 @@ class QLIndex:
         return top_k(scores, k, rows, self.tie_rank)
 
 
-def index_of(ws: Workspace) -> QLIndex:
+def index_of(ws: SystemWorkspace) -> QLIndex:
     """The workspace's query-likelihood index, built the first time (per corpus, shared)."""
     return ws.system_state(QueryLikelihood.key, lambda: QLIndex(ws.corpus.texts, ws.tokenizer, ws.dataset.doc_ids))
 
 
-def mu_of(ws: Workspace) -> float:
+def mu_of(ws: SystemWorkspace) -> float:
     """μ, the Dirichlet prior, as ``ws`` holds it (``Workspace.settings_of``; ``MU`` by default)."""
     return float(ws.settings_of(QueryLikelihood.key)["mu"])
 
@@ -151,10 +151,10 @@ class QueryLikelihood(SystemBase):
                         "to Ad Hoc Information Retrieval", "SIGIR 2001", 2001, "§3, Dirichlet prior smoothing")
     capabilities = Capabilities(exact_scores=True, explanation=frozenset({QUERY_TERM}))
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {"ql": {"smoothing": "dirichlet", "tokenizer": ws.tokenizer.config}}  # and μ (``params``)
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         index, ids, mu = index_of(ws), ws.dataset.doc_ids, mu_of(ws)
         out: Run = {}
         for qid, text in queries.items():
@@ -162,7 +162,7 @@ class QueryLikelihood(SystemBase):
             out[qid] = [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
         return out
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         index, ids = index_of(ws), ws.dataset.doc_ids
         out = {}
@@ -171,10 +171,10 @@ class QueryLikelihood(SystemBase):
             out[q] = {ids[r]: float(s) for r, s in zip(rs, scores.tolist())}
         return out
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         return self.search(ws, {"q": probe.text}, k, split)["q"]
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> list[TermScore]:
         """Each query term's c(w, q) · log((c(w, d) + μ p(w | C)) / (|d| + μ)), by the word it was typed
         as (the terms of one word summed), the largest (the least negative: a term the document holds
         often) first; they add up to the hit's score."""

@@ -32,7 +32,7 @@ import numpy as np
 from retrieval.data.language import detect_language, encoder_mismatch
 
 if TYPE_CHECKING:
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 SAMPLE = 200  # documents sampled from the corpus, and from the reference text
 COLLAPSE_RATIO = 0.3  # spread on the corpus below this share of the spread on English: collapsed
@@ -93,7 +93,7 @@ def reference_texts(n: int = SAMPLE) -> list[str]:
                    for d in docs], n)
 
 
-def dense_reliability(ws: Workspace) -> DenseReliability:
+def dense_reliability(ws: SystemWorkspace) -> DenseReliability:
     """Both checks for ``ws``'s encoder on ``ws``'s corpus (the corpus must be encoded: ``ws.dense``),
     made once per corpus and encoder: the label-free λ and the prior of a tuned one both ask."""
     from retrieval.index.dense_index import embed_texts

@@ -50,7 +50,7 @@ from retrieval.systems.bm25 import lexical_params
 from retrieval.systems.declared import FLOAT, INT, Capabilities, Citation, Parameter, Relations
 
 if TYPE_CHECKING:
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 FB_DOCS = 10  # Pyserini's LuceneSearcher.set_rm3 defaults (Anserini's -rm3.fbDocs, -rm3.fbTerms, …)
 FB_TERMS = 10
@@ -155,30 +155,30 @@ class RM3(SystemBase):
     relations = Relations(("bm25",), "BM25 with query expansion: its top documents' terms added to the query")
     capabilities = Capabilities(exact_scores=True, explanation=frozenset({QUERY_TERM, QUERY_EXPANSION}))
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {**ws.engine.key, **lexical_params(ws), "rm3": {"filter_terms": True}}  # and the settings (``params``)
 
-    def settings(self, ws: Workspace) -> tuple[int, int, float]:
+    def settings(self, ws: SystemWorkspace) -> tuple[int, int, float]:
         """(fb_docs, fb_terms, original_query_weight) as ``ws`` holds them (``Workspace.settings_of``)."""
         values = ws.settings_of(self.key)
         return int(values["fb_docs"]), int(values["fb_terms"]), float(values["original_query_weight"])
 
-    def expanded(self, ws: Workspace, text: str, feedback: Hits) -> WeightedQuery:
+    def expanded(self, ws: SystemWorkspace, text: str, feedback: Hits) -> WeightedQuery:
         """The expanded query of ``text`` given its BM25 list (its first ``fb_docs`` the feedback)."""
         docs, bm25 = ws.dataset.docs, ws.bm25
         fb_docs, fb_terms, original_query_weight = self.settings(ws)
         used = [(ws.tokenizer(docs[d].full_text), s) for d, s in feedback[:fb_docs]]
         return expand(ws.tokenizer(text), used, bm25.df, len(bm25), fb_terms, original_query_weight)
 
-    def expand_all(self, ws: Workspace, queries: dict[str, str]) -> dict[str, WeightedQuery]:
+    def expand_all(self, ws: SystemWorkspace, queries: dict[str, str]) -> dict[str, WeightedQuery]:
         """Every query's expanded query, their feedback searched in one batch."""
         feedback = ws.lexical.search(queries, self.settings(ws)[0])
         return {q: self.expanded(ws, text, feedback.get(q, [])) for q, text in queries.items()}
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         return ws.lexical.search(self.expand_all(ws, queries), k)
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         """The expanded query's BM25 at the rows (0 where none of its terms is in the document)."""
         ids = ws.dataset.doc_ids
@@ -186,7 +186,7 @@ class RM3(SystemBase):
         scores = {q: ws.lexical.scores_at(expanded[q], np.asarray(rs, dtype=np.int64)) for q, rs in rows.items()}
         return {q: {ids[r]: float(s) for r, s in zip(rs, scores[q])} for q, rs in rows.items()}
 
-    def _probe_query(self, ws: Workspace, probe: Probe) -> WeightedQuery:
+    def _probe_query(self, ws: SystemWorkspace, probe: Probe) -> WeightedQuery:
         """The probe's expanded query: its BM25 list is the feedback where it goes ``fb_docs`` deep (or
         holds every match), else the feedback is searched."""
         hits, fb_docs = probe.lexical, self.settings(ws)[0]
@@ -194,10 +194,10 @@ class RM3(SystemBase):
             hits = ws.lexical.search({"q": probe.text}, fb_docs)["q"]
         return self.expanded(ws, probe.text, hits)
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         return ws.lexical.search({"q": self._probe_query(ws, probe)}, k)["q"]
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> list[TermScore]:
         """Each term of the expanded query the document holds, with its weight times its BM25 score
         there, largest first (they add up to the hit's score), and its kind: a query term (shown as the
         word typed) or a query expansion (shown as the index's term, a stem)."""

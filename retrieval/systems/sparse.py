@@ -17,7 +17,7 @@ from retrieval.systems.declared import DOCUMENT_EXPANSION, QUERY_EXPANSION, QUER
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
-    from retrieval.workspace import Workspace
+    from retrieval.systems.reads import SystemWorkspace
 
 
 class Splade(SystemBase):
@@ -29,26 +29,26 @@ class Splade(SystemBase):
     capabilities = Capabilities(exact_scores=True,
                                 explanation=frozenset({QUERY_TERM, QUERY_EXPANSION, DOCUMENT_EXPANSION}))
 
-    def cache_params(self, ws: Workspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
         return {"sparse_model": ws.sparse.model.fingerprint}
 
-    def search(self, ws: Workspace, queries: dict[str, str], k: int, split: str | None) -> Run:
+    def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
         return ws.sparse.search(queries, k)
 
-    def exact_scores(self, ws: Workspace, split: str, rows: dict[str, list[int]],
+    def exact_scores(self, ws: SystemWorkspace, split: str, rows: dict[str, list[int]],
                      queries: dict[str, str]) -> dict[str, dict[str, float]]:
         ids, sparse = ws.dataset.doc_ids, ws.sparse
         vecs = dict(zip(rows, sparse.model.encode([queries[q] for q in rows], query=True)))
         return {q: {ids[r]: float(s) for r, s in zip(rs, sparse.index.scores(vecs[q], rs))} for q, rs in rows.items()}
 
-    def one(self, ws: Workspace, probe: Probe, k: int, split: str | None) -> Hits:
+    def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         rows, scores = ws.sparse.index.top(probe.sparse, k)
         ids = ws.dataset.doc_ids
         return [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
 
-    def explain(self, ws: Workspace, probe: Probe, row: int) -> list[TermScore]:
+    def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> list[TermScore]:
         text = ws.dataset.docs[ws.dataset.doc_ids[row]].full_text  # not ws.corpus: it lists every text
         return ws.sparse.explain(probe.sparse, row, text, query_text=probe.text)
 
-    def waits_for(self, ws: Workspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
         return (ws.builds["sparse"],)

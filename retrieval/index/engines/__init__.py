@@ -23,7 +23,8 @@ A ``Workspace`` asks its engine for three indexes and never looks inside them:
 and ``drop(corpus_hash)`` removes what it holds for a corpus. ``key`` goes into every cached
 run's parameters, so a run one engine computed is never served as another's; ``where`` names where
 it keeps them (None: this process), ``capabilities`` what it does beyond that (``base``: the
-``typing.Protocol``s and ``Capabilities``).
+engine's ``typing.Protocol`` and ``Capabilities``; the three indexes' Protocols in ``retrieval.index.searchable``,
+below the engines, so that the retrievers that search them need not import an engine).
 
 Engines: ``InProcess`` (bm25s + FAISS + a sparse inverted index in memory, the BM25 index and
 both kinds of vectors cached in the SQLite store; the default) and ``Milvus``
@@ -39,16 +40,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from retrieval.errors import EngineError
-from retrieval.index.engines.base import (
-    Capabilities,
-    Corpus,
-    Engine,
-    Indexed,
-    LexicalIndex,
-    SparseVectorIndex,
-    VectorIndex,
-)
+from retrieval.index.engines.base import Capabilities, Corpus, Engine, Indexed
 from retrieval.index.engines.local import InProcess
+from retrieval.index.searchable import LexicalIndex, SparseVectorIndex, VectorIndex
 
 ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
 TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"

@@ -19,7 +19,8 @@ from retrieval.index.bm25_settings import BM25Settings
 from retrieval.index.dense_index import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path
-from retrieval.index.splade import SparseIndex, SparseVector
+from retrieval.index.searchable import SparseVector
+from retrieval.index.splade import SparseIndex
 from retrieval.index.tokenize import Tokenizer
 from retrieval.store import Store, cache_key, text_hash
 

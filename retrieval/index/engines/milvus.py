@@ -60,7 +60,7 @@ from retrieval.index.dense_index import HNSW_FROM  # noqa: F401 - HNSW_FROM name
 from retrieval.index.encoder import Encoder
 from retrieval.index.engines.base import Capabilities, Indexed
 from retrieval.index.recent import Recent
-from retrieval.index.splade import SparseVector
+from retrieval.index.searchable import SparseVector
 from retrieval.index.terms import WeightedQuery
 from retrieval.index.tokenize import Tokenizer
 from retrieval.index.vectors_via_store import COMMIT_EVERY
