@@ -1,7 +1,7 @@
 """The engine seam, typed: what a lexical index, a vector index, a learned sparse index and an
 engine must offer, and what each engine supports beyond that (``Capabilities``), so that callers
-ask an engine what it can do instead of testing which class it is. ``tests/test_engine_contract.py``
-holds every engine to it.
+ask an engine what it can do instead of testing which class it is.
+``tests/retrieval/index/engines/test_engine_contract.py`` holds every engine to it.
 """
 from __future__ import annotations
 
