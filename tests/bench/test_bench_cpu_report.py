@@ -18,6 +18,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_the_report_runs_the_three_benches_and_ends_with_their_figures(tmp_path, tiny_model_dir):
     res = subprocess.run([sys.executable, "bench/cpu_report.py", str(DEMO), "--docs", "24", "--repeat", "1",
                           "--queries", "300", "--judgments", "3", "--model", str(tiny_model_dir),

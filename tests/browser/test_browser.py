@@ -32,7 +32,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed"),
-              pytest.mark.browser, pytest.mark.slow]
+              pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from tests.conftest import DEMO
 from tests.flows.test_judged_labels import write_unlabelled
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
-              pytest.mark.browser, pytest.mark.slow]
+              pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 
 def launched(model, store):

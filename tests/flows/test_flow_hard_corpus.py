@@ -19,7 +19,7 @@ from tests.browser.test_browser import CHROMIUM, open_tab, served, upload
 from tests.conftest import DEMO
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
-              pytest.mark.browser, pytest.mark.slow]
+              pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 DEPTH = 3  # the pool depth the analyst sets: each system's top 3 (a small pool the test judges whole)
 IN_CORPUS = {  # topic: its words, then a question the corpus answers

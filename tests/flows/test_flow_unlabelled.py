@@ -26,7 +26,7 @@ from tests.browser.test_browser import CHROMIUM, open_tab, served, upload
 from tests.conftest import DEMO
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
-              pytest.mark.browser, pytest.mark.slow]
+              pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 LATE = "Learned sparse (SPLADE)"
 SYSTEMS = tuple(label(s) for s in shown())  # every system on show by default, SPLADE the last to join

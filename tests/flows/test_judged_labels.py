@@ -17,6 +17,8 @@ from retrieval.store import Store
 from tests.conftest import DEMO, store_copy
 from tests.retrieval.test_cli import cli
 
+pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
+
 TOPICS = {
     "garden": ("tomato seedlings compost soil watering greenhouse", "how often to water tomato seedlings"),
     "bread": ("sourdough starter flour dough proofing oven crust", "why does sourdough dough not rise"),

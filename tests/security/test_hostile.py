@@ -874,6 +874,7 @@ def error_of(call) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_two_clients_one_imports_and_loads_twenty_times_the_other_keeps_searching(shared_app, tmp_path):
     import threading
 
@@ -914,6 +915,8 @@ def test_two_clients_one_imports_and_loads_twenty_times_the_other_keeps_searchin
 
 
 @pytest.mark.parametrize("grade", ["3", "-1", "text", "1.5", "+1", "\u0661", "\uff12", "1_0", "9" * 5_000])
+@pytest.mark.server
+@pytest.mark.slow
 def test_the_judge_endpoint_refuses_bad_grades_in_one_line(grade, shared_app):
     client = client_of(shared_app)
     q, d = next((q, next(iter(docs))) for q, docs in load_dataset(DEMO).qrels["test"].items())
@@ -924,6 +927,7 @@ def test_the_judge_endpoint_refuses_bad_grades_in_one_line(grade, shared_app):
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
+@pytest.mark.server
 def test_the_encoder_endpoint_refuses_paths_alike_whether_they_exist_or_not(shared_app, tmp_path):
     client = client_of(shared_app)
     real = error_of(lambda: client.predict(str(ROOT), api_name="/use_encoder"))
@@ -941,6 +945,8 @@ def test_the_encoder_endpoint_refuses_paths_alike_whether_they_exist_or_not(shar
     assert result["systems"]["dense"]
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_a_client_cannot_load_a_server_file_it_did_not_upload(shared_app):
     """A raw API call naming a path on the server (not an upload) is refused by Gradio's own check,
     and the session's data set stays the demo."""
@@ -958,6 +964,8 @@ def test_a_client_cannot_load_a_server_file_it_did_not_upload(shared_app):
     assert result["systems"]["bm25"]
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_overlong_queries_and_out_of_range_numbers_are_one_line(shared_app):
     client = client_of(shared_app)
     assert "a query has at most 10,000 characters" in error_of(lambda: client.predict("x" * 20_000, api_name="/search"))
@@ -971,6 +979,8 @@ def test_overlong_queries_and_out_of_range_numbers_are_one_line(shared_app):
     assert "pool depth" in message or "maximum" in message
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_an_imported_runs_payload_tag_comes_back_escaped(shared_app, tmp_path):
     from gradio_client import handle_file
 

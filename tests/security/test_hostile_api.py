@@ -149,6 +149,8 @@ TEXT_CASES = [(e, k) for e in text_cases("q", "d") for k in TEXTS]
 
 
 @pytest.mark.parametrize("endpoint,kind", TEXT_CASES, ids=[f"{e}-{k}" for e, k in TEXT_CASES])
+@pytest.mark.server
+@pytest.mark.slow
 def test_every_text_parameter_takes_hostile_text(endpoint, kind, app_client, pair):
     args = text_cases(*pair)[endpoint](TEXTS[kind])
     answered(app_client[0], endpoint.split()[0], args)
@@ -170,12 +172,16 @@ NUMBER_CASES = [(e, k) for e in number_cases() for k in NUMBERS]
 
 
 @pytest.mark.parametrize("endpoint,kind", NUMBER_CASES, ids=[f"{e}-{k}" for e, k in NUMBER_CASES])
+@pytest.mark.server
+@pytest.mark.slow
 def test_every_number_parameter_takes_numbers_at_the_edge(endpoint, kind, app_client):
     args = number_cases()[endpoint](NUMBERS[kind])
     answered(app_client[0], endpoint.split()[0], args)
 
 
 @pytest.mark.parametrize("kind", sorted(TEXTS))
+@pytest.mark.server
+@pytest.mark.slow
 def test_uploads_named_by_hostile_text(kind, app_client, pair, tmp_path):
     """A run and a judgments file, each named (run name, judge) by the payload."""
     import requests
@@ -190,12 +196,16 @@ def test_uploads_named_by_hostile_text(kind, app_client, pair, tmp_path):
 
 
 @pytest.mark.parametrize("endpoint", ["/agreement", "/runs", "/cancel_training", "/resume_training", "/load_demo"])
+@pytest.mark.server
+@pytest.mark.slow
 def test_endpoints_without_parameters_answer_any_session(endpoint, app_client):
     """Called bare by a session that did nothing before: an answer, or one line."""
     answered(app_client[0], endpoint, ())
 
 
 @pytest.mark.parametrize("kind", ["markup", "path", "bidi override", "formula"])
+@pytest.mark.server
+@pytest.mark.slow
 def test_an_upload_named_by_hostile_text_loads_or_is_refused_in_one_line(kind, app_client, tmp_path):
     """The file's own name (which the status quotes) carries the payload."""
     import requests
@@ -209,6 +219,8 @@ def test_an_upload_named_by_hostile_text_loads_or_is_refused_in_one_line(kind, a
     answered(url, "/load_demo", ())
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_afterwards_the_server_searches_and_the_store_holds_only_valid_names(app_client):
     """Run last in this module: whatever was sent above, the server answers and nothing the name
     boundary refuses reached the store (judges, snapshots, query-set names, ids)."""

@@ -29,7 +29,7 @@ from tests.browser.test_browser import ARGS, CHROMIUM, open_tab, upload
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed"),
-              pytest.mark.browser, pytest.mark.slow]
+              pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 EVIL = "evil.invalid"
 IMG = f'<img src="http://{EVIL}/i.png" onerror="alert(1)">'  # markup in free text

@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import DEMO
 from tests.security.test_hostile import error_of
 
+pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
+
 # the /train form: loss, negatives, epochs, batch size, learning rate, max sequence length, max steps per
 # epoch (0: all), margin, ξ, λ_train, device, cold-start fraction; 100 epochs: longer than any test waits
 FORM = ("triplet", "bm25", 100, 2, 1e-3, 32, 0, 0.1, 0.3, 0.01, "cpu", 0.8)

@@ -16,6 +16,8 @@ from retrieval.systems import builtin, label
 from retrieval.systems import shown as shown_by_default
 from tests.conftest import DEMO, store_copy
 
+pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
+
 
 def shown(status: str) -> str:
     """A status as the browser shows it (user text in it is escaped: ``ui.present.escape``)."""

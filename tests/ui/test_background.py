@@ -242,6 +242,7 @@ def test_a_small_corpus_is_ready_when_the_load_returns(tiny_encoder, store):
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.server
 def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_encoder, tmp_path):
     import json
 

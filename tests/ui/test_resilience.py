@@ -59,6 +59,7 @@ def counts(store_path: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_model_dir, tmp_path):
     store_path, log = tmp_path / "store.sqlite3", tmp_path / "app.log"
     proc, url = start_app(tiny_model_dir, store_path, log)

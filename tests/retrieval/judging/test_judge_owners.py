@@ -635,6 +635,7 @@ def error_of(act) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     """ana grades under 'ann' through /judge: bo's /evaluate stays as it was until ana calls
     /publish_judge; then it changes to hers, and bo can neither grade nor import under the published name."""

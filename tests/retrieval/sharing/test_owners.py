@@ -739,6 +739,7 @@ def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_ba
 
 # ---- a real app, two clients ------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.server
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     """Two gradio_client sessions of an app started with ``shared=True``: bo keeps a private snapshot
     of the same name as ana's private one beside it (neither sees nor overwrites the other's, nothing

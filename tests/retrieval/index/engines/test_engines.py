@@ -320,6 +320,7 @@ def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
     """``python app.py --engine milvus:PATH.db`` as a user reaches it: launched, searched through
     gradio_client; the lists are the in-process engine's."""
