@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, shared_dataset
+from tests.conftest import ROOT, shared_dataset
 
 pytestmark = [pytest.mark.regression, pytest.mark.slow]
 

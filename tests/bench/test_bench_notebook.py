@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from .conftest import ROOT
-from .test_regression_figures import tools_module
+from tests.conftest import ROOT
+from tests.regression.test_regression_figures import tools_module
 
 nb = tools_module("notebook")
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .conftest import DEMO
-from .test_regression_figures import tools_module
+from tests.conftest import DEMO
+from tests.regression.test_regression_figures import tools_module
 
 ef = tools_module("expected_figures")
 
