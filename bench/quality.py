@@ -40,7 +40,7 @@ from retrieval.workspace import Workspace
 class CountingStore(Store):
     """The Store, noting which lookups were served from the cache (and, with ``recompute``,
     answering every run and metrics lookup with a miss). Its overrides keep ``StoreProtocol``'s
-    signatures (``tests/test_store_package.py`` holds them to it)."""
+    signatures (``tests/retrieval/store/test_store_package.py`` holds them to it)."""
 
     def __init__(self, path, recompute: bool = False):
         super().__init__(path)

@@ -15,7 +15,7 @@ A page holds a marker where generated Markdown goes:
   registered tomorrow is in the table without an edit here.
 
 The repository's ``assets/`` (the screenshots) are served under ``assets/`` too. The renderers are
-plain functions of their inputs, so ``tests/test_docs.py`` calls them on small inputs.
+plain functions of their inputs, so ``tests/flows/test_docs.py`` calls them on small inputs.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ As Pyserini's two-click reproductions (Lin et al., "Pyserini: A Python Toolkit f
 Information Retrieval Research with Sparse and Dense Representations", SIGIR 2021, §3: each
 condition's figures pinned in a YAML file the regressions are checked against), the file pins what
 RankScope gives on the shared BEIR sets (``../shared/datasets``, their test split), so a change to an
-index, a tokenizer or a metric that moves a figure fails a test (``tests/test_regression_figures.py``,
+index, a tokenizer or a metric that moves a figure fails a test (``tests/regression/test_regression_figures.py``,
 marker ``regression``) instead of passing unnoticed. A deliberate change is this script's
 ``--update`` (one writer, :func:`render`, rewrites the whole file: values, never tolerances) and a
 reviewed diff.
@@ -45,7 +45,7 @@ _REQUIRED = _FIELDS[:-1]
 HEADER = """\
 # Expected figures: what RankScope gives on the shared BEIR sets (../shared/datasets), data set ×
 # system × metric → value ± tolerance, as Pyserini pins its two-click reproductions. Checked by
-# tests/test_regression_figures.py (pytest marker "regression", part of the default run; skipped
+# tests/regression/test_regression_figures.py (pytest marker "regression", part of the default run; skipped
 # where ../shared/datasets is absent), each data set measured by one
 #     python -m retrieval evaluate DATASET --no-store --device cpu --precision fp32 --split SPLIT --systems ...
 # Written by one writer: a deliberate change is

@@ -12,7 +12,7 @@ A generated table sits between two marker comments, and everything between them 
 
 The name after ``generated:`` is one of :data:`VIEWS`: which results file it reads, which recorded
 run(s) of it, and how they are drawn as a Markdown table. Every number in a table is one of that
-run's, rounded for reading (``tests/test_bench_notebook.py`` holds the notebook to what its JSON
+run's, rounded for reading (``tests/bench/test_bench_notebook.py`` holds the notebook to what its JSON
 renders, so a figure cannot be pasted into a generated table, nor a table go stale when its bench is
 run again). The notebook's prose, and the tables of runs recorded before the benches kept their runs
 (no JSON to draw them from), stay written by hand.

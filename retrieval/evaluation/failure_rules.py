@@ -70,7 +70,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # the runs the rules read, by the keys ``retrieval.systems`` registers them under (named here, so that the
-# rules import no system: tests/test_layering.py checks the two agree)
+# rules import no system: tests/retrieval/test_layering.py checks the two agree)
 BM25, DENSE, HYBRID, SPLADE = "bm25", "dense", "hybrid", "splade"
 TUNED_OF = {DENSE: "tuned_dense", HYBRID: "tuned_hybrid"}  # a base system -> the fine-tuned encoder's same one
 ENCODER_SYSTEMS = tuple(TUNED_OF)  # the systems an encoder changes

@@ -299,7 +299,7 @@ def paired_permutation_p(diff: ArrayLike, n_resamples: int = 10_000, seed: int =
     when there are at most ``n_resamples`` (exact), else random ones with the +1 adjustment, and
     twice the smaller tail. Written out (``intervals.sign_flip_test``, which inverts the same test
     into the difference's interval) because scipy's general routine is slow for a test every table
-    runs dozens of (``bench/eval_speed.py`` times a table); ``tests/test_evaluate.py`` checks the
+    runs dozens of (``bench/eval_speed.py`` times a table); ``tests/retrieval/evaluation/test_evaluate.py`` checks the
     two agree."""
     return sign_flip_test(diff, n_resamples=n_resamples, seed=seed).p_value
 

@@ -20,7 +20,7 @@ The list is ranked as trec_eval ranks it (``retrieval.data.ranking``): by score,
 scores by document id, descending (``strcmp``), whatever order the list holds them in; a document
 listed twice counts once, with its last score (a ranx run is a ``{doc: score}`` dict built from the
 list). So every value here equals trec_eval's (pytrec_eval's, ir_measures') on the run file
-``retrieval.files.trec`` writes (``tests/test_trec_agreement.py``). ranx itself orders equal scores
+``retrieval.files.trec`` writes (``tests/reference/test_trec_agreement.py``). ranx itself orders equal scores
 like a stable sort on lists of up to 15 documents and leaves them in an unspecified order on longer
 lists (numba's quicksort), so ``ranx_scores`` can differ where a tie straddles a relevant document.
 """

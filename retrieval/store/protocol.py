@@ -6,7 +6,7 @@ engines and encoders keep BM25 indexes and vectors; the projections keep their l
 and writes grades, judges and samples. The concrete ``retrieval.store.Store`` satisfies it (mypy holds
 it to it where the package is defined) and so must anything passed where the library takes a store:
 ``bench/quality.py``'s ``CountingStore``, a subclass that counts cache hits, is checked against it by
-``tests/test_store_package.py``. The owned tables the views and tracking use (snapshots, query sets,
+``tests/retrieval/store/test_store_package.py``. The owned tables the views and tracking use (snapshots, query sets,
 kept data sets, jobs) are ``Store``'s alone and not listed here.
 """
 from __future__ import annotations

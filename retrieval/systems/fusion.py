@@ -243,7 +243,7 @@ def lambda_table(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str],
 def fuse_runs(runs: list[Run], method: str, k: int = 100, rrf_k: int = 60,
               weights: tuple[float, ...] = (0.5, 0.5)) -> Run:
     """Reciprocal-rank fusion or min-max normalized weighted sum of runs, as ranx's ``fuse``
-    computes them (``tests/test_hybrid.py`` checks the two agree), written out in Python: ranx
+    computes them (``tests/retrieval/systems/test_hybrid.py`` checks the two agree), written out in Python: ranx
     compiles its numba kernels on first use in every process, before a first fused list
     (``bench/cold_start.py`` times a fresh process's first fused list).
 

@@ -1,7 +1,7 @@
 """The engine seam, typed: what an engine must offer (the indexes it returns are typed in
 ``retrieval.index.searchable``), and what each engine supports beyond that (``Capabilities``), so that callers
-ask an engine what it can do instead of testing which class it is. ``tests/test_engine_contract.py``
-holds every engine to it.
+ask an engine what it can do instead of testing which class it is.
+``tests/retrieval/index/engines/test_engine_contract.py`` holds every engine to it.
 """
 from __future__ import annotations
 
