@@ -148,10 +148,30 @@ def reader_scaling(results: Path) -> list[str]:
     return table(["kind", f"rows/s at {label}", f"{label.split(' / ')[-1]} / {label.split(' / ')[0]}"], rows, "lrr")
 
 
+EXPANSION_SETS = (("SciFact", "scifact"), ("NFCorpus", "nfcorpus"))
+EXPANSION_METRICS = (("nDCG@10", "ndcg@10"), ("Recall@100", "recall@100"), ("Recall@1000", "recall@1000"))
+
+
+def query_expansion(results: Path) -> list[str]:
+    """``query_expansion.py`` on SciFact and NFCorpus: BM25 and RM3 with their intervals, and RM3 − BM25
+    with the paired test's interval and p, for each metric."""
+    data = _run(results, "query_expansion", "")["data"]
+    rows = []
+    for name, key in EXPANSION_SETS:
+        for metric_name, metric in EXPANSION_METRICS:
+            m = data[key][metric]
+            rows.append([f"{name} ({data[key]['queries']} queries)", metric_name,
+                         f"{fixed(m['bm25'][0])} {interval(m['bm25'][1:])}",
+                         f"{fixed(m['rm3'][0])} {interval(m['rm3'][1:])}",
+                         f"{signed(m['delta'][0])} {interval(m['delta'][1:])}, {p_value(m['p'])}"])
+    return table(["", "metric", "BM25", "RM3", "RM3 − BM25"], rows, "llrrr")
+
+
 VIEWS: dict[str, Callable[[Path], list[str]]] = {
     "quality_three_way": quality_three_way,
     "sparse_training_first": sparse_training_first,
     "reader_scaling": reader_scaling,
+    "query_expansion": query_expansion,
 }
 
 
