@@ -172,8 +172,7 @@ def test_a_declared_system_not_shown_by_default_is_in_every_systems_picker(toy_d
 @pytest.fixture(scope="module")
 def settings_app(tiny_model_dir, tmp_path_factory, demo_sparse_store):
     import app as rankscope_app
-
-    from .conftest import DEMO, store_copy
+    from tests.conftest import DEMO, store_copy
 
     store = store_copy(demo_sparse_store, tmp_path_factory.mktemp("settings-store") / "store.sqlite3")
     demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
@@ -184,6 +183,7 @@ def settings_app(tiny_model_dir, tmp_path_factory, demo_sparse_store):
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_rm3s_figures_follow_its_settings_and_one_sessions_settings_never_reach_another(settings_app):
     from gradio_client import Client
     from gradio_client.exceptions import AppError

@@ -473,7 +473,7 @@ class MilvusBM25:
 
     def _top_many(self, queries: list[str | WeightedQuery], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
         texts = [analyzed(self.tokenizer, q) if isinstance(q, str) else "" for q in queries]
-        found = self._search(texts, k)
+        found = self._text_top(texts, k)
         weighted = [i for i, q in enumerate(queries) if isinstance(q, WeightedQuery)]
         for i, hits in zip(weighted, self._weighted_top([q for q in queries if isinstance(q, WeightedQuery)], k)):
             found[i] = hits
@@ -483,6 +483,25 @@ class MilvusBM25:
             self._recent.put(query, (k, hits))
             out.append((np.array([r for r, _ in hits], dtype=np.int64),
                         np.array([s for _, s in hits], dtype=np.float32)))
+        return out
+
+    def _text_top(self, texts: list[str], k: int) -> list[list[tuple[int, float]]]:
+        """Each analyzed text's top ``k`` as (row, score), ties at the cut kept as trec_eval ranks them
+        (``retrieval.data.ranking``): which of several equal scores Milvus keeps at its own cut is its
+        choice, so each list is asked one deeper than ``k`` and deepened (doubled, up to ``MAX_LIMIT``)
+        while the ``k``-th score equals the last one listed; past ``MAX_LIMIT`` the tie is cut where Milvus
+        cut it."""
+        out: list[list[tuple[int, float]]] = [[] for _ in texts]
+        pending, depth = ([i for i, t in enumerate(texts) if t] if k > 0 else []), k + 1
+        while pending:
+            limit, still = min(depth, MAX_LIMIT), []
+            for i, hits in zip(pending, self._search([texts[i] for i in pending], limit)):
+                hits.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # trec_eval's order
+                if len(hits) == limit > k and hits[k - 1][1] == hits[-1][1] and limit < MAX_LIMIT:
+                    still.append(i)  # the k-th score's tie may go on past what was listed
+                else:
+                    out[i] = hits[:k]
+            pending, depth = still, depth * 2
         return out
 
     def _weighted_top(self, queries: list[WeightedQuery], k: int) -> list[list[tuple[int, float]]]:
