@@ -103,7 +103,7 @@ class Sizes:
     """The largest data set opened on a store in this process, part by part (``Shape``): what the
     rows that follow the data are sized by. ``FLOOR`` until a data set is seen."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._shape: Shape | None = None
         self._seen: set[str] = set()  # the corpora and query sets measured already (their ids are not read again)
         self._lock = threading.Lock()

@@ -89,7 +89,7 @@ def _id(value, what: str) -> str | None:
 class JudgmentCheck:
     """Checks judgment rows, each judge's name once (a million rows hold few judges)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._judges: dict[str, str | None] = {}
 
     def problem(self, row: dict[str, Any]) -> str | None:

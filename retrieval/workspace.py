@@ -43,7 +43,7 @@ from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
 from retrieval.systems import BASE_SYSTEMS, BM25, Imported, Probe, System
 from retrieval.systems.declared import Settings, settings
-from retrieval.systems.state import CORPUS, SCOPES, Slots
+from retrieval.systems.state import CORPUS, SCOPES, Slots, State
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
@@ -360,7 +360,7 @@ class Workspace:
                                                          make(progress, indexing), total, f"rankscope-{key}-build",
                                                          expected_bytes), scope)
 
-    def system_states(self) -> dict[tuple, object]:
+    def system_states(self) -> dict[tuple[int, str], State]:
         """Every system state made so far, by a key the workspaces sharing it share (its slots' and
         its own), for the memory budget.
 
