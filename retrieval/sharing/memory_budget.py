@@ -108,8 +108,8 @@ def parts(ws: Workspace) -> Parts:
                 * len(ws.dataset.docs)
     sparse = builds["sparse"]
     if sparse.built is not None or sparse.status is not None:
-        index = sparse.built.index if sparse.built is not None else None
-        out[("sparse", sparse.identity)] = index.nbytes if index is not None else SPARSE_DOC * len(ws.dataset.docs)
+        held = sparse.built.index if sparse.built is not None else None
+        out[("sparse", sparse.identity)] = held.nbytes if held is not None else SPARSE_DOC * len(ws.dataset.docs)
     for key, state in ws.system_states().items():  # each system's own (an index it built, λ), shared once
         part = ("state", *key)  # named first: mypy reads out[("state", *key)] as 3.11's out["state", *key]
         out[part] = int(state.nbytes())
