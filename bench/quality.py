@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class CountingStore(Store):
     def get_run(self, key: str) -> Run | None:
         return self._note(None if self.recompute else super().get_run(key))
 
-    def get_metrics(self, key: str) -> tuple[dict, dict] | None:
+    def get_metrics(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         return self._note(None if self.recompute else super().get_metrics(key))
 
     def get_embeddings(self, model: str, hashes: list[str], dim: int | None = None) -> dict[str, np.ndarray]:

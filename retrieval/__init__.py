@@ -26,7 +26,7 @@ __all__ = ["DenseNotReady", "EncodingStatus", "Dataset", "Document", "DataError"
            "load_files", "Run", "Store", "SYSTEMS", "Workspace"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """``retrieval.Workspace`` and the other names of ``__all__``, imported on first use."""
     module = _WHERE.get(name)
     if module is None:

@@ -46,8 +46,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from retrieval import numbers
 from retrieval.data.dataset import Dataset
@@ -77,6 +78,9 @@ from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.identifier_queries import identifier_lookups
 from retrieval.workspace import Workspace
 
+if TYPE_CHECKING:
+    from retrieval.judging.pool_verdict import PoolVerdict
+
 LABEL_WIDTH = 24  # the system column of the metrics table, at the least (a longer label widens it)
 
 def _progress(fraction: float, what: str) -> None:
@@ -90,7 +94,7 @@ def _build_dense(ws: Workspace) -> None:
     print(f"embeddings: {dense.from_store:,} from the store, {dense.encoded:,} encoded{also}", file=sys.stderr)
 
 
-def _opened(args, store: Store) -> Store:
+def _opened(args: argparse.Namespace, store: Store) -> Store:
     """``store``, closed when ``main`` returns (``args.closing``; a caller that parsed the arguments itself
     closes it as it likes)."""
     if args.closing is not None:
@@ -98,7 +102,7 @@ def _opened(args, store: Store) -> Store:
     return store
 
 
-def _open(args) -> tuple[Dataset, Workspace]:
+def _open(args: argparse.Namespace) -> tuple[Dataset, Workspace]:
     """The data set with the store's judgments of its corpus as labels (``labels.with_stored_judgments``,
     every judge's: the command line is the store's one local user), opened as a workspace."""
     ds = load_dataset(args.dataset, progress=_progress)
@@ -120,7 +124,7 @@ def _open(args) -> tuple[Dataset, Workspace]:
     return ds, ws
 
 
-def settings_given(args) -> dict[str, dict[str, Value]]:
+def settings_given(args: argparse.Namespace) -> dict[str, dict[str, Value]]:
     """The parameter values the command line gives, ``{system: {parameter: value}}``: ``--k1`` and
     ``--b`` as BM25's, then each ``--param`` (read already by ``parameter_assignment``)."""
     given: dict[str, dict[str, Value]] = {}
@@ -182,7 +186,7 @@ def metrics_json(split: str, evals: dict[str, Any], results: dict[str, dict[str,
                  pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``evaluate --json`` writes: each system's metrics with their 95% intervals, and every
     pair of systems compared on nDCG@10 (NaN, a metric no query has, written as null)."""
-    def num(v):
+    def num(v: float) -> float | None:
         return None if v != v else v
 
     named = {label(s): s for s in evals}
@@ -226,7 +230,7 @@ def import_runs(ws: Workspace, values: list[str]) -> list[str]:
     return names
 
 
-def listed_systems(ws: Workspace, listed: str | None, imported=()) -> list[str]:
+def listed_systems(ws: Workspace, listed: str | None, imported: Iterable[str] = ()) -> list[str]:
     """The systems ``--systems`` lists (None: those shown by default, ``retrieval.systems.shown``),
     then the ``imported`` run names not already listed; an unknown name is a ValueError."""
     systems = [s.strip() for s in listed.split(",") if s.strip()] if listed is not None else list(shown_by_default())
@@ -237,7 +241,7 @@ def listed_systems(ws: Workspace, listed: str | None, imported=()) -> list[str]:
     return systems
 
 
-def evaluated_systems(args, ws: Workspace) -> list[str]:
+def evaluated_systems(args: argparse.Namespace, ws: Workspace) -> list[str]:
     """``--systems``, then the ``--run`` names not already listed; an unknown name is a ValueError."""
     return listed_systems(ws, args.systems, import_runs(ws, args.run or []))
 
@@ -279,7 +283,7 @@ def gated_verdicts(ws: Workspace, split: str, systems: list[str],
     return covered, pool_depth(runs, qrels, pooled) if pooled else None
 
 
-def judged_pool_of(ws: Workspace, split: str, systems: list[str]):
+def judged_pool_of(ws: Workspace, split: str, systems: list[str]) -> PoolVerdict | None:
     """On labels judged in the app, the judged pool's ``pool_verdict.PoolVerdict`` of the systems (by
     label) over every judged query of the split; None elsewhere."""
     from retrieval.judging.pool_verdict import judged_queries, pool_verdict
@@ -290,7 +294,7 @@ def judged_pool_of(ws: Workspace, split: str, systems: list[str]):
     return pool_verdict({label(s): ws.run(s, split) for s in systems}, qrels, ids, DEPTH) if ids else None
 
 
-def _pool_precision(pv, systems: list[str], results: dict[str, Any], intervals: dict[str, Any]) -> None:
+def _pool_precision(pv: PoolVerdict, systems: list[str], results: dict[str, Any], intervals: dict[str, Any]) -> None:
     """The table's P@10 as the judged pool fixes it, over every judged query (ranx leaves out the
     queries with nothing relevant found): one P@10 on the page."""
     for s in systems:
@@ -299,7 +303,7 @@ def _pool_precision(pv, systems: list[str], results: dict[str, Any], intervals: 
             intervals[s]["p@10"] = pv.scores[label(s)].precision_interval
 
 
-def print_judged_pool(pv) -> None:
+def print_judged_pool(pv: PoolVerdict) -> None:
     """What the judged pool fixes (``judged_pool_of``): each system's success@10, P@10 and failures
     over every judged query, the queries every system fails on, and the pairs compared on success@10
     once the pool is whole."""
@@ -339,7 +343,7 @@ def _print_weights(ws: Workspace, split: str, systems: list[str]) -> None:
             print(f"{s} {w.name} = {shown(w.value)} ({w.how})")
 
 
-def cmd_evaluate(args) -> int:
+def cmd_evaluate(args: argparse.Namespace) -> int:
     from ui.present.tables import conclusion_lines, coverage_line
 
     ds, ws = _open(args)
@@ -406,7 +410,7 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def cmd_info(args) -> int:
+def cmd_info(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset)
     print(json.dumps(ds.summary(), indent=2))
     for w in ds.report.warnings:
@@ -414,7 +418,7 @@ def cmd_info(args) -> int:
     return 0
 
 
-def cmd_judges(args) -> int:
+def cmd_judges(args: argparse.Namespace) -> int:
     """How far the judges of the data set's corpus agree; their judgments as qrels, merged by a rule."""
     from retrieval.data.readers import judgment_files
     from retrieval.files.trec import write_qrels
@@ -458,7 +462,7 @@ def cmd_judges(args) -> int:
     return 0
 
 
-def cmd_search(args) -> int:
+def cmd_search(args: argparse.Namespace) -> int:
     ds, ws = _open(args)
     systems = listed_systems(ws, args.systems)
     if any(ws.system(s).needs.vectors for s in systems):
@@ -472,7 +476,7 @@ def cmd_search(args) -> int:
     return 0
 
 
-def cmd_failures(args) -> int:
+def cmd_failures(args: argparse.Namespace) -> int:
     from retrieval.evaluation.failure_gallery import failure_gallery
     from ui.present.evaluation import report_parts
     from ui.present.report import write_gallery
@@ -491,7 +495,7 @@ def cmd_failures(args) -> int:
     return 0
 
 
-def engine_arg(parser) -> None:
+def engine_arg(parser: argparse.ArgumentParser) -> None:
     """``--engine``: where BM25 and the vectors live (the CLI's, the app's and the benchmarks')."""
     parser.add_argument("--engine", default="in-process", metavar="SPEC",
                         help=f"index engine: {', '.join(ENGINE_SPECS)} (Milvus Lite embedded in that file, or a "
@@ -500,7 +504,7 @@ def engine_arg(parser) -> None:
                         help="send $RANKSCOPE_MILVUS_TOKEN over plain milvus:// (unencrypted); refused otherwise")
 
 
-def cmd_drop(args) -> int:
+def cmd_drop(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset)
     engine = open_engine(args.engine, allow_insecure_token=args.allow_insecure_token, create=False)
     dropped = engine.drop(ds.corpus_hash)
@@ -508,7 +512,7 @@ def cmd_drop(args) -> int:
     return 0
 
 
-def cmd_snapshot(args) -> int:
+def cmd_snapshot(args: argparse.Namespace) -> int:
     from retrieval.sharing.owners import Viewer, cli_owner, describe, when
     from retrieval.tracking import snapshots
 
@@ -602,7 +606,7 @@ def write_atomic(path: Path, data: bytes, flag: str) -> None:
         raise ValueError(f"{flag} {path}: could not be written ({err.strerror or err}); left as it was") from None
 
 
-def cmd_check(args) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     """The regression gate; exit 2 for any failure to decide, never the 1 of a regression: a ValueError
     says what (``main``), and anything else unforeseen is one line too, no traceback."""
     try:
@@ -613,7 +617,7 @@ def cmd_check(args) -> int:
         raise ValueError(f"the check could not decide: {type(err).__name__}: {err}") from None
 
 
-def _check(args) -> int:
+def _check(args: argparse.Namespace) -> int:
     from retrieval.tracking import check_report, snapshots
 
     metric, max_drop = snapshots.gate_metric(args.metric), snapshots.gate_max_drop(args.max_drop)
@@ -659,7 +663,7 @@ def _check(args) -> int:
     return 1 if result.fails(args.strict) else 0
 
 
-def _at_least(least: int, what: str):
+def _at_least(least: int, what: str) -> Callable[[str], int]:
     """An argparse type: an integer by the one number grammar (``retrieval.numbers``) of ``least``
     or more; anything else is argparse's one ``error:`` line and exit status 2."""
 
@@ -684,7 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(closing=None)  # main's: what the command opened, closed when it returns
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp, store=True):
+    def common(sp: argparse.ArgumentParser, store: bool = True) -> None:
         sp.add_argument("dataset", help="BEIR folder or .zip, a JSONL/CSV/TSV/txt corpus")
         if store:
             sp.add_argument("--model", default=None, help="sentence-transformers id or folder "
@@ -801,20 +805,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code. What it opened (the store) is closed when it returns: its
     writes are in the file, no connection is left to the interpreter's exit."""
     with safe_output():  # ids, tags and file names may hold terminal escapes: printed visibly, never obeyed
         args = build_parser().parse_args(argv)
         with contextlib.ExitStack() as args.closing:
             try:
-                return args.func(args)
+                code: int = args.func(args)
+                return code
             except ValueError as err:  # DataError included: bad input is a message, not a traceback
                 print(f"error: {err}", file=sys.stderr)
                 return 2
 
 
-def entry_point(argv=None) -> NoReturn:
+def entry_point(argv: Sequence[str] | None = None) -> NoReturn:
     """``python -m retrieval`` and the ``rankscope`` script: ``main``, then the process ends with its
     exit code as soon as the command has decided.
 

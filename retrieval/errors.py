@@ -72,4 +72,4 @@ class UnknownRun(KeyError):
         super().__init__(f"unknown run {key[:12]!r}: refresh the list of runs")
 
     def __str__(self) -> str:
-        return self.args[0]
+        return str(self.args[0])

@@ -45,8 +45,12 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from retrieval.data.dataset import Dataset
 
 MARGIN = 1.25  # a ceiling is the most the writer writes times this …
 SLACK = 64 * 1024  # … and this many bytes more
@@ -103,7 +107,7 @@ class Sizes:
     """The largest data set opened on a store in this process, part by part (``Shape``): what the
     rows that follow the data are sized by. ``FLOOR`` until a data set is seen."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._shape: Shape | None = None
         self._seen: set[str] = set()  # the corpora and query sets measured already (their ids are not read again)
         self._lock = threading.Lock()
@@ -114,7 +118,7 @@ class Sizes:
         with self._lock:
             return FLOOR if self._shape is None else self._shape
 
-    def see(self, dataset) -> None:
+    def see(self, dataset: Dataset) -> None:
         """Count ``dataset`` (a ``Dataset``): its queries, documents and longest ids (each corpus's
         documents and each set of queries measured once)."""
         corpus, queries = f"c:{dataset.corpus_hash}", f"q:{dataset.queries_hash}"
@@ -147,7 +151,8 @@ def _per_query(s: Shape) -> int:
     return 2 + METRICS_KEPT * (NAME + 4 + s.queries * (s.query_id + 2 * SCORE + 5))
 
 
-CEILINGS = {  # kind → the most its writer writes, from the data set's shape (module docstring)
+# kind → the most its writer writes, from the data set's shape (module docstring)
+CEILINGS: dict[str, Callable[[Shape], int]] = {
     "queries": lambda s: ESCAPED * QUERY_SET_CHARS + 6 * QUERY_SET_QUERIES + 2,
     "query ids": lambda s: 2 + s.queries * (s.query_id + 1),
     "hits": _run,
@@ -162,7 +167,7 @@ CEILINGS = {  # kind → the most its writer writes, from the data set's shape (
 def ceiling(kind: str, shape: Shape | None = None) -> int:
     """The most bytes a row of ``kind`` holds when read back (``JSON_TEXT``'s for a kind not in
     ``CEILINGS``), for data sets of ``shape`` (``FLOOR`` when None)."""
-    most = CEILINGS.get(kind, lambda s: JSON_TEXT)(shape or FLOOR)
+    most = CEILINGS[kind](shape or FLOOR) if kind in CEILINGS else JSON_TEXT
     return int(most * MARGIN) + SLACK
 
 

@@ -15,6 +15,7 @@ layers): a system imports no view of itself.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,7 +61,7 @@ class SideBySide:
         return asdict(self)
 
 
-def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, systems=BASE_SYSTEMS,
+def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, systems: Sequence[str] = BASE_SYSTEMS,
                  query_id: str | None = None) -> SideBySide:
     """Every system's top ``k`` for ``text``, or for the data set's query ``query_id``. Systems whose
     index is still being built in the background are listed in ``waiting``, not searched. Every hit

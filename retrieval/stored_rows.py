@@ -21,7 +21,8 @@ import json
 import logging
 import math
 import zlib
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 _GRADES = frozenset(GRADES)
 
 
-def unpacked(blob, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
+def unpacked(blob: object, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
     """(the object ``retrieval.store.keys.pack`` made ``blob`` from, None) or (None, why it does not unpack: "its
     ``what`` do not unpack (…)"). ``what`` is the row's kind (``row_bounds.CEILINGS``): past its
     ceiling for data sets of ``shape`` the blob is not inflated further, and does not unpack."""
@@ -50,7 +51,7 @@ def _be(what: str) -> str:
     return "are" if what in ("files", "metrics", "losses") else "is"  # its losses are, its config is
 
 
-def text_problem(text, what: str, shape: Shape | None = None) -> str | None:
+def text_problem(text: object, what: str, shape: Shape | None = None) -> str | None:
     """Why the JSON text of a column of kind ``what`` (``row_bounds.CEILINGS``) is not parsed: not
     text, or longer than its kind's ceiling for data sets of ``shape``; None when it may be."""
     if not isinstance(text, str):
@@ -61,11 +62,11 @@ def text_problem(text, what: str, shape: Shape | None = None) -> str | None:
     return None
 
 
-def loaded(text, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
+def loaded(text: object, what: str, shape: Shape | None = None) -> tuple[object, str | None]:
     """(the value of the JSON text ``text`` of a column of kind ``what``, None) or (None, why it is
     not read: ``text_problem``'s, measured before it is parsed, or not JSON)."""
     problem = text_problem(text, what, shape)
-    if problem is not None:
+    if problem is not None or not isinstance(text, str):  # text_problem refuses what is not text
         return None, problem
     try:
         return json.loads(text), None
@@ -73,11 +74,11 @@ def loaded(text, what: str, shape: Shape | None = None) -> tuple[object, str | N
         return None, f"its {what} {_be(what)} not JSON ({str(err)[:80]})"
 
 
-def _number(value) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _id(value, what: str) -> str | None:
+def _id(value: object, what: str) -> str | None:
     if not isinstance(value, str):
         return f"its {what} is {type(value).__name__}, not text"
     if not value:
@@ -89,7 +90,7 @@ def _id(value, what: str) -> str | None:
 class JudgmentCheck:
     """Checks judgment rows, each judge's name once (a million rows hold few judges)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._judges: dict[str, str | None] = {}
 
     def problem(self, row: dict[str, Any]) -> str | None:
@@ -128,7 +129,7 @@ class JudgmentCheck:
         return None
 
 
-def hits_problem(run) -> str | None:
+def hits_problem(run: object) -> str | None:
     """Why a stored run is not ``{query id: [[document id, score], …]}``."""
     if not isinstance(run, dict):
         return "its hits are not an object of queries"
@@ -141,7 +142,7 @@ def hits_problem(run) -> str | None:
     return None
 
 
-def metrics_problem(metrics, per_query) -> str | None:
+def metrics_problem(metrics: object, per_query: object) -> str | None:
     """Why a stored evaluation is not ``({name: number or null}, {name: {…}})``."""
     if not isinstance(metrics, dict) or not all(v is None or _number(v) for v in metrics.values()):
         return "its metrics are not an object of numbers"
@@ -150,7 +151,7 @@ def metrics_problem(metrics, per_query) -> str | None:
     return None
 
 
-def query_set_problem(row: dict[str, Any], queries) -> str | None:
+def query_set_problem(row: dict[str, Any], queries: object) -> str | None:
     """Why a stored query set (its row, its unpacked queries) is not one RankScope keeps."""
     if not isinstance(row.get("id"), str) or not row["id"]:
         return "its id is not text"
@@ -171,7 +172,7 @@ def query_set_problem(row: dict[str, Any], queries) -> str | None:
     return None
 
 
-def sample_problem(row: dict[str, Any], query_ids) -> str | None:
+def sample_problem(row: dict[str, Any], query_ids: object) -> str | None:
     """Why a stored judging sample (its row, its unpacked query ids) is not one RankScope keeps."""
     if not isinstance(row.get("id"), str) or not row["id"]:
         return "its id is not text"
@@ -216,11 +217,11 @@ def left_out(table: str, problems: list[str]) -> None:
                     "" if len(problems) == 1 else "s", problems[0], more)
 
 
-def _positive(value) -> bool:
+def _positive(value: object) -> TypeGuard[int]:
     return type(value) is int and value > 0
 
 
-def vectors(rows, dim: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
+def vectors(rows: Iterable[tuple[str, object, object]], dim: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
     """``({text hash: float32 vector}, problems)`` from ``(text hash, dim, vector bytes)`` rows of the
     embeddings table: a vector whose bytes are not its row's ``dim`` × 4, whose ``dim`` is not ``dim``
     (when known) or that holds NaN or ±inf is a problem, not a vector. The vectors of one dimension
@@ -252,7 +253,8 @@ def vectors(rows, dim: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
     return out, problems
 
 
-def sparse_vectors(rows, vocab_size: int | None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+def sparse_vectors(rows: Iterable[tuple[str, object, object]], vocab_size: int | None
+                   ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
     """``({text hash: (int32 term ids, float32 weights)}, problems)`` from ``(text hash, terms bytes,
     weights bytes)`` rows of the sparse_vectors table: as many terms as weights, each term id in
     0..``vocab_size``-1 (≥ 0 when the size is not known), every weight finite. Checked over all the
@@ -290,7 +292,7 @@ def sparse_vectors(rows, vocab_size: int | None) -> tuple[dict[str, tuple[np.nda
     return out, problems
 
 
-def projection_problem(points, xy, seconds) -> str | None:
+def projection_problem(points: object, xy: object, seconds: object) -> str | None:
     """Why a stored 2-D projection (its ``points``, ``xy`` bytes, fit ``seconds``) is not one RankScope keeps."""
     if not _positive(points):
         return f"its point count {points!r:.40} is not a positive whole number"
@@ -304,7 +306,7 @@ def projection_problem(points, xy, seconds) -> str | None:
     return None
 
 
-def judge_problem(name, checked: dict[str, str | None]) -> str | None:
+def judge_problem(name: object, checked: dict[str, str | None]) -> str | None:
     """Why a stored judge's key is not one ``check_judge_key`` accepts: a name ``check_judge`` accepts, or a
     private judge's key (``checked`` remembers each key's answer)."""
     if not isinstance(name, str):
@@ -318,7 +320,7 @@ def judge_problem(name, checked: dict[str, str | None]) -> str | None:
     return checked[name]
 
 
-def _json_object(text, what: str) -> str | None:
+def _json_object(text: object, what: str) -> str | None:
     value, problem = loaded(text, what)
     if problem is not None:
         return problem
@@ -367,11 +369,11 @@ _HEX = frozenset("0123456789abcdef")
 KEPT_FILES = row_bounds.KEPT_FILES  # files one kept data set holds at most (an upload of a corpus, queries and qrels)
 
 
-def _hash_text(value) -> bool:
+def _hash_text(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
 
 
-def kept_files(text) -> tuple[list[str], str | None]:
+def kept_files(text: object) -> tuple[list[str], str | None]:
     """(the file names of a kept data set's row, None) or ([], why they are not what ``put_kept``
     writes: a JSON list of at most ``KEPT_FILES`` plain file names, ``safe_names.file_name_problem``)."""
     files, problem = loaded(text, "files")

@@ -39,7 +39,7 @@ class LambdaFit:
                 "prior": self.prior, "p_value": self.p_value}
 
     @classmethod
-    def from_json(cls, obj: Mapping) -> LambdaFit:
+    def from_json(cls, obj: Mapping[str, Any]) -> LambdaFit:
         """A fit read back (a training record, the store): every field checked, a ``ValueError`` if not as written."""
         best, grid, queries, prior, p = obj["best"], obj["grid"], obj["queries"], obj["prior"], obj["p_value"]
         if not (_number(best) and isinstance(grid, list) and isinstance(queries, int) and not isinstance(queries, bool)
@@ -79,7 +79,7 @@ class TrainedOn:
                 "base_mu": self.base_mu.to_json() if self.base_mu else None, "base_mu_beside": self.base_mu_beside}
 
     @classmethod
-    def from_json(cls, obj: Mapping) -> TrainedOn:
+    def from_json(cls, obj: Mapping[str, Any]) -> TrainedOn:
         fit, held, base_mu = obj.get("fit"), obj.get("held_out") or [], obj.get("base_mu")
         if not isinstance(held, list) or not all(isinstance(q, str) for q in held):
             raise ValueError("the training record's held-out queries are not a list of query ids")

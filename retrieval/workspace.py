@@ -20,7 +20,7 @@ import copy
 import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from retrieval import systems
 from retrieval.data.dataset import Dataset
@@ -43,13 +43,15 @@ from retrieval.safe_names import check_new_name
 from retrieval.store import Store, cache_key
 from retrieval.systems import BASE_SYSTEMS, BM25, Imported, Probe, System
 from retrieval.systems.declared import Settings, settings
-from retrieval.systems.state import CORPUS, SCOPES, Slots
+from retrieval.systems.state import CORPUS, SCOPES, Slots, State
+
+S = TypeVar("S")  # a system's state (``system_state``)
 
 EVAL_DEPTH = 1000
 POLL_S = 0.1  # wait_dense's progress reports: as often as the encoder's batches on a small corpus
 
 
-def _follow_all(builds: tuple[IndexBuild, ...]) -> None:
+def _follow_all(builds: tuple[IndexBuild[Any, Any], ...]) -> None:
     """Wait for each of ``builds`` in turn (what a background build started after them waits for)."""
     for b in builds:
         b.follow(None, None, POLL_S)
@@ -247,7 +249,7 @@ class Workspace:
         other._imported, other._run_owners = dict(self._imported), dict(self._run_owners)
         return other
 
-    def _sibling(self, model, index_kind: str, index_dims: int | None, sparse_model: str | None,
+    def _sibling(self, model: str | Encoder | None, index_kind: str, index_dims: int | None, sparse_model: str | None,
                  values: dict[str, Settings] | None = None) -> Workspace:
         """A workspace over the same data set sharing BM25 (and the sparse index when its model is
         the same), with this one's parameter values or ``values``; BM25 and the per-corpus states are
@@ -322,7 +324,7 @@ class Workspace:
         (``System.shown_by_default``, in the order they registered), then the imported runs."""
         return (*systems.shown(), *self._imported)
 
-    def system_state(self, key: str, make: Callable[[], Any], scope: str = CORPUS) -> Any:
+    def system_state(self, key: str, make: Callable[[], S], scope: str = CORPUS) -> S:
         """The state a system keeps under ``key`` (an index over the corpus, λ), made by ``make()``
         the first time it is asked for in its ``scope`` (``retrieval.systems.state``: ``CORPUS``,
         shared with every workspace made from this one; ``WORKSPACE``, with ``with_run``'s copies).
@@ -339,7 +341,7 @@ class Workspace:
         return self._slots(scope).get(key, make)
 
     def background_build(self, key: str, make: Callable[[Counter | None, Callable[[], None] | None], Any], total: int,
-                         expected_bytes: int = 0, scope: str = CORPUS) -> IndexBuild:
+                         expected_bytes: int = 0, scope: str = CORPUS) -> IndexBuild[Any, Any]:
         """A system's index built in the background (``retrieval.index.builds.IndexBuild``), kept as its
         state under ``key``: ``make(progress, indexing)`` builds it (``progress(done, total)`` as it
         goes); ``start_builds`` starts it after the encoders' builds, and the system, naming it in
@@ -360,7 +362,7 @@ class Workspace:
                                                          make(progress, indexing), total, f"rankscope-{key}-build",
                                                          expected_bytes), scope)
 
-    def system_states(self) -> dict[tuple, object]:
+    def system_states(self) -> dict[tuple[int, str], State]:
         """Every system state made so far, by a key the workspaces sharing it share (its slots' and
         its own), for the memory budget.
 
@@ -418,7 +420,7 @@ class Workspace:
         return Corpus(self.dataset.corpus_hash, self.dataset.doc_ids, [d.full_text for d in self.dataset.docs.values()])
 
     @property
-    def lexical(self):
+    def lexical(self) -> LexicalIndex:
         """The engine's BM25 (``retrieval.index.engines``): what the BM25 system and the hybrids rank with."""
         return self.build_lexical()
 
@@ -445,14 +447,14 @@ class Workspace:
         lengths, training margins. The in-process engine's own index; beside another engine, the
         same index over the same analyzed terms, built (or read from the store) on first use."""
         if self.engine.capabilities.explains:  # the engine's own index is RankScope's BM25Index
-            return self.lexical
+            return cast(BM25Index, self.lexical)  # explains: the in-process engine, whose index is a BM25Index
         with self._lock:
             if self._bm25 is None:
                 self._bm25 = InProcess().lexical(self.corpus, self.tokenizer, self.bm25_settings, self.store)
             return self._bm25
 
     @property
-    def built_lexical(self) -> tuple:
+    def built_lexical(self) -> tuple[LexicalIndex, ...]:
         """The BM25 indexes this workspace holds built (the engine's, and the in-process one beside
         another engine); builds nothing."""
         return tuple(i for i in (self._lexical, self._bm25) if i is not None)
@@ -482,7 +484,8 @@ class Workspace:
         """
         return self._dense_build.get(counting(progress, "encoding {done}/{total} documents"))
 
-    def _build_dense(self, enc: Encoder, progress=None, indexing=None) -> DenseRetriever:
+    def _build_dense(self, enc: Encoder, progress: Counter | None = None,
+                     indexing: Callable[[], None] | None = None) -> DenseRetriever:
         if self.store is not None:
             self.store.register_model(enc.fingerprint, enc.name, enc.dim, {"max_seq_length": enc.max_seq_length})
         if self._embeddings_from:
@@ -507,7 +510,8 @@ class Workspace:
         """
         return self._sparse_build.get(counting(progress, "encoding {done}/{total} documents"))
 
-    def _build_sparse(self, model: SparseModel, progress=None, indexing=None) -> SparseRetriever:
+    def _build_sparse(self, model: SparseModel, progress: Counter | None = None,
+                      indexing: Callable[[], None] | None = None) -> SparseRetriever:
         emb = embed_sparse_corpus(model, self.corpus.texts, self.store, progress)
         if indexing:
             indexing()
@@ -554,7 +558,7 @@ class Workspace:
         return self._dense_build.status
 
     @property
-    def builds(self) -> dict[str, IndexBuild]:
+    def builds(self) -> dict[str, IndexBuild[Any, Any]]:
         """Every index this workspace may build in the background, by kind ("dense", "sparse", and
         the key of each system's own ``background_build`` asked for so far)."""
         own = {key: s for key, s in self._corpus_states.items() + self._workspace_states.items()
@@ -567,7 +571,7 @@ class Workspace:
         encoder at a time has the cores)."""
         self.start_dense()
         self.start_sparse()
-        started: list[IndexBuild] = [self._dense_build, self._sparse_build]
+        started: list[IndexBuild[Any, Any]] = [self._dense_build, self._sparse_build]
         for key in systems.keys():
             for build in self.system(key).waits_for(self):
                 if all(build is not b for b in started):
@@ -618,7 +622,7 @@ class Workspace:
             raise ValueError(f"unknown system {name!r}; choose from {', '.join(self.system_names)}")
         return found
 
-    def system_params(self, name: str, eval_split: str | None = None) -> dict:
+    def system_params(self, name: str, eval_split: str | None = None) -> dict[str, Any]:
         """What a system's runs and metrics are cached under (beside the data set, split and depth).
 
         Args:
@@ -649,7 +653,7 @@ class Workspace:
             parts["labels"] = self.dataset.labels_key(split)
         return parts
 
-    def _key(self, system: str, params: dict, split: str | None, k: int = 0, labels: bool = False,
+    def _key(self, system: str, params: dict[str, Any], split: str | None, k: int = 0, labels: bool = False,
              owner: str = "") -> str:
         return cache_key(**self.data_key(split, labels), system=system, params=params, split=split, k=k,
                          **({"owner": owner} if owner else {}))
@@ -694,7 +698,7 @@ class Workspace:
         """
         return self.system(system).search(self, queries, k, split)
 
-    def _exact_scores(self, system: str, split: str) -> dict | None:
+    def _exact_scores(self, system: str, split: str) -> dict[str, dict[str, float]] | None:
         """Exact scores of every judged document (for PNR) where the system defines one."""
         queries = self.dataset.split_queries(split)
         rows = {q: [self.doc_row[d] for d in docs if d in self.doc_row]

@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.errors import LoadReport
+
+if TYPE_CHECKING:
+    from _hashlib import HASH  # what hashlib.sha256() returns (its class lives in the C module)
 
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded label
 
 
-def _hash_queries(h, queries: Mapping[str, str]) -> None:
+def _hash_queries(h: HASH, queries: Mapping[str, str]) -> None:
     """Feed ``queries`` (ids and texts, in id order) to the hash ``h``."""
     for qid in sorted(queries):
         h.update(json.dumps([qid, queries[qid]], ensure_ascii=False).encode())
@@ -71,7 +74,7 @@ class Dataset:
     _hash: str | None = field(default=None, repr=False, compare=False)
     _corpus_hash: str | None = field(default=None, repr=False, compare=False)
     _by_text: dict[str, str] | None = field(default=None, repr=False, compare=False)
-    _docs_sha: object = field(default=None, repr=False, compare=False)  # hashlib state after the documents
+    _docs_sha: HASH | None = field(default=None, repr=False, compare=False)  # hashlib state after the documents
     # queries_hash, split_key, labels_key
     _keys: dict[str | tuple[str, str | None], str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -173,7 +176,7 @@ class Dataset:
         copy._corpus_hash, copy._docs_sha = self._corpus_hash, self._docs_sha
         return copy
 
-    def without_queries(self, ids) -> Dataset:
+    def without_queries(self, ids: Iterable[str]) -> Dataset:
         """A copy without the queries ``ids`` (their labels too); the same object when none is there."""
         gone = set(ids) & set(self.queries)
         if not gone:
@@ -185,7 +188,7 @@ class Dataset:
         copy._corpus_hash, copy._docs_sha = self._corpus_hash, self._docs_sha
         return copy
 
-    def _documents_hashed(self):
+    def _documents_hashed(self) -> HASH:
         """A SHA-256 that has read every document (id, title, text as a JSON array each): one pass
         over the corpus, copied for each hash that starts with it (a million documents take seconds)."""
         if self._docs_sha is None:

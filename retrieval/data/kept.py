@@ -28,6 +28,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def _folder(store: Store, kept_id: str) -> Path:
     return store.kept_dir / kept_id
 
 
-def _paths(store: Store, kept_id: str, files) -> list[Path]:
+def _paths(store: Store, kept_id: str, files: Iterable[str]) -> list[Path]:
     return [_folder(store, kept_id) / str(n) / name for n, name in enumerate(files)]
 
 

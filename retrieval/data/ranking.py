@@ -22,7 +22,7 @@ point too but drop trailing NULs, so ids are ordered here through Python's compa
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -33,7 +33,7 @@ RULE = "score descending, then document id descending (trec_eval's order: strcmp
 Hits = list[tuple[str, float]]
 
 
-def sorted_hits(hits) -> Hits:
+def sorted_hits(hits: Iterable[tuple[str, float]]) -> Hits:
     """``hits`` (``(document id, score)`` pairs) in trec_eval's order: score descending, then
     document id descending. A document listed twice stays twice (the evaluators keep one)."""
     return sorted(((d, float(s)) for d, s in hits), key=_key, reverse=True)

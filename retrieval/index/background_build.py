@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
-_RUNNING: weakref.WeakSet = weakref.WeakSet()
+_RUNNING: weakref.WeakSet[BackgroundBuild[Any]] = weakref.WeakSet()
 _STOPPING = threading.Event()
 STOP_WAIT_S = 60.0  # at exit, how long a build may take to reach its next progress report
 
@@ -44,7 +44,7 @@ def _stop_builds() -> None:
         build.wait(STOP_WAIT_S)
 
 
-def running() -> list[BackgroundBuild]:
+def running() -> list[BackgroundBuild[Any]]:
     """The builds of this process still running."""
     return [b for b in list(_RUNNING) if not b.finished]
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import math
 import zipfile
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ class DamagedIndex(ValueError):
     """A stored BM25 index that is not one RankScope wrote for this corpus and these settings."""
 
 
-def members(blob, names: tuple[str, ...], what: str = "the index") -> dict[str, bytes]:
+def members(blob: object, names: tuple[str, ...], what: str = "the index") -> dict[str, bytes]:
     """The members of the stored zip ``blob`` (``names``, each once, uncompressed), refused before
     any is read when it holds another name, more members, a compressed or encrypted one, or sizes
     past the blob's."""
@@ -112,7 +113,7 @@ def array(data: bytes, name: str, kind: str) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=count, offset=start)
 
 
-def _json(data: bytes, name: str, kind: type):
+def _json(data: bytes, name: str, kind: type[dict[str, Any]]) -> dict[str, Any]:
     if len(data) > JSON_LIMIT:
         raise DamagedIndex(f"{name} is {len(data):,} bytes, past {JSON_LIMIT:,}")
     from bm25s.utils.json_functions import loads  # the decoder bm25s.BM25.load uses (orjson where installed)
@@ -200,8 +201,7 @@ def extra(blob: bytes, n_docs: int, vocab: dict[str, Any]) -> tuple[np.ndarray, 
 
 
 def spot_check(vocab: dict[str, Any], doc_len: np.ndarray, df: dict[str, Any], indices: np.ndarray, indptr: np.ndarray,
-               texts,
-               tokenizer, spots: int = SPOTS) -> None:
+               texts: Sequence[str], tokenizer: Callable[[str], list[str]], spots: int = SPOTS) -> None:
     """A spread of ``spots`` documents, tokenized now, must have the length the index holds, terms all
     in its vocabulary, and be in the score column of their rarest term: another corpus's index of the
     same size and settings, stored under this corpus's key, is consistent in itself and caught here."""
@@ -217,7 +217,8 @@ def spot_check(vocab: dict[str, Any], doc_len: np.ndarray, df: dict[str, Any], i
                 raise DamagedIndex(f"document {row:,} is not scored for its rarest term (another corpus's index?)")
 
 
-def read(blob, texts, tokenizer, k1: float, b: float, method: str):
+def read(blob: object, texts: Sequence[str], tokenizer: Callable[[str], list[str]], k1: float, b: float,
+         method: str) -> tuple[Any, np.ndarray, dict[str, int]]:  # Any: a bm25s.BM25 (bm25s has no types)
     """(a ``bm25s.BM25`` as ``bm25s.BM25.load`` makes it, document lengths, document frequencies)
     from a stored index of the corpus ``texts`` (tokenized by ``tokenizer``); ``DamagedIndex``
     naming the first problem."""

@@ -155,7 +155,8 @@ class BM25Index:
         """Exact BM25 score of ``query`` (a text, or a ``WeightedQuery``) against every document
         (float32, aligned with doc_ids)."""
         ids, weights = self._term_ids(query)
-        return self._score_block([ids], [weights])[0]
+        row: np.ndarray = self._score_block([ids], [weights])[0]
+        return row
 
     def _term_ids(self, query: Query) -> tuple[list[int], list[float] | None]:
         """The query's terms as the engine's term ids, in the query's order, and their weights (None

@@ -74,7 +74,7 @@ class IndexBuild(Generic[A, T]):
         if self._value is None and (self._background is None or self._failed()):
             arg = self._prepare()
 
-            def build(progress, indexing) -> T:
+            def build(progress: Counter, indexing: Callable[[], None]) -> T:
                 if after is not None:
                     after()
                     check_stopping()

@@ -32,10 +32,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.files.part_files import partial, remove_orphans
 from retrieval.files.read_back import read_back_bytes
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 BATCH_SIZES = (16, 32, 64)
 REMEMBERED = 64  # choices the file keeps (CPU classes × models × thread counts), the latest
@@ -148,7 +151,7 @@ def _read(path: Path) -> dict[str, Any]:
     return known if isinstance(known, dict) else {}
 
 
-def _valid(record, precisions: tuple[str, ...], threads: int, label: str) -> CpuChoice | None:
+def _valid(record: object, precisions: tuple[str, ...], threads: int, label: str) -> CpuChoice | None:
     """The remembered choice, where it names a candidate of this CPU; else None (measured again). The
     class it is shown with is ``label``, this CPU's (the key holds the class): the file's own is not shown."""
     if not isinstance(record, dict):
@@ -164,7 +167,7 @@ def _valid(record, precisions: tuple[str, ...], threads: int, label: str) -> Cpu
 Timer = Callable[[str, int], float]  # (precision, batch size) → seconds to encode the calibration passages
 
 
-def choose(model, timer: Timer | None = None,
+def choose(model: SentenceTransformer, timer: Timer | None = None,
            encode: Callable[[str, int, list[str]], object] | None = None) -> CpuChoice:
     """The precision and batch size ``model`` encodes with on this CPU: remembered for its class, or
     measured now and remembered. The measurement times ``encode(precision, batch size, texts)`` (the
@@ -174,7 +177,8 @@ def choose(model, timer: Timer | None = None,
     klass = cpu_class()
     threads = torch.get_num_threads()
     precisions = ("fp32", "bf16") if cpu_bf16_instructions() else ("fp32",)
-    arch = [type(m).__name__ for m in model] + [sum(p.numel() for p in model.parameters())]
+    parameters = sum(p.numel() for p in model.parameters())
+    arch: list[str | int] = [type(m).__name__ for m in model] + [parameters]
     digest = hashlib.sha256(json.dumps([klass.vendor, klass.family, klass.model, klass.name, klass.flags,
                                         cpu_bf16_instructions(), torch.__version__, threads, arch]).encode())
     key = digest.hexdigest()[:24]
@@ -187,7 +191,7 @@ def choose(model, timer: Timer | None = None,
 
     # as many passages as the largest batch, so every candidate batch size runs full batches; fewer for a
     # model past 25M parameters (seconds, not minutes), where the largest batches tie and the smaller wins
-    n = max(8, min(max(BATCH_SIZES), int(max(BATCH_SIZES) * 25e6 / max(arch[-1], 1))))
+    n = max(8, min(max(BATCH_SIZES), int(max(BATCH_SIZES) * 25e6 / max(parameters, 1))))
     texts = [" ".join(_CALIBRATION[(i * 7 + j) % len(_CALIBRATION)] for j in range(_LENGTHS[i % len(_LENGTHS)]))
              for i in range(n)]
 

@@ -89,7 +89,7 @@ def embed_corpus(encoder: Encoder, texts: list[str], store: Store | None = None,
         return Embedded(encoder.encode(texts, progress=progress), 0, len(texts))
     out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
 
-    def sink(rows: list[int], vec) -> None:
+    def sink(rows: list[int], vec: np.ndarray) -> None:
         out[rows] = vec
 
     from_store, encoded = encode_through_store(
@@ -125,7 +125,8 @@ def held_vectors(index: faiss.Index) -> np.ndarray:
         out.flags.writeable = False
         return out
     except (AttributeError, TypeError):
-        return index.reconstruct_n(0, index.ntotal)
+        vectors: np.ndarray = index.reconstruct_n(0, index.ntotal)
+        return vectors
 
 
 class DenseIndex:
@@ -179,7 +180,7 @@ class DenseIndex:
         self.stored = self.embeddings
         return self
 
-    def write(self, path, stamp: Stamp | None = None) -> None:
+    def write(self, path: str | Path, stamp: Stamp | None = None) -> None:
         """Keep the built index in ``path`` (written aside, then moved into place: a crash never
         leaves half a file under the name), with ``stamp`` beside it (``kept_index.write_stamp``:
         what it holds, its size and checksum; without one it is never read back as kept).
@@ -208,7 +209,8 @@ class DenseIndex:
     @property
     def bytes_per_doc(self) -> int:
         """Bytes of one document's vector code: 1 per dimension for ``sq8``, 4 (float32) otherwise."""
-        return self.stored.shape[1] * (1 if self.kind == "sq8" else 4)
+        dim: int = self.stored.shape[1]
+        return dim * (1 if self.kind == "sq8" else 4)
 
     @property
     def index_bytes(self) -> int:
@@ -312,7 +314,8 @@ class DenseRetriever:
             cached = self.store.get_embeddings(encoder.fingerprint, [text_hash(text)], dim=encoder.dim)
             if cached:
                 return next(iter(cached.values()))
-        return encoder.encode([text])[0]
+        vector: np.ndarray = encoder.encode([text])[0]
+        return vector
 
     def search(self, queries: dict[str, str], k: int = 100) -> Run:
         if not queries:

@@ -23,7 +23,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,10 @@ from retrieval.errors import EncoderLoadError
 from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, choose, cpu_bf16_instructions
 from retrieval.index.recent import Recent
 from retrieval.training_record import TrainedOn  # a leaf: the record a fine-tuned model carries
+
+if TYPE_CHECKING:
+    import torch
+    from sentence_transformers import SentenceTransformer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -136,7 +140,7 @@ def foreign_modules(folder: str | Path) -> list[str]:
     return [t for t in types if not (t.startswith(OWN_MODULES) or t == POLY_REF)]
 
 
-def open_model(target: str, device: str):
+def open_model(target: str, device: str) -> SentenceTransformer:
     """A ``SentenceTransformer`` from a folder or a hub id, without running any code of the model's.
 
     ``trust_remote_code`` is never passed, so sentence-transformers refuses every module type outside
@@ -154,10 +158,12 @@ def open_model(target: str, device: str):
         raise UnsafeModel(f"its modules.json names {', '.join(repr(t) for t in foreign[:3])}, code that is neither "
                           f"sentence-transformers' nor RankScope's: RankScope never runs a model's own code")
     source = str(local) if local.exists() else target
-    return SentenceTransformer._load_with_module_classes(source, {POLY_REF: PolyAttention}, device=device)
+    model: SentenceTransformer = SentenceTransformer._load_with_module_classes(source, {POLY_REF: PolyAttention},
+                                                                               device=device)
+    return model
 
 
-def model_fingerprint(model, settings: str) -> str:
+def model_fingerprint(model: torch.nn.Sequential, settings: str) -> str:
     """sha256 over ``model``'s module stack (a sentence-transformers model), ``settings`` (what else
     changes its output) and every weight tensor by name: the store's key for what it encodes."""
     h = hashlib.sha256()
@@ -172,8 +178,8 @@ def model_fingerprint(model, settings: str) -> str:
 class Encoder:
     """A SentenceTransformer plus what is needed to cache its output."""
 
-    def __init__(self, model, name: str | None = None, normalize: bool = True, batch_size: int = 64,
-                 precision: str = "fp32", cpu_choice: CpuChoice | None = None):
+    def __init__(self, model: SentenceTransformer, name: str | None = None, normalize: bool = True,
+                 batch_size: int = 64, precision: str = "fp32", cpu_choice: CpuChoice | None = None):
         if precision not in PRECISIONS[1:]:
             raise ValueError(f"precision must be fp32, bf16 or fp16, not {precision!r}")
         self.model = model
@@ -232,11 +238,17 @@ class Encoder:
     def dim(self) -> int:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
-        return int(get_dim())
+        dim = get_dim()
+        if dim is None:
+            raise ValueError(f"the model {self.name!r} declares no embedding dimension")
+        return int(dim)
 
     @property
     def max_seq_length(self) -> int:
-        return int(self.model.max_seq_length)
+        length = self.model.max_seq_length
+        if length is None:
+            raise ValueError(f"the model {self.name!r} declares no maximum sequence length")
+        return int(length)
 
     @property
     def fingerprint(self) -> str:
@@ -267,7 +279,7 @@ class Encoder:
     def encode_batch(self, texts: list[str]) -> np.ndarray:
         """One call of the model on ``texts`` at the encoder's precision; float32 rows."""
         with self._autocast():
-            routed = {"task": self.task} if self.task else {}
+            routed: dict[str, Any] = {"task": self.task} if self.task else {}  # keyword arguments of encode
             vecs = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                      show_progress_bar=False, normalize_embeddings=self.normalize, **routed)
         vecs = np.asarray(vecs, dtype=np.float32)
@@ -275,7 +287,7 @@ class Encoder:
             vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs
 
-    def _autocast(self):
+    def _autocast(self) -> contextlib.AbstractContextManager[object]:
         if self.precision == "fp32":
             return contextlib.nullcontext()
         import torch

@@ -37,7 +37,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -146,7 +146,7 @@ _METRIC_INNER_PRODUCT = 0
 class _Walk:
     """Reads the fixed-size fields of a FAISS file and steps over its blocks, each checked to fit."""
 
-    def __init__(self, f, size: int, name: str):
+    def __init__(self, f: BinaryIO, size: int, name: str):
         self.f, self.size, self.name, self.pos = f, size, name, 0
 
     def take(self, n: int) -> bytes:
@@ -159,8 +159,10 @@ class _Walk:
         self.pos += n
         return data
 
-    def field(self, fmt: str):
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+    def field(self, fmt: str) -> int:
+        """One integer field (``fmt``: a struct code of an integer)."""
+        value: int = struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        return value
 
     def block(self, what: str, item: int, want: int | None = None) -> int:
         """Step over a vector FAISS writes as (size_t n, n items); its n, checked to fit the file."""
@@ -199,7 +201,7 @@ class _Walk:
         return d, ntotal
 
 
-def layout(f, size: int, kind: str, name: str) -> tuple[int, int]:
+def layout(f: BinaryIO, size: int, kind: str, name: str) -> tuple[int, int]:
     """(dimension, vector count) of the FAISS index of ``kind`` in the open binary file ``f`` of
     ``size`` bytes, read field by field: nothing the file declares is allocated, every block is
     checked to fit in the bytes left, and the walk must end exactly at the end of the file;
@@ -231,7 +233,8 @@ def spot_rows(count: int, n: int = SPOT_ROWS) -> list[int]:
     return sorted({int(r) for r in np.linspace(0, count - 1, min(n, count))}) if count else []
 
 
-def read(path: str | Path, expected: Stamp, stored: Callable[[list[int]], dict[int, np.ndarray]] | None = None):
+def read(path: str | Path, expected: Stamp, stored: Callable[[list[int]], dict[int, np.ndarray]] | None = None
+         ) -> Any:  # a faiss.Index (faiss's bindings declare no types for it)
     """The FAISS index kept in ``path`` once every check of the module docstring passed; ``Untrusted``
     naming the file and the first mismatch otherwise (a damaged file FAISS itself refuses included).
     ``stored(rows)`` gives the store's embeddings of those document rows (the ones it holds)."""

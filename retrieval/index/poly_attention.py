@@ -34,13 +34,13 @@ class PolyAttention(Module):
     forward_kwargs = {"task"}
 
     def __init__(self, embedding_dimension: int, num_codes: int = 16, init_std: float = 0.02):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # sentence-transformers' Module.__init__ is unannotated
         if num_codes < 1:
             raise ValueError("poly-attention needs at least one context code")
         self.embedding_dimension, self.num_codes, self.init_std = embedding_dimension, num_codes, init_std
         self.codes = torch.nn.Parameter(torch.randn(num_codes, embedding_dimension) * init_std)
 
-    def forward(self, features: dict[str, Tensor], task: str | None = None, **kwargs) -> dict[str, Tensor]:
+    def forward(self, features: dict[str, Tensor], task: str | None = None, **kwargs: object) -> dict[str, Tensor]:
         tokens, mask = features["token_embeddings"], features["attention_mask"]
         if task is None:
             given = features.get("task")  # the task rides in the features as text, never a tensor
@@ -62,18 +62,19 @@ class PolyAttention(Module):
 
     get_sentence_embedding_dimension = get_embedding_dimension
 
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+    def save(self, output_path: str, *args: object, safe_serialization: bool = True, **kwargs: object) -> None:
         self.save_config(output_path)
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
              cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
-             init_defaults: dict[str, Any] | None = None, **kwargs) -> PolyAttention:
+             init_defaults: dict[str, Any] | None = None, **kwargs: object) -> PolyAttention:
         hub: dict[str, Any] = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
                                "revision": revision, "local_files_only": local_files_only}
         config = cls.load_config(model_name_or_path, **hub)
         for key, value in (init_defaults or {}).items():  # as Module.load: the saved config wins
             config.setdefault(key, value)
         module = cls(**config)
-        return cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module, **hub)
+        loaded: PolyAttention = cls.load_torch_weights(model_name_or_path=model_name_or_path, model=module, **hub)
+        return loaded

@@ -44,6 +44,9 @@ from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store
 
 if TYPE_CHECKING:
+    import torch
+    from sentence_transformers import SparseEncoder
+
     from retrieval.training_record import TrainedOn
 
 BUNDLED = "splade-tiny"
@@ -72,7 +75,7 @@ def bundled_path() -> Path:
 class SparseModel:
     """A SPLADE model (sentence-transformers' ``SparseEncoder``) and what is needed to cache its output."""
 
-    def __init__(self, model, name: str, batch_size: int = BATCH):
+    def __init__(self, model: SparseEncoder, name: str, batch_size: int = BATCH):
         self.model, self.name, self.batch_size = model, name, batch_size
         self.trained_on: TrainedOn | None = None  # a model fine-tuned here: the queries it trained on
         self._fingerprint: str | None = None
@@ -80,7 +83,10 @@ class SparseModel:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.model.get_embedding_dimension())
+        size = self.model.get_embedding_dimension()
+        if size is None:
+            raise ValueError(f"the model {self.name!r} declares no vocabulary size")
+        return int(size)
 
     @property
     def max_seq_length(self) -> int:
@@ -167,7 +173,7 @@ def is_sparse_folder(path: str | Path) -> bool:
         return False
 
 
-def _rows(matrix, n: int) -> list[SparseVector]:
+def _rows(matrix: torch.Tensor, n: int) -> list[SparseVector]:
     """A torch sparse (n × vocab) matrix as n (term ids, weights) pairs."""
     coo = matrix.coalesce().cpu()
     (rows, cols), values = coo.indices().numpy(), coo.values().float().numpy()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ def stopword_lists() -> dict[str, tuple[str, ...]]:
             **{code: tuple(getattr(stopwords, f"STOPWORDS_{name}")) for code, name in _BM25S_LISTS}}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> dict[str, tuple[str, ...]]:
     """``STOPWORD_LISTS``, the lists of ``stopword_lists``, read on first use."""
     if name == "STOPWORD_LISTS":
         return stopword_lists()
@@ -94,7 +95,7 @@ class Tokenizer:
                 out.append((m.group(0), tokens))
         return out
 
-    def tokenize_many(self, texts) -> list[list[str]]:
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
         return [self(t) for t in texts]
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:

@@ -39,7 +39,7 @@ def encode_through_store(texts: Sequence[str], get: Callable[[list[str]], dict[s
         part = missing[start:start + commit_every]
         before = done
 
-        def report(n: int, _total: int, before=before, part=part) -> None:
+        def report(n: int, _total: int, before: int = before, part: list[str] = part) -> None:
             if progress:
                 progress(before + sum(len(rows[h]) for h in part[:n]), len(texts))
 

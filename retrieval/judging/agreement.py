@@ -104,7 +104,8 @@ def _ordinal_distances(n_v: np.ndarray) -> np.ndarray:
     cum = np.concatenate([np.zeros(n_v.shape[:-1] + (1,)), np.cumsum(n_v, axis=-1)], axis=-1)
     lo, hi = np.minimum.outer(np.arange(k), np.arange(k)), np.maximum.outer(np.arange(k), np.arange(k))
     between = cum[..., hi + 1] - cum[..., lo]
-    return (between - (n_v[..., :, None] + n_v[..., None, :]) / 2) ** 2
+    squared: np.ndarray = (between - (n_v[..., :, None] + n_v[..., None, :]) / 2) ** 2  # numpy's fancy index: Any
+    return squared
 
 
 def alpha_from_patterns(patterns: np.ndarray, weights: np.ndarray) -> np.ndarray:

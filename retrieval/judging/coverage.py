@@ -54,6 +54,7 @@ cannot say how good the documents nobody judged are either, so it does not lift 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import median_low
 from typing import Any
@@ -143,7 +144,7 @@ def from_judging(qrels: Qrels, judgments: list[dict[str, Any]]) -> set[str]:
     return {q for q, docs in qrels.items() if docs and all((q, d) in pairs for d in docs)}
 
 
-def judged_prefix(hits: list, labels: dict[str, int]) -> int:
+def judged_prefix(hits: Iterable[tuple[str, float]], labels: dict[str, int]) -> int:
     """How many of a ranked list's first documents are judged before the first unjudged one."""
     n = 0
     for d, _ in hits:
@@ -153,7 +154,7 @@ def judged_prefix(hits: list, labels: dict[str, int]) -> int:
     return n
 
 
-def pool_depth(runs: dict[str, Run], qrels: Qrels, queries=None) -> int | None:
+def pool_depth(runs: dict[str, Run], qrels: Qrels, queries: Iterable[str] | None = None) -> int | None:
     """How deep the judged pool goes: per query, the longest fully judged prefix of any system's
     list (a pooled system's top k is judged to k; the store does not keep the depth judging used),
     and over the queries the lower median, so one query judged deeper does not speak for the rest.

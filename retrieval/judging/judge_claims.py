@@ -54,7 +54,8 @@ def whose(owner: str) -> str:
     return "no one known (it was kept before judges had makers)"
 
 
-def _visible(conn: sqlite3.Connection, corpus: str, keys: list[str], owner: str) -> list[tuple]:
+def _visible(conn: sqlite3.Connection, corpus: str, keys: list[str], owner: str
+             ) -> list[tuple[str, str, str, str | None, int, str]]:
     """The judges of the corpus whose look-alike key is one of ``keys`` that ``owner`` sees: the
     published ones and its own (``judge, name, name_key, owner, published, space``)."""
     return conn.execute("select judge, name, name_key, owner, published, space from judges where corpus = ? and "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median_low
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,8 @@ from retrieval.judging.pools import DEPTH as DEPTH
 from retrieval.judging.pools import pool, top_ids
 
 if TYPE_CHECKING:
+    from retrieval.judging.sampling import Sample
+    from retrieval.sharing.owners import Viewer
     from retrieval.store import StoreProtocol
 
 MERGE_RULES = ("median", "majority", "min", "max")  # merged_grade
@@ -48,13 +51,13 @@ PREFER = ("imported", "judgments")  # merge_labels: which side wins a pair both 
 AGREEMENT_EVERY = 10  # a judge re-grades one pair in ten that another judge graded (``Queue``): agreement's share
 
 
-def store_judge(store: StoreProtocol, corpus: str, name: object, viewer=None) -> str:
+def store_judge(store: StoreProtocol, corpus: str, name: object, viewer: Viewer | None = None) -> str:
     """``check_judge``, then what storing a grade under the name would refuse, claiming nothing
     (``judge_key``, its name)."""
     return judge_key(store, corpus, name, viewer)[0]
 
 
-def judge_key(store: StoreProtocol, corpus: str, name: object, viewer=None) -> tuple[str, str]:
+def judge_key(store: StoreProtocol, corpus: str, name: object, viewer: Viewer | None = None) -> tuple[str, str]:
     """The judge's name (``check_judge``) and the key its grades would be kept under, claiming nothing,
     or what storing a grade under it would refuse: with ``viewer`` (a session of the app,
     ``owners.Viewer``), a look-alike of a judge it sees, and on a shared deployment another's published
@@ -144,7 +147,7 @@ def disagreement(runs: dict[str, Run], query_id: str, k: int = DEPTH, p: float =
     return 1.0 - sum(rbo(a, b, p) for a, b in pairs) / len(pairs)
 
 
-def order_queries(runs: dict[str, Run], query_ids, k: int = DEPTH,
+def order_queries(runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
                   p: float = PERSISTENCE) -> list[tuple[str, float]]:
     """``[(query id, disagreement)]``, most disagreement first; ties (to 12 decimals, so float
     noise does not order them) by query id."""
@@ -173,7 +176,8 @@ class Queue:
     """
 
     def __init__(self, runs: dict[str, Run], order: list[tuple[str, float]],
-                 pools: dict[str, list[str]], judged: dict[Pair, int], sample=None, strategy=None,
+                 pools: dict[str, list[str]], judged: dict[Pair, int], sample: Sample | None = None,
+                 strategy: judging_order._Order | judging_order.Chain | None = None,
                  others: dict[Pair, int] | None = None, regrade: bool = False):
         self.sample = sample  # the ``sampling.Sample`` of queries the pool was drawn from, if any
         pooled = [(qid, doc) for qid, _ in order for doc in pools[qid]]
@@ -238,7 +242,7 @@ class Queue:
                 self._position = {pair: i for i, pair in enumerate(self.pairs)}
                 self._focus = None
             else:
-                def made(interest):
+                def made(interest: list[tuple[str, str]] | None) -> judging_order._Order:
                     known = dict(self._grades) if self.regrade else {**self._others, **self._grades}
                     order = judging_order.make(self.order or judging_order.DEFAULT, self._runs, query_ids, self.k,
                                                known, interest)
@@ -441,8 +445,8 @@ class Joined:
     k: int
 
 
-def queue(runs: dict[str, Run], query_ids, judged: dict[Pair, int], k: int = DEPTH,
-          p: float = PERSISTENCE, sample=None, order: str | None = None,
+def queue(runs: dict[str, Run], query_ids: Iterable[str], judged: dict[Pair, int], k: int = DEPTH,
+          p: float = PERSISTENCE, sample: Sample | None = None, order: str | None = None,
           interest: list[tuple[str, str]] | None = None, others: dict[Pair, int] | None = None,
           regrade: bool = False) -> Queue:
     """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``

@@ -75,7 +75,7 @@ def all_pairs(systems: Iterable[str]) -> list[tuple[str, str]]:
     return list(itertools.combinations(sorted(systems), 2))
 
 
-def weights(runs: dict[str, Run], query_ids, k: int = DEPTH,
+def weights(runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
             interest: list[tuple[str, str]] | None = None,
             pools: dict[str, list[str]] | None = None) -> dict[Pair, float]:
     """MTC's weight of every pooled pair: Σ over the ``interest`` pairs of systems (default: all)
@@ -93,7 +93,8 @@ def weights(runs: dict[str, Run], query_ids, k: int = DEPTH,
 class _Order:
     """What every strategy shares: the pools, the grades made so far, the pairs still to grade."""
 
-    def __init__(self, runs: dict[str, Run], query_ids, k: int = DEPTH, judged: dict[Pair, int] | None = None):
+    def __init__(self, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                 judged: dict[Pair, int] | None = None):
         self.runs, self.k = runs, k
         self.query_ids = list(dict.fromkeys(query_ids))
         self.pools = pool(runs, self.query_ids, k)
@@ -121,7 +122,9 @@ class _Order:
 class Static(_Order):
     """A fixed order of the pooled pairs (``depth``, ``mtc``): the first not yet graded."""
 
-    def __init__(self, runs, query_ids, k=DEPTH, judged=None, order: list[Pair] | None = None):
+    def __init__(self, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                 judged: dict[Pair, int] | None = None,
+                 order: list[Pair] | None = None):
         super().__init__(runs, query_ids, k, judged)
         self.order = order if order is not None else [(q, d) for q in self.query_ids for d in self.pools[q]]
         self._at = 0
@@ -132,11 +135,13 @@ class Static(_Order):
         return self.order[self._at] if self._at < len(self.order) else None
 
 
-def depth_order(runs, query_ids, k=DEPTH, judged=None) -> Static:
+def depth_order(runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                judged: dict[Pair, int] | None = None) -> Static:
     return Static(runs, query_ids, k, judged)
 
 
-def mtc_order(runs, query_ids, k=DEPTH, judged=None, interest=None) -> Static:
+def mtc_order(runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH, judged: dict[Pair, int] | None = None,
+              interest: list[tuple[str, str]] | None = None) -> Static:
     """The pooled pairs by MTC weight, the largest first; ties in the queries' order, then pool order."""
     base = Static(runs, query_ids, k, judged)
     w = weights(runs, base.query_ids, k, interest, base.pools)
@@ -149,7 +154,8 @@ class _PerQuery(_Order):
     """The queries take turns, one judgment each per round; within a query the systems are picked
     by ``_pick`` and give their next unjudged document of the pool."""
 
-    def __init__(self, runs, query_ids, k=DEPTH, judged=None):
+    def __init__(self, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                 judged: dict[Pair, int] | None = None):
         super().__init__(runs, query_ids, k, judged)
         self.lists = {q: {name: top_ids(run, q, k) for name, run in sorted(runs.items())} for q in self.query_ids}
         self._turn = deque(q for q in self.query_ids if self.pools[q])
@@ -191,31 +197,33 @@ class _PerQuery(_Order):
 
 
 class MoveToFront(_PerQuery):
-    def __init__(self, runs, query_ids, k=DEPTH, judged=None):
+    def __init__(self, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                 judged: dict[Pair, int] | None = None):
         super().__init__(runs, query_ids, k, judged)
         self.front = {q: list(self.lists[q]) for q in self.query_ids}
 
-    def _pick(self, qid, cands):
+    def _pick(self, qid: str, cands: dict[str, str]) -> str:
         return next(name for name in self.front[qid] if name in cands)
 
-    def _reward(self, qid, name, relevant):
+    def _reward(self, qid: str, name: str, relevant: bool) -> None:
         if not relevant:  # a non-relevant document sends its system to the back
             self.front[qid].remove(name)
             self.front[qid].append(name)
 
 
 class Bandit(_PerQuery):
-    def __init__(self, runs, query_ids, k=DEPTH, judged=None):
+    def __init__(self, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                 judged: dict[Pair, int] | None = None):
         super().__init__(runs, query_ids, k, judged)
         self.hits = {q: {name: [0, 0] for name in self.lists[q]} for q in self.query_ids}
 
-    def _pick(self, qid, cands):
-        def mean(name):
+    def _pick(self, qid: str, cands: dict[str, str]) -> str:
+        def mean(name: str) -> float:
             rel, non = self.hits[qid][name]
             return (1 + rel) / (2 + rel + non)
         return max(cands, key=lambda name: (mean(name), -list(self.lists[qid]).index(name)))
 
-    def _reward(self, qid, name, relevant):
+    def _reward(self, qid: str, name: str, relevant: bool) -> None:
         self.hits[qid][name][0 if relevant else 1] += 1
 
 
@@ -223,7 +231,9 @@ class ExpectedMTC(_Order):
     """``mtc-p`` (module docstring): MTC's weight of each pooled pair times its class's estimated
     relevance rate, the rates updated grade by grade."""
 
-    def __init__(self, runs, query_ids, k=DEPTH, judged=None, interest=None, strength: float = PRIOR_STRENGTH):
+    def __init__(self, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+                 judged: dict[Pair, int] | None = None,
+                 interest: Iterable[tuple[str, str]] | None = None, strength: float = PRIOR_STRENGTH):
         super().__init__(runs, query_ids, k, judged)
         self.pairs = [(q, d) for q in self.query_ids for d in self.pools[q]]
         self._index = {pair: i for i, pair in enumerate(self.pairs)}
@@ -369,7 +379,7 @@ class Chain:
     """Strategies one after another: the first's pairs while it has any, then the next's; every
     hand-out and grade is told to each, so none offers a pair again."""
 
-    def __init__(self, *orders):
+    def __init__(self, *orders: _Order | Focus):
         self.orders = orders
 
     @property
@@ -392,7 +402,8 @@ class Chain:
             order.record(pair, grade)
 
 
-def make(strategy: str, runs: dict[str, Run], query_ids, k: int = DEPTH, judged: dict[Pair, int] | None = None,
+def make(strategy: str, runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH,
+         judged: dict[Pair, int] | None = None,
          interest: list[tuple[str, str]] | None = None) -> _Order:
     """The ``strategy`` (one of ``STRATEGIES``) over these runs and queries."""
     if strategy == "depth":

@@ -32,6 +32,7 @@ Evaluation in Information Retrieval", MIT Press 2005, ch. 3).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,7 @@ def judged_queries(qrels: Qrels, judgments: list[dict[str, Any]]) -> list[str]:
     return sorted(q for q, docs in qrels.items() if docs and all((q, d) in pairs for d in docs))
 
 
-def pool_score(system: str, run: Run, labels: Qrels, query_ids, k: int = DEPTH) -> PoolScore:
+def pool_score(system: str, run: Run, labels: Qrels, query_ids: Iterable[str], k: int = DEPTH) -> PoolScore:
     """``system``'s ``PoolScore`` over ``query_ids`` (each one counts, labelled or not)."""
     ids = list(dict.fromkeys(query_ids))
     per_query: dict[str, tuple[float, float]] = {}
@@ -132,12 +133,12 @@ def pool_score(system: str, run: Run, labels: Qrels, query_ids, k: int = DEPTH) 
                      mean_interval(low), proportion_interval(successes, n), per_query)
 
 
-def pool_scores(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPTH) -> dict[str, PoolScore]:
+def pool_scores(runs: dict[str, Run], labels: Qrels, query_ids: Iterable[str], k: int = DEPTH) -> dict[str, PoolScore]:
     """Every system's ``PoolScore`` over the same queries."""
     return {name: pool_score(name, run, labels, query_ids, k) for name, run in runs.items()}
 
 
-def judged_depth(runs: dict[str, Run], labels: Qrels, query_ids, most: int = DEPTH) -> int:
+def judged_depth(runs: dict[str, Run], labels: Qrels, query_ids: Iterable[str], most: int = DEPTH) -> int:
     """The depth a judged pool was made to, read from the labels (the store does not keep the depth
     the judging used). Per query, the largest k at which the labels are a depth-k pool: the systems
     whose top k is judged whole (the pooled ones) hold, in their top k, every judged document — a
@@ -164,7 +165,7 @@ def judged_depth(runs: dict[str, Run], labels: Qrels, query_ids, most: int = DEP
     return max(1, min(most, median_low(depths))) if depths else most
 
 
-def unjudged_pairs(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPTH) -> list[Pair]:
+def unjudged_pairs(runs: dict[str, Run], labels: Qrels, query_ids: Iterable[str], k: int = DEPTH) -> list[Pair]:
     """The distinct (query, document) pairs in some system's top ``k`` on ``query_ids`` that carry no
     label, by query in the order given, then by best rank over the systems, then document id: what
     stands between the pool and exact figures (each one judged removes exactly one)."""
@@ -208,7 +209,7 @@ class PoolVerdict:
                                    if top in (a, b)) else None
 
 
-def pool_verdict(runs: dict[str, Run], labels: Qrels, query_ids, k: int = DEPTH) -> PoolVerdict:
+def pool_verdict(runs: dict[str, Run], labels: Qrels, query_ids: Iterable[str], k: int = DEPTH) -> PoolVerdict:
     """The ``PoolVerdict`` of ``runs`` on the judged ``query_ids`` with their ``labels``."""
     ids = tuple(dict.fromkeys(query_ids))
     scores = pool_scores(runs, labels, ids, k)

@@ -4,6 +4,8 @@ the other to get it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from retrieval.data.run import Run
 
 DEPTH = 10  # pool depth: each system's top k
@@ -14,7 +16,7 @@ def top_ids(run: Run, query_id: str, k: int = DEPTH) -> list[str]:
     return list(dict.fromkeys(d for d, _ in run.get(query_id, [])))[:k]
 
 
-def pool(runs: dict[str, Run], query_ids, k: int = DEPTH) -> dict[str, list[str]]:
+def pool(runs: dict[str, Run], query_ids: Iterable[str], k: int = DEPTH) -> dict[str, list[str]]:
     """Each query's judging pool: every document some system ranks in its top ``k``, ordered by
     its best (smallest) rank over the systems, then by document id (so the order does not depend
     on the order of ``runs``). A query no system retrieves anything for has an empty pool."""

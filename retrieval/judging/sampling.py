@@ -28,12 +28,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retrieval import numbers
 from retrieval.data.dataset import Dataset
 from retrieval.store import Store, cache_key
+
+if TYPE_CHECKING:
+    from retrieval.sharing.owners import Viewer
 
 METHODS = ("all", "random", "frequency", "stratified")
 COUNT_FIELDS = ("count", "frequency", "freq", "clicks", "impressions")
@@ -52,7 +56,7 @@ class Sample:
     query_ids: list[str]
     drawn: int = 0  # how many queries were drawn (``size`` counts those the data set still has)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.drawn = self.drawn or self.size
 
 
@@ -136,7 +140,7 @@ def draw(dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
     return Sample(sid, method, len(picked), seed, picked)
 
 
-def keep(store: Store | None, dataset: Dataset, sample: Sample, viewer=None) -> None:
+def keep(store: Store | None, dataset: Dataset, sample: Sample, viewer: Viewer | None = None) -> None:
     """Store the sample with the corpus (``all`` needs no storing), ``viewer``'s on a shared deployment."""
     if store is not None and sample.method != "all":
         store.put_sample(dataset.corpus_hash, sample.id, sample.method, sample.seed, sample.query_ids,
@@ -144,7 +148,8 @@ def keep(store: Store | None, dataset: Dataset, sample: Sample, viewer=None) -> 
 
 
 def sample_for(store: Store | None, dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
-               disagreement: Callable[[list[str]], dict[str, float]] | None = None, viewer=None) -> Sample:
+               disagreement: Callable[[list[str]], dict[str, float]] | None = None,
+               viewer: Viewer | None = None) -> Sample:
     """The sample a judge gets: the newest one stored for the corpus with this method, seed and
     size (its queries the data set still has), so queries added since do not reshuffle it; else a
     new draw (``draw``), stored (``keep``)."""
@@ -157,7 +162,7 @@ def sample_for(store: Store | None, dataset: Dataset, method: str, size: int = D
     return sample
 
 
-def stored(store: Store | None, dataset: Dataset, viewer=None) -> list[Sample]:
+def stored(store: Store | None, dataset: Dataset, viewer: Viewer | None = None) -> list[Sample]:
     """The corpus's stored samples ``viewer`` drew (on a shared deployment; else every one) whose
     queries the data set still has, newest first."""
     if store is None:

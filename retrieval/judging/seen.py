@@ -21,19 +21,22 @@ with a filter of its own:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from retrieval.judging import judge_owners
 from retrieval.judging.grades import judge_name
 
 if TYPE_CHECKING:
+    from retrieval.data.dataset import Dataset
+    from retrieval.sharing.owners import Viewer
     from retrieval.store import StoreProtocol
 
 PUBLISHED_TWIN = "{name} (published)"  # a published judge whose name the viewer's own private judge has
 OPERATOR_TWIN = "{name} ({owner})"  # to the command line, each of several makers' private judges of one name
 
 
-def names(makers: dict[str, dict[str, Any]], viewer=None) -> dict[str, str]:
+def names(makers: dict[str, dict[str, Any]], viewer: Viewer | None = None) -> dict[str, str]:
     """Each judge key of ``makers`` (``Store.judge_makers``) -> the name its rows read as to ``viewer``."""
     mine = ({m["name"] for m in makers.values() if m["space"] == viewer.owner}
             if viewer is not None and viewer.shared else set())
@@ -49,8 +52,8 @@ def names(makers: dict[str, dict[str, Any]], viewer=None) -> dict[str, str]:
     return out
 
 
-def judgments(store: StoreProtocol | None, dataset, viewer=None, judge: str | None = None,
-              query_ids=None) -> list[dict[str, Any]]:
+def judgments(store: StoreProtocol | None, dataset: Dataset, viewer: Viewer | None = None, judge: str | None = None,
+              query_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """``dataset``'s judgments ``viewer`` sees (module docstring), oldest first, as ``Store.judgments``
     gives them with each ``judge`` its name; only ``judge``'s (the judge ``viewer`` means by that name:
     ``judge_owners.key_of``), only those of ``query_ids``, when given. None: ``[]``.
@@ -82,7 +85,7 @@ def judgments(store: StoreProtocol | None, dataset, viewer=None, judge: str | No
     return out
 
 
-def judged_query_ids(store: StoreProtocol | None, dataset, viewer=None) -> list[str]:
+def judged_query_ids(store: StoreProtocol | None, dataset: Dataset, viewer: Viewer | None = None) -> list[str]:
     """The ids of ``dataset``'s queries with a grade ``viewer`` sees (as ``judgments``), sorted; each
     judged (query, text) read once, not each grade."""
     if store is None:

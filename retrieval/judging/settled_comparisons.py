@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,7 @@ import numpy as np
 from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
-from retrieval.evaluation.measures import Comparison, compare_pairs, evaluate_run
+from retrieval.evaluation.measures import Comparison, Evaluation, compare_pairs, evaluate_run
 from retrieval.evaluation.metrics import PRIMARY
 from retrieval.judging.coverage import COVERAGE_DEPTH, Verdict, condensed_ndcg, coverage, judged_verdict
 from retrieval.judging.pool_verdict import pool_score
@@ -48,7 +49,7 @@ OUT_OF_REACH = 100_000  # more judged queries than this: "out of reach"
 MAX_QUERIES = 300  # judged queries the list is computed on, at most (``capped``): within 1 s after every grade
 
 
-def capped(query_ids, cap: int | None = None) -> list[str]:
+def capped(query_ids: Iterable[str], cap: int | None = None) -> list[str]:
     """``query_ids`` when there are at most ``cap`` (default ``MAX_QUERIES``), else the ``cap`` of
     them first in a fixed pseudo-random order (a hash of each id), sorted: the same subset for the
     same ids, and a query judged later joins it only where its hash falls among the first."""
@@ -121,7 +122,7 @@ def pool_metric_depth(metric: str) -> int:
     return int(cutoff) if name in ("success", "p") and numbers.is_count(cutoff) else 0
 
 
-def _more_queries(ev_a, ev_b, metric: str, cmp: Comparison, beyond: int = 0) -> int | None:
+def _more_queries(ev_a: Evaluation, ev_b: Evaluation, metric: str, cmp: Comparison, beyond: int = 0) -> int | None:
     qa, qb = ev_a.per_query.get(metric, {}), ev_b.per_query.get(metric, {})
     diff = np.array([qb[q] - qa[q] for q in qa if q in qb])
     n = len(diff)

@@ -36,10 +36,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from retrieval.judging import judge_claims
 from retrieval.judging.grades import GRADES, check_judge
@@ -52,6 +52,9 @@ BUSY_S = 120.0  # how long a write waits for another writer (an import's copy) b
 STAGING_PREFIX = "staging_judgments_"
 _STAGING = re.compile(rf"{STAGING_PREFIX}(\d+)_[0-9a-f]+")
 SQLITE_BUSY = 5  # SQLite's result code (sqlite3.SQLITE_BUSY from Python 3.11)
+Row = tuple[str, str, str, int, str]  # a checked judgment as written: query id, doc id, judge, grade, query text
+Given = tuple[object, object, object, object, object]  # a judgment as given: query id, query text, doc id, grade, judge
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ _RUNNING_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def yielding():
+def yielding() -> Iterator[None]:
     """While an import reads and stages its rows in a thread of a process that serves other sessions
     (the app), it gives way to them: Python's cyclic garbage collector is off, and the interpreter
     switches threads every ``SWITCH_S`` instead of every 5 ms; both as they were once the last
@@ -105,7 +108,7 @@ def yielding():
 BACKGROUND_NICE = 19  # the OS priority of an import's own thread: the lowest (Linux; elsewhere as it was)
 
 
-def in_background(work):
+def in_background(work: Callable[[], T]) -> T:
     """``work()``'s value (or its exception), computed in a thread of its own at the lowest OS
     priority (``BACKGROUND_NICE``: Linux gives each thread its own) while ``yielding``: when the
     machine's cores are busy, other sessions' searches run first and the import waits, instead of
@@ -132,10 +135,11 @@ def in_background(work):
         thread.join()
     if "error" in done:
         raise done["error"]
-    return done["value"]
+    value: T = done["value"]
+    return value
 
 
-def release(rows: list, step: int = 10_000) -> None:
+def release(rows: list[T], step: int = 10_000) -> None:
     """Empty ``rows`` a slice at a time: freeing a million objects at once holds the interpreter for
     a few hundred milliseconds, in slices other threads run between."""
     while rows:
@@ -163,7 +167,8 @@ def check_count(rows: int, source: str | None = None) -> int:
     return rows
 
 
-def checked(corpus: str, judgments: Iterable, source: str | None = None, keys: dict[str, str] | None = None):
+def checked(corpus: str, judgments: Iterable[Given], source: str | None = None,
+            keys: dict[str, str] | None = None) -> Iterator[Row]:
     """Each ``(query id, query text, doc id, grade, judge)`` as the row written (``corpus`` first),
     checked as it comes: a grade in ``GRADES``, a judge's name (``judgments.check_judge``, each
     name once; with ``keys``, one of its names, written as its key), ids that are text; more than
@@ -190,7 +195,7 @@ def checked(corpus: str, judgments: Iterable, source: str | None = None, keys: d
         yield query_id, doc_id, name, int(grade), query_text if isinstance(query_text, str) else ""
 
 
-def put(path: str | Path, corpus: str, judgments: Iterable, source: str | None = None,
+def put(path: str | Path, corpus: str, judgments: Iterable[Given], source: str | None = None,
         claim: Claim | None = None) -> JudgmentsStored:
     """Store the grades (``Store.put_judgments``) through a connection of this call's own: a few in
     one transaction, more staged (module docstring). Nothing is stored when any is refused. With
@@ -226,7 +231,7 @@ def _claimed(conn: sqlite3.Connection, corpus: str, claim: Claim | None, keys: d
         raise ValueError("the judges changed while the grades were read (one was published or taken): store them again")
 
 
-def _direct(conn: sqlite3.Connection, corpus: str, rows: list[tuple], claim: Claim | None = None,
+def _direct(conn: sqlite3.Connection, corpus: str, rows: list[Row], claim: Claim | None = None,
             keys: dict[str, str] | None = None) -> JudgmentsStored:
     last = {(q, d, j): (g, text) for q, d, j, g, text in rows}  # a pair given twice: its last grade
     now = time.time()
@@ -259,7 +264,7 @@ _MATCH = ("s left join judgments j on j.corpus = ? and j.query_id = s.query_id a
           "and j.judge = s.judge")
 
 
-def _staged(conn: sqlite3.Connection, corpus: str, first: list[tuple], rest, claim: Claim | None = None,
+def _staged(conn: sqlite3.Connection, corpus: str, first: list[Row], rest: Iterator[Row], claim: Claim | None = None,
             keys: dict[str, str] | None = None) -> JudgmentsStored:
     table = staging_name()
     conn.execute("pragma synchronous = normal")  # the staging table need not survive a power cut
@@ -311,7 +316,7 @@ def _swap(conn: sqlite3.Connection, table: str, corpus: str, begin: str, claim: 
     return total, new, unchanged
 
 
-def _write_chunk(conn: sqlite3.Connection, insert: str, chunk: list[tuple]) -> None:
+def _write_chunk(conn: sqlite3.Connection, insert: str, chunk: list[Row]) -> None:
     if chunk:
         conn.execute("begin")
         try:

@@ -23,6 +23,11 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from retrieval.data.dataset import Dataset
+    from retrieval.workspace import Workspace
 
 PER_DOC = 600  # Document object, its id, dict and list slots, row map entry, BM25 length (bench/session_memory.py)
 TEXT_FACTOR = 1.5  # the texts, plus what tokenizing them leaves in the allocator (long texts: SciFact's, measured)
@@ -37,10 +42,10 @@ DENSE_COPIES = 2  # a flat index: the float32 matrix RankScope keeps, and FAISS'
 _text_bytes: dict[str, int] = {}  # corpus hash -> bytes of its texts (computed once per corpus)
 _lock = threading.Lock()
 
-Parts = dict[tuple, int]
+Parts = dict[tuple[object, ...], int]  # (what, which) -> bytes
 
 
-def _texts_size(dataset) -> int:
+def _texts_size(dataset: Dataset) -> int:
     """Bytes of the documents' titles and texts and of the joined texts BM25 keeps (once a corpus)."""
     key = dataset.corpus_hash
     with _lock:
@@ -53,7 +58,7 @@ def _texts_size(dataset) -> int:
     return known
 
 
-def dataset_parts(dataset) -> Parts:
+def dataset_parts(dataset: Dataset) -> Parts:
     """The documents (keyed by corpus), and the queries and labels (keyed by the objects)."""
     labels = sum(len(docs) for split in dataset.qrels.values() for docs in split.values())
     return {("docs", dataset.corpus_hash): int(TEXT_FACTOR * _texts_size(dataset)) + PER_DOC * len(dataset.docs),
@@ -62,7 +67,7 @@ def dataset_parts(dataset) -> Parts:
             ("qrels", id(dataset.qrels)): PER_LABEL * labels}
 
 
-def lexical_bytes(index) -> int:
+def lexical_bytes(index: object) -> int:
     """A BM25 index held in this process (``lexical.BM25Index``): bm25s's sparse score matrix, its
     vocabulary and RankScope's document frequencies and lengths; 0 for an engine's remote one."""
     engine = getattr(index, "_engine", None)
@@ -73,7 +78,7 @@ def lexical_bytes(index) -> int:
     return arrays + PER_TERM * terms + getattr(getattr(index, "doc_len", None), "nbytes", 0)
 
 
-def dense_bytes(dense) -> int:
+def dense_bytes(dense: object) -> int:
     """A built dense index (``dense_index.DenseRetriever``): the vectors RankScope keeps and FAISS's codes."""
     index = getattr(dense, "index", None)
     if index is None:  # another engine's: vectors live there
@@ -87,7 +92,7 @@ def dense_bytes(dense) -> int:
     return kept + codes
 
 
-def parts(ws) -> Parts:
+def parts(ws: Workspace) -> Parts:
     """Every part ``ws`` holds, by a key two workspaces sharing the part share, with its bytes."""
     out = dataset_parts(ws.dataset)
     for index in ws.built_lexical:
@@ -103,8 +108,8 @@ def parts(ws) -> Parts:
                 * len(ws.dataset.docs)
     sparse = builds["sparse"]
     if sparse.built is not None or sparse.status is not None:
-        index = sparse.built.index if sparse.built is not None else None
-        out[("sparse", sparse.identity)] = index.nbytes if index is not None else SPARSE_DOC * len(ws.dataset.docs)
+        held = sparse.built.index if sparse.built is not None else None
+        out[("sparse", sparse.identity)] = held.nbytes if held is not None else SPARSE_DOC * len(ws.dataset.docs)
     for key, state in ws.system_states().items():  # each system's own (an index it built, λ), shared once
         part = ("state", *key)  # named first: mypy reads out[("state", *key)] as 3.11's out["state", *key]
         out[part] = int(state.nbytes())
@@ -121,7 +126,7 @@ def total(parts_by_holder: Mapping[object, Parts]) -> int:
     return sum(seen.values())
 
 
-def estimate_new(dataset, dim: int = 384) -> int:
+def estimate_new(dataset: Dataset, dim: int = 384) -> int:
     """What opening a workspace on ``dataset`` would add if nothing were shared: documents, BM25
     (its score matrix and vocabulary: about the texts' size, plus ``PER_BM25_DOC`` a document), a
     flat dense index of ``dim`` dimensions and the learned sparse index."""

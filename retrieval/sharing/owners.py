@@ -27,6 +27,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from retrieval.safe_names import name_key
@@ -84,7 +85,7 @@ def space(owner: str | None, published: bool | int | None) -> str:
     return "" if published else (owner or "")
 
 
-def free_name(name: str, taken) -> str:
+def free_name(name: str, taken: Iterable[object]) -> str:
     """``name`` with the first ``-2``, ``-3``, … that looks like no name of ``taken`` (``safe_names.name_key``):
     a suggestion, or a name made free, from the names the asker sees and nothing else."""
     keys = {name_key(t) for t in taken if isinstance(t, str)}

@@ -13,10 +13,11 @@ from retrieval.judging import judge_claims
 from retrieval.judging import staged_writes as staging
 from retrieval.judging.grades import judge_name
 from retrieval.judging.judge_claims import Claim
-from retrieval.judging.staged_writes import JudgmentsStored
+from retrieval.judging.staged_writes import Given, JudgmentsStored
 from retrieval.safe_names import name_key
 from retrieval.sharing.owners import Viewer
 from retrieval.store.connection import Connected
+from retrieval.store.protocol import JudgmentsVersion
 
 
 class Judgments(Connected):
@@ -37,7 +38,7 @@ class Judgments(Connected):
         """
         self.put_judgments(corpus, [(query_id, query_text, doc_id, grade, judge)])
 
-    def put_judgments(self, corpus: str, judgments: Iterable, source: str | None = None,
+    def put_judgments(self, corpus: str, judgments: Iterable[Given], source: str | None = None,
                       claim: Claim | None = None) -> JudgmentsStored:
         """Store several ``(query id, query text, doc id, grade, judge)`` grades of the corpus as one
         write (an import), through a connection of its own and never under the store's lock, so other
@@ -152,7 +153,7 @@ class Judgments(Connected):
                 f"select distinct query_id, query_text from judgments where {where} order by query_id", args).fetchall()
                     if isinstance(r[0], str)]
 
-    def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> tuple:
+    def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> JudgmentsVersion:
         """Where the judgments stand, as a value any grade stored or changed since (here or by another
         process: a grade is only ever added or replaced, and a replaced row is a new row), or a judge of
         the corpus made or published, changes: what a view's labels are kept up to date by. Read from
@@ -173,7 +174,7 @@ class Judgments(Connected):
         return (*row, viewer.filter if viewer is not None else None)
 
     # ---- judges' makers (``retrieval.judging.judge_owners``) -----------------------------------------
-    def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list) -> tuple[str, list]:
+    def _unseen_judges(self, corpus: str, viewer: Viewer | None, where: str, args: list[str]) -> tuple[str, list[str]]:
         """``where`` and ``args`` of a judgments read leaving out the judges ``viewer`` does not see:
         on a shared deployment, another maker's judges that are not published (under the lock)."""
         if viewer is None or viewer.filter is None:

@@ -38,7 +38,7 @@ def name_key(name: str) -> str:
     return look_alike_key(unicodedata.normalize("NFC", name).strip())
 
 
-def seen(viewer_filter: str | None, where: str, args: list) -> tuple[str, list]:
+def seen(viewer_filter: str | None, where: str, args: list[str]) -> tuple[str, list[str]]:
     """``where`` and ``args`` of a read of an owned table (its ``owner`` and ``published`` columns)
     narrowed to the rows a viewer sees (``Viewer.sees``): on a shared deployment its own and the
     published ones; else every row.
@@ -56,7 +56,7 @@ def seen(viewer_filter: str | None, where: str, args: list) -> tuple[str, list]:
     return f"{where} and (published = 1 or owner = ?)", [*args, viewer_filter]
 
 
-def everyones_or_own(viewer_filter: str | None, where: str, args: list) -> tuple[str, list]:
+def everyones_or_own(viewer_filter: str | None, where: str, args: list[str]) -> tuple[str, list[str]]:
     """``where`` and ``args`` of a read of a table whose rows are everyone's (``owner = ''``) or one
     maker's alone, never published (stored runs, judging samples), narrowed to the rows a viewer sees:
     on a shared deployment everyone's and its own; else every row.
@@ -75,7 +75,7 @@ def everyones_or_own(viewer_filter: str | None, where: str, args: list) -> tuple
 
 
 def no_published(conn: sqlite3.Connection, table: str, what: str, corpus: str, name: str, key: str,
-                 extra: str = "", args: Iterable = ()) -> None:
+                 extra: str = "", args: Iterable[object] = ()) -> None:
     """``NameTaken`` when a published row of ``table`` in ``corpus`` has the look-alike key ``key``: a
     private name may not look like a published one. The published name is everyone's to see, so it
     is named.
@@ -194,7 +194,7 @@ def _name_keys(conn: sqlite3.Connection, table: str) -> None:
     index = _NAME_INDEXES[table]
     rows = conn.execute(f"select rowid, corpus, name, name_key, case when published then '' else owner end "
                         f"from {table} order by created, rowid").fetchall()
-    taken: set[tuple] = set()
+    taken: set[tuple[str, str, str]] = set()
     changed = []
     for rowid, corpus, name, stored, space in rows:
         key = name_key(name) if isinstance(name, str) else None  # a damaged name: no key (lists leave it out)

@@ -20,9 +20,12 @@ if TYPE_CHECKING:
 
     from retrieval.data.run import Run
     from retrieval.judging.judge_claims import Claim
-    from retrieval.judging.staged_writes import JudgmentsStored
+    from retrieval.judging.staged_writes import Given, JudgmentsStored
     from retrieval.row_bounds import Sizes
     from retrieval.sharing.owners import Viewer
+
+# ``judgments_version``: the judgments' last row id, the corpus's judges, how many are published, the viewer's filter
+JudgmentsVersion = tuple[int | None, int, float, str | None]
 
 
 @runtime_checkable
@@ -74,7 +77,7 @@ class StoreProtocol(Protocol):
                        seconds: float) -> None: ...
 
     # judging: grades, judges and their makers, samples
-    def put_judgments(self, corpus: str, judgments: Iterable, source: str | None = None,
+    def put_judgments(self, corpus: str, judgments: Iterable[Given], source: str | None = None,
                       claim: Claim | None = None) -> JudgmentsStored: ...
 
     def judgments(self, corpus: str, judge: str | None = None, query_ids: Iterable[str] | None = None,
@@ -84,7 +87,7 @@ class StoreProtocol(Protocol):
 
     def judged_queries(self, corpus: str, viewer: Viewer | None = None) -> list[tuple[str, str]]: ...
 
-    def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> tuple: ...
+    def judgments_version(self, corpus: str, viewer: Viewer | None = None) -> JudgmentsVersion: ...
 
     def judge_makers(self, corpus: str) -> dict[str, dict[str, Any]]: ...
 

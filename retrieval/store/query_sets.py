@@ -103,7 +103,8 @@ class QuerySets(Connected):
         if owner is not None:
             where, args = where + " and owner = ?", args + [owner]
         with self._lock:
-            return self.db.execute(f"select count(*) from query_sets where {where}", args).fetchone()[0]
+            count: int = self.db.execute(f"select count(*) from query_sets where {where}", args).fetchone()[0]
+            return count
 
     def delete_query_set(self, corpus: str, set_id: str, owner: str | None = None) -> bool:
         """Forget one query set of the corpus (with ``owner``: only if it made it); True when one went.

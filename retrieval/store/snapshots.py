@@ -154,7 +154,8 @@ class Snapshots(Connected):
         """
         where, args = ("corpus = ? and owner = ?", [corpus, owner]) if owner is not None else ("corpus = ?", [corpus])
         with self._lock:
-            return self.db.execute(f"select count(*) from snapshots where {where}", args).fetchone()[0]
+            count: int = self.db.execute(f"select count(*) from snapshots where {where}", args).fetchone()[0]
+            return count
 
     def mark_baseline(self, corpus: str, snapshot_id: int, who: str = "") -> str | None:
         """Make the published snapshot ``snapshot_id`` the corpus's only baseline (the baseline is

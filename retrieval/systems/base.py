@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from retrieval.systems.declared import Capabilities, Citation, Parameter, Relati
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
+    from retrieval.index.searchable import SparseVector
     from retrieval.index.terms import TermScore
     from retrieval.systems.reads import SystemWorkspace
 
@@ -108,7 +109,7 @@ class System(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...  # noqa: E704 - exact scores, the terms it explains
 
-    def params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         """Everything its results depend on: the cache key beside the data set, split and depth.
 
         Args:
@@ -188,7 +189,7 @@ class System(Protocol):
         """
         ...
 
-    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         """The background builds it needs (``Workspace.background_build``); while one runs, it cannot answer.
 
         Args:
@@ -212,10 +213,10 @@ class SystemBase:
     relations = Relations()
     capabilities = Capabilities(exact_scores=False)
 
-    def params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return keyed(self.key, self.cache_params(ws, split), ws.settings_of(self.key))
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         """What its results depend on beyond its declared parameters (``params`` adds those): an
         encoder's fingerprint, λ and how it was chosen, BM25's settings for a system built on BM25."""
         return {}
@@ -230,7 +231,7 @@ class SystemBase:
     def weights(self, ws: SystemWorkspace, split: str | None) -> list[Weight]:
         return []
 
-    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         """The background builds it needs (``Workspace.background_build``; the dense index's, the
         learned sparse one's): while one runs, the system cannot answer (``Workspace.pending``)."""
         return ()
@@ -266,10 +267,11 @@ class Probe:
         """The dense index's top ``depth`` rows (``-1``: no hit), with their scores (``dense_scores``)."""
         scores, rows = self.ws.dense.index.search_vectors(self.vector[None], self.depth)
         self.dense_scores = scores[0]
-        return rows[0]
+        top: np.ndarray = rows[0]
+        return top
 
     @cached_property
-    def sparse(self):
+    def sparse(self) -> SparseVector:
         """The query's learned sparse vector (``retrieval.index.splade``: term ids and weights)."""
         return self.ws.sparse.encode_query(self.text)
 

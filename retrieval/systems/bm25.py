@@ -3,7 +3,7 @@
 key, its exact score of any document for PNR."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def check_b(value: object) -> float:
     return float(parse(B, value, BM25.short))
 
 
-def lexical_params(ws: SystemWorkspace) -> dict:
+def lexical_params(ws: SystemWorkspace) -> dict[str, Any]:
     """What BM25's scores depend on: k1, b, the method and the tokenizer (stemmer, stopwords)."""
     return {"bm25": {**ws.bm25_settings.as_key(), "tokenizer": ws.tokenizer.config}}
 
@@ -48,7 +48,7 @@ class BM25(SystemBase):
                         "ECIR 2020", 2020, "§2, the variants (Lucene's the default)")
     capabilities = Capabilities(exact_scores=True)
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {**ws.engine.key, **lexical_params(ws)}
 
     def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:

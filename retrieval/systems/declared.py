@@ -18,16 +18,15 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from retrieval import numbers
 
 # the kinds of terms an explanation names (``Capabilities.explanation``): the explanation record's own
-from retrieval.index.terms import (  # noqa: F401 - named by the systems' declarations
-    DOCUMENT_EXPANSION,
-    QUERY_EXPANSION,
-    QUERY_TERM,
-    TERM_KINDS,
-)
+from retrieval.index.terms import DOCUMENT_EXPANSION as DOCUMENT_EXPANSION  # named by the systems' declarations
+from retrieval.index.terms import QUERY_EXPANSION as QUERY_EXPANSION
+from retrieval.index.terms import QUERY_TERM as QUERY_TERM
+from retrieval.index.terms import TERM_KINDS as TERM_KINDS
 
 INT, FLOAT, STR, BOOL, CHOICE = "int", "float", "str", "bool", "choice"
 KINDS = (INT, FLOAT, STR, BOOL, CHOICE)
@@ -220,7 +219,7 @@ def settings(declared: Iterable[Parameter], given: Mapping[str, object], system:
     return MappingProxyType({n: parse(p, given[n], system) if n in given else p.default for n, p in by_name.items()})
 
 
-def keyed(section: str, params: dict, values: Settings) -> dict:
+def keyed(section: str, params: dict[str, Any], values: Settings) -> dict[str, Any]:
     """A system's cache key ``params`` with every declared parameter's value in it, under
     ``section`` (the system's key), so that no parameter can be left out of the key: a value the
     system already writes there is checked to be the same, never written twice.

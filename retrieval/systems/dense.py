@@ -3,7 +3,7 @@ fine-tuned encoder, an int8 or a PCA-reduced index are this same system over a s
 (``Workspace.with_model``, ``with_index``): parameters of it, told apart by its cache key."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from retrieval.systems.reads import SystemWorkspace
 
 
-def dense_params(ws: SystemWorkspace) -> dict:
+def dense_params(ws: SystemWorkspace) -> dict[str, Any]:
     """What the dense scores depend on: the encoder's fingerprint (weights, precision, route), the
     index kind and, for a compressed index, its dimensions and that scores come from its codes."""
-    p: dict = {"model": ws.encoder.fingerprint, "index": ws.index_kind}
+    p: dict[str, Any] = {"model": ws.encoder.fingerprint, "index": ws.index_kind}
     if ws.index_dims is not None:
         p["dims"] = ws.index_dims
     if ws.index_kind == "sq8" or ws.index_dims is not None:
@@ -35,7 +35,7 @@ class Dense(SystemBase):
                         "§3, the bi-encoder and its cosine")
     capabilities = Capabilities(exact_scores=True)
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {**ws.engine.key, **dense_params(ws)}
 
     def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
@@ -54,5 +54,5 @@ class Dense(SystemBase):
     def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
         return None  # a cosine has no parts to show
 
-    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         return (ws.builds["dense"],)

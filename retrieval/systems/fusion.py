@@ -32,9 +32,9 @@ normalized weighted sum) fuse the two runs through ranx.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -53,10 +53,11 @@ class _Rows(Protocol):
 
 
 C = TypeVar("C", bound=_Rows)  # a query's candidates, of whatever fusion
+Scores = TypeVar("Scores", float, np.ndarray)  # one document's scores, or a candidate union's
 
 if TYPE_CHECKING:  # the indexes are given, never built here
-    from retrieval.index.bm25_index import BM25Index
     from retrieval.index.dense_index import DenseRetriever
+    from retrieval.index.searchable import LexicalIndex
 
 FUSIONS = ("clear", "rrf", "wsum")
 TIE_BREAK = 1e-6  # λ = ∞: the cosine's weight, below any gap between two BM25 shares that matters
@@ -76,9 +77,10 @@ class Hybrid:
     """The ``search(queries, k) -> Run`` shape over a BM25 index and a dense retriever (of any
     engine: ``bm25`` needs ``top`` and ``scores_at``, see ``retrieval.index.engines``)."""
 
-    def __init__(self, bm25: BM25Index, dense: DenseRetriever, lam: float | None = None,
+    def __init__(self, bm25: LexicalIndex, dense: DenseRetriever, lam: float | None = None,
                  depth: int = 1000, fusion: str = "clear", rrf_k: int = 60,
-                 weights: tuple[float, float] = (0.5, 0.5), lex_norm=None, lookups: bool = False):
+                 weights: tuple[float, float] = (0.5, 0.5), lex_norm: Callable[[str], float] | None = None,
+                 lookups: bool = False):
         if bm25.doc_ids != dense.index.doc_ids:
             raise ValueError("BM25 and dense indexes must cover the same documents in the same order")
         if fusion not in FUSIONS:
@@ -95,7 +97,7 @@ class Hybrid:
         return self.bm25.doc_ids
 
     @property
-    def params(self) -> dict:
+    def params(self) -> dict[str, Any]:
         p = {"fusion": self.fusion, "depth": self.depth}
         if self.fusion == "clear":
             p["lambda"] = self.lam
@@ -192,7 +194,7 @@ def ranked(cands: Mapping[str, C], score: Callable[[str, C], np.ndarray], doc_id
     return run
 
 
-def fused(lam: float, s_lex, s_emb):
+def fused(lam: float, s_lex: Scores, s_emb: Scores) -> Scores:
     """λ·s_lex + s_emb; for λ = ∞ (``clear_lambda.LEX_ONLY``: the encoder left out, or an identifier
     lookup) s_lex plus the cosine scaled by ``TIE_BREAK``, so that the cosine only breaks BM25's
     ties — in the score itself: an evaluator orders a run by its scores, and the documents BM25 does
@@ -208,7 +210,7 @@ def default_lambda(cands: dict[str, Candidates]) -> float:
 
 
 def tune_lambda(hybrid: Hybrid, queries: dict[str, str], qrels: Qrels, metric: str = "ndcg@10",
-                grid=LAMBDA_GRID, prior: float | None = None) -> LambdaFit:
+                grid: Sequence[float] = LAMBDA_GRID, prior: float | None = None) -> LambdaFit:
     """λ_test tuned on labelled (training) queries over ``grid`` (``fit_lambda``)."""
     judged = {q: t for q, t in queries.items() if q in qrels}
     if not judged:
@@ -217,7 +219,7 @@ def tune_lambda(hybrid: Hybrid, queries: dict[str, str], qrels: Qrels, metric: s
 
 
 def fit_lambda(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str], metric: str = "ndcg@10",
-               grid=LAMBDA_GRID, prior: float | None = None) -> LambdaFit:
+               grid: Sequence[float] = LAMBDA_GRID, prior: float | None = None) -> LambdaFit:
     """The grid's best λ on these candidates and, with a ``prior`` λ, the p-value of its per-query
     ``metric`` against the prior's (``measures.compare``, paired permutation test)."""
     best, table = lambda_table(cands, qrels, doc_ids, metric, grid)
@@ -232,7 +234,7 @@ def fit_lambda(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str], m
 
 
 def lambda_table(cands: dict[str, Candidates], qrels: Qrels, doc_ids: list[str], metric: str = "ndcg@10",
-                 grid=LAMBDA_GRID) -> tuple[float, list[tuple[float, float]]]:
+                 grid: Sequence[float] = LAMBDA_GRID) -> tuple[float, list[tuple[float, float]]]:
     """(best λ, [(λ, ``metric``)] over ``grid``) of these candidates ranked by λ·s_lex + s_emb; the
     smaller λ on a tie."""
     table = [(float(lam), evaluate_run(rank_candidates(cands, lam, doc_ids, 100), qrels,

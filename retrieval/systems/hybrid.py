@@ -6,7 +6,7 @@ set and encoder it was chosen for, shared by ``with_run``'s copies only."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrieval.data.dataset import queries_fingerprint
 from retrieval.data.run import Run
@@ -26,6 +26,7 @@ from retrieval.training_record import LambdaFit
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
+    from retrieval.index.searchable import LexicalIndex
     from retrieval.systems.reads import SystemWorkspace
 
 
@@ -51,7 +52,7 @@ def query_max_space(ws: SystemWorkspace) -> bool:
     return ws.encoder.normalize
 
 
-def lexical_half(ws: SystemWorkspace, fusion: str = "clear"):
+def lexical_half(ws: SystemWorkspace, fusion: str = "clear") -> LexicalIndex:
     """The BM25 a hybrid fuses. RRF and the weighted sum fuse the engine's BM25 list as the BM25
     system ranks it. CLEAR scores every candidate of the union by BM25 exactly, so it takes
     RankScope's own index in this process (``Workspace.bm25``: the engine's own in-process; beside
@@ -178,7 +179,7 @@ class _Fusion(SystemBase):
     needs = Needs(lexical=True, vectors=True)
     relations = Relations(("bm25", "dense"), "BM25 and dense, fused")
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {**ws.engine.key, **lexical_params(ws), **dense_params(ws), "depth": ws.depth}
 
     def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
@@ -194,7 +195,7 @@ class _Fusion(SystemBase):
     def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
         return None
 
-    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         return (ws.builds["dense"],)
 
 
@@ -206,7 +207,7 @@ class Clear(_Fusion):
     relations = Relations(("bm25", "dense"), "λ·BM25 (a share of the query's best score) + cosine, over both lists")
     capabilities = Capabilities(exact_scores=True)
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         p = super().cache_params(ws, split)
         if not ws.engine.capabilities.explains:  # candidates scored by the in-process BM25 (lexical_half)
             p["bm25_scores"] = "in-process"

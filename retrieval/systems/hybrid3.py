@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -66,6 +66,7 @@ from retrieval.data.dataset import queries_fingerprint
 from retrieval.data.run import Run
 from retrieval.evaluation.measures import compare, evaluate_run
 from retrieval.evaluation.metrics import METRIC_NAMES
+from retrieval.index.searchable import SparseVector
 from retrieval.index.splade import BUNDLED
 from retrieval.judging.labels import JUDGED
 from retrieval.store import cache_key
@@ -126,7 +127,8 @@ def fused3(lam: float, mu: float, c: Candidates3) -> np.ndarray:
         return c.s_lex + TIE_BREAK * c.s_emb
     if math.isinf(lam):
         return c.s_lex + mu * c.s_sp + TIE_BREAK * c.s_emb
-    return lam * c.s_lex + c.s_emb + mu * c.s_sp
+    fused: np.ndarray = lam * c.s_lex + c.s_emb + mu * c.s_sp
+    return fused
 
 
 def rank3(cands: dict[str, Candidates3], lam: float, mu: float, doc_ids: list[str], k: int,
@@ -148,7 +150,7 @@ class Encoded(NamedTuple):
 
     vectors: np.ndarray
     dense_rows: np.ndarray
-    sparse: list
+    sparse: list[SparseVector]
 
 
 def encode(ws: SystemWorkspace, queries: dict[str, str]) -> Encoded:
@@ -157,7 +159,7 @@ def encode(ws: SystemWorkspace, queries: dict[str, str]) -> Encoded:
     return Encoded(qvecs, dense_rows, ws.sparse.model.encode(list(queries.values()), query=True))
 
 
-def union3(ws: SystemWorkspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, svec) -> Candidates3:
+def union3(ws: SystemWorkspace, text: str, qvec: np.ndarray, dense_rows: np.ndarray, svec: SparseVector) -> Candidates3:
     """One query's candidates: BM25's top ``depth`` with a positive score, the dense index's top
     ``depth`` (``-1`` = no hit) and SPLADE's top ``depth`` (non-zero scores), each scored by all three."""
     depth = ws.depth
@@ -168,14 +170,15 @@ def union3(ws: SystemWorkspace, text: str, qvec: np.ndarray, dense_rows: np.ndar
     return scored(ws, text, qvec, svec, rows, float(sp_scores[0]) if len(sp_scores) else 0.0)
 
 
-def sp_max(ws: SystemWorkspace, svec) -> float:
+def sp_max(ws: SystemWorkspace, svec: SparseVector) -> float:
     """The largest SPLADE score of any document for the query: SPLADE's own top 1, so the largest of
     any candidate union, which holds SPLADE's top list (0 where no document shares a term)."""
     _, top = ws.sparse.index.top(svec, 1)
     return float(top[0]) if len(top) else 0.0
 
 
-def scored(ws: SystemWorkspace, text: str, qvec: np.ndarray, svec, rows: np.ndarray, top: float) -> Candidates3:
+def scored(ws: SystemWorkspace, text: str, qvec: np.ndarray, svec: SparseVector, rows: np.ndarray,
+           top: float) -> Candidates3:
     """The documents at ``rows`` scored by all three models; SPLADE's divided by ``top`` (``sp_max``)."""
     sp = np.asarray(ws.sparse.index.scores(svec, rows), dtype=np.float64)
     emb = np.asarray(ws.dense.index.scores(qvec, rows), dtype=np.float64)
@@ -355,12 +358,12 @@ class Hybrid3(SystemBase):
     capabilities = Capabilities(exact_scores=True)
 
     @staticmethod
-    def base_params(ws: SystemWorkspace, split: str | None = None) -> dict:
+    def base_params(ws: SystemWorkspace, split: str | None = None) -> dict[str, Any]:
         """The CLEAR hybrid's parameters for ``split`` and the sparse model's: what μ is tuned under."""
         return {**clear.HYBRID.params(ws, split), "sparse_model": ws.sparse.model.fingerprint,
                 "sparse_scale": "list max"}
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         p = self.base_params(ws, split)
         if split is not None:
             p["mu"] = mu_for(ws, split).value
@@ -397,5 +400,5 @@ class Hybrid3(SystemBase):
         cands = {"q": union3(ws, probe.text, probe.vector, probe.dense_rows, probe.sparse)}
         return rank3(cands, lam, choice.value, ws.dataset.doc_ids, k)["q"]
 
-    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         return (ws.builds["dense"], ws.builds["sparse"])

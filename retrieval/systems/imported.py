@@ -3,7 +3,7 @@ it has no retriever, only the lists it holds, so a query it never ran gets an em
 cache key is its name and the hash of its lists."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrieval.data.readers.runs import ImportedRun
 from retrieval.data.run import Run
@@ -20,7 +20,7 @@ class Imported(SystemBase):
         self.imported = imported
         self.key = self.label = self.short = imported.name
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {"imported": self.key, "hash": self.imported.content_hash}
 
     def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:

@@ -29,7 +29,7 @@ and counted by the memory budget through ``QLIndex.nbytes``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -111,7 +111,9 @@ class QLIndex:
         each) and each query term (one column each)."""
         rows = np.asarray(rows, dtype=np.int64)
         tf = self.counts[:, q.ids].tocsr()[rows].toarray()
-        return q.counts * (np.log(tf + mu * self.p_collection[q.ids]) - np.log(self.doc_len[rows] + mu)[:, None])
+        scores: np.ndarray = q.counts * (np.log(tf + mu * self.p_collection[q.ids])
+                                         - np.log(self.doc_len[rows] + mu)[:, None])
+        return scores
 
     def scores(self, q: QueryTerms, rows: np.ndarray, mu: float = MU) -> np.ndarray:
         """log p(q | d) of the documents at ``rows``; −∞ for one holding no query term (never ranked)."""
@@ -151,7 +153,7 @@ class QueryLikelihood(SystemBase):
                         "to Ad Hoc Information Retrieval", "SIGIR 2001", 2001, "§3, Dirichlet prior smoothing")
     capabilities = Capabilities(exact_scores=True, explanation=frozenset({QUERY_TERM}))
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {"ql": {"smoothing": "dirichlet", "tokenizer": ws.tokenizer.config}}  # and μ (``params``)
 
     def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:

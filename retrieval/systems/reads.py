@@ -12,7 +12,7 @@ needs more of the workspace adds a member here, which the workspace must then of
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from retrieval.data.dataset import Dataset
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from retrieval.store import Store
     from retrieval.systems.declared import Settings
 
+
+S = TypeVar("S")  # a system's state (``system_state``)
 
 class SystemWorkspace(Protocol):
     """A workspace as a system sees it (module docstring): read-only properties and the few methods
@@ -74,7 +76,7 @@ class SystemWorkspace(Protocol):
     def sparse(self) -> SparseRetriever: ...  # noqa: E704 - the learned sparse retriever, as ``dense``
 
     @property
-    def builds(self) -> dict[str, IndexBuild]: ...  # noqa: E704 - the background builds, by kind ("dense", …)
+    def builds(self) -> dict[str, IndexBuild[Any, Any]]: ...  # noqa: E704 - the background builds, by kind ("dense", …)
 
     @property
     def bm25_settings(self) -> BM25Settings: ...  # noqa: E704 - BM25's declared parameters' values
@@ -83,8 +85,8 @@ class SystemWorkspace(Protocol):
 
     def data_key(self, split: str | None, labels: bool = False) -> dict[str, str]: ...  # noqa: E704
 
-    def system_state(self, key: str, make: Callable[[], Any], scope: str = ...) -> Any: ...  # noqa: E704
+    def system_state(self, key: str, make: Callable[[], S], scope: str = ...) -> S: ...  # noqa: E704
 
     def background_build(self, key: str,  # noqa: E704
                          make: Callable[[Counter | None, Callable[[], None] | None], Any], total: int,
-                         expected_bytes: int = 0, scope: str = ...) -> IndexBuild: ...
+                         expected_bytes: int = 0, scope: str = ...) -> IndexBuild[Any, Any]: ...

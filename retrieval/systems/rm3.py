@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -155,7 +155,7 @@ class RM3(SystemBase):
     relations = Relations(("bm25",), "BM25 with query expansion: its top documents' terms added to the query")
     capabilities = Capabilities(exact_scores=True, explanation=frozenset({QUERY_TERM, QUERY_EXPANSION}))
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {**ws.engine.key, **lexical_params(ws), "rm3": {"filter_terms": True}}  # and the settings (``params``)
 
     def settings(self, ws: SystemWorkspace) -> tuple[int, int, float]:

@@ -8,7 +8,7 @@ Milvus: a collection with a sparse vector field, searched by inner product).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrieval.data.run import Run
 from retrieval.index.terms import TermScore
@@ -29,7 +29,7 @@ class Splade(SystemBase):
     capabilities = Capabilities(exact_scores=True,
                                 explanation=frozenset({QUERY_TERM, QUERY_EXPANSION, DOCUMENT_EXPANSION}))
 
-    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict:
+    def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {"sparse_model": ws.sparse.model.fingerprint}
 
     def search(self, ws: SystemWorkspace, queries: dict[str, str], k: int, split: str | None) -> Run:
@@ -50,5 +50,5 @@ class Splade(SystemBase):
         text = ws.dataset.docs[ws.dataset.doc_ids[row]].full_text  # not ws.corpus: it lists every text
         return ws.sparse.explain(probe.sparse, row, text, query_text=probe.text)
 
-    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild, ...]:
+    def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         return (ws.builds["sparse"],)

@@ -54,7 +54,7 @@ class Slots:
     state being made blocks only those asking for it, not the other slots."""
 
     def __init__(self) -> None:
-        self._values: dict[str, object] = {}
+        self._values: dict[str, State] = {}
         self._making: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -80,7 +80,7 @@ class Slots:
         with self._lock:
             return self._values.get(key)
 
-    def items(self) -> list[tuple[str, object]]:
+    def items(self) -> list[tuple[str, State]]:
         """Every state made so far, by key."""
         with self._lock:
             return list(self._values.items())

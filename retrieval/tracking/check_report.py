@@ -16,10 +16,11 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from retrieval.evaluation.measures import Comparison
 from retrieval.evaluation.metrics import interval_text
 from retrieval.judging.coverage import Coverage
 from retrieval.systems import label
-from retrieval.tracking.snapshots import CheckResult, SystemCheck
+from retrieval.tracking.snapshots import CheckResult, Moved, SystemCheck
 
 # XML 1.0 §2.2 Char: tab, LF, CR, U+0020–U+D7FF, U+E000–U+FFFD, U+10000–U+10FFFF; the rest cannot be written
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -74,7 +75,7 @@ def favoured_note(s: SystemCheck) -> str:
             "judged")
 
 
-def judged(cov) -> str:
+def judged(cov: Coverage | None) -> str:
     """One run's judged@10 on the compared queries: "0.80 [0.713, 0.874]" ("—" without it)."""
     if cov is None or not cov.queries:
         return "—"
@@ -95,7 +96,7 @@ def shortfall(s: SystemCheck) -> str:
             "the unjudged ones on the judged queries")
 
 
-def _verdict(s: SystemCheck, c) -> str:
+def _verdict(s: SystemCheck, c: Comparison) -> str:
     change = f"{c.delta:+.4f} {interval_text(c.interval)}, p = {c.p_value:.4f}"
     if s.unjudged:
         return f"{shortfall(s)}; no verdict on {change}"
@@ -135,7 +136,7 @@ def changed_params(s: SystemCheck) -> str:
                      if before.get(k) != now.get(k))
 
 
-def _dropped_most(s: SystemCheck, shown: int) -> list:
+def _dropped_most(s: SystemCheck, shown: int) -> list[Moved]:
     return [m for m in s.moved if m.now < m.before][:shown]
 
 
@@ -212,7 +213,7 @@ def junit_xml(result: CheckResult, strict: bool = False) -> bytes:
             if s.dropped or s.unjudged:
                 ET.SubElement(case, "system-out").text = queries
     _clean(suite)
-    out = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    out: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     ET.fromstring(out)  # parsed back: a ParseError here is a bug, never a file a CI system cannot read
     return out
 

@@ -57,6 +57,7 @@ from typing import Any
 from retrieval import numbers
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
+from retrieval.evaluation.intervals import Interval
 from retrieval.evaluation.measures import Comparison, compare, evaluate_run, positive_qrels
 from retrieval.evaluation.metrics import BPREF, COMPARE_METRICS, NDCG_CONDENSED, PRIMARY, SIGNIFICANCE_LEVEL
 from retrieval.judging import seen
@@ -255,7 +256,7 @@ def _shape_problem(row: dict[str, Any]) -> str | None:
     """Why a stored snapshot row is not one ``save`` could have written (None when it is): the
     store is a file anyone may edit or a crash may cut, so what is read back is checked, not trusted."""
     if row.get("damaged"):  # the store could not unpack its runs (``Store.snapshots``)
-        return row["damaged"]
+        return str(row["damaged"])
     if not isinstance(row.get("name"), str) or not isinstance(row.get("corpus"), str):
         return "its name or corpus is not text"
     try:
@@ -299,12 +300,13 @@ def _of(row: dict[str, Any]) -> Snapshot:
                                             "created")})
 
 
-def _rows(store: Store, corpus: str, what: str, **where) -> list[dict[str, Any]]:
+def _rows(store: Store, corpus: str, what: str, viewer: Viewer = OPERATOR, name: str | None = None,
+          baseline: bool = False) -> list[dict[str, Any]]:
     """``store.snapshots``; a row whose runs do not unpack is a ``DamagedSnapshot`` naming ``what``."""
     from retrieval.store import StoreError
 
     try:
-        return store.snapshots(corpus, **where)
+        return store.snapshots(corpus, viewer, name, baseline)
     except StoreError:
         raise
     except (zlib.error, ValueError, TypeError) as err:  # a cut or edited blob: zlib's, JSON's or UTF-8's error
@@ -418,7 +420,8 @@ class Moved:
 class SystemCheck:
     system: str
     comparison: Comparison | None  # now − baseline; None: the baseline has no run of this system
-    intervals: tuple | None  # the 95% intervals of the baseline's and today's means (None with no baseline run)
+    # the 95% intervals of the baseline's and today's means (None with no baseline run)
+    intervals: tuple[Interval, Interval] | None
     regressed: bool  # dropped by more than max_drop, significantly
     moved: list[Moved]  # the queries that dropped most first
     params_before: dict[str, Any] | None
@@ -548,7 +551,7 @@ class Point:
     note: str
     system: str
     mean: float
-    interval: object  # intervals.Interval
+    interval: Interval
     queries: int
 
 
@@ -585,7 +588,7 @@ class QueryDiff:
 
 
 def diff(a: Snapshot, b: Snapshot, system: str, qrels: Qrels, metric: str = PRIMARY,
-         k: int = 10) -> tuple[Comparison, tuple, list[QueryDiff]]:
+         k: int = 10) -> tuple[Comparison, tuple[Interval, Interval], list[QueryDiff]]:
     """``system`` in snapshot ``b`` against ``a``, query by query on ``qrels``: the paired comparison
     (B − A), the 95% intervals of A's and B's means, and every query whose metric or top ``k``
     changed, the largest move first, then the least alike lists: DiffIR's contrastive ranking of

@@ -291,7 +291,7 @@ def add_queries(dataset: Dataset, queries: PathLike, display: str | None = None)
         raise DataError(str(err), qdisp) from None
 
 
-def _qrels_items(qrels) -> list[tuple[str, PathLike]]:
+def _qrels_items(qrels: Mapping[str, PathLike] | Iterable[PathLike] | PathLike) -> list[tuple[str, PathLike]]:
     if isinstance(qrels, (str, os.PathLike)):
         qrels = [qrels]
     if isinstance(qrels, Mapping):

@@ -20,7 +20,7 @@ from typing import BinaryIO
 from retrieval.errors import DataError
 from retrieval.progress import Progress
 
-PathLike = str | os.PathLike
+PathLike = str | os.PathLike[str]
 REPORT_EVERY = 1 << 22  # bytes read between two progress reports (4 MiB)
 
 

@@ -31,7 +31,7 @@ that order) is read back through ``tabular.unguard``, so ``-5`` and ``'-5``, or 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,12 +78,12 @@ def _own(cell: str) -> str:
     return tabular.unguard(cell).strip()
 
 
-def _cells(cells: list[str], plain=_plain):
+def _cells(cells: list[str], plain: Callable[[str], str] = _plain) -> Callable[[int | None], str]:
     """The row's cell at a column index ("" past its end or for no column), its guard undone."""
     return lambda i: plain(cells[i]) if i is not None and i < len(cells) else ""
 
 
-class Judgments(list):
+class Judgments(list[Judgment]):
     """The judgments a file holds (a list of :class:`Judgment`), and how many rows repeated one
     exactly (``duplicates``: the same judge, query, document and grade; read once)."""
 
@@ -146,8 +146,8 @@ def _texts(dataset: Dataset) -> dict[str, list[str]]:
     return by_text
 
 
-def _query_id(cell, q_id: int | None, q_text: int | None, dataset: Dataset, by_text: dict[str, list[str]],
-              display: str, lineno: int) -> str:
+def _query_id(cell: Callable[[int | None], str], q_id: int | None, q_text: int | None, dataset: Dataset,
+              by_text: dict[str, list[str]], display: str, lineno: int) -> str:
     """The row's query id in ``dataset`` (as written, else in NFC), from its id column or else its
     text's. A text that several queries of the data set share names none of them: refused, naming
     them (a grade given to one of them by chance would be a wrong label)."""

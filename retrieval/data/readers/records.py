@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from retrieval import numbers
@@ -202,7 +202,7 @@ class RecordSink:
         self.skipped: Skipped = {}
         self._skips: list[tuple[str, str, int | None]] = []  # (id, file, line)
 
-    def add(self, ident: str, lineno: int | None, value, empty: bool) -> None:
+    def add(self, ident: str, lineno: int | None, value: Any, empty: bool) -> None:
         if ident in self.seen:
             file, first = self.seen[ident]
             where = f" (first on line {first})" if first else ""
@@ -230,7 +230,8 @@ class RecordSink:
                     self.display)
 
 
-def jsonl_id_text(text: Text, text_columns):
+def jsonl_id_text(text: Text, text_columns: Iterable[str]
+                  ) -> Iterator[tuple[int, dict[str, Any], str, str]]:
     """(line, record, id, text) for each JSONL record, checking the id and text fields."""
     display = text.display
     for lineno, obj in _jsonl_records(text):

@@ -34,6 +34,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from retrieval import numbers
 from retrieval.data import ranking
@@ -152,7 +153,7 @@ def _parse_trec(text: Text, report: LoadReport) -> _Parsed:
     return parsed
 
 
-class _Pairs(list):
+class _Pairs(list[tuple[str, Any]]):
     """A JSON object as its (key, value) pairs, so that repeated keys are seen."""
 
 

@@ -54,7 +54,7 @@ class SafeZip:
     normalized relative paths; ``read(name)`` returns a member's bytes.
     """
 
-    def __init__(self, path: str | os.PathLike, display: str | None = None, *,
+    def __init__(self, path: str | os.PathLike[str], display: str | None = None, *,
                  max_bytes: int = DEFAULT_MAX_BYTES, max_entries: int = DEFAULT_MAX_ENTRIES):
         self.display = display if display is not None else str(path)
         self.max_bytes = max_bytes
@@ -143,5 +143,5 @@ class SafeZip:
     def __enter__(self) -> SafeZip:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

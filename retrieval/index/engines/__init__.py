@@ -92,7 +92,7 @@ def parse_milvus(spec: str, *, allow_insecure_token: bool = False, create: bool 
     return MilvusSpec(str(path), str(path), True)
 
 
-def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create: bool = True):
+def open_engine(spec: str | None, *, allow_insecure_token: bool = False, create: bool = True) -> Engine:
     """The engine a spec names: None, "" or "in-process" → ``InProcess``; ``milvus:PATH.db`` →
     Milvus Lite embedded in that file; ``milvus://HOST:PORT`` (or ``milvus+https://HOST:PORT``) →
     a Milvus server, with the token in ``$RANKSCOPE_MILVUS_TOKEN`` when it needs one (``parse_milvus``

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from retrieval.index.searchable import LexicalIndex, SparseVector, SparseVectorIndex, VectorIndex
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+
     from retrieval.index.bm25_settings import BM25Settings
     from retrieval.index.encoder import Encoder
     from retrieval.index.tokenize import Tokenizer
@@ -58,7 +62,8 @@ class Engine(Protocol):
                 progress: Counter | None = None) -> LexicalIndex: ...
 
     def vectors(self, corpus: Corpus, encoder: Encoder, store: Store | None, kind: str,  # noqa: E704
-                dims: int | None, progress=None, indexing=None, embeddings=None) -> Indexed: ...
+                dims: int | None, progress: Counter | None = None, indexing: Callable[[], None] | None = None,
+                embeddings: np.ndarray | None = None) -> Indexed: ...
 
     def sparse(self, corpus: Corpus, fingerprint: str, vectors: list[SparseVector],  # noqa: E704
                vocab_size: int) -> SparseVectorIndex: ...

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +18,12 @@ from retrieval.index import kept_index
 from retrieval.index.bm25_index import BM25Index
 from retrieval.index.bm25_settings import BM25Settings
 from retrieval.index.dense_index import HNSW_M, KEPT_KINDS, DenseIndex, embed_corpus
-from retrieval.index.engines.base import Capabilities, Indexed
+from retrieval.index.engines.base import Capabilities, Corpus, Indexed
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path
 from retrieval.index.searchable import SparseVector
 from retrieval.index.splade import SparseIndex
 from retrieval.index.tokenize import Tokenizer
+from retrieval.progress import Counter
 from retrieval.store import Store, cache_key, text_hash
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ log = logging.getLogger(__name__)
 KEPT_PER_CORPUS = 3  # kept indexes of one corpus (encoders, kinds) beyond which the least recently used goes
 
 
-def index_file(store: Store | None, corpus, encoder: Encoder, kind: str, hnsw_m: int = HNSW_M) -> Path | None:
+def index_file(store: Store | None, corpus: Corpus, encoder: Encoder, kind: str, hnsw_m: int = HNSW_M) -> Path | None:
     """Where a built ``flat`` or ``hnsw`` index of this corpus and encoder is kept: ``indexes/``
     beside the store file, named by a hash of corpus, encoder fingerprint, kind and graph settings
     (a file, not a store row: a million vectors pass SQLite's 1 GB value limit), after the corpus's
@@ -62,7 +64,8 @@ def evict(kept: Path, keep: int = KEPT_PER_CORPUS) -> list[Path]:
     return gone
 
 
-def _stored_rows(corpus, encoder: Encoder, store: Store | None):
+def _stored_rows(corpus: Corpus, encoder: Encoder, store: Store | None
+                 ) -> Callable[[list[int]], dict[int, np.ndarray]]:
     """``rows -> {row: the store's embedding of that document}`` (those it holds): what a kept
     index's vectors are compared with before it is served (``kept_index.read``)."""
     def stored(rows: list[int]) -> dict[int, np.ndarray]:
@@ -82,8 +85,8 @@ class InProcess:
     where = None  # in this process
     capabilities = Capabilities(index_variants=True, explains=True, bm25_methods=BM25Index.METHODS)
 
-    def lexical(self, corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None,
-                progress=None) -> BM25Index:
+    def lexical(self, corpus: Corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None,
+                progress: Counter | None = None) -> BM25Index:
         """The BM25 index from the store when this corpus was indexed with these settings before,
         else built (and saved there). A stored index that is not what RankScope wrote for this corpus
         and these settings (``bm25_blob``: foreign, cut, forged, another corpus's) is never served: it
@@ -103,8 +106,9 @@ class InProcess:
             store.put_bm25(key, corpus.hash, index.to_bytes())
         return index
 
-    def vectors(self, corpus, encoder: Encoder, store: Store | None, kind: str, dims: int | None,
-                progress=None, indexing=None, embeddings: np.ndarray | None = None) -> Indexed:
+    def vectors(self, corpus: Corpus, encoder: Encoder, store: Store | None, kind: str, dims: int | None,
+                progress: Counter | None = None, indexing: Callable[[], None] | None = None,
+                embeddings: np.ndarray | None = None) -> Indexed:
         """Embed the corpus (from the store where cached; ``embeddings`` when given, e.g. another
         index's over the same corpus) and build a FAISS index of ``kind``. A ``flat`` or ``hnsw``
         index is kept in a file beside the store once built (``index_file``) and read back on the
@@ -144,7 +148,7 @@ class InProcess:
                 log.warning("could not keep the index in %s (%s)", kept, err)
         return Indexed(index, from_store, encoded)
 
-    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> SparseIndex:
+    def sparse(self, corpus: Corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> SparseIndex:
         """The learned sparse vectors as an inverted index in memory (built from ``vectors``, which
         the store caches: nothing else is kept)."""
         return SparseIndex(corpus.doc_ids, vectors, vocab_size)

@@ -48,8 +48,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,13 +58,19 @@ from retrieval.errors import EngineError
 from retrieval.index.bm25_settings import BM25Settings
 from retrieval.index.dense_index import HNSW_FROM  # noqa: F401 - HNSW_FROM named in the docstring
 from retrieval.index.encoder import Encoder
-from retrieval.index.engines.base import Capabilities, Indexed
+from retrieval.index.engines.base import Capabilities, Corpus, Indexed
 from retrieval.index.recent import Recent
 from retrieval.index.searchable import SparseVector
 from retrieval.index.terms import WeightedQuery
 from retrieval.index.tokenize import Tokenizer
 from retrieval.index.vectors_via_store import COMMIT_EVERY
 from retrieval.store import Store, text_hash
+
+if TYPE_CHECKING:
+    from pymilvus import CollectionSchema, MilvusClient
+
+    from retrieval.index.engines import MilvusSpec
+    from retrieval.progress import Counter
 
 PREFIX = "rankscope_"
 MAX_TERMS_BYTES = 65_535  # Milvus's VARCHAR limit: longer analyzed texts are cut at a term boundary
@@ -80,11 +86,11 @@ RECENT_SEARCHES = 1024  # searches whose results are kept, so scoring their cand
 
 
 
-def _digest(obj) -> str:
+def _digest(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _in(ids) -> str:
+def _in(ids: Iterable[str]) -> str:
     """A filter selecting these primary keys (JSON string escaping is Milvus's)."""
     return "doc_id in " + json.dumps(list(ids), ensure_ascii=False)
 
@@ -109,17 +115,17 @@ class _Client:
     """A ``pymilvus.MilvusClient`` whose errors are ``EngineError``s naming where Milvus is (a server
     that went away mid-session reads like one that was never there)."""
 
-    def __init__(self, client, where: str):
+    def __init__(self, client: MilvusClient, where: str):
         self._client, self._where = client, where
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # Any: what pymilvus returns (it has no types)
         from pymilvus.exceptions import MilvusException
 
         attr = getattr(self._client, name)
         if not callable(attr):
             return attr
 
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return attr(*args, **kwargs)
             except MilvusException as err:
@@ -136,11 +142,11 @@ class Milvus:
     # Lucene's BM25 only; FAISS's index variants and RankScope's own BM25 stay in-process
     capabilities = Capabilities(index_variants=False, explains=False, bm25_methods=("lucene",))
 
-    def __init__(self, client, where: str, lite: bool):
+    def __init__(self, client: MilvusClient, where: str, lite: bool):
         self.client, self.where, self.lite = _Client(client, where), where, lite
 
     @classmethod
-    def connect(cls, spec) -> Milvus:
+    def connect(cls, spec: MilvusSpec) -> Milvus:
         """The engine at a parsed spec (``engines.MilvusSpec``)."""
         # gRPC logs the embedded server's keep-alive complaints to stderr; failures raise anyway
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
@@ -163,13 +169,13 @@ class Milvus:
         return cls(client, spec.where, spec.lite)
 
     # ---- collections: named by content, checked, loaded to completion ----------------------
-    def _collection(self, kind: str, corpus, settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _collection(self, kind: str, corpus: Corpus, settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         name = f"{PREFIX}{kind}_{corpus.hash[:16]}_{_digest(settings)[:12]}"
         props = {"rankscope.kind": kind, "rankscope.corpus": corpus.hash, "rankscope.settings": _digest(settings),
                  "rankscope.docs": str(len(corpus.doc_ids))}
         return name, props
 
-    def _open(self, name: str, props: dict[str, Any], create) -> bool:
+    def _open(self, name: str, props: dict[str, Any], create: Callable[[str, dict[str, Any]], None]) -> bool:
         """Whether collection ``name`` is complete; created (by ``create``) when absent. One that
         holds something else is an EngineError."""
         if not self.client.has_collection(name):
@@ -183,7 +189,7 @@ class Milvus:
                     f"{found.get(key)!r}, this corpus needs {value!r}); drop it (python -m retrieval drop) "
                     f"or use another Milvus database")
         self.client.load_collection(name)
-        return found.get("rankscope.complete") == "1"
+        return bool(found.get("rankscope.complete") == "1")
 
     def _present(self, name: str, doc_ids: list[str]) -> set[str]:
         """Which of ``doc_ids`` a collection holds already (a load that was interrupted)."""
@@ -199,15 +205,15 @@ class Milvus:
         self.client.alter_collection_properties(name, properties={**(extra or {}), "rankscope.complete": "1"})
         self.client.load_collection(name)
 
-    def _fields(self, schema, doc_ids: list[str]) -> None:
+    def _fields(self, schema: CollectionSchema, doc_ids: list[str]) -> None:
         from pymilvus import DataType
 
         longest = max((len(d.encode()) for d in doc_ids), default=64)
         schema.add_field("doc_id", DataType.VARCHAR, is_primary=True, max_length=max(64, min(65_535, longest)))
 
     # ---- BM25 ----------------------------------------------------------------------------
-    def lexical(self, corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None = None,
-                progress=None) -> MilvusBM25:
+    def lexical(self, corpus: Corpus, tokenizer: Tokenizer, bm25: BM25Settings, store: Store | None = None,
+                progress: Counter | None = None) -> MilvusBM25:
         """The corpus's BM25 collection, loaded (or its interrupted load resumed) first."""
         if bm25.method != "lucene":
             raise EngineError(f"Milvus scores BM25 with Lucene's idf; method {bm25.method!r} "
@@ -254,8 +260,9 @@ class Milvus:
         return MilvusBM25(self.client, name, corpus.doc_ids, tokenizer, k1, truncated)
 
     # ---- vectors -------------------------------------------------------------------------
-    def vectors(self, corpus, encoder: Encoder, store: Store | None, kind: str, dims: int | None,
-                progress=None, indexing=None, embeddings: np.ndarray | None = None) -> Indexed:
+    def vectors(self, corpus: Corpus, encoder: Encoder, store: Store | None, kind: str, dims: int | None,
+                progress: Counter | None = None, indexing: Callable[[], None] | None = None,
+                embeddings: np.ndarray | None = None) -> Indexed:
         """The corpus's vector collection for ``encoder``: the documents it lacks are taken from
         the store's embeddings where cached, else encoded, ``COMMIT_EVERY`` distinct texts at a
         time (longest first), each part inserted before the next is encoded."""
@@ -278,7 +285,8 @@ class Milvus:
         index = MilvusVectors(self.client, name, corpus.doc_ids, kind, encoder.dim)
         return Indexed(index, from_store, encoded)
 
-    def _create_vectors(self, name: str, properties: dict[str, Any], corpus, encoder: Encoder, kind: str) -> None:
+    def _create_vectors(self, name: str, properties: dict[str, Any], corpus: Corpus, encoder: Encoder,
+                        kind: str) -> None:
         """An empty vector collection for ``encoder``'s vectors, indexed flat or HNSW (inner product)."""
         from pymilvus import DataType
 
@@ -292,8 +300,8 @@ class Milvus:
             index.add_index("vector", index_type="FLAT", metric_type="IP")
         self.client.create_collection(name, schema=schema, index_params=index, properties=properties)
 
-    def _fill_vectors(self, name: str, corpus, encoder: Encoder, store: Store | None,
-                      progress) -> tuple[int, int]:
+    def _fill_vectors(self, name: str, corpus: Corpus, encoder: Encoder, store: Store | None,
+                      progress: Counter | None) -> tuple[int, int]:
         """Insert the vectors collection ``name`` lacks: the store's cached embeddings first, then the
         rest encoded ``COMMIT_EVERY`` distinct texts at a time (longest first), each part inserted
         before the next is encoded. Returns (texts present or taken from the store, texts encoded)."""
@@ -307,7 +315,7 @@ class Milvus:
         if progress:
             progress(done, n)
 
-        def insert(hashes: list[str], vecs) -> None:
+        def insert(hashes: list[str], vecs: Sequence[np.ndarray] | np.ndarray) -> None:  # one vector a hash
             batch = [{"doc_id": corpus.doc_ids[i], "vector": np.asarray(v, dtype=np.float32).tolist()}
                      for h, v in zip(hashes, vecs) for i in rows[h]]
             for start in range(0, len(batch), INSERT_BATCH):
@@ -324,7 +332,7 @@ class Milvus:
         return len(present) + len(cached), encoded
 
     # ---- learned sparse vectors ------------------------------------------------------------
-    def sparse(self, corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> MilvusSparse:
+    def sparse(self, corpus: Corpus, fingerprint: str, vectors: list[SparseVector], vocab_size: int) -> MilvusSparse:
         """The corpus's learned sparse collection for the model of ``fingerprint``: a complete one is
         searched as it is; otherwise the documents it lacks are inserted from ``vectors`` (aligned
         with ``corpus.doc_ids``), ``INSERT_BATCH`` a request, those without a term left out."""
@@ -379,8 +387,8 @@ class Milvus:
         return len(names)
 
 
-def _encode_parts(missing: list[str], rows: dict[str, list[int]], texts: list[str], encoder: Encoder, insert,
-                  done: int, n: int, progress) -> int:
+def _encode_parts(missing: list[str], rows: dict[str, list[int]], texts: list[str], encoder: Encoder,
+                  insert: Callable[[list[str], np.ndarray], None], done: int, n: int, progress: Counter | None) -> int:
     """Encode the texts of ``missing`` (hashes) ``COMMIT_EVERY`` at a time, each part inserted before
     the next is encoded, progress counted in documents from ``done`` of ``n``; returns how many."""
     encoded = 0
@@ -388,7 +396,7 @@ def _encode_parts(missing: list[str], rows: dict[str, list[int]], texts: list[st
         part = missing[start:start + COMMIT_EVERY]
         before = done
 
-        def report(k: int, _total: int, before=before, part=part) -> None:
+        def report(k: int, _total: int, before: int = before, part: list[str] = part) -> None:
             if progress:
                 progress(before + sum(len(rows[h]) for h in part[:k]), n)
 
@@ -430,12 +438,13 @@ class MilvusBM25:
     """BM25 top-k and exact candidate scores from a Milvus BM25 collection (``retrieval.index.engines``),
     for a text or a weighted query."""
 
-    def __init__(self, client, name: str, doc_ids: list[str], tokenizer: Tokenizer, k1: float, truncated: int = 0):
+    def __init__(self, client: _Client, name: str, doc_ids: list[str], tokenizer: Tokenizer, k1: float,
+                 truncated: int = 0):
         self.client, self.name, self.doc_ids = client, name, doc_ids
         self.tokenizer, self.scale = tokenizer, 1.0 / (k1 + 1.0)
         self.truncated = truncated  # documents whose analyzed text was cut to Milvus's VARCHAR limit
         self.row = {d: i for i, d in enumerate(doc_ids)}
-        self._recent: Recent = Recent(RECENT_SEARCHES)
+        self._recent: Recent[str | WeightedQuery, tuple[int, list[tuple[int, float]]]] = Recent(RECENT_SEARCHES)
 
     def _search(self, texts: list[str], k: int, where: str = "") -> list[list[tuple[int, float]]]:
         """(row, score) hits per analyzed text, best first; an empty text matches nothing."""
@@ -593,11 +602,11 @@ class MilvusVectors:
     """Vector search and exact inner products from a Milvus vector collection, in the shape of
     ``retrieval.index.dense_index.DenseIndex`` (``doc_ids``, ``search_vectors``, ``scores``)."""
 
-    def __init__(self, client, name: str, doc_ids: list[str], kind: str, dim: int):
+    def __init__(self, client: _Client, name: str, doc_ids: list[str], kind: str, dim: int):
         self.client, self.name, self.doc_ids, self.kind, self.dim = client, name, doc_ids, kind, dim
         self.dims = None
         self.row = {d: i for i, d in enumerate(doc_ids)}
-        self._recent: Recent = Recent(RECENT_SEARCHES)
+        self._recent: Recent[bytes, dict[int, float]] = Recent(RECENT_SEARCHES)  # query vector -> scores
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -660,10 +669,10 @@ class MilvusSparse:
     ``contributions``). Milvus sums the products of the query's and the document's weights; a query
     with no term is never sent (it matches nothing)."""
 
-    def __init__(self, client, name: str, doc_ids: list[str], vocab_size: int):
+    def __init__(self, client: _Client, name: str, doc_ids: list[str], vocab_size: int):
         self.client, self.name, self.doc_ids, self.vocab_size = client, name, doc_ids, vocab_size
         self.row = {d: i for i, d in enumerate(doc_ids)}
-        self._recent: Recent = Recent(RECENT_SEARCHES)
+        self._recent: Recent[bytes, tuple[dict[int, float], bool]] = Recent(RECENT_SEARCHES)
 
     @property
     def nbytes(self) -> int:

@@ -42,6 +42,17 @@ def test_fingerprint_depends_on_weights_and_settings(tiny_model_dir, tmp_path):
     assert a.fingerprint == Encoder(a.model, precision=a.precision).fingerprint
 
 
+def test_a_model_that_declares_no_dimension_or_length_is_refused_by_name():
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    bare = Encoder(SentenceTransformer(modules=[torch.nn.Identity()], device="cpu"), name="bare")
+    with pytest.raises(ValueError, match="'bare' declares no embedding dimension"):
+        _ = bare.dim
+    with pytest.raises(ValueError, match="'bare' declares no maximum sequence length"):
+        _ = bare.max_seq_length
+
+
 def test_precision_is_chosen_by_device_or_forced():
     assert pick_precision("cuda") == pick_precision("cuda:1") == "fp16"
     assert pick_precision("mps") == "fp32"

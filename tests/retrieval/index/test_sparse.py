@@ -152,3 +152,13 @@ def test_explanations_show_the_words_people_wrote_not_word_pieces(splade):
     assert next(t for t in terms if t.term == "faucets").kind == "query term"  # the query and the document have it
     # without the query's words, the document's own words still join the pieces
     assert "faucets" in [t.term for t in retriever.explain(q, 0, texts[0], top=1000)]
+
+
+def test_a_model_that_declares_no_vocabulary_size_is_refused_by_name():
+    from sentence_transformers import SparseEncoder
+
+    from retrieval.index.splade import SparseModel
+
+    bare = SparseModel(SparseEncoder(modules=[torch.nn.Identity()], device="cpu"), "bare")
+    with pytest.raises(ValueError, match="'bare' declares no vocabulary size"):
+        _ = bare.vocab_size
