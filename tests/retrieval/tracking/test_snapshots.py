@@ -210,10 +210,10 @@ def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_
         assert got.returncode == (1 if strict else 0), got.stdout + got.stderr
         out = got.stdout
         assert re.search(r"BM25: ⚠ not enough of its results judged \(judged@10 0\.74 \[0\.\d{3}, 0\.\d{3}\]\) — "
-                         r"judge 82 more of its top-10 documents, the unjudged ones on the judged queries; "
+                         r"judge 83 more of its top-10 documents, the unjudged ones on the judged queries; "
                          r"no verdict on -0\.\d{4} ", out), out
         assert "REGRESSED" not in out and "✅" not in out and "judged@10 1.00 [1.000, 1.000] → 0.74 [" in out
-        assert "0 of 1 system(s) regressed; 1 not enough of its results judged: BM25 (judge 82 more)" in out
+        assert "0 of 1 system(s) regressed; 1 not enough of its results judged: BM25 (judge 83 more)" in out
         case = ET.parse(junit).getroot().find("testcase")
         if strict:
             assert case.find("failure").get("message").startswith("⚠ not enough of its results judged")
@@ -224,7 +224,7 @@ def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_
         assert text.startswith(f"### RankScope check: {'❌' if strict else '⚠️'} not enough of its results judged")
         assert "✅" not in text and "**regressed**" not in text and "| judged@10 [95%] |" in text
         assert re.search(r"\| 1\.00 \[1\.000, 1\.000\] → 0\.74 \[0\.\d{3}, 0\.\d{3}\] \| ⚠️ not enough of its "
-                         r"results judged: judge 82 more of its top-10 documents \|", text), text
+                         r"results judged: judge 83 more of its top-10 documents \|", text), text
     # the mis-set BM25's top 10 judged too: the gate opens, the verdict is given with judged@10 beside
     judge_pools(demo_copy, store, DEFAULTS, MIS_SET)
     judged = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
@@ -252,7 +252,7 @@ def test_the_data_sets_own_labels_are_never_gated_in_the_check(tmp_path, demo_co
 
 def test_the_runs_view_gives_no_verdict_on_a_run_whose_top_10_is_not_judged(tmp_path, demo_copy):
     """Runs → compare two stored runs, and two snapshots diffed: on labels judged in the app (a BM25
-    pool) the mis-set BM25 nobody pooled is 'not enough of B's results judged — judge 82 more', with
+    pool) the mis-set BM25 nobody pooled is 'not enough of B's results judged — judge 83 more', with
     both runs' judged@10, where before the note said "A beats B by 0.175"."""
     from html import unescape
 
@@ -270,7 +270,7 @@ def test_the_runs_view_gives_no_verdict_on_a_run_whose_top_10_is_not_judged(tmp_
         snapshots.save(store, snapshots.take(ws, "test", ["bm25"], name))
     note = unescape(runs.snapshot_diff(store, pooled, "pooled", "mis-set", "bm25")[0])
     assert "mis-set and pooled: no verdict, not enough of mis-set's results judged (judged@10 74% [" in note
-    assert "judge 82 more of its top-10 documents" in note and " beats " not in note
+    assert "judge 83 more of its top-10 documents" in note and " beats " not in note
     assert "Judged@10 (labels judged in the app" in note and "pooled 100% [100%, 100%], mis-set 74% [" in note
     keys = {r["params"]["bm25"]["k1"]: r["key"] for r in list_runs(store, ds.queries_hash) if r["system"] == "bm25"}
     note, rows = runs.compare(store, pooled, keys[0.9], keys[5.0], "ndcg@10")
