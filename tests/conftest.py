@@ -25,6 +25,16 @@ if "RANKSCOPE_HOME" not in os.environ:  # made here (xdist's workers inherit it)
     atexit.register(shutil.rmtree, os.environ["RANKSCOPE_HOME"], True)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests measured slow (``tests/tiers.py``, ``tests/tiers.json``) are ``slow`` too."""
+    from tests.tiers import function_id, slow_functions
+
+    slow = slow_functions()
+    for item in items:
+        if function_id(item.nodeid) in slow:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
     # the tiny models are faster on one thread, and immune to another process loading the CPU
     import torch

@@ -23,11 +23,45 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from retrieval.data.dataset import Dataset
-    from retrieval.workspace import Workspace
+    from retrieval.data.run import Run
+
+
+class Held(Protocol):
+    """What the budget reads of a workspace (``retrieval.workspace.Workspace`` is one): the parts it
+    holds. A Protocol, so that the budget, below the workspace, never imports it; the indexes, builds,
+    encoder and systems' states are read by their sizes alone (``lexical_bytes``, ``dense_bytes``,
+    ``nbytes``), so they are typed as what they are to the budget: anything."""
+
+    @property
+    def dataset(self) -> Dataset: ...  # noqa: E704
+
+    @property
+    def engine(self) -> Any: ...  # noqa: E704
+
+    @property
+    def built_lexical(self) -> tuple[Any, ...]: ...  # noqa: E704
+
+    @property
+    def builds(self) -> Mapping[str, Any]: ...  # noqa: E704
+
+    @property
+    def loaded_encoder(self) -> Any: ...  # noqa: E704
+
+    @property
+    def imported(self) -> Mapping[str, _Imported]: ...  # noqa: E704
+
+    def system_states(self) -> Mapping[tuple[int, str], Any]: ...  # noqa: E704
+
+
+class _Imported(Protocol):
+    """An imported run as the budget counts it: its lists."""
+
+    @property
+    def run(self) -> Run: ...  # noqa: E704
 
 PER_DOC = 600  # Document object, its id, dict and list slots, row map entry, BM25 length (bench/session_memory.py)
 TEXT_FACTOR = 1.5  # the texts, plus what tokenizing them leaves in the allocator (long texts: SciFact's, measured)
@@ -92,7 +126,7 @@ def dense_bytes(dense: object) -> int:
     return kept + codes
 
 
-def parts(ws: Workspace) -> Parts:
+def parts(ws: Held) -> Parts:
     """Every part ``ws`` holds, by a key two workspaces sharing the part share, with its bytes."""
     out = dataset_parts(ws.dataset)
     for index in ws.built_lexical:

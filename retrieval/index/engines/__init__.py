@@ -37,26 +37,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 from retrieval.errors import EngineError
-from retrieval.index.engines.base import Capabilities, Corpus, Engine, Indexed
+from retrieval.index.engines.base import Capabilities, Corpus, Engine, Indexed, MilvusSpec
 from retrieval.index.engines.local import InProcess
 from retrieval.index.searchable import LexicalIndex, SparseVectorIndex, VectorIndex
 
 ENGINE_SPECS = ("in-process", "milvus:PATH.db", "milvus://HOST:PORT", "milvus+https://HOST:PORT")
 TOKEN_ENV = "RANKSCOPE_MILVUS_TOKEN"
 _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?")
-
-
-class MilvusSpec(NamedTuple):
-    """Where a Milvus engine is: ``uri`` for ``MilvusClient``, ``where`` to name it in messages,
-    whether it is Milvus Lite (a file), and the token to send."""
-
-    uri: str
-    where: str
-    lite: bool
-    token: str = ""
 
 
 def parse_milvus(spec: str, *, allow_insecure_token: bool = False, create: bool = True) -> MilvusSpec:

@@ -69,3 +69,13 @@ class Engine(Protocol):
                vocab_size: int) -> SparseVectorIndex: ...
 
     def drop(self, corpus_hash: str) -> int: ...  # noqa: E704 - what it held for a corpus, removed; how many
+
+
+class MilvusSpec(NamedTuple):
+    """Where a Milvus engine is: ``uri`` for ``MilvusClient``, ``where`` to name it in messages,
+    whether it is Milvus Lite (a file), and the token to send."""
+
+    uri: str
+    where: str
+    lite: bool
+    token: str = ""

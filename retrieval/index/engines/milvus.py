@@ -69,7 +69,7 @@ from retrieval.store import Store, text_hash
 if TYPE_CHECKING:
     from pymilvus import CollectionSchema, MilvusClient
 
-    from retrieval.index.engines import MilvusSpec
+    from retrieval.index.engines.base import MilvusSpec
     from retrieval.progress import Counter
 
 PREFIX = "rankscope_"
