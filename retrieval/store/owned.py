@@ -51,9 +51,7 @@ def seen(viewer_filter: str | None, where: str, args: list[str]) -> tuple[str, l
     Returns:
         The narrowed condition and its parameters.
     """
-    if viewer_filter is None:
-        return where, args
-    return f"{where} and (published = 1 or owner = ?)", [*args, viewer_filter]
+    return _own_or(viewer_filter, where, args, "published = 1")
 
 
 def everyones_or_own(viewer_filter: str | None, where: str, args: list[str]) -> tuple[str, list[str]]:
@@ -69,9 +67,14 @@ def everyones_or_own(viewer_filter: str | None, where: str, args: list[str]) -> 
     Returns:
         The narrowed condition and its parameters.
     """
+    return _own_or(viewer_filter, where, args, "owner = ''")
+
+
+def _own_or(viewer_filter: str | None, where: str, args: list[str], shared: str) -> tuple[str, list[str]]:
+    """``where`` narrowed to the rows ``shared`` holds for and the viewer's own; unchanged for None."""
     if viewer_filter is None:
         return where, args
-    return f"{where} and (owner = '' or owner = ?)", [*args, viewer_filter]
+    return f"{where} and ({shared} or owner = ?)", [*args, viewer_filter]
 
 
 def no_published(conn: sqlite3.Connection, table: str, what: str, corpus: str, name: str, key: str,
