@@ -43,6 +43,12 @@ def _key(hit: tuple[str, float]) -> tuple[float, str]:
     return hit[1], hit[0]
 
 
+def sorted_rows(hits: Iterable[tuple[int, float]], doc_ids: Sequence[str]) -> list[tuple[int, float]]:
+    """``hits`` as ``(row, score)`` pairs, ``doc_ids[row]`` each one's document, in trec_eval's order
+    (``sorted_hits``, on rows where an index holds them)."""
+    return sorted(hits, key=lambda h: (h[1], doc_ids[h[0]]), reverse=True)
+
+
 def rank(run: Run) -> Run:
     """``run`` with every query's list in trec_eval's order (``sorted_hits``)."""
     return {q: sorted_hits(hits) for q, hits in run.items()}

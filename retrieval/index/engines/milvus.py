@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from retrieval.data import ranking
 from retrieval.data.run import Run
 from retrieval.errors import EngineError
 from retrieval.index.bm25_settings import BM25Settings
@@ -487,8 +488,7 @@ class MilvusBM25:
         for i, hits in zip(weighted, self._weighted_top([q for q in queries if isinstance(q, WeightedQuery)], k)):
             found[i] = hits
         out = []
-        for query, hits in zip(queries, found):
-            hits.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # ties in trec_eval's order (ranking)
+        for query, hits in zip(queries, found):  # each in trec_eval's order already (_text_top, _exact_top)
             self._recent.put(query, (k, hits))
             out.append((np.array([r for r, _ in hits], dtype=np.int64),
                         np.array([s for _, s in hits], dtype=np.float32)))
@@ -504,8 +504,8 @@ class MilvusBM25:
         pending, depth = ([i for i, t in enumerate(texts) if t] if k > 0 else []), k + 1
         while pending:
             limit, still = min(depth, MAX_LIMIT), []
-            for i, hits in zip(pending, self._search([texts[i] for i in pending], limit)):
-                hits.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # trec_eval's order
+            for i, found in zip(pending, self._search([texts[i] for i in pending], limit)):
+                hits = ranking.sorted_rows(found, self.doc_ids)
                 if len(hits) == limit > k and hits[k - 1][1] == hits[-1][1] and limit < MAX_LIMIT:
                     still.append(i)  # the k-th score's tie may go on past what was listed
                 else:
@@ -564,8 +564,7 @@ class MilvusBM25:
                 total = float(np.float32(sum(w * (p or 0.0) for w, p in parts)))
                 if total > 0:
                     scored.append((r, total))
-        scored.sort(key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # ties in trec_eval's order
-        return scored[:k]
+        return ranking.sorted_rows(scored, self.doc_ids)[:k]
 
     def scores_at(self, query: str | WeightedQuery, rows: np.ndarray) -> np.ndarray:
         """Exact BM25 scores of ``query`` for the documents at ``rows`` (0 where no term matches):
@@ -626,9 +625,9 @@ class MilvusVectors:
             for i, found in enumerate(hits):
                 q = start + i
                 # ties (documents with the same vector) in trec_eval's order (ranking), as the in-process index has them
-                ranked = sorted(((float(h["distance"]), self.row[h["doc_id"]]) for h in found[:k]),
-                                key=lambda h: (h[0], self.doc_ids[h[1]]), reverse=True)
-                for j, (score, row) in enumerate(ranked):
+                ranked = ranking.sorted_rows(((self.row[h["doc_id"]], float(h["distance"])) for h in found[:k]),
+                                             self.doc_ids)
+                for j, (row, score) in enumerate(ranked):
                     rows[q, j], scores[q, j] = row, score
                 valid = rows[q] >= 0
                 self._recent.put(qvecs[q].tobytes(), dict(zip(rows[q][valid].tolist(), scores[q][valid].tolist())))
@@ -693,7 +692,7 @@ class MilvusSparse:
         if not terms or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         found = self._search(terms, k)
-        hits = sorted(found.items(), key=lambda h: (h[1], self.doc_ids[h[0]]), reverse=True)  # trec_eval's order
+        hits = ranking.sorted_rows(found.items(), self.doc_ids)
         # every document that scores above 0 is among the hits when fewer than k came back
         self._recent.put(_key(query), (found, len(hits) < k))
         return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
