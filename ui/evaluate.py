@@ -3,6 +3,7 @@ on request), significance against BM25, per-query wins and losses, plots, and th
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -226,6 +227,19 @@ class EvaluateView(SplitView):
                 placeholder(COMPRESSION_HEAD, COMPRESSION_WAITS))
 
 
+def _computing(labelled: Callable[..., tuple[Workspace, str | None]], on_evaluate: Callable[..., tuple],
+               empty: bool) -> Callable[..., tuple]:
+    """The tab opened (``empty``: on nothing computed yet too), or a background build over (results
+    computed while it ran are computed again, none computed are not): the results, if out of date, and
+    whether the rest of the chain computes too."""
+    def first(split_: str | None, extras_: list[str], key: str, chosen: dict, rows, request: gr.Request):
+        ws, split_ = labelled(key, split_, request, chosen)
+        if not out_of_date(ws, split_, rows, empty=empty):
+            return gr.skip(), gr.skip(), gr.skip(), False
+        return (*on_evaluate(split_, extras_, key, chosen, request), True)
+    return first
+
+
 def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> EvaluateView:
     """The view; ``arrived``: the shell's counter bumped when a background build is over (results
     computed while it ran are computed again then)."""
@@ -296,23 +310,16 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
     tab.select(on_extras, ctx.key, extras, api_visibility="private", **LIGHT)
     opened = gr.State(False)  # the tab was opened on a table left empty or stale: the chain below computes it
 
-    def computing(empty: bool):
-        """The tab opened (``empty``: on nothing computed yet too), or a background build over (results
-        computed while it ran are computed again, none computed are not): the results, if out of date."""
-        def first(split_: str | None, extras_: list[str], key: str, chosen: dict, rows, request: gr.Request):
-            ws, split_ = labelled(key, split_, request, chosen)
-            if not out_of_date(ws, split_, rows, empty=empty):
-                return gr.skip(), gr.skip(), gr.skip(), False
-            return (*on_evaluate(split_, extras_, key, chosen, request), True)
-        return first
-
-    on_open, on_arrival = computing(True), computing(False)
+    on_open, on_arrival = _computing(labelled, on_evaluate, True), _computing(labelled, on_evaluate, False)
 
     def on_open_summary(go: bool, split_: str, extras_: list[str], key: str, chosen: dict, request: gr.Request):
         return on_summary(split_, extras_, key, chosen, request) if go else (gr.skip(),) * 3
 
     def on_open_plots(go: bool, split_: str, extras_: list[str], key: str, chosen: dict, request: gr.Request):
         return on_plots(split_, extras_, key, chosen, request) if go else (gr.skip(),) * 3
+
+    def on_open_segments(go: bool, split_: str, key: str, chosen: dict, request: gr.Request):
+        return on_segments(split_, key, chosen, request) if go else gr.skip()
 
     triggers = [(tab.select, on_open)] + ([(arrived.change, on_arrival)] if arrived is not None else [])
     for trigger, first in triggers:
@@ -322,6 +329,5 @@ def build(ctx: Context, tab: gr.Tab, arrived: gr.State | None = None) -> Evaluat
             [headline_, glance, formulas], api_visibility="private", **HEAVY).then(
             on_open_plots, [opened, split, extras, ctx.key, state],
             [scatter, recall, sweep], api_visibility="private", **HEAVY).then(
-            lambda go, *args: on_segments(*args) if go else gr.skip(), [opened, split, ctx.key, state], by_kind,
-            api_visibility="private", **HEAVY)
+            on_open_segments, [opened, split, ctx.key, state], by_kind, api_visibility="private", **HEAVY)
     return EvaluateView(split, [note, metrics, wins, headline_, glance, by_kind, compress_table])
