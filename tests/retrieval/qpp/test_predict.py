@@ -123,3 +123,16 @@ def test_bad_arguments_are_one_line_errors(toy_ws):
         predict(toy_ws, systems=("bm25",), labels="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k is at least 1"):
         predict(toy_ws, systems=("bm25",), k=0)
+
+
+@pytest.mark.parametrize("damage", [{"avg_idf": {"q1": "x"}}, {}, {"avg_idf": []}])
+def test_a_damaged_cached_prediction_is_a_miss_computed_again(toy_ws, store, damage):
+    from retrieval.store.keys import pack
+
+    first = predict(toy_ws, systems=("bm25",))
+    with store.db.conn:
+        store.db.execute("update metrics set per_query = ? where system = 'qpp'", [pack(damage)])
+    assert predict(Workspace(toy_ws.dataset, store), systems=("bm25",)) == first
+    with store.db.conn:
+        store.db.execute("update metrics set per_query = ? where system = 'qpp:bm25'", [b"not zlib"])
+    assert predict(Workspace(toy_ws.dataset, store), systems=("bm25",)) == first
