@@ -331,6 +331,6 @@ def predict(ws: Workspace, query_ids: Sequence[str] | None = None, systems: Sequ
         out.append(QueryPrediction(q, ws.dataset.queries[q], dict(shared["pre"][q]),
                                    {s: dict(per_system[s]["post"][q]) for s in ready},
                                    float(shared["disagreement"][q]), predicted,
-                                   1.0 - float(np.mean(list(predicted.values())))))
+                                   1.0 - sum(predicted.values()) / len(predicted)))
     out.sort(key=lambda p: (-round(p.difficulty, 12), p.query_id))
     return Predictions(tuple(ready), {s: per_system[s]["combination"] for s in ready}, tuple(out))
