@@ -185,3 +185,14 @@ def test_a_system_still_being_built_is_left_out_until_it_is_built(toy_dataset):
     finally:
         gated.gate.set()
         registry.unregister(gated.key)
+
+
+def test_coherence_reads_the_dense_index_once_it_is_built_and_never_builds_it(toy_ws):
+    before = predict(toy_ws, ["q1", "q2"], systems=("bm25",))
+    assert all("coherence" not in p.post["bm25"] for p in before.queries)
+    assert toy_ws.builds["dense"].built is None  # not built for coherence alone
+    toy_ws.build_dense()
+    after = predict(toy_ws, ["q1", "q2"], systems=("bm25",))  # another key: not the cached predictions
+    hits = toy_ws.run("bm25", "train", 100)["q1"]
+    vectors = toy_ws.dense.index.embeddings[[toy_ws.doc_row[d] for d, _ in hits[:10]]]
+    assert after.by_id()["q1"].post["bm25"]["coherence"] == pytest.approx(predictors.coherence(vectors))
