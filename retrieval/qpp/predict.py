@@ -49,7 +49,7 @@ from retrieval.systems import BASE_SYSTEMS, DENSE
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
 
-VERSION = 1  # the predictors' and the combination's: a change that alters a value raises it (a cache miss)
+VERSION = 2  # the predictors' and the combination's: a change that alters a value raises it (a cache miss)
 LABELS = ("auto", "none")
 SHARED = "shared"  # the cache row of what every system shares (pre-retrieval predictors, disagreement)
 
@@ -217,11 +217,13 @@ def _combined(systems: Sequence[str], query_ids: Sequence[str], pre: Mapping[str
         features.update({key: [post[s][q].get(key) for q in query_ids] for key in POST})
         if len(systems) > 1:
             features["disagreement"] = [disagreement[q] for q in query_ids]
-        fit = combine.fitted(features, orientation, query_ids, judged[s]) if labels == "auto" else None
+        fit = combine.fitted(features, orientation, query_ids, judged[s], families=predictors.FAMILIES) \
+            if labels == "auto" else None
         if fit is not None:
             values, combinations[s] = fit.predicted, Combination(s, "fitted", fit.judged, fit.folds)
         else:
-            values, combinations[s] = combine.label_free(features, orientation), Combination(s, "label-free", 0, 0)
+            values, combinations[s] = combine.label_free(features, orientation, predictors.FAMILIES), \
+                Combination(s, "label-free", 0, 0)
         predicted[s] = dict(zip(query_ids, values.tolist()))
     return predicted, combinations
 

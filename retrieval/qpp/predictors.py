@@ -65,6 +65,9 @@ class Predictor:
         higher_means: Whether a higher value predicts an easier query ("easier") or a harder one.
         citation: The paper it follows.
         doc: Its formula, in one line.
+        family: The evidence it reads, which the label-free combination weighs once however many of its
+            predictors there are (``combine.label_free``): the corpus's term statistics, a list's score
+            distribution, its language model, its embeddings, the systems' agreement.
     """
 
     key: str
@@ -73,27 +76,31 @@ class Predictor:
     higher_means: Literal["easier", "harder"]
     citation: Citation
     doc: str
+    family: Literal["term statistics", "score distribution", "language model", "embeddings", "agreement"]
 
 
 PREDICTORS: tuple[Predictor, ...] = (
-    Predictor("avg_idf", "avg IDF", "pre", "easier", HE_OUNIS, "mean over the query's terms of ln(N / df_t)"),
-    Predictor("max_idf", "max IDF", "pre", "easier", HE_OUNIS, "largest over the query's terms of ln(N / df_t)"),
+    Predictor("avg_idf", "avg IDF", "pre", "easier", HE_OUNIS, "mean over the query's terms of ln(N / df_t)",
+              "term statistics"),
+    Predictor("max_idf", "max IDF", "pre", "easier", HE_OUNIS, "largest over the query's terms of ln(N / df_t)",
+              "term statistics"),
     Predictor("avg_scq", "avg SCQ", "pre", "easier", ZHAO,
-              "mean over the query's terms of (1 + ln cf_t) · ln(1 + N / df_t)"),
+              "mean over the query's terms of (1 + ln cf_t) · ln(1 + N / df_t)", "term statistics"),
     Predictor("max_scq", "max SCQ", "pre", "easier", ZHAO,
-              "largest over the query's terms of (1 + ln cf_t) · ln(1 + N / df_t)"),
+              "largest over the query's terms of (1 + ln cf_t) · ln(1 + N / df_t)", "term statistics"),
     Predictor("nqc", "NQC", "post", "easier", SHTOK,
-              "standard deviation of the top 100 scores over |s(D)|, the corpus's score"),
+              "standard deviation of the top 100 scores over |s(D)|, the corpus's score", "score distribution"),
     Predictor("wig", "WIG", "post", "easier", ZHOU_CROFT,
-              "mean over the top 5 of (s(d) − s(D)), over √(query terms)"),
+              "mean over the top 5 of (s(d) − s(D)), over √(query terms)", "score distribution"),
     Predictor("clarity", "clarity", "post", "easier", CRONEN_TOWNSEND,
-              "KL divergence (bits) of the top 50 documents' query model from the collection's"),
+              "KL divergence (bits) of the top 50 documents' query model from the collection's", "language model"),
     Predictor("coherence", "coherence", "post", "easier", HE_LARSON,
-              "mean pairwise cosine of the top 10 documents' embeddings"),
+              "mean pairwise cosine of the top 10 documents' embeddings", "embeddings"),
     Predictor("disagreement", "disagreement", "agreement", "harder", WEBBER,
-              "1 − mean pairwise RBO (p = 0.9) of the systems' top 10"),
+              "1 − mean pairwise RBO (p = 0.9) of the systems' top 10", "agreement"),
 )
 BY_KEY = {p.key: p for p in PREDICTORS}
+FAMILIES = {p.key: p.family for p in PREDICTORS}
 PRE = tuple(p.key for p in PREDICTORS if p.kind == "pre")
 POST = tuple(p.key for p in PREDICTORS if p.kind == "post")
 
