@@ -71,7 +71,7 @@ def test_the_readmes_command_line_example_parses_with_the_real_parser():
 
     (block,) = [b for b in blocks(README.read_text(encoding="utf-8"), "bash") if "python -m retrieval" in b]
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
-    assert len(commands) == 4
+    assert len(commands) == 5
     for command in commands:
         words = shlex.split(command)
         assert words[:3] == ["python", "-m", "retrieval"]
