@@ -24,7 +24,7 @@ import gradio as gr
 from retrieval import Store, Workspace
 from retrieval.data import query_sets
 from retrieval.judging.sampling import Difficulty
-from retrieval.qpp.predict import Predictions, predict
+from retrieval.qpp.predict import VERSION, Predictions, predict
 from retrieval.sharing.owners import Viewer
 from retrieval.store import cache_key
 from ui import texts
@@ -53,8 +53,9 @@ def systems_of(ws: Workspace) -> tuple[str, ...]:
 
 def prediction_key(ws: Workspace, systems: tuple[str, ...], ids: list[str]) -> str:
     """What a set of predictions depends on: the data set (its documents, queries and labels: a fitted
-    combination learns from the labels), the encoder, the systems and the queries predicted."""
-    return cache_key(content=ws.dataset.content_hash, encoder=ws.encoder.name, systems=list(systems),
+    combination learns from the labels), the encoder, the systems, the predictors' version
+    (``retrieval.qpp.predict.VERSION``) and the queries predicted."""
+    return cache_key(version=VERSION, content=ws.dataset.content_hash, encoder=ws.encoder.name, systems=list(systems),
                      ids=cache_key(ids=ids), settings=repr(ws.bm25_settings))
 
 

@@ -100,6 +100,21 @@ def predicted_failures(ws: Workspace, predictions: Predictions, n: int = IN_REPO
     return PredictedFailures(predictions, queries, len(predictions.queries), top)
 
 
+def unlabelled(ws: Workspace, systems: Sequence[str], query_ids: Sequence[str] | None = None,
+               n: int = IN_REPORT) -> PredictedFailures | None:
+    """The report's section for the queries no split labels (of ``query_ids``, default every query of the
+    data set): predicted (``retrieval.qpp.predict``, label-free: none of them is judged) by ``systems``
+    (those built), the ``n`` hardest with their top documents; None when every query is labelled."""
+    from retrieval.qpp.predict import predict
+
+    labelled = {qid for qrels in ws.dataset.qrels.values() for qid in qrels}
+    ids = [q for q in (ws.dataset.queries if query_ids is None else query_ids) if q not in labelled]
+    ready = [s for s in systems if s not in ws.pending(systems)]
+    if not ids or not ready:
+        return None
+    return predicted_failures(ws, predict(ws, ids, ready), n)
+
+
 def _list_html(found: PredictedFailures, q: QueryPrediction, system: str) -> str:
     """One system's top documents for the query, under its prediction."""
     docs = found.top.get(q.query_id, {}).get(system, [])
