@@ -60,7 +60,9 @@ EMBEDDINGS_INTRO = ("UMAP (cosine) of queries, their positives, hard negatives (
 FAILURES_INTRO = ("Where and why retrieval fails, query by query: vocabulary mismatch (BM25 misses a "
                   "relevant document dense finds), semantic false positives (dense invents a topically "
                   "related wrong one), lexical traps, both fail, fixed by hybrid, and — with a fine-tuned "
-                  "encoder — fixed or broken by fine-tuning.")
+                  "encoder — fixed or broken by fine-tuning. Queries without labels (a query log) follow as the "
+                  "queries predicted to fail, each with the systems' top documents; a data set without labels "
+                  "shows them alone.")
 RUNS_INTRO = ("Every run computed on this data set, from the store (nothing is computed twice). "
               "Pick two to compare them query by query on their split's labels.")
 SNAPSHOTS_HELP = ("A snapshot keeps the runs of the systems on show (on the labelled split) with a note, so that a "
