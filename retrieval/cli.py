@@ -481,8 +481,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_failures(args: argparse.Namespace) -> int:
     from retrieval.evaluation.failure_gallery import failure_gallery
+    from retrieval.qpp.predict import predict
     from ui.present.evaluation import report_parts
-    from ui.present.predicted import section_html, unlabelled
+    from ui.present.predicted import has_unlabelled, section_html, unlabelled
     from ui.present.report import write_gallery
 
     ds, ws = _open(args)
@@ -494,7 +495,9 @@ def cmd_failures(args: argparse.Namespace) -> int:
     gallery = failure_gallery(ws, split, tuned_ws=tuned)
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
     figures, summary = report_parts(ws, workspaces, gallery)
-    found = unlabelled(ws, BASE_SYSTEMS)  # queries no split labels (a query log added): predicted to fail
+    found = None  # queries no split labels (a query log added): predicted to fail, among every query
+    if has_unlabelled(ws):
+        found = unlabelled(ws, predict(ws, None, BASE_SYSTEMS))
     predicted = section_html(found, labelled=True) if found is not None else ""
     path = write_gallery(gallery, args.html, figures, summary=summary, predicted=predicted)
     for category, count in gallery.counts.items():
@@ -508,15 +511,17 @@ def cmd_failures(args: argparse.Namespace) -> int:
 def _predicted_report(args: argparse.Namespace, ws: Workspace) -> int:
     """``failures`` on a data set without labels: the report of the queries predicted to fail (query
     performance prediction), the hardest first, each with the systems' top documents."""
+    from retrieval.qpp.predict import predict
     from ui.present.predicted import report_html, unlabelled
     from ui.present.report import GALLERY_CSS, write_html
 
     if args.tuned:
         raise ValueError("--tuned compares a fine-tuned encoder on labelled queries: this data set has no labels")
-    _build_dense(ws)
-    found = unlabelled(ws, BASE_SYSTEMS)
-    if found is None:
+    if not ws.dataset.queries:
         raise ValueError(f"{ws.dataset.name} has no queries to predict")
+    _build_dense(ws)
+    found = unlabelled(ws, predict(ws, None, BASE_SYSTEMS))
+    assert found is not None, "a data set without labels has every query unlabelled"
     path = write_html(args.html, report_html(found, ws.dataset.name, GALLERY_CSS))
     for q in found.queries:
         print(f"{q.query_id}\t{q.difficulty:.3f}\t{q.text}")  # escapes shown visibly (``safe_output``)

@@ -31,7 +31,7 @@ from ui import texts
 from ui.common import shown_systems
 from ui.notify import refuse
 from ui.pools import LIGHT
-from ui.present.predicted import ORDERS, SHOWN, table_html
+from ui.present.predicted import ORDERS, SHOWN, labelled_ids, table_html
 from ui.registry import Context, session_of
 
 POLL_S = 2.0  # how often an open table looks again while its predictions are computed
@@ -104,11 +104,6 @@ def difficulty(ws: Workspace, store: Store | None, viewer: Viewer | None) -> Dif
         return {q.query_id: q.difficulty for q in found.queries if q.query_id in wanted} if found else {}
 
     return Difficulty(prediction_key(ws, systems_of(ws), ids), of)
-
-
-def labelled_ids(ws: Workspace) -> set[str]:
-    """The queries some split labels (the data's own labels, and the judgments the view counts)."""
-    return {qid for qrels in ws.dataset.qrels.values() for qid in qrels}
 
 
 def table(ws: Workspace, store: Store | None, viewer: Viewer | None, order: str = "hardest",

@@ -16,15 +16,14 @@ from retrieval.safe_names import file_name
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import label
 from retrieval.tracking.history import trained_encoders
-from ui import texts
+from ui import difficulty, texts
 from ui.common import SplitView, require_dense, split_dropdown
-from ui.difficulty import systems_of
 from ui.exports import export_folder
 from ui.notify import refuse
 from ui.pools import HEAVY, LIGHT
 from ui.present.evaluation import report_parts
 from ui.present.figures import counts_figure
-from ui.present.predicted import PredictedFailures, report_html, section_html, unlabelled
+from ui.present.predicted import PredictedFailures, has_unlabelled, report_html, section_html, unlabelled
 from ui.present.report import GALLERY_CSS, gallery_fragment, write_gallery, write_html
 from ui.present.vocabulary import category_label
 from ui.registry import Context, Registry, session_of
@@ -69,13 +68,14 @@ def chosen_pair(a: str, b: str) -> tuple[str, str] | None:
 
 
 def predicted(ws: Workspace, store: Store | None, viewer: Viewer | None) -> PredictedFailures | None:
-    """The queries predicted to fail among those no split labels that ``viewer`` may see
-    (``ui.present.predicted.unlabelled``, by the systems on show), None when every one is labelled."""
+    """The queries predicted to fail among those no split labels that ``viewer`` may see (predicted among
+    all of them, in the worker thread, as the query table is: ``ui.difficulty``), None when every one is
+    labelled (nothing is predicted then)."""
     ids = query_sets.seen_queries(store, ws.dataset, viewer) if viewer is not None else None
-    try:
-        return unlabelled(ws, systems_of(ws), ids)
-    except ValueError as err:
-        raise refuse(err) from err
+    if not has_unlabelled(ws, ids):
+        return None
+    found = difficulty.predictions(ws, store, viewer, wait=True)
+    return unlabelled(ws, found) if found is not None else None
 
 
 def _predicted_picks(found: PredictedFailures | None) -> list[tuple[str, str]]:

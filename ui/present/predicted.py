@@ -15,7 +15,7 @@ shown, so a query log of 10,000 queries sends the browser ``shown`` rows and a c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from retrieval.systems import short
@@ -100,19 +100,24 @@ def predicted_failures(ws: Workspace, predictions: Predictions, n: int = IN_REPO
     return PredictedFailures(predictions, queries, len(predictions.queries), top)
 
 
-def unlabelled(ws: Workspace, systems: Sequence[str], query_ids: Sequence[str] | None = None,
-               n: int = IN_REPORT) -> PredictedFailures | None:
-    """The report's section for the queries no split labels (of ``query_ids``, default every query of the
-    data set): predicted (``retrieval.qpp.predict``, label-free: none of them is judged) by ``systems``
-    (those built), the ``n`` hardest with their top documents; None when every query is labelled."""
-    from retrieval.qpp.predict import predict
+def labelled_ids(ws: Workspace) -> set[str]:
+    """The queries some split labels (the data's own labels, and the judgments the workspace counts)."""
+    return {qid for qrels in ws.dataset.qrels.values() for qid in qrels}
 
-    labelled = {qid for qrels in ws.dataset.qrels.values() for qid in qrels}
-    ids = [q for q in (ws.dataset.queries if query_ids is None else query_ids) if q not in labelled]
-    ready = [s for s in systems if s not in ws.pending(systems)]
-    if not ids or not ready:
-        return None
-    return predicted_failures(ws, predict(ws, ids, ready), n)
+
+def has_unlabelled(ws: Workspace, query_ids: Sequence[str] | None = None) -> bool:
+    """Whether some query (of ``query_ids``, default every query of the data set) has no label."""
+    labelled = labelled_ids(ws)
+    return any(q not in labelled for q in (ws.dataset.queries if query_ids is None else query_ids))
+
+
+def unlabelled(ws: Workspace, found: Predictions, n: int = IN_REPORT) -> PredictedFailures | None:
+    """The report's section for the queries of ``found`` no split labels: the ``n`` hardest with their top
+    documents (``predicted_failures``; predicted among every query of the set, as the query table is), None
+    when every one is labelled."""
+    labelled = labelled_ids(ws)
+    kept = tuple(q for q in found.queries if q.query_id not in labelled)
+    return predicted_failures(ws, replace(found, queries=kept), n) if kept else None
 
 
 def _list_html(found: PredictedFailures, q: QueryPrediction, system: str) -> str:
