@@ -1,4 +1,4 @@
-"""Command line: ``python -m retrieval evaluate|info|search|failures ...``.
+"""Command line: ``python -m retrieval evaluate|info|search|failures|predict ...``.
 
     python -m retrieval evaluate DATASET [--split test] [--systems bm25,dense,hybrid,...]
         [--run FILE[=NAME] ...] [--model PATH_OR_ID] [--json FILE] [--run-dir DIR] [--no-ci]
@@ -23,6 +23,15 @@ writes the failure gallery as one self-contained HTML file (the app's *Export HT
 section on the queries no split labels (a query log added) predicted to fail; a data set without any
 labels gets that section alone: its hardest queries by predicted difficulty (``retrieval.qpp``), each
 with the systems' top documents, and their ids, difficulty and text printed one a line.
+
+    python -m retrieval predict DATASET [--systems bm25,dense,hybrid] [--queries FILE] [--out FILE.tsv]
+        [--labels auto|none] [--k 100]
+
+predicts which queries fail, labels or not (``retrieval.qpp``): every predictor (IDF, SCQ; NQC, WIG,
+clarity and coherence on each system's list; the systems' disagreement) and each system's combined
+prediction, one row per query, hardest first, as a TSV (``retrieval.files.tabular``) to ``--out`` or
+stdout. ``--queries`` predicts the queries of that file (added to the data set's) instead of the data
+set's own; ``--labels auto`` fits the combination to nDCG@10 where at least 10 queries are judged.
 
     python -m retrieval judges DATASET [--store FILE] [--export QRELS --rule median|majority|min|max|JUDGE]
 
@@ -530,6 +539,50 @@ def _predicted_report(args: argparse.Namespace, ws: Workspace) -> int:
     return 0
 
 
+def _predicted_queries(args: argparse.Namespace, ds: Dataset, ws: Workspace) -> tuple[Workspace, list[str] | None]:
+    """``--queries``' file added to the data set (ids and texts as ``add_queries`` reads them: a bad line
+    is a ``DataError`` naming the file and line) and its query ids; without it, the workspace as it is and
+    None (every query of the data set)."""
+    if args.queries is None:
+        return ws, None
+    from retrieval.data.readers.assembly import add_queries
+    from retrieval.data.readers.decode import Text
+    from retrieval.data.readers.queries import read_queries
+    from retrieval.errors import LoadReport
+
+    path = Path(args.queries)
+    with_file = add_queries(ds, path)
+    found = read_queries(Text.of_file(path, str(path)), path.name, LoadReport())[0]
+    return ws.with_dataset(with_file), list(found)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from retrieval.files.tabular import dumps
+    from retrieval.qpp.predict import predict
+
+    out = _output_path(args.out, "--out")
+    ds, ws = _open(args)
+    ws, query_ids = _predicted_queries(args, ds, ws)
+    if not ws.dataset.queries:
+        raise ValueError(f"{ds.name} has no queries to predict: give a file of them with --queries")
+    systems = listed_systems(ws, args.systems)
+    if any(ws.system(s).needs.vectors for s in systems):
+        _build_dense(ws)
+    predictions = predict(ws, query_ids, systems, k=args.k, labels=args.labels)
+    for s, c in predictions.combinations.items():
+        how = (f"fitted to nDCG@10 on {c.judged:,} judged queries, cross-fitted in {c.folds} folds"
+               if c.how == "fitted" else "label-free (mean of the predictors' percentiles)")
+        print(f"{label(s)}: {how}", file=sys.stderr)
+    columns = predictions.columns()
+    text = dumps(columns, ([row[c] for c in columns] for row in predictions.rows()), "tsv")
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(out, text.encode("utf-8"), "--out")
+        print(f"predictions of {len(predictions.queries):,} queries: {out}", file=sys.stderr)
+    return 0
+
+
 def engine_arg(parser: argparse.ArgumentParser) -> None:
     """``--engine``: where BM25 and the vectors live (the CLI's, the app's and the benchmarks')."""
     parser.add_argument("--engine", default="in-process", metavar="SPEC",
@@ -795,6 +848,18 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--tuned", default=None, help="a fine-tuned encoder to compare (adds fixed/broken by fine-tuning)")
     fa.add_argument("--html", required=True, help="write the report here")
     fa.set_defaults(func=cmd_failures)
+    pr = sub.add_parser("predict", help="which queries are likely to fail, labels or not: every query performance "
+                                        "predictor and each system's combined prediction as a TSV, hardest first")
+    common(pr)
+    pr.add_argument("--systems", default=None, help=systems_help())
+    pr.add_argument("--queries", default=None, metavar="FILE", help="predict the queries of this file (JSONL, "
+                    "CSV/TSV, or .txt one a line) instead of the data set's")
+    pr.add_argument("--out", default=None, metavar="FILE.tsv", help="write the TSV here (default: stdout)")
+    pr.add_argument("--labels", choices=("auto", "none"), default="auto", help="auto: fit the combination to "
+                    "nDCG@10 where at least 10 queries are judged (cross-fitted); none: label-free always")
+    pr.add_argument("-k", "--k", type=_at_least(1, "--k"), default=100, help="how deep each list is read (NQC's "
+                    "depth; default 100)")
+    pr.set_defaults(func=cmd_predict)
     sn = sub.add_parser("snapshot", help="keep the systems' runs of a labelled split as a named snapshot "
                                          "(or list the snapshots, or mark one the baseline)")
     common(sn)
