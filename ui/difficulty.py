@@ -88,9 +88,11 @@ def predictions(ws: Workspace, store: Store | None, viewer: Viewer | None, wait:
         return None
     try:
         return future.result()
-    except (ValueError, OSError, RuntimeError) as err:
+    except Exception as err:  # whatever it was, the next ask computes again
         _failed(key, ws)
-        raise refuse(f"could not predict the queries' difficulty: {err}") from err
+        if isinstance(err, (ValueError, OSError, RuntimeError)):
+            raise refuse(f"could not predict the queries' difficulty: {err}") from err
+        raise
 
 
 def difficulty(ws: Workspace, store: Store | None, viewer: Viewer | None) -> Difficulty:
@@ -110,12 +112,16 @@ def table(ws: Workspace, store: Store | None, viewer: Viewer | None, order: str 
           labelled: set[str] | None = None) -> tuple[str, bool]:
     """The query table's HTML (``ui.present.predicted.table_html``: the ``SHOWN`` hardest, or easiest, of
     the queries ``viewer`` may see; ``labelled``: the queries marked labelled, default ``labelled_ids``),
-    and whether it is still being computed (the view looks again)."""
+    and whether it is still being computed (the view looks again). A failure is said in the table's place
+    (escaped by ``refuse``), not raised, so the view's timer stops rather than ask again every tick."""
     if order not in ORDERS:
         raise refuse(f"order the queries {' or '.join(ORDERS)}, not {str(order)[:40]!r}")
     if not systems_of(ws):
         return '<p class="rs-meta">No system is ready yet: the table fills once one is.</p>', True
-    found = predictions(ws, store, viewer)
+    try:
+        found = predictions(ws, store, viewer)
+    except gr.Error as err:  # said in the table, the timer stopped: asked again with the Show button
+        return f'<p class="rs-meta">{err.message}</p>', False
     if found is None:
         n = len(query_sets.seen_queries(store, ws.dataset, viewer)) if viewer is not None else len(ws.dataset.queries)
         return (f'<p class="rs-meta">Predicting the difficulty of {n:,} queries in the background (each system '
