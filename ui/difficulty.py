@@ -161,7 +161,10 @@ def build(ctx: Context, name: str, api_name: str | None = None) -> DifficultyTab
         return shown, gr.Timer(active=computing)
 
     outputs = [html, timer]
-    again.click(on_show, [order, ctx.key], outputs, api_name=api_name, **LIGHT)
+    if api_name:  # one view's table is the named endpoint; the other's Show button is no endpoint of its own
+        again.click(on_show, [order, ctx.key], outputs, api_name=api_name, **LIGHT)
+    else:
+        again.click(on_show, [order, ctx.key], outputs, api_visibility="private", **LIGHT)
     for event in (box.expand, order.input, timer.tick):
         event(on_show, [order, ctx.key], outputs, api_visibility="private", show_progress="hidden", **LIGHT)
     return DifficultyTable(order, html, timer)

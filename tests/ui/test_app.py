@@ -424,6 +424,8 @@ def test_the_query_table_sorts_by_predicted_difficulty_and_judging_starts_with_t
         return [(html.unescape(q), float(d)) for q, d in re.findall(
             r'<tr data-query-id="([^"]*)".*?</td><td>.*?</td><td class=rs-count>([0-9.]+)</td>', shown)]
 
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert "/query_difficulty" in names and not any("on_show" in n for n in names)  # Judge's table: no endpoint
     hardest, easiest = rows(table("hardest")), rows(table("easiest"))
     assert len(hardest) == len(demo_queries()) and [d for _, d in hardest] == sorted((d for _, d in hardest),
                                                                                       reverse=True)
