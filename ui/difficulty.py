@@ -31,6 +31,7 @@ from ui import texts
 from ui.common import shown_systems
 from ui.notify import refuse
 from ui.pools import LIGHT
+from ui.present.escape import text as esc
 from ui.present.predicted import ORDERS, SHOWN, labelled_ids, table_html
 from ui.registry import Context, session_of
 
@@ -122,6 +123,9 @@ def table(ws: Workspace, store: Store | None, viewer: Viewer | None, order: str 
         found = predictions(ws, store, viewer)
     except gr.Error as err:  # said in the table, the timer stopped: asked again with the Show button
         return f'<p class="rs-meta">{err.message}</p>', False
+    except Exception as err:  # a fault, not a refusal: named by its kind alone (its text may hold a path)
+        return (f'<p class="rs-meta">Could not predict the queries\' difficulty ({esc(type(err).__name__)}); '
+                "ask again with Show.</p>"), False
     if found is None:
         n = len(query_sets.seen_queries(store, ws.dataset, viewer)) if viewer is not None else len(ws.dataset.queries)
         return (f'<p class="rs-meta">Predicting the difficulty of {n:,} queries in the background (each system '

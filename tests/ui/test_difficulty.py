@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,20 @@ def test_failures_on_a_data_set_without_labels_show_the_queries_predicted_to_fai
     path = Path(failures.export(ws, None, "", store=registry.store))
     page = path.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and page.count("rs-predicted-card") == 20 and "<script" not in page
+
+
+def test_a_failed_prediction_is_said_in_the_table_and_computed_again_when_asked(tiny_encoder, toy_dataset, tmp_path):
+    """The store closed under a workspace: the prediction fails in the worker thread; the table says so
+    (no path, the timer stopped) instead of raising at every tick, and the next ask computes again."""
+    from retrieval import Workspace
+
+    store = Store(tmp_path / "closed.sqlite3")
+    ws = Workspace(toy_dataset, store, model=tiny_encoder)
+    store.close()
+    shown, computing = difficulty.table(ws, None, None)
+    while computing:
+        time.sleep(0.05)
+        shown, computing = difficulty.table(ws, None, None)
+    assert "Could not predict the queries" in html.unescape(shown) and str(tmp_path) not in shown
+    assert "ProgrammingError" in shown  # sqlite3's: a closed database
+    assert difficulty._KEPT.get(ws, {}) == {}  # forgotten: Show computes again
