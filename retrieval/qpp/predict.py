@@ -11,8 +11,8 @@ one prediction per system and one difficulty per query.
    Systems still being built (``Workspace.pending``) are left out.
 2. Pre-retrieval predictors from the query's terms and the corpus's statistics
    (``retrieval.qpp.statistics``); post-retrieval ones from each list, against the system's corpus
-   score (``retrieval.qpp.corpus_score``); coherence where the dense index is built for a system asked
-   (its vectors in this process), left out otherwise; the systems' disagreement
+   score (``retrieval.qpp.corpus_score``); coherence where the dense index is built (a system asked uses
+   it, or it was built before; its vectors in this process), left out otherwise; the systems' disagreement
    (``retrieval.judging.judgments.disagreement``, top 10).
 3. Each system's prediction: the label-free combination of the pre-retrieval predictors, its own
    post-retrieval ones and the disagreement; with ``labels="auto"`` and at least ``combine.MIN_FIT``
@@ -22,8 +22,9 @@ one prediction per system and one difficulty per query.
 
 The result is cached in the store (``Store.put_metrics``: one row per system and one for what the
 systems share), under a key covering the data set's documents and queries, the queries predicted, each
-system's parameters (``Workspace.system_params``, per split), ``k``, ``VERSION`` (the predictors'), and,
-when fitted, the labels' keys (``Dataset.labels_key``) of the splits read.
+system's parameters (``Workspace.system_params``, per split), ``k``, ``VERSION`` (the predictors'), the
+dense system's parameters where coherence reads its vectors, and, with ``labels="auto"``, the labels' keys
+(``Dataset.labels_key``) of the splits read.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from retrieval.qpp import combine, corpus_score, predictors
 from retrieval.qpp.predictors import POST, PRE
 from retrieval.qpp.statistics import CorpusStatistics, QueryTerms, statistics
 from retrieval.store import cache_key
-from retrieval.systems import BASE_SYSTEMS
+from retrieval.systems import BASE_SYSTEMS, DENSE
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
@@ -165,6 +166,12 @@ def _judged(ws: Workspace, run: Run, groups: Mapping[str | None, list[str]]) -> 
     return out
 
 
+def _with_vectors(ws: Workspace, systems: Sequence[str]) -> bool:
+    """Whether coherence reads the dense index: a system asked for uses it (so it is built), or it is built
+    already; never built for coherence alone."""
+    return any(ws.system(s).needs.vectors for s in systems) or ws.builds["dense"].built is not None
+
+
 def _key(ws: Workspace, query_ids: Sequence[str], systems: Sequence[str], groups: Mapping[str | None, list[str]],
          k: int, labels: str) -> str:
     splits = sorted(s for s in groups if s is not None)
@@ -172,7 +179,8 @@ def _key(ws: Workspace, query_ids: Sequence[str], systems: Sequence[str], groups
     return cache_key(kind="qpp", version=VERSION, dataset=ws.dataset.queries_hash,
                      queries=hashlib.sha256(json.dumps(sorted(query_ids)).encode()).hexdigest(),
                      systems=list(systems), params=params, k=k, labels=labels,
-                     labels_keys={s: ws.dataset.labels_key(s) for s in splits} if labels == "auto" else {})
+                     labels_keys={s: ws.dataset.labels_key(s) for s in splits} if labels == "auto" else {},
+                     vectors=ws.system_params(DENSE) if _with_vectors(ws, systems) else None)
 
 
 def _post(ws: Workspace, system: str, stats: CorpusStatistics, queries: Mapping[str, str],
@@ -227,8 +235,7 @@ def _compute(ws: Workspace, query_ids: Sequence[str], systems: Sequence[str], gr
     terms = {q: stats.query(text) for q, text in queries.items()}
     pre = {q: predictors.pre_retrieval(stats.n, t.df, t.cf) for q, t in terms.items()}
     runs = {s: _lists(ws, s, groups, k) for s in systems}
-    dense_built = any(ws.system(s).needs.vectors for s in systems)
-    held = corpus_score.vectors(ws) if dense_built else None
+    held = corpus_score.vectors(ws) if _with_vectors(ws, systems) else None
     post = {s: _post(ws, s, stats, queries, terms, runs[s], k, held) for s in systems}
     disagreement = {q: rbo_disagreement(runs, q, predictors.DISAGREEMENT_K) for q in query_ids}
     judged = {s: _judged(ws, runs[s], groups) for s in systems} if labels == "auto" else {s: {} for s in systems}
@@ -331,6 +338,6 @@ def predict(ws: Workspace, query_ids: Sequence[str] | None = None, systems: Sequ
         out.append(QueryPrediction(q, ws.dataset.queries[q], dict(shared["pre"][q]),
                                    {s: dict(per_system[s]["post"][q]) for s in ready},
                                    float(shared["disagreement"][q]), predicted,
-                                   1.0 - float(np.mean(list(predicted.values())))))
+                                   1.0 - sum(predicted.values()) / len(predicted)))
     out.sort(key=lambda p: (-round(p.difficulty, 12), p.query_id))
     return Predictions(tuple(ready), {s: per_system[s]["combination"] for s in ready}, tuple(out))

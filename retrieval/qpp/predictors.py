@@ -216,20 +216,21 @@ def clarity(tf: np.ndarray, p_coll: np.ndarray, query: np.ndarray, lam: float = 
 
     Args:
         tf: The R documents' term counts, one row a document, one column a term: every term any of
-            them holds, and the query's terms (whose columns may be 0), so a row sums to the
-            document's length.
+            them holds (other columns may be added, 0 or not), so a row sums to the document's length.
         p_coll: P_coll(w) of each column's term (its count in the corpus over the corpus's length).
-        query: The query's terms as column indices, one entry per occurrence (terms the corpus lacks
-            left out: P_coll = 0 would make every P(q|D) 0 alike).
+        query: The query's terms as column indices, one entry per occurrence. A term no column holds
+            may be left out: its P(q|D) = (1 − λ)·P_coll(q) is the same for every D and cancels in
+            P(D|Q) (with none left, P(D|Q) is uniform over R); a term the corpus lacks must be (its
+            P_coll = 0 would make every P(q|D) 0 alike).
         lam: λ, the weight of a document's own model.
 
     Returns:
-        Clarity in bits, or None for an empty R or a query with no term the corpus holds.
+        Clarity in bits, or None for an empty R.
     """
     tf = np.asarray(tf, dtype=np.float64)
     p_coll = np.asarray(p_coll, dtype=np.float64)
     query = np.asarray(query, dtype=np.int64)
-    if not tf.shape[0] or not len(query):
+    if not tf.shape[0]:
         return None
     lengths = tf.sum(axis=1, keepdims=True)
     p_ml = np.divide(tf, lengths, out=np.zeros_like(tf), where=lengths > 0)

@@ -78,16 +78,18 @@ class CorpusStatistics:
 
     def top_counts(self, rows: np.ndarray, query: QueryTerms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What ``predictors.clarity`` reads of the documents at ``rows``: their term counts (dense, one
-        column per term any of them holds, the query's terms included), each column's P_coll, and the
-        query's terms as columns, one entry per occurrence."""
+        column per term any of them holds, so a row sums to the document's length), each column's P_coll,
+        and the query's terms among those columns, one entry per occurrence. A query term none of them
+        holds is left out: its P(q|D) = (1 − λ)·P_coll(q) is the same for every document and cancels in
+        P(D|Q), and its share of the sum is in clarity's closed form for the words outside the columns."""
         sub = self.rows[np.asarray(rows, dtype=np.int64)]
-        columns = np.union1d(sub.indices, query.ids)
+        columns, where = np.unique(sub.indices, return_inverse=True)
         tf = np.zeros((sub.shape[0], len(columns)))
-        where = np.searchsorted(columns, sub.indices)
         tf[np.repeat(np.arange(sub.shape[0]), np.diff(sub.indptr)), where] = sub.data
-        query_columns = np.repeat(np.searchsorted(columns, query.ids), query.counts.astype(np.int64))
+        pos = np.minimum(np.searchsorted(columns, query.ids), max(0, len(columns) - 1))
+        held = (columns[pos] == query.ids) if len(columns) else np.zeros(len(query.ids), dtype=bool)
+        query_columns = np.repeat(pos[held], query.counts[held].astype(np.int64))
         return tf, self.p_coll[columns], query_columns
-
 
 def statistics(ws: Workspace) -> CorpusStatistics:
     """The workspace's corpus statistics, computed the first time (per corpus, shared)."""

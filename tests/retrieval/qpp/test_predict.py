@@ -3,13 +3,17 @@ app read; the corpus scores each family of list is measured against; fitted to n
 queries are judged (the labels the project's evaluation gives); cached in the store."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
+from retrieval import systems as registry
 from retrieval.data.readers import load_dataset
 from retrieval.qpp import predictors
 from retrieval.qpp.combine import MIN_FIT
 from retrieval.qpp.predict import _groups, _judged, predict
+from retrieval.systems.base import Needs, SystemBase
 from retrieval.workspace import Workspace
 from tests.conftest import DEMO
 
@@ -136,3 +140,59 @@ def test_a_damaged_cached_prediction_is_a_miss_computed_again(toy_ws, store, dam
     with store.db.conn:
         store.db.execute("update metrics set per_query = ? where system = 'qpp:bm25'", [b"not zlib"])
     assert predict(Workspace(toy_ws.dataset, store), systems=("bm25",)) == first
+
+
+class Gated(SystemBase):
+    """A system whose index is built in the background, held until ``gate`` is set."""
+
+    key = label = short = "qpp_gated"
+    needs = Needs()
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def build(self, ws):
+        return ws.background_build(self.key, lambda progress, indexing: Held() if self.gate.wait(30) else None,
+                                   len(ws.dataset.docs))
+
+    def waits_for(self, ws):
+        return (self.build(ws),)
+
+    def params(self, ws, split):
+        return {"gated": 1}
+
+    def search(self, ws, queries, k, split):
+        self.build(ws).value  # noqa: B018 - answers once built
+        return {q: [(d, 1.0 / (i + 1)) for i, d in enumerate(ws.dataset.doc_ids[:k])] for q in queries}
+
+
+class Held:
+    def nbytes(self) -> int:
+        return 1
+
+
+def test_a_system_still_being_built_is_left_out_until_it_is_built(toy_dataset):
+    gated = registry.register(Gated())
+    try:
+        ws = Workspace(toy_dataset, None)
+        gated.build(ws).start()
+        assert predict(ws, systems=("bm25", gated.key)).systems == ("bm25",)
+        with pytest.raises(ValueError, match="no system is ready"):
+            predict(ws, systems=(gated.key,))
+        gated.gate.set()
+        assert gated.build(ws).follow(30, None, 0.05)
+        assert predict(ws, systems=("bm25", gated.key)).systems == ("bm25", gated.key)
+    finally:
+        gated.gate.set()
+        registry.unregister(gated.key)
+
+
+def test_coherence_reads_the_dense_index_once_it_is_built_and_never_builds_it(toy_ws):
+    before = predict(toy_ws, ["q1", "q2"], systems=("bm25",))
+    assert all("coherence" not in p.post["bm25"] for p in before.queries)
+    assert toy_ws.builds["dense"].built is None  # not built for coherence alone
+    toy_ws.build_dense()
+    after = predict(toy_ws, ["q1", "q2"], systems=("bm25",))  # another key: not the cached predictions
+    hits = toy_ws.run("bm25", "train", 100)["q1"]
+    vectors = toy_ws.dense.index.embeddings[[toy_ws.doc_row[d] for d, _ in hits[:10]]]
+    assert after.by_id()["q1"].post["bm25"]["coherence"] == pytest.approx(predictors.coherence(vectors))

@@ -79,7 +79,7 @@ def _clarity_over_the_whole_vocabulary(stats: CorpusStatistics, rows: list[int],
 
 
 @pytest.mark.parametrize("rows, text", [([0, 1], "cat dog"), ([1], "dog"), ([0, 1, 2], "bird dog dog"),
-                                        ([2], "cat")])
+                                        ([2], "cat"), ([1], "cat dog fish")])
 def test_clarity_equals_the_sum_over_the_whole_vocabulary(stats, rows, text):
     q = stats.query(text)
     got = predictors.clarity(*stats.top_counts(np.array(rows), q))
