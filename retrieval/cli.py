@@ -19,7 +19,10 @@ beside the built-in ones; what reading it found goes to stderr as warnings.
 
     python -m retrieval failures DATASET [--split test] [--tuned MODEL] --html REPORT.html
 
-writes the failure gallery as one self-contained HTML file (the app's *Export HTML report*).
+writes the failure gallery as one self-contained HTML file (the app's *Export HTML report*), with a
+section on the queries no split labels (a query log added) predicted to fail; a data set without any
+labels gets that section alone: its hardest queries by predicted difficulty (``retrieval.qpp``), each
+with the systems' top documents, and their ids, difficulty and text printed one a line.
 
     python -m retrieval predict DATASET [--systems bm25,dense,hybrid] [--queries FILE] [--out FILE.tsv]
         [--labels auto|none] [--k 100]
@@ -77,7 +80,7 @@ from retrieval.judging.labels import with_stored_judgments
 from retrieval.judging.staged_writes import MAX_IMPORT_ROWS
 from retrieval.safe_names import file_name
 from retrieval.store import Store, default_store_path
-from retrieval.systems import BM25, HYBRID, builtin, keys, label
+from retrieval.systems import BASE_SYSTEMS, BM25, HYBRID, builtin, keys, label
 from retrieval.systems import shown as shown_by_default
 from retrieval.systems.bm25 import check_b, check_k1
 from retrieval.systems.clear_lambda import shown
@@ -487,20 +490,52 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_failures(args: argparse.Namespace) -> int:
     from retrieval.evaluation.failure_gallery import failure_gallery
+    from retrieval.qpp.predict import predict
     from ui.present.evaluation import report_parts
+    from ui.present.predicted import has_unlabelled, section_html, unlabelled
     from ui.present.report import write_gallery
 
     ds, ws = _open(args)
+    if not ds.qrels and not args.split:  # no labels: the queries predicted to fail, alone
+        return _predicted_report(args, ws)
     split = ws.require_split(args.split or ds.default_split())
     _build_dense(ws)
     tuned = ws.with_model(args.tuned) if args.tuned else None
     gallery = failure_gallery(ws, split, tuned_ws=tuned)
     workspaces = {"": ws, **({"fine-tuned": tuned} if tuned is not None else {})}
     figures, summary = report_parts(ws, workspaces, gallery)
-    path = write_gallery(gallery, args.html, figures, summary=summary)
+    found = None  # queries no split labels (a query log added): predicted to fail, among every query
+    if has_unlabelled(ws):
+        found = unlabelled(ws, predict(ws, None, BASE_SYSTEMS))
+    predicted = section_html(found, labelled=True) if found is not None else ""
+    path = write_gallery(gallery, args.html, figures, summary=summary, predicted=predicted)
     for category, count in gallery.counts.items():
         print(f"{category:<26}{count:>6}")
+    if found is not None:
+        print(f"{'predicted_to_fail':<26}{len(found.queries):>6}")
     print(f"report: {path}", file=sys.stderr)
+    return 0
+
+
+def _predicted_report(args: argparse.Namespace, ws: Workspace) -> int:
+    """``failures`` on a data set without labels: the report of the queries predicted to fail (query
+    performance prediction), the hardest first, each with the systems' top documents."""
+    from retrieval.qpp.predict import predict
+    from ui.present.predicted import report_html, unlabelled
+    from ui.present.report import GALLERY_CSS, write_html
+
+    if args.tuned:
+        raise ValueError("--tuned compares a fine-tuned encoder on labelled queries: this data set has no labels")
+    if not ws.dataset.queries:
+        raise ValueError(f"{ws.dataset.name} has no queries to predict")
+    _build_dense(ws)
+    found = unlabelled(ws, predict(ws, None, BASE_SYSTEMS))
+    assert found is not None, "a data set without labels has every query unlabelled"
+    path = write_html(args.html, report_html(found, ws.dataset.name, GALLERY_CSS))
+    for q in found.queries:
+        print(f"{q.query_id}\t{q.difficulty:.3f}\t{q.text}")  # escapes shown visibly (``safe_output``)
+    print(f"report: {path} (no labels: the {len(found.queries):,} queries predicted to fail of {found.total:,})",
+          file=sys.stderr)
     return 0
 
 
@@ -806,7 +841,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("-k", type=_at_least(1, "-k"), default=10, help="documents listed per system")
     se.add_argument("--systems", default=None, help=systems_help())
     se.set_defaults(func=cmd_search)
-    fa = sub.add_parser("failures", help="the failure gallery as one self-contained HTML report")
+    fa = sub.add_parser("failures", help="the failure gallery as one self-contained HTML report (without labels: "
+                                         "the queries predicted to fail)")
     common(fa)
     fa.add_argument("--split", default=None, help="labels split (default: test, else the first)")
     fa.add_argument("--tuned", default=None, help="a fine-tuned encoder to compare (adds fixed/broken by fine-tuning)")

@@ -1,6 +1,7 @@
-"""The Failures view: counts per failure category and the cards (most dramatic rank moves first);
-a click on a card, or a pick from the list, opens its query (by id) in the Search view; the gallery
-exports as one self-contained HTML file."""
+"""The Failures view: counts per failure category and the cards (most dramatic rank moves first), then
+the queries no split labels predicted to fail (query performance prediction: a data set without labels
+shows them alone); a click on a card, or a pick from the list, opens its query (by id) in the Search
+view; the gallery exports as one self-contained HTML file."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,20 +9,22 @@ from pathlib import Path
 
 import gradio as gr
 
-from retrieval import Workspace
+from retrieval import Store, Workspace
+from retrieval.data import query_sets
 from retrieval.evaluation.failure_gallery import Gallery, failure_gallery
 from retrieval.safe_names import file_name
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import label
 from retrieval.tracking.history import trained_encoders
-from ui import texts
+from ui import difficulty, texts
 from ui.common import SplitView, require_dense, split_dropdown
 from ui.exports import export_folder
 from ui.notify import refuse
 from ui.pools import HEAVY, LIGHT
 from ui.present.evaluation import report_parts
 from ui.present.figures import counts_figure
-from ui.present.report import gallery_fragment, write_gallery
+from ui.present.predicted import PredictedFailures, has_unlabelled, report_html, section_html, unlabelled
+from ui.present.report import GALLERY_CSS, gallery_fragment, write_gallery, write_html
 from ui.present.vocabulary import category_label
 from ui.registry import Context, Registry, session_of
 
@@ -64,26 +67,63 @@ def chosen_pair(a: str, b: str) -> tuple[str, str] | None:
     return (a, b) if a and b and a != b else None
 
 
+def predicted(ws: Workspace, store: Store | None, viewer: Viewer | None) -> PredictedFailures | None:
+    """The queries predicted to fail among those no split labels that ``viewer`` may see (predicted among
+    all of them, in the worker thread, as the query table is: ``ui.difficulty``), None when every one is
+    labelled (nothing is predicted then)."""
+    ids = query_sets.seen_queries(store, ws.dataset, viewer) if viewer is not None else None
+    if not has_unlabelled(ws, ids):
+        return None
+    found = difficulty.predictions(ws, store, viewer, wait=True)
+    return unlabelled(ws, found) if found is not None else None
+
+
+def _predicted_picks(found: PredictedFailures | None) -> list[tuple[str, str]]:
+    return [(f"predicted to fail · {q.query_id}: {q.text[:70]} (difficulty {q.difficulty:.2f})", q.query_id)
+            for q in (found.queries if found is not None else [])]
+
+
 def failures(ws: Workspace, split: str | None, tuned: str, pair: tuple[str, str] | None = None,
-             viewer: Viewer | None = None):
+             viewer: Viewer | None = None, store: Store | None = None):
     """Counts figure, cards HTML, the card picker (values: query ids) and the gallery as JSON;
-    ``pair`` (A, B) adds "B finds, A misses" and the reverse; ``viewer``: whose judgments count."""
+    ``pair`` (A, B) adds "B finds, A misses" and the reverse; ``viewer``: whose judgments count. The
+    queries no split labels that ``viewer`` sees follow as "queries predicted to fail"; a data set without
+    labels shows that section alone (no counts)."""
+    if not split:
+        require_dense(ws)
+        alone = predicted(ws, store, viewer)
+        if alone is None:
+            raise refuse("this data set has no queries to predict")
+        return (None, section_html(alone), gr.update(choices=_predicted_picks(alone), value=None),
+                {"predicted": [{"query_id": q.query_id, "difficulty": q.difficulty, "predicted": q.predicted}
+                               for q in alone.queries]})
     found = gallery(ws, split, tuned, pair, viewer)
+    extra = predicted(ws, store, viewer)
     picks = [(f"{category_label(c.category, found.pair)} · {c.query_id}: {c.query[:70]} ({c.headline})", c.query_id)
-             for cards in found.cards.values() for c in cards]
-    return (counts_figure(found), gallery_fragment(found), gr.update(choices=list(dict.fromkeys(picks)), value=None),
-            found.to_json())
+             for cards in found.cards.values() for c in cards] + _predicted_picks(extra)
+    section = section_html(extra, labelled=True) if extra is not None else ""
+    return (counts_figure(found), gallery_fragment(found) + section,
+            gr.update(choices=list(dict.fromkeys(picks)), value=None), found.to_json())
 
 
 def export(ws: Workspace, split: str | None, tuned: str, pair: tuple[str, str] | None = None,
-           viewer: Viewer | None = None) -> str:
-    """The gallery with its plots as one HTML file that opens offline; returns its path."""
+           viewer: Viewer | None = None, store: Store | None = None) -> str:
+    """The gallery with its plots as one HTML file that opens offline, the queries without labels predicted
+    to fail after it (a data set without labels: that section alone); returns its path."""
+    if not split:
+        require_dense(ws)
+        alone = predicted(ws, store, viewer)
+        if alone is None:
+            raise refuse("this data set has no queries to predict")
+        name = file_name("rankscope-predicted", ws.dataset.name, suffix=".html")
+        return str(write_html(export_folder() / name, report_html(alone, ws.dataset.name, GALLERY_CSS)))
     found = gallery(ws, split, tuned, pair, viewer)
-    assert split, "gallery refuses a data set without labels"
     workspaces = {"": ws, **({f"fine-tuned {Path(tuned).name}": ws.with_model(tuned)} if tuned else {})}
     figures, summary = report_parts(ws, workspaces, found, viewer=viewer)
+    extra = predicted(ws, store, viewer)
     name = file_name("rankscope-failures", ws.dataset.name, split, suffix=".html")  # a slug and a hash
-    return str(write_gallery(found, export_folder() / name, figures, summary=summary))
+    return str(write_gallery(found, export_folder() / name, figures, summary=summary,
+                             predicted=section_html(extra, labelled=True) if extra is not None else ""))
 
 
 @dataclass
@@ -118,11 +158,11 @@ def build(ctx: Context, tab: gr.Tab) -> FailuresView:
 
     def on_failures(split_: str, tuned_: str, key: str, pair_, request: gr.Request):
         return failures(*ctx.labelled_split(key, split_, request), ctx.allowed_model(tuned_), pair_,
-                        ctx.registry.viewer(session_of(request)))
+                        ctx.registry.viewer(session_of(request)), ctx.registry.store)
 
     def on_export(split_: str, tuned_: str, key: str, pair_, request: gr.Request):
         return export(*ctx.labelled_split(key, split_, request), ctx.allowed_model(tuned_), pair_,
-                      ctx.registry.viewer(session_of(request)))
+                      ctx.registry.viewer(session_of(request)), ctx.registry.store)
 
     def on_open(key: str, request: gr.Request):
         ws_ = ctx.labelled(key, request)

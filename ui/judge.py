@@ -53,6 +53,8 @@ from retrieval.store import cache_key
 from retrieval.systems import label
 from ui import texts
 from ui.common import shown_systems
+from ui.difficulty import DifficultyTable, difficulty
+from ui.difficulty import build as difficulty_table
 from ui.exports import export_folder
 from ui.notify import refuse
 from ui.pools import LIGHT
@@ -112,7 +114,8 @@ def _pool_runs(ws: Workspace, k: int, systems: tuple[str, ...], query_ids) -> di
 def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int = DEFAULT_SIZE, seed: int = 0,
                    k: int = DEPTH, viewer: Viewer | None = None) -> Sample:
     """The queries to judge (``retrieval.judging.sampling``: every query, or a random, frequency-weighted or
-    disagreement-stratified sample): the one stored with the corpus, else drawn and stored."""
+    disagreement-stratified sample, or the queries predicted to fail first, by the predictions of the query
+    table, ``ui.difficulty``): the one stored with the corpus, else drawn and stored."""
     method = sampling.default_method(ws.dataset) if method in (None, "", "auto") else method
     try:
         size = max(1, numbers.whole(size or DEFAULT_SIZE, "the sample size"))
@@ -122,8 +125,11 @@ def judging_sample(ws: Workspace, store: Store, method: str = "auto", size: int 
             runs = pool_runs(ws, k, ids)
             return {q: disagreement(runs, q, k) for q in ids}
 
-        return _cached(ws, "samples", (method, size, seed, k, viewer.filter if viewer is not None else None),
-                       lambda: sampling.sample_for(store, ws.dataset, method, size, seed, disagreements_of, viewer))
+        predicted = difficulty(ws, store, viewer) if method == "predicted" else None  # computed only if drawn
+        return _cached(ws, "samples", (method, size, seed, k, viewer.filter if viewer is not None else None,
+                                       predicted.key if predicted is not None else None),
+                       lambda: sampling.sample_for(store, ws.dataset, method, size, seed, disagreements_of, viewer,
+                                                   predicted))
     except (TypeError, ValueError, OverflowError) as err:
         raise refuse(err) from err
 
@@ -257,7 +263,10 @@ def show(ws: Workspace, q: Queue, position: int | None, reveal: bool = False) ->
                      f"{'query' if queries == 1 else 'queries'} being judged")
     progress += joined_note(q)
     total = len(ws.dataset.queries)
-    if q.sample is not None and q.sample.method != "all":
+    if q.sample is not None and q.sample.in_order:
+        progress += (f" — the {q.sample.size:,} of the {total:,} queries predicted to fail first, hardest first "
+                     "(kept with the corpus)")
+    elif q.sample is not None and q.sample.method != "all":
         progress += (f" — from a {q.sample.method} sample of {q.sample.size:,} of the {total:,} queries "
                      f"(seed {q.sample.seed}; kept with the corpus)")
     if position is None:
@@ -530,6 +539,7 @@ class JudgeView:
     prefer: gr.Radio  # which label wins a pair both the data and a judgment label (wired by the shell)
     aim: gr.Dropdown | None = None  # the pairs of systems on show (refreshed by the shell when a system joins)
     grades: list = field(default_factory=list)  # the events that store grades: the shell's views follow them
+    difficulty: DifficultyTable | None = None  # the query table (a click on a row opens it in Search: the shell)
 
 
 def build(ctx: Context) -> JudgeView:
@@ -552,12 +562,11 @@ def build(ctx: Context) -> JudgeView:
     with gr.Accordion("Which queries (a sample when there are many)", open=False):
         gr.Markdown(texts.SAMPLE_HELP)
         with gr.Row():
-            method = gr.Radio([("automatic", "auto"), ("every query", "all"), ("random", "random"),
-                               ("by frequency (count column)", "frequency"), ("stratified by disagreement",
-                                                                              "stratified")],
+            method = gr.Radio([("automatic", "auto"), *((texts.SAMPLE_METHODS[m], m) for m in sampling.METHODS)],
                               value="auto", label="Queries to judge", elem_id="judge-method", scale=3)
             size = gr.Number(DEFAULT_SIZE, label="Sample size", precision=0, minimum=1, elem_id="judge-size", scale=1)
             seed = gr.Number(0, label="Seed", precision=0, elem_id="judge-seed", scale=1)
+    by_difficulty = difficulty_table(ctx, "judge")
     progress = gr.Markdown(elem_id="judge-progress")
     pair = gr.HTML(elem_id="judge-panel", js_on_load=KEYS_JS)
     settled = gr.Markdown(elem_id="judge-settled")
@@ -671,4 +680,4 @@ def build(ctx: Context) -> JudgeView:
                                 **LIGHT)
     imported.then(on_disagreements, ctx.key, disagree, api_visibility="private", **LIGHT)
     published = publish_btn.click(on_publish, [judge, ctx.key], publish_status, api_name="publish_judge", **LIGHT)
-    return JudgeView(prefer, aim, [graded, api_graded, imported, published])
+    return JudgeView(prefer, aim, [graded, api_graded, imported, published], by_difficulty)

@@ -17,6 +17,8 @@ from retrieval.systems import SPLADE, label
 from retrieval.systems import shown as shown_builtins
 from ui.common import encoder_choices, metrics_caption, metrics_rows, query_choices, shown_systems, sparse_choices
 from ui.data import QUERY_CHARS, dataset_summary
+from ui.difficulty import DifficultyTable
+from ui.difficulty import build as difficulty_table
 from ui.notify import refuse, warn
 from ui.pools import HEAVY, LIGHT, SEARCH
 from ui.present.escape import text as esc
@@ -185,21 +187,23 @@ class SearchView:
     systems: gr.CheckboxGroup  # which systems stand side by side
     chosen: gr.State  # the session's choice of them (not an API parameter: /search takes the text only)
     query_set: gr.Dropdown | None = None  # which queries the picker lists: the labelled ones, or a kept set
+    difficulty: DifficultyTable | None = None  # the query table (a click on a row searches it: the shell)
 
     def outputs(self) -> list:
         """What ``refresh`` updates, in its order."""
-        return [self.picker, self.metrics_note, self.metrics_table, self.results, self.systems, self.chosen]
+        return [self.picker, self.metrics_note, self.metrics_table, self.results, self.systems, self.chosen,
+                *([self.difficulty.html] if self.difficulty is not None else [])]
 
     def refresh(self, ws: Workspace, viewer: Viewer | None = None) -> tuple:
         """Updates for a newly opened workspace: the labelled queries, the metrics (with the judgments
         ``viewer`` counts), no results, and its systems to choose from (an imported run put beside
-        BM25, dense and hybrid)."""
+        BM25, dense and hybrid); the query table by predicted difficulty emptied (it fills when asked)."""
         split = ws.dataset.default_split()
         chosen = list(default_columns(ws))
         return (gr.update(choices=query_choices(ws), value=None), metrics_note(ws, split),
                 metrics_rows(ws, split, shown_systems(ws), viewer) if split else [], "",
                 gr.update(choices=system_choices(ws), value=chosen),
-                chosen)
+                chosen, *([""] if self.difficulty is not None else []))  # the query table: shown again on asking
 
 
 def build(ctx: Context, summary: gr.Markdown) -> SearchView:
@@ -222,6 +226,7 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                                      "for the queries they ran)")
     chosen = gr.State(list(default_columns(ws)))
     results = gr.HTML(elem_id="results")
+    by_difficulty = difficulty_table(ctx, "search", api_name="query_difficulty")
     with gr.Accordion("Raw results (JSON)", open=False):
         raw = gr.JSON()
     with gr.Accordion("Query expansion (learned sparse model): base vs fine-tuned", open=False):
@@ -280,4 +285,5 @@ def build(ctx: Context, summary: gr.Markdown) -> SearchView:
                   ctx.key, encoder, api_visibility="private", **LIGHT)
     encoder.input(on_encoder, [encoder, ctx.key], [ctx.key, summary, note, metrics, results], api_name="use_encoder",
                   **HEAVY)
-    return SearchView(query, results, raw, picker, note, metrics, encoder, add, on_search, systems, chosen, query_set)
+    return SearchView(query, results, raw, picker, note, metrics, encoder, add, on_search, systems, chosen, query_set,
+                      by_difficulty)

@@ -52,7 +52,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
                 reading.append(tab)
             with gr.Tab("Data", id="data"):
                 data_view = data.build(registry.shared, registry)
-        _open_cards_in_search(ctx, failures_view, search_view)
+        _open_cards_in_search(ctx, failures_view, search_view, judge_view)
         load = _refresh_on_load(app, ctx, data_view, summary, search_view, judge_view,
                                 [search_view, evaluate_view, failures_view, embeddings_view], banner, labels, browser)
         _follow_encoding(ctx, banner, summary, search_view, judge_view)
@@ -71,9 +71,9 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
 SHOW_SEARCH_JS = "() => { document.getElementById('tab-search-button')?.click(); }"
 
 
-def _open_cards_in_search(ctx: Context, failures_view, search_view) -> None:
-    """A click on a failure card (its ``data-query-id``) or a pick from the list opens that query in
-    Search, passed by id."""
+def _open_cards_in_search(ctx: Context, failures_view, search_view, judge_view) -> None:
+    """A click on a failure card (its ``data-query-id``), on a row of Search's or Judge's query table by
+    predicted difficulty, or a pick from the list opens that query in Search, passed by id."""
     outputs = [search_view.query, search_view.results, search_view.raw]
 
     def open_query(query_id: str, key: str, chosen: list[str], request: gr.Request):
@@ -85,8 +85,10 @@ def _open_cards_in_search(ctx: Context, failures_view, search_view) -> None:
             raise refuse("that card's query is not in the data set loaded now: show the failures again")
         return open_query(query_id, key, chosen, request)
 
-    failures_view.cards.click(on_card, [ctx.key, search_view.chosen], outputs, api_visibility="private",
-                              **SEARCH).success(None, js=SHOW_SEARCH_JS)
+    tables = [v.difficulty.html for v in (search_view, judge_view) if v.difficulty is not None]
+    for clicked in (failures_view.cards, *tables):  # a card, or a row of a query table (its data-query-id)
+        clicked.click(on_card, [ctx.key, search_view.chosen], outputs, api_visibility="private",
+                      **SEARCH).success(None, js=SHOW_SEARCH_JS)
     failures_view.open.click(open_query, [failures_view.pick, ctx.key, search_view.chosen], outputs,
                              api_visibility="private", **SEARCH).success(None, js=SHOW_SEARCH_JS)
 

@@ -60,7 +60,9 @@ EMBEDDINGS_INTRO = ("UMAP (cosine) of queries, their positives, hard negatives (
 FAILURES_INTRO = ("Where and why retrieval fails, query by query: vocabulary mismatch (BM25 misses a "
                   "relevant document dense finds), semantic false positives (dense invents a topically "
                   "related wrong one), lexical traps, both fail, fixed by hybrid, and — with a fine-tuned "
-                  "encoder — fixed or broken by fine-tuning.")
+                  "encoder — fixed or broken by fine-tuning. Queries without labels (a query log) follow as the "
+                  "queries predicted to fail, each with the systems' top documents; a data set without labels "
+                  "shows them alone.")
 RUNS_INTRO = ("Every run computed on this data set, from the store (nothing is computed twice). "
               "Pick two to compare them query by query on their split's labels.")
 SNAPSHOTS_HELP = ("A snapshot keeps the runs of the systems on show (on the labelled split) with a note, so that a "
@@ -77,8 +79,19 @@ ADD_QUERIES_HELP = ("Real queries from your logs, with or without labels: JSONL 
 SAMPLE_HELP = ("With more than 1,000 queries (a query log), *automatic* judges a random sample of the size below "
                "instead of every query. *By frequency* draws head queries more often, weighted by the queries "
                "file's count column (`count`, `frequency`, `clicks`…); *stratified* draws equally from queries the "
-               "systems agree on and those they disagree on. A sample is kept with the corpus, so the same seed "
-               "gives every judge the same queries.")
+               "systems agree on and those they disagree on. *The queries predicted to fail first* takes the "
+               "sample's size of queries with the highest predicted difficulty (query performance prediction: no "
+               "labels needed; the table *Queries by predicted difficulty* lists them) and opens them hardest "
+               "first, each query's pool before the next, so the first grades go where failures are likeliest. A "
+               "sample is kept with the corpus, so the same seed gives every judge the same queries.")
+SAMPLE_METHODS = {"all": "every query", "random": "random", "frequency": "by frequency (count column)",
+                  "stratified": "stratified by disagreement", "predicted": "the queries predicted to fail first"}
+DIFFICULTY_HELP = ("Every query's predicted difficulty, labelled or not (query performance prediction): how widely "
+                   "each system's scores spread over its top documents, how far they stand above the corpus, how "
+                   "specific the query's words are, and how far the systems disagree, each turned into a percentile "
+                   "within the query set and averaged — or, where enough queries are judged, fitted to their "
+                   "nDCG@10. It ranks queries, it does not grade them: a query predicted hard is worth a look, and "
+                   "judging tells whether it fails. Computed in the background the first time the table is opened.")
 SEGMENTS_HELP = ("Each row is one kind of query: its length, whether it has digits (codes, part numbers, years), "
                  "a question or keywords, its detected language, and every extra field of your queries file "
                  "(a JSONL record's other values or `metadata`, a CSV/TSV file's other columns) that takes 2 to 20 "

@@ -96,6 +96,25 @@ def listed(store: Store | None, corpus_hash: str, viewer: Viewer = OPERATOR) -> 
     return store.query_sets(corpus_hash, viewer) if store is not None else []
 
 
+def unseen(store: Store | None, dataset: Dataset, viewer: Viewer = OPERATOR) -> set[str]:
+    """The ids of ``dataset``'s queries that only sets ``viewer`` does not see keep (on a shared
+    deployment, another session's private ones): what a view listing or counting the data set's queries
+    leaves out, whatever workspace it was handed; empty off a shared deployment."""
+    if store is None or not viewer.shared:
+        return set()
+    sets = listed(store, dataset.corpus_hash)
+    seen = {qs["id"] for qs in listed(store, dataset.corpus_hash, viewer)}
+    theirs = {qid for qs in sets if qs["id"] not in seen for qid in qs["queries"]}
+    ours = {qid for qs in sets if qs["id"] in seen for qid in qs["queries"]}
+    return {qid for qid in theirs - ours if qid in dataset.queries}
+
+
+def seen_queries(store: Store | None, dataset: Dataset, viewer: Viewer = OPERATOR) -> list[str]:
+    """The ids of ``dataset``'s queries ``viewer`` may see (``unseen`` left out), sorted."""
+    hidden = unseen(store, dataset, viewer)
+    return sorted(q for q in dataset.queries if q not in hidden)
+
+
 def _rivals(store: Store, corpus_hash: str, viewer: Viewer) -> list[dict[str, Any]]:
     """The sets a new one of ``viewer``'s is held against: the published ones and, for a private one
     (a shared deployment), the maker's own private ones — never another maker's private set."""

@@ -451,12 +451,17 @@ def queue(runs: dict[str, Run], query_ids: Iterable[str], judged: dict[Pair, int
           regrade: bool = False) -> Queue:
     """The judging queue over ``query_ids``: ``pool`` at depth ``k``, queries in ``order_queries``
     order; ``judged`` holds the grades made so far (``judged_pairs`` of the judgments' qrels);
-    ``sample``: the ``sampling.Sample`` the query ids are, when they are one; ``order``: the
+    ``sample``: the ``sampling.Sample`` the query ids are, when they are one (one whose order is the
+    judging order, ``Sample.in_order``, keeps its queries in that order, judged query by query:
+    "depth" unless ``order`` says otherwise); ``order``: the
     ``order`` strategy that picks the next pair (default ``order.DEFAULT``; "pool"
     for pool order), aimed at the ``interest`` pairs of systems (default: every pair); ``others``:
     the pairs other judges graded, re-graded only for agreement unless ``regrade`` (``Queue``)."""
     query_ids = list(query_ids)
     ordered = order_queries(runs, query_ids, k, p)
+    if sample is not None and sample.in_order:  # the sample's order is the judging order (hardest first)
+        place = {q: i for i, q in enumerate(query_ids)}
+        ordered, order = sorted(ordered, key=lambda item: place[item[0]]), order or "depth"
     strategy = None
     known = judged if regrade else {**(others or {}), **judged}  # the order learns from every judge's grades
     if order != "pool":

@@ -14,10 +14,17 @@ Methods (``METHODS``):
 * ``stratified`` — by how much the systems disagree: ``OVERSAMPLE`` × ``size`` queries drawn at
   random, their disagreement measured (``disagreement``: 1 − mean RBO of the systems' top lists),
   split into ``STRATA`` equal-count strata, and the same number drawn from each, so queries the
-  systems agree on are judged too, not only the contested ones.
+  systems agree on are judged too, not only the contested ones;
+* ``predicted`` — the queries predicted to fail first: the ``size`` queries of the highest predicted
+  difficulty (query performance prediction, ``retrieval.qpp``: 1 − the systems' mean predicted
+  performance), hardest first, ties by query id, kept in that order so the judging queue opens them
+  hardest first (``Sample.in_order``). The difficulty comes in as a ``Difficulty``: the predictions'
+  key (the systems, the predictors' version, the labels they were fitted on) and a callback from query
+  ids to their difficulty, so judging stays below the workspace that computes it.
 
 A sample is keyed by the corpus and its id (a hash of method, size, seed and the query ids it was
-drawn from); a judge asking for the same method, size and seed gets the stored sample back
+drawn from; for ``predicted``, of the predictions' key too, so other systems or another version of
+the predictors draw anew); a judge asking for the same method, size and seed gets the stored sample back
 (``sample_for``), even after queries were added to the corpus. On a shared deployment a sample is
 its drawer's (``viewer``): it holds the ids of the queries its session sees, its own private ones
 among them, so no other session reads it back (which of its own queries a sample keeps would tell of
@@ -39,7 +46,8 @@ from retrieval.store import Store, cache_key
 if TYPE_CHECKING:
     from retrieval.sharing.owners import Viewer
 
-METHODS = ("all", "random", "frequency", "stratified")
+METHODS = ("all", "random", "frequency", "stratified", "predicted")
+IN_ORDER = ("predicted",)  # samples whose order is the judging order of their queries (hardest first)
 COUNT_FIELDS = ("count", "frequency", "freq", "clicks", "impressions")
 OVERSAMPLE = 5
 STRATA = 4
@@ -58,6 +66,22 @@ class Sample:
 
     def __post_init__(self) -> None:
         self.drawn = self.drawn or self.size
+
+    @property
+    def in_order(self) -> bool:
+        """Whether the queue opens the queries in the sample's order (``IN_ORDER``: hardest first)
+        rather than by the judging order's choice."""
+        return self.method in IN_ORDER
+
+
+@dataclass(frozen=True)
+class Difficulty:
+    """What a ``predicted`` sample is drawn by: ``key``, a hash of what the predictions depend on (the
+    systems, the predictors' version, the labels a fitted combination used), and ``of``, query ids ->
+    {query id: predicted difficulty} (higher: more likely to fail)."""
+
+    key: str
+    of: Callable[[list[str]], dict[str, float]]
 
 
 MAX_SEED = 2**63 - 1  # the store keeps a sample's seed as SQLite's signed 64-bit integer
@@ -107,15 +131,38 @@ def counts_of(dataset: Dataset) -> dict[str, float]:
     return out
 
 
+def sample_id(method: str, size: int, seed: int, ids: list[str], difficulty: Difficulty | None = None) -> str:
+    """A sample's id: a hash of how it was drawn and the (sorted) query ids it was drawn from, and for
+    ``predicted`` the predictions' key (``Difficulty.key``)."""
+    basis = {"basis": difficulty.key} if method == "predicted" and difficulty is not None else {}
+    return cache_key(method=method, size=size, seed=seed, ids=cache_key(ids=ids), **basis)[:16]
+
+
+def hardest(ids: list[str], size: int, difficulty: Difficulty) -> list[str]:
+    """The ``size`` queries of the highest difficulty, hardest first, ties by query id (one without a
+    prediction counts as the easiest)."""
+    scores = difficulty.of(list(ids))
+    return sorted(ids, key=lambda q: (-scores.get(q, float("-inf")), q))[:size]
+
+
 def draw(dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
-         disagreement: Callable[[list[str]], dict[str, float]] | None = None) -> Sample:
+         disagreement: Callable[[list[str]], dict[str, float]] | None = None,
+         difficulty: Difficulty | None = None) -> Sample:
     """The sample (``method``: ``METHODS``) of ``size`` queries of ``dataset``; ``disagreement``
-    (query ids -> {query id: disagreement}) is needed for ``stratified`` only. ``ValueError`` for an
-    unknown method, a size under 1, or ``frequency`` without a count column."""
+    (query ids -> {query id: disagreement}) is needed for ``stratified`` only, ``difficulty`` for
+    ``predicted`` only (which keeps its method, hardest first, even when it takes every query).
+    ``ValueError`` for an unknown method, a size under 1, ``frequency`` without a count column, or
+    ``predicted`` without a difficulty."""
     if method not in METHODS:
         raise ValueError(f"unknown sampling method {method!r}; choose from {', '.join(METHODS)}")
     ids = sorted(dataset.queries)
-    if method == "all" or size >= len(ids):
+    if method == "predicted":
+        if size < 1:
+            raise ValueError(f"a sample needs at least 1 query, not {size}")
+        if difficulty is None:
+            raise ValueError("a sample of the queries predicted to fail needs their predicted difficulty")
+        picked = hardest(ids, size, difficulty)
+    elif method == "all" or size >= len(ids):
         picked, method = ids, ("all" if method == "all" or size >= len(ids) else method)
     elif size < 1:
         raise ValueError(f"a sample needs at least 1 query, not {size}")
@@ -136,8 +183,7 @@ def draw(dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
         strata_rng = random.Random(seed + 1)
         per = [size // STRATA + (1 if i < size % STRATA else 0) for i in range(STRATA)]
         picked = [q for stratum, n in zip(strata, per) for q in strata_rng.sample(stratum, min(n, len(stratum)))]
-    sid = cache_key(method=method, size=len(picked), seed=seed, ids=cache_key(ids=ids))[:16]
-    return Sample(sid, method, len(picked), seed, picked)
+    return Sample(sample_id(method, len(picked), seed, ids, difficulty), method, len(picked), seed, picked)
 
 
 def keep(store: Store | None, dataset: Dataset, sample: Sample, viewer: Viewer | None = None) -> None:
@@ -149,15 +195,23 @@ def keep(store: Store | None, dataset: Dataset, sample: Sample, viewer: Viewer |
 
 def sample_for(store: Store | None, dataset: Dataset, method: str, size: int = DEFAULT_SIZE, seed: int = 0,
                disagreement: Callable[[list[str]], dict[str, float]] | None = None,
-               viewer: Viewer | None = None) -> Sample:
+               viewer: Viewer | None = None, difficulty: Difficulty | None = None) -> Sample:
     """The sample a judge gets: the newest one stored for the corpus with this method, seed and
     size (its queries the data set still has), so queries added since do not reshuffle it; else a
-    new draw (``draw``), stored (``keep``)."""
-    if method != "all":
+    new draw (``draw``), stored (``keep``). A ``predicted`` sample comes back only for the same
+    predictions' key and the same query ids (its id: ``sample_id``), its difficulty not computed
+    again; other predictions, or queries added since, draw anew."""
+    if method == "predicted" and difficulty is not None:
+        ids = sorted(dataset.queries)
+        wanted = sample_id(method, min(size, len(ids)), seed, ids, difficulty)
+        found = next((kept for kept in stored(store, dataset, viewer) if kept.id == wanted), None)
+        if found is not None:
+            return found
+    elif method not in ("all", "predicted"):
         for kept in stored(store, dataset, viewer):
             if (kept.method, kept.seed, kept.drawn) == (method, seed, size):
                 return kept
-    sample = draw(dataset, method, size, seed, disagreement)
+    sample = draw(dataset, method, size, seed, disagreement, difficulty)
     keep(store, dataset, sample, viewer)
     return sample
 

@@ -584,3 +584,20 @@ def test_keys_pressed_faster_than_the_pair_changes_never_regrade_it(page):
     meta = page.locator("#judge-panel .judge-meta")
     expect(meta).to_contain_text(first)
     expect(meta).to_contain_text("graded 2 (highly relevant)")
+
+
+def test_the_query_table_by_predicted_difficulty_opens_a_query_in_search(page, shots):
+    """Search's table of the queries by predicted difficulty fills in the background once opened, the
+    hardest first; a click on a row searches that query."""
+    open_tab(page, "Search")
+    page.locator("#search-difficulty-box").get_by_text("Queries by predicted difficulty").first.click()
+    row = page.locator("#search-difficulty tr[data-query-id]").first
+    row.wait_for(timeout=180_000)  # every query searched by every system on show, in a worker thread
+    difficulties = [float(t) for t in page.locator("#search-difficulty tr[data-query-id] td:nth-child(3)")
+                    .all_inner_texts()]
+    assert len(difficulties) >= 71 and difficulties == sorted(difficulties, reverse=True)  # queries added earlier too
+    text = row.locator("td").nth(1).inner_text()
+    page.screenshot(path=str(shots / "search-difficulty.png"), full_page=True)
+    row.click()
+    expect(page.locator("#query-box textarea")).to_have_value(text)
+    expect(page.locator("#results .sbs")).to_be_visible()

@@ -244,3 +244,27 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
     assert said.strip().startswith("BM25 beats misset by 0.128 [0.038, 0.220] nDCG'@10")
     assert "nDCG@10 would favour" in said
     assert "†" not in next(ln for ln in plain.stdout.splitlines() if ln.startswith("misset"))  # a verdict on nDCG@10
+
+
+@pytest.mark.slow  # a real process that encodes the demo corpus
+def test_failures_on_a_data_set_without_labels_writes_the_queries_predicted_to_fail(tmp_path, tiny_model_dir):
+    """A query log without labels: the report is the section "Queries predicted to fail" (the hardest
+    first, each with the systems' top documents, every text escaped) instead of an error, and the
+    queries are printed hardest first."""
+    folder = tmp_path / "log"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text((DEMO / "corpus.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    queries = [json.loads(line) for line in (DEMO / "queries.jsonl").read_text().splitlines()[:30]]
+    queries.append({"_id": "evil", "text": "<script>alert(1)</script> <img src=x onerror=alert(2)> faucet"})
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    res = cli("failures", folder, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--html",
+              tmp_path / "r.html", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Queries predicted to fail" in page and page.count("rs-predicted-card") == 20
+    assert "<script" not in page and "<img" not in page and "the 20 hardest of 31 queries" in page
+    printed = [line.split("\t") for line in res.stdout.splitlines()]
+    assert len(printed) == 20 and {q for q, *_ in printed} <= {q["_id"] for q in queries}
+    difficulty = [float(d) for _, d, _ in printed]
+    assert difficulty == sorted(difficulty, reverse=True)
+    assert "no labels: the 20 queries predicted to fail of 31" in res.stderr

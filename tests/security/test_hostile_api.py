@@ -142,6 +142,7 @@ def text_cases(q, d):
                                     4, 1, 0.0, False, "hybrid", p),
         "/expansion": lambda p: (p, ""),
         "/expansion model": lambda p: ("cold", p),
+        "/query_difficulty": lambda p: (p,),
     }
 
 
@@ -160,6 +161,7 @@ def number_cases():
     return {
         "/judge_queue seed": lambda n: ("ann", 10, False, "random", 5, n, ""),
         "/judge_queue size": lambda n: ("ann", 10, False, "random", n, 0, ""),
+        "/judge_queue predicted size": lambda n: ("ann", 10, False, "predicted", n, 0, ""),
         "/judge_queue depth": lambda n: ("ann", n, False, "auto", 50, 0, ""),
         "/settled seed": lambda n: (10, "random", 5, n, ""),
         "/settled size": lambda n: (10, "random", n, 0, ""),

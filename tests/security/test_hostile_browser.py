@@ -253,9 +253,12 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     # Runs: the stored runs, two compared
     open_tab(page, "Runs")
     expect(page.locator("#runs-table")).to_contain_text("bm25")
-    for box, nth in (("#run-a", 0), ("#run-b", 1)):
-        page.locator(f"{box} input").click()
-        page.get_by_role("option").nth(nth).click()
+    page.locator("#run-a input").click()
+    first = page.get_by_role("option").first
+    split = first.inner_text().rsplit(" — ", 1)[1].rsplit(" (", 1)[0]  # "summary — split (when)"
+    first.click()
+    page.locator("#run-b input").click()  # another run of the same split (Failures' predictions stored some)
+    page.get_by_role("option").filter(has_text=f" — {split} (").nth(1).click()
     page.locator("#compare-runs-button").click()
     expect(page.locator("#compare-note")).to_contain_text("B − A")
     watch.check(page, "Runs")
@@ -279,6 +282,12 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     box.press("Enter")
     expect(page.get_by_text("is not one this server offers").first).to_be_visible(timeout=30_000)
     watch.check(page, "an encoder refused")
+    # Search's query table by predicted difficulty: every query and id a payload, shown as text
+    page.locator("#search-difficulty-box").get_by_text("Queries by predicted difficulty").first.click()
+    page.locator("#search-difficulty tr[data-query-id]").first.wait_for(timeout=180_000)
+    table_text = page.locator("#search-difficulty").inner_text()
+    assert IMG in table_text and (TIGHT in table_text or MD in table_text)
+    watch.check(page, "Search's query table")
 
 
 def test_a_closed_tab_no_longer_holds_its_workspace(browser_page, served, tmp_path):

@@ -406,3 +406,30 @@ def test_judging_endpoints_queue_judge_export_and_use(client, tmp_path):
     assert "bea / cal" in note and "Krippendorff" in note and "1 pair(s) graded differently" in note
     path = client.predict("trec", False, "cal", api_name="/export_qrels")  # one judge's grades alone
     assert read_qrels(path) == {shown["query_id"]: {shown["doc_id"]: 0}}
+
+
+def test_the_query_table_sorts_by_predicted_difficulty_and_judging_starts_with_the_hardest(client):
+    """Search's query table through its endpoint (computed in the background: asked again until it is
+    ready), hardest first and easiest first; the judging option "the queries predicted to fail first"
+    opens a queue over the hardest queries, the same ones the table lists first."""
+    def table(order: str) -> str:
+        for _ in range(600):
+            shown, _timer = client.predict(order, api_name="/query_difficulty")
+            if "data-query-id" in shown:
+                return shown
+            time.sleep(0.5)
+        raise AssertionError("the query table never filled")
+
+    def rows(shown: str) -> list[tuple[str, float]]:
+        return [(html.unescape(q), float(d)) for q, d in re.findall(
+            r'<tr data-query-id="([^"]*)".*?</td><td>.*?</td><td class=rs-count>([0-9.]+)</td>', shown)]
+
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert "/query_difficulty" in names and not any("on_show" in n for n in names)  # Judge's table: no endpoint
+    hardest, easiest = rows(table("hardest")), rows(table("easiest"))
+    assert len(hardest) == len(demo_queries()) and [d for _, d in hardest] == sorted((d for _, d in hardest),
+                                                                                      reverse=True)
+    assert easiest == list(reversed(hardest))
+    progress, pair, shown = client.predict("dee", 2, False, "predicted", 5, 0, "", api_name="/judge_queue")
+    assert "queries predicted to fail first, hardest first" in html.unescape(progress)
+    assert shown["query_id"] in {q for q, _ in hardest[:5]}

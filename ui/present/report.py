@@ -187,11 +187,12 @@ def _category_html(gallery: Gallery, category: str) -> str:
 
 
 def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str | None = None,
-                 counts: bool = True, summary: Summary | None = None) -> str:
+                 counts: bool = True, summary: Summary | None = None, predicted: str = "") -> str:
     """The whole gallery as one self-contained HTML document (opens offline).
 
     ``counts``: put ``counts_figure`` first; ``figures``: more plotly figures after it (e.g. from
-    ``figures``).
+    ``figures``); ``predicted``: the section on the queries without labels predicted to fail, after the
+    categories (``ui.present.predicted.section_html``, escaped there).
     """
     t = Thresholds(**gallery.thresholds)
     title = title or f"RankScope failure gallery — {gallery.dataset} ({gallery.split})"
@@ -210,7 +211,7 @@ def gallery_html(gallery: Gallery, figures: Sequence[go.Figure] = (), title: str
         f"<title>{_e(title)}</title><style>{GALLERY_CSS}</style></head>"
         f'<body><main class="rs-gallery"><h1>{_e(title)}</h1><p class="rs-meta">{_e(meta)}</p>'
         f"{_summary_html(summary)}{_counts_table(gallery, t)}{_figures_html(figs)}"
-        f'{"".join(_category_html(gallery, c) for c in gallery.categories)}'
+        f'{"".join(_category_html(gallery, c) for c in gallery.categories)}{predicted}'
         "</main></body></html>\n")
 
 
@@ -223,9 +224,14 @@ def gallery_fragment(gallery: Gallery) -> str:
 
 
 def write_gallery(gallery: Gallery, path: str | Path, figures: Sequence[go.Figure] = (),
-                  title: str | None = None, summary: Summary | None = None) -> Path:
+                  title: str | None = None, summary: Summary | None = None, predicted: str = "") -> Path:
     """Write ``gallery_html`` to ``path`` (UTF-8); returns the path."""
+    return write_html(path, gallery_html(gallery, figures, title, summary=summary, predicted=predicted))
+
+
+def write_html(path: str | Path, document: str) -> Path:
+    """Write a report ``document`` to ``path`` (UTF-8), its folder made; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(gallery_html(gallery, figures, title, summary=summary), encoding="utf-8")
+    path.write_text(document, encoding="utf-8")
     return path

@@ -121,3 +121,76 @@ def test_on_a_shared_deployment_a_sample_is_its_drawers(tmp_path):
     local = Viewer("app:ana", shared=False)
     assert sampling.sample_for(store, ds, "random", 30, seed=9, viewer=local).id in \
         {s.id for s in sampling.stored(store, ds, Viewer("app:bo", shared=False))}
+
+
+def predicted_by(scores: dict[str, float], key: str = "predictions-a", asked: list[str] | None = None
+                 ) -> sampling.Difficulty:
+    """A difficulty over ``scores``, noting in ``asked`` the queries it was asked about (a stored sample asks none)."""
+    def of(ids: list[str]) -> dict[str, float]:
+        (asked if asked is not None else []).extend(ids)
+        return {q: scores[q] for q in ids if q in scores}
+
+    return sampling.Difficulty(key, of)
+
+
+def test_the_queries_predicted_to_fail_come_hardest_first_ties_by_id():
+    ds = log(300)
+    scores = {q: (int(q[1:]) * 37 % 101) / 100 for q in ds.queries}  # 0 to 1, three queries per value
+    sample = sampling.draw(ds, "predicted", 20, seed=0, difficulty=predicted_by(scores))
+    expected = sorted(ds.queries, key=lambda q: (-scores[q], q))[:20]
+    assert sample.method == "predicted" and sample.in_order and sample.query_ids == expected
+    assert [scores[q] for q in sample.query_ids] == sorted((scores[q] for q in sample.query_ids), reverse=True)
+    everything = sampling.draw(ds, "predicted", 1000, difficulty=predicted_by(scores))
+    assert everything.method == "predicted" and everything.size == 300  # every query, still hardest first
+    assert everything.query_ids[:20] == expected
+    with pytest.raises(ValueError, match="needs their predicted difficulty"):
+        sampling.draw(ds, "predicted", 20)
+    with pytest.raises(ValueError, match="at least 1 query"):
+        sampling.draw(ds, "predicted", 0, difficulty=predicted_by(scores))
+    assert not sampling.draw(ds, "random", 20).in_order
+
+
+def test_a_predicted_samples_id_covers_the_predictions_key_and_the_query_ids():
+    ds = log(300)
+    scores = {q: (int(q[1:]) % 7) / 7 for q in ds.queries}
+    a, b = (sampling.draw(ds, "predicted", 20, difficulty=predicted_by(scores)) for _ in range(2))
+    assert a.id == b.id and a.query_ids == b.query_ids  # the same inputs: the same sample
+    other_systems = sampling.draw(ds, "predicted", 20, difficulty=predicted_by(scores, "predictions-b"))
+    assert other_systems.query_ids == a.query_ids and other_systems.id != a.id
+    grown = ds.with_queries({"new": "a new query"})
+    assert sampling.draw(grown, "predicted", 20, difficulty=predicted_by({**scores, "new": 0.0})).id != a.id
+
+
+def test_a_predicted_sample_is_stored_and_read_back_in_its_order(tmp_path):
+    ds = log(300)
+    store = Store(tmp_path / "s.sqlite3")
+    scores = {q: (int(q[1:]) * 13 % 29) / 29 for q in ds.queries}
+    first = sampling.sample_for(store, ds, "predicted", 25, difficulty=predicted_by(scores))
+    again = Store(tmp_path / "s.sqlite3")
+    kept = sampling.stored(again, ds)
+    assert [(s.id, s.method, s.query_ids) for s in kept] == [(first.id, "predicted", first.query_ids)]
+    asked: list[str] = []
+    asking = predicted_by({q: -v for q, v in scores.items()}, asked=asked)  # other values under the same key
+    back = sampling.sample_for(again, ds, "predicted", 25, difficulty=asking)
+    assert back.query_ids == first.query_ids and back.in_order and asked == []  # nothing predicted again
+    moved = sampling.sample_for(again, ds, "predicted", 25, difficulty=predicted_by(scores, "predictions-b"))
+    assert moved.id != first.id and len(sampling.stored(again, ds)) == 2  # other systems: drawn anew, kept too
+
+
+def test_the_queue_over_a_predicted_sample_opens_its_queries_hardest_first():
+    from retrieval.judging.judgments import queue
+
+    ds = log(6)
+    scores = {"q00003": 0.9, "q00001": 0.7, "q00005": 0.5, "q00000": 0.3, "q00002": 0.2, "q00004": 0.1}
+    sample = sampling.draw(ds, "predicted", 4, difficulty=predicted_by(scores))
+    runs = {s: {q: [(f"{s}-{q}-{r}", 1.0 / r) for r in range(1, 3)] for q in ds.queries} for s in ("a", "b")}
+    q = queue(runs, sample.query_ids, {}, k=2, sample=sample)
+    opened: list[str] = []
+    position = q.next_unjudged()
+    while position is not None:
+        qid, doc = q.pairs[position]
+        opened.append(qid)
+        q.record(qid, doc, 0)  # every pair graded in turn: the queue hands out the next
+        position = q.next_unjudged(position, wrap=False)
+    assert len(opened) == 16  # 4 queries × 2 systems × 2 documents, each pair once
+    assert list(dict.fromkeys(opened)) == ["q00003", "q00001", "q00005", "q00000"]  # hardest first
