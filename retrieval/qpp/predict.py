@@ -45,6 +45,7 @@ from retrieval.qpp.predictors import POST, PRE
 from retrieval.qpp.statistics import CorpusStatistics, QueryTerms, statistics
 from retrieval.store import cache_key
 from retrieval.systems import BASE_SYSTEMS, DENSE
+from retrieval.workspace import EVAL_DEPTH
 
 if TYPE_CHECKING:
     from retrieval.workspace import Workspace
@@ -141,14 +142,15 @@ def _groups(ws: Workspace, query_ids: Sequence[str]) -> dict[str | None, list[st
 
 
 def _lists(ws: Workspace, system: str, groups: Mapping[str | None, list[str]], k: int) -> Run:
-    """``system``'s lists of every query: a split's cached run, or searched for queries of no split."""
+    """``system``'s lists of every query, ``k`` deep: a split's run as the evaluation keeps it (``Workspace.run``
+    at its depth, so predicting stores no second run of the split), or searched for queries of no split."""
     out: Run = {}
     for split, ids in groups.items():
         if split is None:
             out.update(ws.search(system, {q: ws.dataset.queries[q] for q in ids}, k, None))
         else:
-            run = ws.run(system, split, k)
-            out.update({q: run.get(q, []) for q in ids})
+            run = ws.run(system, split, max(k, EVAL_DEPTH))
+            out.update({q: run.get(q, [])[:k] for q in ids})
     return out
 
 
