@@ -167,11 +167,36 @@ def query_expansion(results: Path) -> list[str]:
     return table(["", "metric", "BM25", "RM3", "RM3 − BM25"], rows, "llrrr")
 
 
+QPP_SETS = (("demo", "demo"), ("SciFact", "scifact"), ("NFCorpus", "nfcorpus"), ("Cranfield", "cranfield"))
+QPP_COLUMNS = ("NQC", "WIG", "clarity", "disagreement", "combined (label-free)", "combined (fitted, cross-fitted)")
+
+
+def qpp(results: Path) -> list[str]:
+    """``qpp.py`` on the four labelled corpora: per corpus and system, its mean nDCG@10 and Kendall's τ with
+    nDCG@10 per query of NQC, WIG, clarity, the disagreement and both combinations, the combinations with
+    their bootstrap intervals."""
+    data = _run(results, "qpp", "")["data"]["sets"]
+    rows = []
+    for name, key in QPP_SETS:
+        if key not in data:
+            continue
+        for system, r in data[key]["systems"].items():
+            cells = []
+            for column in QPP_COLUMNS:
+                tau = r["predictors"].get(column, {}).get("tau")
+                cells.append("—" if tau is None else signed(tau[0], 3) + (
+                    f" {interval([tau[1], tau[2]])}" if column.startswith("combined") else ""))
+            rows.append([f"{name} ({data[key]['queries']})", system, fixed(r["mean_ndcg10"], 3), *cells])
+    return table(["corpus (queries)", "system", "nDCG@10", "τ NQC", "τ WIG", "τ clarity", "τ disagreement",
+                  "τ label-free", "τ fitted"], rows, "llrrrrrrr")
+
+
 VIEWS: dict[str, Callable[[Path], list[str]]] = {
     "quality_three_way": quality_three_way,
     "sparse_training_first": sparse_training_first,
     "reader_scaling": reader_scaling,
     "query_expansion": query_expansion,
+    "qpp": qpp,
 }
 
 
