@@ -19,12 +19,13 @@ in memory for every document explained for it (Search's top 10 costs n + 1 query
 ``DenseRetriever.encode_query`` gives it): the system's score, a compressed index's decoded one too.
 
 **Per-segment similarity.** The document as the encoder reads it (``Document.full_text``: the title,
-then the body) is cut into sentences, a long one into windows (``segments.segments``); each of the
-first ``MAX_SEGMENTS`` segments is encoded as a document by the same encoder (same precision, same
-normalization) and scored by its inner product with the query's vector — the cosine, for a
-normalizing encoder (the full vector: a PCA-reduced index's projection is not applied to passages it
-never held). The rest are counted as cut (``DenseWhy.segments_cut``). A segment that starts beyond
-what the encoder reads of the document (``max_seq_length`` tokens with its special tokens:
+then the body) is cut into sentences, a long one into windows (``segments.segments``); each of the first
+``MAX_SEGMENTS`` segments is encoded as a document by the same encoder (same precision, same
+normalization; its vector kept in the store as the corpus's are, ``passage_vectors``, so a document's
+passages are encoded once whatever the query) and scored by its inner product with the query's vector —
+the cosine, for a normalizing encoder (the full vector: a PCA-reduced index's projection is not applied
+to passages it never held). The rest are counted as cut (``DenseWhy.segments_cut``). A segment that
+starts beyond what the encoder reads of the document (``max_seq_length`` tokens with its special tokens:
 ``read_until``) is marked unread: the document's vector never saw it, which is often why a long
 document's relevant passage does not count.
 
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from retrieval.index.dense_index import embed_texts
 from retrieval.index.recent import Recent
 from retrieval.store import cache_key, text_hash
 from retrieval.systems.segments import SPLITTER_VERSION, WINDOW_WORDS, Span, segments, words
@@ -168,7 +170,7 @@ def why_key(ws: SystemWorkspace, query: str, doc_id: str, doc_text: str) -> str:
 
 
 def explain_dense(ws: SystemWorkspace, query: str, rows: Sequence[int],
-                  qvec: np.ndarray | None = None) -> dict[int, DenseWhy]:
+                  qvec: np.ndarray | None = None, cached: bool = True) -> dict[int, DenseWhy]:
     """The dense explanation of each document at ``rows`` for ``query`` (module docstring), from memory,
     the store, or computed now (and kept in both).
 
@@ -177,6 +179,8 @@ def explain_dense(ws: SystemWorkspace, query: str, rows: Sequence[int],
         query: The query's text.
         rows: Rows of ``ws.dataset.doc_ids``.
         qvec: The query's vector where already encoded (``Probe.vector``); else ``ws.dense.encode_query``.
+        cached: Read what memory and the store keep (False: compute every one again, its passages' vectors
+            too, and keep them; the occlusion vectors of a query in memory are still reused).
 
     Returns:
         ``{row: DenseWhy}``.
@@ -186,14 +190,14 @@ def explain_dense(ws: SystemWorkspace, query: str, rows: Sequence[int],
     out: dict[int, DenseWhy] = {}
     with _lock:
         for r, key in keys.items():
-            if (kept := _whys.get(key)) is not None:
+            if cached and (kept := _whys.get(key)) is not None:
                 out[r] = kept
     for r, key in keys.items():
-        if r not in out and ws.store is not None and (stored := _stored(ws, key)) is not None:
+        if cached and r not in out and ws.store is not None and (stored := _stored(ws, key)) is not None:
             out[r] = stored
     missing = [r for r in keys if r not in out]
     if missing:
-        computed = _compute(ws, query, missing, ws.dense.encode_query(query) if qvec is None else qvec)
+        computed = _compute(ws, query, missing, ws.dense.encode_query(query) if qvec is None else qvec, cached)
         for r, why in computed.items():
             if ws.store is not None:
                 ws.store.put_metrics(keys[r], dataset=ws.dataset.corpus_hash, system=WHY_SYSTEM,
@@ -234,7 +238,24 @@ def occluded_vectors(ws: SystemWorkspace, query: str) -> np.ndarray:
     return vecs
 
 
-def _compute(ws: SystemWorkspace, query: str, rows: list[int], qvec: np.ndarray) -> dict[int, DenseWhy]:
+def passage_vectors(ws: SystemWorkspace, passages: list[str], cached: bool = True) -> np.ndarray:
+    """The document encoder's vectors of ``passages``, ``(len(passages), dim)``: kept in the store as the
+    corpus's are (by the encoder's fingerprint and the text's hash), so a document's passages are encoded
+    once, whatever the query; ``cached`` False: encoded now whatever is kept (and kept)."""
+    encoder = ws.dense.encoder
+    if not passages:
+        return np.zeros((0, encoder.dim), np.float32)
+    if ws.store is None:
+        return encoder.encode(passages)
+    if cached:
+        return embed_texts(encoder, passages, ws.store)
+    vecs = encoder.encode(passages)
+    ws.store.put_embeddings(encoder.fingerprint, {text_hash(t): v for t, v in zip(passages, vecs)})
+    return vecs
+
+
+def _compute(ws: SystemWorkspace, query: str, rows: list[int], qvec: np.ndarray,
+             cached: bool) -> dict[int, DenseWhy]:
     index, encoder = ws.dense.index, ws.dense.encoder
     at = np.asarray(rows, dtype=np.int64)
     full = np.asarray(index.scores(qvec, at), dtype=np.float64)
@@ -244,7 +265,7 @@ def _compute(ws: SystemWorkspace, query: str, rows: list[int], qvec: np.ndarray)
     texts = [ws.dataset.docs[ws.dataset.doc_ids[r]].full_text for r in rows]
     cut = [segments(t) for t in texts]
     passages = [t[s.start:s.end] for t, spans_of in zip(texts, cut) for s in spans_of[:MAX_SEGMENTS]]
-    vecs = encoder.encode(passages) if passages else np.zeros((0, encoder.dim), np.float32)
+    vecs = passage_vectors(ws, passages, cached)
     cosines = (vecs @ np.asarray(qvec, dtype=np.float32)).astype(np.float64)
     out, at_passage = {}, 0
     for j, (r, t, spans_of) in enumerate(zip(rows, texts, cut)):

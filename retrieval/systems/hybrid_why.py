@@ -60,7 +60,7 @@ class HybridWhy:
 
 
 def explain_split(ws: SystemWorkspace, h: Hybrid, lam: float, query: str, rows: Sequence[int],
-                  qvec: np.ndarray | None = None) -> dict[int, HybridWhy]:
+                  qvec: np.ndarray | None = None, cached: bool = True) -> dict[int, HybridWhy]:
     """The split of the CLEAR score of each document at ``rows`` for ``query``.
 
     Args:
@@ -70,6 +70,7 @@ def explain_split(ws: SystemWorkspace, h: Hybrid, lam: float, query: str, rows: 
         query: The query's text.
         rows: Rows of ``ws.dataset.doc_ids``.
         qvec: The query's vector where already encoded (``Probe.vector``).
+        cached: Whether the dense part's explanation may come from memory or the store (``explain_dense``).
 
     Returns:
         ``{row: HybridWhy}``.
@@ -77,7 +78,7 @@ def explain_split(ws: SystemWorkspace, h: Hybrid, lam: float, query: str, rows: 
     at = np.asarray(list(dict.fromkeys(int(r) for r in rows)), dtype=np.int64)
     alone = math.isinf(lam) or h.lex_only(query)
     s_lex = h.lexical_scores(query, at)
-    whys = explain_dense(ws, query, at.tolist(), qvec)
+    whys = explain_dense(ws, query, at.tolist(), qvec, cached)
     norm = max(h.lex_norm(query), 1e-9) if h.lex_norm is not None else None
     weight = (1.0 if alone else lam) / (norm if norm is not None else 1.0)
     query_terms = ws.bm25.query_terms(query)
