@@ -58,7 +58,7 @@ class Dense(SystemBase):
 
     def explain_score(self, ws: SystemWorkspace, probe: Probe, rows: Sequence[int],
                       split: str | None) -> dict[int, DenseWhy]:
-        return explain_dense(ws, probe.text, rows, probe.vector)
+        return explain_dense(ws, probe.text, rows, probe.vector, keep=False)  # a search writes nothing (``Probe``)
 
     def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         return (ws.builds["dense"],)

@@ -32,7 +32,10 @@ document's relevant passage does not count.
 Cached by a key of everything the result depends on (``why_key``: the encoder's fingerprints, the
 index's kind, dimensions and engine, the query's text, the document's id and text, the splitter's
 version and bounds): in memory for the process, and in the store's evaluations (``Store.put_metrics``,
-as the CLEAR hybrid's λ fits are kept) under the system name ``WHY_SYSTEM``.
+as the CLEAR hybrid's λ fits are kept) under the system name ``WHY_SYSTEM``. A search of one typed query
+(``System.explain_score`` over a ``Probe``) reads the store but writes nothing to it, as it writes no
+query vector (a typed query is seldom typed again, and the store would grow with every search); the
+failure cards, explained for a data set's queries, write theirs.
 """
 from __future__ import annotations
 
@@ -43,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from retrieval.index.dense_index import embed_texts
 from retrieval.index.recent import Recent
 from retrieval.store import cache_key, text_hash
 from retrieval.systems.segments import SPLITTER_VERSION, WINDOW_WORDS, Span, segments, words
@@ -170,7 +172,7 @@ def why_key(ws: SystemWorkspace, query: str, doc_id: str, doc_text: str) -> str:
 
 
 def explain_dense(ws: SystemWorkspace, query: str, rows: Sequence[int],
-                  qvec: np.ndarray | None = None, cached: bool = True) -> dict[int, DenseWhy]:
+                  qvec: np.ndarray | None = None, cached: bool = True, keep: bool = True) -> dict[int, DenseWhy]:
     """The dense explanation of each document at ``rows`` for ``query`` (module docstring), from memory,
     the store, or computed now (and kept in both).
 
@@ -181,6 +183,7 @@ def explain_dense(ws: SystemWorkspace, query: str, rows: Sequence[int],
         qvec: The query's vector where already encoded (``Probe.vector``); else ``ws.dense.encode_query``.
         cached: Read what memory and the store keep (False: compute every one again, its passages' vectors
             too, and keep them; the occlusion vectors of a query in memory are still reused).
+        keep: Write what is computed to the store (False: memory only; Search's typed queries, ``Probe``).
 
     Returns:
         ``{row: DenseWhy}``.
@@ -197,9 +200,9 @@ def explain_dense(ws: SystemWorkspace, query: str, rows: Sequence[int],
             out[r] = stored
     missing = [r for r in keys if r not in out]
     if missing:
-        computed = _compute(ws, query, missing, ws.dense.encode_query(query) if qvec is None else qvec, cached)
+        computed = _compute(ws, query, missing, ws.dense.encode_query(query) if qvec is None else qvec, cached, keep)
         for r, why in computed.items():
-            if ws.store is not None:
+            if ws.store is not None and keep:
                 ws.store.put_metrics(keys[r], dataset=ws.dataset.corpus_hash, system=WHY_SYSTEM,
                                      params={"query": query, "doc": ids[r]}, split=None,
                                      metrics={"score": why.score}, per_query={"why": why.to_json()})
@@ -238,24 +241,29 @@ def occluded_vectors(ws: SystemWorkspace, query: str) -> np.ndarray:
     return vecs
 
 
-def passage_vectors(ws: SystemWorkspace, passages: list[str], cached: bool = True) -> np.ndarray:
-    """The document encoder's vectors of ``passages``, ``(len(passages), dim)``: kept in the store as the
+def passage_vectors(ws: SystemWorkspace, passages: list[str], cached: bool = True, keep: bool = True) -> np.ndarray:
+    """The document encoder's vectors of ``passages``, ``(len(passages), dim)``, kept in the store as the
     corpus's are (by the encoder's fingerprint and the text's hash), so a document's passages are encoded
-    once, whatever the query; ``cached`` False: encoded now whatever is kept (and kept)."""
+    once whatever the query. ``cached`` False: encoded now whatever the store keeps; ``keep`` False:
+    nothing written."""
     encoder = ws.dense.encoder
-    if not passages:
-        return np.zeros((0, encoder.dim), np.float32)
-    if ws.store is None:
-        return encoder.encode(passages)
-    if cached:
-        return embed_texts(encoder, passages, ws.store)
-    vecs = encoder.encode(passages)
-    ws.store.put_embeddings(encoder.fingerprint, {text_hash(t): v for t, v in zip(passages, vecs)})
-    return vecs
+    out = np.zeros((len(passages), encoder.dim), np.float32)
+    hashes = [text_hash(t) for t in passages]
+    store = ws.store if passages else None
+    known = store.get_embeddings(encoder.fingerprint, hashes, dim=encoder.dim) if store is not None and cached else {}
+    todo = [i for i, h in enumerate(hashes) if h not in known]
+    for i, h in enumerate(hashes):
+        if h in known:
+            out[i] = known[h]
+    if todo:
+        out[todo] = encoder.encode([passages[i] for i in todo])
+        if store is not None and keep:
+            store.put_embeddings(encoder.fingerprint, {hashes[i]: out[i] for i in todo})
+    return out
 
 
-def _compute(ws: SystemWorkspace, query: str, rows: list[int], qvec: np.ndarray,
-             cached: bool) -> dict[int, DenseWhy]:
+def _compute(ws: SystemWorkspace, query: str, rows: list[int], qvec: np.ndarray, cached: bool,
+             keep: bool) -> dict[int, DenseWhy]:
     index, encoder = ws.dense.index, ws.dense.encoder
     at = np.asarray(rows, dtype=np.int64)
     full = np.asarray(index.scores(qvec, at), dtype=np.float64)
@@ -265,7 +273,7 @@ def _compute(ws: SystemWorkspace, query: str, rows: list[int], qvec: np.ndarray,
     texts = [ws.dataset.docs[ws.dataset.doc_ids[r]].full_text for r in rows]
     cut = [segments(t) for t in texts]
     passages = [t[s.start:s.end] for t, spans_of in zip(texts, cut) for s in spans_of[:MAX_SEGMENTS]]
-    vecs = passage_vectors(ws, passages, cached)
+    vecs = passage_vectors(ws, passages, cached, keep)
     cosines = (vecs @ np.asarray(qvec, dtype=np.float32)).astype(np.float64)
     out, at_passage = {}, 0
     for j, (r, t, spans_of) in enumerate(zip(rows, texts, cut)):

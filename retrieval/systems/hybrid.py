@@ -19,7 +19,7 @@ from retrieval.systems.bm25 import lexical_params
 from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, shown
 from retrieval.systems.declared import SPLIT_WHY, Capabilities, Citation, Relations
 from retrieval.systems.dense import dense_params
-from retrieval.systems.fusion import TIE_BREAK, Candidates, Hybrid, default_lambda, tune_lambda
+from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
 from retrieval.systems.hybrid_why import HybridWhy, explain_split
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.reliability import dense_reliability
@@ -281,24 +281,25 @@ class Clear(_Fusion):
     def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         """A query of the data set at the λ its evaluation ranks it with (cross-fitted: its half's),
         any other at the split's λ (cross-fitted: tuned on all judged queries)."""
-        h, lam, cands = self._probed(ws, probe, split)
-        return h.rank(cands, lam, k)["q"]
+        h, lam = self._probed(ws, probe, split)
+        cands = {"q": h.union(probe.text, probe.vector, probe.dense_rows)}
+        return h.rank(cands, lam if lam is not None else default_lambda(cands), k)["q"]
 
     def explain_score(self, ws: SystemWorkspace, probe: Probe, rows: Sequence[int],
                       split: str | None) -> dict[int, HybridWhy]:
         """Each document's score at the λ ``one`` ranks it with, split into its lexical and dense parts
-        (``hybrid_why``)."""
-        h, lam, _ = self._probed(ws, probe, split)
-        return explain_split(ws, h, lam, probe.text, rows, probe.vector)
+        (``hybrid_why``); kept in memory, never written (a search writes nothing: ``Probe``)."""
+        h, lam = self._probed(ws, probe, split)
+        if lam is None:
+            lam = default_lambda({"q": h.union(probe.text, probe.vector, probe.dense_rows)})
+        return explain_split(ws, h, lam, probe.text, rows, probe.vector, keep=False)
 
-    def _probed(self, ws: SystemWorkspace, probe: Probe, split: str | None) -> tuple[Hybrid, float,
-                                                                                       dict[str, Candidates]]:
-        """The hybrid ``one`` ranks ``probe`` with, the λ of this query, and its candidates (named "q")."""
+    def _probed(self, ws: SystemWorkspace, probe: Probe, split: str | None) -> tuple[Hybrid, float | None]:
+        """The hybrid ``one`` ranks ``probe`` with and the λ of this query (None: scale-matched on its candidates)."""
         h = make(ws, "clear", split)
         lam = h.lam_by_query.get(probe.query_id, h.lam) if probe.query_id else h.lam
         h.lam_by_query = {}  # the probe's one list is named "q", whatever the query's id
-        cands = {"q": h.union(probe.text, probe.vector, probe.dense_rows)}
-        return h, lam if lam is not None else default_lambda(cands), cands
+        return h, lam
 
 
 class RRF(_Fusion):

@@ -60,7 +60,7 @@ class HybridWhy:
 
 
 def explain_split(ws: SystemWorkspace, h: Hybrid, lam: float, query: str, rows: Sequence[int],
-                  qvec: np.ndarray | None = None, cached: bool = True) -> dict[int, HybridWhy]:
+                  qvec: np.ndarray | None = None, cached: bool = True, keep: bool = True) -> dict[int, HybridWhy]:
     """The split of the CLEAR score of each document at ``rows`` for ``query``.
 
     Args:
@@ -71,17 +71,19 @@ def explain_split(ws: SystemWorkspace, h: Hybrid, lam: float, query: str, rows: 
         rows: Rows of ``ws.dataset.doc_ids``.
         qvec: The query's vector where already encoded (``Probe.vector``).
         cached: Whether the dense part's explanation may come from memory or the store (``explain_dense``).
+        keep: Whether the dense part's explanation is written to the store (``explain_dense``).
 
     Returns:
         ``{row: HybridWhy}``.
     """
     at = np.asarray(list(dict.fromkeys(int(r) for r in rows)), dtype=np.int64)
     alone = math.isinf(lam) or h.lex_only(query)
-    s_lex = h.lexical_scores(query, at)
-    whys = explain_dense(ws, query, at.tolist(), qvec, cached)
-    norm = max(h.lex_norm(query), 1e-9) if h.lex_norm is not None else None
+    whys = explain_dense(ws, query, at.tolist(), qvec, cached, keep)
+    query_terms = ws.bm25.query_terms(query)  # tokenized once: the ceiling and the terms read it
+    # CLEAR's BM25 is this process's (``hybrid.lexical_half``) and its ceiling that BM25's ``max_score`` (``make``)
+    norm = max(ws.bm25.max_score(query_terms), 1e-9) if h.lex_norm is not None else None
+    s_lex = np.asarray(h.bm25.scores_at(query, at), dtype=np.float64) / (norm if norm is not None else 1.0)
     weight = (1.0 if alone else lam) / (norm if norm is not None else 1.0)
-    query_terms = ws.bm25.query_terms(query)
     out = {}
     for r, lx in zip(at.tolist(), s_lex):
         dense = whys[r]
