@@ -7,14 +7,15 @@
 For each data set (default: the bundled demo and the shared SciFact, skipped where absent) with the
 default encoder (all-MiniLM-L6-v2, offline), over its first ``--queries`` test queries:
 
-* search — the query searched as the Search view searches it (a fresh ``Probe``: the query encoded,
-  FAISS searched; for the hybrid BM25 and the candidates' union scored too), the best of 3;
+* search — the query typed in Search ("about: " and the query, as ``search_path.py`` types one: never
+  in the store, so it is encoded) searched as the view searches it (a fresh ``Probe``: the query
+  encoded, FAISS searched; for the hybrid BM25 and the candidates' union scored too), the best of 3;
 * dense, cold — its dense top ``--k`` explained with nothing kept (``retrieval.systems.dense_why``: the
   process's memory emptied and the store not read): the n + 1 query encodings of occlusion, every
   passage's encoding, the store's writes;
-* dense, new query — the same documents explained for another query ("about: " and the query, as
-  ``search_path.py`` types one): the passages' vectors are in the store now, so only occlusion's n + 1
-  query encodings and the dot products are computed (a document already explained for any query);
+* dense, new query — the same documents explained for another query (the typed one): the passages'
+  vectors are in the store now, so only occlusion's n + 1 query encodings and the dot products are
+  computed (a document already explained for any query);
 * dense, warm — the same explained again after the process's memory is emptied: read back from the store;
 * dense, in memory — the same once more: the process's memory answers;
 * hybrid, cold and warm — the CLEAR top ``--k`` split (``hybrid_why``), its dense parts cold, then from the store.
@@ -81,9 +82,11 @@ def one_query(ws, text: str, k: int) -> tuple[dict[str, float], int]:
     from retrieval.systems.hybrid import make
     from retrieval.systems.hybrid_why import explain_split
 
+    other = f"about: {text}"  # typed: never in the store, so searching it encodes it
+
     def search(key: str) -> tuple[float, list[int]]:
         system = builtin(key)
-        best = min(seconds(lambda: system.one(ws, Probe(ws, text, ws.depth), k, None)) for _ in range(3))
+        best = min(seconds(lambda: system.one(ws, Probe(ws, other, ws.depth), k, None)) for _ in range(3))
         return best, [ws.doc_row[d] for d, _ in system.one(ws, Probe(ws, text, ws.depth), k, None)]
 
     out: dict[str, float] = {}
@@ -91,7 +94,6 @@ def one_query(ws, text: str, k: int) -> tuple[dict[str, float], int]:
     out["hybrid_search"], h_rows = search("hybrid")
     h = make(ws, "clear", None)
     qvec = Probe(ws, text, ws.depth).vector
-    other = f"about: {text}"
     other_vec = Probe(ws, other, ws.depth).vector
     steps = [("dense_cold", True, partial(explain_dense, ws, text, rows, qvec, cached=False)),
              ("dense_new_query", True, partial(explain_dense, ws, other, rows, other_vec)),
