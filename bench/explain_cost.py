@@ -7,9 +7,10 @@
 For each data set (default: the bundled demo and the shared SciFact, skipped where absent) with the
 default encoder (all-MiniLM-L6-v2, offline), over its first ``--queries`` test queries:
 
-* search — the query typed in Search ("about: " and the query, as ``search_path.py`` types one: never
-  in the store, so it is encoded) searched as the view searches it (a fresh ``Probe``: the query
-  encoded, FAISS searched; for the hybrid BM25 and the candidates' union scored too), the best of 3;
+* search — the query typed in Search ("about: " and the query, as ``search_path.py`` types one, with
+  this run's id after it: never in the store, so it is encoded) searched as the view searches it (a
+  fresh ``Probe``: the query encoded, FAISS searched; for the hybrid BM25 and the candidates' union
+  scored too), the best of 3;
 * dense, cold — its dense top ``--k`` explained with nothing kept (``retrieval.systems.dense_why``: the
   process's memory emptied and the store not read): the n + 1 query encodings of occlusion, every
   passage's encoding, the store's writes;
@@ -61,6 +62,7 @@ def ratio(seconds: list[float], search: list[float]) -> float:
     return statistics.fmean(s / max(t, 1e-9) for s, t in zip(seconds, search))
 
 
+RUN = f"run {os.getpid()} {int(time.time())}"  # makes the typed query new to any store, however often the bench runs
 KINDS = ("dense_search", "hybrid_search", "dense_cold", "dense_new_query", "dense_warm", "dense_memory",
          "hybrid_cold", "hybrid_warm")
 
@@ -82,7 +84,7 @@ def one_query(ws, text: str, k: int) -> tuple[dict[str, float], int]:
     from retrieval.systems.hybrid import make
     from retrieval.systems.hybrid_why import explain_split
 
-    other = f"about: {text}"  # typed: never in the store, so searching it encodes it
+    other = f"about: {text} ({RUN})"  # typed, and new to this run: neither its vector nor its explanations kept
 
     def search(key: str) -> tuple[float, list[int]]:
         system = builtin(key)
