@@ -56,10 +56,13 @@ if TYPE_CHECKING:
 
 MAX_SEGMENTS = 32  # segments scored per document, in document order; the rest counted as cut
 WHY_SYSTEM = "dense why"  # the store's system name of a kept explanation
-KEPT_IN_MEMORY = 4096  # explanations (and as many queries' occlusion vectors) the process keeps
+# what the process keeps, least recently used let go first: explanations (a few kilobytes each, at most
+# MAX_SEGMENTS passages: some 8 MB in all) and queries' occlusion vectors (a word's vector each: 1.5 kB a
+# word at 384 dimensions, some 4 MB for 256 queries of 10 words)
+KEPT_IN_MEMORY, QUERIES_KEPT = 2048, 256
 _lock = threading.Lock()
 _whys: Recent[str, DenseWhy] = Recent(KEPT_IN_MEMORY)
-_occluded: Recent[tuple[str, str], np.ndarray] = Recent(KEPT_IN_MEMORY)
+_occluded: Recent[tuple[str, str], np.ndarray] = Recent(QUERIES_KEPT)
 
 
 @dataclass(frozen=True)
