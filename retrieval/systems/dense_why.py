@@ -57,12 +57,13 @@ if TYPE_CHECKING:
 MAX_SEGMENTS = 32  # segments scored per document, in document order; the rest counted as cut
 WHY_SYSTEM = "dense why"  # the store's system name of a kept explanation
 # what the process keeps, least recently used let go first: explanations (a few kilobytes each, at most
-# MAX_SEGMENTS passages: some 8 MB in all) and queries' occlusion vectors (a word's vector each: 1.5 kB a
+# MAX_SEGMENTS passages: some 8 MB in all), queries' occlusion vectors (a word's vector each: 1.5 kB a
 # word at 384 dimensions, some 4 MB for 256 queries of 10 words)
-KEPT_IN_MEMORY, QUERIES_KEPT = 2048, 256
+KEPT_IN_MEMORY, QUERIES_KEPT, PASSAGES_KEPT = 2048, 256, 8192  # and passages' vectors: some 12 MB at 384 dimensions
 _lock = threading.Lock()
 _whys: Recent[str, DenseWhy] = Recent(KEPT_IN_MEMORY)
 _occluded: Recent[tuple[str, str], np.ndarray] = Recent(QUERIES_KEPT)
+_passages: Recent[tuple[str, str], np.ndarray] = Recent(PASSAGES_KEPT)
 
 
 @dataclass(frozen=True)
@@ -245,23 +246,31 @@ def occluded_vectors(ws: SystemWorkspace, query: str) -> np.ndarray:
 
 
 def passage_vectors(ws: SystemWorkspace, passages: list[str], cached: bool = True, keep: bool = True) -> np.ndarray:
-    """The document encoder's vectors of ``passages``, ``(len(passages), dim)``, kept in the store as the
-    corpus's are (by the encoder's fingerprint and the text's hash), so a document's passages are encoded
-    once whatever the query. ``cached`` False: encoded now whatever the store keeps; ``keep`` False:
-    nothing written."""
+    """The document encoder's vectors of ``passages``, ``(len(passages), dim)``, kept in the store as the corpus's
+    are (by the encoder's fingerprint and the text's hash), and in memory, so a document's passages are
+    encoded once whatever the query (in a search that writes nothing, once in the process). ``cached`` False:
+    encoded now whatever the store keeps; ``keep`` False: nothing written."""
     encoder = ws.dense.encoder
     out = np.zeros((len(passages), encoder.dim), np.float32)
     hashes = [text_hash(t) for t in passages]
-    store = ws.store if passages else None
-    known = store.get_embeddings(encoder.fingerprint, hashes, dim=encoder.dim) if store is not None and cached else {}
+    known: dict[str, np.ndarray] = {}
+    if cached:
+        with _lock:
+            known = {h: v for h in hashes if (v := _passages.get((encoder.fingerprint, h))) is not None}
+        rest = [h for h in hashes if h not in known]
+        if rest and ws.store is not None:
+            known.update(ws.store.get_embeddings(encoder.fingerprint, rest, dim=encoder.dim))
     todo = [i for i, h in enumerate(hashes) if h not in known]
     for i, h in enumerate(hashes):
         if h in known:
             out[i] = known[h]
     if todo:
         out[todo] = encoder.encode([passages[i] for i in todo])
-        if store is not None and keep:
-            store.put_embeddings(encoder.fingerprint, {hashes[i]: out[i] for i in todo})
+        if ws.store is not None and keep:
+            ws.store.put_embeddings(encoder.fingerprint, {hashes[i]: out[i] for i in todo})
+    with _lock:
+        for h, v in zip(hashes, out):
+            _passages.put((encoder.fingerprint, h), v)
     return out
 
 
@@ -296,5 +305,6 @@ def forget() -> None:
     with _lock:
         for key, _ in _whys.items():
             _whys.pop(key)
-        for pair, _ in _occluded.items():
-            _occluded.pop(pair)
+        for kept in (_occluded, _passages):
+            for pair, _ in kept.items():
+                kept.pop(pair)

@@ -138,3 +138,20 @@ def test_the_cache_gives_the_same_explanation_and_its_key_follows_encoder_and_in
     assert why_key(other, QUERY, doc, ws.dataset.docs[doc].full_text) != key
     assert why_key(ws, QUERY + "s", doc, ws.dataset.docs[doc].full_text) != key
     assert why_key(ws, QUERY, doc, ws.dataset.docs[doc].full_text + " more") != key
+
+
+def test_a_documents_passages_are_encoded_once_whatever_the_query(tiny_encoder, toy_dataset):
+    from tests.retrieval.index.test_dense import CountingEncoder
+
+    forget()
+    ws = Workspace(toy_dataset, None, model=CountingEncoder(tiny_encoder), index_kind="flat")
+    ws.build_dense()
+    rows = [0, 1, 2]
+    ws.encoder.encoded = 0
+    first = explain_dense(ws, "cat on a mat", rows, keep=False)
+    passages = sum(len(why.segments) for why in first.values())
+    assert passages >= 6 and ws.encoder.encoded == 1 + 4 + passages  # the query, it without each word, the passages
+    ws.encoder.encoded = 0
+    again = explain_dense(ws, "warm kitten", rows, keep=False)
+    assert ws.encoder.encoded == 1 + 2  # the passages' vectors kept in memory: only the new query's own texts
+    assert [len(w.segments) for w in again.values()] == [len(w.segments) for w in first.values()]
