@@ -92,6 +92,10 @@ def registered_systems() -> list:
     return [systems.builtin(key) for key in systems.keys()]
 
 
+SCORE_WHY = {"dense": "the query words and passages that carry its score",
+             "split": "its score split into λ-weighted BM25 and dense parts"}  # ``Capabilities.explains_score``
+
+
 def render_systems(systems: list) -> str:
     """Markdown: one row per system, from its declarations alone."""
     rows = []
@@ -103,6 +107,8 @@ def render_systems(systems: list) -> str:
         gives = ["exact scores of any document"] if s.capabilities.exact_scores else []
         if s.capabilities.explanation:
             gives.append("explains " + ", ".join(sorted(s.capabilities.explanation)) + " terms")
+        if s.capabilities.explains_score:  # what ``explain_score`` gives (``declared.SCORE_EXPLANATIONS``)
+            gives.append(SCORE_WHY[s.capabilities.explains_score])
         cited = s.citation.text if s.citation is not None else "—"
         shown = "" if s.shown_by_default else " (on request)"
         rows.append([f"`{s.key}`", s.label + shown, built, params, "; ".join(gives) or "—", cited])

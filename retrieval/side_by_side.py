@@ -25,6 +25,8 @@ from retrieval.evaluation.metrics import SUMMARY_METRICS
 from retrieval.index.terms import TermScore
 from retrieval.judging.judgments import disagreement
 from retrieval.systems import BASE_SYSTEMS, Probe
+from retrieval.systems.dense_why import DenseWhy
+from retrieval.systems.hybrid_why import HybridWhy
 from retrieval.workspace import Workspace
 
 
@@ -41,6 +43,7 @@ class Hit:
     missing_terms: list[str]  # query terms it lacks
     bm25_terms: list[tuple[str, float]]  # per-term BM25 contributions (sum = its BM25 score)
     system_terms: list[TermScore] = field(default_factory=list)  # the ranking system's own terms, each of its kind
+    score_why: DenseWhy | HybridWhy | None = None  # what carries a dense or fused score (``System.explain_score``)
 
 
 @dataclass
@@ -66,7 +69,8 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     """Every system's top ``k`` for ``text``, or for the data set's query ``query_id``. Systems whose
     index is still being built in the background are listed in ``waiting``, not searched. Every hit
     carries BM25's per-term contributions and, where its system has its own (SPLADE's expansion
-    terms), those too."""
+    terms), those too; a dense or CLEAR hit, what carries its score (``System.explain_score``: the query
+    words and passages, the λ split), computed for the top ``k`` in one batch per system."""
     qid: str | None
     if query_id is not None:
         if query_id not in ws.dataset.queries:
@@ -94,6 +98,7 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
     evidence: dict[str, tuple[list[str], list[str], list[tuple[str, float]]]] = {}
     for s, hits in full.items():
         rows, system = [], ws.system(s)
+        whys = system.explain_score(ws, probe, [ws.doc_row[d] for d, _ in hits[:k]], lam_split) or {}
         for rank, (doc_id, score) in enumerate(hits[:k], 1):
             if doc_id not in evidence:  # each distinct document explained once
                 contributions = ws.bm25.explain(query_terms, ws.doc_row[doc_id])
@@ -103,7 +108,8 @@ def side_by_side(ws: Workspace, text: str = "", k: int = 10, depth: int = 1000, 
             doc = ws.dataset.docs[doc_id]
             own = system.explain(ws, probe, ws.doc_row[doc_id]) or []  # e.g. SPLADE's term contributions
             rows.append(Hit(rank, doc_id, doc.title, doc.text, score, labels.get(doc_id),
-                            {o: rank_maps[o].get(doc_id) for o in systems}, *evidence[doc_id], own))
+                            {o: rank_maps[o].get(doc_id) for o in systems}, *evidence[doc_id], own,
+                            whys.get(ws.doc_row[doc_id])))
         result.systems[s] = rows
     for doc_id, label in sorted(labels.items(), key=lambda kv: -kv[1]):
         if doc_id in ws.dataset.docs:

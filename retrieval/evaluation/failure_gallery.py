@@ -2,7 +2,9 @@
 defined) applied to a workspace's cached depth-1000 runs of BM25, dense, the CLEAR hybrid and
 learned sparse (``Workspace.run``), and one card per (category, query) with the evidence why: the
 document's rank under each system, the query terms it lacks, each matched term's BM25 contribution,
-the dense similarity and the learned sparse terms (expansions marked) that scored it. Relevant
+the dense similarity, which query words and which passage carry the dense score and how the CLEAR
+hybrid's score splits into its parts (``retrieval.systems.dense_why``, ``hybrid_why``), and the learned
+sparse terms (expansions marked) that scored it. Relevant
 means a graded label > 0; unjudged documents count as not relevant (the TREC
 convention; each card says which), except on the queries whose labels came from judging in the app
 (``coverage.from_judging`` on the store's judgments of the corpus): there an unlabelled document is
@@ -23,6 +25,9 @@ from retrieval.judging import seen
 from retrieval.judging.coverage import from_judging
 from retrieval.sharing.owners import Viewer
 from retrieval.systems import BASE_SYSTEMS, DENSE, ENCODER_SYSTEMS, SPLADE, TUNED_OF, TUNED_SYSTEMS, short, shown
+from retrieval.systems.dense_why import DenseWhy, explain_dense
+from retrieval.systems.hybrid import make
+from retrieval.systems.hybrid_why import HybridWhy, explain_split
 from retrieval.workspace import EVAL_DEPTH, Workspace
 
 
@@ -47,6 +52,8 @@ class FailureCard:
     dense_similarity: float  # s_emb(q, d) under the workspace's encoder (cosine when normalized)
     tuned_similarity: float | None = None  # the same under the fine-tuned encoder, when given
     sparse_terms: list[TermScore] = field(default_factory=list)  # learned sparse: the terms that scored it
+    dense_why: DenseWhy | None = None  # what carries the dense score: the query words, the best passage
+    hybrid_why: HybridWhy | None = None  # the CLEAR hybrid's score of it, split into its lexical and dense parts
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +119,7 @@ def dense_similarities(ws: Workspace, pairs: list[tuple[str, str, str]]) -> list
 def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None, top: int = 10,
                     low: int = 100, max_cards_per_category: int = 12, fp_top: int = 3,
                     tuned_system: str = DENSE, pair: tuple[str, str] | None = None,
-                    sparse: bool = True, viewer: Viewer | None = None) -> Gallery:
+                    sparse: bool = True, viewer: Viewer | None = None, why: bool = True) -> Gallery:
     """Classify every labelled query of ``split`` (``failure_rules.classify``) and build the cards.
 
     ``tuned_ws``: the same data set with a fine-tuned encoder (``ws.with_model(encoder)``); adds
@@ -123,7 +130,7 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     The systems are those shown by default (``retrieval.systems.shown``); BM25, dense and the CLEAR
     hybrid always, any other once its index is built.
     ``viewer``: whose judgments tell which labels were judged in the app (``Store.judgments``; None,
-    every judge's).
+    every judge's). ``why``: each card's dense explanation and CLEAR split too (``_fill_whys``; cached).
     """
     ws.require_split(split)
     if tuned_ws is not None and tuned_ws.dataset.content_hash != ws.dataset.content_hash:
@@ -144,6 +151,8 @@ def failure_gallery(ws: Workspace, split: str, tuned_ws: Workspace | None = None
     cards = {c: [_card(ws, qid, c, doc, gap, labels[qid], maps, t, systems, found.pair)
                  for qid, doc, gap in found.found[c][:max_cards_per_category]] for c in found.categories}
     _fill_similarities(ws, tuned_ws, [card for cs in cards.values() for card in cs])
+    if why:
+        _fill_whys(ws, split, [card for cs in cards.values() for card in cs])
     if SPLADE in base:
         _fill_sparse_terms(ws, [card for cs in cards.values() for card in cs])
     return Gallery(ws.dataset.name, split, systems, asdict(t), found.counts, cards, found.query_categories,
@@ -178,6 +187,25 @@ def _fill_similarities(ws: Workspace, tuned_ws: Workspace | None, cards: list[Fa
     if tuned_ws is not None:
         for c, s in zip(cards, dense_similarities(tuned_ws, pairs)):
             c.tuned_similarity = s
+
+
+def _fill_whys(ws: Workspace, split: str, cards: list[FailureCard]) -> None:
+    """Each card's dense explanation and CLEAR split, one batch per query: the query's vector as its
+    evaluation encoded it, the λ its evaluation ranked it with (``hybrid.make``, cross-fitted: its half's)."""
+    by_query: dict[tuple[str, str], list[FailureCard]] = {}
+    for c in cards:
+        by_query.setdefault((c.query_id, c.query), []).append(c)
+    if not by_query:
+        return
+    h = make(ws, "clear", split)
+    for (qid, text), group in by_query.items():
+        rows = [ws.doc_row[c.doc_id] for c in group]
+        qvec = ws.dense.encode_queries({qid: text})[0]
+        dense = explain_dense(ws, text, rows, qvec)
+        lam = h.lam_by_query.get(qid, h.lam)
+        hybrid = explain_split(ws, h, lam, text, rows, qvec) if lam is not None else {}
+        for c, r in zip(group, rows):
+            c.dense_why, c.hybrid_why = dense[r], hybrid.get(r)
 
 
 def _fill_sparse_terms(ws: Workspace, cards: list[FailureCard]) -> None:

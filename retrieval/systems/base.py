@@ -17,7 +17,10 @@ no system imports the workspace, which imports them):
   computed (the Search view searches each index once for all its columns);
 
 and ``explain(ws, probe, row)``, what made it rank a document (its terms and their weights), or
-None where BM25's per-term explanation, which every hit carries, is all there is.
+None where BM25's per-term explanation, which every hit carries, is all there is; and
+``explain_score(ws, probe, rows, split)``, for a system whose score is not a sum of terms, what carries
+it: the dense encoder's query words and passages (``dense_why``), the CLEAR hybrid's λ split
+(``hybrid_why``), or None.
 
 What it keeps per corpus (an index) or per workspace (the CLEAR hybrid's λ) it keeps in a slot of
 the workspace (``Workspace.system_state``, ``retrieval.systems.state``), which the memory budget
@@ -36,6 +39,7 @@ contract tests read the declarations.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -46,10 +50,16 @@ from retrieval.data.run import Run
 from retrieval.systems.declared import Capabilities, Citation, Parameter, Relations, keyed
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from retrieval.index.builds import IndexBuild
     from retrieval.index.searchable import SparseVector
     from retrieval.index.terms import TermScore
+    from retrieval.systems.dense_why import DenseWhy
+    from retrieval.systems.hybrid_why import HybridWhy
     from retrieval.systems.reads import SystemWorkspace
+
+    ScoreWhy: TypeAlias = DenseWhy | HybridWhy  # what ``explain_score`` gives of one document
 
 Hits = list[tuple[str, float]]
 
@@ -177,6 +187,22 @@ class System(Protocol):
         """
         ...
 
+    def explain_score(self, ws: SystemWorkspace, probe: Probe, rows: Sequence[int],
+                      split: str | None) -> Mapping[int, ScoreWhy] | None:
+        """What carries its score of each of several documents, in one batch (a dense score: the query
+        words and passages; a fused one: its parts), as ``capabilities.explains_score`` declares.
+
+        Args:
+            ws: The workspace it ranks over.
+            probe: The query.
+            rows: The documents' rows in ``ws.dataset.doc_ids``.
+            split: The split whose λ a hybrid uses; None: the default (as ``one``).
+
+        Returns:
+            ``{row: explanation}``, or None where it gives none.
+        """
+        ...
+
     def weights(self, ws: SystemWorkspace, split: str | None) -> list[Weight]:
         """The weights it chose for ``split`` and how, for the views to show beside its figures.
 
@@ -226,6 +252,10 @@ class SystemBase:
         return None
 
     def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> list[TermScore] | None:
+        return None
+
+    def explain_score(self, ws: SystemWorkspace, probe: Probe, rows: Sequence[int],
+                      split: str | None) -> Mapping[int, ScoreWhy] | None:
         return None
 
     def weights(self, ws: SystemWorkspace, split: str | None) -> list[Weight]:

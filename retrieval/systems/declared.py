@@ -29,6 +29,8 @@ from retrieval.index.terms import QUERY_TERM as QUERY_TERM
 from retrieval.index.terms import TERM_KINDS as TERM_KINDS
 
 INT, FLOAT, STR, BOOL, CHOICE = "int", "float", "str", "bool", "choice"
+DENSE_WHY, SPLIT_WHY = "dense", "split"  # what a system's ``explain_score`` gives (``Capabilities.explains_score``)
+SCORE_EXPLANATIONS = (DENSE_WHY, SPLIT_WHY)
 KINDS = (INT, FLOAT, STR, BOOL, CHOICE)
 TRUE, FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
@@ -144,15 +146,23 @@ class Capabilities:
             rank or a run file scores a list, not a document: None).
         explanation: The kinds of terms ``explain`` names (``TERM_KINDS``), or None where it explains
             nothing of its own (BM25's per-term contributions, which every hit carries, are all).
+        explains_score: What ``explain_score`` gives (``SCORE_EXPLANATIONS``): ``"dense"``, the query words
+            and passages that carry a dense score (``dense_why.DenseWhy``); ``"split"``, a fused score split
+            into its λ-weighted lexical part and its dense part, each explained (``hybrid_why.HybridWhy``);
+            None where it gives none.
     """
 
     exact_scores: bool
     explanation: frozenset[str] | None = None
+    explains_score: str | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.explanation or ()) - set(TERM_KINDS)
         if unknown:
             raise ValueError(f"an explanation names terms of the kinds {', '.join(TERM_KINDS)}, not {sorted(unknown)}")
+        if self.explains_score is not None and self.explains_score not in SCORE_EXPLANATIONS:
+            raise ValueError(f"a score's explanation is one of {', '.join(SCORE_EXPLANATIONS)}, "
+                             f"not {self.explains_score!r}")
 
 
 def parse(parameter: Parameter, value: object, system: str) -> Value:

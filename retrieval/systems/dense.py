@@ -3,13 +3,15 @@ fine-tuned encoder, an int8 or a PCA-reduced index are this same system over a s
 (``Workspace.with_model``, ``with_index``): parameters of it, told apart by its cache key."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from retrieval.data.run import Run
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
-from retrieval.systems.declared import Capabilities, Citation
+from retrieval.systems.declared import DENSE_WHY, Capabilities, Citation
+from retrieval.systems.dense_why import DenseWhy, explain_dense
 
 if TYPE_CHECKING:
     from retrieval.index.builds import IndexBuild
@@ -33,7 +35,7 @@ class Dense(SystemBase):
     citation = Citation("Nils Reimers, Iryna Gurevych", "Sentence-BERT: Sentence Embeddings using Siamese "
                         "BERT-Networks", "EMNLP-IJCNLP 2019, arXiv:1908.10084", 2019,
                         "§3, the bi-encoder and its cosine")
-    capabilities = Capabilities(exact_scores=True)
+    capabilities = Capabilities(exact_scores=True, explains_score=DENSE_WHY)
 
     def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         return {**ws.engine.key, **dense_params(ws)}
@@ -52,7 +54,11 @@ class Dense(SystemBase):
         return probe.dense[:k]
 
     def explain(self, ws: SystemWorkspace, probe: Probe, row: int) -> None:
-        return None  # a cosine has no parts to show
+        return None  # a cosine has no terms to show: ``explain_score`` says which words and passages carry it
+
+    def explain_score(self, ws: SystemWorkspace, probe: Probe, rows: Sequence[int],
+                      split: str | None) -> dict[int, DenseWhy]:
+        return explain_dense(ws, probe.text, rows, probe.vector, keep=False)  # a search writes nothing (``Probe``)
 
     def waits_for(self, ws: SystemWorkspace) -> tuple[IndexBuild[Any, Any], ...]:
         return (ws.builds["dense"],)

@@ -6,6 +6,7 @@ set and encoder it was chosen for, shared by ``with_run``'s copies only."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from retrieval.data.dataset import queries_fingerprint
@@ -16,9 +17,10 @@ from retrieval.systems import clear_lambda as lambdas
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.bm25 import lexical_params
 from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA, LEX_ONLY, CrossFold, LambdaChoice, shown
-from retrieval.systems.declared import Capabilities, Citation, Relations
+from retrieval.systems.declared import SPLIT_WHY, Capabilities, Citation, Relations
 from retrieval.systems.dense import dense_params
 from retrieval.systems.fusion import TIE_BREAK, Hybrid, default_lambda, tune_lambda
+from retrieval.systems.hybrid_why import HybridWhy, explain_split
 from retrieval.systems.identifier_queries import RULE as LOOKUP_RULE
 from retrieval.systems.reliability import dense_reliability
 from retrieval.systems.state import WORKSPACE, SplitChoices
@@ -205,7 +207,7 @@ class Clear(_Fusion):
                         "Complement Lexical Retrieval Model with Semantic Residual Embeddings",
                         "ECIR 2021, arXiv:2004.13969", 2021, "§3.4, eq. 8")
     relations = Relations(("bm25", "dense"), "λ·BM25 (a share of the query's best score) + cosine, over both lists")
-    capabilities = Capabilities(exact_scores=True)
+    capabilities = Capabilities(exact_scores=True, explains_score=SPLIT_WHY)
 
     def cache_params(self, ws: SystemWorkspace, split: str | None) -> dict[str, Any]:
         p = super().cache_params(ws, split)
@@ -279,11 +281,25 @@ class Clear(_Fusion):
     def one(self, ws: SystemWorkspace, probe: Probe, k: int, split: str | None) -> Hits:
         """A query of the data set at the λ its evaluation ranks it with (cross-fitted: its half's),
         any other at the split's λ (cross-fitted: tuned on all judged queries)."""
+        h, lam = self._probed(ws, probe, split)
+        cands = {"q": h.union(probe.text, probe.vector, probe.dense_rows)}
+        return h.rank(cands, lam if lam is not None else default_lambda(cands), k)["q"]
+
+    def explain_score(self, ws: SystemWorkspace, probe: Probe, rows: Sequence[int],
+                      split: str | None) -> dict[int, HybridWhy]:
+        """Each document's score at the λ ``one`` ranks it with, split into its lexical and dense parts
+        (``hybrid_why``); kept in memory, never written (a search writes nothing: ``Probe``)."""
+        h, lam = self._probed(ws, probe, split)
+        if lam is None:
+            lam = default_lambda({"q": h.union(probe.text, probe.vector, probe.dense_rows)})
+        return explain_split(ws, h, lam, probe.text, rows, probe.vector, keep=False)
+
+    def _probed(self, ws: SystemWorkspace, probe: Probe, split: str | None) -> tuple[Hybrid, float | None]:
+        """The hybrid ``one`` ranks ``probe`` with and the λ of this query (None: scale-matched on its candidates)."""
         h = make(ws, "clear", split)
         lam = h.lam_by_query.get(probe.query_id, h.lam) if probe.query_id else h.lam
         h.lam_by_query = {}  # the probe's one list is named "q", whatever the query's id
-        cands = {"q": h.union(probe.text, probe.vector, probe.dense_rows)}
-        return h.rank(cands, lam if lam is not None else default_lambda(cands), k)["q"]
+        return h, lam
 
 
 class RRF(_Fusion):

@@ -615,6 +615,39 @@ def test_the_failure_cards_and_the_report_escape_every_payload(hostile):
     assert_plot_inert(counts_figure(gallery))  # plotly labels: escaped too
 
 
+def test_a_best_passage_with_a_script_and_quotes_comes_out_inert_in_search_and_the_report(tiny_encoder):
+    """A document whose one passage (so its best) carries a script, quotes and an image, searched by a
+    query that carries them too: the dense hit's words and passage, the hybrid's split and the failure
+    card's explanation show them as text."""
+    from retrieval.evaluation.failure_gallery import FailureCard
+    from retrieval.side_by_side import side_by_side
+    from retrieval.systems import builtin
+    from retrieval.systems.base import Probe
+    from retrieval.systems.dense_why import explain_dense
+    from retrieval.workspace import Workspace
+    from ui.present.report import card_html
+    from ui.present.search import side_by_side_html
+
+    passage = """<script>alert("x")</script> the cat's "purr" <img src=x onerror='alert(1)'>"""
+    docs = {"d<1>": Document("d<1>", "", passage), "d2": Document("d2", "", "Dogs bark at the cat."),
+            "d3": Document("d3", "", "Fish swim.")}
+    query = """cat "purr" <script>"""
+    ws = Workspace(Dataset("x", docs, {"q": query}, {}), model=tiny_encoder)
+    res = side_by_side(ws, query, k=3, systems=("dense", "hybrid"))
+    markup = side_by_side_html(res, ws.tokenizer)
+    assert_inert(markup)
+    assert "<script>" not in markup and html.unescape(markup).count(passage) >= 2  # the passage, as text, twice
+    assert '<span class="why-word" title="the score without it: ' in markup and "&#60;script&#62;" in markup
+    row = ws.doc_row["d<1>"]
+    probe = Probe(ws, query, ws.depth)
+    card = FailureCard("semantic_false_positive", "q", query, "d<1>", "", passage, None, {"dense": 1}, "dense 1", 1,
+                       [], [], [], {}, 0.5, dense_why=explain_dense(ws, query, [row])[row],
+                       hybrid_why=builtin("hybrid").explain_score(ws, probe, [row], None)[row])
+    report = card_html(card)
+    assert_inert(report)
+    assert "<script>" not in report and passage in html.unescape(report) and "Hybrid " in report
+
+
 def test_the_judge_panel_escapes_every_payload(hostile, tmp_path):
     from ui.judge import judging_queue, show
 

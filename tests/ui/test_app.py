@@ -80,6 +80,13 @@ def test_search_free_text_returns_three_ranked_lists(client):
         assert sum(v for _, v in h["bm25_terms"]) == pytest.approx(h["score"], rel=1e-3)
         assert {t for t, _ in h["bm25_terms"]} == set(h["matched_terms"])
     assert "<mark>" in html and 'class="sbs"' in html and "BM25 terms:" in html
+    for h in result["systems"]["dense"]:  # what carries a dense score: the query words, the passages
+        why = h["score_why"]
+        assert why["score"] == pytest.approx(h["score"], abs=1e-5) and len(why["words"]) == 3 and why["segments"]
+    for h in result["systems"]["hybrid"]:  # the hybrid's score, split into its parts
+        assert h["score_why"]["lexical"] + h["score_why"]["dense"] == pytest.approx(h["score"], abs=1e-5)
+    assert html.count("Query words carrying the dense score:") == len(result["systems"]["dense"]) + len(
+        result["systems"]["hybrid"]) and "best passage, cosine" in html
 
 
 def test_search_labelled_query_marks_relevance(client):
@@ -192,10 +199,14 @@ def test_failures_endpoint_and_the_offline_report(client):
         for card in cards:
             assert f'data-query-id="{card["query_id"]}"' in cards_html
             assert set(card["ranks"]) >= {"bm25", "dense", "hybrid"}
+            assert card["dense_why"]["segments"] and card["hybrid_why"]["dense_why"] == card["dense_why"]
+    assert cards_html.count("Query words carrying the dense score:") == n_cards
+    assert cards_html.count('class="rs-terms rs-why">Hybrid ') == n_cards
     # the report: one HTML file, nothing fetched from elsewhere, every card in it
     path = client.predict("test", "", api_name="/export_failures")
     report = open(path, encoding="utf-8").read()
     assert report.startswith("<!DOCTYPE html>") and report.count('class="rs-card"') == n_cards
+    assert report.count("Query words carrying the dense score:") == n_cards
     assert "<script src=" not in report and "<link " not in report
     assert report.count("Plotly.newPlot") >= 2  # the counts chart and the recall curves at least
 

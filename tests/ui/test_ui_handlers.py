@@ -54,6 +54,28 @@ def test_search_free_text_and_by_id(ws):
         search.search(ws, "  ")
 
 
+def test_search_says_which_query_words_and_passage_carry_a_dense_hit(ws):
+    page, result = search.search(ws, "leaky faucet washer", ["dense", "hybrid"])
+    top = result["systems"]["dense"][0]
+    why = top["score_why"]
+    assert why["score"] == pytest.approx(top["score"], abs=1e-5)
+    assert sorted(w["word"] for w in why["words"]) == ["faucet", "leaky", "washer"]
+    first = max(why["words"], key=lambda w: w["share"])
+    best = max(why["segments"], key=lambda s: s["score"])
+    doc = ws.dataset.docs[top["doc_id"]]
+    passage = doc.full_text[best["start"]:best["end"]]
+    column = page.split('<div class="col">')[1]  # the dense column
+    first_hit = column.split('<div class="hit">')[1]
+    carried = first_hit.split("Query words carrying the dense score: ")[1].split("</div>")[0]
+    without_first = why["score"] - first["share"]
+    assert carried.startswith(f'<span class="why-word" title="the score without it: {without_first:.3f}">'
+                              f"{first['word']}</span>")  # the word whose removal costs most comes first
+    assert f"best passage, cosine {best['score']:.3f}" in first_hit and passage in shown(first_hit)
+    hybrid = result["systems"]["hybrid"][0]["score_why"]
+    assert hybrid["lexical"] + hybrid["dense"] == pytest.approx(result["systems"]["hybrid"][0]["score"], abs=1e-6)
+    assert f"Hybrid {hybrid['score']:.3f} = lexical {hybrid['lexical']:.3f}" in page
+
+
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_evaluate_gives_caption_metrics_and_per_query_rows(ws):
     caption, rows, wins = evaluate.evaluate(ws, "test", [])

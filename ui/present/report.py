@@ -27,6 +27,7 @@ from retrieval.evaluation.intervals import proportion_interval
 from retrieval.systems import SPLADE, short
 from ui.present.escape import text as _e
 from ui.present.figures import counts_figure
+from ui.present.score_why import dense_why_html, full_text, split_html
 from ui.present.search import typed_contributions, typed_terms
 from ui.present.vocabulary import category_label, describe
 
@@ -123,7 +124,14 @@ def card_html(card: FailureCard, pair: tuple[str, str] | None = None, pooled: bo
         f'<span class="rs-docid">{_e(card.doc_id)}</span>{_label_html(card.label, unjudged)}'
         f'<p class="rs-snippet">{_e(snippet)}</p></div>'
         f"{_ranks_html(card.ranks)}{_terms_html(card)}{_bm25_html(card)}{_similarity_html(card)}{_sparse_html(card)}"
-        "</article>")
+        f"{_why_html(card)}</article>")
+
+
+def _why_html(card: FailureCard) -> str:
+    """What carries the document's dense score (query words, best passage) and the CLEAR hybrid's split of its own."""
+    cls = "rs-terms rs-why"
+    dense = dense_why_html(card.dense_why, full_text(card.doc_id, card.title, card.text), cls) if card.dense_why else ""
+    return dense + (split_html(card.hybrid_why, card.term_words, cls) if card.hybrid_why else "")
 
 
 def _counts_table(gallery: Gallery, thresholds: Thresholds) -> str:

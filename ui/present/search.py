@@ -1,7 +1,8 @@
 """The Search view's HTML: one column per system, each hit with its label badge, its rank in the
 other lists, the query terms it matches highlighted, its per-term BM25 contributions, its system's
 own terms (SPLADE's or RM3's, each marked with its kind: a query term, a query expansion, a document
-expansion) and the query terms it lacks; for a labelled query, a
+expansion), what carries a dense or CLEAR score (the query words, the best passage, the λ split:
+``ui.present.score_why``) and the query terms it lacks; for a labelled query, a
 table of every labelled document's rank per system."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from retrieval.side_by_side import Hit, SideBySide
 from retrieval.systems import HYBRID, label, short
 from retrieval.systems.identifier_queries import is_identifier_lookup
 from ui.present.escape import text as esc
+from ui.present.score_why import full_text, score_why_html
 from ui.texts import BANNER_FOLLOWS, identifier_lookup_why
 
 LABEL_BADGE = {2: ("rel-2", "relevant (2)"), 1: ("rel-1", "partly relevant (1)"),
@@ -69,7 +71,8 @@ def _hit_html(hit: Hit, system: str, res: SideBySide, tokenizer: Tokenizer) -> s
     why = f'<div class="why">BM25 terms: {why}</div>' if why else ""
     lacked = ", ".join(word for word, _ in typed_terms(hit.missing_terms, words))
     missing = f'<div class="missing">no exact match: {esc(lacked)}</div>' if hit.missing_terms and res.terms else ""
-    own = _system_terms_html(hit, system)
+    own = _system_terms_html(hit, system) + score_why_html(hit.score_why, full_text(hit.doc_id, hit.title, hit.text),
+                                                           words)
     return (f'<div class="hit"><div class="hit-head"><span class="rank">{hit.rank}</span>{badge}'
             f'<span class="title">{esc(hit.title or hit.doc_id)}</span>'
             f'<span class="score">{hit.score:.3f}</span></div>'

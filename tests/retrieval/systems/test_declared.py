@@ -190,3 +190,29 @@ def test_exact_scores_are_declared_exactly_where_a_system_gives_them(ws, key):
     run = system.search(ws, queries, 3, "test")
     rows = {q: [ws.doc_row[d] for d, _ in hits] for q, hits in run.items()}
     assert (system.exact_scores(ws, "test", rows, queries) is not None) == system.capabilities.exact_scores
+
+
+@pytest.mark.parametrize("key", keys())
+def test_a_score_is_explained_exactly_where_a_system_declares_it(ws, key):
+    from retrieval.systems.base import Probe
+    from retrieval.systems.dense_why import DenseWhy
+    from retrieval.systems.hybrid_why import HybridWhy
+
+    system = builtin(key)
+    if system.needs.sparse:
+        pytest.skip("the learned sparse systems explain terms, not a score: their index is the sparse store's")
+    text = next(iter(ws.dataset.split_queries("test").values()))
+    probe = Probe(ws, text, ws.depth)
+    rows = [ws.doc_row[d] for d, _ in system.one(ws, probe, 3, "test")]
+    whys = system.explain_score(ws, probe, rows, "test")
+    declared = system.capabilities.explains_score
+    assert (whys is not None) == (declared is not None)
+    if whys is not None:
+        assert set(whys) == set(rows)
+        kind = {"dense": DenseWhy, "split": HybridWhy}[declared]
+        assert all(isinstance(w, kind) for w in whys.values())
+
+
+def test_a_score_explanation_is_one_of_the_declared_kinds():
+    with pytest.raises(ValueError, match="one of dense, split, not 'words'"):
+        Capabilities(exact_scores=True, explains_score="words")
