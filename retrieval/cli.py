@@ -571,7 +571,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     predictions = predict(ws, query_ids, systems, k=args.k, labels=args.labels)
     for s, c in predictions.combinations.items():
         how = (f"fitted to nDCG@10 on {c.judged:,} judged queries, cross-fitted in {c.folds} folds"
-               if c.how == "fitted" else "label-free (mean of the predictors' percentiles)")
+               if c.how == "fitted" else "label-free (mean percentile, each family of evidence once)")
         print(f"{label(s)}: {how}", file=sys.stderr)
     columns = predictions.columns()
     text = dumps(columns, ([row[c] for c in columns] for row in predictions.rows()), "tsv")
