@@ -89,9 +89,10 @@ SAMPLE_METHODS = {"all": "every query", "random": "random", "frequency": "by fre
 DIFFICULTY_HELP = ("Every query's predicted difficulty, labelled or not (query performance prediction): how widely "
                    "each system's scores spread over its top documents, how far they stand above the corpus, how "
                    "specific the query's words are, and how far the systems disagree, each turned into a percentile "
-                   "within the query set and averaged — or, where enough queries are judged, fitted to their "
-                   "nDCG@10. It ranks queries, it does not grade them: a query predicted hard is worth a look, and "
-                   "judging tells whether it fails. Computed in the background the first time the table is opened.")
+                   "within the query set and averaged, each kind of evidence weighing once — or, where enough "
+                   "queries are judged, fitted to their nDCG@10. It ranks queries, it does not grade them: a query "
+                   "predicted hard is worth a look, and judging tells whether it fails. Computed in the background "
+                   "the first time the table is opened.")
 SEGMENTS_HELP = ("Each row is one kind of query: its length, whether it has digits (codes, part numbers, years), "
                  "a question or keywords, its detected language, and every extra field of your queries file "
                  "(a JSONL record's other values or `metadata`, a CSV/TSV file's other columns) that takes 2 to 20 "

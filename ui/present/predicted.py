@@ -43,7 +43,7 @@ def how_predicted(combinations: dict[str, Combination]) -> str:
     fitted = {s: c for s, c in combinations.items() if c.how == "fitted"}
     if not fitted:
         return ("Each system's prediction is the label-free combination: every predictor's percentile within the "
-                "query set, averaged (1 = predicted easiest).")
+                "query set, averaged with each family of evidence weighing once (1 = predicted easiest).")
     parts = ", ".join(f"{_e(short(s))} on {c.judged:,} judged queries ({c.folds} folds)" for s, c in fitted.items())
     return (f"Each system's prediction is its predicted nDCG@10, fitted on the judged queries (cross-fitted: a judged "
             f"query is predicted by a model that did not see it): {parts}; the others are label-free.")
