@@ -77,6 +77,21 @@ def write_json(path: str | Path | None, obj, indent: int | None = 2) -> None:
     path.write_text(json.dumps(obj, indent=indent, default=str))
 
 
+def chosen_sets(parser: argparse.ArgumentParser, listed: str, known: dict[str, Path]) -> list[str] | None:
+    """The names of ``--sets`` (comma-separated) among ``known`` (name -> folder): an unknown name, or none,
+    ends the run with the parser's error naming them; a folder that is absent here (the shared data sets
+    beside the checkout) is said on stderr and gives None, the run recording nothing."""
+    sets = [s.strip() for s in listed.split(",") if s.strip()]
+    unknown = [s for s in sets if s not in known]
+    if unknown or not sets:
+        parser.error(f"choose sets from {', '.join(known)}, not {', '.join(unknown) or 'none'}")
+    missing = [s for s in sets if not known[s].is_dir()]
+    if missing:
+        print(f"the shared data sets are absent here ({', '.join(str(known[s]) for s in missing)})", file=sys.stderr)
+        return None
+    return sets
+
+
 def dataset_arg(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     """The positional data set (a BEIR folder or zip); optional when ``default`` is given."""
     if default is None:

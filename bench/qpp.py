@@ -38,7 +38,7 @@ import sys
 
 import numpy as np
 
-from _common import DEMO, SHARED, machine, recorded, timed, write_json  # first: it puts the checkout on sys.path
+from _common import DEMO, SHARED, chosen_sets, machine, recorded, timed, write_json  # first: the checkout on sys.path
 from retrieval import Workspace, load_dataset
 from retrieval.store import Store, default_store_path
 
@@ -139,15 +139,10 @@ def main(argv=None) -> int:
     p.add_argument("--store", default=None, help="cache file for embeddings and runs (default: the usual store)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in sets if s not in SETS]
-    if unknown or not sets:
-        p.error(f"choose sets from {', '.join(SETS)}, not {', '.join(unknown) or 'none'}")
-    missing = [s for s in sets if not SETS[s].is_dir()]
-    if missing:
-        print(f"the shared data sets are absent here ({', '.join(str(SETS[s]) for s in missing)})", file=sys.stderr)
+    sets = chosen_sets(p, args.sets, SETS)
+    if sets is None:
         return 2  # nothing recorded
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     print(f"machine: {machine()}")
     store = args.store or str(default_store_path())
     results = {s: measure(s, SETS[s], systems, args.k, args.resamples, store) for s in sets}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _common import DEMO, SHARED, recorded, write_json  # first: it puts the checkout on sys.path
+from _common import DEMO, SHARED, chosen_sets, recorded, write_json  # first: it puts the checkout on sys.path
 from retrieval import Workspace, load_dataset
 from retrieval.evaluation.measures import compare
 
@@ -66,13 +66,8 @@ def main(argv=None) -> int:
     p.add_argument("--sets", default="scifact,nfcorpus", help=f"comma-separated, of {', '.join(SETS)}")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    unknown = [s for s in sets if s not in SETS]
-    if unknown or not sets:
-        p.error(f"choose sets from {', '.join(SETS)}, not {', '.join(unknown) or 'none'}")
-    missing = [s for s in sets if not SETS[s].is_dir()]
-    if missing:
-        print(f"the shared data sets are absent here ({', '.join(str(SETS[s]) for s in missing)})", file=sys.stderr)
+    sets = chosen_sets(p, args.sets, SETS)
+    if sets is None:
         return 2  # nothing recorded
     results = {s: measure(SETS[s]) for s in sets}
     show(results)

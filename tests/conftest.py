@@ -236,6 +236,21 @@ def store_copy(source: Path, path: Path) -> Path:
     return path
 
 
+def demo_app_state(tmp_path_factory, tiny_model_dir: Path, demo_sparse_store: Path, name: str):
+    """The app's registry over a copy of the demo's store (its SPLADE vectors there already: the learned sparse
+    index is read, not encoded) with the demo loaded: yields (registry, the demo's key), closes the store after.
+    A module's ``app_state`` fixture is ``yield from demo_app_state(...)``."""
+    from retrieval.store import Store
+    from ui import data
+    from ui.registry import Registry
+
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp(name) / "store.sqlite3"))
+    registry = Registry(store, str(tiny_model_dir))
+    key = data.load_demo(registry).key
+    yield registry, key
+    store.close()
+
+
 @pytest.fixture(scope="module")
 def demo():
     """The bundled demo data set (384 passages, train and test splits), loaded once per module."""

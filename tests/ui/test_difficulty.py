@@ -17,7 +17,7 @@ from retrieval.judging import sampling
 from retrieval.qpp.predict import Combination, Predictions, QueryPrediction
 from retrieval.sharing.owners import Viewer
 from retrieval.store import Store
-from tests.conftest import store_copy
+from tests.conftest import demo_app_state
 from ui import data, difficulty, failures, judge, search
 from ui.present import predicted as present
 from ui.registry import Registry
@@ -27,12 +27,7 @@ PAYLOADS = ("<script>alert('q')</script> leaky tap", "<img src=x onerror=alert(1
 
 @pytest.fixture(scope="module")
 def app_state(tmp_path_factory, tiny_model_dir, demo_sparse_store):
-    # the demo's SPLADE vectors are in the store already: the learned sparse index is read, not encoded
-    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("difficulty") / "store.sqlite3"))
-    registry = Registry(store, str(tiny_model_dir))
-    key = data.load_demo(registry).key
-    yield registry, key
-    store.close()
+    yield from demo_app_state(tmp_path_factory, tiny_model_dir, demo_sparse_store, "difficulty")
 
 
 def settled(registry: Registry, key: str):

@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.store import Store
 from retrieval.systems import label
-from tests.conftest import store_copy
+from tests.conftest import demo_app_state
 from training.job import JobQueue
 from ui import common, data, evaluate, failures, runs, search, train
 from ui.registry import Registry
@@ -23,12 +23,7 @@ def shown(status: str) -> str:
 
 @pytest.fixture(scope="module")
 def app_state(tmp_path_factory, tiny_model_dir, demo_sparse_store):
-    # the demo's SPLADE vectors are in the store already: the learned sparse index is read, not encoded
-    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("handlers") / "store.sqlite3"))
-    registry = Registry(store, str(tiny_model_dir))
-    key = data.load_demo(registry).key
-    yield registry, key
-    store.close()
+    yield from demo_app_state(tmp_path_factory, tiny_model_dir, demo_sparse_store, "handlers")
 
 
 @pytest.fixture
