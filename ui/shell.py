@@ -297,7 +297,10 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
     failed load changes nothing but the status); a new page whose corpus has query sets kept with it
     opens with them. Every view reads the labels as the session counts them (``Registry.labelled``).
     Returns the page's load event (the labels are looked at again after it)."""
-    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), banner.timer,
+    # Judge's query table by predicted difficulty, emptied as Search's is (it fills again when asked)
+    judged_table = [judge_view.difficulty.html] if judge_view.difficulty is not None else []
+    outputs = [ctx.key, data_view.status, summary, *(c for view in views for c in view.outputs()), *judged_table,
+               banner.timer,
                banner.seen, data_view.sets, data_view.set_pick, search_view.query_set, labels.seen, data_view.kept,
                data_view.kept_pick]
 
@@ -308,7 +311,7 @@ def _refresh_on_load(app: gr.Blocks, ctx: Context, data_view: data.DataView, sum
         ctx.registry.hold(session, loaded.key, fresh)
         ws, viewer = ctx.registry.labelled(loaded.key, session), ctx.registry.viewer(session)
         before, updates = refreshed(loaded.key, ws, views, viewer)
-        return (loaded.key, loaded.status, data.dataset_summary(ws), *updates,
+        return (loaded.key, loaded.status, data.dataset_summary(ws), *updates, *("" for _ in judged_table),
                 gr.Timer(active=True), before,
                 *data.query_set_rows(ctx.registry, ws, session),
                 search.query_set_choices(ctx.registry, ws, viewer), ws.dataset.content_hash,

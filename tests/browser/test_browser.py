@@ -605,3 +605,16 @@ def test_the_query_table_by_predicted_difficulty_opens_a_query_in_search(page, s
     row.click()
     expect(page.locator("#query-box textarea")).to_have_value(text)
     expect(page.locator("#results .sbs")).to_be_visible()
+
+
+def test_judges_query_table_is_emptied_when_another_data_set_is_opened(page):
+    """Judge's table by predicted difficulty, once filled, is emptied when the page opens a data set (the
+    demo again here), as Search's is: no row of the data set shown before stays on show to be clicked."""
+    open_tab(page, "Judge")
+    page.locator("#judge-difficulty-box").get_by_text("Queries by predicted difficulty").first.click()
+    page.locator("#judge-difficulty tr[data-query-id]").first.wait_for(timeout=180_000)
+    open_tab(page, "Data")
+    page.get_by_role("button", name="Load the bundled demo").click()
+    expect(page.locator("#load-status")).to_contain_text("Loaded demo", timeout=180_000)
+    open_tab(page, "Judge")
+    expect(page.locator("#judge-difficulty tr[data-query-id]")).to_have_count(0)
