@@ -173,8 +173,8 @@ QPP_COLUMNS = ("NQC", "WIG", "clarity", "disagreement", "combined (label-free)",
 
 def qpp(results: Path) -> list[str]:
     """``qpp.py`` on the four labelled corpora: per corpus and system, its mean nDCG@10 and Kendall's τ with
-    nDCG@10 per query of NQC, WIG, clarity, the disagreement and both combinations, the combinations with
-    their bootstrap intervals."""
+    nDCG@10 per query of NQC, WIG, clarity, the disagreement and both combinations, each with its bootstrap
+    interval."""
     data = _run(results, "qpp", "")["data"]["sets"]
     rows = []
     for name, key in QPP_SETS:
@@ -184,8 +184,7 @@ def qpp(results: Path) -> list[str]:
             cells = []
             for column in QPP_COLUMNS:
                 tau = r["predictors"].get(column, {}).get("tau")
-                cells.append("—" if tau is None else signed(tau[0], 3) + (
-                    f" {interval([tau[1], tau[2]])}" if column.startswith("combined") else ""))
+                cells.append("—" if tau is None else f"{signed(tau[0], 3)} {interval([tau[1], tau[2]])}")
             rows.append([f"{name} ({data[key]['queries']})", system, fixed(r["mean_ndcg10"], 3), *cells])
     return table(["corpus (queries)", "system", "nDCG@10", "τ NQC", "τ WIG", "τ clarity", "τ disagreement",
                   "τ label-free", "τ fitted"], rows, "llrrrrrrr")
