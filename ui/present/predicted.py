@@ -46,7 +46,8 @@ def how_predicted(combinations: dict[str, Combination]) -> str:
                 "query set, averaged with each family of evidence weighing once (1 = predicted easiest).")
     parts = ", ".join(f"{_e(short(s))} on {c.judged:,} judged queries ({c.folds} folds)" for s, c in fitted.items())
     return (f"Each system's prediction is its predicted nDCG@10, fitted on the judged queries (cross-fitted: a judged "
-            f"query is predicted by a model that did not see it): {parts}; the others are label-free.")
+            f"query is predicted by a model that did not see it): {parts}"
+            f"{'; the others are label-free' if len(fitted) < len(combinations) else ''}.")
 
 
 def table_html(predictions: Predictions, labelled: set[str], order: str = "hardest", n: int = SHOWN,
