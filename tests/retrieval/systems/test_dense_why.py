@@ -155,3 +155,24 @@ def test_a_documents_passages_are_encoded_once_whatever_the_query(tiny_encoder, 
     again = explain_dense(ws, "warm kitten", rows, keep=False)
     assert ws.encoder.encoded == 1 + 2  # the passages' vectors kept in memory: only the new query's own texts
     assert [len(w.segments) for w in again.values()] == [len(w.segments) for w in first.values()]
+
+
+@pytest.mark.parametrize("damage", [{"why": {"score": 1.0}}, {"why": "not an explanation"}, {"other": 1},
+                                    {"why": {"score": "x", "words": [], "segments": [], "segments_cut": 0,
+                                             "read_until": 0}}])
+def test_a_damaged_stored_explanation_is_a_miss_computed_again(ws, damage):
+    rows = top_rows(ws, QUERY, 2)
+    first = explain_dense(ws, QUERY, rows)
+    doc = ws.dataset.doc_ids[rows[0]]
+    key = why_key(ws, QUERY, doc, ws.dataset.docs[doc].full_text)
+    ws.store.put_metrics(key, dataset=ws.dataset.corpus_hash, system=WHY_SYSTEM, params={}, split=None,
+                         metrics={}, per_query=damage)
+    forget()  # the process's memory emptied: the store is read, and its damaged row is not trusted
+    again = explain_dense(ws, QUERY, rows)[rows[0]]  # computed again (in another batch: float32 noise apart)
+    was = first[rows[0]]
+    assert again.score == pytest.approx(was.score, abs=1e-5)
+    assert [(w.word, w.start, w.end) for w in again.words] == [(w.word, w.start, w.end) for w in was.words]
+    assert [w.share for w in again.words] == pytest.approx([w.share for w in was.words], abs=1e-5)
+    assert [(g.start, g.end, g.read_by_encoder) for g in again.segments] == \
+        [(g.start, g.end, g.read_by_encoder) for g in was.segments]
+    assert DenseWhy.from_json(ws.store.get_metrics(key)[1]["why"]) == again  # and the damaged row written over
