@@ -40,3 +40,13 @@ def judged_at_10(runs: dict[str, Run], judged: Qrels) -> dict[str, tuple[float, 
         ev = evaluate_run({q: run.get(q, []) for q in relevant}, relevant, metrics=(JUDGED_AT_10,))
         out[name] = (ev.mean[JUDGED_AT_10], ev.interval(JUDGED_AT_10))
     return out
+
+
+def quiet_machine():
+    """A reading of a machine no other process uses, for timings a test makes up (``cpu_choice.choose``'s
+    ``machine``): load 0, and no CPU time but this process's."""
+    import time
+
+    from retrieval.index.machine_load import Reading
+
+    return Reading(time.monotonic(), 0.0, 2, 0.0, 0.0)

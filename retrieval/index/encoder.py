@@ -21,6 +21,7 @@ import copy
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from retrieval.errors import EncoderLoadError
-from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, choose, cpu_bf16_instructions
+from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, check_rate, choose, count_tokens, cpu_bf16_instructions
 from retrieval.index.recent import Recent
 from retrieval.training_record import TrainedOn  # a leaf: the record a fine-tuned model carries
 
@@ -46,6 +47,8 @@ TRAINING_RECORD_BYTES = 64 * 2**20
 MODELS_KEPT = 4  # encoders a process keeps loaded (model × device × precision), least recently used let go first
 _cache: Recent[tuple[str, str, str], Encoder] = Recent(MODELS_KEPT)
 _cache_lock = threading.Lock()
+RATE_CHECK_S = 20.0  # an encoding is held against its CPU choice's calibration only when it ran this long
+RATE_SAMPLE = 16  # texts of a chunk whose tokens are counted
 
 
 def read_training_record(folder: str | Path) -> dict[str, Any] | None:
@@ -192,6 +195,7 @@ class Encoder:
         self.cpu_choice = cpu_choice  # the measurement behind precision and batch size on a CPU (``load_encoder``)
         self._fingerprint: str | None = None
         self._query_view: Encoder | None = None
+        self.rate_check: str | None = None  # why the last long encoding flagged the CPU choice (``check_rate``)
 
     @property
     def asymmetric(self) -> bool:
@@ -227,11 +231,8 @@ class Encoder:
         choice = self.cpu_choice
         if choice is None or self.device != "cpu":
             return f"{self.device}, {self.precision}{why}"
-        if choice.precision == self.precision and choice.batch_size == self.batch_size:
-            how = f"fastest of {choice.candidates}" if choice.rates else "remembered"
-        else:
-            how = "as asked"
-        return (f"{self.device}, {self.precision}{why}, batch {self.batch_size} ({how} on {choice.cpu}, "
+        how = choice.how if choice.precision == self.precision and choice.batch_size == self.batch_size else "as asked"
+        return (f"{self.device}, {self.precision}{why}, batch {self.batch_size} ({how}; on {choice.cpu}, "
                 f"{choice.threads} thread{'s' if choice.threads != 1 else ''})")
 
     @property
@@ -269,12 +270,26 @@ class Encoder:
         ``progress(texts done, texts total)`` after each chunk (``retrieval.progress.counting``)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")
+        watch = self._rate_watch()
         for start in range(0, len(texts), chunk):
             rows = order[start:start + chunk]
-            out[rows] = self.encode_batch([texts[i] for i in rows])
+            batch = [texts[i] for i in rows]
+            out[rows] = self.encode_batch(batch)
+            if watch is not None:
+                watch.add(self.model, batch)
             if progress:
                 progress(start + len(rows), len(texts))
+        if watch is not None:
+            self.rate_check = watch.check()
         return out
+
+    def _rate_watch(self) -> RateWatch | None:
+        """A watch on this encoding's rate, where the encoder runs as its CPU choice says (``check_rate``)."""
+        choice = self.cpu_choice
+        if (choice is None or self.device != "cpu" or not choice.token_rate or choice.precision != self.precision
+                or choice.batch_size != self.batch_size):
+            return None
+        return RateWatch(choice)
 
     def encode_batch(self, texts: list[str]) -> np.ndarray:
         """One call of the model on ``texts`` at the encoder's precision; float32 rows."""
@@ -294,6 +309,31 @@ class Encoder:
 
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.device.split(":")[0], dtype=dtype)
+
+
+class RateWatch:
+    """The tokens an encoding read and the time it took, to hold against its CPU choice's calibration
+    (``cpu_choice.check_rate``) once it has run ``RATE_CHECK_S``: tokens counted on a sample of each
+    chunk (``RATE_SAMPLE`` texts, evenly spaced), a few milliseconds against the chunk's seconds."""
+
+    def __init__(self, choice: CpuChoice):
+        from retrieval.index import machine_load
+
+        self.choice, self.first = choice, machine_load.read()
+        self.start, self.tokens = time.perf_counter(), 0.0
+
+    def add(self, model: SentenceTransformer, texts: list[str]) -> None:
+        step = max(1, len(texts) // RATE_SAMPLE)
+        sample = texts[::step][:RATE_SAMPLE]
+        self.tokens += count_tokens(model, sample) * len(texts) / len(sample)
+
+    def check(self) -> str | None:
+        from retrieval.index import machine_load
+
+        seconds = time.perf_counter() - self.start
+        if seconds < RATE_CHECK_S:
+            return None
+        return check_rate(self.choice, round(self.tokens), seconds, self.first, machine_load.read())
 
 
 def load_encoder(name_or_path: str | None = None, device: str | None = "auto",

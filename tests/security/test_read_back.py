@@ -36,6 +36,7 @@ from retrieval.judging.judgments import judgments_to_qrels, merged_qrels
 from retrieval.store import Store
 from retrieval.workspace import Workspace
 from tests.conftest import DEMO, ROOT
+from tests.helpers import quiet_machine
 
 
 # ---- kept FAISS indexes ------------------------------------------------------------------------
@@ -423,7 +424,7 @@ def test_the_cpu_choices_file_folder_loses_its_orphans(tiny_encoder, tmp_path, m
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
     orphan = choices_file().with_name(f"{choices_file().name}.{_dead_pid()}.part")
     orphan.write_text("{")
-    assert choose(tiny_encoder.model, timer=lambda precision, batch: 1.0).precision in ("bf16", "fp32")
+    assert choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, batch: 1.0).precision in ("bf16", "fp32")
     assert not orphan.exists() and choices_file().exists()
 
 
@@ -435,7 +436,7 @@ def test_the_cpu_choices_file_keeps_the_latest_choices_within_its_bound(tiny_enc
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
     old = {f"other-{i}": {"precision": "fp32", "batch_size": 32, "cpu": "elsewhere"} for i in range(REMEMBERED + 10)}
     choices_file().write_text(json.dumps(old))
-    choose(tiny_encoder.model, timer=lambda precision, batch: 1.0)
+    choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, batch: 1.0)
     kept = json.loads(choices_file().read_text())
     assert len(kept) == REMEMBERED and f"other-{REMEMBERED + 9}" in kept and "other-0" not in kept
     assert sum(not k.startswith("other-") for k in kept) == 1  # this CPU's, the latest
@@ -455,17 +456,23 @@ def test_a_remembered_cpu_choice_that_names_no_candidate_is_measured_again(tiny_
     from retrieval.index.cpu_choice import choices_file, choose
 
     monkeypatch.setenv("RANKSCOPE_HOME", str(tmp_path))
-    first = choose(tiny_encoder.model, timer=lambda precision, batch: 1.0 / batch)  # 64 fastest
+    first = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, batch: 1.0 / batch)  # 64 fastest
     (key,) = json.loads(choices_file().read_text())
     choices_file().write_text(json.dumps({key: record}))
     calls = []
-    again = choose(tiny_encoder.model, timer=lambda precision, batch: calls.append(batch) or 1.0 / batch)
+    again = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, b: calls.append(b) or 1.0 / b)
     assert calls and again.batch_size == first.batch_size == 64
     assert json.loads(choices_file().read_text())[key]["batch_size"] == 64
     choices_file().write_text(json.dumps({key: {"precision": "fp32", "batch_size": 16, "cpu": "<b>x</b>",
                                                 "rates": {"fp32/16": "fast", "fp32/32": 3.5, "fp32/64": True}}}))
-    kept = choose(tiny_encoder.model, timer=lambda precision, batch: 1 / 0)  # valid: not measured
+    kept = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, batch: 1 / 0)  # valid: not measured
     assert (kept.batch_size, kept.rates) == (16, {"fp32/32": 3.5})
+    # how it was measured, read as data of a bounded size and type: a wrong field is as if absent
+    choices_file().write_text(json.dumps({key: {
+        "precision": "fp32", "batch_size": 32, "cpu": "x", "rounds": "3", "spread": -1, "token_rate": float("nan"),
+        "provisional": "<b>" * 5000, "measured_at": time.time(), "recheck": ["x"]}}))
+    odd = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, batch: 1 / 0)  # provisional, recent
+    assert (odd.rounds, odd.spread, odd.token_rate, len(odd.provisional), odd.recheck) == (0, None, 0.0, 200, "")
 
 
 # ---- rows of the store ---------------------------------------------------------------------------
@@ -1754,8 +1761,10 @@ def test_the_cpu_choices_file_is_read_back_only_as_a_small_file_of_its_folder(ti
     target = os.path.realpath(path) if path.is_symlink() else None
     before = (os.stat(target).st_size, os.stat(target).st_mtime_ns) if target and os.path.isfile(target) else None
     calls: list[int] = []
-    peak = _peak_during(lambda: _in_time(lambda: choose(tiny_encoder.model, timer=lambda p, b: calls.append(b) or 1.0),
-                                         unblock=path if case == "a FIFO" else None))
+    def measure():
+        return choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, b: calls.append(b) or 1.0)
+
+    peak = _peak_during(lambda: _in_time(measure, unblock=path if case == "a FIFO" else None))
     assert calls and peak < 16  # measured again; never more than a few MB held
     assert path.is_file() and not path.is_symlink() and os.path.getsize(path) < CHOICES_BYTES
     assert list(json.loads(path.read_text()).values())[0]["batch_size"] == 16
