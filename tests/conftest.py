@@ -19,6 +19,11 @@ DEMO = ROOT / "data" / "demo"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# one compute thread a process: the suite runs two workers on two cores, and a process each of them starts
+# (the CLI, a training, a bench) would otherwise run torch's OpenMP threads on both, four spinning threads
+# on two cores (a killed encoding's test took 132 s so beside another process, 61 s with one thread each)
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 # what RankScope keeps in its home (the default store, the CPU precision choices) stays out of the user's
 if "RANKSCOPE_HOME" not in os.environ:  # made here (xdist's workers inherit it): removed when the run ends
     os.environ["RANKSCOPE_HOME"] = tempfile.mkdtemp(prefix="rankscope-tests-")

@@ -50,3 +50,14 @@ def quiet_machine():
     from retrieval.index.machine_load import Reading
 
     return Reading(time.monotonic(), 0.0, 2, 0.0, 0.0)
+
+
+CLIENT_TIMEOUT_S = 300.0  # a real app on a busy machine answers in seconds, not in httpx's default five
+
+
+def app_client(url: str, headers: dict[str, str] | None = None):
+    """A ``gradio_client`` client of the app at ``url`` (a new session) that waits for the server as
+    long as a busy machine needs: what a test asserts never depends on the machine's load."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, headers=headers, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S})

@@ -30,11 +30,11 @@ def app():
 
 
 def test_the_streamed_caller_returns_what_gradio_client_returns(app):
-    from gradio_client import Client
+    from tests.helpers import app_client
 
     streamed = bench_module("judge_speed").Streamed(app.local_url)
     try:
-        client = Client(app.local_url, verbose=False)
+        client = app_client(app.local_url)
         for args in (("ab",), ("ab", 3), ("", 1)):
             assert streamed.predict(*args, api_name="/count") == client.predict(*args, api_name="/count")
         assert streamed.predict("x", 4, api_name="/count")[0] == "xxxx"

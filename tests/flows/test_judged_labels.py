@@ -15,6 +15,7 @@ import pytest
 
 from retrieval.store import Store
 from tests.conftest import DEMO, store_copy
+from tests.helpers import app_client
 from tests.retrieval.test_cli import cli
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
@@ -56,12 +57,12 @@ def live(tiny_model_dir, tmp_path_factory, demo_sparse_store):
 
 @pytest.mark.slow
 def test_grades_are_labels_in_every_session_and_the_command_line_with_no_click(live, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
     url, registry, store = live
     corpus, queries = write_unlabelled(tmp_path / "kitchen")
-    ana, bo = Client(url, verbose=False), Client(url, verbose=False)
+    ana, bo = app_client(url), app_client(url)
     for client in (ana, bo):  # both open the corpus before any grade
         status, summary, *_ = client.predict([handle_file(corpus), handle_file(queries)], api_name="/load_dataset")
         assert "Loaded corpus" in unescape(status) and "No relevance labels" in unescape(summary)

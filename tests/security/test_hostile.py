@@ -893,9 +893,9 @@ def shared_app(tiny_model_dir, tmp_path_factory):
 
 
 def client_of(shared_app):
-    from gradio_client import Client
+    from tests.helpers import app_client
 
-    return Client(shared_app[0].local_url, verbose=False)
+    return app_client(shared_app[0].local_url)
 
 
 def error_of(call) -> str:

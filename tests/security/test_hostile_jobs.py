@@ -40,9 +40,9 @@ def shared_app(tiny_model_dir, tmp_path_factory):
 
 def session(url: str, address: str | None = None):
     """A fresh session (a new ``gradio_client`` client), seen from ``address`` when one is given."""
-    from gradio_client import Client
+    from tests.helpers import app_client
 
-    return Client(url, verbose=False, headers={"X-Forwarded-For": address} if address else None)
+    return app_client(url, headers={"X-Forwarded-For": address} if address else None)
 
 
 def queued(client, *form) -> str:

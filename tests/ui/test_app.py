@@ -9,12 +9,13 @@ import zipfile
 from html import unescape as html_unescape
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 import app as rankscope_app
 from retrieval.systems import builtin, label
 from retrieval.systems import shown as shown_by_default
 from tests.conftest import DEMO, store_copy
+from tests.helpers import app_client
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
 
@@ -39,7 +40,7 @@ def running_app(tiny_model_dir, tmp_path_factory, demo_sparse_store):
 
 @pytest.fixture
 def client(running_app):
-    return Client(running_app[0].local_url, verbose=False)
+    return app_client(running_app[0].local_url)
 
 
 def demo_queries():
@@ -269,7 +270,7 @@ def test_upload_switches_data_set_for_this_session_only(running_app, client, tmp
     _, result = client.predict("how do glaciers shape land", api_name="/search")
     assert result["query_id"] == "g1"
     assert {h["doc_id"] for h in result["systems"]["dense"]} <= {f"m{i}" for i in range(5)}
-    other = Client(running_app[0].local_url, verbose=False)  # a second user still sees the demo
+    other = app_client(running_app[0].local_url)  # a second user still sees the demo
     _, theirs = other.predict("leaky faucet washer", api_name="/search")
     assert any(h["doc_id"].startswith("home-") for h in theirs["systems"]["bm25"])
 
@@ -389,7 +390,7 @@ def test_import_run_endpoint_puts_the_run_beside_the_others(client, running_app,
     assert list(result["systems"]) == ["bm25", "dense", "hybrid", "vendor"]  # put beside them after import
     # read in as trec_eval reads the file: equal labels ranked by document id, descending
     assert [h["doc_id"] for h in result["systems"]["vendor"]] == [d for d, _ in sorted_hits(oracle["q02"])]
-    _, theirs = Client(running_app[0].local_url, verbose=False).predict("leaky faucet", api_name="/search")
+    _, theirs = app_client(running_app[0].local_url).predict("leaky faucet", api_name="/search")
     assert "vendor" not in theirs["systems"]  # another session does not see it
 
 

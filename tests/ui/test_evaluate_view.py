@@ -185,10 +185,11 @@ def settings_app(tiny_model_dir, tmp_path_factory, demo_sparse_store):
 @pytest.mark.slow
 @pytest.mark.server
 def test_rm3s_figures_follow_its_settings_and_one_sessions_settings_never_reach_another(settings_app):
-    from gradio_client import Client
     from gradio_client.exceptions import AppError
 
-    ana, bo = (Client(settings_app.local_url, verbose=False) for _ in range(2))
+    from tests.helpers import app_client
+
+    ana, bo = (app_client(settings_app.local_url) for _ in range(2))
 
     def rm3_row(client) -> list:
         _, table, _ = client.predict("test", ["rm3"], api_name="/evaluate")

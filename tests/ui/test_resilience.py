@@ -16,11 +16,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
 
 from retrieval.store import Store
 from tests.conftest import ROOT
-from tests.helpers import count_embeddings, integrity_check
+from tests.helpers import app_client, count_embeddings, integrity_check
 
 
 def free_port() -> int:
@@ -64,7 +63,7 @@ def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_mode
     store_path, log = tmp_path / "store.sqlite3", tmp_path / "app.log"
     proc, url = start_app(tiny_model_dir, store_path, log)
     try:
-        client = Client(url, verbose=False)
+        client = app_client(url)
         client.predict("test", [], api_name="/evaluate")  # fills the cache: runs, metrics, λ
         before = counts(store_path)
         # three epochs (the defaults' held-out check keeps 31 of the 39 train queries to train on);
@@ -92,7 +91,7 @@ def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_mode
 
     proc, url = start_app(tiny_model_dir, store_path, log)
     try:
-        client = Client(url, verbose=False)
+        client = app_client(url)
         job = client.predict(job_id, api_name="/training_status")
         assert job["status"] == "interrupted", job
         assert job["losses"]  # what it had logged before the kill is still there

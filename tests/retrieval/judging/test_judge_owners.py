@@ -30,6 +30,7 @@ from retrieval.store import Store
 from retrieval.tracking import snapshots
 from retrieval.workspace import Workspace
 from tests.conftest import DEMO, store_copy
+from tests.helpers import app_client
 from tests.retrieval.sharing.test_owners import A, B, refusal, shown
 from ui import data, evaluate, judge, runs
 from ui.registry import Registry
@@ -639,7 +640,7 @@ def error_of(act) -> str:
 def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     """ana grades under 'ann' through /judge: bo's /evaluate stays as it was until ana calls
     /publish_judge; then it changes to hers, and bo can neither grade nor import under the published name."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     import app as rankscope_app
 
@@ -648,7 +649,7 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     demo_app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                             **rankscope_app.launch_kwargs(registry.store))
     try:
-        ana, bo = (Client(demo_app.local_url, verbose=False) for _ in range(2))
+        ana, bo = (app_client(demo_app.local_url) for _ in range(2))
         assert "/publish_judge" in ana.view_api(print_info=False, return_format="dict")["named_endpoints"]
         before = bo.predict("test", [], api_name="/evaluate")[1]
         pairs = labelled_pairs(load_dataset(DEMO))

@@ -26,6 +26,7 @@ from retrieval.store import NameTaken, Store
 from retrieval.tracking import snapshots
 from retrieval.workspace import Workspace
 from tests.conftest import DEMO, store_copy
+from tests.helpers import app_client
 from tests.retrieval.test_cli import cli
 from ui import data, runs
 from ui.registry import Registry
@@ -746,7 +747,7 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     bo is told names ana's), and both import different runs under one name, each listing only its
     own; once ana publishes, bo's own snapshot still has its name, bo's publication is refused naming
     only the published one, and the baseline is marked on the published one."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
     import app as rankscope_app
@@ -757,7 +758,7 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     demo_app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                             **rankscope_app.launch_kwargs(registry.store))
     try:
-        ana, bo = (Client(demo_app.local_url, verbose=False) for _ in range(2))
+        ana, bo = (app_client(demo_app.local_url) for _ in range(2))
         assert "/publish_snapshot" in ana.view_api(print_info=False, return_format="dict")["named_endpoints"]
         assert "Only this session sees it" in shown(ana.predict("v1", "ana's", False, api_name="/take_snapshot"))
         table = bo.predict("ndcg@10", api_name="/snapshots")[0]

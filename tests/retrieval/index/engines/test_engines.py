@@ -324,9 +324,8 @@ def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
 def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
     """``python app.py --engine milvus:PATH.db`` as a user reaches it: launched, searched through
     gradio_client; the lists are the in-process engine's."""
-    from gradio_client import Client
-
     import app as rankscope_app
+    from tests.helpers import app_client
 
     db = tmp_path / "app.db"
     app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
@@ -334,7 +333,7 @@ def test_the_app_serves_searches_from_milvus(tiny_model_dir, tmp_path, demo):
     app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                        **rankscope_app.launch_kwargs(registry.store))
     try:
-        client = Client(app.local_url, verbose=False)
+        client = app_client(app.local_url)
         _, result = client.predict("how do I stop my nose running in winter", api_name="/search")
         local = Workspace(demo, None, model=str(tiny_model_dir))
         expected = local.search_one("how do I stop my nose running in winter", k=10, eval_split="test")
