@@ -233,8 +233,9 @@ def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_prog
     dense = ws_base.build_dense(progress=_share_progress("held-out check — the corpus under the base encoder",
                                                          on_progress, cancel))
     n = len(ws_base.dataset.doc_ids)
+    why = "not in it" if ws_base.store is not None else "no store to read them from"
     encoding_progress(f"held-out check — the corpus under the base encoder: {dense.from_store + dense.repeats:,} "
-                      f"of {n:,} documents read from the store, {dense.encoded:,} encoded (not in it)", on_progress,
+                      f"of {n:,} documents read from the store, {dense.encoded:,} encoded ({why})", on_progress,
                       cancel)(n, n)
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
     q_vecs = dense.encode_queries(queries)

@@ -96,31 +96,35 @@ def test_cancel_a_running_job_and_a_queued_one(store, demo, tiny_model_dir, tmp_
 
 def test_a_cancelled_job_says_cancelling_at_once_stops_within_a_step_and_never_says_running_again(
         store, demo, tiny_model_dir, tmp_path):
-    """Every status the job's row is given, in order, with a Resume click while it stops: refused, naming
-    why; the worker is held just before its last write, the window where the row still says cancelling."""
+    """Every status the job's row is given, in order. The cancel comes as the job reports a step (from its own
+    thread, so the step is known exactly); the worker is then held just before its last write, the window where
+    the row still says cancelling, and a Resume click there is refused, naming why."""
     import threading
 
     from training.job import STOPPING, JobRefused
     from ui.train import job_markdown
 
     written: list[str] = []
+    at_cancel: list[int] = []
     held, go = threading.Event(), threading.Event()
     put = store.put_job
+    jobs = JobQueue(store)
 
     def recording(row: dict) -> None:
-        if row.get("status") == "cancelled" and threading.current_thread().name == "rankscope-training":
+        worker = threading.current_thread().name == "rankscope-training"
+        if worker and row.get("status") == "cancelled":
             held.set()
             go.wait(60)  # the run has stopped and given its slot back; its row still says cancelling
         put(row)
         if "status" in row:
             written.append(row["status"])
+        step = (row.get("progress") or {}).get("step", 0)
+        if worker and step >= 2 and not at_cancel:
+            at_cancel.append(step)
+            assert jobs.cancel(job_id)  # the click, as the job reports its second step
 
     store.put_job = recording
-    jobs = JobQueue(store)
     job_id = jobs.submit(spec(demo, tmp_path / "ft", tiny_model_dir, epochs=100))
-    wait_until(lambda: (jobs.status(job_id)["progress"] or {}).get("step", 0) >= 2)
-    assert jobs.cancel(job_id)
-    at_cancel = jobs.status(job_id)["progress"]["step"]
     assert held.wait(60)
     job = jobs.status(job_id)
     assert job["status"] == STOPPING
@@ -133,8 +137,8 @@ def test_a_cancelled_job_says_cancelling_at_once_stops_within_a_step_and_never_s
     go.set()
     done = jobs.wait(job_id, timeout=60)
     assert written == ["queued", "running", STOPPING, "cancelled"]  # never running after the cancel
-    assert done["status"] == "cancelled" and done["error"].startswith("cancelled during triplet, step ")
-    assert done["progress"]["step"] - at_cancel <= 1  # at most the step it was in
+    assert done["status"] == "cancelled" and done["error"].startswith(f"cancelled during triplet, step {at_cancel[0]}/")
+    assert len(done["losses"]) == at_cancel[0]  # no step after the one it was reporting
     assert jobs.stopping(demo) == []
 
 
