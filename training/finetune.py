@@ -404,6 +404,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     doing = Doing(on_progress)  # what the run said it was doing last: a cancel's message says it
     with cancel_points(cancel, doing.where):
         if cfg.family == "sparse":
+            doing.note = " (the last finished epoch's checkpoint is kept)"  # as its own loop's cancel says
             return run_sparse_training(dataset, cfg, Path(out_dir), base_model, store, eval_split, cold_start,
                                        doing.report, cancel, evaluate, train_split, encoder, precision)
         return _run_dense(dataset, cfg, Path(out_dir), base_model, store, eval_split, cold_start, doing, cancel,
