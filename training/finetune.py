@@ -22,9 +22,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from retrieval.data.dataset import Dataset, queries_fingerprint
 from retrieval.evaluation.measures import compare
 from retrieval.evaluation.metrics import PNR, PRIMARY, SUMMARY_METRICS, cell
+from retrieval.index.dense_index import embed_corpus
 from retrieval.index.encoder import TRAINING_RECORD, Encoder, load_encoder, read_training_record
 from retrieval.progress import Progress, scaled
 from retrieval.store import Store
@@ -35,6 +38,7 @@ from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
 from training.pairs import cold_start_split, labelled_pairs, most_pairs_per_epoch, pseudo_pairs
 from training.poly import has_poly_attention, make_portable
+from training.stopping import Doing, cancel_points
 from training.trainer import (
     Teacher,
     TrainConfig,
@@ -219,18 +223,50 @@ def _both(first, second):
 
 
 def _held_out_selector(plan: Plan, cfg: TrainConfig, ws_base: Workspace, on_progress, cancel,
-                       depth: int = 100) -> tuple[Dataset, HeldOutSelector]:
+                       depth: int = 100) -> tuple[Dataset, HeldOutSelector, np.ndarray]:
     """(the data set to draw training pairs from, without the held-out queries; the selector, its
-    candidates ranked, the base encoder not yet scored: ``_score_base``): ``cfg.holdout`` of the
-    train split's queries, seeded."""
+    candidates ranked, the base encoder not yet scored: ``_score_base``; the base's vectors of the
+    held-out queries): ``cfg.holdout`` of the train split's queries, seeded. The base's corpus vectors
+    come from the store where it holds them (the app's dense index was built from them), and the
+    stage says how many were read and how many encoded."""
     train_data, held = split_holdout(plan.dataset, plan.train_split, cfg.holdout, cfg.seed)
-    ws_base.build_dense(progress=_share_progress("held-out check — the corpus under the base encoder", on_progress,
-                                                 cancel))
+    dense = ws_base.build_dense(progress=_share_progress("held-out check — the corpus under the base encoder",
+                                                         on_progress, cancel))
+    n = len(ws_base.dataset.doc_ids)
+    why = "not in it" if ws_base.store is not None else "no store to read them from"
+    encoding_progress(f"held-out check — the corpus under the base encoder: {dense.from_store + dense.repeats:,} "
+                      f"of {n:,} documents read from the store, {dense.encoded:,} encoded ({why})", on_progress,
+                      cancel)(n, n)
     queries = {q: plan.dataset.queries[q] for q in held if q in plan.dataset.queries}
-    _, rows = ws_base.dense.index.search_vectors(ws_base.dense.encode_queries(queries), depth)
+    q_vecs = dense.encode_queries(queries)
+    _, rows = dense.index.search_vectors(q_vecs, depth)
     selector = HeldOutSelector(plan.dataset, held, ws_base.bm25, {q: rows[i] for i, q in enumerate(queries)},
-                               ws_base.encoder.precision, depth, CLEAR.query_max_space(ws_base))
-    return train_data, selector
+                               dense.encoder.precision, depth, CLEAR.query_max_space(ws_base),
+                               dense.encoder.max_seq_length)
+    return train_data, selector, q_vecs
+
+
+def _score_base(selector: HeldOutSelector, ws_base: Workspace, q_vecs: np.ndarray, on_progress, cancel) -> None:
+    """Score the base encoder (epoch 0) from the vectors its dense index holds, or the store holds,
+    encoding only the candidates neither holds (the selector reads every model as the base encoder
+    reads, so these are the vectors it would make); the stage says which, and why."""
+    dense = ws_base.dense
+    n = len(selector.union)
+    held = getattr(dense.index, "embeddings", None)  # a local index's float32 vectors, rows in the corpus's order
+    if held is not None and list(dense.index.doc_ids) == list(selector.doc_ids):
+        doc_vecs = np.asarray(held[selector.union], dtype=np.float32)
+        said = f"held-out check — base encoder: its vectors of {n:,} candidate documents read from its dense index " \
+               "(nothing encoded)"
+        encoding_progress(said, on_progress, cancel)(n, n)
+    else:  # another engine's index: the store's vectors, those it lacks encoded and kept
+        stage = f"held-out check — base encoder: {n:,} candidate documents, read from the store where it holds them"
+        embedded = embed_corpus(dense.encoder, selector.texts, ws_base.store, encoding_progress(stage, on_progress,
+                                                                                              cancel))
+        doc_vecs = embedded.vectors
+        said = f"held-out check — base encoder: {embedded.from_store:,} of {n:,} candidate documents read from the " \
+               f"store, {embedded.encoded:,} encoded (not in the store)"
+        encoding_progress(said, on_progress, cancel)(n, n)
+    selector.start_from(doc_vecs, q_vecs)
 
 
 def _trained_on(plan: Plan, selector: HeldOutSelector | None, per_query_max: bool, refit: bool) -> TrainedOn:
@@ -301,17 +337,18 @@ def _train_labelled(plan: Plan, cfg: TrainConfig, ws_base: Workspace, base_model
     check = bool(cfg.holdout) and labelled >= MIN_LABELLED  # else nothing to hold out: it trains on all
     start = copy.deepcopy(model) if model is not None and check and cfg.refit else model  # refit's start
     if check:
-        train_data, selector = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
+        train_data, selector, q_vecs = _held_out_selector(plan, cfg, ws_base, on_progress, cancel)
         epoch_hook = _both(on_epoch, lambda m, stage, epoch: selector.on_epoch(
-            m, stage, epoch, encoding_progress(f"held-out check — {stage} epoch {epoch}", on_progress, cancel)))
+            m, stage, epoch, encoding_progress(
+                f"held-out check — {stage} epoch {epoch}: encoding {len(selector.union):,} candidate documents under "
+                "its new weights", on_progress, cancel)))
     pairs = labelled_pairs(train_data, plan.train_split)
     trainer = Trainer(cfg, plan.dataset, pairs, base_model=base_model, model=model, on_epoch=epoch_hook,
                       hook_state=selector, teacher=distillation_teacher(cfg, ws_base, train_data, plan.train_split),
                       **{**common, "checkpoint_dir": checkpoints / "train"})
     trainer.resume()  # a resumed run brings the selector's scores back with it
     if selector is not None and not selector.started:
-        selector.start(ws_base.encoder.model, encoding_progress("held-out check — base encoder", on_progress,
-                                                                 cancel))
+        _score_base(selector, ws_base, q_vecs, on_progress, cancel)
     trained = trainer.train()
     if selector is not None:
         kept = selector.selection.chosen or {}
@@ -347,7 +384,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
                  cancel: threading.Event | None = None, evaluate: bool = True,
                  train_split: str = "train",
                  on_epoch: Callable[[object, str, int], None] | None = None,
-                 encoder: str | Encoder | None = None) -> FineTuneResult:
+                 encoder: str | Encoder | None = None, precision: str | None = "auto") -> FineTuneResult:
     """Train ``cfg`` on ``dataset``, export to ``out_dir``, and (``evaluate``) compare with the base.
 
     ``on_epoch(model, stage, epoch)`` is called after every epoch of the labelled stage(s)
@@ -355,19 +392,38 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     trains the learned sparse model instead (``run_sparse_training``; ``base_model`` is then the
     sparse model, ``encoder`` the dense encoder its three-way fusion is evaluated with). A training that
     asks for more work than one job may is refused before anything is loaded (``check_work``).
+
+    ``cancel``, once set, stops the run at the next module call of any model it runs on this thread
+    (``training.stopping.cancel_points``), as well as between steps and chunks: within a batch, not a
+    chunk or a step. ``precision``: the base dense encoder's (``load_encoder``'s), given by the app as
+    its workspace's encoder has it, so that the corpus vectors its dense index was built from are the
+    ones read here (the store keys them by the encoder's fingerprint, which covers the precision; "auto"
+    may resolve otherwise in a later measurement, and the whole corpus would be encoded again).
     """
     check_work(dataset, cfg)
-    out_dir = Path(out_dir)
-    if cfg.family == "sparse":
-        return run_sparse_training(dataset, cfg, out_dir, base_model, store, eval_split, cold_start, on_progress,
-                                   cancel, evaluate, train_split, encoder)
+    doing = Doing(on_progress)  # what the run said it was doing last: a cancel's message says it
+    with cancel_points(cancel, doing.where):
+        if cfg.family == "sparse":
+            doing.note = " (the last finished epoch's checkpoint is kept)"  # as its own loop's cancel says
+            return run_sparse_training(dataset, cfg, Path(out_dir), base_model, store, eval_split, cold_start,
+                                       doing.report, cancel, evaluate, train_split, encoder, precision)
+        return _run_dense(dataset, cfg, Path(out_dir), base_model, store, eval_split, cold_start, doing, cancel,
+                          evaluate, train_split, on_epoch, precision)
+
+
+def _run_dense(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_model: str | None, store: Store | None,
+               eval_split: str | None, cold_start: float | None, doing: Doing,
+               cancel: threading.Event | None, evaluate: bool, train_split: str,
+               on_epoch: Callable[[object, str, int], None] | None, precision: str | None) -> FineTuneResult:
+    """``run_training`` of the dense encoder (``doing``: its progress, and what a cancel says)."""
+    on_progress = doing.report
     has_labels = dataset.default_split() is not None
     if not has_labels and not cfg.pretrain:
         raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (pretrain ict, bfs "
                          "or ict+bfs), or add a qrels file")
     plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split) if has_labels else \
         Plan(dataset, "", "", f"pseudo pairs ({cfg.pretrain}) from the unlabeled corpus; nothing to evaluate on")
-    base = load_encoder(base_model, device=cfg.device)
+    base = load_encoder(base_model, device=cfg.device, precision=precision)
     ws_base = Workspace(plan.dataset, store, model=base)
     checkpoints = out_dir / "checkpoints"  # one folder a stage; a run started again resumes from them
     common: dict[str, Any] = dict(bm25=ws_base.bm25, on_progress=on_progress, cancel=cancel, checkpoint_dir=checkpoints)
@@ -401,6 +457,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     tuned = Encoder(trained.model, name=str(out_dir), precision=base.precision)  # compared like for like
     tuned.trained_on = trained_on  # its hybrid's λ is not tuned on the queries it trained on
     if evaluate:
+        doing.note = f"; the model was saved to {out_dir}"
         encoding = _share_progress("evaluating — {what}", on_progress, cancel,
                                    f"cancelled while evaluating ({{what}}); the model was saved to {out_dir}")
         encoding(0.0, "starting")
@@ -433,7 +490,8 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
                         store: Store | None = None, eval_split: str | None = None, cold_start: float | None = None,
                         on_progress: Callable[[TrainingProgress], None] | None = None,
                         cancel: threading.Event | None = None, evaluate: bool = True,
-                        train_split: str = "train", encoder: str | Encoder | None = None) -> FineTuneResult:
+                        train_split: str = "train", encoder: str | Encoder | None = None,
+                        precision: str | None = "auto") -> FineTuneResult:
     """``run_training`` for the learned sparse model (``cfg.family == "sparse"``; ``base_model``: the
     sparse model to start from, None the bundled SPLADE-tiny): the same splits, pairs and held-out
     guard (``training.sparse``); exported as a ``SparseEncoder`` folder, registered in the store
@@ -446,7 +504,7 @@ def run_sparse_training(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_
         raise ValueError(f"{dataset.name} has no relevance labels: the learned sparse model trains on labelled "
                          "queries (judge some, or add a qrels file)")
     plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split)
-    ws_base = Workspace(plan.dataset, store, model=encoder, sparse_model=base_model)
+    ws_base = Workspace(plan.dataset, store, model=encoder, sparse_model=base_model, precision=precision)
     checkpoints = out_dir / "checkpoints"
     def base_top(queries: dict[str, str], k: int) -> dict[str, list[int]]:
         index = ws_base.build_sparse(_share_progress("held-out check — the corpus under the base sparse model",

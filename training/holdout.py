@@ -21,6 +21,16 @@ Re-ranking a fixed candidate set reads the fine-tuned dense model only where BM2
 looked: enough to choose among epochs, not a measurement of dense recall. With
 ``TrainConfig.refit`` the kept number of epochs is then trained again on all of train
 (``training.finetune``).
+
+Like for like, and nothing encoded twice: every model the check scores, the base and each epoch, reads
+the same texts at the same precision and at the same length, the base encoder's ``max_seq_length``
+(``HeldOutSelector(max_seq_length=…)``), which is the length the exported encoder reads at
+(``finetune.run_training`` gives it the base's). ``TrainConfig.max_seq_length`` (64, say) is an economy of
+the training steps alone: an epoch read at 64 tokens and the base at 256 would compare two different
+readings, and the epoch kept would be chosen for a length it is never used at. Read at the base's length,
+the base's vectors are the very ones its dense index and the store hold (the encoder's fingerprint covers
+its weights, length, normalization and precision), so the base is scored from them (``start_from``) and
+only the epochs, whose weights are new, are encoded.
 """
 from __future__ import annotations
 
@@ -80,12 +90,15 @@ class HeldOutSelector:
     """Scores models on held-out queries and remembers the best weights (``on_epoch`` of ``Trainer``)."""
 
     def __init__(self, dataset: Dataset, held: Qrels, bm25: BM25Index, base_dense_rows: dict[str, np.ndarray],
-                 precision: str = "fp32", depth: int = 100, query_max: bool = True):
+                 precision: str = "fp32", depth: int = 100, query_max: bool = True, max_seq_length: int | None = None):
         """``base_dense_rows``: each held-out query's top corpus rows under the base encoder (``-1``
         for no hit), e.g. from the workspace's dense index; ``precision``: the base's, so every
         epoch is read as the base is; ``query_max``: BM25 divided by the query's largest possible
-        score, λ on ``QUERY_MAX_GRID`` (``CLEAR.query_max_space``), else raw on ``LAMBDA_GRID``."""
+        score, λ on ``QUERY_MAX_GRID`` (``CLEAR.query_max_space``), else raw on ``LAMBDA_GRID``;
+        ``max_seq_length``: the length every model is read at here, the base's (the exported encoder's),
+        whatever length it trains at (None: each model's own)."""
         self.doc_ids, self.held, self.precision = dataset.doc_ids, held, precision
+        self.max_seq_length = max_seq_length
         self.queries = {q: dataset.queries[q] for q in held if q in dataset.queries}
         texts = [d.full_text for d in dataset.docs.values()]
         self.rows: dict[str, np.ndarray] = {}
@@ -117,13 +130,26 @@ class HeldOutSelector:
 
     def _ranked(self, model, progress=None):
         """``score_per_query``'s two, and λ's fit on the held-out queries (``fusion.fit_lambda``)."""
-        train_mode = model.training
+        return self._rank(*self.vectors(model, progress))
+
+    def vectors(self, model, progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``model``'s vectors of the candidates (``texts``, in ``union``'s order) and of the held-out
+        queries, read at ``precision`` and ``max_seq_length``; the model is left in the mode and at the
+        length it came in."""
+        train_mode, length = model.training, model.max_seq_length
         try:
+            if self.max_seq_length is not None:
+                model.max_seq_length = self.max_seq_length
             enc = Encoder(model, precision=self.precision)
             doc_vecs = enc.encode(self.texts, progress=progress)
             q_vecs = enc.for_queries().encode(list(self.queries.values()))
         finally:
             model.train(train_mode)
+            model.max_seq_length = length
+        return doc_vecs, q_vecs
+
+    def _rank(self, doc_vecs: np.ndarray, q_vecs: np.ndarray):
+        """``_ranked`` from the candidates' and the queries' vectors."""
         at = {r: i for i, r in enumerate(self.union)}
         cands = {}
         for i, (qid, rows) in enumerate(self.rows.items()):
@@ -136,8 +162,17 @@ class HeldOutSelector:
         return row, hybrid.per_query[PRIMARY], fit
 
     def start(self, base_model, progress: Callable[[int, int], None] | None = None) -> dict:
-        """Score the base encoder (epoch 0): the one to beat."""
-        row, self.base_per_query = self.score_per_query(base_model, progress)
+        """Score the base encoder (epoch 0), encoding the candidates with it: the one to beat."""
+        return self.start_from(*self.vectors(base_model, progress))
+
+    def start_from(self, doc_vecs: np.ndarray, q_vecs: np.ndarray) -> dict:
+        """``start`` from the base's vectors already made: of the candidates (``texts``, in ``union``'s
+        order) and of the held-out queries (``queries``' order), as the base encoder makes them at
+        ``precision`` and ``max_seq_length`` (its dense index's and the store's)."""
+        if doc_vecs.shape[0] != len(self.union) or q_vecs.shape[0] != len(self.queries):
+            raise ValueError(f"the base's vectors are {doc_vecs.shape[0]} candidates and {q_vecs.shape[0]} queries, "
+                             f"not {len(self.union)} and {len(self.queries)}")
+        row, self.base_per_query, _ = self._rank(doc_vecs, q_vecs)
         self.selection.scores.append({"stage": "base", "epoch": 0, **row})
         self.selection.chosen = self.selection.scores[-1]
         return self.selection.chosen

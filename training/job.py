@@ -1,7 +1,8 @@
 """Training as a background job: one at a time, others queued; progress, cancel, state in the store.
 
 ``JobQueue.submit`` returns a job id at once; a single worker thread runs jobs in order. Each job's
-state (queued → running → done | failed | cancelled), parameters, progress (stage, step/total,
+state (queued → running → done | failed | cancelled; a running job cancelled says ``cancelling`` at
+once and ``cancelled`` when it has stopped, never ``running`` again), parameters, progress (stage, step/total,
 loss, examples/s, ETA), loss curve, device, error with traceback and exported model path are
 written to the store's ``jobs`` table, so the app can poll it and a restart can show what
 happened (jobs a dead process left running are marked ``interrupted`` on start). An interrupted,
@@ -43,7 +44,8 @@ from training.trainer import Cancelled, TrainConfig, TrainingProgress
 
 FINAL = ("done", "failed", "cancelled", "interrupted")
 RESUMABLE = ("interrupted", "cancelled", "failed")
-SPEC_FIELDS = ("base_model", "eval_split", "cold_start", "encoder")  # stored with the config, not part of it
+SPEC_FIELDS = ("base_model", "eval_split", "cold_start", "encoder", "precision")  # stored with the config, not in it
+STOPPING = "cancelling"  # a running job whose cancel was asked: it stops at its next module call, then says cancelled
 
 
 @dataclass
@@ -56,6 +58,7 @@ class JobSpec:
     cold_start: float | None = None
     encoder: str | None = None  # training the learned sparse model: the dense encoder its fusion is evaluated with
     owner: str = ""  # who queued it (an owner id): on a shared deployment only its maker resumes or cancels it
+    precision: str | None = None  # the base dense encoder's, as the app's workspace has it (None: "auto")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,13 @@ class JobLimits:
 
 
 PER_ADDRESS = 2  # jobs queued or running from one client address on a shared deployment
+
+
+def _device(asked: str) -> str:
+    """Where a job asking for ``asked`` trains (``pick_device``; imported here: it loads torch)."""
+    from retrieval.index.encoder import pick_device
+
+    return pick_device(asked)
 
 
 class JobRefused(ValueError):
@@ -120,8 +130,7 @@ class JobQueue:
         check_work(spec.dataset, spec.config)
         job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         cancel = self._admit(job_id, spec.owner, address)
-        config = {**asdict(spec.config), "base_model": spec.base_model, "eval_split": spec.eval_split,
-                  "cold_start": spec.cold_start, "encoder": spec.encoder}
+        config = {**asdict(spec.config), **{name: getattr(spec, name) for name in SPEC_FIELDS}}
         self._enqueue(job_id, spec, cancel, {
             "id": job_id, "status": "queued", "kind": "train", "owner": spec.owner,
             "dataset": spec.dataset.content_hash, "dataset_name": spec.dataset.name, "config": config,
@@ -146,9 +155,12 @@ class JobQueue:
     def _admit_locked(self, job_id: str, owner: str, address: str) -> threading.Event:
         limits, live = self.limits, self._live
         if job_id in live:  # cancelled, and its run not over yet
-            raise JobRefused(f"job {job_id} has not ended yet: wait for it to end")
+            raise JobRefused(f"job {job_id} is still stopping after its cancel: resume it once it says cancelled")
         own = [other for other, entry in live.items() if entry.owner == owner]
         if limits.per_owner is not None and len(own) >= limits.per_owner:
+            if live[own[0]].cancel.is_set():
+                raise JobRefused(f"job {own[0]} of yours is still stopping after its cancel: wait until it says "
+                                 "cancelled")
             raise JobRefused(f"job {own[0]} of yours is still queued or running: cancel it, or wait for it to end")
         if limits.per_address is not None and address and \
                 sum(entry.address == address for entry in live.values()) >= limits.per_address:
@@ -180,6 +192,8 @@ class JobQueue:
         job = self.store.get_job(job_id)
         if job is None or not mine(job, viewer):
             raise ValueError(f"no training job {job_id!r}")
+        if job["status"] == STOPPING:
+            raise JobRefused(f"job {job_id} is still stopping after its cancel: resume it once it says cancelled")
         if job["status"] not in RESUMABLE:
             raise ValueError(f"job {job_id} is {job['status']}: only an interrupted, cancelled or failed job resumes")
         if job["dataset"] != dataset.content_hash:
@@ -194,8 +208,15 @@ class JobQueue:
         self._enqueue(job_id, spec, cancel, {"id": job_id, "status": "queued", "error": "", "progress": {}})
         return job_id
 
+    def stopping(self, dataset: Dataset, viewer: Viewer = OPERATOR) -> list[str]:
+        """``viewer``'s jobs on ``dataset`` still stopping after a cancel (``STOPPING``), newest first."""
+        return [job["id"] for job in self.store.jobs() if job["status"] == STOPPING and mine(job, viewer)
+                and job["dataset"] == dataset.content_hash]
+
     def cancel(self, job_id: str, viewer: Viewer = OPERATOR) -> bool:
-        """Stop ``job_id`` (at its next step, or before it starts); False when it is not running or
+        """Stop ``job_id``: before it starts (``cancelled`` at once), or while it runs (``cancelling``
+        at once, written under the same lock as its ``running``, so never followed by it; it stops at the
+        next module call of its models and then says ``cancelled``). False when it is not running or
         queued here, or not ``viewer``'s to act on (``mine``)."""
         event = self._cancel.get(job_id)
         job = self.store.get_job(job_id)
@@ -204,12 +225,15 @@ class JobQueue:
         with self._lock:  # set under the lock: the worker either sees it before it starts the job, or has started it
             event.set()
             entry = self._live.get(job_id)
-            waiting = entry is not None and entry.cancel is event and not entry.running
+            ours = entry is not None and entry.cancel is event
+            waiting = ours and entry is not None and not entry.running
             if waiting:  # never started: cancelled now, its slot free at once
                 del self._live[job_id]
+            elif ours:  # running: it says so at once, before its run reaches a point where it stops
+                self.store.put_job({"id": job_id, "status": STOPPING})
         if waiting:
             self.store.put_job({"id": job_id, "status": "cancelled"})
-        return True  # running: it stops at its next step and says so itself
+        return True  # running: it stops at its next module call and says so itself
 
     def status(self, job_id: str) -> dict | None:
         return self.store.get_job(job_id)
@@ -231,6 +255,9 @@ class JobQueue:
                 start = not cancel.is_set()  # else cancelled while queued: ``cancel`` said so
                 if entry is not None and entry.cancel is cancel:
                     entry.running = start
+                if start:  # under the lock ``cancel`` writes ``cancelling`` under: never written after it
+                    self.store.put_job({"id": job_id, "status": "running",
+                                        "device": _device(spec.config.device)})
             try:
                 if start:
                     self._run(job_id, spec, cancel)
@@ -255,13 +282,11 @@ class JobQueue:
                 last_write[0] = now
                 self.store.put_job({"id": job_id, "progress": asdict(p), "losses": losses})
 
-        from retrieval.index.encoder import pick_device
-
-        self.store.put_job({"id": job_id, "status": "running", "device": pick_device(spec.config.device)})
         try:
             Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
             result = run_training(spec.dataset, spec.config, spec.out_dir, spec.base_model, self.store,
-                                  spec.eval_split, spec.cold_start, on_progress, cancel, encoder=spec.encoder)
+                                  spec.eval_split, spec.cold_start, on_progress, cancel, encoder=spec.encoder,
+                                  precision=spec.precision or "auto")
             summary = {k: v for k, v in result.to_json().items() if k != "losses"}
             # every step's loss, those of a resumed job's earlier run included (its checkpoint kept them)
             losses = [[stage, step, round(loss, 6)] for stage, step, loss in result.losses]

@@ -14,7 +14,7 @@ from retrieval.evaluation.metrics import SUMMARY_METRICS
 from retrieval.judging.labels import JUDGED, judged_counts
 from retrieval.safe_names import shown
 from retrieval.systems import SPLADE, label
-from training.job import FINAL, JobQueue, JobSpec
+from training.job import FINAL, STOPPING, JobQueue, JobSpec
 from training.losses import DENSE_ONLY, FAMILIES, LOSSES, SPARSE_LOSSES, SPARSE_NEGATIVES, TEACHERS
 from training.pairs import PRETRAIN_TASKS
 from training.trainer import QUERY_POOLINGS, TrainConfig
@@ -49,7 +49,9 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     queue's own records say it takes more of (``training.job.JobLimits``: one job of a maker's
     queued or running, a shared deployment's per address, the waiting ones in all), or more work
     than one job may ask for (``training.finetune.check_work``), is refused in one line: one client
-    cannot hold everyone else's training back."""
+    cannot hold everyone else's training back. The job loads the base encoder at the precision ``ws``'s
+    encoder has, so the corpus vectors its dense index was built from are the ones the job reads (the
+    store keys them by a fingerprint that covers the precision)."""
     try:
         cfg = TrainConfig.from_mapping(values)
         cold_start = numbers.number(cold_start, "the cold-start train fraction")
@@ -72,9 +74,15 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
         return jobs.submit(JobSpec(ws.dataset, cfg, str(out), base_model=base, eval_split=on,
                                    cold_start=None if has_train and on is None else cold_start,
                                    encoder=ws.model_name if cfg.family == "sparse" else None,
-                                   owner=registry.viewer(session).owner), address)
+                                   owner=registry.viewer(session).owner, precision=_precision(ws)), address)
     except ValueError as err:  # the work it asks for, or the queue's bounds
         raise refuse(err) from err
+
+
+def _precision(ws: Workspace) -> str | None:
+    """The precision ``ws``'s dense encoder runs at, when it is loaded (None: the job's own "auto")."""
+    encoder = ws.loaded_encoder
+    return encoder.precision if encoder is not None else None
 
 
 def address_of(request: gr.Request | None) -> str:
@@ -108,6 +116,9 @@ def resume(registry: Registry, jobs: JobQueue, ws: Workspace, session: str = "",
     to go on from its checkpoints; its id. Refused as ``start`` refuses (the queue's bounds count it
     as a new job of ``session``'s maker, from ``address``)."""
     viewer = registry.viewer(session)
+    stopping = jobs.stopping(ws.dataset, viewer)
+    if stopping:  # its cancel asked, its run not over: resuming another, older one now is not what was meant
+        raise refuse(f"job {stopping[0]} is still stopping after its cancel: resume it once it says cancelled")
     stopped = jobs.resumable(ws.dataset, viewer)
     if not stopped:
         raise refuse("no cancelled, failed or interrupted training of yours on this data set left a checkpoint to "
@@ -132,6 +143,9 @@ def job_markdown(job: dict) -> str:
             head += f" · {text(p.get('stage'))} ({(p.get('step') or 0) / max(p.get('total') or 1, 1):.0%})"
     if job["status"] == "failed":
         head += f"\n\n<pre>{text((job.get('error') or '')[-2000:])}</pre>"
+    if job["status"] == STOPPING:  # never "running" again once its cancel was asked
+        head += (f" · stopping at its next batch; it was at {text(p.get('stage') or 'its start')}"
+                 if p else " · stopping at its next batch")
     if job["status"] == "cancelled":
         head += f" — {text(job.get('error') or '')}"
     if job["status"] == "done":
@@ -178,7 +192,7 @@ def job_status(jobs: JobQueue, job_id: object) -> dict:
 
 def cancel(registry: Registry, jobs: JobQueue, job_id: str, session: str = "") -> str:
     if job_id and jobs.cancel(job_id, registry.viewer(session)):
-        return f"Cancelling `{job_id}` …"
+        return f"Cancelling `{job_id}`: it stops at its next batch …"
     return "No running job to cancel."
 
 

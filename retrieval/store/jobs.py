@@ -86,12 +86,14 @@ class Jobs(Connected):
         return job
 
     def mark_interrupted(self) -> int:
-        """Jobs left queued or running by a process that died are marked ``interrupted``.
+        """Jobs left queued or running by a process that died are marked ``interrupted``; one it left
+        stopping after a cancel (``cancelling``) is marked ``cancelled``: it stopped.
 
         Returns:
             How many jobs were marked.
         """
         with self._lock, self.db.conn:
-            cur = self.db.execute("update jobs set status = 'interrupted', updated = ? "
-                                  "where status in ('queued', 'running')", [time.time()])
+            cur = self.db.execute("update jobs set status = case status when 'cancelling' then 'cancelled' "
+                                  "else 'interrupted' end, updated = ? "
+                                  "where status in ('queued', 'running', 'cancelling')", [time.time()])
             return cur.rowcount

@@ -105,7 +105,9 @@ def test_cancel_while_evaluating_stops_before_anything_is_stored(demo, tiny_mode
 
     cfg = TrainConfig(loss="residual", negatives="bm25", epochs=1, batch_size=8, max_seq_length=32, device="cpu",
                       max_steps_per_epoch=1, xi=0.3, lambda_train=0.02, holdout=0.0)
-    with pytest.raises(Cancelled, match="cancelled while evaluating"):
+    # stopped inside the batch it was in (``training.stopping``), saying where and where the model is
+    with pytest.raises(Cancelled, match=r"^cancelled during evaluating — fine-tuned: encoding \d+/384 documents "
+                                        r"\(\d+/1000\); the model was saved to "):
         run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store,
                      on_progress=on_progress, cancel=cancel)
     base_fp = load_encoder(str(tiny_model_dir), device="cpu").fingerprint

@@ -3,9 +3,11 @@ the held-out scores equal a full evaluation when the candidates cover the corpus
 the best one, and a run whose every epoch is worse exports the base encoder unchanged."""
 from __future__ import annotations
 
+import copy
 import html
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -87,7 +89,8 @@ def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, 
     assert [(s["stage"], s["epoch"]) for s in sel["scores"]] == [("base", 0), ("residual", 1), ("residual", 2)]
     best = max(sel["scores"], key=lambda s: s["hybrid"])  # the earliest on a tie
     assert sel["chosen"] == best
-    assert "held-out check — base encoder" in stages and "held-out check — residual epoch 2" in stages
+    assert any(s.startswith("held-out check — base encoder: ") for s in stages)
+    assert any(s.startswith("held-out check — residual epoch 2: encoding ") for s in stages)
     assert result.stages[-1].startswith(f"held-out selection on {sel['queries']} queries")
     # the exported model scores on the held-out queries what the chosen epoch scored
     _, held = split_holdout(demo, "train", 0.3, seed=42)
@@ -242,3 +245,69 @@ def test_without_a_check_the_trained_on_queries_give_the_label_free_lambda(demo,
     from ui.common import metrics_caption
     caption = metrics_caption(ws_tuned, "test")  # says why λ is not tuned, not that train queries would tune it
     assert "so λ is not tuned on them" in caption and "labelled train queries (a train split" not in caption
+
+
+def test_the_base_is_scored_from_the_vectors_the_store_holds_and_every_model_at_the_base_length(demo, tiny_model_dir,
+                                                                                                  tmp_path):
+    """The app built the dense index (and evaluated the train split) before the training: the store holds the
+    base's vectors of every document and query, so the held-out check encodes nothing with the base, and says
+    so; its base score is what encoding the candidates with the base gives, and an epoch trained at 16 tokens
+    is read, as the base and the exported encoder are, at the base's 64."""
+    store = Store(tmp_path / "s.sqlite3")
+    base = load_encoder(str(tiny_model_dir), device="cpu")  # the instance the training loads too (kept per process)
+    ws = Workspace(demo, store, model=base)
+    ws.build_dense()
+    ws.evaluate("dense", "train")  # the train split's queries are in the store too
+    lengths: list[int] = []  # each batch the base encodes: its tokens
+    hook = base.model[0].register_forward_pre_hook(lambda _m, args: lengths.append(args[0]["input_ids"].shape[1]))
+    epoch_lengths: list[int] = []
+    epochs: list = []  # the epoch's model as the check met it
+    stages: list[str] = []
+    cfg = TrainConfig(epochs=1, batch_size=8, device="cpu", max_steps_per_epoch=1, max_seq_length=16, holdout=0.3,
+                      refit=False, lr=1e-3)
+    try:
+        result = run_training(demo, cfg, tmp_path / "ft", base_model=str(tiny_model_dir), store=store, evaluate=False,
+                              on_progress=lambda p: stages.append(p.stage),
+                              on_epoch=lambda model, stage, epoch: epoch_lengths.append(model.max_seq_length) or
+                              epochs.append(copy.deepcopy(model)))
+    finally:
+        hook.remove()
+    assert lengths == []  # no document, no query encoded by the base
+    n = len(demo.doc_ids)
+    assert f"held-out check — the corpus under the base encoder: {n:,} of {n:,} documents read from the store, " \
+           "0 encoded (not in it)" in stages
+    said = [s for s in stages if s.startswith("held-out check — base encoder: ")]
+    assert len(said) == 1 and said[0].endswith("candidate documents read from its dense index (nothing encoded)")
+    assert epoch_lengths == [16]  # the epoch trained at 16 tokens …
+    # … and was scored at 64, as the base: its score is the exported encoder's (it reads at the base's length)
+    _, held = split_holdout(demo, "train", 0.3, seed=42)
+    queries = {q: demo.queries[q] for q in held}
+    _, rows = ws.dense.index.search_vectors(ws.dense.encode_queries(queries), 100)
+    again = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)}, base.precision,
+                            query_max=CLEAR.query_max_space(ws), max_seq_length=base.max_seq_length)
+    sel = result.selection
+    assert again.score(base.model)["hybrid"] == pytest.approx(sel["scores"][0]["hybrid"], abs=1e-6)  # encoded
+    (epoch,) = epochs
+    assert epoch.max_seq_length == 16 and again.score(epoch)["dense"] == pytest.approx(sel["scores"][1]["dense"],
+                                                                                      abs=1e-6)
+    store.close()
+
+
+def test_the_check_reads_a_model_at_its_length_and_leaves_it_at_its_own(demo, tiny_encoder, tiny_model_dir):
+    from training.trainer import load_trainable
+
+    ws = Workspace(demo, None, model=tiny_encoder)
+    _, held = split_holdout(demo, "train", 0.3, seed=42)
+    queries = {q: demo.queries[q] for q in held}
+    _, rows = ws.dense.index.search_vectors(ws.dense.encode_queries(queries), 20)
+    sel = HeldOutSelector(demo, held, ws.bm25, {q: rows[i] for i, q in enumerate(queries)}, tiny_encoder.precision,
+                          depth=20, max_seq_length=64)
+    short = load_trainable(str(tiny_model_dir), "cpu", 16)
+    short.train()
+    docs, _ = sel.vectors(short)
+    assert short.max_seq_length == 16 and short.training  # as it came in
+    full = Encoder(load_trainable(str(tiny_model_dir), "cpu", 64), precision=tiny_encoder.precision)
+    assert np.allclose(docs, full.encode(sel.texts), atol=1e-5)  # read at 64 tokens, not its 16
+    assert np.allclose(docs, ws.dense.index.embeddings[sel.union], atol=1e-5)  # the base's vectors, as indexed
+    with pytest.raises(ValueError, match="the base's vectors are 1 candidates"):
+        sel.start_from(docs[:1], docs[:1])

@@ -94,6 +94,54 @@ def test_cancel_a_running_job_and_a_queued_one(store, demo, tiny_model_dir, tmp_
     assert integrity_check(store) == "ok"
 
 
+def test_a_cancelled_job_says_cancelling_at_once_stops_within_a_step_and_never_says_running_again(
+        store, demo, tiny_model_dir, tmp_path):
+    """Every status the job's row is given, in order. The cancel comes as the job reports a step (from its own
+    thread, so the step is known exactly); the worker is then held just before its last write, the window where
+    the row still says cancelling, and a Resume click there is refused, naming why."""
+    import threading
+
+    from training.job import STOPPING, JobRefused
+    from ui.train import job_markdown
+
+    written: list[str] = []
+    at_cancel: list[int] = []
+    held, go = threading.Event(), threading.Event()
+    put = store.put_job
+    jobs = JobQueue(store)
+
+    def recording(row: dict) -> None:
+        worker = threading.current_thread().name == "rankscope-training"
+        if worker and row.get("status") == "cancelled":
+            held.set()
+            go.wait(60)  # the run has stopped and given its slot back; its row still says cancelling
+        put(row)
+        if "status" in row:
+            written.append(row["status"])
+        step = (row.get("progress") or {}).get("step", 0)
+        if worker and step >= 2 and not at_cancel:
+            at_cancel.append(step)
+            assert jobs.cancel(job_id)  # the click, as the job reports its second step
+
+    store.put_job = recording
+    job_id = jobs.submit(spec(demo, tmp_path / "ft", tiny_model_dir, epochs=100))
+    assert held.wait(60)
+    job = jobs.status(job_id)
+    assert job["status"] == STOPPING
+    shown = job_markdown(job)
+    assert f"— {STOPPING}**" in shown and "stopping at its next batch" in shown and "running" not in shown
+    assert jobs.stopping(demo) == [job_id] and jobs.resumable(demo) == []
+    with pytest.raises(JobRefused, match=f"job {job_id} is still stopping after its cancel: resume it once it says "
+                                         "cancelled"):
+        jobs.resume(job_id, demo)  # a Resume click while it stops
+    go.set()
+    done = jobs.wait(job_id, timeout=60)
+    assert written == ["queued", "running", STOPPING, "cancelled"]  # never running after the cancel
+    assert done["status"] == "cancelled" and done["error"].startswith(f"cancelled during triplet, step {at_cancel[0]}/")
+    assert len(done["losses"]) == at_cancel[0]  # no step after the one it was reporting
+    assert jobs.stopping(demo) == []
+
+
 def test_a_failing_job_records_its_traceback_and_the_queue_goes_on(store, toy_dataset, tiny_model_dir, tmp_path):
     jobs = JobQueue(store)
     blocker = tmp_path / "a-file"
@@ -117,6 +165,7 @@ def test_a_new_queue_marks_jobs_a_dead_process_left_as_interrupted(store, tmp_pa
     # what a process killed mid-job leaves in the store
     store.put_job({"id": "r", "status": "running", "progress": {"stage": "triplet", "step": 3, "total": 9}})
     store.put_job({"id": "q", "status": "queued"})
+    store.put_job({"id": "c", "status": "cancelling"})  # its cancel asked, the process died before it stopped
     store.put_job({"id": "d", "status": "done", "result": {"model_path": "x"}})
     from retrieval.store import Store
 
@@ -125,6 +174,7 @@ def test_a_new_queue_marks_jobs_a_dead_process_left_as_interrupted(store, tmp_pa
     assert jobs.status("r")["status"] == "interrupted"
     assert jobs.status("r")["progress"] == {"stage": "triplet", "step": 3, "total": 9}
     assert jobs.status("q")["status"] == "interrupted"
+    assert jobs.status("c")["status"] == "cancelled"  # it did stop
     assert jobs.status("d")["status"] == "done" and jobs.status("d")["result"] == {"model_path": "x"}
     assert not jobs.cancel("r")  # not this process's job, and already final
     assert jobs.wait("r", timeout=1)["status"] == "interrupted"

@@ -564,3 +564,36 @@ def test_a_refused_training_says_why_in_its_status_not_a_bare_error(app_state, w
         assert ("batch size" if name == "train" else "no cancelled, failed or interrupted training") in shown(line)
         assert "unexpected" in listener.fn(request=request)  # read once: a later failure is not said to be this one
         assert "unexpected" in listener.fn(request=gr.Request(session_hash="never-refused"))  # said so, in words
+
+
+def test_a_training_job_loads_the_workspaces_precision_and_a_resume_while_one_stops_is_refused(app_state, ws,
+                                                                                                 tmp_path):
+    """The job reads the base encoder at the precision the app's dense index was built with (its vectors are
+    keyed by a fingerprint that covers it); a Resume click while a job of the session's stops after its cancel
+    names that job instead of resuming an older one."""
+    from dataclasses import asdict
+
+    from training.trainer import TrainConfig
+
+    registry, _ = app_state
+    jobs = JobQueue(registry.store)
+    values = {"loss": "triplet", "negatives": "random", "epochs": 1, "batch_size": 2, "max_steps_per_epoch": 1,
+              "device": "cpu", "holdout": 0.0}
+    job = jobs.wait(train.start(registry, jobs, ws, values, 0.8, session="prec"), timeout=300)
+    assert job["status"] == "done", job
+    assert job["config"]["precision"] == ws.loaded_encoder.precision
+    stopping = "20260101-120000-abcdef"  # as the queue leaves a running job whose cancel was asked
+    (tmp_path / "checkpoints").mkdir()
+    registry.store.put_job({"id": stopping, "status": "cancelling", "kind": "train",
+                            "owner": registry.viewer("prec").owner, "dataset": ws.dataset.content_hash,
+                            "dataset_name": ws.dataset.name,
+                            "model_path": str(tmp_path), "progress": {"stage": "triplet", "step": 1, "total": 1},
+                            "config": {**asdict(TrainConfig.from_mapping(values)), "base_model": ws.model_name},
+                            "losses": [], "error": "", "result": {}})
+    with pytest.raises(gr.Error) as refused:
+        train.resume(registry, jobs, ws, session="prec")
+    assert html.unescape(str(refused.value)).strip("'") == \
+        f"job {stopping} is still stopping after its cancel: resume it once it says cancelled"
+    registry.store.put_job({"id": stopping, "status": "cancelled"})
+    assert train.resume(registry, jobs, ws, session="prec") == stopping  # stopped: it resumes
+    assert jobs.wait(stopping, timeout=300)["status"] == "done"  # from no checkpoint: it trains anew
