@@ -32,7 +32,13 @@ k-nearest neighbours with one matrix product (``cosine_knn``) and hand them to U
 ``precomputed_knn`` with ``metric="cosine"``; the fuzzy graph it builds is the same (to float32
 rounding) and the fit takes a third of the time (``bench/README.md``, ``projection_speed.py``).
 Duplicate texts (a document that is a hard negative of one query and an easy negative of another)
-are fitted once and share their place. The first fit in a process compiles numba code (``umap_is_warm``, ``warm_up``).
+are fitted once and share their place.
+
+First use. The first fit in a process needs UMAP's numba code (``umap_is_warm``, ``warm_up``). umap-learn
+is imported through ``numba_guard.import_cached``, so its kernels are compiled once per installation
+and loaded from numba's cache afterwards (``bench/README.md``, ``first_use.py``). ``n_jobs=1`` makes
+UMAP set numba's threads to one for the fit (thread-local): its ``parallel=True`` kernels run on the
+calling thread, with no team of threads spinning on a busy machine for a fit of a few hundred points.
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data.run import Run, rank_maps
-from retrieval.evaluation.numba_guard import NUMBA_LOCK
+from retrieval.evaluation.numba_guard import NUMBA_LOCK, import_cached
 from retrieval.index.dense_index import embed_texts
 from retrieval.progress import Progress, counting
 from retrieval.store import cache_key, text_hash
@@ -261,14 +267,32 @@ def umap_is_warm() -> bool:
 
 
 def warm_up(seed: int = 0) -> float:
-    """Fit a tiny UMAP so later fits skip numba's compilation; seconds it took (0 if warm)."""
+    """Import umap-learn and fit a tiny UMAP so later fits find numba's code compiled (or loaded from
+    its cache); seconds it took (0 if warm).
+
+    It never keeps a projection waiting longer than it would have without it: the fit is skipped when
+    ``NUMBA_LOCK`` is held (a projection or a metric is running: a projection compiles what it needs
+    itself), and a projection that comes while the warm-up fits waits only for the compilation it
+    needs too (numba compiles a kernel once per process), then for a fit of 64 points.
+    """
     if _warm:
         return 0.0
     start = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(4, 16))
-    umap_layout((centres[rng.integers(0, 4, 64)] + 0.3 * rng.normal(size=(64, 16))).astype(np.float32))
+    umap_module()  # importing compiles (or loads) pynndescent's eagerly typed kernels: outside the lock
+    if not NUMBA_LOCK.acquire(blocking=False):
+        return time.perf_counter() - start
+    try:
+        rng = np.random.default_rng(seed)
+        centres = rng.normal(size=(4, 16))
+        umap_layout((centres[rng.integers(0, 4, 64)] + 0.3 * rng.normal(size=(64, 16))).astype(np.float32))
+    finally:
+        NUMBA_LOCK.release()
     return time.perf_counter() - start
+
+
+def umap_module() -> Any:
+    """umap-learn, imported with its numba kernels (and pynndescent's) cached (``numba_guard.import_cached``)."""
+    return import_cached("umap", ("pynndescent",))
 
 
 def umap_params(seed: int = 42, n_neighbors: int = 15, min_dist: float = 0.1) -> dict[str, Any]:
@@ -306,8 +330,7 @@ def umap_layout(vectors: np.ndarray, n_neighbors: int = 15, min_dist: float = 0.
                 seed: int = 42) -> np.ndarray:
     """``(n, 2)`` float32 UMAP coordinates (cosine metric); equal rows get the same place."""
     global _warm
-    import umap  # slow to import (numba, pynndescent): only when a projection is made
-
+    umap = umap_module()  # slow to import (numba, pynndescent): only when a projection is made
     distinct, inverse = np.unique(np.asarray(vectors, dtype=np.float32), axis=0, return_inverse=True)
     if len(distinct) < MIN_DISTINCT:
         raise ValueError(f"a projection needs at least {MIN_DISTINCT} distinct texts, not {len(distinct)}")
