@@ -42,16 +42,20 @@ calling thread, with no team of threads spinning on a busy machine for a fit of 
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrieval.data.run import Run, rank_maps
-from retrieval.evaluation.numba_guard import NUMBA_LOCK, import_cached
+from retrieval.evaluation.numba_guard import NUMBA_LOCK, cache_folder, import_cached
 from retrieval.index.dense_index import embed_texts
 from retrieval.progress import Progress, counting
 from retrieval.store import cache_key, text_hash
@@ -288,6 +292,36 @@ def warm_up(seed: int = 0) -> float:
     finally:
         NUMBA_LOCK.release()
     return time.perf_counter() - start
+
+
+def warm_mark() -> Path:
+    """The file a finished ``warm_up`` leaves in numba's cache folder: UMAP's kernels are there for these
+    versions of umap-learn, pynndescent, numba and Python (a new version compiles them again)."""
+    versions = "-".join(version(package) for package in ("umap-learn", "pynndescent", "numba"))
+    return cache_folder() / f"umap-warm-{versions}-py{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def warm_up_elsewhere(mark: Path | None = None) -> subprocess.Popen[bytes] | None:
+    """At an app's first start (``mark``, default ``warm_mark()``, absent): ``warm_up`` in a process of
+    its own, at low priority, which fills numba's cache and then leaves the mark; the process, or
+    None when the mark is there.
+
+    A process, not a thread: compiling holds the GIL and the warm-up's fit holds ``NUMBA_LOCK``, which
+    would slow the app's start and its first requests; at ``nice`` 10 it takes only CPU time the app
+    leaves. A projection asked for before it is done compiles in the app as it would without it.
+    """
+    mark = mark or warm_mark()
+    if mark.exists():
+        return None
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the retrieval package
+    code = ("import os, pathlib, sys\n"
+            "if hasattr(os, 'nice'): os.nice(10)\n"
+            "from retrieval.evaluation.projection import warm_up\n"
+            "warm_up()\n"
+            "mark = pathlib.Path(sys.argv[1]); mark.parent.mkdir(parents=True, exist_ok=True); mark.touch()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    return subprocess.Popen([sys.executable, "-c", code, str(mark)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def umap_module() -> Any:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.evaluation.numba_guard import cache_folder
+
 ROOT = Path(__file__).resolve().parents[3]
 
 # a package whose functions say nothing about caching, except one that refuses it; two dispatchers of one
@@ -137,3 +139,14 @@ def test_the_warm_up_does_not_fit_while_numba_is_in_use_and_fits_after(monkeypat
         holder.join()
     assert projection.warm_up() > 0 and projection.umap_is_warm()
     assert projection.warm_up() == 0.0
+
+
+@pytest.mark.slow  # a new interpreter imports umap-learn and fits UMAP (seconds with numba's cache warm)
+def test_a_first_start_warms_up_in_a_process_of_its_own_and_leaves_its_mark(tmp_path):
+    from retrieval.evaluation.projection import warm_mark, warm_up_elsewhere
+
+    mark = tmp_path / "first start"
+    child = warm_up_elsewhere(mark)
+    assert child is not None and child.wait(300) == 0 and mark.is_file()
+    assert warm_up_elsewhere(mark) is None  # the next start finds the mark: no process
+    assert warm_mark().name.startswith("umap-warm-") and warm_mark().parent == cache_folder()
