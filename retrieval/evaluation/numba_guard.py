@@ -128,18 +128,22 @@ def _defaulting(decorator: Callable[..., Any], scope: tuple[str, ...], seen: set
     ``scope`` while ``active``: called with the function (``njit(f, fastmath=True)``) or returning the
     decorator that will be (``@njit(parallel=True)``, ``@njit("f4(f4[::1])")``). Any other call is
     passed on as it is."""
+    from numba.core import sigutils
+
+    is_signature: Callable[[Any], bool] = sigutils.is_signature  # a str, a tuple or a typing Signature
 
     @functools.wraps(decorator)
     def wrapped(*args: Any, **options: Any) -> Any:
         caller = sys._getframe(1).f_globals.get("__name__", "")
-        if (not active[0] or "cache" in options or "signature_or_function" in options
-                or caller.split(".")[0] not in scope):
+        if (not active[0] or "cache" in options or "signature_or_function" in options or len(args) > 1
+                or caller.split(".")[0] not in scope):  # (jit(f, locals) positionally: not a form they use)
             return decorator(*args, **options)
-        if args and inspect.isfunction(args[0]):
-            if len(args) > 1:  # jit(f, locals): not a form the packages use
-                return decorator(*args, **options)
-            return _compiled(decorator, args[0], (), options, seen)
-        return lambda function: _compiled(decorator, function, args, options, seen)
+        first = args[0] if args else None
+        if first is None or isinstance(first, list) or is_signature(first):  # as numba tells the two apart
+            return lambda function: _compiled(decorator, function, args, options, seen)
+        if not inspect.isfunction(first):  # numba's own error for what is not a function
+            return decorator(*args, **options)
+        return _compiled(decorator, first, (), options, seen)
 
     return wrapped
 
@@ -148,11 +152,10 @@ def _compiled(decorator: Callable[..., Any], function: Any, signature: tuple[Any
               seen: set[Any]) -> Any:
     """``function``'s dispatcher by ``decorator(*signature, **options)``, with ``cache=True`` if it is the
     first made of ``function`` and numba can locate its source for a cache."""
-    first = function not in seen
+    if not inspect.isfunction(function) or function in seen:  # numba's own error; a second dispatcher of one
+        return decorator(*signature, **options)(function)  # function would share the first's cache entries
     seen.add(function)
-    if first:  # a second dispatcher of one function would share the first's cache entries: not cached
-        try:
-            return decorator(*signature, cache=True, **options)(function)
-        except RuntimeError:  # "cannot cache function ...: no locator available" (no source file on disk)
-            pass
-    return decorator(*signature, **options)(function)
+    try:
+        return decorator(*signature, cache=True, **options)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (no source file on disk)
+        return decorator(*signature, **options)(function)

@@ -54,6 +54,10 @@ def _twin(x):
 
 twin = numba.njit(_twin)
 twin_parallel = numba.njit(_twin, parallel=True)
+
+written = {}
+exec("def from_text(x):\\n    return x + 6\\n", written)  # no source file: numba has nowhere to cache it
+from_text = numba.njit(written["from_text"])
 '''
 OUTSIDER = '''
 import numba
@@ -62,7 +66,7 @@ import numba
 def far(x):
     return x * 3
 '''
-NAMES = ("plain", "with_options", "eager", "by_jit", "refused", "twin", "twin_parallel")
+NAMES = ("plain", "with_options", "eager", "by_jit", "refused", "twin", "twin_parallel", "from_text")
 RUN = textwrap.dedent('''
     import json, sys
     sys.path.insert(0, sys.argv[1])
@@ -95,12 +99,13 @@ def test_a_package_imported_through_import_cached_compiles_once_and_loads_in_a_n
     (packages / "outsider.py").write_text(OUTSIDER)
     first = _fresh_process(packages, tmp_path / "numba")
     second = _fresh_process(packages, tmp_path / "numba")
-    assert first["values"] == second["values"] == [2.0, 2.0, 0.0, 4.0, 1.0, 4.0, 4.0, 5.0, 3.0]
+    assert first["values"] == second["values"] == [2.0, 2.0, 0.0, 4.0, 1.0, 4.0, 4.0, 7.0, 5.0, 3.0]
     assert first["restored"] and second["restored"]
     ours = {"plain", "with_options", "eager", "by_jit", "twin"}
     # cached: what the package decorated without a word on caching, the first dispatcher of a function only;
     # not: what it refused, the twin (numba's cache keys no options: it would load the other's code), a
-    # dispatcher made after the import (by numba's decorator it bound then), and another package's kernel
+    # function with no source file (compiled as before), a dispatcher made after the import (by numba's
+    # decorator it bound then), and another package's kernel
     assert {name for name, cached in second["cached"].items() if cached} == ours
     assert first["hits"] == dict.fromkeys(first["hits"], 0)
     assert {name for name, hits in second["hits"].items() if hits} == ours
