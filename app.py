@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from retrieval import Store, load_dataset, numbers
+from retrieval.evaluation.projection import warm_up_elsewhere
 from retrieval.files.terminal import terminal_safe
 from retrieval.index.encoder import PRECISIONS
 from retrieval.index.engines import open_engine
@@ -145,6 +146,7 @@ def main(argv=None) -> None:
                                allow_insecure_token=args.allow_insecure_token, shared=args.shared)
     except ValueError as err:  # a bad data set, store or engine: the message, not a traceback
         sys.exit(f"error: {terminal_safe(str(err))}")
+    warm_up_elsewhere()  # first start: UMAP's numba kernels compiled and cached, in a process of its own
     app.queue(default_concurrency_limit=2).launch(server_name=args.host, server_port=args.port,
                                                   **launch_kwargs(registry.store))
 

@@ -32,20 +32,30 @@ k-nearest neighbours with one matrix product (``cosine_knn``) and hand them to U
 ``precomputed_knn`` with ``metric="cosine"``; the fuzzy graph it builds is the same (to float32
 rounding) and the fit takes a third of the time (``bench/README.md``, ``projection_speed.py``).
 Duplicate texts (a document that is a hard negative of one query and an easy negative of another)
-are fitted once and share their place. The first fit in a process compiles numba code (``umap_is_warm``, ``warm_up``).
+are fitted once and share their place.
+
+First use. The first fit in a process needs UMAP's numba code (``umap_is_warm``, ``warm_up``). umap-learn
+is imported through ``numba_guard.import_cached``, so its kernels are compiled once per installation
+and loaded from numba's cache afterwards (``bench/README.md``, ``first_use.py``). ``n_jobs=1`` makes
+UMAP set numba's threads to one for the fit (thread-local): its ``parallel=True`` kernels run on the
+calling thread, with no team of threads spinning on a busy machine for a fit of a few hundred points.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrieval.data.run import Run, rank_maps
-from retrieval.evaluation.numba_guard import NUMBA_LOCK
+from retrieval.evaluation.numba_guard import NUMBA_LOCK, cache_folder, import_cached
 from retrieval.index.dense_index import embed_texts
 from retrieval.progress import Progress, counting
 from retrieval.store import cache_key, text_hash
@@ -261,14 +271,62 @@ def umap_is_warm() -> bool:
 
 
 def warm_up(seed: int = 0) -> float:
-    """Fit a tiny UMAP so later fits skip numba's compilation; seconds it took (0 if warm)."""
+    """Import umap-learn and fit a tiny UMAP so later fits find numba's code compiled (or loaded from
+    its cache); seconds it took (0 if warm).
+
+    It never keeps a projection waiting longer than it would have without it: the fit is skipped when
+    ``NUMBA_LOCK`` is held (a projection or a metric is running: a projection compiles what it needs
+    itself), and a projection that comes while the warm-up fits waits only for the compilation it
+    needs too (numba compiles a kernel once per process), then for a fit of 64 points.
+    """
     if _warm:
         return 0.0
     start = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(4, 16))
-    umap_layout((centres[rng.integers(0, 4, 64)] + 0.3 * rng.normal(size=(64, 16))).astype(np.float32))
+    umap_module()  # importing compiles (or loads) pynndescent's eagerly typed kernels: outside the lock
+    if not NUMBA_LOCK.acquire(blocking=False):
+        return time.perf_counter() - start
+    try:
+        rng = np.random.default_rng(seed)
+        centres = rng.normal(size=(4, 16))
+        umap_layout((centres[rng.integers(0, 4, 64)] + 0.3 * rng.normal(size=(64, 16))).astype(np.float32))
+    finally:
+        NUMBA_LOCK.release()
     return time.perf_counter() - start
+
+
+def warm_mark() -> Path:
+    """The file a finished ``warm_up`` leaves in numba's cache folder: UMAP's kernels are there for these
+    versions of umap-learn, pynndescent, numba and Python (a new version compiles them again)."""
+    versions = "-".join(version(package) for package in ("umap-learn", "pynndescent", "numba"))
+    return cache_folder() / f"umap-warm-{versions}-py{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def warm_up_elsewhere(mark: Path | None = None) -> subprocess.Popen[bytes] | None:
+    """At an app's first start (``mark``, default ``warm_mark()``, absent): ``warm_up`` in a process of
+    its own, at low priority, which fills numba's cache and then leaves the mark; the process, or
+    None when the mark is there.
+
+    A process, not a thread: compiling holds the GIL and the warm-up's fit holds ``NUMBA_LOCK``, which
+    would slow the app's start and its first requests; at ``nice`` 10 it takes only CPU time the app
+    leaves. A projection asked for before it is done compiles in the app as it would without it.
+    """
+    mark = mark or warm_mark()
+    if mark.exists():
+        return None
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the retrieval package
+    code = ("import os, pathlib, sys\n"
+            "if hasattr(os, 'nice'): os.nice(10)\n"
+            "from retrieval.evaluation.projection import warm_up\n"
+            "warm_up()\n"
+            "mark = pathlib.Path(sys.argv[1]); mark.parent.mkdir(parents=True, exist_ok=True); mark.touch()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    return subprocess.Popen([sys.executable, "-c", code, str(mark)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def umap_module() -> Any:
+    """umap-learn, imported with its numba kernels (and pynndescent's) cached (``numba_guard.import_cached``)."""
+    return import_cached("umap", ("pynndescent",))
 
 
 def umap_params(seed: int = 42, n_neighbors: int = 15, min_dist: float = 0.1) -> dict[str, Any]:
@@ -306,8 +364,7 @@ def umap_layout(vectors: np.ndarray, n_neighbors: int = 15, min_dist: float = 0.
                 seed: int = 42) -> np.ndarray:
     """``(n, 2)`` float32 UMAP coordinates (cosine metric); equal rows get the same place."""
     global _warm
-    import umap  # slow to import (numba, pynndescent): only when a projection is made
-
+    umap = umap_module()  # slow to import (numba, pynndescent): only when a projection is made
     distinct, inverse = np.unique(np.asarray(vectors, dtype=np.float32), axis=0, return_inverse=True)
     if len(distinct) < MIN_DISTINCT:
         raise ValueError(f"a projection needs at least {MIN_DISTINCT} distinct texts, not {len(distinct)}")

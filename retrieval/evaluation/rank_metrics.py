@@ -183,9 +183,9 @@ def ranx_scores(run: Run, qrels: Qrels, metrics: Sequence[str]) -> dict[str, dic
     """metric -> query id -> value by ranx itself (any name ranx knows; ``p@k`` as ``precision@k``),
     for every query of ``qrels``, a query with an empty or absent list scoring 0: what ``scores``
     reproduces, and the path for the names it does not compute."""
-    from retrieval.evaluation.numba_guard import NUMBA_LOCK, keep_compiled
+    from retrieval.evaluation.numba_guard import NUMBA_LOCK, import_cached
 
-    keep_compiled()  # before ranx imports numba: its kernels compiled once, then loaded (numba_guard)
+    import_cached("ranx")  # its kernels compiled once, then loaded, the few it leaves uncached too (numba_guard)
     from ranx import Qrels as RQrels
     from ranx import Run as RRun
     from ranx import evaluate
