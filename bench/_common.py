@@ -121,6 +121,17 @@ def machine() -> str:
     return f"{cores} cores, {cpu_class().label} ({platform.system()} {platform.machine()})"
 
 
+def load() -> str:
+    """The machine's load now, in words: "1-minute load average 0.42 on 2 cores (5 and 15 minutes: 0.61,
+    0.80)"; a figure measured beside other work is not this code's alone."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):
+        return f"unknown (no load average on {platform.system()}), {cores} cores"
+    return f"1-minute load average {one:.2f} on {cores} cores (5 and 15 minutes: {five:.2f}, {fifteen:.2f})"
+
+
 def command_line(script: str, argv: list[str]) -> str:
     """``python bench/<script>.py ARGS`` with paths in the checkout or beside it written relative to it."""
     def short(arg: str) -> str:
@@ -201,8 +212,12 @@ def recorded(main: Callable[[], int | None], script_file: str, argv: list[str] |
     tee, real = _Tee(sys.stdout), sys.stdout
     sys.stdout = tee
     started = time.time()
+    load_before = load()
+    print(f"load at start: {load_before}")  # every figure with the load it was measured at
     try:
         status = main() or 0
+        load_after = load()
+        print(f"load at end: {load_after}", file=sys.stderr)  # stdout's last line stays the figures
     finally:
         sys.stdout = real
         del os.environ[_RECORDING]
@@ -213,7 +228,8 @@ def recorded(main: Callable[[], int | None], script_file: str, argv: list[str] |
              for line in tee.text.getvalue().splitlines()]
     run = {"script": script, "command": command_line(script, argv), "key": run_key(argv),
            "date": time.strftime("%Y-%m-%d", time.localtime(started)), "seconds": round(time.time() - started, 1),
-           "machine": machine(), "figures": figures(lines), "output": lines[-keep_lines:]}
+           "machine": machine(), "load": {"start": load_before, "end": load_after},
+           "figures": figures(lines), "output": lines[-keep_lines:]}
     data = _run["data"]
     _run = None
     if path:  # the run alone, the script's own figures at the top level as before

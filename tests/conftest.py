@@ -116,7 +116,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
     folder = build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
     # not measured on a busy machine, where the faster choice can change from one run to the next:
-    # bf16 where the CPU has it (as "auto" always loaded it there), at batch 64
+    # bf16 where the CPU has it (as "auto" always loaded it there), at batch 32
     from tests.helpers import quiet_machine
 
     choose(open_model(str(folder), "cpu"), timer=lambda precision, batch: (0.5 if precision == "bf16" else 1.0) / batch,

@@ -5,17 +5,17 @@ CPUs differ more than their instruction sets say: on some with AVX-512 BF16 bf16
 2.6×, on others (no AMX) slower than fp32; on one with AVX2 only, the batch size that suited the
 AVX-512 machines lost to sentence-transformers' own default (bench/README.md, ``encode_speed.py``).
 So the first load of a model on a CPU class times the candidates on fixed synthetic passages of
-mixed lengths (``choose``, about fifteen seconds for all-MiniLM-L6-v2 on two cores: 64 passages of
-16–96 words): fp32 — and bf16 where the CPU computes it natively — each at ``BATCH_SIZES`` texts per
-forward pass, every candidate in ``ROUNDS`` interleaved rounds after a warm-up (every other round
+mixed lengths (``choose``, about fifteen seconds for all-MiniLM-L6-v2 on two cores: 32 passages of
+16–224 words): fp32 — and bf16 where the CPU computes it natively — each at ``BATCH_SIZES`` texts per
+forward pass, every candidate in ``ROUNDS`` interleaved rounds after a warm-up of each (every other round
 in reverse order, so a drift hits every candidate alike). A candidate's time is the median of its
-rounds. The fastest batch size of each precision is kept; bf16 only where its best is at least
-``BF16_GAIN`` faster than fp32's (fp32 is exact).
+rounds, and the rounds' totals must agree within ``SPREAD_BOUND``. The fastest batch size of each
+precision is kept; bf16 only where its best is at least ``BF16_GAIN`` faster than fp32's (fp32 is exact).
 
 A busy machine does not decide (``machine_load``): one busy minute would otherwise decide every
 later encoding. Where the load is above the cores before the rounds, nothing is measured and the
 choice known before (else ``DEFAULT``) is used; where other processes took CPU time during the
-rounds, or a candidate's rounds disagree by more than ``SPREAD_BOUND``, the measured best is used.
+rounds, or the rounds' totals disagree by more than ``SPREAD_BOUND``, the measured best is used.
 Either is remembered as *provisional* and measured again at the first load ``RETRY_AFTER_S`` later.
 A decided choice is then held against what encoding actually achieves (``check_rate``, called by
 ``Encoder.encode`` after an encoding of ``RATE_CHECK_S`` or more on a quiet machine): tokens a
@@ -57,17 +57,24 @@ from retrieval.index import machine_load
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-BATCH_SIZES = (16, 32, 64)
+# texts a forward pass: on AVX-512 BF16 (Zen 5) SciFact's abstracts encode fastest at 8 (bf16 70 docs/s, 16: 62,
+# 64: 51), on AVX2 (Zen 3) at 16; 64 has not won on a corpus since the calibration passages were made as long
+BATCH_SIZES = (8, 16, 32)
 REMEMBERED = 64  # choices the file keeps (CPU classes × models × thread counts), the latest
 CHOICES_BYTES = 1 << 20  # the file's size at most: REMEMBERED records of a few hundred bytes each
 BF16_GAIN = 1.1  # bf16 on a CPU only when it encodes at least 10% faster than fp32 (which is exact)
 ROUNDS = 3  # interleaved rounds of every candidate, after a warm-up
-# a candidate's rounds may disagree by at most this, (slowest − fastest) / fastest: past it the rounds measure
-# something other than the candidate (another process, a frequency change), and no choice is remembered
-SPREAD_BOUND = 0.15
+# the rounds may disagree by at most this, (slowest − fastest) / fastest of their totals (every candidate once):
+# past it a round measured something other than the candidates (another process, a frequency change), and no
+# choice is remembered. On a quiet 2-core Zen 5 all-MiniLM-L6-v2's rounds (4 s each) spread 1.6%, while one
+# candidate's alone (0.3–1.3 s) spread 12–33% from one calibration to the next: a candidate's time is the
+# median of its rounds, robust to one such blip, and the totals say whether the rounds agree
+SPREAD_BOUND = 0.10
 RETRY_AFTER_S = 600  # a provisional choice (or a re-measurement refused) is measured again after this long
 # a remembered choice is measured again when encoding on a quiet machine runs this many times faster or slower
-# (tokens a second) than its calibration: the length of the texts alone moves the rate by less (bench/README.md)
+# (tokens a second) than its calibration: the length of the texts alone moves the rate by less — on a quiet
+# 2-core Zen 5, all-MiniLM-L6-v2 at bf16/8 read 400 documents of SciFact, NFCorpus and Cranfield (190–242 tokens
+# each) at 1.36, 1.44 and 1.27 times its calibration's 10,712 tokens/s
 RECHECK_FACTOR = 2.0
 DEFAULT = ("fp32", 32)  # where nothing could be measured: exact, and sentence-transformers' own batch size
 # the instruction flags that change which kernels torch and oneDNN run: part of a CPU's class
@@ -75,7 +82,9 @@ KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf1
                 "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
 _CALIBRATION = ("retrieval ranks passages for a query by lexical overlap and dense similarity while "
                 "analysts compare failures across systems and judge relevance by hand").split()
-_LENGTHS = (16, 32, 48, 64, 96)  # words a calibration passage has, in turn: short and long texts, as in a corpus
+# words a calibration passage has, in turn: short and long texts, up to past MiniLM's 256 tokens, as in a corpus
+# (the batch size that wins depends on the tokens a batch holds: short passages alone chose 16 where 8 won)
+_LENGTHS = (16, 48, 96, 160, 224)
 
 
 @dataclass(frozen=True)
@@ -89,7 +98,7 @@ class CpuChoice:
     rates: dict[str, float] = field(default_factory=dict)  # "fp32/16" → passages per second measured
     key: str = ""  # what it is remembered under in ``choices_file()`` (the class, torch, threads, model)
     rounds: int = 0  # interleaved rounds measured (0: none, a default taken while the machine was busy)
-    spread: float | None = None  # the largest disagreement of a candidate's rounds, (slowest − fastest) / fastest
+    spread: float | None = None  # how far the rounds' totals disagree, (slowest − fastest) / fastest
     token_rate: float = 0.0  # tokens a second of the chosen candidate over the calibration passages
     provisional: str = ""  # why it is not decided (the machine busy, the rounds apart); "" where it is
     measured_at: float = 0.0  # seconds since the epoch of the measurement (or of the last attempt)
@@ -98,7 +107,7 @@ class CpuChoice:
 
     @property
     def candidates(self) -> str:
-        """The candidates measured, e.g. "fp32 at 16/32/64"."""
+        """The candidates measured, e.g. "fp32 at 8/16/32"."""
         by_precision: dict[str, list[str]] = {}
         for name in self.rates:
             precision, _, batch = name.partition("/")
@@ -107,7 +116,7 @@ class CpuChoice:
 
     @property
     def how(self) -> str:
-        """How the choice was made, for the data summary and the CLI: e.g. "fastest of fp32 at 16/32/64
+        """How the choice was made, for the data summary and the CLI: e.g. "fastest of fp32 at 8/16/32
         in 3 interleaved rounds (spread 4%), remembered", or "provisional (the machine was busy: load
         5.2 on 2 cores), measured again at a load after 10 minutes"."""
         if not self.rates:
@@ -296,8 +305,8 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
 
     A decided choice is remembered and used from then on, unless encoding flagged it (``check_rate``):
     then it is measured again. No choice is decided while the machine is busy (its load above its
-    cores before the rounds, or other processes' CPU time during them: ``machine_load``) or while a
-    candidate's rounds disagree by more than ``SPREAD_BOUND``: the measured best (or, busy before any
+    cores before the rounds, or other processes' CPU time during them: ``machine_load``) or while the
+    rounds' totals disagree by more than ``SPREAD_BOUND``: the measured best (or, busy before any
     round, the choice known before, else ``DEFAULT``) is used as a provisional choice, remembered as
     one, and measured again at a load ``RETRY_AFTER_S`` later."""
     import torch
@@ -335,8 +344,8 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
 
     timer = timer or seconds
     candidates = [(p, b) for p in precisions for b in BATCH_SIZES]
-    for p in precisions:
-        timer(p, BATCH_SIZES[len(BATCH_SIZES) // 2])  # warm-up: kernels chosen, caches filled
+    for c in candidates:  # warm-up: every candidate's kernels made for its shapes (oneDNN's are made on first use)
+        timer(*c)
     first = machine()
     spent: dict[tuple[str, int], list[float]] = {c: [] for c in candidates}
     for round_ in range(ROUNDS):  # interleaved, every other round reversed: drift hits every candidate alike
@@ -344,7 +353,8 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
             spent[c].append(timer(*c))
     busy = machine_load.busy_between(first, machine())
     typical = {c: statistics.median(times) for c, times in spent.items()}
-    spread = max((max(times) - min(times)) / max(min(times), 1e-9) for times in spent.values())
+    totals = [sum(times[r] for times in spent.values()) for r in range(ROUNDS)]
+    spread = (max(totals) - min(totals)) / max(min(totals), 1e-9)
     best = {p: min((c for c in candidates if c[0] == p), key=lambda c: (typical[c], c[1])) for p in precisions}
     chosen = best["fp32"]
     if "bf16" in best and typical[best["bf16"]] * BF16_GAIN <= typical[best["fp32"]]:

@@ -225,7 +225,7 @@ class Encoder:
     @property
     def compute(self) -> str:
         """Where and how it encodes, e.g. "cuda:0, fp16", "cpu, fp32", or on a CPU whose choice was
-        measured "cpu, fp32, batch 16 (fastest of fp32 at 16/32/64 on AMD EPYC (family 25, model 1;
+        measured "cpu, fp32, batch 16 (fastest of fp32 at 8/16/32 on AMD EPYC (family 25, model 1;
         avx2 fma), 2 threads)"."""
         why = f" ({cpu_bf16_instructions()})" if self.precision == "bf16" and self.device == "cpu" else ""
         choice = self.cpu_choice
