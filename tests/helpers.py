@@ -3,6 +3,8 @@ behind the app's back, and judged@10 computed the plain way (through ``evaluate_
 the coverage gate's own must agree with."""
 from __future__ import annotations
 
+import os
+
 from retrieval.data.dataset import Qrels
 from retrieval.data.run import Run
 from retrieval.evaluation.intervals import Interval
@@ -61,3 +63,14 @@ def app_client(url: str, headers: dict[str, str] | None = None):
     from gradio_client import Client
 
     return Client(url, verbose=False, headers=headers, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S})
+
+
+# how many times longer than on a quiet machine a test waits before it calls something hung: a wait is for
+# an event (a job's status, a page's text, an app's URL), and the limit only stops a test that would hang;
+# at load 18 on 2 cores things took 10–20 times their quiet time (RANKSCOPE_TEST_PATIENCE to change it)
+PATIENCE = float(os.environ.get("RANKSCOPE_TEST_PATIENCE", "5"))
+
+
+def patience(seconds: float) -> float:
+    """``seconds`` (what a wait takes at most on a quiet machine) stretched by ``PATIENCE``."""
+    return seconds * PATIENCE

@@ -25,6 +25,7 @@ except ImportError:  # skipped below
 
 import app as rankscope_app
 from tests.conftest import DEMO
+from tests.helpers import patience
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -58,7 +59,7 @@ def page(url, tmp_path_factory):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         pg.set_default_timeout(60_000)
-        expect.set_options(timeout=30_000)  # not 5 s: a click's round trip through a loaded machine's queue
+        expect.set_options(timeout=patience(30_000))  # not 5 s: a click's round trip through a loaded machine's queue
         pg.goto(url)
         pg.get_by_role("tab", name="Search").wait_for()
         yield pg
@@ -136,7 +137,7 @@ def test_evaluate_tab_fills_the_metrics_table(page, shots):
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
     table = page.locator("#eval-glance")  # the chosen metrics, fitting the page; the rest behind "All metrics"
-    expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+    expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=patience(60_000))
     text = table.inner_text()
     assert "BM25" in text and "Dense" in text and "judged@10" in text
     expect(page.locator("#eval-headline")).to_contain_text(re.compile(r"is the best system|No single best system"))
@@ -159,7 +160,7 @@ def test_evaluate_tab_adds_the_three_way_fusion_with_its_weight_and_why(page, sh
     table = page.locator("#eval-glance")
     for _ in range(40):  # the learned sparse index is built after the dense one: the fusion waits till then
         page.locator("#evaluate-button").click()
-        expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+        expect(table).to_contain_text("Hybrid (CLEAR λ)", timeout=patience(60_000))
         page.wait_for_timeout(500)
         if "Hybrid (BM25 + dense + SPLADE)" in table.inner_text():
             break
@@ -224,7 +225,7 @@ def test_train_tab_runs_a_short_job_to_the_end(page, shots):
     page.locator("#train-refit input").check()  # then train again on all of train for the kept epochs
     page.locator("#train-button").click()
     status = page.locator("#train-status")
-    deadline = time.time() + 240
+    deadline = time.time() + patience(240)
     while "done" not in status.inner_text():
         assert "failed" not in status.inner_text(), status.inner_text()
         assert time.time() < deadline, status.inner_text()
@@ -276,15 +277,15 @@ def test_a_cancelled_run_resumes_from_its_last_epoch(page, shots):
     status = page.locator("#train-status")
     page.locator("#train-button").click()
     expect(status).to_contain_text(re.compile(r"queued|running"))  # this job's line, not the last one's
-    deadline = time.time() + 240
+    deadline = time.time() + patience(240)
     while not (m := re.search(r"step (\d+)/(\d+)", status.inner_text())) or int(m[1]) <= int(m[2]) // 20:
         assert time.time() < deadline and "done" not in status.inner_text(), status.inner_text()
         time.sleep(0.1)
     page.get_by_role("button", name="Cancel").click()  # past the first epoch: its checkpoint is on disk
-    expect(status).to_contain_text("cancelled", timeout=60_000)
+    expect(status).to_contain_text("cancelled", timeout=patience(60_000))
     page.locator("#train-resume").click()
-    expect(status).to_contain_text("resumed", timeout=10_000)
-    expect(status).to_contain_text("done", timeout=240_000)
+    expect(status).to_contain_text("resumed", timeout=patience(10_000))
+    expect(status).to_contain_text("done", timeout=patience(240_000))
     assert re.search(r"resumed after inbatch epoch \d+ from ", status.inner_text()), status.inner_text()
     page.screenshot(path=str(shots / "train-resumed.png"), full_page=True)
     page.locator("#train-resume").click()  # nothing stopped is left: said so, nothing queued
@@ -294,7 +295,8 @@ def test_a_cancelled_run_resumes_from_its_last_epoch(page, shots):
 def test_embeddings_tab_draws_the_projection(page, shots):
     open_tab(page, "Embeddings")
     page.locator("#project-button").click()
-    expect(page.locator("#emb-status")).to_contain_text(re.compile("fitted in|from the cache"), timeout=120_000)
+    expect(page.locator("#emb-status")).to_contain_text(re.compile("fitted in|from the cache"),
+                                                        timeout=patience(120_000))
     status = page.locator("#emb-status").inner_text()
     assert "query" in status and "hard negative" in status and "easy negative" in status
     page.locator("#emb-plot .js-plotly-plot").wait_for()
@@ -377,7 +379,7 @@ def test_runs_tab_shows_a_metrics_history_over_three_snapshots_and_diffs_two(pag
     expect(history).to_contain_text("across snapshots")
     traces = "() => Array.from(document.querySelector('#snapshot-history .js-plotly-plot')?.data || [])" \
              ".map(t => [t.name, t.x, t.y])"
-    page.wait_for_function(f"({traces})().some(t => t[1].length === 3)", timeout=60_000)
+    page.wait_for_function(f"({traces})().some(t => t[1].length === 3)", timeout=patience(60_000))
     bm25 = next(t for t in page.evaluate(traces) if t[0] == "BM25")
     assert bm25[1] == ["s1", "s2", "s3"] and bm25[2][1] < bm25[2][0] == bm25[2][2]  # the drop, then back
     for box, name in (("#snapshot-a", "s1"), ("#snapshot-b", "s2")):
@@ -438,7 +440,7 @@ def test_an_imported_run_appears_as_a_fourth_column_and_in_evaluate(page, shots,
     page.screenshot(path=str(shots / "search-imported.png"), full_page=False)
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
-    expect(page.locator("#eval-glance")).to_contain_text("prod", timeout=60_000)
+    expect(page.locator("#eval-glance")).to_contain_text("prod", timeout=patience(60_000))
 
 
 def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_their_run(page, shots, tmp_path):
@@ -459,7 +461,7 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
     page.locator("#load-button").click()
     # a new corpus is read, indexed and checked before the status says so: past 30 s on a 2-core machine under a
     # full parallel suite (it timed out there once, and passed alone in 47 s)
-    expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=120_000)
+    expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=patience(120_000))
     upload(page, "query-upload", log)
     page.locator("#add-queries-button").click()
     expect(page.locator("#load-status")).to_contain_text("Added 6 queries")
@@ -509,7 +511,7 @@ def test_a_new_user_judges_unlabelled_queries_with_the_keyboard_then_compares_th
 
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
-    expect(page.locator("#eval-glance")).to_contain_text("Hybrid (CLEAR λ)", timeout=60_000)
+    expect(page.locator("#eval-glance")).to_contain_text("Hybrid (CLEAR λ)", timeout=patience(60_000))
     expect(page.locator("#eval-note")).to_contain_text("cross-fitted")  # every judged query evaluated
     assert re.search(r"\d\.\d{4} \[\d\.\d{3}, \d\.\d{3}\]", page.locator("#eval-glance").inner_text())
 
@@ -615,6 +617,6 @@ def test_judges_query_table_is_emptied_when_another_data_set_is_opened(page):
     page.locator("#judge-difficulty tr[data-query-id]").first.wait_for(timeout=180_000)
     open_tab(page, "Data")
     page.get_by_role("button", name="Load the bundled demo").click()
-    expect(page.locator("#load-status")).to_contain_text("Loaded demo", timeout=180_000)
+    expect(page.locator("#load-status")).to_contain_text("Loaded demo", timeout=patience(180_000))
     open_tab(page, "Judge")
     expect(page.locator("#judge-difficulty tr[data-query-id]")).to_have_count(0)

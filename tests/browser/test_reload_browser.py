@@ -11,6 +11,7 @@ import pytest
 from tests.browser.test_browser import ARGS, CHROMIUM, open_tab, upload
 from tests.conftest import DEMO
 from tests.flows.test_judged_labels import write_unlabelled
+from tests.helpers import patience
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
@@ -38,7 +39,7 @@ def test_a_reload_finds_the_corpus_its_queries_and_grades_and_a_restart_reopens_
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             page = browser.new_context().new_page()
             page.set_default_timeout(60_000)
-            expect.set_options(timeout=60_000)
+            expect.set_options(timeout=patience(60_000))
             page.goto(app.local_url)
             page.get_by_role("tab", name="Search").wait_for()
             summary = page.locator("#dataset-summary")
@@ -47,7 +48,7 @@ def test_a_reload_finds_the_corpus_its_queries_and_grades_and_a_restart_reopens_
             upload(page, "upload", corpus)
             page.locator("#load-button").click()
             status = page.locator("#load-status")
-            expect(status).to_contain_text("Loaded corpus", timeout=120_000)
+            expect(status).to_contain_text("Loaded corpus", timeout=patience(120_000))
             expect(status).to_contain_text("Kept beside the store")
             page.locator("#query-text textarea").fill("how to descale a kettle")
             page.locator("#add-queries-button").click()
@@ -70,13 +71,14 @@ def test_a_reload_finds_the_corpus_its_queries_and_grades_and_a_restart_reopens_
             expect(summary).to_contain_text(counted)
             expect(summary).not_to_contain_text("No relevance labels")
             open_tab(page, "Evaluate")
-            expect(page.locator("#eval-note")).to_contain_text(counted, timeout=120_000)
+            expect(page.locator("#eval-note")).to_contain_text(counted, timeout=patience(120_000))
             expect(page.locator("#eval-glance")).to_contain_text("BM25")
             page.screenshot(path=str(shots / "reload-before.png"), full_page=False)
 
             page.reload()  # the same corpus, its added query and the grade, with no upload
             page.get_by_role("tab", name="Search").wait_for()
-            expect(summary).to_contain_text(re.compile(r"\*?corpus\*? — 32 documents, 1 quer"), timeout=120_000)
+            expect(summary).to_contain_text(re.compile(r"\*?corpus\*? — 32 documents, 1 quer"),
+                                            timeout=patience(120_000))
             expect(summary).to_contain_text(counted)
             open_tab(page, "Judge")
             page.locator("#judge-name textarea").fill("ana")
@@ -104,7 +106,7 @@ def test_a_reload_finds_the_corpus_its_queries_and_grades_and_a_restart_reopens_
             open_tab(page, "Data")
             expect(page.locator("#kept-table")).to_contain_text("corpus")
             page.locator("#reopen-button").click()  # the latest kept data set is picked: one click
-            expect(page.locator("#load-status")).to_contain_text("Reopened corpus", timeout=120_000)
+            expect(page.locator("#load-status")).to_contain_text("Reopened corpus", timeout=patience(120_000))
             expect(page.locator("#dataset-summary")).to_contain_text(re.compile(r"32 documents, 1 quer"))
             expect(page.locator("#dataset-summary")).to_contain_text("1 judged query")
             browser.close()

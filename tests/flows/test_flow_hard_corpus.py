@@ -17,6 +17,7 @@ import pytest
 from retrieval.systems import label
 from tests.browser.test_browser import CHROMIUM, open_tab, served, upload
 from tests.conftest import DEMO
+from tests.helpers import patience
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
@@ -65,11 +66,11 @@ def test_judging_a_hard_corpus_converges_on_every_system_fails(tiny_model_dir, t
     expect = pytest.importorskip("playwright.sync_api").expect
     corpus, questions, topic_of = write_corpus(tmp_path)
     with served(DEMO, str(tiny_model_dir), tmp_path / "s.sqlite3", foreground_s=60) as (page, registry):
-        expect.set_options(timeout=60_000)
+        expect.set_options(timeout=patience(60_000))
         open_tab(page, "Data")
         upload(page, "upload", corpus)
         page.locator("#load-button").click()
-        expect(page.locator("#load-status")).to_contain_text("Loaded passages", timeout=120_000)
+        expect(page.locator("#load-status")).to_contain_text("Loaded passages", timeout=patience(120_000))
         upload(page, "query-upload", questions)
         page.locator("#add-queries-button").click()
         expect(page.locator("#load-status")).to_contain_text(f"Added {len(topic_of)} queries")
@@ -138,7 +139,7 @@ def test_judging_a_hard_corpus_converges_on_every_system_fails(tiny_model_dir, t
 
         page.reload()  # the data set the page had open comes back, its judgments labels: the same verdict
         page.get_by_role("tab", name="Search").wait_for()
-        expect(page.locator("#dataset-summary")).to_contain_text("40 documents", timeout=120_000)
+        expect(page.locator("#dataset-summary")).to_contain_text("40 documents", timeout=patience(120_000))
         open_tab(page, "Evaluate")  # computes when its tab opens
         expect(page.locator("#eval-headline")).to_contain_text(
-            f"Every system fails on {everyone_fails} of {len(ids)} judged queries", timeout=120_000)
+            f"Every system fails on {everyone_fails} of {len(ids)} judged queries", timeout=patience(120_000))

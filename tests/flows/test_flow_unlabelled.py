@@ -24,6 +24,7 @@ import pytest
 from retrieval.systems import label, shown
 from tests.browser.test_browser import CHROMIUM, open_tab, served, upload
 from tests.conftest import DEMO
+from tests.helpers import patience
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
@@ -133,14 +134,14 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
     topic_of = {q: t for t, (_, q) in TOPICS.items()}
     try:
         with served(DEMO, str(tiny_model_dir), tmp_path / "s.sqlite3", foreground_s=60) as (page, _):
-            expect.set_options(timeout=30_000)
+            expect.set_options(timeout=patience(30_000))
             summary, banner = page.locator("#dataset-summary"), page.locator("#encoding-status")
 
             # 1. Data: the corpus, then the questions, no labels
             open_tab(page, "Data")
             upload(page, "upload", corpus)
             page.locator("#load-button").click()
-            expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=90_000)
+            expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=patience(90_000))
             upload(page, "query-upload", questions)
             page.locator("#add-queries-button").click()
             expect(page.locator("#load-status")).to_contain_text(f"Added {len(TOPICS)} queries")
@@ -189,7 +190,7 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
 
             # SPLADE's index is built: it joins while ana judges, its unjudged top 10 next
             sparse_gate.set()
-            expect(banner).to_contain_text("Learned sparse index (SPLADE) ready", timeout=120_000)
+            expect(banner).to_contain_text("Learned sparse index (SPLADE) ready", timeout=patience(120_000))
             page.locator("#judge-reveal input").check()
             page.locator("body").click(position={"x": 5, "y": 5})  # off the checkbox: the keys grade again
             grade(1, "ana")  # the pair on screen when it joined
@@ -220,7 +221,7 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             # conclusions the judgments can carry
             open_tab(page, "Evaluate")
             glance = page.locator("#eval-glance")
-            expect(glance).to_contain_text(LATE, timeout=90_000)
+            expect(glance).to_contain_text(LATE, timeout=patience(90_000))
             note = page.locator("#eval-note")
             expect(note).to_contain_text(head.group(0))
             check_evaluate(page, expect)
@@ -239,12 +240,12 @@ def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joi
             # labels, with no upload and no click
             page.reload()
             page.get_by_role("tab", name="Search").wait_for()
-            expect(summary).to_contain_text("200 documents", timeout=120_000)
+            expect(summary).to_contain_text("200 documents", timeout=patience(120_000))
             expect(summary).to_contain_text(f"{len(TOPICS)} queries")
             expect(summary).to_contain_text(head.group(0))
             expect(summary).not_to_contain_text("No relevance labels")
             open_tab(page, "Evaluate")  # computes when its tab opens
-            expect(page.locator("#eval-glance")).to_contain_text(LATE, timeout=90_000)
+            expect(page.locator("#eval-glance")).to_contain_text(LATE, timeout=patience(90_000))
             expect(page.locator("#eval-note")).to_contain_text(head.group(0))
             check_evaluate(page, expect)
             page.screenshot(path=str(shots / "flow-reloaded.png"), full_page=True)
@@ -262,7 +263,7 @@ def check_evaluate(page, expect) -> None:
     the late system is held back with how many more to judge, and recall@100 is not measurable."""
     # the judged pool's table leads once the summary is computed on the labels as they stand (a grade or a
     # build that ends meanwhile computes the results again)
-    expect(page.locator("#eval-glance table.rs-pool")).to_have_count(1, timeout=90_000)
+    expect(page.locator("#eval-glance table.rs-pool")).to_have_count(1, timeout=patience(90_000))
     table = page.evaluate("""() => Array.from(document.querySelectorAll('#eval-glance table:not(.rs-pool) tr')).map(
         r => Array.from(r.querySelectorAll('th,td')).map(c => c.innerText.trim()))""")
     header = [h.replace("ⓘ", "").strip() for h in table[0]]

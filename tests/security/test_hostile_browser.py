@@ -26,6 +26,7 @@ except ImportError:  # skipped below
 
 import app as rankscope_app
 from tests.browser.test_browser import ARGS, CHROMIUM, open_tab, upload
+from tests.helpers import patience
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
               pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed"),
@@ -131,7 +132,7 @@ def browser_page(served):
         context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
         page = context.new_page()
         page.set_default_timeout(60_000)
-        expect.set_options(timeout=30_000)
+        expect.set_options(timeout=patience(30_000))
         watch = Watch(page, url)
         page.goto(url)
         page.get_by_role("tab", name="Search").wait_for()
@@ -205,22 +206,23 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     # Evaluate: tables and plots (split names, run names and query texts in them)
     open_tab(page, "Evaluate")
     page.locator("#evaluate-button").click()
-    expect(page.locator("#eval-glance")).to_contain_text(TIGHT, timeout=60_000)
+    expect(page.locator("#eval-glance")).to_contain_text(TIGHT, timeout=patience(60_000))
     page.locator("#eval-all").get_by_text("All metrics").click()  # the full table, behind its toggle
-    expect(page.locator("#eval-table")).to_contain_text(TIGHT, timeout=60_000)
+    expect(page.locator("#eval-table")).to_contain_text(TIGHT, timeout=patience(60_000))
     for plot in ("#eval-scatter", "#eval-recall", "#eval-sweep"):
         page.locator(f"{plot} .js-plotly-plot").wait_for()
     point = page.locator("#eval-scatter .js-plotly-plot .scatterlayer .point").first
     point.scroll_into_view_if_needed()  # below the table and its conclusions: the mouse reaches the viewport only
     box = point.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # a hover label: the query's text
-    expect(page.locator("#eval-scatter .hoverlayer")).to_contain_text("q", timeout=10_000)
+    expect(page.locator("#eval-scatter .hoverlayer")).to_contain_text("q", timeout=patience(10_000))
     watch.check(page, "Evaluate")
 
     # Embeddings: the projection's hover texts hold titles and ids
     open_tab(page, "Embeddings")
     page.locator("#project-button").click()
-    expect(page.locator("#emb-status")).to_contain_text(re.compile("fitted in|from the cache"), timeout=120_000)
+    expect(page.locator("#emb-status")).to_contain_text(re.compile("fitted in|from the cache"),
+                                                        timeout=patience(120_000))
     page.locator("#emb-plot .js-plotly-plot").wait_for()
     watch.check(page, "Embeddings")
 
@@ -270,7 +272,7 @@ def test_every_tab_shows_the_payloads_as_text_and_runs_none(browser_page, served
     page.locator("#train-holdout input").fill("0")
     page.locator("#train-button").click()
     status = page.locator("#train-status")
-    expect(status).to_contain_text("done", timeout=240_000)
+    expect(status).to_contain_text("done", timeout=patience(240_000))
     expect(page.locator("#train-results")).to_contain_text("fine-tuned")
     watch.check(page, "Train")
 
@@ -301,7 +303,7 @@ def test_a_closed_tab_no_longer_holds_its_workspace(browser_page, served, tmp_pa
     open_tab(page, "Data")
     upload(page, "upload", corpus)
     page.locator("#load-button").click()
-    expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=60_000)
+    expect(page.locator("#load-status")).to_contain_text("Loaded corpus", timeout=patience(60_000))
 
     def holders() -> int:  # sessions holding the workspace of the corpus this page loaded
         loaded = {k for k, e in list(registry._items.items()) if e.ws.dataset.name == "corpus"}
@@ -309,7 +311,7 @@ def test_a_closed_tab_no_longer_holds_its_workspace(browser_page, served, tmp_pa
 
     assert holders() == 1
     page.close()
-    deadline = time.time() + 60
+    deadline = time.time() + patience(60)
     while holders() and time.time() < deadline:
         time.sleep(0.5)
     assert holders() == 0

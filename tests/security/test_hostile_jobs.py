@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.conftest import DEMO
+from tests.helpers import patience
 from tests.security.test_hostile import error_of
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
@@ -56,14 +57,14 @@ def end(registry, clients) -> None:
     """Each client cancels its job (``/cancel_training``: the session's own), then every job has ended."""
     for client in clients:
         assert client.predict(api_name="/cancel_training").startswith("Cancelling"), client
-    deadline = time.time() + 120
+    deadline = time.time() + patience(120)
     while any(job["status"] not in FINAL for job in registry.store.jobs()):
         assert time.time() < deadline, registry.store.jobs()
         time.sleep(0.1)
 
 
 def running(registry, job_id: str) -> None:
-    deadline = time.time() + 120
+    deadline = time.time() + patience(120)
     while registry.store.get_job(job_id)["status"] != "running":
         assert time.time() < deadline, registry.store.get_job(job_id)
         time.sleep(0.05)

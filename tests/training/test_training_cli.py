@@ -10,6 +10,7 @@ from dataclasses import asdict
 import pytest
 
 from tests.conftest import DEMO, ROOT
+from tests.helpers import patience
 from training.cli import NOT_CONFIG, build_parser, main
 from training.trainer import TrainConfig
 
@@ -94,7 +95,7 @@ def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RANKSCOPE_HOME": str(tmp_path)}
     out, state = tmp_path / "ft", tmp_path / "ft" / "checkpoints" / "train" / "state.pt"
     proc = subprocess.Popen(command(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
+    deadline = time.time() + patience(240)
     while not state.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)

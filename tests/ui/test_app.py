@@ -15,7 +15,7 @@ import app as rankscope_app
 from retrieval.systems import builtin, label
 from retrieval.systems import shown as shown_by_default
 from tests.conftest import DEMO, store_copy
-from tests.helpers import app_client
+from tests.helpers import app_client, patience
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]  # starts the real app
 
@@ -301,7 +301,7 @@ def test_training_runs_in_background_and_search_can_switch_encoder(client):
     job_id = out[0].split("`")[1]
     _, searched = client.predict("leaky faucet washer", api_name="/search")  # the app keeps serving
     assert searched["systems"]["bm25"]
-    deadline = time.time() + 240
+    deadline = time.time() + patience(240)
     while True:
         job = client.predict(job_id, api_name="/training_status")
         if job["status"] in ("done", "failed", "cancelled") or time.time() > deadline:

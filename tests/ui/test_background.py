@@ -19,6 +19,7 @@ from retrieval.index.encoder import Encoder
 from retrieval.side_by_side import side_by_side
 from retrieval.store import text_hash
 from retrieval.systems import BASE_SYSTEMS, SPLADE, label, shown
+from tests.helpers import patience
 from ui import data as data_view
 from ui import embeddings as embeddings_view
 from ui import evaluate as evaluate_view
@@ -266,7 +267,7 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             banner = page.locator("#encoding-status")
             # the first page of an app started late in a long run (two workers on two cores) may take longer
             # than Playwright's default: the banner's first words get 90 s
-            expect(banner).to_contain_text(f"{PART:,} of {3 * PART:,} documents", timeout=90_000)
+            expect(banner).to_contain_text(f"{PART:,} of {3 * PART:,} documents", timeout=patience(90_000))
             expect(banner).to_contain_text("BM25 answers now")
             table = page.locator("#metrics-table")
             expect(table).to_contain_text("BM25")
@@ -280,8 +281,9 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
             gated.gate.set()
             # what follows the gate (the banner's next poll, the metrics computed again) waits behind the other
             # tests' work on a loaded machine: 60 s, not Playwright's 5
-            expect(banner).to_contain_text("Dense index ready", timeout=60_000)
-            expect(table).to_contain_text("Hybrid", timeout=60_000)  # the metrics computed again with every system
+            expect(banner).to_contain_text("Dense index ready", timeout=patience(60_000))
+            # the metrics computed again with every system
+            expect(table).to_contain_text("Hybrid", timeout=patience(60_000))
             deadline = time.monotonic() + 120
             while True:  # the learned sparse index takes a few seconds more
                 page.locator("#search-button").click()
@@ -290,17 +292,18 @@ def test_in_the_browser_the_banner_follows_the_encoding_and_dense_joins(tiny_enc
                     break
             expect(page.locator("#results .col.waiting")).to_have_count(0)
             expect(page.locator("#results .sbs .col")).to_have_count(4)
-            expect(banner).to_contain_text("Learned sparse index (SPLADE) ready", timeout=60_000)
-            expect(table).to_contain_text("Learned sparse", timeout=60_000)
+            expect(banner).to_contain_text("Learned sparse index (SPLADE) ready", timeout=patience(60_000))
+            expect(table).to_contain_text("Learned sparse", timeout=patience(60_000))
             # a page opened now, on content the app built while both were encoding: computed again by itself
             later = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
             later.set_default_timeout(30_000)
             later.goto(page.url)
-            expect(later.locator("#metrics-table")).to_contain_text("Hybrid", timeout=60_000)  # its first poll
-            expect(later.locator("#metrics-table")).to_contain_text("Learned sparse", timeout=60_000)
+            # its first poll
+            expect(later.locator("#metrics-table")).to_contain_text("Hybrid", timeout=patience(60_000))
+            expect(later.locator("#metrics-table")).to_contain_text("Learned sparse", timeout=patience(60_000))
             expect(later.get_by_text("left out until the corpus is encoded")).to_have_count(0)
             later.get_by_role("tab", name="Evaluate").click()  # Evaluate computes when its tab opens
-            expect(later.locator("#eval-glance")).to_contain_text("Learned sparse", timeout=60_000)
+            expect(later.locator("#eval-glance")).to_contain_text("Learned sparse", timeout=patience(60_000))
     finally:
         gated.gate.set()
 

@@ -19,7 +19,7 @@ import pytest
 
 from retrieval.store import Store
 from tests.conftest import ROOT
-from tests.helpers import app_client, count_embeddings, integrity_check
+from tests.helpers import app_client, count_embeddings, integrity_check, patience
 
 
 def free_port() -> int:
@@ -35,7 +35,7 @@ def start_app(model_dir: Path, store: Path, log: Path) -> tuple[subprocess.Popen
                              "--port", str(port)], cwd=ROOT, env=env, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 180
+    deadline = time.time() + patience(180)
     while time.time() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the app exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
@@ -73,7 +73,7 @@ def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_mode
         job_id = out[0].split("`")[1]
         state = Path(client.predict(job_id, api_name="/training_status")["model_path"]) / "checkpoints" / "train" / \
             "state.pt"
-        deadline = time.time() + 120
+        deadline = time.time() + patience(120)
         while not state.exists():
             assert time.time() < deadline, client.predict(job_id, api_name="/training_status")
             time.sleep(0.01)
@@ -104,7 +104,7 @@ def test_killed_during_training_the_store_survives_and_the_job_resumes(tiny_mode
         # the Train tab's Resume: the same job goes on from its first epoch's checkpoint to the end
         said = client.predict(api_name="/resume_training")
         assert said[0] == f"Job `{job_id}` resumed: it goes on from its last finished epoch.", said
-        deadline = time.time() + 300
+        deadline = time.time() + patience(300)
         while (job := client.predict(job_id, api_name="/training_status"))["status"] in ("queued", "running"):
             assert time.time() < deadline, job
             time.sleep(0.5)
