@@ -213,7 +213,7 @@ def recorded(main: Callable[[], int | None], script_file: str, argv: list[str] |
     sys.stdout = tee
     started = time.time()
     load_before = load()
-    print(f"load at start: {load_before}")  # every figure with the load it was measured at
+    print(f"load at start: {load_before}", file=sys.stderr)  # every figure with the load it was measured at
     try:
         status = main() or 0
         load_after = load()
