@@ -214,11 +214,17 @@ def browser_ms(url: str, n: int, pace_s: float, judge: tuple[str, int] | None = 
                 page.get_by_label("Pool depth (each system's top k)").fill(str(judge[1]))
                 page.locator("#judge-start").click()
             page.locator("#judge-progress").get_by_text("Judged 0 of").wait_for()
-            page.evaluate(GRADE_IN_PAGE, 0)  # the first grade warms the page's own code: not counted
+
+            def grade(value: int) -> float:
+                # the button is on the page first (on a busy machine the panel's pair can come after its
+                # progress line): a round trip is timed from the click, not from the page's readiness
+                page.locator(f"#judge-{value}").wait_for(state="attached")
+                return float(page.evaluate(GRADE_IN_PAGE, value))
+            grade(0)  # the first grade warms the page's own code: not counted
             times = []
             for i in range(n):
                 page.wait_for_timeout(1000 * pace_s)
-                times.append(page.evaluate(GRADE_IN_PAGE, i % 3))
+                times.append(grade(i % 3))
             return times
         finally:
             browser.close()

@@ -270,7 +270,7 @@ class Encoder:
         ``progress(texts done, texts total)`` after each chunk (``retrieval.progress.counting``)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        watch = self._rate_watch()
+        watch = self._rate_watch() if len(texts) > chunk else None  # a corpus, not a query or a few texts
         for start in range(0, len(texts), chunk):
             rows = order[start:start + chunk]
             batch = [texts[i] for i in rows]
