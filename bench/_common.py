@@ -116,20 +116,21 @@ def machine() -> str:
     name, family, model and the instruction flags that change kernels): "2 cores, AMD EPYC (family 25,
     model 1; avx2 fma) (Linux x86_64)"."""
     from retrieval.index.cpu_choice import cpu_class
+    from retrieval.index.machine_load import cores
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{cores} cores, {cpu_class().label} ({platform.system()} {platform.machine()})"
+    return f"{cores()} cores, {cpu_class().label} ({platform.system()} {platform.machine()})"
 
 
 def load() -> str:
     """The machine's load now, in words: "1-minute load average 0.42 on 2 cores (5 and 15 minutes: 0.61,
     0.80)"; a figure measured beside other work is not this code's alone."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from retrieval.index.machine_load import cores
+
     try:
         one, five, fifteen = os.getloadavg()
     except (AttributeError, OSError):
-        return f"unknown (no load average on {platform.system()}), {cores} cores"
-    return f"1-minute load average {one:.2f} on {cores} cores (5 and 15 minutes: {five:.2f}, {fifteen:.2f})"
+        return f"unknown (no load average on {platform.system()}), {cores()} cores"
+    return f"1-minute load average {one:.2f} on {cores()} cores (5 and 15 minutes: {five:.2f}, {fifteen:.2f})"
 
 
 def command_line(script: str, argv: list[str]) -> str:

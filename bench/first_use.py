@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 from _common import DEMO, ROOT, json_arg, machine, recorded, write_json  # first: it puts the checkout on sys.path
+from retrieval.index import machine_load
 
 NUMBA_PACKAGES = ("umap", "pynndescent")
 
@@ -210,8 +211,7 @@ def main() -> int:
                "uncached_umap_projection_s": figure("uncached", "projection_s"),
                "smallest_training_s": figure("training", "training_s"), "busy": int(args.busy),
                "load_start": load_start, "load_end": _load(),
-               "machine": machine(), "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count(), "runs": runs}
+               "machine": machine(), "cores": machine_load.cores(), "runs": runs}
     write_json(args.json, figures)
     report(runs, figures)
     return 0

@@ -246,14 +246,11 @@ def _record(choice: CpuChoice) -> dict[str, Any]:
             "provisional": choice.provisional, "measured_at": choice.measured_at, "recheck": choice.recheck}
 
 
-def _remember(key: str, record: dict[str, Any] | None) -> None:
-    """Write ``record`` under ``key`` (None: leave the file as it is), keeping the file's bound: the
-    latest ``REMEMBERED`` choices. Written aside, then moved into place."""
-    if record is None:
-        return
+def _remember(key: str, record: dict[str, Any], known: dict[str, Any]) -> None:
+    """Write ``record`` under ``key`` beside ``known`` (the file as the caller read it), keeping the
+    file's bound: the latest ``REMEMBERED`` choices. Written aside, then moved into place."""
     path = choices_file()
-    known = _read(path)
-    known.pop(key, None)
+    known = {k: v for k, v in known.items() if k != key}
     kept = dict(list(known.items())[-(REMEMBERED - 1):])  # the file's bound: the latest classes and models
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -318,7 +315,8 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
     key = _key(model, klass, threads)
     path = choices_file()
     remove_orphans(path.parent, (path.name,))  # pieces of the file a killed process left (written aside, then moved)
-    known = _valid(_read(path).get(key), precisions, threads, klass.label, key)
+    stored = _read(path)
+    known = _valid(stored.get(key), precisions, threads, klass.label, key)
     if known is not None and not known.provisional and not known.recheck:
         return known
     if known is not None and now() - known.measured_at < RETRY_AFTER_S:
@@ -330,7 +328,7 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
             return replace(known, provisional=known.provisional and f"the machine was busy: {busy}")
         default = CpuChoice(DEFAULT[0], DEFAULT[1], threads, klass.label, key=key,
                             provisional=f"the machine was busy: {busy}", measured_at=now())
-        _remember(key, _record(default))  # tried again later, not at every load
+        _remember(key, _record(default), stored)  # tried again later, not at every load
         return default
 
     texts = calibration_texts(model)
@@ -369,7 +367,7 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
     if why and known is not None and not known.provisional:
         # a decided choice flagged for re-measurement stays until a measurement can replace it
         choice = replace(known, measured_at=now())
-    _remember(key, _record(choice))
+    _remember(key, _record(choice), stored)
     return choice
 
 
@@ -387,7 +385,8 @@ def check_rate(choice: CpuChoice, tokens: int, seconds: float, first: machine_lo
     if 1 / RECHECK_FACTOR <= seen / choice.token_rate <= RECHECK_FACTOR:
         return None
     why = f"encoding ran at {seen:,.0f} tokens/s, the calibration at {choice.token_rate:,.0f}"
-    record = _read(choices_file()).get(choice.key)
+    stored = _read(choices_file())
+    record = stored.get(choice.key)
     if isinstance(record, dict):
-        _remember(choice.key, {**record, "recheck": why, "measured_at": 0.0})
+        _remember(choice.key, {**record, "recheck": why, "measured_at": 0.0}, stored)
     return why

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from retrieval.errors import EncoderLoadError
+from retrieval.index import machine_load
 from retrieval.index.cpu_choice import BATCH_SIZES, CpuChoice, check_rate, choose, count_tokens, cpu_bf16_instructions
 from retrieval.index.recent import Recent
 from retrieval.training_record import TrainedOn  # a leaf: the record a fine-tuned model carries
@@ -317,8 +318,6 @@ class RateWatch:
     chunk (``RATE_SAMPLE`` texts, evenly spaced), a few milliseconds against the chunk's seconds."""
 
     def __init__(self, choice: CpuChoice):
-        from retrieval.index import machine_load
-
         self.choice, self.first = choice, machine_load.read()
         self.start, self.tokens = time.perf_counter(), 0.0
 
@@ -328,8 +327,6 @@ class RateWatch:
         self.tokens += count_tokens(model, sample) * len(texts) / len(sample)
 
     def check(self) -> str | None:
-        from retrieval.index import machine_load
-
         seconds = time.perf_counter() - self.start
         if seconds < RATE_CHECK_S:
             return None
