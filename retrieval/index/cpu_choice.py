@@ -123,7 +123,8 @@ class CpuChoice:
             measured = "the default fp32, none measured"
         else:
             spread = f", spread {self.spread:.0%}" if self.spread is not None else ""
-            measured = f"fastest of {self.candidates} in {self.rounds} interleaved rounds{spread}"
+            rounds = f"in {self.rounds} interleaved rounds" if self.rounds else "in one pass"
+            measured = f"fastest of {self.candidates} {rounds}{spread}"
         if self.provisional:
             return (f"provisional ({self.provisional}): {measured}; measured again at a load after "
                     f"{RETRY_AFTER_S // 60} minutes on a quiet machine")
@@ -218,6 +219,9 @@ def _number(value: object, default: float = 0.0) -> float:
     return default
 
 
+ONE_PASS = "remembered from one pass, without interleaved rounds or a load check"
+
+
 def _valid(record: object, precisions: tuple[str, ...], threads: int, label: str, key: str) -> CpuChoice | None:
     """The remembered choice, where it names a candidate of this CPU; else None (measured again). The
     class it is shown with is ``label``, this CPU's (the key holds the class): the file's own is not shown.
@@ -232,6 +236,9 @@ def _valid(record: object, precisions: tuple[str, ...], threads: int, label: str
     text = {k: record[k][:200] if isinstance(record.get(k), str) else "" for k in ("provisional", "recheck")}
     rounds = record.get("rounds")
     spread = record.get("spread")
+    if not (type(rounds) is int and 1 <= rounds <= 100) and not text["provisional"]:
+        # a choice decided before the interleaved rounds: one pass, no spread and no load checked
+        text["recheck"] = text["recheck"] or ONE_PASS
     return CpuChoice(precision, batch, threads, label, dict(list(clean.items())[:16]), key,
                      rounds if type(rounds) is int and 0 <= rounds <= 100 else 0,
                      _number(spread) if spread is not None and _number(spread, -1.0) >= 0 else None,

@@ -463,10 +463,17 @@ def test_a_remembered_cpu_choice_that_names_no_candidate_is_measured_again(tiny_
     again = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, b: calls.append(b) or 1.0 / b)
     assert calls and again.batch_size == first.batch_size == 32
     assert json.loads(choices_file().read_text())[key]["batch_size"] == 32
-    choices_file().write_text(json.dumps({key: {"precision": "fp32", "batch_size": 16, "cpu": "<b>x</b>",
+    choices_file().write_text(json.dumps({key: {"precision": "fp32", "batch_size": 16, "cpu": "<b>x</b>", "rounds": 3,
                                                 "rates": {"fp32/16": "fast", "fp32/32": 3.5, "fp32/64": True}}}))
     kept = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, batch: 1 / 0)  # valid: not measured
     assert (kept.batch_size, kept.rates) == (16, {"fp32/32": 3.5})
+    # a choice an earlier version decided in one pass (no rounds: no spread, no load checked) is measured again
+    choices_file().write_text(json.dumps({key: {"precision": "fp32", "batch_size": 16, "cpu": "x",
+                                                "rates": {"fp32/16": 9.0, "fp32/32": 3.5}}}))
+    calls.clear()
+    redone = choose(tiny_encoder.model, machine=quiet_machine, timer=lambda p, b: calls.append(b) or 1.0 / b)
+    assert calls and redone.batch_size == 32 and redone.rounds >= 1 and "in one pass" not in redone.how
+    assert json.loads(choices_file().read_text())[key]["rounds"] == redone.rounds
     # how it was measured, read as data of a bounded size and type: a wrong field is as if absent
     choices_file().write_text(json.dumps({key: {
         "precision": "fp32", "batch_size": 32, "cpu": "x", "rounds": "3", "spread": -1, "token_rate": float("nan"),
