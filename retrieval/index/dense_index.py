@@ -287,6 +287,9 @@ def pca_projection(embeddings: np.ndarray, dims: int) -> faiss.LinearTransform:
     return linear
 
 
+QUERY_SETS = 4  # query sets a store-less retriever keeps encoded (a data set's splits, a few at most)
+
+
 class DenseRetriever:
     """Encode queries, search the index: the ``search(queries, k) -> Run`` shape."""
 
@@ -295,6 +298,7 @@ class DenseRetriever:
         self.encoder, self.index, self.store = encoder, index, store
         self.from_store, self.encoded = from_store, encoded  # how the corpus's vectors were obtained
         self.built_at = time.monotonic()
+        self._query_sets: dict[tuple[str, ...], np.ndarray] = {}  # without a store: query sets encoded here
 
     @property
     def repeats(self) -> int:
@@ -302,8 +306,21 @@ class DenseRetriever:
         return len(self.index.doc_ids) - self.from_store - self.encoded
 
     def encode_queries(self, queries: dict[str, str]) -> np.ndarray:
-        """Embeddings of a query set (a split's queries), cached in the store like documents."""
-        return embed_texts(self.encoder.for_queries(), list(queries.values()), self.store)
+        """Embeddings of a query set (a split's queries), cached in the store like documents. Without a
+        store (``evaluate --no-store``, a bench), the last ``QUERY_SETS`` sets are kept by this retriever
+        instead: an evaluation asks for a split's queries once per system that reads them (dense, the
+        hybrid's candidates and exact scores), and they are encoded once."""
+        texts = list(queries.values())
+        if self.store is not None:
+            return embed_texts(self.encoder.for_queries(), texts, self.store)
+        key = tuple(texts)
+        if key not in self._query_sets:
+            vectors = embed_texts(self.encoder.for_queries(), texts)
+            vectors.flags.writeable = False  # shared by every caller: none may change another's
+            while len(self._query_sets) >= QUERY_SETS:
+                self._query_sets.pop(next(iter(self._query_sets)))  # the oldest set first
+            self._query_sets[key] = vectors
+        return self._query_sets[key]
 
     def encode_query(self, text: str) -> np.ndarray:
         """One query's embedding: read from the store when an evaluation already cached it (a

@@ -16,9 +16,9 @@ Two checks, either of which marks the encoder unreliable:
   passages near cosine 0, E5-style encoders near 0.7. Collapsed below ``COLLAPSE_RATIO`` of the
   reference spread (MiniLM: 0.94 on English, 0.10 on the demo written in Greek letters).
 
-The sample's embeddings are the corpus's own (``dense_index.embed_texts`` reads them from the store,
-where the dense build put them), so the check costs a few hundred dot products once the corpus is
-encoded; the reference sample is encoded once per encoder and cached in the store too.
+The sample's embeddings are the corpus's own (the dense index's vectors, or the store's, where the
+dense build put them: ``corpus_sample_vectors``), so the check costs a few hundred dot products once the
+corpus is encoded; the reference sample is encoded once per encoder and cached in the store too.
 """
 from __future__ import annotations
 
@@ -73,13 +73,34 @@ def spread(vectors: np.ndarray) -> float:
     return 1.0 - mean_cos
 
 
-def sample(texts: list[str], n: int = SAMPLE, seed: int = 0) -> list[str]:
-    """A seeded sample of the non-empty texts, in corpus order."""
-    rows = [t for t in texts if t.strip()]
+def sample_rows(texts: list[str], n: int = SAMPLE, seed: int = 0) -> list[int]:
+    """The rows of a seeded sample of the non-empty texts, in corpus order."""
+    rows = [i for i, t in enumerate(texts) if t.strip()]
     if len(rows) <= n:
         return rows
     picked = sorted(random.Random(seed).sample(range(len(rows)), n))
     return [rows[i] for i in picked]
+
+
+def sample(texts: list[str], n: int = SAMPLE, seed: int = 0) -> list[str]:
+    """A seeded sample of the non-empty texts, in corpus order."""
+    return [texts[i] for i in sample_rows(texts, n, seed)]
+
+
+def corpus_sample_vectors(ws: SystemWorkspace) -> np.ndarray:
+    """The encoder's vectors of the corpus's sample (``sample_rows``). Read from the dense index where it
+    holds the encoder's own float32 vectors in the corpus's order (a local flat or HNSW build, or one
+    read back: nothing encoded, with or without a store); else from the store, where the dense build
+    put them, encoding what it lacks (another engine's index without a store)."""
+    from retrieval.index.dense_index import embed_texts
+
+    corpus, dense = ws.corpus, ws.dense
+    rows = sample_rows(corpus.texts)
+    held = getattr(dense.index, "embeddings", None)
+    if isinstance(held, np.ndarray) and dense.encoder.fingerprint == ws.encoder.fingerprint \
+            and len(held) == len(corpus.doc_ids) and list(dense.index.doc_ids) == list(corpus.doc_ids):
+        return np.asarray(held[rows], dtype=np.float32)
+    return embed_texts(ws.encoder, [corpus.texts[i] for i in rows], ws.store)
 
 
 def reference_texts(n: int = SAMPLE) -> list[str]:
@@ -102,7 +123,7 @@ def dense_reliability(ws: SystemWorkspace) -> DenseReliability:
     key = (ws.corpus.hash, encoder.fingerprint)
     if key not in _checks:
         guess = detect_language(ws.corpus.texts)
-        corpus = embed_texts(encoder, sample(ws.corpus.texts), ws.store)
+        corpus = corpus_sample_vectors(ws)
         reference = reference_texts()
         ref = spread(embed_texts(encoder, reference, ws.store)) if len(reference) > 1 else None
         _checks[key] = DenseReliability(encoder.name, guess.code, guess.share, encoder_mismatch(guess, encoder.name),

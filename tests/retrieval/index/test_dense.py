@@ -235,6 +235,30 @@ def test_retriever_search_shape(tiny_encoder, toy_dataset, store):
         assert all(d in toy_dataset.docs for d, _ in hits)
 
 
+def test_a_storeless_retriever_encodes_a_query_set_once_and_shares_it_read_only(tiny_encoder, toy_dataset,
+                                                                                  monkeypatch):
+    """``evaluate --no-store``: dense search, the hybrid's candidates and its exact scores all ask for a
+    split's queries; the retriever encodes them once, keeps the last ``QUERY_SETS`` sets, and hands out
+    an array no caller can change under another."""
+    import retrieval.index.dense_index as dense_index
+
+    texts = [d.full_text for d in toy_dataset.docs.values()]
+    retriever = DenseRetriever(tiny_encoder, DenseIndex(toy_dataset.doc_ids, embed_texts(tiny_encoder, texts)))
+    asked: list[list[str]] = []
+    real = dense_index.embed_texts
+    monkeypatch.setattr(dense_index, "embed_texts", lambda enc, t, store=None: asked.append(list(t)) or real(enc, t))
+    first = retriever.search(toy_dataset.queries, k=3)
+    again = retriever.encode_queries(toy_dataset.queries)
+    assert retriever.search(toy_dataset.queries, k=3) == first and len(asked) == 1
+    assert np.array_equal(again, tiny_encoder.encode(list(toy_dataset.queries.values())))
+    with pytest.raises(ValueError):
+        again[0, 0] = 1.0
+    for i in range(dense_index.QUERY_SETS):  # other sets push the oldest out: encoded again when asked
+        retriever.encode_queries({"x": f"query {i}"})
+    retriever.encode_queries(toy_dataset.queries)
+    assert len(asked) == dense_index.QUERY_SETS + 2
+
+
 def test_unknown_index_kind():
     with pytest.raises(ValueError, match="index kind"):
         DenseIndex(["a"], np.ones((1, 4), dtype=np.float32), kind="ivfpq")
