@@ -331,8 +331,8 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
     before = machine()
     busy = machine_load.busy_at(before)
     if busy is not None:  # not measured at all: the choice known before, or the default, until a quiet load
-        if known is not None:
-            return replace(known, provisional=known.provisional and f"the machine was busy: {busy}")
+        if known is not None:  # provisional or flagged (a decided one returned above): used as it is, and why
+            return replace(known, provisional=f"the machine was busy: {busy}")
         default = CpuChoice(DEFAULT[0], DEFAULT[1], threads, klass.label, key=key,
                             provisional=f"the machine was busy: {busy}", measured_at=now())
         _remember(key, _record(default), stored)  # tried again later, not at every load

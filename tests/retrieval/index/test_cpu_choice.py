@@ -86,6 +86,15 @@ def test_a_machine_busy_before_the_rounds_is_not_measured(tiny_encoder, home):
     assert not calls and (choice.precision, choice.batch_size) == DEFAULT and not choice.rates
     assert choice.provisional == "the machine was busy: load 5.2 on 2 cores"
     assert "the default fp32, none measured" in choice.how
+    # a choice flagged to be measured again, at a busy load: used as it was, saying why it was not measured
+    flagged = {**_record(), "precision": "fp32", "batch_size": 16, "provisional": "", "rounds": 3,
+               "rates": {"fp32/16": 9.0}, "recheck": "encoding ran at 10 tokens/s, the calibration at 90",
+               "measured_at": 0.0}
+    cpu_choice.choices_file().write_text(json.dumps({choice.key: flagged}))
+    kept = choose(tiny_encoder.model, _counting(calls), machine=loaded)
+    assert not calls and (kept.precision, kept.batch_size) == ("fp32", 16)
+    assert kept.how.startswith("provisional (the machine was busy: load 5.2 on 2 cores): fastest of fp32 at 16")
+    assert _record()["recheck"]  # still flagged: measured at the next quiet load
 
 
 def test_an_encoding_far_from_its_calibration_on_a_quiet_machine_is_measured_again(tiny_encoder, home, monkeypatch):
