@@ -1,4 +1,7 @@
-"""``python -m retrieval`` as a user runs it: a real subprocess over the demo data set."""
+"""``python -m retrieval`` as a user runs it, over the demo data set: each command through ``main`` in this
+process (``run_cli``: its exit status, its stdout and stderr), what it prints and writes being what is
+tested here. The process itself (``python -m retrieval``'s exit status, its exit at once, no traceback) is
+``cli``'s, a real subprocess, held by ``test_process_exit``, ``test_check_exit`` and ``test_cli_flags``."""
 from __future__ import annotations
 
 import json
@@ -14,7 +17,7 @@ from retrieval.evaluation.measures import evaluate_run
 from retrieval.safe_names import file_name
 from retrieval.store import Store
 from retrieval.workspace import Workspace
-from tests.conftest import DEMO, ROOT
+from tests.conftest import DEMO, ROOT, store_copy
 
 SYSTEM_ROWS = {"bm25": "BM25", "dense": "Dense", "hybrid": "Hybrid (CLEAR λ)"}
 DEFAULTS = {}  # BM25 as the CLI runs it by default (k1 0.9, b 0.4, stemmer detected)
@@ -28,6 +31,37 @@ def cli(*args, tmp_path, timeout=300) -> subprocess.CompletedProcess:
     env.pop("RANKSCOPE_STORE", None)
     return subprocess.run([sys.executable, "-m", "retrieval", *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+
+
+def run_cli(*args, tmp_path) -> subprocess.CompletedProcess:
+    """``python -m retrieval ARGS`` run in this process (``retrieval.cli.main``): its exit status and what
+    it printed, as ``cli`` gives them, for a test about what a command does rather than about its process
+    (``cli`` starts one, importing torch and the rest anew: seconds before the command begins). The
+    environment is ``cli``'s: no ``$RANKSCOPE_STORE`` of the caller's, the default store a file of the
+    test's own (``$RANKSCOPE_STORE`` pointed where ``cli``'s ``$RANKSCOPE_HOME`` would put it; the home
+    itself stays the run's, so the tiny encoder's CPU choice is the one the fixture made, never measured
+    again on a busy machine). A ``SystemExit`` (argparse's error: 2) is its status, as the process's would be."""
+    import contextlib
+    import io
+
+    from retrieval.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    kept = os.environ.get("RANKSCOPE_STORE")
+    os.environ["RANKSCOPE_STORE"] = str(tmp_path / "home" / "rankscope.sqlite3")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exit_:
+                code = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        if kept is None:
+            del os.environ["RANKSCOPE_STORE"]
+        else:
+            os.environ["RANKSCOPE_STORE"] = kept
+    return subprocess.CompletedProcess(["python", "-m", "retrieval", *map(str, args)], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
@@ -60,8 +94,8 @@ def judge_pools(folder, store_path, *configs) -> dict[str, dict[str, int]]:
 @pytest.mark.slow
 def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_model_dir):
     out_json, run_dir = tmp_path / "out" / "metrics.json", tmp_path / "runs"
-    res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--systems",
-              "bm25,dense,hybrid", "--json", out_json, "--run-dir", run_dir, tmp_path=tmp_path)
+    res = run_cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--systems",
+                  "bm25,dense,hybrid", "--json", out_json, "--run-dir", run_dir, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "demo: 384 documents, 32 test queries" in res.stderr
 
@@ -128,11 +162,13 @@ def test_evaluate_prints_table_and_writes_json_and_trec_runs(tmp_path, tiny_mode
         assert ev.mean["ndcg@10"] == pytest.approx(results[system]["ndcg@10"], abs=1e-9)
 
 
-@pytest.mark.slow  # the demo encoded by SPLADE-tiny as well
-def test_evaluate_says_how_each_system_chose_its_own_weights(tmp_path, tiny_model_dir):
-    """The three-way fusion's μ is printed with how it was chosen, as Evaluate shows it."""
-    res = cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--systems",
-              "bm25,hybrid3", tmp_path=tmp_path)
+@pytest.mark.slow  # the three-way fusion's μ tuned on the demo's train split
+def test_evaluate_says_how_each_system_chose_its_own_weights(tmp_path, tiny_model_dir, demo_sparse_store):
+    """The three-way fusion's μ is printed with how it was chosen, as Evaluate shows it. The store holds the
+    demo's SPLADE vectors already (``demo_sparse_store``): read, not encoded again (``test_sparse``'s)."""
+    store = store_copy(demo_sparse_store, tmp_path / "s.sqlite3")
+    res = run_cli("evaluate", DEMO, "--model", tiny_model_dir, "--store", store, "--systems", "bm25,hybrid3",
+                  tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     (mu,) = [line for line in lines if line.startswith("hybrid3 μ = ")]
@@ -141,7 +177,7 @@ def test_evaluate_says_how_each_system_chose_its_own_weights(tmp_path, tiny_mode
 
 
 def test_unknown_split_names_the_available_ones(tmp_path):
-    res = cli("evaluate", DEMO, "--split", "nope", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
+    res = run_cli("evaluate", DEMO, "--split", "nope", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
     assert res.returncode == 2
     assert "no split 'nope'" in res.stderr and "(it has: test, train)" in res.stderr
     assert "Traceback" not in res.stderr
@@ -153,14 +189,14 @@ def test_malformed_corpus_line_is_reported(tmp_path):
     (folder / "corpus.jsonl").write_text(
         '{"_id": "d1", "title": "ok", "text": "fine"}\n{"_id": "d2", "text": "broken\n'
         '{"_id": "d3", "text": "never read"}\n', encoding="utf-8")
-    res = cli("evaluate", folder / "corpus.jsonl", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
+    res = run_cli("evaluate", folder / "corpus.jsonl", "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
     assert res.returncode == 2
     assert "corpus.jsonl:2:" in res.stderr and "invalid JSON" in res.stderr
     assert "Traceback" not in res.stderr
 
 
 def test_info_prints_the_summary(tmp_path):
-    res = cli("info", DEMO, tmp_path=tmp_path)
+    res = run_cli("info", DEMO, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout[:res.stdout.rindex("}") + 1])
     assert summary["name"] == "demo" and summary["documents"] == 384 and summary["queries"] == 71
@@ -181,7 +217,8 @@ def test_judges_reports_agreement_and_exports_merged_qrels(tmp_path):
         store.put_judgment(ds.corpus_hash, qid, ds.queries[qid], d, (i % 3) if i < 4 else 0, "bob")
     store.close()
     out = tmp_path / "merged.qrels"
-    res = cli("judges", DEMO, "--store", tmp_path / "s.sqlite3", "--export", out, "--rule", "max", tmp_path=tmp_path)
+    res = run_cli("judges", DEMO, "--store", tmp_path / "s.sqlite3", "--export", out, "--rule", "max",
+                  tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == "12 judgments by 2 judge(s): ann, bob"
@@ -190,7 +227,7 @@ def test_judges_reports_agreement_and_exports_merged_qrels(tmp_path):
                     r"same grade on 67%", lines[2])
     assert "2 pair(s) to adjudicate (graded differently), the widest spread first:" in res.stdout
     assert read_qrels(out) == {qid: {d: i % 3 for i, d in enumerate(docs)}}  # max: ann's higher grades win
-    empty = cli("judges", DEMO, "--store", tmp_path / "none.sqlite3", tmp_path=tmp_path)
+    empty = run_cli("judges", DEMO, "--store", tmp_path / "none.sqlite3", tmp_path=tmp_path)
     assert empty.returncode == 2 and "nobody has judged" in empty.stderr
 
 
@@ -217,8 +254,8 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
                         k1=5.0, b=1.0)
     run_file = write_trec(mis_set.run("bm25", "test"), tmp_path / "misset.trec", "misset")
     out_json = tmp_path / "metrics.json"
-    res = cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store", store,
-              "--json", out_json, tmp_path=tmp_path)
+    res = run_cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store", store,
+                  "--json", out_json, tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert re.search(r"^Judged@10 \(labels judged in the app: a verdict needs each system's top 10 judged on every "
@@ -235,8 +272,8 @@ def test_evaluate_on_labels_judged_in_the_app_gives_no_verdict_a_pool_cannot_car
     assert pair["outcome"] == "b" and pair["p_value"] < 0.05  # the test alone would have said BM25 wins
     assert pair["may_conclude"] is False and pair["judge_more"] == {"misset": 83}
     # the same labels as the data set's own (the store holds no judgments): measured and concluded
-    plain = cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store",
-                tmp_path / "other.sqlite3", tmp_path=tmp_path)
+    plain = run_cli("evaluate", folder, "--systems", "bm25", "--run", f"{run_file}=misset", "--store",
+                    tmp_path / "other.sqlite3", tmp_path=tmp_path)
     assert "BM25 beats misset by 0.175" not in plain.stdout and "n/m" not in plain.stdout
     assert re.search(r"^Judged@10 \(the data set's own labels, a judged pool .*\): BM25 100% \[100%, 100%\], misset "
                      r"80%", plain.stdout, re.M), plain.stdout
@@ -257,8 +294,8 @@ def test_failures_on_a_data_set_without_labels_writes_the_queries_predicted_to_f
     queries = [json.loads(line) for line in (DEMO / "queries.jsonl").read_text().splitlines()[:30]]
     queries.append({"_id": "evil", "text": "<script>alert(1)</script> <img src=x onerror=alert(2)> faucet"})
     (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-    res = cli("failures", folder, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--html",
-              tmp_path / "r.html", tmp_path=tmp_path)
+    res = run_cli("failures", folder, "--model", tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--html",
+                  tmp_path / "r.html", tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Queries predicted to fail" in page and page.count("rs-predicted-card") == 20

@@ -4,6 +4,8 @@ each of its words once), nothing written to the store; labelled queries by id (r
 FAISS, SQLite)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from retrieval.data.readers import load_dataset
@@ -12,7 +14,7 @@ from retrieval.store import Store
 from retrieval.systems.dense_why import forget
 from retrieval.systems.hybrid import CLEAR
 from retrieval.workspace import Workspace
-from tests.conftest import DEMO
+from tests.conftest import DEMO, store_copy
 from tests.retrieval.index.test_dense import CountingEncoder
 
 
@@ -32,9 +34,25 @@ class Calls:
         monkeypatch.setattr(obj, name, counted)
 
 
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory, tiny_encoder, demo_sparse_store) -> Path:
+    """A store file holding what a workspace of the demo computes before its first search, made once for
+    the module: the learned sparse vectors (``demo_sparse_store``), the tiny encoder's passage vectors and
+    λ tuned on train (with the train queries' embeddings). Each test opens a copy of its own."""
+    path = store_copy(demo_sparse_store, tmp_path_factory.mktemp("search") / "store.sqlite3")
+    store = Store(path)
+    ws = Workspace(load_dataset(DEMO), store, model=tiny_encoder)
+    ws.build_dense()
+    CLEAR.lambda_for(ws, "test")
+    store.close()
+    return path
+
+
 @pytest.fixture
-def demo_ws(tmp_path, tiny_encoder):
-    store = Store(tmp_path / "store.sqlite3")
+def demo_ws(tmp_path, tiny_encoder, demo_store):
+    """The demo's workspace over a copy of ``demo_store``: its dense index and λ read back, as a workspace
+    reopened on a store finds them, so a search is all the test counts."""
+    store = Store(store_copy(demo_store, tmp_path / "store.sqlite3"))
     ws = Workspace(load_dataset(DEMO), store, model=CountingEncoder(tiny_encoder))
     ws.build_dense()
     CLEAR.lambda_for(ws, "test")  # λ is tuned once per workspace (and cached): not part of a search

@@ -12,6 +12,8 @@ import torch
 from retrieval import Workspace
 from retrieval.errors import EncoderLoadError
 from retrieval.index.splade import SparseIndex, bundled_path, embed_sparse_corpus, load_sparse_model
+from retrieval.store import Store
+from tests.conftest import store_copy
 
 TEXTS = ["The cat sat on the warm mat.", "Stock markets fell after the rate decision.",
          "A puppy should be trained with patience."]
@@ -77,13 +79,23 @@ def test_without_the_package_that_ships_it_the_message_says_what_to_install(monk
         bundled_path()
 
 
+@pytest.fixture
+def sparse_store(tmp_path, demo_sparse_store):
+    """A store holding the demo's vectors by the bundled SPLADE-tiny already (``demo_sparse_store``, encoded
+    once a run): the system's tests below read them as a store's vectors are read, where each would encode
+    the 384 passages again (the encoding itself and that round trip are the tests above)."""
+    store = Store(store_copy(demo_sparse_store, tmp_path / "store.sqlite3"))
+    yield store
+    store.close()
+
+
 @pytest.mark.slow
-def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, store):
+def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, sparse_store):
     from retrieval.side_by_side import side_by_side
     from ui.common import shown_systems
     from ui.present.search import side_by_side_html
 
-    ws = Workspace(demo, store, model=tiny_encoder)
+    ws = Workspace(demo, sparse_store, model=tiny_encoder)
     assert "splade" in ws.system_names and "splade" in shown_systems(ws)
     res = side_by_side(ws, "how do I stop my nose running in winter", systems=("bm25", "splade"))
     hits = res.systems["splade"]
@@ -110,11 +122,11 @@ def test_splade_is_a_system_in_search_evaluate_and_the_pool(demo, tiny_encoder, 
 
 
 @pytest.mark.slow
-def test_failures_show_learned_sparse_ranks_terms_and_what_its_expansion_bridges(demo, tiny_encoder, store):
+def test_failures_show_learned_sparse_ranks_terms_and_what_its_expansion_bridges(demo, tiny_encoder, sparse_store):
     from retrieval.evaluation.failure_gallery import failure_gallery
     from ui.present.report import card_html
 
-    ws = Workspace(demo, store, model=tiny_encoder)
+    ws = Workspace(demo, sparse_store, model=tiny_encoder)
     gallery = failure_gallery(ws, "test")
     assert "splade" in gallery.systems and "bridged_by_expansion" in gallery.counts
     sparse_run = ws.run("splade", "test")

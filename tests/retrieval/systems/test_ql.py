@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from retrieval import Workspace
 from retrieval.index.tokenize import Tokenizer
 from retrieval.sharing import memory_budget
+from retrieval.store import Store
 from retrieval.systems import builtin, label, shown
 from retrieval.systems.ql import MU, QLIndex, index_of
-from tests.conftest import DEMO
+from tests.conftest import DEMO, store_copy
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig"]
 PLAIN = Tokenizer(stopwords=None, stemmer=None)
@@ -105,10 +106,20 @@ def test_ql_evaluates_with_intervals_and_ranks_like_bm25_on_the_demo(ws):
     assert "pnr" in ev.mean  # exact scores for PNR
 
 
+@pytest.fixture
+def sparse_store(tmp_path, demo_sparse_store):
+    """A store holding the demo's learned sparse vectors already (``demo_sparse_store``)."""
+    store = Store(store_copy(demo_sparse_store, tmp_path / "store.sqlite3"))
+    yield store
+    store.close()
+
+
 @pytest.mark.slow
-def test_every_view_and_the_cli_list_ql(ws, store, tmp_path):
+def test_every_view_and_the_cli_list_ql(ws, sparse_store):
     """Search (its choices), Evaluate (the table), Judge (the pools and the pairs to aim at), Runs
-    (a snapshot's systems), Failures (the picker and the gallery's ranks) and the CLI's default."""
+    (a snapshot's systems), Failures (the picker and the gallery's ranks) and the CLI's default. Every
+    system on show is run, SPLADE's too: the store holds the demo's learned sparse vectors already
+    (``demo_sparse_store``), read as any store's, not encoded again (``test_sparse``'s)."""
     from retrieval.cli import listed_systems
     from retrieval.tracking import snapshots
     from ui.common import shown_systems
@@ -118,21 +129,21 @@ def test_every_view_and_the_cli_list_ql(ws, store, tmp_path):
     from ui.runs import take_snapshot
     from ui.search import system_choices
 
-    ws = Workspace(ws.dataset, store, model=ws.encoder)
+    ws = Workspace(ws.dataset, sparse_store, model=ws.encoder)
     assert "ql" in shown() and builtin("ql").shown_by_default
     assert ("Query likelihood (Dirichlet)", "ql") in system_choices(ws) and "ql" in shown_systems(ws)
     _, rows, wins = evaluate(ws, "test", [])
     assert label("ql") in [r[0] for r in rows] and label("ql") in wins["headers"]
     assert "ql" in pool_runs(ws, 5) and any("ql" in v.split("|") for _, v in aim_choices(ws))
-    take_snapshot(store, ws, "with-ql")
-    assert "ql" in snapshots.load(store, ws.dataset.corpus_hash, "with-ql").runs
+    take_snapshot(sparse_store, ws, "with-ql")
+    assert "ql" in snapshots.load(sparse_store, ws.dataset.corpus_hash, "with-ql").runs
     assert ("Query likelihood (Dirichlet)", "ql") in pair_choices(ws)
     assert "ql" in listed_systems(ws, None)
 
 
 def test_the_cli_searches_with_ql_and_prints_its_whole_label(tmp_path):
-    from tests.retrieval.test_cli import cli
+    from tests.retrieval.test_cli import run_cli
 
-    res = cli("search", DEMO, "leaky faucet", "--systems", "bm25,ql", "-k", "3", "--no-store", tmp_path=tmp_path)
+    res = run_cli("search", DEMO, "leaky faucet", "--systems", "bm25,ql", "-k", "3", "--no-store", tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Query likelihood (Dirichlet)" in res.stdout and "Dense" not in res.stdout

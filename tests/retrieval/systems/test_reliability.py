@@ -27,6 +27,18 @@ def minilm():
     return load_encoder(None, device="cpu", precision="fp32")
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One store for the module's workspaces, as one user's store holds every corpus they open: the English
+    reference sample's MiniLM vectors (``reliability.reference_texts``) and a corpus's own are encoded once
+    and read back after, as the check reads them in use, not encoded again for every test."""
+    from retrieval.store import Store
+
+    shared = Store(tmp_path_factory.mktemp("reliability") / "store.sqlite3")
+    yield shared
+    shared.close()
+
+
 def small(demo, translate=None, n: int = 60) -> Dataset:
     """The demo's first ``n`` passages and the test queries about them (optionally transliterated)."""
     t = (lambda s: s.translate(translate)) if translate else (lambda s: s)

@@ -14,9 +14,11 @@ from retrieval import Workspace
 from retrieval import systems as registry
 from retrieval.data.run import Run
 from retrieval.sharing import memory_budget
+from retrieval.store import Store
 from retrieval.systems.base import Hits, Needs, Probe, SystemBase
 from retrieval.systems.hybrid import CLEAR, Lambdas, lambdas_of
 from retrieval.systems.state import CORPUS, WORKSPACE, Slots
+from tests.conftest import store_copy
 
 
 class Held:
@@ -83,9 +85,19 @@ def toy():
     registry.unregister("toy_hidden")
 
 
+@pytest.fixture(scope="module")
+def sparse_store(tmp_path_factory, demo_sparse_store):
+    """A store holding the demo's learned sparse vectors already (``demo_sparse_store``): a workspace that
+    starts every build (``start_builds``: the dense index, the learned sparse one, then the toy's) reads
+    them, where it would otherwise encode the corpus with SPLADE before the toy's build may begin."""
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("state") / "store.sqlite3"))
+    yield store
+    store.close()
+
+
 @pytest.fixture
-def ws(demo, tiny_encoder):
-    return Workspace(demo, None, model=tiny_encoder)
+def ws(demo, tiny_encoder, sparse_store):
+    return Workspace(demo, sparse_store, model=tiny_encoder)
 
 
 def test_a_state_is_made_once_and_shared_as_its_scope_says(ws, tiny_encoder):

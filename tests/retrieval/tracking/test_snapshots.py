@@ -17,8 +17,8 @@ from retrieval.data.readers import load_dataset
 from retrieval.store import Store
 from retrieval.tracking import snapshots
 from retrieval.workspace import Workspace
-from tests.conftest import DEMO
-from tests.retrieval.test_cli import DEFAULTS, MIS_SET, cli, judge_pools
+from tests.conftest import DEMO, store_copy
+from tests.retrieval.test_cli import DEFAULTS, MIS_SET, judge_pools, run_cli
 
 HARMFUL = ("--k1", "5", "--b", "1", "--language", "none")  # BM25 mis-set: saturation off, no stemming
 
@@ -65,17 +65,17 @@ def demo_copy(tmp_path):
 @pytest.mark.slow
 def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
     store = tmp_path / "gate.sqlite3"
-    made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--note", "defaults", "--baseline",
-               "--store", store, tmp_path=tmp_path)
+    made = run_cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--note", "defaults", "--baseline",
+                   "--store", store, tmp_path=tmp_path)
     assert made.returncode == 0, made.stderr
-    listed = cli("snapshot", demo_copy, "--list", "--store", store, tmp_path=tmp_path)
+    listed = run_cli("snapshot", demo_copy, "--list", "--store", store, tmp_path=tmp_path)
     assert listed.stdout.startswith("* before ") and "defaults" in listed.stdout
-    same = cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
+    same = run_cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "BM25: ok: +0.0000" in same.stdout and "0 of 1 system(s) regressed" in same.stdout
     junit, summary = tmp_path / "out" / "check.xml", tmp_path / "out" / "summary.md"  # out/ is made
-    bad = cli("check", demo_copy, "--baseline", "before", *HARMFUL, "--junit", junit, "--summary", summary,
-              "--store", store, tmp_path=tmp_path)
+    bad = run_cli("check", demo_copy, "--baseline", "before", *HARMFUL, "--junit", junit, "--summary", summary,
+                  "--store", store, tmp_path=tmp_path)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "BM25: REGRESSED: -0.09" in bad.stdout and "changed: bm25.b 0.4 → 1.0; bm25.k1 0.9 → 5.0" in bad.stdout
     # named with their text, lists beside
@@ -89,15 +89,17 @@ def test_the_gate_fails_a_harmful_change_and_passes_none(tmp_path, demo_copy):
     assert re.search(r"BM25: REGRESSED: .* \(0\.5776 \[0\.\d{3}, 0\.\d{3}\] → 0\.4792 \[", bad.stdout)  # both means
     for args, said in ((("--baseline", "nope"), "no snapshot 'nope' of this corpus (there are: before)"),
                        (("--systems", "bm25,nope"), "unknown system(s) nope")):
-        failed = cli("check", demo_copy, *args, "--store", store, tmp_path=tmp_path)
+        failed = run_cli("check", demo_copy, *args, "--store", store, tmp_path=tmp_path)
         assert failed.returncode == 2 and f"error: {said}" in failed.stderr, (args, failed.stderr)
 
 
 @pytest.mark.slow
-def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_path, tiny_encoder):
+def test_the_runs_view_keeps_snapshots_draws_their_history_and_diffs_two(tmp_path, tiny_encoder, demo_sparse_store):
+    """A snapshot keeps every system on show, SPLADE's among them: the store holds the demo's learned sparse
+    vectors already (``demo_sparse_store``), read as any store's, not encoded again (``test_sparse``'s)."""
     from ui import runs
 
-    store = Store(tmp_path / "v.sqlite3")
+    store = Store(store_copy(demo_sparse_store, tmp_path / "v.sqlite3"))
     ds = load_dataset(DEMO)
     ws = Workspace(ds, store, model=tiny_encoder)
     ws.build_dense()
@@ -138,13 +140,13 @@ def test_a_drop_too_few_queries_can_tell_is_flagged_never_passed_and_fails_with_
     keep = {"q58"} | set(list(dict.fromkeys(r.split("\t")[0] for r in rows[1:]))[:7])
     qrels.write_text("\n".join([rows[0], *(r for r in rows[1:] if r.split("\t")[0] in keep)]) + "\n")
     store = tmp_path / "gate.sqlite3"
-    made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--baseline", "--store", store,
-               tmp_path=tmp_path)
+    made = run_cli("snapshot", demo_copy, "--systems", "bm25", "--name", "before", "--baseline", "--store", store,
+                   tmp_path=tmp_path)
     assert made.returncode == 0, made.stderr
     for strict in (False, True):
         junit, summary = tmp_path / f"check-{strict}.xml", tmp_path / f"summary-{strict}.md"
-        got = cli("check", demo_copy, *HARMFUL, "--junit", junit, "--summary", summary, "--store", store,
-                  *(["--strict"] if strict else []), tmp_path=tmp_path)
+        got = run_cli("check", demo_copy, *HARMFUL, "--junit", junit, "--summary", summary, "--store", store,
+                      *(["--strict"] if strict else []), tmp_path=tmp_path)
         assert got.returncode == (1 if strict else 0), got.stdout + got.stderr
         assert "BM25: ⚠ dropped, not significant — too few queries to tell: -0.08" in got.stdout
         assert "✅" not in got.stdout and "q58 “F208 road”: 1.0000 → 0.3562" in got.stdout
@@ -196,17 +198,17 @@ def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_
     with --strict). Once its top 10 is judged too, the verdict is given, judged@10 beside."""
     store = tmp_path / "gate.sqlite3"
     judge_pools(demo_copy, store, DEFAULTS)
-    made = cli("snapshot", demo_copy, "--systems", "bm25", "--name", "pooled", "--baseline", "--store", store,
-               tmp_path=tmp_path)
+    made = run_cli("snapshot", demo_copy, "--systems", "bm25", "--name", "pooled", "--baseline", "--store", store,
+                   tmp_path=tmp_path)
     assert made.returncode == 0, made.stderr
-    same = cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
+    same = run_cli("check", demo_copy, "--store", store, tmp_path=tmp_path)
     assert same.returncode == 0, same.stdout + same.stderr
     assert re.search(r"BM25: ok: \+0\.0000 .*; judged@10 1\.00 \[1\.000, 1\.000\] → 1\.00 \[1\.000, 1\.000\]",
                      same.stdout), same.stdout
     for strict in (False, True):
         junit, summary = tmp_path / f"check-{strict}.xml", tmp_path / f"summary-{strict}.md"
-        got = cli("check", demo_copy, *HARMFUL, "--junit", junit, "--summary", summary, "--store", store,
-                  *(["--strict"] if strict else []), tmp_path=tmp_path)
+        got = run_cli("check", demo_copy, *HARMFUL, "--junit", junit, "--summary", summary, "--store", store,
+                      *(["--strict"] if strict else []), tmp_path=tmp_path)
         assert got.returncode == (1 if strict else 0), got.stdout + got.stderr
         out = got.stdout
         assert re.search(r"BM25: ⚠ not enough of its results judged \(judged@10 0\.74 \[0\.\d{3}, 0\.\d{3}\]\) — "
@@ -227,7 +229,7 @@ def test_a_system_whose_top_10_is_not_judged_enough_gets_no_verdict_but_judge_n_
                          r"results judged: judge 83 more of its top-10 documents \|", text), text
     # the mis-set BM25's top 10 judged too: the gate opens, the verdict is given with judged@10 beside
     judge_pools(demo_copy, store, DEFAULTS, MIS_SET)
-    judged = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
+    judged = run_cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
     assert "not enough" not in judged.stdout and "judged@10 1.00 [1.000, 1.000] → 1.00 [1.000, 1.000]" in judged.stdout
     assert re.search(r"BM25: (REGRESSED|⚠ dropped, not significant|ok): ", judged.stdout), judged.stdout
     assert judged.returncode == (1 if "REGRESSED" in judged.stdout else 0)
@@ -239,9 +241,9 @@ def test_the_data_sets_own_labels_are_never_gated_in_the_check(tmp_path, demo_co
     the mis-set BM25 regresses as before."""
     judge_pools(demo_copy, tmp_path / "elsewhere.sqlite3", DEFAULTS)  # the judgments live in another store
     store = tmp_path / "gate.sqlite3"
-    assert cli("snapshot", demo_copy, "--systems", "bm25", "--name", "b", "--baseline", "--store", store,
-               tmp_path=tmp_path).returncode == 0
-    got = cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
+    assert run_cli("snapshot", demo_copy, "--systems", "bm25", "--name", "b", "--baseline", "--store", store,
+                   tmp_path=tmp_path).returncode == 0
+    got = run_cli("check", demo_copy, *HARMFUL, "--store", store, tmp_path=tmp_path)
     assert "not enough" not in got.stdout  # not gated: no "judge N more"
     # but a pool of the baseline's results: the check is on nDCG'@10, said so with judged@10 beside
     line = next(ln for ln in got.stdout.splitlines() if ln.startswith("BM25: "))

@@ -20,7 +20,7 @@ from retrieval.systems import BASE_SYSTEMS
 from retrieval.tracking.history import list_runs
 from retrieval.workspace import Workspace
 from tests.conftest import DEMO
-from tests.retrieval.test_cli import cli
+from tests.retrieval.test_cli import run_cli
 
 
 def write(path, text: str):
@@ -288,8 +288,8 @@ def test_cli_evaluates_a_run_file_beside_bm25(tmp_path, bm25_run):
     run[next(iter(run))].append(("ghost", -5.0))
     path = write_trec(run, tmp_path / "prod.trec", "es-prod")
     out_json, run_dir = tmp_path / "m.json", tmp_path / "runs"
-    res = cli("evaluate", DEMO, "--systems", "bm25", "--run", f"{path}=prod", "--json", out_json,
-              "--run-dir", run_dir, "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
+    res = run_cli("evaluate", DEMO, "--systems", "bm25", "--run", f"{path}=prod", "--json", out_json,
+                  "--run-dir", run_dir, "--store", tmp_path / "s.sqlite3", tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert f"warning: {path}: 1 row names a document that is not in the corpus (e.g. 'ghost'); left out" in res.stderr
     assert any(line.startswith("prod ") for line in res.stdout.splitlines())
@@ -303,7 +303,7 @@ def test_cli_evaluates_a_run_file_beside_bm25(tmp_path, bm25_run):
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
 def test_cli_reports_a_broken_run_file_with_its_line(tmp_path):
     path = write(tmp_path / "bad.trec", "q1 Q0 d1 1 2.0 prod\nq1 Q0 d2 2 prod\n")
-    res = cli("evaluate", DEMO, "--systems", "bm25", "--run", path, "--store", tmp_path / "s.sqlite3",
-              tmp_path=tmp_path)
+    res = run_cli("evaluate", DEMO, "--systems", "bm25", "--run", path, "--store", tmp_path / "s.sqlite3",
+                  tmp_path=tmp_path)
     assert res.returncode == 2
     assert f"error: {path}:2: expected 6 columns" in res.stderr and "Traceback" not in res.stderr

@@ -21,17 +21,24 @@ from tests.conftest import store_copy
 ENGINES = ["in-process", pytest.param("milvus-lite", marks=pytest.mark.milvus)]
 
 
+@pytest.fixture(scope="module")
+def store_file(tmp_path_factory, demo_sparse_store):
+    """The store file both engines' workspaces open, one after the other: it holds the corpus's learned
+    sparse vectors already (``demo_sparse_store``), and the tiny encoder's vectors once the first engine
+    has encoded them, so no engine encodes what another has (each engine still loads them itself)."""
+    return store_copy(demo_sparse_store, tmp_path_factory.mktemp("contract-store") / "store.sqlite3")
+
+
 @pytest.fixture(scope="module", params=ENGINES)
-def ws(request, demo, tiny_encoder, tmp_path_factory, demo_sparse_store):
-    """The demo over one engine, with an imported run beside the built-in systems; its store holds
-    the corpus's learned sparse vectors already (``demo_sparse_store``), so no engine encodes them again."""
+def ws(request, demo, tiny_encoder, tmp_path_factory, store_file):
+    """The demo over one engine, with an imported run beside the built-in systems, over ``store_file``."""
     if request.param == "milvus-lite":
         pytest.importorskip("pymilvus")
         pytest.importorskip("milvus_lite")
         engine = open_engine(f"milvus:{tmp_path_factory.mktemp('contract') / 'engine.db'}")
     else:
         engine = open_engine(None)
-    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("contract-store") / "store.sqlite3"))
+    store = Store(store_file)
     workspace = Workspace(demo, store, model=tiny_encoder, engine=engine)
     test = demo.split_queries("test")
     lists = workspace.search("bm25", test, 20)

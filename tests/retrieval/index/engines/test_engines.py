@@ -21,7 +21,7 @@ from retrieval.index.splade import SparseIndex, load_sparse_model
 from retrieval.store import Store
 from retrieval.systems.hybrid import CLEAR
 from tests.conftest import DEMO, store_copy
-from tests.retrieval.test_cli import cli
+from tests.retrieval.test_cli import run_cli
 
 pytestmark = pytest.mark.milvus
 
@@ -305,17 +305,21 @@ def test_index_variants_need_the_in_process_engine(pair):
 
 @pytest.mark.slow
 def test_cli_evaluates_through_milvus_lite(tmp_path, tiny_model_dir):
+    """``--engine milvus:PATH.db`` on the command line: the table the in-process engine gives, ``drop``
+    removes both collections, an unreachable server is one error line and exit status 2 (each command
+    through ``main`` in this process: what it prints, not its process, is tested here)."""
     db = tmp_path / "cli.db"
     three = ("--systems", "bm25,dense,hybrid")  # BM25 and the vectors: the two collections dropped below
-    done = cli("evaluate", DEMO, "--model", tiny_model_dir, "--engine", f"milvus:{db}", *three, tmp_path=tmp_path)
+    done = run_cli("evaluate", DEMO, "--model", tiny_model_dir, "--engine", f"milvus:{db}", *three,
+                   tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"engine: milvus at {db}" in done.stderr
     assert "Hybrid (CLEAR λ)" in done.stdout
-    local = cli("evaluate", DEMO, "--model", tiny_model_dir, "--no-store", *three, tmp_path=tmp_path)
+    local = run_cli("evaluate", DEMO, "--model", tiny_model_dir, "--no-store", *three, tmp_path=tmp_path)
     assert local.stdout.splitlines()[:5] == done.stdout.splitlines()[:5]  # the same table
-    dropped = cli("drop", DEMO, "--engine", f"milvus:{db}", tmp_path=tmp_path)
+    dropped = run_cli("drop", DEMO, "--engine", f"milvus:{db}", tmp_path=tmp_path)
     assert dropped.returncode == 0 and "2 collection(s) dropped" in dropped.stderr
-    unreachable = cli("evaluate", DEMO, "--engine", "milvus://127.0.0.1:9", tmp_path=tmp_path)
+    unreachable = run_cli("evaluate", DEMO, "--engine", "milvus://127.0.0.1:9", tmp_path=tmp_path)
     assert unreachable.returncode == 2 and "error: cannot reach Milvus at milvus://127.0.0.1:9" in unreachable.stderr
 
 
