@@ -2,7 +2,7 @@
 """This CPU's class and the three speed figures that differ between classes, in one line.
 
     python bench/cpu_report.py [DATASET] [--docs 300] [--repeat 3] [--queries 50000] [--judgments 60]
-        [--model ID_OR_FOLDER]
+        [--model ID_OR_FOLDER] [--pace SECONDS]
 
 Runs, one after another in child processes on this machine (keep it otherwise quiet):
 
@@ -13,7 +13,8 @@ Runs, one after another in child processes on this machine (keep it otherwise qu
 * ``judge_speed.py --queries Q --judgments J``: a grade's round trip through the app's ``/judge``
   called as the page's own client calls it, p95 in ms (``judge_p95_ms``), beside Gradio's own echo
   on this machine (the floor no endpoint goes under); and, where Playwright and Chromium are
-  installed, the same in a headless browser on the app's page (``browser_p95_ms``).
+  installed, the same in a headless browser on the app's page (``browser_p95_ms``); ``--pace``: its
+  seconds between two grades beside searches and in the browser (default: the judging bench's own).
 
 Prints the CPU class (model name, family and model, the instruction flags that change kernels,
 cores), each bench's own figures, and last the line
@@ -60,10 +61,15 @@ def main(argv=None) -> int:
     p.add_argument("--queries", type=int, default=50000, help="queries of the judging bench's log")
     p.add_argument("--judgments", type=int, default=60, help="grades timed by the judging bench")
     p.add_argument("--model", default=None, help="encoder id or folder for the encoding and judging benches")
+    p.add_argument("--pace", type=float, default=None,
+                   help="the judging bench's seconds between two grades beside searches and in the browser "
+                   "(default: its own)")
     json_arg(p)
     args = p.parse_args(argv)
     if args.docs < 1 or args.repeat < 1 or args.queries < 1 or args.judgments < 1:
         p.error("--docs, --repeat, --queries and --judgments must be positive")
+    if args.pace is not None and args.pace < 0:
+        p.error("--pace must be at least 0")
     klass = cpu_class()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"CPU class: {klass.label}, {cores} cores ({klass.slug})", flush=True)
@@ -71,7 +77,9 @@ def main(argv=None) -> int:
     encode = run_bench("encode_speed", [args.dataset, "--docs", str(args.docs), "--repeat", str(args.repeat),
                                         "--no-quality", *model])
     bm25 = run_bench("bm25_speed", [args.dataset])
-    judge = run_bench("judge_speed", ["--queries", str(args.queries), "--judgments", str(args.judgments), *model])
+    pace = ["--pace", f"{args.pace:g}"] if args.pace is not None else []
+    judge = run_bench("judge_speed", ["--queries", str(args.queries), "--judgments", str(args.judgments), *model,
+                                      *pace])
     print()
     if "echo" in judge:
         print(f"the judging floor on this machine: {judge['echo']}")

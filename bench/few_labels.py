@@ -68,7 +68,7 @@ def scores(ws: Workspace) -> dict:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     dataset_arg(ap)
     ap.add_argument("--fractions", default="0,0.01,0.05,1")
@@ -81,7 +81,7 @@ def main() -> int:
     store_arg(ap)
     ap.add_argument("--out-dir", default="/tmp/rankscope-few-labels")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     full = load_dataset(args.dataset)
     if "train" not in full.qrels or "test" not in full.qrels:

@@ -3,12 +3,13 @@
 memory budget counts) against what the process really gains.
 
     python bench/session_memory.py [--docs 2000,20000] [--seed 0] [--dim 384] [--model ID_OR_FOLDER]
-        [--datasets scifact,nfcorpus]
+        [--datasets scifact,nfcorpus] [--warm-up-docs 300]
 
 Each measurement runs in a fresh Python process, so one corpus's memory does not hide another's:
-the process opens a small other corpus first through the app's ``Registry`` (so the encoder, every
-library and the buffers a first encoding and search allocate are in memory already: they are the
-process's, not a workspace's, and the budget does not count them), reads the corpus, then opens it
+the process opens a small other corpus first (``--warm-up-docs`` synthetic passages) through the
+app's ``Registry`` (so the encoder, every library and the buffers a first encoding and search
+allocate are in memory already: they are the process's, not a workspace's, and the budget does not
+count them), reads the corpus, then opens it
 (BM25 built, every document embedded and indexed in FAISS, then embedded by the bundled learned sparse
 model and put in its inverted index, as a user's load does) and reports how
 much its resident memory grew (``/proc/self/statm``, after a garbage collection and glibc's
@@ -135,6 +136,9 @@ def main(argv=None) -> int:
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--model", default=None)
     p.add_argument("--datasets", default="scifact,nfcorpus")
+    p.add_argument("--warm-up-docs", type=int, default=300,
+                   help="passages of the corpus each process opens before the measured one (its libraries, encoder "
+                   "and a first encoding's buffers in memory: the process's, not the workspace's)")
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rankscope-session-memory"))
     p.add_argument("--one", nargs=4, metavar=("DATA", "MODEL", "STORE", "WARM_UP"), help=argparse.SUPPRESS)  # a child
     json_arg(p)
@@ -144,7 +148,7 @@ def main(argv=None) -> int:
         return 0
     work = Path(args.work)
     model = args.model or str(model_folder(work, args.dim))
-    warm_up = synthetic(work, 300, args.seed + 1)
+    warm_up = synthetic(work, args.warm_up_docs, args.seed + 1)
     corpora = [(f"synthetic {int(n):,}", synthetic(work, int(n), args.seed)) for n in args.docs.split(",") if n]
     corpora += [(name, SHARED / name) for name in args.datasets.split(",") if name and (SHARED / name).exists()]
     print(f"encoder: {model}\n{'corpus':<20}{'docs':>9}{'estimated MiB':>15}{'held MiB':>10}{'ratio':>7}"

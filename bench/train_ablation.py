@@ -251,7 +251,7 @@ def intervals_table(results: list[dict], reference: str | None) -> list[dict]:
     return table
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     dataset_arg(ap)
     ap.add_argument("--rows", default="base," + ",".join(ROWS))
@@ -280,7 +280,7 @@ def main() -> int:
                     help="the held-out score --search maximizes: hybrid nDCG@10, or dense Recall@100")
     ap.add_argument("--wise", default="", help="with --search: α values (e.g. 0.5) at which each trial's last "
                     "epoch, interpolated in weight space with the base, is scored on the held-out part too")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.search:
         args.refit = True
     search = ([float(x) for x in args.search_lr.split(",")], args.search_epochs, args.select_on,

@@ -1,5 +1,7 @@
 """``bench/cpu_report.py`` as a user runs it, on the demo with a tiny encoder: the CPU class, each bench
-run for real in its own process, and the one line of the three figures."""
+run for real in its own process, and the one line of the three figures. The judging bench grades at
+``--pace 0``: a judge's reading time between two grades is a wait of the user's, not work of the app's,
+and its seconds would only lengthen the test."""
 from __future__ import annotations
 
 import json
@@ -21,7 +23,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "
 @pytest.mark.server
 def test_the_report_runs_the_three_benches_and_ends_with_their_figures(tmp_path, tiny_model_dir):
     res = subprocess.run([sys.executable, "bench/cpu_report.py", str(DEMO), "--docs", "24", "--repeat", "1",
-                          "--queries", "300", "--judgments", "3", "--model", str(tiny_model_dir),
+                          "--queries", "300", "--judgments", "3", "--pace", "0", "--model", str(tiny_model_dir),
                           "--json", str(tmp_path / "run.json")],
                          cwd=ROOT, env=ENV, capture_output=True, text=True, encoding="utf-8", timeout=900)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
@@ -32,6 +34,7 @@ def test_the_report_runs_the_three_benches_and_ends_with_their_figures(tmp_path,
     assert last and last.group(1) == klass.slug and all(float(x) > 0 for x in last.groups()[1:])
     for script in ("encode_speed", "bm25_speed", "judge_speed"):  # each bench's own lines, its command first
         assert any(line.startswith(f"$ python bench/{script}.py") for line in lines)
+    assert any(line.startswith("$ python bench/judge_speed.py") and line.endswith(" --pace 0") for line in lines)
     assert any(line.startswith("the judging floor on this machine: Gradio echo") for line in lines)
     saved = json.loads((tmp_path / "run.json").read_text())
     figures = saved["run"]["figures"]

@@ -1,15 +1,17 @@
 """``bench/few_labels.py``: the label shares it keeps, and a whole run on the demo with a tiny encoder
-(every row, the first stage trained once and shared, the last line's fields)."""
+(every row, the first stage trained once and shared, the last line's fields).
+
+A run is the script's ``main`` on the command line a user types, in the test's process (what it prints read
+from the captured output): a fresh interpreter would add the seconds of importing torch and
+sentence-transformers to each run, and what is tested (the rows, the models kept in ``--out-dir`` and read
+back by a second run) is the script's, not its process's."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import DEMO, ROOT, bench_module
+from tests.conftest import DEMO, bench_module
 
 pytestmark = pytest.mark.bench
 
@@ -17,6 +19,13 @@ pytestmark = pytest.mark.bench
 @pytest.fixture(scope="module")
 def bench():
     return bench_module("few_labels")
+
+
+def run(bench, capsys, command: list) -> str:
+    """What ``python bench/few_labels.py COMMAND`` prints, the script's ``main`` run here; it must succeed."""
+    capsys.readouterr()  # what came before is not this run's
+    assert bench.main([str(arg) for arg in command]) == 0
+    return capsys.readouterr().out
 
 
 def test_shares_are_seeded_nested_and_never_touch_test(bench):
@@ -32,18 +41,11 @@ def test_shares_are_seeded_nested_and_never_touch_test(bench):
 
 
 @pytest.mark.slow
-def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
+def test_a_run_on_the_demo(bench, capsys, tiny_model_dir, tmp_path):
     out = tmp_path / "few.json"
-
-    def run_bench():
-        return subprocess.run([sys.executable, str(ROOT / "bench" / "few_labels.py"), str(DEMO), "--fractions",
-                               "0,0.05", "--pretrain", "ict", "--pretrain-pairs", "32", "--model", str(tiny_model_dir),
-                               "--store", str(tmp_path / "s.sqlite3"), "--out-dir", str(tmp_path / "models"),
-                               "--json", str(out)], capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
-
-    proc = run_bench()
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    command = [DEMO, "--fractions", "0,0.05", "--pretrain", "ict", "--pretrain-pairs", "32", "--model", tiny_model_dir,
+               "--store", tmp_path / "s.sqlite3", "--out-dir", tmp_path / "models", "--json", out]
+    printed = run(bench, capsys, command)
     rows = json.loads(out.read_text())["rows"]
     assert [(r["fraction"], r["first_stage"]) for r in rows] == [(0, "none"), (0, "ict"), (0.05, "none"),
                                                                   (0.05, "ict")]
@@ -51,32 +53,28 @@ def test_a_run_on_the_demo(tiny_model_dir, tmp_path):
     assert rows[0]["train_s"] == 0 and rows[1]["train_s"] > 0
     assert all(0 <= r[s]["ndcg@10"] <= 1 for r in rows for s in ("dense", "hybrid"))
     assert (tmp_path / "models" / "pretrain-ict" / "modules.json").exists()  # trained once, then shared
-    last = proc.stdout.strip().splitlines()[-1]
+    last = printed.strip().splitlines()[-1]
     gain = rows[3]["hybrid"]["ndcg@10"] - rows[2]["hybrid"]["ndcg@10"]
     assert last.startswith("best_few_label_recipe=") and f"gain_at_5pct={gain:.4f}" in last
     assert "gain_at_1pct=nan" in last  # no 1% row asked for
     # run again over the same folder: the finished models are read back, not trained again
     weights = {f: f.stat().st_mtime_ns for f in (tmp_path / "models").glob("*/model.safetensors")}
     assert len(weights) == 3  # the first stage, and 5% from the base and from the first stage
-    again = run_bench()
-    assert again.returncode == 0, again.stderr[-2000:]
+    again = run(bench, capsys, command)
     assert {f: f.stat().st_mtime_ns for f in weights} == weights
     rerun = json.loads(out.read_text())["rows"]
     assert [(r["dense"], r["hybrid"], r["train_s"]) for r in rerun] == \
         [(r["dense"], r["hybrid"], pytest.approx(r["train_s"], abs=0.1)) for r in rows]
-    assert again.stdout.strip().splitlines()[-1] == last
+    assert again.strip().splitlines()[-1] == last
 
 
 @pytest.mark.slow
-def test_check_runs_what_the_train_tab_runs(tiny_model_dir, tmp_path):
+def test_check_runs_what_the_train_tab_runs(bench, capsys, tiny_model_dir, tmp_path):
     """``--check``: the defaults' held-out check and refit; each row says what was kept, with its p."""
     out = tmp_path / "few.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "few_labels.py"), str(DEMO), "--fractions", "0,0.3",
-                           "--pretrain", "none", "--check", "--model", str(tiny_model_dir),
-                           "--store", str(tmp_path / "s.sqlite3"), "--out-dir", str(tmp_path / "models"),
-                           "--json", str(out)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = run(bench, capsys, [DEMO, "--fractions", "0,0.3", "--pretrain", "none", "--check", "--model",
+                                  tiny_model_dir, "--store", tmp_path / "s.sqlite3", "--out-dir", tmp_path / "models",
+                                  "--json", out])
     rows = json.loads(out.read_text())["rows"]
     assert [(r["fraction"], r["first_stage"], r["queries"]) for r in rows] == [(0, "none", 0), (0.3, "none", 12)]
     assert not (tmp_path / "models" / "pretrain-none").exists()  # no first stage was trained
@@ -86,4 +84,4 @@ def test_check_runs_what_the_train_tab_runs(tiny_model_dir, tmp_path):
     assert saved["config"]["holdout"] == 0.2 and saved["config"]["refit"] is True
     assert checked["kept"] == f"{saved['result']['selection']['chosen']['stage']} " \
                               f"{saved['result']['selection']['chosen']['epoch']}"
-    assert checked["verdict"] in proc.stdout
+    assert checked["verdict"] in printed

@@ -17,14 +17,23 @@ def bench():
 
 
 @pytest.fixture(scope="module")
-def demo_rows(bench, tiny_encoder, demo_sparse_store, tmp_path_factory):
-    """The bench's table on the demo, over a store holding the demo's learned sparse vectors already
-    (``demo_sparse_store``: the "codes" corpus, every passage edited, is encoded here)."""
+def demo_table(bench, tiny_encoder, demo_sparse_store, tmp_path_factory):
+    """The bench's table on the demo and each column's label-free signals, over a store holding the demo's
+    learned sparse vectors already (``demo_sparse_store``: only the passages a kind edits go through SPLADE
+    here, every one for "codes", the relevant ones for "withheld")."""
     from retrieval.store import Store
 
     store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("bench-fusion") / "store.sqlite3"))
-    yield bench.table({"demo": (DEMO, "test", "train")}, ["as is", "codes"], store, model=tiny_encoder)
+    signals: dict = {}
+    rows = bench.table({"demo": (DEMO, "test", "train")}, ["as is", "codes", "withheld"], store, model=tiny_encoder,
+                       signals_=signals)
+    yield rows, signals
     store.close()
+
+
+@pytest.fixture(scope="module")
+def demo_rows(demo_table):
+    return demo_table[0]
 
 
 @pytest.mark.slow
@@ -87,10 +96,8 @@ def test_a_kind_made_for_two_splits_edits_the_corpus_for_both_and_keeps_the_firs
 
 
 @pytest.mark.slow
-def test_each_column_shows_its_label_free_signals_beside_the_alphas_that_meet_the_target(bench, tiny_encoder,
-                                                                                        capsys):
-    sig: dict = {}
-    rows = bench.table({"demo": (DEMO, "test", "train")}, ["withheld"], None, model=tiny_encoder, signals_=sig)
+def test_each_column_shows_its_label_free_signals_beside_the_alphas_that_meet_the_target(bench, demo_table, capsys):
+    rows, sig = demo_table
     s = sig["demo|withheld"]
     assert set(s) == set(bench.SIGNALS) and 0 <= s["no word"] <= 1 and 0 <= s["RBO"] <= 1 and s["BM25 ratio"] >= 0
     row, best = rows["demo|withheld"], max(rows["demo|withheld"]["bm25"], rows["demo|withheld"]["dense"])
