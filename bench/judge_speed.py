@@ -38,9 +38,11 @@ browser; searches while judging).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -279,6 +281,8 @@ def main(argv=None) -> int:
 
     folder = log_folder(args.queries)
     store = Path(tempfile.mkdtemp(prefix="rankscope-judge-")) / "store.sqlite3"
+    for made in (folder, store.parent):  # the bench's own data and store: gone when it ends, as it ends
+        atexit.register(shutil.rmtree, made, True)
     started = time.perf_counter()
     demo, _ = rankscope.create(str(folder), args.model, str(store))
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
