@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.browser.test_browser import ARGS, CHROMIUM, open_tab, upload
-from tests.conftest import DEMO
+from tests.conftest import DEMO, store_copy
 from tests.flows.test_judged_labels import write_unlabelled
 from tests.helpers import patience
 
@@ -27,12 +27,12 @@ def launched(model, store):
 
 
 def test_a_reload_finds_the_corpus_its_queries_and_grades_and_a_restart_reopens_it_in_one_click(
-        tiny_model_dir, tmp_path, shots):
+        tiny_model_dir, demo_sparse_store, tmp_path, shots):
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     expect = pytest.importorskip("playwright.sync_api").expect
 
     corpus, _ = write_unlabelled(tmp_path / "upload")
-    store = tmp_path / "s.sqlite3"
+    store = store_copy(demo_sparse_store, tmp_path / "s.sqlite3")  # the demo's SPLADE vectors read, not encoded
     app = launched(str(tiny_model_dir), store)
     try:
         with sync_playwright() as pw:

@@ -16,7 +16,7 @@ import pytest
 
 from retrieval.systems import label
 from tests.browser.test_browser import CHROMIUM, open_tab, served, upload
-from tests.conftest import DEMO
+from tests.conftest import DEMO, store_copy
 from tests.helpers import patience
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
@@ -60,12 +60,13 @@ def write_corpus(folder, per_topic: int = 10, seed: int = 11):
     return corpus, path, topic_of
 
 
-def test_judging_a_hard_corpus_converges_on_every_system_fails(tiny_model_dir, tmp_path, shots):
+def test_judging_a_hard_corpus_converges_on_every_system_fails(tiny_model_dir, demo_sparse_store, tmp_path, shots):
     from ui import judge
 
     expect = pytest.importorskip("playwright.sync_api").expect
     corpus, questions, topic_of = write_corpus(tmp_path)
-    with served(DEMO, str(tiny_model_dir), tmp_path / "s.sqlite3", foreground_s=60) as (page, registry):
+    with served(DEMO, str(tiny_model_dir), store_copy(demo_sparse_store, tmp_path / "s.sqlite3"),
+                foreground_s=60) as (page, registry):
         expect.set_options(timeout=patience(60_000))
         open_tab(page, "Data")
         upload(page, "upload", corpus)

@@ -23,7 +23,7 @@ import pytest
 
 from retrieval.systems import label, shown
 from tests.browser.test_browser import CHROMIUM, open_tab, served, upload
-from tests.conftest import DEMO
+from tests.conftest import DEMO, store_copy
 from tests.helpers import patience
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt install chromium)"),
@@ -126,14 +126,15 @@ def check_settled(text: str) -> dict[str, int]:
 
 
 def test_a_new_user_judges_an_unlabelled_corpus_with_two_judges_while_splade_joins(
-        tiny_model_dir, sparse_gate, tmp_path, shots):
+        tiny_model_dir, demo_sparse_store, sparse_gate, tmp_path, shots):
     expect = pytest.importorskip("playwright.sync_api").expect
 
     corpus, questions, texts = write_corpus(tmp_path)
     sparse_gate.texts |= texts
     topic_of = {q: t for t, (_, q) in TOPICS.items()}
     try:
-        with served(DEMO, str(tiny_model_dir), tmp_path / "s.sqlite3", foreground_s=60) as (page, _):
+        with served(DEMO, str(tiny_model_dir), store_copy(demo_sparse_store, tmp_path / "s.sqlite3"),
+                    foreground_s=60) as (page, _):
             expect.set_options(timeout=patience(30_000))
             summary, banner = page.locator("#dataset-summary"), page.locator("#encoding-status")
 

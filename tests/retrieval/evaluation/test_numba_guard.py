@@ -120,6 +120,38 @@ def test_import_cached_returns_a_module_already_imported_as_it_is():
     assert import_cached("json") is already
 
 
+def test_a_module_another_thread_is_importing_is_returned_whole(tmp_path, monkeypatch):
+    """A caller that comes while another thread imports the module (in ``sys.modules`` already, partly
+    initialized) waits for that import and gets the whole module: a projection asked for while the Embeddings
+    tab's warm-up imported umap-learn got the partial one, and failed on ``umap.UMAP``."""
+    from retrieval.evaluation.numba_guard import import_cached
+
+    (tmp_path / "gate.py").write_text("import threading\nstarted, release = threading.Event(), threading.Event()\n")
+    (tmp_path / "slowpkg").mkdir()
+    (tmp_path / "slowpkg" / "__init__.py").write_text("import gate\ngate.started.set()\n"
+                                                     "assert gate.release.wait(60)\nWHOLE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("gate", "slowpkg"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import gate
+
+    first = threading.Thread(target=import_cached, args=("slowpkg",))
+    first.start()
+    try:
+        assert gate.started.wait(60)  # slowpkg is in sys.modules, its body waiting
+        got: list = []  # whether the module was whole when it was returned (the same object is whole later)
+        second = threading.Thread(target=lambda: got.append(getattr(import_cached("slowpkg"), "WHOLE", False)))
+        second.start()
+        second.join(0.5)  # the partial module would be returned by now
+    finally:
+        gate.release.set()
+    first.join(60)
+    second.join(60)
+    assert got == [True]
+    for name in ("gate", "slowpkg"):
+        sys.modules.pop(name, None)
+
+
 @pytest.mark.slow  # imports umap-learn (3 s at load 7 with numba's cache warm) and fits UMAP
 def test_the_warm_up_does_not_fit_while_numba_is_in_use_and_fits_after(monkeypatch):
     from retrieval.evaluation import projection
