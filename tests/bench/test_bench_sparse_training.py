@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import DEMO, ROOT, bench_module
+from tests.conftest import DEMO, ROOT, bench_module, store_copy
 
 pytestmark = pytest.mark.bench
 
@@ -33,13 +33,17 @@ def demo_slice(folder):
 
 
 @pytest.mark.slow
-def test_the_sparse_model_is_trained_once_and_its_figures_carry_intervals(tmp_path, tiny_model_dir, monkeypatch,
-                                                                          capsys):
+def test_the_sparse_model_is_trained_once_and_its_figures_carry_intervals(tmp_path, tiny_model_dir, demo_sparse_store,
+                                                                          monkeypatch, capsys):
+    """The store holds the bundled SPLADE's vectors of the demo's passages from the start (a copy of the run's
+    ``demo_sparse_store``), as a user's store does once the app has indexed the demo: the base is read, the
+    fine-tuned model encodes the slice."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONIOENCODING": "utf-8"}
     command = [sys.executable, "bench/sparse_training.py", str(demo_slice(tmp_path / "demo")), "--epochs", "1",
                "--max-steps-per-epoch", "2",
                "--model", str(tiny_model_dir), "--out-dir", str(tmp_path / "model"),
-               "--store", str(tmp_path / "store.sqlite3"), "--json", str(tmp_path / "run.json")]
+               "--store", str(store_copy(demo_sparse_store, tmp_path / "store.sqlite3")),
+               "--json", str(tmp_path / "run.json")]
     res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     # the same command again, its ``main`` in this process: what it reads back is on disk, not in a process
