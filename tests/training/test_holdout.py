@@ -82,9 +82,22 @@ def run(demo, tiny_model_dir, tmp_path, **cfg):
     return result, stages
 
 
+@pytest.fixture(scope="module")
+def held_out_run(demo, tiny_model_dir, tmp_path_factory):
+    """``run`` at lr 1e-3 with the held-out check and no refit (two epochs): its result and stages. The tests
+    that read it only read it (its folder, its record, its weights), so the module trains it once."""
+    return run(demo, tiny_model_dir, tmp_path_factory.mktemp("held-out-run"), lr=1e-3)
+
+
+@pytest.fixture(scope="module")
+def refit_run(demo, tiny_model_dir, tmp_path_factory):
+    """The same run with the refit: the kept number of epochs trained again on all of train; read only, as above."""
+    return run(demo, tiny_model_dir, tmp_path_factory.mktemp("refit-run"), lr=1e-3, refit=True)
+
+
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_the_best_epoch_is_the_one_exported(demo, tiny_model_dir, tiny_encoder, tmp_path):
-    result, stages = run(demo, tiny_model_dir, tmp_path, lr=1e-3)
+def test_the_best_epoch_is_the_one_exported(demo, tiny_encoder, held_out_run):
+    result, stages = held_out_run
     sel = result.selection
     assert [(s["stage"], s["epoch"]) for s in sel["scores"]] == [("base", 0), ("residual", 1), ("residual", 2)]
     best = max(sel["scores"], key=lambda s: s["hybrid"])  # the earliest on a tie
@@ -144,10 +157,10 @@ def test_a_run_worse_than_the_base_exports_the_base(demo, tmp_path):
     assert caption.endswith("no query's score changed — the held-out check kept the base model.")
 
 
-def test_the_train_tab_states_the_verdict(demo, tiny_model_dir, tmp_path):
+def test_the_train_tab_states_the_verdict(demo, held_out_run):
     from ui.train import job_markdown
 
-    result, _ = run(demo, tiny_model_dir, tmp_path, lr=1e-3, epochs=1)
+    result, _ = held_out_run
     job = {"id": "j1", "status": "done", "device": "cpu", "model_path": result.model_path,
            "result": {k: v for k, v in result.to_json().items() if k != "losses"}}
     text = html.unescape(job_markdown(job))  # as the page shows it (the data set's name in it is escaped)
@@ -177,8 +190,9 @@ def weights(path):
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_model_dir, tmp_path):
-    result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
+def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_model_dir, tmp_path, refit_run,
+                                                                  held_out_run):
+    result, _ = refit_run
     kept = result.selection["chosen"]
     assert kept["stage"] == "residual" and kept["epoch"] >= 1, result.selection  # an epoch beat the base
     assert result.stages[-1].startswith("held-out selection on ")  # the verdict, last, says the refit too
@@ -189,7 +203,7 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
     mine, theirs = weights(Path(result.model_path)), weights(Path(direct.model_path))
     assert mine.keys() == theirs.keys()
     assert all(torch.equal(mine[k], theirs[k]) for k in mine)
-    not_refit = run(demo, tiny_model_dir, tmp_path / "c", lr=1e-3, refit=False)[0]
+    not_refit = held_out_run[0]  # the same run without the refit
     held_out_only = weights(Path(not_refit.model_path))
     assert any(not torch.equal(mine[k], held_out_only[k]) for k in mine)  # trained on more queries: other weights
     # the record names the queries the exported encoder never trained on: none after a refit, else the check's
@@ -200,7 +214,7 @@ def test_a_refit_trains_again_on_all_of_train_for_the_kept_epochs(demo, tiny_mod
 
 
 @pytest.mark.slow  # over about 5 s on a 2-core AVX2-only AMD EPYC
-def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_queries(demo, tiny_model_dir, tmp_path):
+def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_queries(demo, tmp_path, refit_run):
     """λ tuned on the queries the encoder trained on would favour it: the export records the λ its
     held-out check chose, and every workspace over the same train queries uses that one."""
     import json
@@ -208,7 +222,7 @@ def test_a_fine_tuned_encoders_hybrid_takes_the_lambda_chosen_on_held_out_querie
     from retrieval.systems.clear_lambda import LABEL_FREE_LAMBDA
     from retrieval.training_record import LambdaFit
 
-    result, _ = run(demo, tiny_model_dir, tmp_path / "a", lr=1e-3, refit=True)
+    result, _ = refit_run
     sel = result.selection
     assert sel["chosen"]["epoch"] > 0, sel
     fit = LambdaFit.from_json(sel["lambda_fit"])  # the kept epoch's, on the held-out queries

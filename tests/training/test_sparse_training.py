@@ -17,7 +17,7 @@ from retrieval import Workspace
 from retrieval.data.dataset import Dataset
 from retrieval.index.splade import compare_terms, is_sparse_folder, load_sparse_model
 from retrieval.systems import SPARSE_SYSTEMS, SPLADE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, store_copy
 from training.finetune import finished_run, run_training
 from training.trainer import TrainConfig
 
@@ -34,14 +34,29 @@ def small(demo) -> Dataset:
                    {split: dict(q) for split, q in demo.qrels.items()})
 
 
+@pytest.fixture
+def sparse_store(demo_sparse_store, tmp_path):
+    """A store that holds the base model's vectors of the demo's passages (a copy of the run's, encoded once
+    a run), as the app's store does once the workspace's learned sparse index is built: a training's
+    held-out check and evaluation read the base's vectors of the slice from it instead of encoding them
+    (``test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits`` holds that they are
+    what the model encodes)."""
+    from retrieval.store import Store
+
+    store = Store(store_copy(demo_sparse_store, tmp_path / "sparse-store.sqlite3"))
+    yield store
+    store.close()
+
+
 @pytest.fixture(scope="module")
-def trained(small, tiny_encoder, tmp_path_factory):
+def trained(small, tiny_encoder, tmp_path_factory, demo_sparse_store):
     """One fine-tuning without the held-out check (so the trained weights are exported), a high
-    learning rate so that three steps move them; its result, folder and store."""
+    learning rate so that three steps move them; its result, folder and store (the base's vectors
+    in it from the start: ``sparse_store``)."""
     from retrieval.store import Store
 
     root = tmp_path_factory.mktemp("sparse-training")
-    store = Store(root / "store.sqlite3")
+    store = Store(store_copy(demo_sparse_store, root / "store.sqlite3"))
     cfg = TrainConfig(**QUICK, lr=1e-3, holdout=0.0)
     result = run_training(small, cfg, root / "model", store=store, encoder=tiny_encoder)
     yield result, root / "model", store
@@ -261,11 +276,11 @@ def test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits(
 
 
 @pytest.mark.slow
-def test_the_held_out_check_keeps_the_base_where_training_hurts(small, tiny_encoder, tmp_path, store):
+def test_the_held_out_check_keeps_the_base_where_training_hurts(small, tiny_encoder, tmp_path, sparse_store):
     """A learning rate that wrecks the model: no epoch beats the base on the held-out queries, and
     the exported model is the base itself."""
     cfg = TrainConfig(**QUICK, lr=0.5, holdout=0.3)
-    result = run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder)
+    result = run_training(small, cfg, tmp_path / "model", store=sparse_store, evaluate=False, encoder=tiny_encoder)
     assert "the base is kept" in result.verdict
     assert result.selection["chosen"] == 0 and result.selection["scores"][0][0] == 0
     assert load_sparse_model(str(tmp_path / "model"), cached=False).fingerprint == load_sparse_model().fingerprint
@@ -326,28 +341,48 @@ def test_each_triple_pairs_a_positive_with_a_document_its_query_is_not_labelled_
     assert one == training_rows(small, pairs, Workspace(small).bm25, TrainConfig(family="sparse", negatives=negatives))
 
 
-@pytest.mark.slow
-def test_a_sparse_training_cancelled_half_way_resumes_from_its_last_checkpoint(small, tiny_encoder, tmp_path, store):
+CANCELLED = TrainConfig(**{**QUICK, "epochs": 2, "max_steps_per_epoch": 2}, lr=1e-4, holdout=0.3)
+
+
+@pytest.fixture(scope="module")
+def cancelled(small, tiny_encoder, tmp_path_factory, demo_sparse_store):
+    """A run of ``CANCELLED`` cancelled at the first step of its second epoch: its output folder, the
+    checkpoints and held-out scores it left in it. The tests that go on from it each start over a copy of
+    the folder (and a store holding the base's vectors, as this run's did: ``sparse_store``)."""
     import threading
 
+    from retrieval.store import Store
     from training.trainer import Cancelled
 
-    cfg = TrainConfig(**{**QUICK, "epochs": 2, "max_steps_per_epoch": 2}, lr=1e-4, holdout=0.3)
-    cancel, seen = threading.Event(), []
+    root = tmp_path_factory.mktemp("cancelled-sparse-training")
+    store = Store(store_copy(demo_sparse_store, root / "store.sqlite3"))
+    cancel = threading.Event()
 
     def on_progress(p):
-        seen.append((p.stage, p.step))
         if p.stage.startswith("sparse:") and p.step == 3:  # the first step of the second epoch
             cancel.set()
 
-    with pytest.raises(Cancelled, match="checkpoint is kept"):
-        run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
-                     on_progress=on_progress, cancel=cancel)
+    try:
+        with pytest.raises(Cancelled, match="checkpoint is kept"):
+            run_training(small, CANCELLED, root / "model", store=store, evaluate=False, encoder=tiny_encoder,
+                         on_progress=on_progress, cancel=cancel)
+    finally:
+        store.close()
+    return root / "model"
+
+
+@pytest.mark.slow
+def test_a_sparse_training_cancelled_half_way_resumes_from_its_last_checkpoint(small, tiny_encoder, tmp_path,
+                                                                               sparse_store, cancelled):
+    import shutil
+
+    shutil.copytree(cancelled, tmp_path / "model")
     checkpoints = tmp_path / "model" / "checkpoints"
     kept = json.loads((checkpoints / "selection.json").read_text())
     assert [e for e, _ in kept["scores"]] == [0, 1]  # the base and the first epoch were scored before the cancel
     steps: list[int] = []
-    result = run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
+    result = run_training(small, CANCELLED, tmp_path / "model", store=sparse_store, evaluate=False,
+                          encoder=tiny_encoder,
                           on_progress=lambda p: steps.append(p.step) if p.stage.startswith("sparse:") else None)
     assert "(resumed)" in result.stages[0]
     assert [e for e, _ in result.selection["scores"]] == [0, 1, 2]
@@ -357,27 +392,17 @@ def test_a_sparse_training_cancelled_half_way_resumes_from_its_last_checkpoint(s
 
 
 @pytest.mark.slow
-def test_another_run_over_a_cancelled_runs_folder_starts_afresh(small, tiny_encoder, tmp_path, store):
+def test_another_run_over_a_cancelled_runs_folder_starts_afresh(small, tiny_encoder, tmp_path, sparse_store,
+                                                                cancelled):
     """The checkpoints left by a cancelled run are only resumed by the same run: another configuration
     over the same output folder trains from its first step, with its own held-out scores."""
-    import threading
+    import shutil
 
-    from training.trainer import Cancelled
-
-    cfg = TrainConfig(**{**QUICK, "epochs": 2, "max_steps_per_epoch": 2}, lr=1e-4, holdout=0.3)
-    cancel = threading.Event()
-
-    def on_progress(p):
-        if p.stage.startswith("sparse:") and p.step == 3:
-            cancel.set()
-
-    with pytest.raises(Cancelled):
-        run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
-                     on_progress=on_progress, cancel=cancel)
+    shutil.copytree(cancelled, tmp_path / "model")
     assert (tmp_path / "model" / "checkpoints" / "selection.json").exists()
     other = TrainConfig(**{**QUICK, "epochs": 1, "max_steps_per_epoch": 2}, lr=5e-5, holdout=0.3)
     steps: list[int] = []
-    result = run_training(small, other, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder,
+    result = run_training(small, other, tmp_path / "model", store=sparse_store, evaluate=False, encoder=tiny_encoder,
                           on_progress=lambda p: steps.append(p.step) if p.stage.startswith("sparse:") else None)
     assert "(resumed)" not in result.stages[0]
     assert min(steps) == 1 and [e for e, _ in result.selection["scores"]] == [0, 1]
@@ -486,7 +511,8 @@ def test_a_damaged_held_out_record_is_not_trusted_and_the_run_starts_afresh(smal
 
 
 @pytest.mark.slow
-def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encoder, tmp_path, store, monkeypatch):
+def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encoder, tmp_path, sparse_store,
+                                                               monkeypatch):
     """An earlier epoch kept is exported as the held-out check scored it: reading as far as the base,
     not cut to the training length (an exported SciFact model once read 128 tokens of each abstract)."""
     import training.sparse as sparse
@@ -494,12 +520,12 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
 
     monkeypatch.setattr(sparse, "SIGNIFICANCE_LEVEL", 1.01)  # any epoch better than the base is kept
     cfg = TrainConfig(**{**QUICK, "epochs": 3, "max_steps_per_epoch": None}, lr=1e-4, holdout=0.3)
-    result = run_training(small, cfg, tmp_path / "model", store=store, evaluate=False, encoder=tiny_encoder)
+    result = run_training(small, cfg, tmp_path / "model", store=sparse_store, evaluate=False, encoder=tiny_encoder)
     chosen = result.selection["chosen"]
     assert 0 < chosen < 3, result.selection  # an earlier epoch: the one saved on the way
     exported = load_sparse_model(str(tmp_path / "model"), cached=False)
     assert exported.max_seq_length == load_sparse_model().max_seq_length
-    ws = Workspace(small, store, model=tiny_encoder)
+    ws = Workspace(small, sparse_store, model=tiny_encoder)
     index = ws.build_sparse()
     _, held = split_holdout(small, "train", 0.3, cfg.seed, sparse.held_out_cap(len(small.doc_ids)))
     check = sparse.held_out_check(small, held, ws.bm25, lambda qs, k: {
@@ -513,7 +539,7 @@ def test_the_exported_model_is_the_kept_epoch_as_it_was_scored(small, tiny_encod
     from retrieval.store import text_hash
 
     texts = [d.full_text for d in small.docs.values()]
-    stored = store.get_sparse(exported.fingerprint, [text_hash(t) for t in texts], exported.vocab_size)
+    stored = sparse_store.get_sparse(exported.fingerprint, [text_hash(t) for t in texts], exported.vocab_size)
     assert len(stored) == len(set(texts))
     for text, (terms, weights) in zip(texts[:3], exported.encode(texts[:3])):
         assert np.array_equal(stored[text_hash(text)][0], terms)

@@ -1,4 +1,5 @@
-"""``python -m training train`` as a user runs it, then the exported folder in ``python -m retrieval``."""
+"""``python -m training train`` as a user runs it, then the exported folder in ``python -m retrieval``: each
+command's ``main(argv)`` in this process (``run``), but for the run killed with SIGKILL, a process of its own."""
 from __future__ import annotations
 
 import os
@@ -15,20 +16,28 @@ from training.cli import NOT_CONFIG, build_parser, main
 from training.trainer import TrainConfig
 
 
-def run(module: str, *args, tmp_path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONIOENCODING": "utf-8", "RANKSCOPE_HOME": str(tmp_path / "home")}
-    env.pop("RANKSCOPE_STORE", None)
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=300)
+def run(module: str, *args, capsys, monkeypatch) -> subprocess.CompletedProcess:
+    """``python -m module args`` run in this process: the module's ``main(argv)``, its exit code and what it
+    printed (a ``CompletedProcess``, as ``subprocess.run`` returns it). A Python process that imports torch
+    and sentence-transformers spends seconds before it does anything, and the process itself (its exit, a
+    kill) is not what these tests test: the killed run's test starts one, as a user does. The run's own
+    ``RANKSCOPE_HOME`` (``tests/conftest.py``) keeps what the command keeps there out of the user's."""
+    from retrieval.cli import main as retrieval_main
+
+    monkeypatch.delenv("RANKSCOPE_STORE", raising=False)
+    argv = [str(a) for a in args]
+    capsys.readouterr()  # what the test printed before: not the command's
+    code = {"training": main, "retrieval": retrieval_main}[module](argv)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([sys.executable, "-m", module, *argv], code, out, err)
 
 
 @pytest.mark.slow
-def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
+def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir, capsys, monkeypatch):
     store, out = tmp_path / "s.sqlite3", tmp_path / "ft"
     res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
               "--epochs", "1", "--max-steps-per-epoch", "3", "--batch-size", "4", "--lr", "1e-3", "--device", "cpu",
-              "--store", store, "--out", out, tmp_path=tmp_path)
+              "--store", store, "--out", out, capsys=capsys, monkeypatch=monkeypatch)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("trained on the 'demo' train split, evaluated on its 'test' split; device cpu; ")
@@ -53,7 +62,7 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
 
     # the fine-tuned folder is an ordinary encoder for the evaluation CLI; its dense nDCG@10 is the one reported
     ev = run("retrieval", "evaluate", DEMO, "--model", out, "--systems", "dense", "--store", store,
-             "--device", "cpu", tmp_path=tmp_path)
+             "--device", "cpu", capsys=capsys, monkeypatch=monkeypatch)
     assert ev.returncode == 0, ev.stderr
     table = ev.stdout.splitlines()
     header = next(i for i, line in enumerate(table) if line.startswith("system"))
@@ -64,10 +73,11 @@ def test_train_then_evaluate_the_exported_model(tmp_path, tiny_model_dir):
 
 
 @pytest.mark.slow
-def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
+def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir, capsys, monkeypatch):
     res = run("training", "train", DEMO, "--loss", "triplet", "--negatives", "random", "--model", tiny_model_dir,
               "--epochs", "2", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu", "--holdout",
-              "0.3", "--refit", "--store", tmp_path / "s.sqlite3", "--out", tmp_path / "ft", tmp_path=tmp_path)
+              "0.3", "--refit", "--store", tmp_path / "s.sqlite3", "--out", tmp_path / "ft", capsys=capsys,
+              monkeypatch=monkeypatch)
     assert res.returncode == 0, res.stderr
     verdict = res.stdout.splitlines()[1]
     assert verdict.startswith("held-out selection on 12 queries: ")  # 30% of 39 train queries
@@ -79,22 +89,25 @@ def test_holdout_verdict_is_printed(tmp_path, tiny_model_dir):
 
 
 @pytest.mark.slow
-def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model_dir):
+def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model_dir, capsys, monkeypatch):
     """SIGKILL once the first epoch's checkpoint is on disk; the same command then resumes from it and
-    exports the weights a run never stopped exports."""
+    exports the weights a run never stopped exports. The killed run is a process of its own (the kill is
+    what is tested); the two that follow run the same command in this process (``run``), under the same
+    CPU precision choices as it (the run's ``RANKSCOPE_HOME``, which it inherits)."""
     import signal
     import time
 
     from safetensors.torch import load_file
 
     def command(out):
-        return [sys.executable, "-m", "training", "train", str(DEMO), "--loss", "triplet", "--negatives", "random",
-                "--model", str(tiny_model_dir), "--epochs", "4", "--batch-size", "2",
-                "--device", "cpu", "--no-eval", "--store", str(tmp_path / "s.sqlite3"), "--out", str(out)]
+        return ["train", str(DEMO), "--loss", "triplet", "--negatives", "random", "--model", str(tiny_model_dir),
+                "--epochs", "4", "--batch-size", "2", "--device", "cpu", "--no-eval", "--store",
+                str(tmp_path / "s.sqlite3"), "--out", str(out)]
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RANKSCOPE_HOME": str(tmp_path)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     out, state = tmp_path / "ft", tmp_path / "ft" / "checkpoints" / "train" / "state.pt"
-    proc = subprocess.Popen(command(out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "training", *command(out)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + patience(240)
     while not state.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
@@ -102,11 +115,10 @@ def test_a_killed_run_goes_on_when_the_command_is_run_again(tmp_path, tiny_model
     assert proc.wait(30) == -signal.SIGKILL  # killed in the second epoch, not finished
     assert not (out / "model.safetensors").exists()
 
-    again = subprocess.run(command(out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    again = run("training", *command(out), capsys=capsys, monkeypatch=monkeypatch)
     assert again.returncode == 0, again.stderr
     assert f"resumed after triplet epoch 1 from {out / 'checkpoints' / 'train'}" in again.stdout.splitlines()
-    whole = subprocess.run(command(tmp_path / "whole"), cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=300)
+    whole = run("training", *command(tmp_path / "whole"), capsys=capsys, monkeypatch=monkeypatch)
     assert whole.returncode == 0, whole.stderr
     mine, theirs = load_file(str(out / "model.safetensors")), load_file(str(tmp_path / "whole" / "model.safetensors"))
     assert mine.keys() == theirs.keys() and all((mine[k] == theirs[k]).all() for k in mine)
