@@ -135,6 +135,7 @@ def _main(argv=None) -> int:
     finally:
         for b in bars.values():
             b.close()
+        store.close()  # the store written and closed before the verdict is printed
     _print_result(result)
     return 0
 
