@@ -17,7 +17,7 @@ import pytest
 
 from retrieval.data.readers import load_dataset
 from retrieval.safe_names import check_name, id_problem
-from tests.conftest import DEMO
+from tests.conftest import DEMO, store_copy
 from tests.security.test_hostile import assert_inert, shown, write
 
 TEXTS = {
@@ -35,10 +35,11 @@ NUMBERS = {"2^63": 2**63, "1e30": 10**30, "negative": -1}
 
 
 @pytest.fixture(scope="module")
-def app_client(tiny_model_dir, tmp_path_factory):
+def app_client(tiny_model_dir, tmp_path_factory, demo_sparse_store):
     import app as rankscope_app
 
-    store = tmp_path_factory.mktemp("hostile-api") / "store.sqlite3"
+    # the demo's SPLADE vectors stored already: no learned sparse build of the demo runs beside the calls
+    store = store_copy(demo_sparse_store, tmp_path_factory.mktemp("hostile-api") / "store.sqlite3")
     demo, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store))
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                         **rankscope_app.launch_kwargs(registry.store, max_upload="2mb"))

@@ -21,9 +21,22 @@ from ui import knobs, texts
 from ui.common import metrics_caption
 
 
+@pytest.fixture(scope="module")
+def demo_ws(demo, tiny_encoder, tmp_path_factory, demo_sparse_store):
+    """The demo's workspace over the tiny encoder, on a copy of the store that holds the demo's SPLADE
+    vectors already (the learned sparse system on show is read, not encoded again): the tests of the
+    headline and the caption only read it."""
+    from retrieval.store import Store
+    from tests.conftest import store_copy
+
+    store = Store(store_copy(demo_sparse_store, tmp_path_factory.mktemp("evaluate-view") / "store.sqlite3"))
+    yield Workspace(demo, store, model=tiny_encoder)
+    store.close()
+
+
 @pytest.mark.slow
-def test_the_headline_follows_the_comparisons_of_the_best_system(demo, tiny_encoder, store):
-    ws = Workspace(demo, store, model=tiny_encoder)
+def test_the_headline_follows_the_comparisons_of_the_best_system(demo_ws):
+    ws = demo_ws
     systems = (BM25, DENSE, HYBRID)
     rows = metrics_table(ws, "test", systems)
     compared = covered_comparisons(ws, "test", systems)[0]
@@ -72,8 +85,8 @@ def test_no_best_system_on_judgments_that_do_not_cover_it(toy_ws, store, tiny_en
 
 
 @pytest.mark.slow
-def test_the_caption_opens_in_words_and_the_formula_is_behind_the_toggle(demo, tiny_encoder, store):
-    ws = Workspace(demo, store, model=tiny_encoder)
+def test_the_caption_opens_in_words_and_the_formula_is_behind_the_toggle(demo_ws):
+    ws = demo_ws
     caption = unescape(metrics_caption(ws, "test"))
     assert "BM25max" not in caption and "λ·BM25" not in caption
     assert "The hybrid adds dense's score to BM25's, weighted by λ" in caption or "BM25 alone" in caption

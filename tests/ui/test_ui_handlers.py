@@ -27,6 +27,35 @@ def app_state(tmp_path_factory, tiny_model_dir, demo_sparse_store):
 
 
 @pytest.fixture
+def own_builds_end():
+    """For a test that opens corpora on a registry of its own: the background builds it started (the
+    learned sparse index of the demo's 384 documents, which nothing in it waits for) are stopped when it
+    ends, not left encoding beside the module's next tests until the module ends."""
+    from retrieval.index.background_build import running
+
+    before = {id(b) for b in running()}
+    yield
+    mine = [b for b in running() if id(b) not in before]
+    for build in mine:  # every one told first, so none goes on encoding while another is waited for
+        build.stop(timeout=0)
+    for build in mine:
+        build.wait(60)
+
+
+@pytest.fixture(scope="module")
+def built_app(app_state):
+    """The whole app (``shell.build_app``) over the demo's workspace, built once: the tests that read its
+    tables and its events' listeners only read it (what a call of an event does is kept by its session);
+    built once the demo's background builds are over, as the ``ws`` fixture leaves them."""
+    from ui import shell
+
+    registry, key = app_state
+    for build in registry.get(key).builds.values():
+        build.follow(None, None, 0.05)
+    return shell.build_app(registry, key, JobQueue(registry.store))
+
+
+@pytest.fixture
 def ws(app_state):
     """The demo's workspace, its background builds over (what each view shows does not change mid-test)."""
     registry, key = app_state
@@ -246,15 +275,17 @@ def test_adding_queries_from_a_txt_file_and_typed_text(app_state, tmp_path):
 
 
 @pytest.mark.slow
-def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path):
+def test_warnings_name_broken_labels_an_english_only_encoder_and_an_untuned_lambda(tiny_encoder, tmp_path,
+                                                                                   demo_sparse_store):
     from retrieval.data.dataset import Dataset, Document
     from retrieval.data.readers import load_dataset
     from retrieval.index.encoder import Encoder
     from retrieval.workspace import Workspace
-    from tests.conftest import DEMO
+    from tests.conftest import DEMO, store_copy
     from tests.retrieval.data.test_language import FRENCH
 
-    store = Store(tmp_path / "w.sqlite3")
+    # the demo's SPLADE vectors stored already: the learned sparse system on show is read, not encoded again
+    store = Store(store_copy(demo_sparse_store, tmp_path / "w.sqlite3"))
     demo = load_dataset(DEMO)
     ids = demo.doc_ids
     shifted = {q: {ids[(ids.index(d) + 170) % len(ids)]: v for d, v in labels.items()}
@@ -332,7 +363,7 @@ def unlabelled(tmp_path, tiny_model_dir, queries: int = 8):
     return store, registry, data.add_queries(registry, loaded.key, [str(log)]).key, log
 
 
-def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path):
+def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_dir, tmp_path, own_builds_end):
 
     from retrieval.data.readers import read_qrels
     from retrieval.judging.labels import judged_counts
@@ -407,7 +438,7 @@ def test_judging_an_unlabelled_corpus_gives_labels_every_view_uses(tiny_model_di
     store.close()
 
 
-def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_dir):
+def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_dir, own_builds_end):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(f'{{"_id": "d{i}", "text": "passage {i} on topic {i % 5}"}}\n' for i in range(30)))
     path = tmp_path / "store.sqlite3"
@@ -425,7 +456,7 @@ def test_the_load_message_says_where_the_vectors_came_from(tmp_path, tiny_model_
     assert "20 documents repeat another's text and share its vector" in shown(repeated.status)
 
 
-def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_model_dir, tmp_path):
+def test_stored_judgments_are_the_labels_of_a_new_page_and_after_a_restart(tiny_model_dir, tmp_path, own_builds_end):
     """Judgments stored for a corpus are its labels in every view the moment they are stored, with no
     click: on the page open (the same workspace), after a reload, a load of the same files, and after a
     restart (a new registry on the same store)."""
@@ -490,7 +521,8 @@ def test_a_run_imported_while_judging_joins_the_judges_queue(app_state, tmp_path
     assert set(handed) == first_up
 
 
-def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(tiny_model_dir, tmp_path):
+def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(tiny_model_dir, tmp_path,
+                                                                               own_builds_end):
     """After a few judged queries of an 8-query set, no comparison is offered "about N more judgments
     (≈ M queries)" with M beyond the queries left to judge, nor "out of reach: the two score alike"
     on too few queries to tell."""
@@ -513,16 +545,13 @@ def test_the_settled_list_never_projects_more_judging_than_the_sample_can_give(t
     assert "settled:" not in note
 
 
-def test_every_table_names_its_columns_before_it_is_computed(app_state, ws):
+def test_every_table_names_its_columns_before_it_is_computed(built_app, ws):
     """Gradio numbers the columns of a table made without headers ("1 | 2 | 3"): every table of the
     app names its own from the start, and again when an event empties it (sets it to None); the
     table by kind of query names the systems on show, and a newly opened data set gets its own."""
-    from training.job import JobQueue
-    from ui import shell
     from ui.present.tables import segment_headers
 
-    registry, key = app_state
-    app = shell.build_app(registry, key, JobQueue(registry.store))
+    app = built_app
     tables = {c["props"].get("elem_id") or c["id"]: c for c in app.get_config_file()["components"]
               if c["type"] == "dataframe"}
     assert len(tables) >= 13 and {"eval-segments", "compress-table", "eval-table", "query-sets"} <= set(tables)
@@ -539,15 +568,12 @@ def test_every_table_names_its_columns_before_it_is_computed(app_state, ws):
     assert compressed == {"headers": ["index"], "data": [[evaluate.COMPRESSION_WAITS]]}
 
 
-def test_a_refused_training_says_why_in_its_status_not_a_bare_error(app_state, ws):
+def test_a_refused_training_says_why_in_its_status_not_a_bare_error(app_state, built_app, ws):
     """Gradio marks the outputs of a failed event with a bare "Error" that stays once the notice has
     faded: the Train tab's status is written by the event's failure listener instead, saying what
     failed and why (an API client still gets the error itself)."""
-    from training.job import JobQueue
-    from ui import shell
-
-    registry, key = app_state
-    app = shell.build_app(registry, key, JobQueue(registry.store))
+    _, key = app_state
+    app = built_app
     fns = list(app.fns.values())
     for name, what in (("train", "Could not start the training"), ("resume_training", "Could not resume the training")):
         event = next(f for f in fns if f.api_name == name)

@@ -36,22 +36,39 @@ from ui import data, evaluate, judge, runs
 from ui.registry import Registry
 
 
+def open_demo(registry: Registry, sessions: tuple[str, ...]) -> list[str]:
+    """The demo opened by each of ``sessions`` (one workspace: the same content), its background builds
+    over (what each view shows does not change mid-test): each session's key."""
+    keys = [data.open_dataset(registry, load_dataset(DEMO), session=s).key for s in sessions]
+    for key, session in zip(keys, sessions):
+        registry.hold(session, key)
+        for build in registry.get(key).builds.values():
+            build.follow(None, None, 0.05)
+    return keys
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory, tiny_model_dir, demo_sparse_store) -> Path:
+    """A store that holds the demo's vectors (SPLADE's and the tiny encoder's) and no judgment, judge or
+    query set: the demo was opened on it once. Each test's store is a copy, so none encodes the corpus again."""
+    path = store_copy(demo_sparse_store, tmp_path_factory.mktemp("judge-owners") / "warm.sqlite3")
+    store = Store(path)
+    open_demo(Registry(store, model=str(tiny_model_dir), foreground_s=120), (A,))
+    store.close()
+    return path
+
+
 @pytest.fixture
-def app(tmp_path, tiny_model_dir, demo_sparse_store):
-    """A registry over a fresh store (shared or not), the demo opened by both sessions: (registry,
-    ana's key, bo's key), one workspace (the same content)."""
+def app(tmp_path, tiny_model_dir, warmed):
+    """A registry over a fresh store (shared or not; the demo's vectors in it already), the demo opened by
+    both sessions: (registry, ana's key, bo's key), one workspace (the same content)."""
     stores = []
 
     def make(shared: bool = True):
-        store = Store(store_copy(demo_sparse_store, tmp_path / f"app-{len(stores)}.sqlite3"))  # SPLADE's vectors
+        store = Store(store_copy(warmed, tmp_path / f"app-{len(stores)}.sqlite3"))
         stores.append(store)
         registry = Registry(store, model=str(tiny_model_dir), foreground_s=120, shared=shared)
-        keys = [data.open_dataset(registry, load_dataset(DEMO), session=s).key for s in (A, B)]
-        for key, session in zip(keys, (A, B)):
-            registry.hold(session, key)
-            for build in registry.get(key).builds.values():  # what each view shows does not change mid-test
-                build.follow(None, None, 0.05)
-        return registry, *keys
+        return registry, *open_demo(registry, (A, B))
 
     yield make
     for store in stores:
@@ -637,14 +654,16 @@ def error_of(act) -> str:
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
+def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path, demo_sparse_store):
     """ana grades under 'ann' through /judge: bo's /evaluate stays as it was until ana calls
     /publish_judge; then it changes to hers, and bo can neither grade nor import under the published name."""
     from gradio_client import handle_file
 
     import app as rankscope_app
 
-    demo_app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
+    # the demo's SPLADE vectors stored already: no learned sparse build joins /evaluate's systems mid-test
+    store = store_copy(demo_sparse_store, tmp_path / "s.sqlite3")
+    demo_app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store),
                                               shared=True)
     demo_app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                             **rankscope_app.launch_kwargs(registry.store))

@@ -741,7 +741,7 @@ def test_the_command_line_refuses_a_name_in_use_replaces_its_own_and_logs_the_ba
 # ---- a real app, two clients ------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.server
-def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
+def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path, demo_sparse_store):
     """Two gradio_client sessions of an app started with ``shared=True``: bo keeps a private snapshot
     of the same name as ana's private one beside it (neither sees nor overwrites the other's, nothing
     bo is told names ana's), and both import different runs under one name, each listing only its
@@ -753,7 +753,9 @@ def test_two_clients_of_a_shared_app(tiny_model_dir, tmp_path):
     import app as rankscope_app
 
     assert rankscope_app.is_shared() is False and rankscope_app.is_shared(True)
-    demo_app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(tmp_path / "s.sqlite3"),
+    # the demo's SPLADE vectors stored already: no learned sparse build runs beside the two clients
+    store = store_copy(demo_sparse_store, tmp_path / "s.sqlite3")
+    demo_app, registry = rankscope_app.create(DEMO, model=str(tiny_model_dir), store_path=str(store),
                                               shared=True)
     demo_app.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True,
                             **rankscope_app.launch_kwargs(registry.store))
