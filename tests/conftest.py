@@ -31,13 +31,15 @@ if "RANKSCOPE_HOME" not in os.environ:  # made here (xdist's workers inherit it)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests measured slow (``tests/tiers.py``, ``tests/tiers.json``) are ``slow`` too."""
-    from tests.tiers import function_id, slow_functions
+    """The tests measured slow (``tests/tiers.py``, ``tests/tiers.json``) are ``slow`` too, and the files
+    run longest first (``tiers.in_order``: xdist hands them out in this order)."""
+    from tests.tiers import file_seconds, function_id, in_order, slow_functions
 
     slow = slow_functions()
     for item in items:
         if function_id(item.nodeid) in slow:
             item.add_marker(pytest.mark.slow)
+    items[:] = in_order(items, file_seconds())
 
 
 def pytest_configure(config):

@@ -11,6 +11,10 @@ a run of the whole suite on a 2-core machine; ``conftest.pytest_collection_modif
 
 The log holds one JSON line per test phase (``nodeid``, ``when``, ``seconds``), written as each
 phase ends (xdist's workers report to the controller, which writes).
+
+The same file keeps each test file's measured seconds (``files``): the run hands the files to xdist's
+workers longest first (``in_order``, with pyproject's ``--no-loadscope-reorder``), so no long file starts
+last while the other worker has nothing left to do. A file not measured yet goes first.
 """
 from __future__ import annotations
 
@@ -32,6 +36,28 @@ def slow_functions(path: Path = TIERS) -> frozenset[str]:
     if not path.is_file():
         return frozenset()
     return frozenset(json.loads(path.read_text(encoding="utf-8"))["slow"])
+
+
+def file_seconds(path: Path = TIERS) -> dict[str, float]:
+    """Each test file's measured seconds (``tiers.json``'s ``files``), none where absent."""
+    if not path.is_file():
+        return {}
+    files = json.loads(path.read_text(encoding="utf-8")).get("files", {})
+    return {str(k): float(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
+def in_order(items: list, seconds: dict[str, float]) -> list:
+    """``items`` grouped by file, the files longest first by ``seconds`` (a file not there first of all),
+    each file's tests in their own order."""
+    first_seen = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], i)
+
+    def key(item) -> tuple[float, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return -seconds.get(path, float("inf")), first_seen[path]
+
+    return sorted(items, key=key)  # stable: a file's tests keep their order
 
 
 def pytest_addoption(parser) -> None:
@@ -66,6 +92,16 @@ def measured(log: Path) -> dict[str, float]:
     return dict(out)
 
 
+def per_file(log: Path) -> dict[str, float]:
+    """Each test file's phases summed, from a durations log."""
+    out: dict[str, float] = defaultdict(float)
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[row["nodeid"].split("::", 1)[0]] += float(row["seconds"])
+    return dict(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="write tests/tiers.json from a durations log")
     p.add_argument("log", type=Path)
@@ -74,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     seconds = measured(args.log)
     slow = sorted(f for f, s in seconds.items() if s > args.threshold)
-    TIERS.write_text(json.dumps({"machine": args.machine, "threshold_s": args.threshold, "slow": slow}, indent=1)
-                     + "\n", encoding="utf-8")
+    files = {f: round(s, 1) for f, s in sorted(per_file(args.log).items())}
+    TIERS.write_text(json.dumps({"machine": args.machine, "threshold_s": args.threshold, "slow": slow,
+                                 "files": files}, indent=1) + "\n", encoding="utf-8")
     print(f"{len(slow)} of {len(seconds)} test functions over {args.threshold:g} s")
     return 0
 
