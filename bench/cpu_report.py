@@ -64,6 +64,7 @@ def main(argv=None) -> int:
     p.add_argument("--pace", type=float, default=None,
                    help="the judging bench's seconds between two grades beside searches and in the browser "
                    "(default: its own)")
+    p.add_argument("--store", default=None, help="the judging bench's app store file (default: a new one)")
     json_arg(p)
     args = p.parse_args(argv)
     if args.docs < 1 or args.repeat < 1 or args.queries < 1 or args.judgments < 1:
@@ -78,8 +79,9 @@ def main(argv=None) -> int:
                                         "--no-quality", *model])
     bm25 = run_bench("bm25_speed", [args.dataset])
     pace = ["--pace", f"{args.pace:g}"] if args.pace is not None else []
+    store = ["--store", args.store] if args.store else []
     judge = run_bench("judge_speed", ["--queries", str(args.queries), "--judgments", str(args.judgments), *model,
-                                      *pace])
+                                      *pace, *store])
     print()
     if "echo" in judge:
         print(f"the judging floor on this machine: {judge['echo']}")

@@ -267,6 +267,9 @@ def main(argv=None) -> int:
     p.add_argument("--model", default=None)
     p.add_argument("--pace", type=float, default=0.5,
                    help="seconds between two grades beside another user's searches and in the browser")
+    p.add_argument("--store", default=None,
+                   help="the app's store file (default: a new one, removed at the end); one that holds the demo's "
+                   "vectors already spares the background encoding before the timings")
     json_arg(p)
     args = p.parse_args(argv)
     if args.queries < 1 or args.judgments < 1 or args.searches < 1 or args.pace < 0:
@@ -280,9 +283,12 @@ def main(argv=None) -> int:
     import app as rankscope
 
     folder = log_folder(args.queries)
-    store = Path(tempfile.mkdtemp(prefix="rankscope-judge-")) / "store.sqlite3"
-    for made in (folder, store.parent):  # the bench's own data and store: gone when it ends, as it ends
-        atexit.register(shutil.rmtree, made, True)
+    atexit.register(shutil.rmtree, folder, True)  # the bench's own data: gone when it ends, as it ends
+    if args.store:
+        store = Path(args.store)
+    else:
+        store = Path(tempfile.mkdtemp(prefix="rankscope-judge-")) / "store.sqlite3"
+        atexit.register(shutil.rmtree, store.parent, True)  # its own store too, never one it was given
     started = time.perf_counter()
     demo, _ = rankscope.create(str(folder), args.model, str(store))
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=None, quiet=True)
