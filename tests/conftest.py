@@ -69,6 +69,14 @@ def bench_module(name: str):
     return module
 
 
+def bench_output(module, capsys, command: list) -> str:
+    """What ``python bench/<module>.py COMMAND`` prints, the script's ``main`` run in the test's process
+    (``bench_module``); it must succeed."""
+    capsys.readouterr()  # what came before is not this run's
+    assert module.main([str(arg) for arg in command]) == 0
+    return str(capsys.readouterr().out)
+
+
 def build_tiny_encoder(folder: Path, seed: int = 0) -> Path:
     """Write a random-weight 2-layer BERT sentence-transformer to ``folder``; return it."""
     import torch

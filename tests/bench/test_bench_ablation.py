@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.conftest import DEMO, bench_module
+from tests.conftest import DEMO, bench_module, bench_output
 
 pytestmark = pytest.mark.bench
 
@@ -23,11 +23,7 @@ def bench():
     return bench_module("train_ablation")
 
 
-def run(bench, capsys, command: list) -> str:
-    """What ``python bench/train_ablation.py COMMAND`` prints, the script's ``main`` run here; it must succeed."""
-    capsys.readouterr()  # what came before is not this run's
-    assert bench.main([str(arg) for arg in command]) == 0
-    return capsys.readouterr().out
+run = bench_output  # what ``python bench/train_ablation.py COMMAND`` prints, its ``main`` run here
 
 
 @pytest.mark.slow

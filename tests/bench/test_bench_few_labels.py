@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.conftest import DEMO, bench_module
+from tests.conftest import DEMO, bench_module, bench_output
 
 pytestmark = pytest.mark.bench
 
@@ -21,11 +21,7 @@ def bench():
     return bench_module("few_labels")
 
 
-def run(bench, capsys, command: list) -> str:
-    """What ``python bench/few_labels.py COMMAND`` prints, the script's ``main`` run here; it must succeed."""
-    capsys.readouterr()  # what came before is not this run's
-    assert bench.main([str(arg) for arg in command]) == 0
-    return capsys.readouterr().out
+run = bench_output  # what ``python bench/few_labels.py COMMAND`` prints, its ``main`` run here
 
 
 def test_shares_are_seeded_nested_and_never_touch_test(bench):
