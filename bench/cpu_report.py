@@ -29,6 +29,7 @@ import subprocess
 import sys
 
 from _common import ROOT, SHARED, command_line, figures, json_arg, recorded  # first: it puts the checkout on sys.path
+from retrieval.index import machine_load
 from retrieval.index.cpu_choice import cpu_class
 
 
@@ -72,8 +73,7 @@ def main(argv=None) -> int:
     if args.pace is not None and args.pace < 0:
         p.error("--pace must be at least 0")
     klass = cpu_class()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"CPU class: {klass.label}, {cores} cores ({klass.slug})", flush=True)
+    print(f"CPU class: {klass.label}, {machine_load.cores()} cores ({klass.slug})", flush=True)
     model = ["--model", args.model] if args.model else []
     encode = run_bench("encode_speed", [args.dataset, "--docs", str(args.docs), "--repeat", str(args.repeat),
                                         "--no-quality", *model])

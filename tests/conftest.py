@@ -254,6 +254,18 @@ def store_copy(source: Path, path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def sparse_store(tmp_path, demo_sparse_store):
+    """An open store over a copy of ``demo_sparse_store``: the bundled SPLADE-tiny's vectors of the demo's
+    passages there already, read as a store's vectors are read where a test would otherwise encode the
+    384 passages again (``test_sparse`` holds the encoding and that round trip)."""
+    from retrieval.store import Store
+
+    s = Store(store_copy(demo_sparse_store, tmp_path / "sparse-store.sqlite3"))
+    yield s
+    s.close()
+
+
 def demo_app_state(tmp_path_factory, tiny_model_dir: Path, demo_sparse_store: Path, name: str):
     """The app's registry over a copy of the demo's store (its SPLADE vectors there already: the learned sparse
     index is read, not encoded) with the demo loaded: yields (registry, the demo's key), closes the store after.

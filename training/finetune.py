@@ -252,9 +252,9 @@ def _score_base(selector: HeldOutSelector, ws_base: Workspace, q_vecs: np.ndarra
     reads, so these are the vectors it would make); the stage says which, and why."""
     dense = ws_base.dense
     n = len(selector.union)
-    held = getattr(dense.index, "embeddings", None)  # a local index's float32 vectors, rows in the corpus's order
-    if held is not None and list(dense.index.doc_ids) == list(selector.doc_ids):
-        doc_vecs = np.asarray(held[selector.union], dtype=np.float32)
+    held = dense.held_vectors(selector.doc_ids, selector.union)  # a local index's vectors, in the corpus's order
+    if held is not None:
+        doc_vecs = held
         said = f"held-out check — base encoder: its vectors of {n:,} candidate documents read from its dense index " \
                "(nothing encoded)"
         encoding_progress(said, on_progress, cancel)(n, n)

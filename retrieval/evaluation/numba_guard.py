@@ -84,18 +84,17 @@ def import_cached(name: str, packages: tuple[str, ...] = ()) -> ModuleType:
     is returned as it is (its decorators ran then). ``keep_compiled`` is called first, so the kernels
     go to RankScope's cache folder.
 
-    A module another thread is still importing is in ``sys.modules`` already, partly initialized: a
-    caller that comes then waits for that import to end (the lock; Python's own module lock where the
-    import did not come through here) and gets the whole module, never the partial one (a projection
-    asked for while the Embeddings tab's warm-up imported umap-learn failed on ``umap.UMAP``).
+    A module another thread is still importing is in ``sys.modules`` already, partly initialized: it is
+    asked of ``importlib.import_module``, which waits on Python's own lock of that module until its
+    import ends and returns the whole module, never the partial one (a projection asked for while the
+    Embeddings tab's warm-up imported umap-learn failed on ``umap.UMAP``).
     """
-    module = sys.modules.get(name)
-    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
-        return module
+    if name in sys.modules:  # imported, or being imported by another thread: whole once that import returns
+        return importlib.import_module(name)
     keep_compiled()
     scope = (name.split(".")[0], *packages)
     with _IMPORTING:
-        if name in sys.modules:  # imported meanwhile: whole once Python's import of it has returned
+        if name in sys.modules:  # imported meanwhile
             return importlib.import_module(name)
         _quiet_uncachable(scope)
         with _cache_by_default(scope):

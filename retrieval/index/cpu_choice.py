@@ -234,13 +234,12 @@ def _valid(record: object, precisions: tuple[str, ...], threads: int, label: str
     clean = {str(k)[:16]: _number(v) for k, v in rates.items()
              if isinstance(v, (int, float)) and not isinstance(v, bool)} if isinstance(rates, dict) else {}
     text = {k: record[k][:200] if isinstance(record.get(k), str) else "" for k in ("provisional", "recheck")}
-    rounds = record.get("rounds")
+    rounds = record["rounds"] if type(record.get("rounds")) is int and 0 <= record["rounds"] <= 100 else 0
     spread = record.get("spread")
-    if not (type(rounds) is int and 1 <= rounds <= 100) and not text["provisional"]:
+    if not rounds and not text["provisional"]:
         # a choice decided before the interleaved rounds: one pass, no spread and no load checked
         text["recheck"] = text["recheck"] or ONE_PASS
-    return CpuChoice(precision, batch, threads, label, dict(list(clean.items())[:16]), key,
-                     rounds if type(rounds) is int and 0 <= rounds <= 100 else 0,
+    return CpuChoice(precision, batch, threads, label, dict(list(clean.items())[:16]), key, rounds,
                      _number(spread) if spread is not None and _number(spread, -1.0) >= 0 else None,
                      max(0.0, _number(record.get("token_rate"))), text["provisional"],
                      _number(record.get("measured_at")), text["recheck"], remembered=True)

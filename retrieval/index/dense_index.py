@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import time
 from collections.abc import Callable
 from functools import cached_property
@@ -34,6 +35,7 @@ from retrieval.data import ranking
 from retrieval.data.run import Run
 from retrieval.files.part_files import partial, remove_orphans
 from retrieval.index.kept_index import KEPT_FILES, Stamp, stamp_path, write_stamp
+from retrieval.index.recent import Recent
 from retrieval.index.vectors_via_store import COMMIT_EVERY, encode_through_store
 from retrieval.store import Store, text_hash
 
@@ -298,7 +300,8 @@ class DenseRetriever:
         self.encoder, self.index, self.store = encoder, index, store
         self.from_store, self.encoded = from_store, encoded  # how the corpus's vectors were obtained
         self.built_at = time.monotonic()
-        self._query_sets: dict[tuple[str, ...], np.ndarray] = {}  # without a store: query sets encoded here
+        self._query_sets: Recent[tuple[str, ...], np.ndarray] = Recent(QUERY_SETS)  # without a store: kept here
+        self._query_lock = threading.Lock()  # the map's; an encoding runs outside it
 
     @property
     def repeats(self) -> int:
@@ -314,13 +317,25 @@ class DenseRetriever:
         if self.store is not None:
             return embed_texts(self.encoder.for_queries(), texts, self.store)
         key = tuple(texts)
-        if key not in self._query_sets:
-            vectors = embed_texts(self.encoder.for_queries(), texts)
-            vectors.flags.writeable = False  # shared by every caller: none may change another's
-            while len(self._query_sets) >= QUERY_SETS:
-                self._query_sets.pop(next(iter(self._query_sets)))  # the oldest set first
-            self._query_sets[key] = vectors
-        return self._query_sets[key]
+        with self._query_lock:
+            kept = self._query_sets.get(key)
+        if kept is not None:
+            return kept
+        vectors = embed_texts(self.encoder.for_queries(), texts)
+        vectors.flags.writeable = False  # shared by every caller: none may change another's
+        with self._query_lock:
+            self._query_sets.put(key, vectors)  # the least recently used set goes past the bound
+        return vectors
+
+    def held_vectors(self, doc_ids: list[str], rows: list[int] | np.ndarray) -> np.ndarray | None:
+        """The encoder's float32 vectors of ``rows`` of a corpus listed as ``doc_ids``, read from the index
+        where it holds them in that order (a local flat, HNSW or sq8 build keeps the encoder's own vectors;
+        one read back, its flat storage): nothing encoded. None where it does not (another engine's index,
+        or one over other documents): the caller reads the store or encodes."""
+        held = getattr(self.index, "embeddings", None)
+        if not isinstance(held, np.ndarray) or len(held) != len(doc_ids) or list(self.index.doc_ids) != list(doc_ids):
+            return None
+        return np.asarray(held[rows], dtype=np.float32)
 
     def encode_query(self, text: str) -> np.ndarray:
         """One query's embedding: read from the store when an evaluation already cached it (a

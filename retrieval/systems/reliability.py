@@ -89,18 +89,14 @@ def sample(texts: list[str], n: int = SAMPLE, seed: int = 0) -> list[str]:
 
 def corpus_sample_vectors(ws: SystemWorkspace) -> np.ndarray:
     """The encoder's vectors of the corpus's sample (``sample_rows``). Read from the dense index where it
-    holds the encoder's own float32 vectors in the corpus's order (a local flat or HNSW build, or one
-    read back: nothing encoded, with or without a store); else from the store, where the dense build
-    put them, encoding what it lacks (another engine's index without a store)."""
+    holds them (``DenseRetriever.held_vectors``: nothing encoded, with or without a store); else from the
+    store, where the dense build put them, encoding what it lacks (another engine's index without a store)."""
     from retrieval.index.dense_index import embed_texts
 
     corpus, dense = ws.corpus, ws.dense
     rows = sample_rows(corpus.texts)
-    held = getattr(dense.index, "embeddings", None)
-    if isinstance(held, np.ndarray) and dense.encoder.fingerprint == ws.encoder.fingerprint \
-            and len(held) == len(corpus.doc_ids) and list(dense.index.doc_ids) == list(corpus.doc_ids):
-        return np.asarray(held[rows], dtype=np.float32)
-    return embed_texts(ws.encoder, [corpus.texts[i] for i in rows], ws.store)
+    held = dense.held_vectors(corpus.doc_ids, rows) if dense.encoder.fingerprint == ws.encoder.fingerprint else None
+    return held if held is not None else embed_texts(ws.encoder, [corpus.texts[i] for i in rows], ws.store)
 
 
 def reference_texts(n: int = SAMPLE) -> list[str]:

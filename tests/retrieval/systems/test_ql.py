@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 from retrieval import Workspace
 from retrieval.index.tokenize import Tokenizer
 from retrieval.sharing import memory_budget
-from retrieval.store import Store
 from retrieval.systems import builtin, label, shown
 from retrieval.systems.ql import MU, QLIndex, index_of
-from tests.conftest import DEMO, store_copy
+from tests.conftest import DEMO
 
 WORDS = ["apple", "berry", "cherry", "date", "elder", "fig"]
 PLAIN = Tokenizer(stopwords=None, stemmer=None)
@@ -104,14 +103,6 @@ def test_ql_evaluates_with_intervals_and_ranks_like_bm25_on_the_demo(ws):
     ev, bm25 = ws.evaluate("ql", "test"), ws.evaluate("bm25", "test")
     assert 0.2 < ev.mean["ndcg@10"] <= 1.0 and abs(ev.mean["ndcg@10"] - bm25.mean["ndcg@10"]) < 0.2
     assert "pnr" in ev.mean  # exact scores for PNR
-
-
-@pytest.fixture
-def sparse_store(tmp_path, demo_sparse_store):
-    """A store holding the demo's learned sparse vectors already (``demo_sparse_store``)."""
-    store = Store(store_copy(demo_sparse_store, tmp_path / "store.sqlite3"))
-    yield store
-    store.close()
 
 
 @pytest.mark.slow
