@@ -371,8 +371,11 @@ def choose(model: SentenceTransformer, timer: Timer | None = None,
     choice = CpuChoice(chosen[0], chosen[1], threads, klass.label, rates, key, ROUNDS, round(spread, 4),
                        round(tokens / max(typical[chosen], 1e-9), 1), why, now())
     if why and known is not None and not known.provisional:
-        # a decided choice flagged for re-measurement stays until a measurement can replace it
-        choice = replace(known, measured_at=now())
+        # a decided choice flagged for re-measurement stays until a measurement can replace it: used as it
+        # is, and why it was not replaced (not remembered as provisional: it stays the decided one)
+        kept = replace(known, measured_at=now())
+        _remember(key, _record(kept), stored)
+        return replace(kept, provisional=why)
     _remember(key, _record(choice), stored)
     return choice
 

@@ -69,13 +69,24 @@ def test_beside_busy_loops_the_calibration_remembers_no_choice_and_measures_agai
 
 def test_rounds_that_disagree_leave_the_choice_provisional(tiny_encoder, home):
     calls: list = []
-    wobbly = _counting(calls, lambda precision, batch, round_: (1.0 + 0.5 * (round_ == 1)) / batch)
+
+    def wobbly_seconds(precision: str, batch: int, round_: int) -> float:
+        return (1.0 + 0.5 * (round_ == 1)) / batch
+    wobbly = _counting(calls, wobbly_seconds)
     choice = choose(tiny_encoder.model, wobbly, machine=quiet_machine)
     assert len(calls) in ((1 + ROUNDS) * 3, 2 * (1 + ROUNDS) * 3)  # a warm-up of each candidate, the rounds
     assert choice.spread == pytest.approx(0.5) and choice.spread > SPREAD_BOUND
     assert choice.provisional == "its rounds disagreed by 50%, more than 10%" and choice.batch_size == 32
     steady = choose(tiny_encoder.model, _counting([]), machine=quiet_machine, now=lambda: time.time() + 3600)
     assert not steady.provisional and steady.spread == 0
+    # a decided choice flagged to be measured again, whose rounds disagree: kept, and saying why
+    cpu_choice.choices_file().write_text(json.dumps({steady.key: {**_record(), "recheck": "x", "measured_at": 0.0}}))
+    again: list = []
+    kept = choose(tiny_encoder.model, _counting(again, wobbly_seconds), machine=quiet_machine)
+    assert again  # measured
+    assert (kept.precision, kept.batch_size, kept.rates) == (steady.precision, steady.batch_size, steady.rates)
+    assert kept.how.startswith("provisional (its rounds disagreed by 50%, more than 10%): fastest of")
+    assert _record()["recheck"] == "x" and not _record()["provisional"]  # remembered as the decided one, flagged
 
 
 def test_a_machine_busy_before_the_rounds_is_not_measured(tiny_encoder, home):
