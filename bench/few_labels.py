@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Fine-tuning with few labels, with and without a first stage on pseudo pairs (ICT / BFS).
+"""Fine-tuning with few labels, with and without a first stage on pseudo pairs (ICT / BFS / WLP).
 
     python bench/few_labels.py ../shared/datasets/scifact [--fractions 0,0.01,0.05,1]
-        [--pretrain ict+bfs|none] [--check] [--store FILE] [--out-dir DIR] [--json FILE]
+        [--pretrain ict+bfs|none|KIND,KIND...] [--check] [--store FILE] [--out-dir DIR] [--json FILE]
 
 The label regimes of Wei-Cheng Chang, Felix X. Yu, Yin-Wen Chang, Yiming Yang, Sanjiv Kumar,
 "Pre-training Tasks for Embedding-based Large-scale Retrieval", ICLR 2020 (arXiv:2002.03932),
@@ -25,9 +25,11 @@ A model already finished in ``--out-dir`` (its ``rankscope_training.json`` writt
 not trained again, so a run that stopped goes on where it stopped and a changed evaluation
 re-scores the same models; its training seconds are the recorded ones.
 
-Prints one row per (share, first stage): dense and hybrid nDCG@10 and Recall@100 on test, the
-training time; last line ``best_few_label_recipe=<none|pretrain> gain_at_1pct=<x> gain_at_5pct=<y>``:
-the hybrid nDCG@10 the first stage adds at 1% and 5% of the labels (positive: it helps).
+Prints one row per (share, first stage): dense and hybrid nDCG@10 (with its 95% interval over the
+test queries) and Recall@100 on test, the training time; last line ``best_few_label_recipe=<none|pretrain>
+gain_at_1pct=<x> gain_at_5pct=<y>``: the hybrid nDCG@10 the first stage adds at 1% and 5% of the labels
+(positive: it helps). With several first stages, the recipe is the one whose gains add up highest
+(named by its kind; none where no gain is positive), and the gains are its.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from retrieval.index.encoder import load_encoder
 from retrieval.store import default_store_path
 from retrieval.systems.hybrid import CLEAR
 from training.finetune import finished_run, run_training
+from training.pairs import PRETRAIN_TASKS
 from training.trainer import TrainConfig
 
 
@@ -60,19 +63,39 @@ def keep_share(ds: Dataset, fraction: float, seed: int = 42) -> Dataset:
 
 
 def scores(ws: Workspace) -> dict:
+    """Dense and hybrid nDCG@10 and Recall@100 on test, each mean with its 95% interval (``_ci``), and λ."""
     out = {}
     for system in ("dense", "hybrid"):
         ev = ws.evaluate(system, "test")
         out[system] = {m: ev.mean[m] for m in ("ndcg@10", "recall@100")}
+        out[system].update({f"{m}_ci": [ev.interval(m).low, ev.interval(m).high] for m in ("ndcg@10", "recall@100")})
     out["lambda"] = CLEAR.lambda_for(ws, "test").value
     return out
+
+
+def first_stages(value: str) -> list[str]:
+    """``--pretrain``: ``none``, or one or more kinds of ``PRETRAIN_TASKS``, comma-separated."""
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    if kinds == ["none"]:
+        return []
+    bad = [k for k in kinds if k not in PRETRAIN_TASKS]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad) or 'nothing'}: choose none or kinds of "
+                                         f"{', '.join(PRETRAIN_TASKS)}, comma-separated")
+    return list(dict.fromkeys(kinds))
+
+
+def shown(row: dict, system: str) -> str:
+    low, high = row[system]["ndcg@10_ci"]
+    return f"{row[system]['ndcg@10']:.4f} [{low:.3f}, {high:.3f}]"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     dataset_arg(ap)
     ap.add_argument("--fractions", default="0,0.01,0.05,1")
-    ap.add_argument("--pretrain", default="ict+bfs", choices=("ict", "bfs", "ict+bfs", "none"))
+    ap.add_argument("--pretrain", default=["ict+bfs"], type=first_stages,
+                    help="none, or first stages (kinds of training.pairs.PRETRAIN_TASKS), comma-separated")
     ap.add_argument("--check", action="store_true",
                     help="train with the defaults' held-out check and refit (what the Train tab runs)")
     ap.add_argument("--pretrain-pairs", type=int, default=TrainConfig().pretrain_pairs)
@@ -93,19 +116,20 @@ def main(argv=None) -> int:
     no_check = replace(TrainConfig(), seed=args.seed, holdout=0.0, refit=False)  # every kept label trains
     recipe = replace(TrainConfig(), seed=args.seed) if args.check else no_check
     fractions = [float(x) for x in args.fractions.split(",")]
-    print(f"{full.name}: {len(full.qrels['train'])} train queries, {len(full.qrels['test'])} test; "
+    links = f", {full.link_count:,} links between its documents" if full.link_count else ""
+    print(f"{full.name}: {len(full.qrels['train'])} train queries, {len(full.qrels['test'])} test{links}; "
           f"recipe {recipe.loss}/{recipe.negatives}, lr {recipe.lr:g}, {recipe.epochs} epochs"
           f"{f', held-out share {recipe.holdout:g}, refit' if args.check else ''}; "
-          f"first stage {args.pretrain} on {args.pretrain_pairs} pseudo pairs", flush=True)
+          f"first stage {', '.join(args.pretrain) or 'none'} on {args.pretrain_pairs} pseudo pairs", flush=True)
 
     starts = {"none": (args.model, 0.0)}
-    if args.pretrain != "none":  # the first stage's config has no check: it is shared by both kinds of run
+    for kind in args.pretrain:  # the first stage's config has no check: it is shared by both kinds of run
         unlabelled = Dataset(full.name, full.docs, full.queries, {})
-        pre_cfg = replace(no_check, pretrain=args.pretrain, pretrain_pairs=args.pretrain_pairs)
-        pre_dir = out_dir / f"pretrain-{args.pretrain}"
+        pre_cfg = replace(no_check, pretrain=kind, pretrain_pairs=args.pretrain_pairs)
+        pre_dir = out_dir / f"pretrain-{kind}"
         pre = finished_run(pre_dir, pre_cfg) or run_training(unlabelled, pre_cfg, pre_dir, args.model, store,
                                                              evaluate=False)
-        starts[args.pretrain] = (str(pre_dir), pre.seconds)
+        starts[kind] = (str(pre_dir), pre.seconds)
 
     rows = []
     for fraction in fractions:
@@ -130,9 +154,9 @@ def main(argv=None) -> int:
             row = {"fraction": fraction, "queries": n, "first_stage": first, **row_scores, **check,
                    "train_s": round(train_s, 1), "wall_s": round(time.perf_counter() - t, 1)}
             rows.append(row)
-            print(f"{fraction:>6.0%} ({n:>3} queries)  first stage {first:<8} dense nDCG@10 "
-                  f"{row['dense']['ndcg@10']:.4f} R@100 {row['dense']['recall@100']:.4f} | hybrid nDCG@10 "
-                  f"{row['hybrid']['ndcg@10']:.4f} R@100 {row['hybrid']['recall@100']:.4f} (λ {row['lambda']:g}) | "
+            print(f"{fraction:>6.0%} ({n:>3} queries)  first stage {first:<11} dense nDCG@10 "
+                  f"{shown(row, 'dense')} R@100 {row['dense']['recall@100']:.4f} | hybrid nDCG@10 "
+                  f"{shown(row, 'hybrid')} R@100 {row['hybrid']['recall@100']:.4f} (λ {row['lambda']:g}) | "
                   f"train {train_s:.0f} s", flush=True)
             if check:
                 print(f"        {check['verdict']}", flush=True)
@@ -142,12 +166,21 @@ def main(argv=None) -> int:
         return next((r["hybrid"]["ndcg@10"] for r in rows if r["fraction"] == fraction and r["first_stage"] == first),
                     None)
 
-    gains = {}
-    for fraction in (0.01, 0.05):
-        with_pre, without = hybrid(fraction, args.pretrain), hybrid(fraction, "none")
-        gains[fraction] = None if with_pre is None or without is None else with_pre - without
+    def gains_of(kind: str) -> dict[float, float | None]:
+        out = {}
+        for fraction in (0.01, 0.05):
+            with_pre, without = hybrid(fraction, kind), hybrid(fraction, "none")
+            out[fraction] = None if with_pre is None or without is None else with_pre - without
+        return out
+
+    def total(kind: str) -> float:
+        return sum(g for g in gains_of(kind).values() if g is not None)
+
+    kinds = args.pretrain or ["none"]
+    top = max(kinds, key=total)
+    gains = gains_of(top)
     known = [g for g in gains.values() if g is not None]
-    best = "pretrain" if known and sum(known) > 0 else "none"
+    best = "none" if not known or sum(known) <= 0 else "pretrain" if len(kinds) == 1 else top
     fmt = {f: ("nan" if g is None else f"{g:.4f}") for f, g in gains.items()}
     print(f"best_few_label_recipe={best} gain_at_1pct={fmt[0.01]} gain_at_5pct={fmt[0.05]}")
     return 0

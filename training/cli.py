@@ -68,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
            type=float)
     config("--device", "auto, cpu, cuda or mps")
     config("--seed", type=int)
-    config("--pretrain", "first stage on pseudo pairs from the corpus (ICT/BFS), then the labelled stage; "
-                         "the only stage for a corpus without labels", choices=PRETRAIN_TASKS)
+    config("--pretrain", "first stage on pseudo pairs from the corpus (ICT, BFS, WLP from the links between its "
+                         "documents, or a combination: each pair drawn uniformly from the tasks), then the labelled "
+                         "stage; the only stage for a corpus without labels", choices=PRETRAIN_TASKS)
     config("--pretrain-pairs", type=int)
     config("--query-pooling", "poly: poly-attention over the query's tokens (Baidu §3.2); documents keep mean "
                               "pooling", choices=QUERY_POOLINGS)
@@ -145,7 +146,7 @@ def _print_result(result) -> None:
     paired tests of fine-tuned against base."""
     print(f"{result.plan_note}; device {result.device}; {result.seconds:.0f} s; model saved to {result.model_path}")
     for line in result.stages:
-        if line.startswith("resumed after"):
+        if line.startswith("resumed after") or " pseudo pairs (" in line:  # how many pairs each task made
             print(line)
     if result.verdict:
         print(result.verdict)

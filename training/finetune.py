@@ -6,10 +6,10 @@ evaluation split's queries is made (``cold_start`` = training fraction) and both
 reported. The exported folder is a normal sentence-transformers model with a model card, so
 ``SentenceTransformer(path)`` and ``python -m retrieval evaluate DATASET --model path`` load it.
 
-With ``TrainConfig.pretrain`` a first stage trains on pseudo pairs (ICT/BFS) before the labelled
-one: the multi-stage paradigm of Yiding Liu, Guan Huang, Jiaxiang Liu, Weixue Lu, Suqi Cheng,
-Yukun Li, Daiting Shi, Shuaiqiang Wang, Zhicong Cheng, Dawei Yin, "Pre-trained Language Model for
-Web-scale Retrieval in Baidu Search", KDD 2021 (arXiv:2106.03373), §4.
+With ``TrainConfig.pretrain`` a first stage trains on pseudo pairs (ICT, BFS, WLP or a combination:
+``training.pairs``) before the labelled one: the multi-stage paradigm of Yiding Liu, Guan Huang,
+Jiaxiang Liu, Weixue Lu, Suqi Cheng, Yukun Li, Daiting Shi, Shuaiqiang Wang, Zhicong Cheng, Dawei
+Yin, "Pre-trained Language Model for Web-scale Retrieval in Baidu Search", KDD 2021 (arXiv:2106.03373), §4.
 """
 from __future__ import annotations
 
@@ -36,7 +36,14 @@ from retrieval.systems.hybrid import CLEAR
 from retrieval.training_record import LambdaFit, TrainedOn
 from retrieval.workspace import Workspace
 from training.holdout import MIN_LABELLED, HeldOutSelector, split_holdout
-from training.pairs import cold_start_split, labelled_pairs, most_pairs_per_epoch, pseudo_pairs
+from training.pairs import (
+    check_links,
+    cold_start_split,
+    counted,
+    labelled_pairs,
+    most_pairs_per_epoch,
+    pseudo_pairs,
+)
 from training.poly import has_poly_attention, make_portable
 from training.stopping import Doing, cancel_points
 from training.trainer import (
@@ -63,7 +70,7 @@ def plan_splits(dataset: Dataset, eval_split: str | None = None, cold_start: flo
     """Which split trains and which evaluates; a training query is never evaluated on."""
     eval_split = eval_split or dataset.default_split()
     if eval_split is None:
-        raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (ICT/BFS) instead")
+        raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (ICT, BFS, WLP) instead")
     if cold_start is None and train_split in dataset.qrels and eval_split != train_split:
         note = f"trained on the '{dataset.name}' {train_split} split, evaluated on its '{eval_split}' split"
         shared = set(dataset.qrels[train_split]) & set(dataset.qrels.get(eval_split, {}))
@@ -400,6 +407,7 @@ def run_training(dataset: Dataset, cfg: TrainConfig, out_dir: str | Path, base_m
     ones read here (the store keys them by the encoder's fingerprint, which covers the precision; "auto"
     may resolve otherwise in a later measurement, and the whole corpus would be encoded again).
     """
+    check_links(dataset, cfg.pretrain)
     check_work(dataset, cfg)
     doing = Doing(on_progress)  # what the run said it was doing last: a cancel's message says it
     with cancel_points(cancel, doing.where):
@@ -419,8 +427,8 @@ def _run_dense(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_model: st
     on_progress = doing.report
     has_labels = dataset.default_split() is not None
     if not has_labels and not cfg.pretrain:
-        raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (pretrain ict, bfs "
-                         "or ict+bfs), or add a qrels file")
+        raise ValueError(f"{dataset.name} has no relevance labels: train on pseudo pairs (pretrain ict, bfs, "
+                         "wlp or a combination such as ict+bfs), or add a qrels file")
     plan = plan_splits(dataset, eval_split, cold_start, cfg.seed, train_split) if has_labels else \
         Plan(dataset, "", "", f"pseudo pairs ({cfg.pretrain}) from the unlabeled corpus; nothing to evaluate on")
     base = load_encoder(base_model, device=cfg.device, precision=precision)
@@ -431,9 +439,14 @@ def _run_dense(dataset: Dataset, cfg: TrainConfig, out_dir: Path, base_model: st
     if cfg.pretrain:
         # the multi-stage paradigm (Baidu §4): pseudo pairs first, labelled pairs after
         pseudo = pseudo_pairs(plan.dataset, cfg.pretrain, cfg.pretrain_pairs, cfg.seed)
+        if not pseudo:
+            raise ValueError(f"{cfg.pretrain} makes no pseudo pairs from {dataset.name}: its documents have no "
+                             "sentence of three words or more (and, for WLP, no link between two such documents)")
         pre_cfg = replace(cfg, loss="inbatch", negatives="random", epochs=1)
         pre = Trainer(pre_cfg, plan.dataset, pseudo, base_model=base_model, stage_prefix=f"pretrain {cfg.pretrain}: ",
                       **{**common, "checkpoint_dir": checkpoints / "pretrain"}).train()
+        made = ", ".join(f"{task} {n:,}" for task, n in counted(pseudo).items())
+        pre.stages = [f"pretrain {cfg.pretrain}: {len(pseudo):,} pseudo pairs ({made or 'none'})", *pre.stages]
         model = pre.model
     selector, verdict, trained_on = None, "", None  # the held-out check, what it kept, the queries seen
     if has_labels:

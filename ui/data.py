@@ -35,12 +35,13 @@ MAX_WARNINGS = 20  # warnings listed after a load (the CLI's `info` lists them a
 
 
 def dataset_summary(ws: Workspace) -> str:
-    """One line of Markdown (name, documents, queries, labels per split, encoder, content hash), then
-    a warning for each reason not to trust the numbers (``warnings``)."""
+    """One line of Markdown (name, documents and the links between them, queries, labels per split, encoder,
+    content hash), then a warning for each reason not to trust the numbers (``warnings``)."""
     ds = ws.dataset
     splits = ", ".join(f"{text(s)}: {split_counted(s, q)} / {sum(len(v) for v in q.values())} labels"
                        for s, q in ds.qrels.items()) or "no relevance labels"
-    line = (f"**{text(ds.name)}** — {len(ds.docs):,} documents, {len(ds.queries):,} queries ({splits}); "
+    links = f" ({ds.link_count:,} links between them)" if ds.link_count else ""
+    line = (f"**{text(ds.name)}** — {len(ds.docs):,} documents{links}, {len(ds.queries):,} queries ({splits}); "
             f"encoder {code(ws.encoder.name)} ({text(ws.encoder.compute)}); "
             f"BM25 language `{ws.tokenizer.stemmer or 'none'}`; "
             f"content hash `{ds.content_hash[:12]}`")

@@ -39,7 +39,7 @@ def build_app(registry: Registry, start_key: str, jobs) -> gr.Blocks:
                 evaluate_view = evaluate.build(ctx, tab, banner.arrived)
                 reading.append(tab)
             with gr.Tab("Train", id="train") as tab:
-                train.build(ctx)
+                train.build(ctx, tab)
                 reading.append(tab)
             with gr.Tab("Embeddings", id="embeddings") as tab:
                 embeddings_view = embeddings.build(ctx, tab)

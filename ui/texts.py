@@ -48,7 +48,14 @@ LOSS_HELP = {
 }
 NEGATIVES_HELP = {"bm25": "BM25 errors (CLEAR §3.3)", "model": "encoder's own top-k (QuadrupletBERT stage 2)",
                   "random": "random (easy)"}
-PRETRAIN_HELP = {"": "none", "ict": "ICT", "bfs": "BFS", "ict+bfs": "ICT + BFS"}
+PRETRAIN_HELP = {"": "none", "ict": "ICT", "bfs": "BFS", "wlp": "WLP (links)", "ict+bfs": "ICT + BFS",
+                 "ict+wlp": "ICT + WLP", "bfs+wlp": "BFS + WLP", "ict+bfs+wlp": "ICT + BFS + WLP (the paper's best)"}
+WLP_PAIRS = ": WLP up to {links:,} pairs, one per link"
+PRETRAIN_INFO_LINKED = ("This corpus's documents hold {links:,} links to each other: WLP pairs a sentence of a "
+                        "document's first section with a passage of a document that links to it (Chang et al., "
+                        "ICLR 2020, §3).")
+PRETRAIN_INFO_UNLINKED = ("WLP is offered where the documents link to each other (a 'links' field of document ids, "
+                          "or Markdown or HTML pages with links); this corpus has none.")
 POOLING_HELP = {"mean": "mean of the tokens (as the base)",
                 "poly": "poly-attention: m context codes over the query's tokens (Baidu §3.2)"}
 

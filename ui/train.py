@@ -16,7 +16,7 @@ from retrieval.safe_names import shown
 from retrieval.systems import SPLADE, label
 from training.job import FINAL, STOPPING, JobQueue, JobSpec
 from training.losses import DENSE_ONLY, FAMILIES, LOSSES, SPARSE_LOSSES, SPARSE_NEGATIVES, TEACHERS
-from training.pairs import PRETRAIN_TASKS
+from training.pairs import PRETRAIN_TASKS, check_links, needs_links
 from training.trainer import QUERY_POOLINGS, TrainConfig
 from ui import texts
 from ui.common import require_dense
@@ -66,7 +66,12 @@ def start(registry: Registry, jobs: JobQueue, ws: Workspace, values: dict, cold_
     if on is not None:
         _require_queries_to_train_on(ws, on, cold_start)
     elif ws.dataset.default_split() is None and not cfg.pretrain:
-        raise refuse("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT/BFS)")
+        raise refuse("this data set has no relevance labels: choose a first stage on pseudo pairs (ICT, BFS or, "
+                     "where its documents link to each other, WLP)")
+    try:
+        check_links(ws.dataset, cfg.pretrain)
+    except ValueError as err:
+        raise refuse(err) from err
     has_train = "train" in ws.dataset.qrels and ws.dataset.default_split() != "train"
     out = registry.store.models_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"  # two at once differ
     base = ws.sparse_model if cfg.family == "sparse" else ws.model_name  # the model of the family trained
@@ -196,7 +201,18 @@ def cancel(registry: Registry, jobs: JobQueue, job_id: str, session: str = "") -
     return "No running job to cancel."
 
 
-def build(ctx: Context) -> None:
+def pretrain_choices(ws: Workspace) -> tuple[list[tuple[str, str]], str]:
+    """The first stages on pseudo pairs ``ws``'s data set can train (those with WLP only where its
+    documents link to each other, each saying how many pairs its links make at most), and the line
+    under the list that says so."""
+    links = ws.dataset.link_count
+    kinds = [k for k in ("", *PRETRAIN_TASKS) if links or not needs_links(k)]
+    choices = [(texts.PRETRAIN_HELP[k] + (texts.WLP_PAIRS.format(links=links) if needs_links(k) else ""), k)
+               for k in kinds]
+    return choices, texts.PRETRAIN_INFO_LINKED.format(links=links) if links else texts.PRETRAIN_INFO_UNLINKED
+
+
+def build(ctx: Context, tab: gr.Tab) -> None:
     d = TrainConfig()
     gr.Markdown(texts.TRAIN_HELP)
     with gr.Row():
@@ -224,8 +240,11 @@ def build(ctx: Context) -> None:
         device = gr.Dropdown(DEVICES, value=d.device, label="Device")
         cold = gr.Slider(0.05, 0.95, value=0.8, step=0.05,
                          label="Cold-start train fraction (without a train split, or training on judged queries)")
-        pretrain = gr.Dropdown([(texts.PRETRAIN_HELP[t], t) for t in ("", *PRETRAIN_TASKS)], value="",
-                               label="First stage on pseudo pairs (ICT/BFS)")
+        # every kind to begin with, so that a client of the API on a linked corpus can ask for WLP (``start``
+        # refuses it on a corpus without links); opening the tab narrows the list to the session's data set's
+        pretrain = gr.Dropdown([(texts.PRETRAIN_HELP[k], k) for k in ("", *PRETRAIN_TASKS)], value="",
+                               label="First stage on pseudo pairs (ICT/BFS/WLP)", info=pretrain_choices(ctx.start)[1],
+                               elem_id="train-pretrain")
     with gr.Row():
         pooling = gr.Dropdown([(texts.POOLING_HELP[p], p) for p in QUERY_POOLINGS], value=d.query_pooling,
                               label="Query pooling (documents: always the base's)", elem_id="train-pooling")
@@ -323,3 +342,15 @@ def build(ctx: Context) -> None:
         return cancel(ctx.registry, ctx.jobs, job_id, session_of(request))
 
     cancel_btn.click(on_cancel, job_state, status, api_name="cancel_training", **LIGHT)
+
+    def on_open(key: str, chosen: str | None):
+        """The first stages the session's data set can train, the one chosen kept where it still can."""
+        try:
+            ws = ctx.workspace(key)
+        except gr.Error:  # closed to free memory: the start says so
+            return gr.skip()
+        choices, line = pretrain_choices(ws)
+        keep = chosen if chosen in dict((v, t) for t, v in choices) else ""
+        return gr.update(choices=choices, value=keep, info=line)
+
+    tab.select(on_open, [ctx.key, pretrain], pretrain, api_visibility="private", show_progress="hidden", **LIGHT)

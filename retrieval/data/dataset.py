@@ -30,9 +30,14 @@ def queries_fingerprint(queries: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class Document:
+    """One document. ``links``: the ids of the documents it links to, each once, in the order its file
+    gives them, never its own (``retrieval.data.readers.links`` resolves and checks them): what Wiki
+    Link Prediction pairs are made of (``training.pairs.wlp_pairs``)."""
+
     id: str
     title: str
     text: str
+    links: tuple[str, ...] = ()
 
     @property
     def full_text(self) -> str:
@@ -51,7 +56,11 @@ def _plain(value: str) -> bool:
 
 def _as_json(d: Document) -> str:
     """``json.dumps([id, title, text], ensure_ascii=False)``, the same characters; built directly
-    where nothing needs escaping (twice as fast, and a million documents are hashed on every open)."""
+    where nothing needs escaping (twice as fast, and a million documents are hashed on every open).
+    A document with links is ``[id, title, text, [links]]``: a corpus without links hashes as it did
+    before documents had them, so what is cached under its hash stays found."""
+    if d.links:
+        return _dumps([d.id, d.title, d.text, list(d.links)])
     if _plain(d.id) and _plain(d.title) and _plain(d.text):
         return f'["{d.id}", "{d.title}", "{d.text}"]'
     return _dumps([d.id, d.title, d.text])
@@ -77,6 +86,7 @@ class Dataset:
     _docs_sha: HASH | None = field(default=None, repr=False, compare=False)  # hashlib state after the documents
     # queries_hash, split_key, labels_key
     _keys: dict[str | tuple[str, str | None], str] = field(default_factory=dict, repr=False, compare=False)
+    _counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)  # link_count
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
@@ -199,10 +209,18 @@ class Dataset:
             self._docs_sha = h
         return self._docs_sha.copy()
 
+    @property
+    def link_count(self) -> int:
+        """How many links the documents hold (each a document's link to another, counted once)."""
+        if "links" not in self._counts:
+            self._counts["links"] = sum(len(d.links) for d in self.docs.values())
+        return self._counts["links"]
+
     def summary(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "documents": len(self.docs),
+            **({"links": self.link_count} if self.link_count else {}),
             "queries": len(self.queries),
             "splits": {s: {"queries": len(q), "labels": sum(len(v) for v in q.values())}
                        for s, q in self.qrels.items()},

@@ -624,3 +624,38 @@ def test_judges_query_table_is_emptied_when_another_data_set_is_opened(page):
     expect(page.locator("#load-status")).to_contain_text("Loaded demo", timeout=patience(180_000))
     open_tab(page, "Judge")
     expect(page.locator("#judge-difficulty tr[data-query-id]")).to_have_count(0)
+
+
+def test_a_linked_corpus_offers_wlp_on_the_train_tab_with_its_pairs_and_the_demo_does_not(page, shots, tmp_path):
+    """A zip of linked Markdown pages loads with its links counted; the Train tab then offers the first stages with
+    WLP, each saying how many pairs its links make at most; with the demo (no links) open again, only ICT and BFS."""
+    import zipfile
+
+    from tests.training.test_training_cli import write_linked_pages
+
+    write_linked_pages(tmp_path / "pages")
+    site = tmp_path / "site.zip"
+    with zipfile.ZipFile(site, "w") as zf:
+        for f in sorted((tmp_path / "pages").rglob("*.md")):
+            zf.write(f, f.relative_to(tmp_path / "pages").as_posix())
+    open_tab(page, "Data")
+    upload(page, "upload", site)
+    page.locator("#load-button").click()
+    expect(page.locator("#load-status")).to_contain_text("Loaded site", timeout=patience(180_000))
+    expect(page.locator("#dataset-summary")).to_contain_text("12 documents (24 links between them)")
+    open_tab(page, "Train")
+    expect(page.locator("#train-pretrain")).to_contain_text("24 links to each other")
+    page.locator("#train-pretrain input").click()
+    best = page.get_by_role("option", name="ICT + BFS + WLP (the paper's best): WLP up to 24 pairs, one per link")
+    expect(best).to_be_visible()
+    page.screenshot(path=str(shots / "train-wlp.png"), full_page=True)
+    best.click()
+    open_tab(page, "Data")
+    page.get_by_role("button", name="Load the bundled demo").click()
+    expect(page.locator("#load-status")).to_contain_text("Loaded demo", timeout=patience(180_000))
+    open_tab(page, "Train")
+    expect(page.locator("#train-pretrain")).to_contain_text("this corpus has none")
+    page.locator("#train-pretrain input").click()
+    expect(page.get_by_role("option", name="ICT + BFS", exact=True)).to_be_visible()
+    expect(page.get_by_role("option", name=re.compile("WLP"))).to_have_count(0)
+    page.keyboard.press("Escape")

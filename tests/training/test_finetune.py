@@ -203,7 +203,8 @@ def test_pseudo_pairs_then_labelled_stage(tiny_model_dir, store, tmp_path):
     cfg = TrainConfig(loss="triplet", negatives="bm25", epochs=1, batch_size=8, lr=1e-3, max_steps_per_epoch=2,
                       pretrain="ict+bfs", pretrain_pairs=32, device="cpu", holdout=0.0)
     res = run_training(ds, cfg, tmp_path / "ft", str(tiny_model_dir), store)
-    assert res.stages[0].startswith("pretrain ict+bfs: inbatch") and res.stages[1].startswith("triplet")
+    assert res.stages[0] == "pretrain ict+bfs: 32 pseudo pairs (ict 16, bfs 16)"
+    assert res.stages[1].startswith("pretrain ict+bfs: inbatch") and res.stages[2].startswith("triplet")
     stages = [s for s, _, _ in res.epoch_losses]
     assert stages == ["pretrain ict+bfs: inbatch", "triplet"]
     assert set(res.metrics) == {"base", "fine-tuned"}
@@ -223,6 +224,9 @@ def test_unlabelled_corpus_trains_on_pseudo_pairs_only(tiny_model_dir, store, tm
     res = run_training(bare, cfg, tmp_path / "bfs", str(tiny_model_dir), store)
     assert res.metrics == {} and res.epoch_losses and res.stages[0].startswith("pretrain bfs")
     assert SentenceTransformer(str(tmp_path / "bfs"), device="cpu").encode(["x"]).shape == (1, 32)
+    with pytest.raises(ValueError, match="^bare has no links between its documents"):  # before anything is loaded
+        run_training(bare, TrainConfig(pretrain="wlp", device="cpu"), tmp_path / "wlp", str(tiny_model_dir), store)
+    assert not (tmp_path / "wlp").exists()
 
 
 # ---- Margin-MSE: the tuned hybrid as a teacher ----------------------------------------------

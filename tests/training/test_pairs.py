@@ -148,3 +148,111 @@ def test_bfs_title_queries_a_window_of_the_same_document():
     for p in bfs_pairs(SENT_DS, seed=5, window=1):
         doc = next((d for d in SENT_DOCS.values() if d.title == p.query), SENT_DOCS["d"])
         assert p.doc_text in sentences(doc.text) and p.doc_text != p.query
+
+
+# ---- WLP (Chang et al., ICLR 2020, §3) and combinations of the tasks ------------------------
+
+def linked_corpus() -> Dataset:
+    """A hand-built corpus: a ↔ b (a cycle), a → c, c → itself and to a missing page, e → a from a page
+    with no sentence; d unlinked. Every sentence is unique, so a pair's query and passage name their pages."""
+    docs = [
+        Document("a", "Alpha", "Alpha leads with one sentence here. Alpha has a second lead sentence.\n\n## Body\n\n"
+                               "Alpha body sentence one goes on. Alpha body sentence two goes on.", ("b", "c")),
+        Document("b", "", "Beta lead sentence is this one. Beta lead again right here.\n\n"
+                          "Beta second paragraph is never a query.", ("a",)),
+        Document("c", "Gamma", "Gamma only paragraph sentence one. Gamma only paragraph sentence two.",
+                 ("c", "missing")),
+        Document("d", "Delta", "Delta unlinked sentence here. Delta says more here."),
+        Document("e", "Epsilon", "Hi.", ("a",)),
+    ]
+    return Dataset("linked", {d.id: d for d in docs})
+
+
+def test_first_section_is_the_lead_before_the_first_heading_else_the_first_paragraph():
+    from training.pairs import first_section
+
+    assert first_section("# Title\n\nLead one. Lead two.\n\nStill lead.\n\n## History\n\nLater.") == \
+        "Lead one. Lead two.\n\nStill lead."  # a heading at the top opens the section; the next one ends it
+    assert first_section("Para one here.\n\nPara two here.") == "Para one here."
+    assert first_section("  One paragraph. Of two sentences.  ") == "One paragraph. Of two sentences."
+    assert first_section("") == ""
+
+
+def test_wlp_pairs_a_lead_sentence_of_the_linked_page_with_a_passage_of_the_page_linking_to_it():
+    from training.pairs import first_section, wlp_pairs
+
+    ds = linked_corpus()
+    leads = {d.id: sentences(first_section(d.text)) for d in ds.docs.values()}
+    body = {d.id: sentences(d.text) for d in ds.docs.values()}
+    assert leads["a"] == ["Alpha leads with one sentence here.", "Alpha has a second lead sentence."]
+    assert leads["b"] == ["Beta lead sentence is this one.", "Beta lead again right here."]
+    expected = {("a", "b"), ("a", "c"), ("b", "a")}  # (links from, links to): c's self-link, e's page make none
+    seen_edges, seen_queries = set(), set()
+    for seed in range(40):
+        pairs = wlp_pairs(ds, seed=seed)
+        assert len(pairs) == 3 and {p.task for p in pairs} == {"wlp"}
+        edges = set()
+        for p in pairs:
+            to = [d for d, s in leads.items() if p.query in s]
+            frm = [d for d, s in body.items() if any(" ".join(s[i:i + 2]) == p.doc_text for i in range(len(s)))]
+            assert len(to) == 1 and len(frm) == 1, p
+            assert to != frm  # never a page with itself
+            assert p.query not in body[frm[0]]  # the query is the linked page's, the passage the linking one's
+            edges.add((frm[0], to[0]))
+            seen_queries.add(p.query)
+        assert edges == expected
+        seen_edges |= edges
+    assert "Beta second paragraph is never a query." not in seen_queries  # not in b's first section
+    assert "Alpha body sentence one goes on." not in seen_queries  # after a's first heading
+    assert set(leads["a"]) | set(leads["b"]) <= seen_queries  # any sentence of the section, drawn at random
+    assert wlp_pairs(ds, seed=5) == wlp_pairs(ds, seed=5) and wlp_pairs(ds, 2, seed=5) != wlp_pairs(ds, seed=5)
+    assert len(wlp_pairs(ds, 2, seed=5)) == 2
+
+
+def linked_demo(demo) -> Dataset:
+    """The demo's documents, each linking to the next three (a ring)."""
+    ids = list(demo.docs)
+    docs = {d: Document(d, doc.title, doc.text, tuple(ids[(i + k) % len(ids)] for k in (1, 2, 3)))
+            for i, (d, doc) in enumerate(demo.docs.items())}
+    return Dataset("linked demo", docs)
+
+
+def test_a_combination_draws_each_pair_uniformly_from_its_tasks(demo):
+    from training.pairs import PRETRAIN_TASKS, counted, pseudo_pairs
+
+    ds = linked_demo(demo)
+    assert counted(pseudo_pairs(ds, "ict+bfs+wlp", 30, seed=3)) == {"ict": 10, "bfs": 10, "wlp": 10}
+    assert counted(pseudo_pairs(ds, "ict+bfs+wlp", 31, seed=3)) == {"ict": 10, "bfs": 10, "wlp": 11}
+    assert counted(pseudo_pairs(ds, "bfs+wlp", 9, seed=3)) == {"bfs": 4, "wlp": 5}
+    assert counted(pseudo_pairs(ds, "wlp", 7, seed=3)) == {"wlp": 7}
+    assert len(pseudo_pairs(ds, "wlp", None)) == 3 * len(ds.docs)  # one pair per link
+    mixed = pseudo_pairs(ds, "ict+bfs+wlp", 60, seed=3)
+    assert [p.task for p in mixed] != sorted(p.task for p in mixed)  # shuffled together
+    assert set(PRETRAIN_TASKS) == {"ict", "bfs", "wlp", "ict+bfs", "ict+wlp", "bfs+wlp", "ict+bfs+wlp"}
+    # a task that can make fewer than its share makes what it can: the hand-built corpus has three links
+    small = linked_corpus()
+    assert counted(pseudo_pairs(small, "ict+wlp", 20, seed=1)) == {"ict": 4, "wlp": 3}
+    with pytest.raises(ValueError, match=r"unknown pseudo-pair task 'wlp\+ict'; choose from ict, bfs, wlp, ict\+bfs"):
+        pseudo_pairs(ds, "wlp+ict")
+
+
+def test_ict_plus_bfs_draws_the_pairs_it_drew_before_wlp(demo):
+    """Halves (the odd pair BFS's), ICT seeded with the seed and BFS with the next, shuffled with the seed."""
+    import random
+
+    from training.pairs import pseudo_pairs
+
+    for n in (40, 41):
+        before = ict_pairs(demo, n // 2, 3) + bfs_pairs(demo, n - n // 2, 4)
+        random.Random(3).shuffle(before)
+        assert pseudo_pairs(demo, "ict+bfs", n, seed=3) == before
+
+
+def test_wlp_needs_links_and_says_so_in_one_line(demo):
+    from training.pairs import check_links, needs_links
+
+    assert needs_links("ict+bfs+wlp") and needs_links("wlp") and not needs_links("ict+bfs") and not needs_links(None)
+    check_links(demo, "ict+bfs")  # no links needed
+    check_links(linked_demo(demo), "ict+bfs+wlp")
+    with pytest.raises(ValueError, match=r"^demo has no links between its documents: WLP pairs are made from them"):
+        check_links(demo, "bfs+wlp")

@@ -362,7 +362,8 @@ def test_from_mapping_names_unknown_keys():
     ({"lr": "nan"}, r"^lr 'nan' is not a finite number$"),
     ({"batch_size": 1.0}, "batch size must be ≥ 2"),  # converted, then validated
     ({"loss": "hinge"}, "unknown loss 'hinge'"),
-    ({"pretrain": "wlp"}, r"unknown pretraining task 'wlp'; choose from ict, bfs, ict\+bfs"),
+    ({"pretrain": "wlp+ict"}, r"unknown pretraining task 'wlp\+ict'; choose from ict, bfs, wlp, ict\+bfs, ict\+wlp, "
+                              r"bfs\+wlp, ict\+bfs\+wlp$"),
 ])
 def test_from_mapping_rejects_bad_values(values, message):
     with pytest.raises(ValueError, match=message):

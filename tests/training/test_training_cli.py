@@ -156,3 +156,38 @@ def test_parser_defaults_are_train_configs():
     args = vars(build_parser().parse_args(["train", str(DEMO), "--out", "x", "--holdout", "0", "--no-refit"]))
     cfg = TrainConfig.from_mapping({k: v for k, v in args.items() if k not in NOT_CONFIG})
     assert (TrainConfig().holdout, TrainConfig().refit, cfg.holdout, cfg.refit) == (0.2, True, 0.0, False)
+
+
+def write_linked_pages(folder) -> None:
+    """Twelve Markdown pages of four topics, each linking to the next page of its topic and to the
+    first page of the next topic; a page's lead, then a section."""
+    topics = ("river", "mountain", "forest", "desert")
+    for t, topic in enumerate(topics):
+        for i in range(3):
+            nxt, other = f"{topic}-{(i + 1) % 3}.md", f"../{topics[(t + 1) % 4]}/{topics[(t + 1) % 4]}-0.md"
+            (folder / topic).mkdir(parents=True, exist_ok=True)
+            (folder / topic / f"{topic}-{i}.md").write_text(
+                f"# The {topic} page {i}\n\nThe {topic} number {i} is described in this lead sentence. "
+                f"It is also linked to [the next {topic}]({nxt}) and to [another place]({other}).\n\n"
+                f"## Details\n\nMore about the {topic} number {i} follows here. Visitors of the {topic} "
+                f"come back often.\n")
+
+
+def test_train_on_a_linked_folder_with_ict_bfs_and_wlp(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    """A folder of linked Markdown pages loads with its links counted, and ``--pretrain ict+bfs+wlp`` trains
+    on a third of the pairs from each task; on the demo (no links) WLP is refused in one line."""
+    pages = tmp_path / "pages"
+    write_linked_pages(pages)
+    info = run("retrieval", "info", pages, capsys=capsys, monkeypatch=monkeypatch)
+    assert info.returncode == 0 and '"links": 24' in info.stdout and "warning:" not in info.stdout
+    out = tmp_path / "ft"
+    res = run("training", "train", pages, "--pretrain", "ict+bfs+wlp", "--pretrain-pairs", "24", "--model",
+              tiny_model_dir, "--batch-size", "4", "--lr", "1e-3", "--device", "cpu", "--store", tmp_path / "s.sqlite3",
+              "--out", out, capsys=capsys, monkeypatch=monkeypatch)
+    assert res.returncode == 0, res.stderr
+    assert "pretrain ict+bfs+wlp: 24 pseudo pairs (ict 8, bfs 8, wlp 8)" in res.stdout.splitlines()
+    assert (out / "model.safetensors").exists()
+    refused = run("training", "train", DEMO, "--pretrain", "wlp", "--out", tmp_path / "x", capsys=capsys,
+                  monkeypatch=monkeypatch)
+    assert refused.returncode == 2 and refused.stderr.startswith("error: demo has no links between its documents")
+    assert not (tmp_path / "x").exists()

@@ -10,12 +10,15 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
 from retrieval.data.dataset import Dataset, Document, Qrels
 from retrieval.data.readers.decode import PathLike, Text, count, decode, read_file, regular_file, suffix, verb_for
 from retrieval.data.readers.documents import read_docs
+from retrieval.data.readers.links import LinkSink, Lookup, by_id, check_count, resolve
+from retrieval.data.readers.pages import PAGE_SUFFIXES, PageIndex, external, read_page
 from retrieval.data.readers.qrels import attach_qrels, parse_qrels, split_key
 from retrieval.data.readers.queries import read_queries
 from retrieval.data.readers.records import (
@@ -46,16 +49,20 @@ __all__ = ["load_dataset", "load_files", "load_uploads", "detect_role"]
 
 QRELS_SUFFIXES = (".tsv", ".txt", ".trec", ".qrels")
 DOC_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv")
+TREE_SUFFIXES = (".txt", *PAGE_SUFFIXES)  # a folder of these is one document per file
 EXPECTED = ("corpus.jsonl (BEIR: with optional queries.jsonl and qrels/<split>.tsv, at the "
-            "top or inside one folder), or .txt files (one document per file)")
+            "top or inside one folder), or .txt, .md or .html files (one document per file)")
 
 
 class _Parts:
     """What the readers found, before labels are matched to documents and queries."""
 
-    def __init__(self, docs: dict[str, Document], skipped_docs: Skipped, display: str):
+    def __init__(self, docs: dict[str, Document], skipped_docs: Skipped, links: LinkSink, display: str,
+                 lookup: Lookup | None = None):
         self.docs = docs
         self.skipped_docs = skipped_docs
+        self.links = links  # resolved by ``lookup`` (default: by id) once the documents are in
+        self.lookup = lookup or by_id(docs, skipped_docs)
         self.display = display
         self.queries: dict[str, str] = {}
         self.query_fields: dict[str, dict[str, str]] = {}
@@ -66,6 +73,7 @@ class _Parts:
         if not self.docs:
             raise DataError("no documents left to load (every document has empty text)"
                             if self.skipped_docs else "no documents found", self.display)
+        resolve(self.docs, self.links, self.lookup, report)
         qrels: dict[str, Qrels] = {}
         seen: set[str] = set()
         for split in sorted(self.qrels, key=split_key):
@@ -86,8 +94,8 @@ class _Parts:
 
 
 def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None) -> _Parts:
-    """A BEIR data set, else a tree of .txt files (one document each), else its one documents
-    file; anything else is a DataError listing what the tree holds."""
+    """A BEIR data set, else a tree of .txt, Markdown and HTML files (one document each; ``pages``),
+    else its one documents file; anything else is a DataError listing what the tree holds."""
     root = beir_root(tree)
     if root is not None:
         corpus = first_file(tree, root, CORPUS_NAMES)
@@ -109,23 +117,13 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
         return parts
 
     files = tree.files()
-    txt = [f for f in files if suffix(f) == ".txt"]
-    if txt:
-        other = [f for f in files if suffix(f) != ".txt"]
+    pages = [f for f in files if suffix(f) in TREE_SUFFIXES]
+    if pages:
+        other = [f for f in files if suffix(f) not in TREE_SUFFIXES]
         if other:
             report.warn(f"ignored {count(len(other), 'file')} that {verb_for(len(other), 'is')} "
-                        f"not .txt (e.g. {', '.join(other[:EXAMPLES])})", tree.display)
-        sink = RecordSink(tree.display)
-        for f in txt:
-            disp = tree.display_of(f)
-            data = tree.read(f)
-            body = decode(data, disp).strip() if data.strip() else ""
-            ident = _tree_id(f[: -len(PurePosixPath(f).suffix)], disp)
-            sink.display = disp
-            sink.add(ident, None, Document(ident, PurePosixPath(f).stem, body), not body)
-        sink.display = tree.display
-        sink.warn_skipped(report)
-        return _Parts(sink.items, sink.skipped, tree.display)
+                        f"not .txt, .md or .html (e.g. {', '.join(other[:EXAMPLES])})", tree.display)
+        return _read_pages(tree, pages, report)
 
     docs_files = [f for f in files if suffix(f) in DOC_SUFFIXES and not f.startswith("qrels/")
                   and PurePosixPath(f).name not in QUERY_NAMES]
@@ -134,6 +132,36 @@ def _read_tree(tree: Tree, report: LoadReport, progress: Progress | None = None)
         return _Parts(*read_docs(tree.text(f, progress), f, report), tree.display_of(f))
     shown = (", ".join(files[:8]) + (", ..." if len(files) > 8 else "")) if files else "no files"
     raise DataError(f"no corpus found: expected {EXPECTED}; found {shown}", tree.display)
+
+
+def _read_pages(tree: Tree, files: list[str], report: LoadReport) -> _Parts:
+    """One document per file: a ``.txt`` file's text (title: the file's name), a page's title, text and
+    links (``pages.read_page``; title: the file's name where the page names none); its id the path
+    without the extension."""
+    sink = RecordSink(tree.display)
+    links = LinkSink()
+    for f in files:
+        disp = tree.display_of(f)
+        data = tree.read(f)
+        kind = suffix(f)
+        stem = PurePosixPath(f).stem
+        ident = _tree_id(f[: -len(PurePosixPath(f).suffix)], disp)
+        source = decode(data, disp) if data.strip() else ""
+        if kind == ".txt":
+            title, body, anchors = stem, source.strip(), []
+        else:
+            page = read_page(source, kind)
+            title, body = page.title or stem, page.text
+            anchors = [a for a in page.anchors if not external(a[0])]
+        sink.display = disp
+        sink.add(ident, None, Document(ident, title, body), not body)
+        if anchors:
+            check_count(len(anchors), ident, disp, anchors[-1][1])
+            links.add(ident, [a[0] for a in anchors], disp, lines=[a[1] for a in anchors],
+                      base=posixpath.dirname(f), titles=[a[2] for a in anchors])
+    sink.display = tree.display
+    sink.warn_skipped(report)
+    return _Parts(sink.items, sink.skipped, links, tree.display, PageIndex(sink.items).lookup)
 
 
 def _tree_id(ident: str, display: str) -> str:

@@ -198,7 +198,7 @@ def test_zip_of_txt_files(tmp_path):
         "a.txt": "Alpha text.",
         "sub/b.txt": "Beta text.\nmore",
         "empty.txt": "  \n",
-        "readme.md": "not a document",
+        "notes.csv": "not a document",
         "__MACOSX/._a.txt": b"\xff",
     })
     ds = load_dataset(z)
@@ -206,7 +206,7 @@ def test_zip_of_txt_files(tmp_path):
     assert ds.docs["sub/b"].title == "b" and ds.docs["sub/b"].text == "Beta text.\nmore"
     warnings = " | ".join(ds.report.warnings)
     assert "notes.zip!empty.txt" in warnings and "'empty'" in warnings and "empty text" in warnings
-    assert "notes.zip: ignored 1 file that is not .txt (e.g. readme.md)" in warnings
+    assert "notes.zip: ignored 1 file that is not .txt, .md or .html (e.g. notes.csv)" in warnings
 
 
 def test_folder_of_txt_files(tmp_path):
