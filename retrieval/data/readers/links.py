@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from retrieval.data.dataset import Document
-from retrieval.data.readers.records import EXAMPLES, INDIVIDUAL, Skipped, require_id
+from retrieval.data.readers.records import EXAMPLES, INDIVIDUAL, Skipped, id_value, require_id
 from retrieval.errors import DataError, LoadReport
 from retrieval.safe_names import shown
 
@@ -87,7 +87,8 @@ def field_links(value: object, doc_id: str, display: str, line: int) -> list[str
     if not isinstance(value, list):
         raise DataError("field 'links' must be a list of document ids", display, line)
     check_count(len(value), doc_id, display, line)
-    return [_link_id(v, i, display, line) for i, v in enumerate(value, 1)]
+    return [id_value(v, "links", display, line, f"link {i} of field 'links'", f"link {i}")
+            for i, v in enumerate(value, 1)]
 
 
 def cell_links(cell: str, doc_id: str, display: str, line: int) -> list[str]:
@@ -95,15 +96,6 @@ def cell_links(cell: str, doc_id: str, display: str, line: int) -> list[str]:
     ids = cell.split()
     check_count(len(ids), doc_id, display, line)
     return [require_id(v, f"link {i}", display, line) for i, v in enumerate(ids, 1)]
-
-
-def _link_id(value: object, i: int, display: str, line: int) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(f"link {i} of field 'links' must be a document id (a string or an integer)", display, line)
-    ident = str(value).strip()
-    if not ident:
-        raise DataError(f"link {i} of field 'links' is empty", display, line)
-    return require_id(ident, f"link {i}", display, line)
 
 
 def by_id(docs: dict[str, Document], skipped: Skipped) -> Lookup:

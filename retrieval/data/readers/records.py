@@ -130,14 +130,16 @@ def not_qrels(cells: list[str], display: str, lineno: int, what: str) -> None:
                         f"is '{', '.join(cells)}'; pass it as qrels", display, lineno)
 
 
-def id_value(value: object, field: str, display: str, lineno: int) -> str:
-    """An id field as a stripped string: a string or an integer, not empty, without whitespace."""
+def id_value(value: object, field: str, display: str, lineno: int, named: str = "", what: str = "id") -> str:
+    """An id field as a stripped string: a string or an integer, not empty, without whitespace. Messages
+    name it ``named`` (default: ``field '<field>'``), and the id ``what`` (``require_id``)."""
+    named = named or f"field '{field}'"
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DataError(f"field '{field}' must be a string or an integer", display, lineno)
+        raise DataError(f"{named} must be a string or an integer", display, lineno)
     ident = str(value).strip()
     if not ident:
-        raise DataError(f"field '{field}' is empty", display, lineno)
-    return require_id(ident, "id", display, lineno)
+        raise DataError(f"{named} is empty", display, lineno)
+    return require_id(ident, what, display, lineno)
 
 
 def require_id(ident: str, what: str, display: str | None, lineno: int | None = None) -> str:

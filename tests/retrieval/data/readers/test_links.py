@@ -79,9 +79,9 @@ def test_a_links_column_of_a_table_holds_ids_separated_by_white_space(tmp_path):
 @pytest.mark.parametrize("links, message", [
     ("b", "field 'links' must be a list of document ids"),
     ({"to": "b"}, "field 'links' must be a list of document ids"),
-    (["b", 1.5], "link 2 of field 'links' must be a document id (a string or an integer)"),
-    (["b", True], "link 2 of field 'links' must be a document id (a string or an integer)"),
-    (["b", ["c"]], "link 2 of field 'links' must be a document id (a string or an integer)"),
+    (["b", 1.5], "link 2 of field 'links' must be a string or an integer"),
+    (["b", True], "link 2 of field 'links' must be a string or an integer"),
+    (["b", ["c"]], "link 2 of field 'links' must be a string or an integer"),
     (["  "], "link 1 of field 'links' is empty"),
     (["a b"], "link 1 'a b' contains whitespace, which TREC run and qrels files cannot hold"),
     (["b\u202ec"], "link 1 'b\\u202ec' contains U+202E (RIGHT-TO-LEFT OVERRIDE), a character ids cannot hold"),
