@@ -9,8 +9,8 @@ resolves an anchor to the page it names, once every page has loaded.
   ``[text](target)`` (a title after the target is allowed), and wiki-style, ``[[Title]]`` or
   ``[[Title|text]]``; the text keeps what a reader sees (``text``), and the section headings
   (``## History``), which mark where the first section ends (``training.pairs.first_section``).
-  Reference-style links (``[text][ref]``) are not read.
-- HTML (``html.parser``, the standard library's): the title is ``<title>``, else the first ``<h1>``,
+  Reference-style links (``[text][ref]``) are not read; a link inside a code block is read as any link.
+- HTML (lxml: libxml2's parser, linear whatever the page holds): the title is ``<title>``, else the first ``<h1>``,
   else the file's name; the text is what the page shows (no ``<script>``, ``<style>`` or head),
   a blank line between blocks, each heading ``<h2>``–``<h6>`` as a Markdown heading line; links are
   ``<a href>``.
@@ -32,7 +32,7 @@ import posixpath
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import unquote
 
 from retrieval.data.dataset import Document
@@ -92,77 +92,84 @@ def read_markdown(source: str) -> Page:
 _BLOCKS = frozenset("address article aside blockquote br dd div dl dt figcaption figure footer form header hr li "
                     "main nav ol p pre section table td th tr ul".split())
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
-_HIDDEN = frozenset(("script", "style", "head", "template", "noscript"))
-
-
-class _HtmlPage(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title_parts: list[str] | None = None
-        self.title = ""
-        self.h1: str | None = None
-        self.anchors: list[tuple[str, int, bool]] = []
-        self._hidden = 0
-        self._heading: tuple[int, list[str]] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title" and not self.title:
-            self.title_parts = []
-        elif tag in _HIDDEN:
-            self._hidden += 1
-        elif tag in _HEADINGS:
-            self.parts.append("\n\n")
-            self._heading = (_HEADINGS[tag], [])
-        elif tag in _BLOCKS:
-            self.parts.append("\n\n")
-        if tag == "a":
-            href = next((v for k, v in attrs if k == "href" and v is not None), None)
-            if href is not None and not self._hidden:
-                self.anchors.append((href.strip(), self.getpos()[0], False))
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title" and self.title_parts is not None:
-            self.title = " ".join("".join(self.title_parts).split())
-            self.title_parts = None
-        elif tag in _HIDDEN:
-            self._hidden = max(0, self._hidden - 1)
-        elif tag in _HEADINGS and self._heading is not None:
-            level, words = self._heading
-            self._heading = None
-            heading = " ".join("".join(words).split())
-            if level == 1 and self.h1 is None:
-                self.h1 = heading
-            if heading:
-                self.parts.append(f"{'#' * level} {heading}\n\n")
-        elif tag in _BLOCKS:
-            self.parts.append("\n\n")
-
-    def handle_data(self, data: str) -> None:
-        if self.title_parts is not None:
-            self.title_parts.append(data)
-        elif self._hidden:
-            return
-        elif self._heading is not None:
-            self._heading[1].append(data)
-        else:
-            self.parts.append(data)
-
-
+_HIDDEN = frozenset(("script", "style", "head", "template", "noscript", "title"))
 _BLANK_LINES = re.compile(r"[ \t]*\n(?:[ \t]*\n)+")
 _SPACES = re.compile(r"[ \t\r\f\v]+")
 
 
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Shown:
+    """What a page shows, gathered along a walk of its tree: the text, headings as Markdown heading
+    lines, its first ``<h1>``, and its ``<a href>``s with their lines."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.anchors: list[tuple[str, int, bool]] = []
+        self.h1: str | None = None
+        self.hidden = 0  # how many hidden elements (a script, the head) the walk is inside
+        self.heading: list[str] | None = None  # the words of the heading it is inside
+
+    def _out(self) -> list[str]:
+        return self.heading if self.heading is not None else self.parts
+
+    def start(self, tag: str, el: Any) -> None:
+        if tag in _HIDDEN:
+            self.hidden += 1
+        elif tag in _HEADINGS and not self.hidden:
+            self.parts.append("\n\n")
+            self.heading = []
+        elif tag in _BLOCKS:
+            self._out().append("\n\n")
+        if self.hidden:
+            return
+        if tag == "a" and el.get("href") is not None:
+            self.anchors.append((el.get("href", "").strip(), el.sourceline or 1, False))
+        if el.text:
+            self._out().append(el.text)
+
+    def end(self, tag: str, el: Any) -> None:
+        if tag in _HIDDEN:
+            self.hidden -= 1
+        elif tag in _HEADINGS and self.heading is not None and not self.hidden:
+            text = _words("".join(self.heading))
+            self.heading = None
+            if _HEADINGS[tag] == 1 and self.h1 is None:
+                self.h1 = text
+            if text:
+                self.parts.append(f"{'#' * _HEADINGS[tag]} {text}\n\n")
+        elif tag in _BLOCKS:
+            self._out().append("\n\n")
+        if not self.hidden and el.tail:
+            self._out().append(el.tail)
+
+
 def read_html(source: str) -> Page:
-    """An HTML page: its title, the text it shows (headings as Markdown heading lines), its ``<a href>``s."""
-    parser = _HtmlPage()
-    parser.feed(source)
-    parser.close()
-    body = _BLANK_LINES.sub("\n\n", _SPACES.sub(" ", "".join(parser.parts))).strip()
-    title = parser.title or parser.h1 or ""
-    if parser.h1 is not None and parser.h1 == title:  # a first heading that is the title: not the text's first line
-        body = body.removeprefix(f"# {parser.h1}").lstrip()
-    return Page(title, body, parser.anchors)
+    """An HTML page: its title, the text it shows (headings as Markdown heading lines), its ``<a href>``s.
+
+    Parsed by lxml (libxml2's HTML parser, in recovery mode, never reaching the network): linear in the
+    page, whatever it holds. The standard library's ``html.parser`` is not: on the Python this runs,
+    50,000 unclosed ``<a`` take minutes, and ``<![`` raises an AssertionError."""
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    parser = lxml_html.HTMLParser(encoding="utf-8", recover=True, no_network=True, remove_comments=True,
+                                  remove_pis=True)
+    try:
+        root = lxml_html.document_fromstring(source.encode("utf-8"), parser=parser)
+    except etree.ParserError:  # nothing a document could be made of: comments or declarations alone
+        return Page("", "", [])
+    shown = _Shown()
+    for event, el in etree.iterwalk(root, events=("start", "end")):
+        tag = el.tag.lower() if isinstance(el.tag, str) else ""
+        (shown.start if event == "start" else shown.end)(tag, el)
+    body = _BLANK_LINES.sub("\n\n", _SPACES.sub(" ", "".join(shown.parts))).strip()
+    title = _words(root.findtext(".//title") or "") or shown.h1 or ""
+    if shown.h1 is not None and shown.h1 == title:  # a first heading that is the title: not the text's first line
+        body = body.removeprefix(f"# {shown.h1}").lstrip()
+    return Page(title, body, shown.anchors)
 
 
 def read_page(source: str, kind: str) -> Page:

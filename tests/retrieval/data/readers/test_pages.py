@@ -128,3 +128,18 @@ def test_a_script_or_a_scheme_is_never_a_link_or_text(tmp_path):
     ds = load_dataset(root)
     assert ds.docs["a"].text == "Safe <script> text js data far web b" and ds.docs["a"].links == ("b",)
     assert ds.docs["b"].links == ("a",) and ds.report.warnings == []
+
+
+@pytest.mark.parametrize("hostile", ["<a " * 200_000, "<!--" * 200_000, "<![" * 200_000, "<!" * 200_000,
+                                     "</" * 200_000, "<div>" * 200_000, "<a " + "x=1 " * 200_000 + ">",
+                                     "<a href='" + "x" * 400_000],
+                         ids=["unclosed-tags", "comments", "marked-sections", "declarations", "end-tags", "nesting",
+                              "attributes", "open-attribute"])
+def test_markup_that_stalls_or_breaks_the_standard_librarys_parser_reads_in_linear_time(tmp_path, hostile):
+    """Python's ``html.parser`` takes minutes over 50,000 unclosed ``<a`` and raises an AssertionError on
+    ``<![``; libxml2's parser reads 200,000 of each at once, and the page around them loads as any page."""
+    root = tmp_path / "p"
+    write(root / "a.html", f"<title>A</title><p>Before <a href='b.html'>b</a>.</p>{hostile}")
+    write(root / "b.html", "<title>B</title><p>Text.</p>")
+    ds = load_dataset(root)
+    assert ds.docs["a"].title == "A" and ds.docs["a"].text.startswith("Before b.") and ds.docs["a"].links == ("b",)
