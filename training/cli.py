@@ -18,7 +18,7 @@ from retrieval.evaluation.metrics import SUMMARY_METRICS, interval_text
 from retrieval.files.terminal import safe_output
 from retrieval.store import Store, default_store_path
 from retrieval.systems.clear_lambda import shown
-from training.finetune import run_training
+from training.finetune import noted_stages, run_training
 from training.losses import FAMILIES, LOSSES, TEACHERS
 from training.negatives import SOURCES
 from training.pairs import PRETRAIN_TASKS, check_train_fraction
@@ -145,9 +145,8 @@ def _print_result(result) -> None:
     """Where the model went, any resumption, the verdict, each system's metrics with their intervals and the
     paired tests of fine-tuned against base."""
     print(f"{result.plan_note}; device {result.device}; {result.seconds:.0f} s; model saved to {result.model_path}")
-    for line in result.stages:
-        if line.startswith("resumed after") or " pseudo pairs (" in line:  # how many pairs each task made
-            print(line)
+    for line in noted_stages(result.stages):
+        print(line)
     if result.verdict:
         print(result.verdict)
     for label, systems in result.metrics.items():

@@ -109,6 +109,13 @@ class FineTuneResult:
         return asdict(self)
 
 
+def noted_stages(stages: list) -> list[str]:
+    """The lines of a result's ``stages`` a user is told beside the verdict: how many pseudo pairs each task
+    made, and where a run resumed (the rest are each stage's losses)."""
+    return [line for line in stages if isinstance(line, str)
+            and (line.startswith("resumed after") or line.endswith(")") and " pseudo pairs (" in line)]
+
+
 def finished_run(out_dir: str | Path, cfg: TrainConfig | None = None) -> FineTuneResult | None:
     """The result of a fine-tuning that finished in ``out_dir`` (its ``rankscope_training.json``; the
     losses are not kept there), when it was trained with ``cfg`` (any config when None); else None."""

@@ -14,6 +14,7 @@ from retrieval.evaluation.metrics import SUMMARY_METRICS
 from retrieval.judging.labels import JUDGED, judged_counts
 from retrieval.safe_names import shown
 from retrieval.systems import SPLADE, label
+from training.finetune import noted_stages
 from training.job import FINAL, STOPPING, JobQueue, JobSpec
 from training.losses import DENSE_ONLY, FAMILIES, LOSSES, SPARSE_LOSSES, SPARSE_NEGATIVES, TEACHERS
 from training.pairs import PRETRAIN_TASKS, check_links, needs_links
@@ -157,7 +158,7 @@ def job_markdown(job: dict) -> str:
         r = job.get("result") or {}
         head += (f" · {text(r.get('plan_note', ''))}; {r.get('seconds', 0):.0f} s of training; saved to "
                  f"{code(job.get('model_path'))}")
-        head += "".join(f"\n\n{text(line)}" for line in r.get("stages") or [] if line.startswith("resumed after"))
+        head += "".join(f"\n\n{text(line)}" for line in noted_stages(r.get("stages") or []))
         verdict = r.get("verdict") or next((line for line in r.get("stages") or []  # jobs stored before the field
                                             if line.startswith(("held-out selection", "no held-out check"))), "")
         if verdict:
