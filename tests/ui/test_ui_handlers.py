@@ -628,6 +628,8 @@ def test_a_training_job_loads_the_workspaces_precision_and_a_resume_while_one_st
 def test_a_finished_jobs_line_says_how_many_pseudo_pairs_each_task_made():
     """The Train tab's status of a job with a first stage says how many pairs each task made (as the command
     line does), and where it resumed; not each stage's losses."""
+    import html
+
     from training.finetune import noted_stages
     from ui.train import job_markdown
 
@@ -635,7 +637,7 @@ def test_a_finished_jobs_line_says_how_many_pseudo_pairs_each_task_made():
               "resumed after triplet epoch 1 from /x/checkpoints", "triplet: 2 epochs"]
     job = {"id": "20260101-120000-a1b2c3", "status": "done", "device": "cpu", "model_path": "/x",
            "result": {"plan_note": "trained", "seconds": 3.0, "stages": stages}}
-    shown = job_markdown(job)
+    shown = html.unescape(job_markdown(job))  # as the page shows it (Markdown's characters are escaped)
     assert noted_stages(stages) == stages[::2]
     assert "pretrain ict+bfs+wlp: 24 pseudo pairs (ict 8, bfs 8, wlp 8)" in shown and "resumed after" in shown
     assert "inbatch 1 epoch" not in shown and "triplet: 2 epochs" not in shown
