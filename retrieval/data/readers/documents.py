@@ -6,6 +6,7 @@ from __future__ import annotations
 from retrieval.data.dataset import Document
 from retrieval.data.readers.decode import Text, suffix
 from retrieval.data.readers.links import LinkSink, cell_links, field_links
+from retrieval.data.readers.pages import PAGE_SUFFIXES
 from retrieval.data.readers.records import (
     DOC_ID_COLUMNS,
     DOC_TEXT_COLUMNS,
@@ -90,6 +91,9 @@ def read_docs(text: Text, filename: str, report: LoadReport) -> tuple[dict[str, 
         _docs_lines(text, sink)
     elif head == "{":
         _docs_jsonl(text, sink, links)
+    elif kind in PAGE_SUFFIXES:
+        raise DataError(f"a {kind} page is one document: load a folder or a .zip of pages (their links to each "
+                        "other are read), or a .jsonl, .csv or .tsv file of documents", display)
     else:
         raise DataError(f"cannot tell the format of this file ('{kind or 'no extension'}'); "
                         f"expected .jsonl, .csv, .tsv or .txt", display)

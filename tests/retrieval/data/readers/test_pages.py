@@ -143,3 +143,11 @@ def test_markup_that_stalls_or_breaks_the_standard_librarys_parser_reads_in_line
     write(root / "b.html", "<title>B</title><p>Text.</p>")
     ds = load_dataset(root)
     assert ds.docs["a"].title == "A" and ds.docs["a"].text.startswith("Before b.") and ds.docs["a"].links == ("b",)
+
+
+def test_one_page_given_alone_says_to_load_a_folder_or_zip_of_pages(tmp_path):
+    page = write(tmp_path / "a.md", "# A\n\nText.")
+    with pytest.raises(DataError) as err:
+        load_dataset(page)
+    assert str(err.value) == (f"{page}: a .md page is one document: load a folder or a .zip of pages (their links "
+                              "to each other are read), or a .jsonl, .csv or .tsv file of documents")
