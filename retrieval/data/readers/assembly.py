@@ -35,6 +35,7 @@ from retrieval.data.readers.trees import (
     CORPUS_NAMES,
     QUERY_NAMES,
     FolderTree,
+    PagesTree,
     Tree,
     ZipTree,
     beir_root,
@@ -361,11 +362,25 @@ def detect_role(path: PathLike, displays: Displays | None = None) -> str:
     return "corpus"
 
 
+def _load_pages(paths: list[str]) -> Dataset:
+    """Markdown or HTML pages uploaded together: one folder of them, by their file names."""
+    named: dict[str, Path] = {}
+    for p in paths:
+        path, name = _existing(p, {str(p): Path(p).name})
+        if name in named:
+            raise DataError(f"two uploaded pages are named {name!r}: a page is known by its name", name)
+        named[name] = path
+    report = LoadReport()
+    parts = _read_pages(PagesTree(named, "pages"), sorted(named), report)
+    return parts.assemble("pages", report)
+
+
 def load_uploads(paths: list[str], progress: Progress | None = None) -> Dataset:
     """Load what a user uploaded in one go, sorting the files by :func:`detect_role`.
 
     A single folder, zip or documents file is read whole by :func:`load_dataset` (its name
-    from the path). Several files are sorted into exactly one documents file (a folder or
+    from the path); several Markdown or HTML pages are one folder of pages, by their names (data set
+    "pages"). Several files are sorted into exactly one documents file (a folder or
     zip counts as one), at most one queries file and any number of qrels files, whose stems
     name the splits, and read by :func:`load_files` under the documents file's stem. Any
     other mix raises :class:`DataError` naming the files. Messages name each file by its own
@@ -374,6 +389,8 @@ def load_uploads(paths: list[str], progress: Progress | None = None) -> Dataset:
     displays = {str(p): Path(p).name for p in paths}
     if len(paths) == 1 and detect_role(paths[0], displays) in ("dataset", "corpus"):
         return load_dataset(paths[0], progress=progress, displays=displays)
+    if len(paths) > 1 and all(suffix(str(p)) in PAGE_SUFFIXES for p in paths):
+        return _load_pages(paths)
     roles: dict[str, list[str]] = {}
     for p in paths:
         roles.setdefault(detect_role(p, displays), []).append(p)

@@ -91,6 +91,33 @@ class FolderTree(Tree):
         return sorted(out)
 
 
+class PagesTree(Tree):
+    """Pages uploaded side by side (each a file of its own, wherever the upload stored it), seen as one
+    folder of them by their names: a page's link to another's name resolves as in a folder."""
+
+    def __init__(self, paths: dict[str, Path], display: str):
+        self.paths = paths  # name -> where the file is
+        self.display = display
+
+    def files(self) -> list[str]:
+        return sorted(self.paths)
+
+    def read(self, rel: str) -> bytes:
+        return read_file(self.paths[rel], rel)
+
+    def text(self, rel: str, progress: Progress | None = None) -> Text:
+        return Text.of_file(self.paths[rel], rel, progress)
+
+    def display_of(self, rel: str) -> str:
+        return rel
+
+    def is_file(self, rel: str) -> bool:
+        return rel in self.paths
+
+    def children(self, rel: str) -> tuple[list[str], list[str]]:
+        return ([], self.files()) if not rel else ([], [])
+
+
 class ZipTree(Tree):
     def __init__(self, zf: SafeZip):
         self.zf = zf

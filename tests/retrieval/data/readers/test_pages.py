@@ -151,3 +151,18 @@ def test_one_page_given_alone_says_to_load_a_folder_or_zip_of_pages(tmp_path):
         load_dataset(page)
     assert str(err.value) == (f"{page}: a .md page is one document: load a folder or a .zip of pages (their links "
                               "to each other are read), or a .jsonl, .csv or .tsv file of documents")
+
+
+def test_pages_uploaded_together_are_one_folder_of_pages_by_their_names(tmp_path):
+    """An upload stores each file in a folder of its own; the pages still link to each other by name."""
+    from retrieval.data.readers import load_uploads
+
+    a = write(tmp_path / "u1" / "a.md", "# A\n\nTo [b](b.html) and [c](c.md).")
+    b = write(tmp_path / "u2" / "b.html", "<title>B</title><p>To <a href='a.md'>a</a>.</p>")
+    ds = load_uploads([str(a), str(b)])
+    assert ds.name == "pages" and {d.id: d.links for d in ds.docs.values()} == {"a": ("b",), "b": ("a",)}
+    assert ds.report.warnings == ["a.md:3: link 'c.md' of document 'a' names no document that loaded and was "
+                                  "dropped (no page at this path)"]  # named as uploaded, not where it was stored
+    twin = write(tmp_path / "u3" / "a.md", "# Another A\n\nText.")
+    with pytest.raises(DataError, match=r"^a\.md: two uploaded pages are named 'a\.md'"):
+        load_uploads([str(a), str(b), str(twin)])
