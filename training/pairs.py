@@ -129,12 +129,12 @@ def first_section(text: str) -> str:
     its headings, ``retrieval.data.readers.pages``); in a text without one, its first paragraph (up to
     the first blank line); in a text of one paragraph, the whole text."""
     body = text.strip()
+    after = 0  # where the last heading so far ends: before it, headings alone
     for heading in HEADING.finditer(body):
-        before = HEADING.sub("", body[:heading.start()]).strip()
-        if before:
-            return before
-    body = HEADING.sub("", body).strip()
-    return PARAGRAPH.split(body, 1)[0].strip()
+        if body[after:heading.start()].strip():
+            return body[after:heading.start()].strip()
+        after = heading.end()
+    return PARAGRAPH.split(body[after:].strip(), 1)[0].strip()
 
 
 def ict_pairs(dataset: Dataset, n: int | None = None, seed: int = 42, keep_sentence: float = 0.0) -> list[Pair]:

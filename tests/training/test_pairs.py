@@ -176,6 +176,8 @@ def test_first_section_is_the_lead_before_the_first_heading_else_the_first_parag
     assert first_section("Para one here.\n\nPara two here.") == "Para one here."
     assert first_section("  One paragraph. Of two sentences.  ") == "One paragraph. Of two sentences."
     assert first_section("") == ""
+    # one pass: 200,000 heading lines before any text (a scan of all that came before at each would not end)
+    assert first_section("# h\n" * 200_000 + "Text at last. More of it.\n\nLater.") == "Text at last. More of it."
 
 
 def test_wlp_pairs_a_lead_sentence_of_the_linked_page_with_a_passage_of_the_page_linking_to_it():
