@@ -351,7 +351,7 @@ def build(ctx: Context, tab: gr.Tab) -> None:
         except gr.Error:  # closed to free memory: the start says so
             return gr.skip()
         choices, line = pretrain_choices(ws)
-        keep = chosen if chosen in dict((v, t) for t, v in choices) else ""
+        keep = chosen if chosen in {value for _, value in choices} else ""
         return gr.update(choices=choices, value=keep, info=line)
 
     tab.select(on_open, [ctx.key, pretrain], pretrain, api_visibility="private", show_progress="hidden", **LIGHT)

@@ -86,7 +86,7 @@ class Dataset:
     _docs_sha: HASH | None = field(default=None, repr=False, compare=False)  # hashlib state after the documents
     # queries_hash, split_key, labels_key
     _keys: dict[str | tuple[str, str | None], str] = field(default_factory=dict, repr=False, compare=False)
-    _counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)  # link_count
+    _link_count: int | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.doc_ids: list[str] = list(self.docs)
@@ -212,9 +212,9 @@ class Dataset:
     @property
     def link_count(self) -> int:
         """How many links the documents hold (each a document's link to another, counted once)."""
-        if "links" not in self._counts:
-            self._counts["links"] = sum(len(d.links) for d in self.docs.values())
-        return self._counts["links"]
+        if self._link_count is None:
+            self._link_count = sum(len(d.links) for d in self.docs.values())
+        return self._link_count
 
     def summary(self) -> dict[str, Any]:
         return {

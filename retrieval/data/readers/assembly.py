@@ -18,7 +18,7 @@ from retrieval.data.dataset import Dataset, Document, Qrels
 from retrieval.data.readers.decode import PathLike, Text, count, decode, read_file, regular_file, suffix, verb_for
 from retrieval.data.readers.documents import read_docs
 from retrieval.data.readers.links import LinkSink, Lookup, by_id, check_count, resolve
-from retrieval.data.readers.pages import PAGE_SUFFIXES, PageIndex, external, read_page
+from retrieval.data.readers.pages import PAGE_SUFFIXES, TREE_SUFFIXES, PageIndex, external, read_page
 from retrieval.data.readers.qrels import attach_qrels, parse_qrels, split_key
 from retrieval.data.readers.queries import read_queries
 from retrieval.data.readers.records import (
@@ -50,7 +50,6 @@ __all__ = ["load_dataset", "load_files", "load_uploads", "detect_role"]
 
 QRELS_SUFFIXES = (".tsv", ".txt", ".trec", ".qrels")
 DOC_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv")
-TREE_SUFFIXES = (".txt", *PAGE_SUFFIXES)  # a folder of these is one document per file
 EXPECTED = ("corpus.jsonl (BEIR: with optional queries.jsonl and qrels/<split>.tsv, at the "
             "top or inside one folder), or .txt, .md or .html files (one document per file)")
 
@@ -362,11 +361,11 @@ def detect_role(path: PathLike, displays: Displays | None = None) -> str:
     return "corpus"
 
 
-def _load_pages(paths: list[str]) -> Dataset:
-    """Markdown or HTML pages uploaded together: one folder of them, by their file names."""
+def _load_pages(paths: list[str], displays: Displays) -> Dataset:
+    """Markdown or HTML pages uploaded together: one folder of them, by their file names (``displays``)."""
     named: dict[str, Path] = {}
     for p in paths:
-        path, name = _existing(p, {str(p): Path(p).name})
+        path, name = _existing(p, displays)
         if name in named:
             raise DataError(f"two uploaded pages are named {name!r}: a page is known by its name", name)
         named[name] = path
@@ -390,7 +389,7 @@ def load_uploads(paths: list[str], progress: Progress | None = None) -> Dataset:
     if len(paths) == 1 and detect_role(paths[0], displays) in ("dataset", "corpus"):
         return load_dataset(paths[0], progress=progress, displays=displays)
     if len(paths) > 1 and all(suffix(str(p)) in PAGE_SUFFIXES for p in paths):
-        return _load_pages(paths)
+        return _load_pages(paths, displays)
     roles: dict[str, list[str]] = {}
     for p in paths:
         roles.setdefault(detect_role(p, displays), []).append(p)

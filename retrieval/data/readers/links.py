@@ -19,7 +19,7 @@ the same link (kept once).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from retrieval.data.dataset import Document
 from retrieval.data.readers.records import EXAMPLES, INDIVIDUAL, Skipped, id_value, require_id
@@ -53,7 +53,7 @@ Lookup = Callable[[RawLinks, int], tuple[str | None, str]]  # target i -> (the d
 
 
 class LinkSink:
-    """Collects each document's links as its file is read, under the bounds; ``seen`` keeps one
+    """Collects each document's links as its file is read, under the bounds; ``_one`` keeps one
     string per distinct target, so a million links to a thousand pages hold a thousand strings."""
 
     def __init__(self) -> None:
@@ -115,22 +115,18 @@ class _Dropped:
     """Links dropped for one reason: how many, and the first few (document, target, file, line, why)."""
 
     count: int = 0
-    first: list[tuple[str, str, str, int | None, str]] | None = None
+    first: list[tuple[str, str, str, int | None, str]] = field(default_factory=list)
 
     def add(self, doc_id: str, target: str, raw: RawLinks, i: int, why: str) -> None:
         self.count += 1
-        if self.first is None:
-            self.first = []
         if len(self.first) < INDIVIDUAL + 1:
             self.first.append((doc_id, target, raw.display, raw.line_of(i), why))
 
 
-def resolve(docs: dict[str, Document], sink: LinkSink, lookup: Lookup, report: LoadReport) -> int:
+def resolve(docs: dict[str, Document], sink: LinkSink, lookup: Lookup, report: LoadReport) -> None:
     """Each loaded document's links resolved (``lookup``) into ``docs`` (a document with links is
-    replaced by one that holds them); what is dropped is warned of in ``report``. Returns how many
-    links were kept."""
+    replaced by one that holds them); what is dropped is warned of in ``report``."""
     unresolved, to_self = _Dropped(), _Dropped()
-    kept = 0
     for doc_id, raw in sink.raw.items():
         doc = docs.get(doc_id)
         if doc is None:  # the document itself did not load (its text was empty): so neither do its links
@@ -146,15 +142,13 @@ def resolve(docs: dict[str, Document], sink: LinkSink, lookup: Lookup, report: L
                 out[docs[found].id] = None  # the document's own id string: one per document, however many link to it
         if out:
             docs[doc_id] = replace(doc, links=tuple(out))
-            kept += len(out)
     sink.raw.clear()
     _warn(report, unresolved, "names no document that loaded and was dropped", "link to no document that loaded")
     _warn(report, to_self, "is to the document itself and was dropped", "link to the document itself")
-    return kept
 
 
 def _warn(report: LoadReport, dropped: _Dropped, individually: str, kind: str) -> None:
-    first = dropped.first or []
+    first = dropped.first
     if dropped.count <= INDIVIDUAL:
         for doc_id, target, display, line, why in first:
             report.warn(f"link {shown(target)} of document {shown(doc_id)} {individually}"

@@ -40,6 +40,7 @@ from retrieval.data.readers.links import RawLinks
 from retrieval.safe_names import normal_id
 
 PAGE_SUFFIXES = (".md", ".markdown", ".html", ".htm")
+TREE_SUFFIXES = (".txt", *PAGE_SUFFIXES)  # a folder of these is one document per file
 MAX_TARGET_CHARS = 2_000  # an anchor's target; a longer one is no page's path
 
 
@@ -199,7 +200,7 @@ class PageIndex:
             ids = self.by_title.get(_title_key(target), [])
             if len(ids) == 1:
                 return ids[0], ""
-            found, why = self._path(raw.base, target)
+            found = self._path(raw.base, target)[0]
             if found is not None:
                 return found, ""
             return None, "several pages have this title" if ids else "no page has this title or path"
@@ -214,7 +215,7 @@ class PageIndex:
         if norm == ".." or norm.startswith("../"):
             return None, "a path outside the folder loaded"
         stem, ext = posixpath.splitext(norm)
-        candidates = [stem] if ext.lower() in (*PAGE_SUFFIXES, ".txt") else [norm, f"{norm}/index", f"{norm}/README"]
+        candidates = [stem] if ext.lower() in TREE_SUFFIXES else [norm, f"{norm}/index", f"{norm}/README"]
         for candidate in candidates:
             ident = normal_id(candidate.removeprefix("./")) if candidate != "." else ""
             if ident in self.docs:
